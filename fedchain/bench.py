@@ -1,0 +1,20 @@
+"""``fedchain bench``: benchmark commands that print their figures.
+
+Each benchmark lives beside what it measures; this group only gathers them.
+"""
+
+from __future__ import annotations
+
+from fedchain.cli import LazyGroup
+
+import click
+
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "gas": ("fedchain.chain.gasbench:gas", "Gas of posting one round for 10, 50 and 100 clients."),
+    "train": ("fedchain.trainer.bench:train", "Samples/s of the FedChain trainer against the sequential loop."),
+}
+
+
+@click.group(cls=LazyGroup, lazy=BENCHMARKS)
+def bench() -> None:
+    """Measure gas and training speed; every benchmark prints its figures (--json for machines)."""

@@ -1,0 +1,1 @@
+"""The chain seam: compile, deploy, typed contract wrappers, node launcher, event decoding."""

@@ -1,0 +1,118 @@
+"""Loading typed, frozen configurations from YAML files and flags.
+
+Each component defines its own frozen dataclass; this module turns a mapping
+(from a YAML file, updated by command-line overrides) into one, rejecting
+unknown keys and values of the wrong type with a :class:`ConfigError` that
+names the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+import yaml
+
+from fedchain.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping from ``path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist", hint="pass the path of an existing YAML file")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path} is not valid YAML: {err}", hint="fix the YAML syntax") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping, not {type(data).__name__}")
+    return data
+
+
+def _coerce(name: str, value: Any, annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return value
+    if dataclasses.is_dataclass(annotation):
+        if isinstance(value, annotation):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name} must be a mapping for {annotation.__name__}")
+        return from_mapping(annotation, value, prefix=f"{name}.")
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(name, value, arg)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(f"{name}={value!r} matches none of {annotation}")
+    if origin is typing.Literal:
+        allowed = typing.get_args(annotation)
+        if value not in allowed:
+            raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}")
+        return value
+    if origin in (tuple, list):
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} must be a list, got {value!r}")
+        args = typing.get_args(annotation)
+        item = args[0] if args else Any
+        return tuple(_coerce(f"{name}[{i}]", v, item) for i, v in enumerate(value))
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    if annotation in (int, float, str):
+        if isinstance(value, bool) and annotation is not str:
+            raise ConfigError(f"{name} must be a {annotation.__name__}, got {value!r}")
+        try:
+            converted = annotation(value)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{name} must be a {annotation.__name__}, got {value!r}") from err
+        if annotation is int and isinstance(value, float) and converted != value:
+            raise ConfigError(f"{name} must be an integer, got {value!r}")
+        return converted
+    if annotation is Path:
+        return Path(value)
+    return value
+
+
+def from_mapping(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
+    """Build the frozen dataclass ``cls`` from ``data``; unknown keys are errors."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown setting(s) {', '.join(prefix + k for k in unknown)}",
+            hint=f"known settings: {', '.join(prefix + k for k in sorted(fields))}",
+        )
+    kwargs = {key: _coerce(prefix + key, value, hints[key]) for key, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"invalid {cls.__name__}: {err}") from err
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> T:
+    """Load ``cls`` from an optional YAML file, then apply non-None ``overrides`` (flags win)."""
+    data: dict[str, Any] = load_yaml(path) if path is not None else {}
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = value
+    return from_mapping(cls, data)

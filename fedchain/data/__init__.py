@@ -1,0 +1,1 @@
+"""Datasets, partitions and client faults."""

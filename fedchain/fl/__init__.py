@@ -1,0 +1,1 @@
+"""Pure numeric kernels: aggregation, contribution, reputation, rewards, pruning."""

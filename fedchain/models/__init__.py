@@ -1,0 +1,1 @@
+"""Models trained by FedChain's clients: LeNet-5, a small CNN, ResNet-18."""
