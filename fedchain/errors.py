@@ -8,6 +8,8 @@ exits non-zero; nothing else in the code base prints errors.
 
 from __future__ import annotations
 
+import enum
+
 
 class FedchainError(Exception):
     """Base of every error FedChain raises on purpose."""
@@ -41,16 +43,104 @@ class ModelError(FedchainError):
     """A model name or model parameters are invalid."""
 
 
+class RejectReason(str, enum.Enum):
+    """Stable codes for why an update was rejected (logged, reported by the audit)."""
+
+    MISSING = "missing"
+    OVERSIZED = "oversized"
+    HASH_MISMATCH = "hash_mismatch"
+    NOT_SAFETENSORS = "not_safetensors"
+    WRONG_METADATA = "wrong_metadata"
+    WRONG_NAMES = "wrong_names"
+    WRONG_SHAPE = "wrong_shape"
+    WRONG_DTYPE = "wrong_dtype"
+    NON_FINITE = "non_finite"
+
+
 class UpdateRejected(FedchainError):
     """A client update is malformed (wrong hash, shape, dtype, NaN/inf, size) and was not aggregated."""
 
     hint = "the update was excluded from the round; the client's quality check fails"
+
+    #: Why, as a stable code the aggregator records as the failed quality check.
+    reason: RejectReason = RejectReason.NOT_SAFETENSORS
+
+    def __init__(self, message: str, *, reason: RejectReason | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        if reason is not None:
+            self.reason = reason
+
+
+class UpdateMissing(UpdateRejected):
+    """The update's committed hash names no object in the blob store."""
+
+    reason = RejectReason.MISSING
+
+
+class UpdateTooLarge(UpdateRejected):
+    """The update is larger than the size limit of the round's model."""
+
+    reason = RejectReason.OVERSIZED
+
+
+class UpdateHashMismatch(UpdateRejected):
+    """The update's bytes do not hash to the hash committed on chain."""
+
+    reason = RejectReason.HASH_MISMATCH
+
+
+class UpdateNotSafetensors(UpdateRejected):
+    """The update is not a well-formed safetensors file (a pickle, garbage, a truncated file)."""
+
+    reason = RejectReason.NOT_SAFETENSORS
+
+
+class UpdateMetadataMismatch(UpdateRejected):
+    """The update's metadata (format, task, round, job, model) is not the one expected."""
+
+    reason = RejectReason.WRONG_METADATA
+
+
+class UpdateSpecMismatch(UpdateRejected):
+    """The update's tensor names, shapes or dtypes differ from the model's (reason says which)."""
+
+    reason = RejectReason.WRONG_SHAPE
+
+
+class UpdateNonFinite(UpdateRejected):
+    """The update holds NaN or infinite values."""
+
+    reason = RejectReason.NON_FINITE
 
 
 class StoreError(FedchainError):
     """The blob store cannot read or write an object."""
 
     hint = "check the --store URL and that the folder or bucket is reachable"
+
+
+class StoreURLError(StoreError):
+    """A blob store URL has an unknown scheme or needs a package that is not installed."""
+
+    hint = "use a folder path, file://, memory:// or another fsspec URL (s3:// needs `pip install s3fs`)"
+
+
+class BlobNotFound(StoreError):
+    """No object with this hash is in the blob store."""
+
+    hint = "check that writer and reader use the same --store URL, and that the writer finished"
+
+
+class BlobCorrupted(StoreError):
+    """A stored object's bytes no longer hash to its name: it was altered or damaged."""
+
+    hint = "delete the damaged object and ask its writer to upload it again"
+
+
+class BlobTooLarge(StoreError):
+    """An object is larger than the reader's size limit."""
+
+    hint = "raise the size limit only if the object is expected to be this large"
 
 
 class ChainError(FedchainError):
