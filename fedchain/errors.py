@@ -155,5 +155,23 @@ class ContractRevert(ChainError):
     hint = "the contract refused the call; the error's name and arguments say why"
 
 
+class InsufficientFunds(ChainError):
+    """The sending account cannot pay for a transaction (gas at the current fees plus value)."""
+
+    hint = "fund the account (its address is in the message) or point at another key"
+
+
+class SigningKeyError(ChainError):
+    """No usable signing key: none given, malformed, or a keystore that does not open."""
+
+    hint = "set FEDCHAIN_PRIVATE_KEY, or pass --keystore FILE with FEDCHAIN_KEYSTORE_PASSWORD set"
+
+
+class DeploymentError(ChainError):
+    """A deployment file is missing or malformed, or does not match the chain it names."""
+
+    hint = "run `fedchain deploy` (it writes .fedchain/deployment.json) or pass --deployment FILE"
+
+
 class AgentError(FedchainError):
     """A long-running agent (fog node, aggregator, client) cannot proceed."""
