@@ -1,0 +1,269 @@
+"""The strategy API: one pure round function per aggregation/contribution/reward rule.
+
+A strategy is a frozen dataclass (its fields are its configuration) with one
+pure method, :meth:`Strategy.round`::
+
+    strategy = get_strategy("cgsv", gamma0=0.5)
+    state = None                                   # the first round builds it
+    for t in range(rounds):
+        sent = strategy.broadcast(global_params, state)   # pruned when pruning is on
+        updates = torch.stack([train(sent, i) - sent for i in clients])   # [n, d]
+        result = strategy.round(global_params, updates, data_sizes, state, validation)
+        global_params, state = result.global_params, result.state
+
+Conventions: models and updates are flat float vectors (see
+:mod:`fedchain.fl.params`), ``global_params`` ``[d]`` and ``updates``
+``[n, d]`` on any device; per-client vectors (data sizes, weights,
+contribution, accepted mask, losses) are ``[n]`` CPU tensors, float64 or bool.
+Rows with NaN or infinite values are never aggregated: they are marked in
+``accepted`` and replaced by zeros before any arithmetic. The validation
+numbers a strategy needs come from a :class:`Validation`: precomputed by the
+caller, or an :data:`Evaluator` the kernel calls, so the kernels do no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Generic, Sequence, TypeVar
+
+import torch
+
+from fedchain.errors import ConfigError, UpdateRejected
+from fedchain.fl.aggregate import finite_rows
+from fedchain.fl.pruning import Pruning, restore_dense, topology_mask
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A model's performance on the aggregator's validation set."""
+
+    #: Mean loss over the validation samples.
+    loss: float
+    #: Accuracy in [0, 1].
+    accuracy: float
+    #: Per-sample losses ``[n_samples]`` (needed by fedave's loss histograms), or None.
+    sample_losses: torch.Tensor | None = None
+
+
+#: Maps a flat parameter vector ``[d]`` to its :class:`Evaluation` on the validation set.
+Evaluator = Callable[[torch.Tensor], Evaluation]
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Validation inputs of one round; which ones a strategy needs is in its docstring."""
+
+    #: Evaluates any flat model on the validation set (fedfaim needs it for l and l_{-i}).
+    evaluate: Evaluator | None = None
+    #: Precomputed evaluations of every client's updated model ``global + Delta_i``;
+    #: when None they are computed with :attr:`evaluate`.
+    client_evaluations: Sequence[Evaluation] | None = None
+    #: fedave: per-sample losses of client i's updated model on client i's own data.
+    local_sample_losses: Sequence[torch.Tensor] | None = None
+
+
+@dataclass(frozen=True)
+class StrategyState:
+    """What a strategy carries from one round to the next; subclasses add fields."""
+
+    #: Rounds completed so far (the next round is ``round + 1``).
+    round: int = 0
+
+
+S = TypeVar("S", bound=StrategyState)
+
+
+@dataclass(frozen=True)
+class RoundResult(Generic[S]):
+    """Everything one round produces."""
+
+    #: The new global model ``[d]``.
+    global_params: torch.Tensor
+    #: Per-client contribution of this round ``[n]`` float64 (each strategy documents its meaning).
+    contribution: torch.Tensor
+    #: Per-client rewarded model ``[n, d]`` (fedfaim, fedave): the round's global
+    #: model before aggregation plus :attr:`reward_updates`; None for the others.
+    rewards: torch.Tensor | None
+    #: Which clients were aggregated ``[n]`` bool.
+    accepted: torch.Tensor
+    #: The state to pass to the next round.
+    state: S
+    #: The aggregation weights used ``[n]`` float64 (0 for rejected clients).
+    weights: torch.Tensor
+    #: Each client's sparsified share of the global update ``[n, d]``, for clients
+    #: that keep their own models (add it to the model they trained from); or None.
+    reward_updates: torch.Tensor | None = None
+    #: Validation loss of every client's updated model ``[n]`` when the strategy
+    #: measured it (NaN for rejected clients), else None: the input of the Tian quality.
+    client_losses: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class RoundInputs:
+    """Checked inputs of one round, as the kernels receive them."""
+
+    #: The model the clients trained from ``[d]`` (the sparse one when pruning is on).
+    global_params: torch.Tensor
+    #: Client updates ``[n, d]`` with non-finite rows replaced by zeros.
+    updates: torch.Tensor
+    #: Client data sizes ``[n]`` float64 on the CPU.
+    data_sizes: torch.Tensor
+    #: Rows that were finite ``[n]`` bool on the CPU.
+    finite: torch.Tensor
+    #: Validation inputs, possibly empty.
+    validation: Validation
+
+    @property
+    def n_clients(self) -> int:
+        return self.updates.shape[0]
+
+
+def _check_round_inputs(global_params: torch.Tensor, updates: torch.Tensor, data_sizes: Any) -> torch.Tensor:
+    """Raise :class:`UpdateRejected` for malformed shapes; return the data sizes as float64 ``[n]``."""
+    if not isinstance(global_params, torch.Tensor) or global_params.ndim != 1 or not global_params.is_floating_point():
+        raise UpdateRejected(
+            f"global params must be a flat float vector [d], got {_describe(global_params)}",
+            hint="flatten the model with fedchain.fl.params.flatten",
+        )
+    if not torch.isfinite(global_params).all():
+        raise UpdateRejected("the global params hold NaN or infinite values", hint="restart from the last finite global model")
+    if not isinstance(updates, torch.Tensor) or updates.ndim != 2 or updates.shape[1] != global_params.shape[0]:
+        raise UpdateRejected(
+            f"updates must be a [n_clients, {global_params.shape[0]}] tensor, got {_describe(updates)}",
+            hint="stack each client's local - global flat vector with torch.stack",
+        )
+    if updates.shape[0] == 0:
+        raise UpdateRejected("a round needs at least one client update", hint="wait for at least one update")
+    if updates.dtype != global_params.dtype or updates.device != global_params.device:
+        raise UpdateRejected(
+            f"updates are {updates.dtype} on {updates.device} but the global params are "
+            f"{global_params.dtype} on {global_params.device}",
+            hint="convert the updates with .to(global_params)",
+        )
+    sizes = torch.as_tensor(data_sizes, dtype=torch.float64).cpu()
+    if sizes.shape != (updates.shape[0],):
+        raise UpdateRejected(
+            f"data sizes must be [{updates.shape[0]}] (one per update), got shape {tuple(sizes.shape)}",
+            hint="pass one data size per client, in the order of the updates",
+        )
+    if not torch.isfinite(sizes).all() or (sizes < 0).any():
+        raise UpdateRejected(f"data sizes must be finite and non-negative, got {sizes.tolist()}")
+    return sizes
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return type(value).__name__
+
+
+@dataclass(frozen=True, kw_only=True)
+class Strategy(ABC, Generic[S]):
+    """Base of every strategy: input checks, NaN rejection and the pruning option."""
+
+    #: Registry name (``get_strategy(name)``).
+    name: ClassVar[str]
+    #: The state class this strategy carries.
+    state_type: ClassVar[type[StrategyState]] = StrategyState
+
+    #: Dynamic-topology pruning of the model sent to clients; None = dense.
+    pruning: Pruning | None = None
+
+    def init_state(self, data_sizes: torch.Tensor) -> S:
+        """The state before round 1 (``data_sizes`` is float64 ``[n]``)."""
+        return self.state_type()  # type: ignore[return-value]
+
+    def broadcast(self, global_params: torch.Tensor, state: S | None = None) -> torch.Tensor:
+        """The model to send to clients this round: ``global_params``, pruned when pruning is on.
+
+        Clients train from it and report ``Delta_i = local_i - broadcast(...)``.
+        """
+        if self.pruning is None:
+            return global_params
+        round_number = (state.round if state is not None else 0) + 1
+        return global_params * topology_mask(global_params, round_number, self.pruning)
+
+    def round(
+        self,
+        global_params: torch.Tensor,
+        updates: torch.Tensor,
+        data_sizes: torch.Tensor | Sequence[float],
+        state: S | None = None,
+        validation: Validation | None = None,
+    ) -> RoundResult[S]:
+        """Aggregate one round. Pure: the inputs are not modified.
+
+        ``global_params`` is the dense global model ``[d]``; ``updates`` are
+        ``local_i - broadcast(global_params, state)`` stacked ``[n, d]``;
+        ``state`` None starts from :meth:`init_state`.
+        """
+        sizes = _check_round_inputs(global_params, updates, data_sizes)
+        if state is None:
+            state = self.init_state(sizes)
+        if not isinstance(state, self.state_type):
+            raise ConfigError(
+                f"strategy {self.name!r} needs a {self.state_type.__name__}, got {type(state).__name__}",
+                hint="pass the state returned by this strategy's previous round (or None for the first round)",
+            )
+        finite = finite_rows(updates).cpu()
+        clean = torch.where(finite.to(updates.device)[:, None], updates, torch.zeros_like(updates))
+        sent = global_params
+        if self.pruning is not None:
+            mask = topology_mask(global_params, state.round + 1, self.pruning)
+            sent = global_params * mask
+            clean = clean * mask
+        inputs = RoundInputs(sent, clean, sizes, finite, validation or Validation())
+        result = self.aggregate(inputs, state)
+        result = dataclasses.replace(result, state=dataclasses.replace(result.state, round=state.round + 1))
+        if self.pruning is None:
+            return result
+        rewards = None if result.reward_updates is None else global_params + result.reward_updates
+        return dataclasses.replace(
+            result,
+            global_params=restore_dense(global_params, sent, result.global_params),
+            rewards=rewards,
+        )
+
+    @abstractmethod
+    def aggregate(self, inputs: RoundInputs, state: S) -> RoundResult[S]:
+        """The strategy's pure kernel over checked inputs; ``state.round + 1`` is this round."""
+
+
+_REGISTRY: dict[str, type[Strategy]] = {}
+
+StrategyT = TypeVar("StrategyT", bound=type[Strategy])
+
+
+def register(cls: StrategyT) -> StrategyT:
+    """Class decorator: make ``cls`` available as ``get_strategy(cls.name)``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def strategy_names() -> tuple[str, ...]:
+    """The registered strategy names, sorted."""
+    _load_builtin()
+    return tuple(sorted(_REGISTRY))
+
+
+def get_strategy(name: str, **options: Any) -> Strategy:
+    """The strategy ``name`` configured by ``options`` (its dataclass fields).
+
+    Options may come from YAML: nested mappings (``pruning: {sparsity: 0.5}``)
+    become their dataclasses and values are type-checked.
+    """
+    from fedchain.config import from_mapping
+
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise ConfigError(
+            f"unknown strategy {name!r}",
+            hint=f"known strategies: {', '.join(sorted(_REGISTRY))}",
+        )
+    return from_mapping(_REGISTRY[name], options, prefix=f"{name}.")
+
+
+def _load_builtin() -> None:
+    import fedchain.fl.strategies  # noqa: F401  (registers the built-in strategies)
