@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+/// @title IFogAuction: sealed-bid auctions of clients' training jobs to fog nodes, and the jobs' rounds
+/// @notice Once per client per task (while the task is `Open`) the client opens an auction for its
+/// training job, revealing its data size D against its join commitment. Fog nodes commit sealed bids
+/// keccak256(abi.encode(uint64 frequency, uint96 price, bytes32 salt, address bidder)) with deposit r,
+/// then reveal them. When the client closes the auction, the winner maximises the client's utility
+/// U = P_i(r_a_i, r_t_x) - P_x (eq. 18), with r_t_x the time reputation implied by the fog's
+/// frequency (T_x = c * D / f_x, eq. 11) and P_i the per-round payment of eq. 15. First price by
+/// default: the winner is paid its bid per round; second price as a task option: the price at which
+/// its utility equals the runner-up's. The client escrows price * N. Unrevealed bids forfeit their
+/// deposit to the client; revealed losers stay on standby (deposit held) until the job ends.
+/// Each round the winner commits its update's hash; a commit before the round's deadline releases
+/// one round's price to the fog node. A winner that misses a deadline is slashed (deposit to the
+/// client) by anyone's `reportMissedRound`, and the job goes to the best standby bid whose price is
+/// at most the escrowed price. After the task ends, `settleJob` returns deposits and unearned escrow.
+interface IFogAuction {
+    /// @notice Where a job's auction is.
+    enum JobStatus {
+        None,
+        Bidding,
+        Awarded,
+        Vacant,
+        Settled
+    }
+
+    /// @notice One sealed bid.
+    /// @param bidder the fog node
+    /// @param commitment keccak256(abi.encode(frequency, price, salt, bidder))
+    /// @param frequency f_x, CPU cycles per second (0 until revealed)
+    /// @param price P_x, wei per round (0 until revealed)
+    /// @param revealed whether it was revealed
+    /// @param settled whether its deposit was paid out (refunded or forfeited)
+    struct Bid {
+        address bidder;
+        bytes32 commitment;
+        uint64 frequency;
+        uint96 price;
+        bool revealed;
+        bool settled;
+    }
+
+    /// @notice One client's training job.
+    /// @param status where it is
+    /// @param dataSize D, samples
+    /// @param biddingDeadline last second for sealed bids
+    /// @param revealDeadline last second for reveals
+    /// @param winner index into the job's bids of the fog node training it (meaningful when Awarded)
+    /// @param price wei per round the client escrowed for (the awarded price)
+    /// @param winnerPrice wei per round the current winner is paid
+    /// @param escrow wei the client escrowed (price * N)
+    /// @param released wei of the escrow paid to fog nodes so far
+    /// @param paidUpTo the last round the current winner committed (or was excused from), 0 before
+    /// @param committedAt block time of the last commit, seconds
+    /// @param updateHash hash of the last committed update
+    struct Job {
+        JobStatus status;
+        uint64 dataSize;
+        uint64 biddingDeadline;
+        uint64 revealDeadline;
+        uint32 winner;
+        uint96 price;
+        uint96 winnerPrice;
+        uint256 escrow;
+        uint256 released;
+        uint16 paidUpTo;
+        uint64 committedAt;
+        bytes32 updateHash;
+    }
+
+    /// @notice The task is not in the status this call needs.
+    /// @param taskId the task
+    /// @param status its status, as uint8 of ITaskRegistry.TaskStatus
+    error AuctionWrongTaskStatus(uint256 taskId, uint8 status);
+    /// @notice The job is not in the status this call needs.
+    /// @param taskId the task
+    /// @param clientIndex the job's client
+    /// @param status its status now
+    error AuctionWrongJobStatus(uint256 taskId, uint256 clientIndex, JobStatus status);
+    /// @notice Only the job's client may do this.
+    error AuctionNotClient(uint256 taskId, uint256 clientIndex, address caller);
+    /// @notice The revealed data size does not match the client's join commitment.
+    error AuctionDataSizeMismatch(uint256 taskId, uint256 clientIndex, uint64 dataSize);
+    /// @notice `msg.value` is not what the call requires.
+    /// @param sent wei sent
+    /// @param required wei required
+    error AuctionWrongValue(uint256 sent, uint256 required);
+    /// @notice The bid came after the bidding deadline.
+    error AuctionBidTooLate(uint256 taskId, uint256 clientIndex, uint64 deadline, uint64 now_);
+    /// @notice This fog node already bid for the job.
+    error AuctionAlreadyBid(uint256 taskId, uint256 clientIndex, address bidder);
+    /// @notice The job already has MAX_BIDS bids.
+    error AuctionTooManyBids(uint256 taskId, uint256 clientIndex, uint256 maxBids);
+    /// @notice A reveal outside [biddingDeadline, revealDeadline).
+    error AuctionNotRevealPhase(uint256 taskId, uint256 clientIndex, uint64 biddingDeadline, uint64 revealDeadline, uint64 now_);
+    /// @notice The caller has no unrevealed bid for the job, or the reveal does not match its commitment.
+    error AuctionBadReveal(uint256 taskId, uint256 clientIndex, address bidder);
+    /// @notice A revealed frequency must be positive.
+    error AuctionZeroFrequency(uint256 taskId, uint256 clientIndex, address bidder);
+    /// @notice The auction cannot close before its reveal deadline.
+    error AuctionRevealNotOver(uint256 taskId, uint256 clientIndex, uint64 revealDeadline, uint64 now_);
+    /// @notice Only the job's current winner may commit updates.
+    error AuctionNotWinner(uint256 taskId, uint256 clientIndex, address caller);
+    /// @notice A commit for a round other than the task's current one, or a second commit for a round.
+    error AuctionWrongRound(uint256 taskId, uint256 clientIndex, uint16 round, uint16 current);
+    /// @notice A commit after the round's deadline.
+    error AuctionCommitTooLate(uint256 taskId, uint256 clientIndex, uint64 deadline, uint64 now_);
+    /// @notice The winner has not missed a round (or the client is no longer active).
+    error AuctionNoMissedRound(uint256 taskId, uint256 clientIndex);
+
+    /// @notice A client opened the auction for its job.
+    /// @param taskId the task
+    /// @param clientIndex the client
+    /// @param dataSize D, samples
+    /// @param biddingDeadline last second for bids
+    /// @param revealDeadline last second for reveals
+    event AuctionOpened(uint256 indexed taskId, uint256 indexed clientIndex, uint64 dataSize, uint64 biddingDeadline, uint64 revealDeadline);
+    /// @notice A fog node committed a sealed bid with deposit r.
+    event BidCommitted(uint256 indexed taskId, uint256 indexed clientIndex, address indexed bidder, uint256 bidIndex, bytes32 commitment);
+    /// @notice A fog node revealed its bid.
+    /// @param frequency cycles per second
+    /// @param price wei per round
+    event BidRevealed(uint256 indexed taskId, uint256 indexed clientIndex, address indexed bidder, uint256 bidIndex, uint64 frequency, uint96 price);
+    /// @notice The client closed the auction. `winner` is type(uint32).max when no bid was revealed.
+    /// @param winner bid index of the winner
+    /// @param price wei per round the winner is paid
+    /// @param escrow wei the client escrowed (price * N)
+    event AuctionClosed(uint256 indexed taskId, uint256 indexed clientIndex, uint32 winner, uint96 price, uint256 escrow);
+    /// @notice A fog node committed the hash of its update for a round; an on-time commit released one round's price to it.
+    /// @param round the round
+    /// @param updateHash hash of the update in the blob store
+    /// @param committedAt block time, seconds
+    /// @param payment wei released to the fog node
+    event UpdateCommitted(
+        uint256 indexed taskId, uint256 indexed clientIndex, uint16 indexed round, address fog, bytes32 updateHash, uint64 committedAt, uint256 payment
+    );
+    /// @notice A winner missed a round deadline and lost its deposit to the client.
+    /// @param round the missed round
+    /// @param forfeited wei of deposit credited to the client
+    event FogSlashed(uint256 indexed taskId, uint256 indexed clientIndex, address indexed fog, uint16 round, uint256 forfeited);
+    /// @notice The job went to a standby bid after a slash. `winner` is type(uint32).max when none was eligible (job vacant).
+    /// @param winner bid index of the new winner
+    /// @param price wei per round the new winner is paid
+    /// @param fromRound first round the new winner must commit
+    event JobReassigned(uint256 indexed taskId, uint256 indexed clientIndex, uint32 winner, uint96 price, uint16 fromRound);
+    /// @notice The job was settled after the task ended: deposits and unearned escrow were credited.
+    /// @param escrowRefund wei of escrow back to the client
+    /// @param depositsRefunded wei of fog deposits returned
+    /// @param depositsForfeited wei of unrevealed fog deposits credited to the client
+    event JobSettled(uint256 indexed taskId, uint256 indexed clientIndex, uint256 escrowRefund, uint256 depositsRefunded, uint256 depositsForfeited);
+
+    /// @notice Open the auction of the caller's job while the task is `Open`.
+    /// @param taskId the task
+    /// @param dataSize D, samples; must match the join commitment with `salt`
+    /// @param salt the salt of the join commitment
+    function openAuction(uint256 taskId, uint64 dataSize, bytes32 salt) external;
+
+    /// @notice Commit a sealed bid with `msg.value` == r before the bidding deadline.
+    /// @param commitment keccak256(abi.encode(uint64 frequency, uint96 price, bytes32 salt, address bidder))
+    /// @return bidIndex the bid's index
+    function commitBid(uint256 taskId, uint256 clientIndex, bytes32 commitment) external payable returns (uint256 bidIndex);
+
+    /// @notice Reveal the caller's bid between the bidding and reveal deadlines.
+    /// @param frequency f_x, cycles per second (> 0)
+    /// @param price P_x, wei per round
+    /// @param salt the commitment's salt
+    function revealBid(uint256 taskId, uint256 clientIndex, uint64 frequency, uint96 price, bytes32 salt) external;
+
+    /// @notice Close the caller's auction after the reveal deadline, escrowing `msg.value` == price * N
+    /// (0 when no bid was revealed). Unrevealed deposits are credited to the client.
+    function closeAuction(uint256 taskId, uint256 clientIndex) external payable;
+
+    /// @notice Commit the update hash of the current round as the job's winner; on time, one round's price is released.
+    function commitUpdate(uint256 taskId, uint256 clientIndex, uint16 round, bytes32 updateHash) external;
+
+    /// @notice Slash a winner that missed a round deadline and hand the job to the best eligible standby bid. Anyone.
+    function reportMissedRound(uint256 taskId, uint256 clientIndex) external;
+
+    /// @notice After the task ended (`Finished`, `Settled` or `Cancelled`): return the fog deposits
+    /// and the unearned escrow. Anyone, once per job.
+    function settleJob(uint256 taskId, uint256 clientIndex) external;
+
+    /// @notice Eq. 18 for one revealed bid: the client's utility P_i(r_a, r_t_x) - price, wei (may be negative).
+    function utility(uint256 taskId, uint256 clientIndex, uint64 frequency, uint96 price) external view returns (int256);
+
+    /// @notice A job.
+    function job(uint256 taskId, uint256 clientIndex) external view returns (Job memory);
+
+    /// @notice A job's bids in commit order.
+    function bids(uint256 taskId, uint256 clientIndex) external view returns (Bid[] memory);
+
+    /// @notice For every client of the task in join order: the block time of its job's commit for
+    /// `round`, seconds, or 0 when there is none. RoundLedger reads it when a round is posted.
+    function commitTimes(uint256 taskId, uint16 round, uint256 clients) external view returns (uint64[] memory);
+
+    /// @notice Wei the auction holds for the task now (fog deposits not yet paid out plus unreleased escrow).
+    function heldFor(uint256 taskId) external view returns (uint256);
+}

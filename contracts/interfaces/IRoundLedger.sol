@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+/// @title IRoundLedger: clients of a task, their reputation, round posting and settlement
+/// @notice Clients join an open task with deposit d and a commitment to their data size. Each round
+/// the task's aggregator posts ONE transaction with every client's measurements; the ledger updates
+/// each client's loss reputation r_a (eqs. 5, 8), time reputation r_t (eq. 9) and r_at = r_a * r_t
+/// (eq. 10) in O(1) storage (running sums with linear weights w^j = 2j / (k(k+1))), credits the
+/// per-round payment of eq. 15 (pro rata when the budget runs short) and removes clients below
+/// r_a_min or r_t_min, forfeiting their deposit to the publisher. After the task finishes,
+/// `settle` pays the final bonus of eq. 16, returns deposits of clients in good standing and refunds
+/// the unspent budget. Membership lives here, not in a contract of its own, because the per-client
+/// state must sit next to the round posting for its gas to stay O(1) per client.
+/// Reputations are 1e18 fixed point; a client that has not been scored yet has r_a = r_t = min(1e18, cap).
+interface IRoundLedger {
+    /// @notice A client's standing in a task.
+    enum ClientStatus {
+        None,
+        Active,
+        Removed
+    }
+
+    /// @notice One client's measurements in one round, posted by the aggregator.
+    /// @param quality q_i^n, 1e18 fixed point (loss_avg / loss_i, or a rescaled contribution)
+    /// @param roundTime t_i^n, seconds from the round's start to the fog commit, as measured by the aggregator
+    /// @param accepted false when the update was rejected (scored with quality 0) or is missing (round skipped)
+    struct Measurement {
+        uint64 quality;
+        uint32 roundTime;
+        bool accepted;
+    }
+
+    /// @notice A client's state in a task (one storage slot pair per client).
+    /// @param account the client's address
+    /// @param status its standing
+    /// @param rounds k: rounds in which it was scored
+    /// @param sumQuality sum over its scored rounds j of j * q_j (capped qualities), 1e18 fixed point
+    /// @param sumTimeRatio sum over its scored rounds j of j * min(cap, T / t_j), 1e18 fixed point
+    /// @param lossReputation r_a after its last scored round, 1e18 fixed point
+    /// @param timeReputation r_t after its last scored round, 1e18 fixed point
+    /// @param earned wei credited by eq. 15 so far and not yet paid out
+    struct ClientInfo {
+        address account;
+        ClientStatus status;
+        uint16 rounds;
+        uint96 sumQuality;
+        uint96 sumTimeRatio;
+        uint64 lossReputation;
+        uint64 timeReputation;
+        uint128 earned;
+    }
+
+    /// @notice The task is unknown or not in the status this call needs (see ITaskRegistry.TaskStatus).
+    /// @param taskId the task
+    /// @param status its status now, as uint8 of ITaskRegistry.TaskStatus
+    error LedgerWrongTaskStatus(uint256 taskId, uint8 status);
+    /// @notice `msg.value` is not the task's client deposit d.
+    /// @param taskId the task
+    /// @param sent wei sent
+    /// @param required wei required
+    error LedgerWrongDeposit(uint256 taskId, uint256 sent, uint256 required);
+    /// @notice The account already joined this task.
+    error LedgerAlreadyJoined(uint256 taskId, address client);
+    /// @notice The task already has its maximum number of clients.
+    error LedgerTaskFull(uint256 taskId, uint16 maxClients);
+    /// @notice The account is not a client of this task.
+    error LedgerNotClient(uint256 taskId, address account);
+    /// @notice Only the task's aggregator may post rounds.
+    /// @param taskId the task
+    /// @param caller the rejected caller
+    error LedgerNotAggregator(uint256 taskId, address caller);
+    /// @notice The posted round is not the task's current round (already posted, or not begun).
+    /// @param taskId the task
+    /// @param posted the round in the call
+    /// @param current the task's current round
+    error LedgerWrongRound(uint256 taskId, uint16 posted, uint16 current);
+    /// @notice There must be exactly one measurement per client, in join order.
+    /// @param taskId the task
+    /// @param posted measurements posted
+    /// @param clients clients of the task
+    error LedgerWrongMeasurementCount(uint256 taskId, uint256 posted, uint256 clients);
+    /// @notice The round cannot be posted yet: an active client's fog node has not committed and the deadline has not passed.
+    /// @param taskId the task
+    /// @param clientIndex the first client still awaited
+    /// @param deadline the round's deadline, seconds
+    error LedgerRoundNotReady(uint256 taskId, uint256 clientIndex, uint64 deadline);
+    /// @notice A measurement was accepted although no update was committed for the client in this round.
+    error LedgerUncommittedUpdate(uint256 taskId, uint256 clientIndex);
+    /// @notice A posted round time disagrees with the block time of the fog node's commit.
+    /// @param taskId the task
+    /// @param clientIndex the client
+    /// @param posted the posted round time, seconds
+    /// @param observed commit block time minus round start, seconds
+    error LedgerRoundTimeMismatch(uint256 taskId, uint256 clientIndex, uint32 posted, uint64 observed);
+    /// @notice The task's clients were already settled.
+    error LedgerAlreadySettled(uint256 taskId);
+
+    /// @notice A client joined a task and deposited d.
+    /// @param taskId the task
+    /// @param client the client
+    /// @param clientIndex its position in join order (0-based), the index of its measurement in every round
+    /// @param dataCommitment keccak256(abi.encode(dataSize, salt)): its data size, revealed when it opens its auction
+    /// @param deposit wei
+    event ClientJoined(uint256 indexed taskId, address indexed client, uint256 clientIndex, bytes32 dataCommitment, uint256 deposit);
+    /// @notice The aggregator posted a round. Together with the task's parameters this is enough to
+    /// recompute every reputation and payment of the round.
+    /// @param taskId the task
+    /// @param round the round
+    /// @param modelHash hash of the round's global model (as stored in the blob store)
+    /// @param accuracy the global model's accuracy on the validation set, 1e18 fixed point
+    /// @param measurements one per client in join order (entries of removed clients are ignored)
+    /// @param paid wei credited to clients for the round, after pro-rata scaling
+    event RoundPosted(
+        uint256 indexed taskId, uint16 indexed round, bytes32 modelHash, uint64 accuracy, Measurement[] measurements, uint256 paid
+    );
+    /// @notice A client fell below r_a_min or r_t_min; it was removed and its deposit forfeited to the publisher.
+    /// @param taskId the task
+    /// @param clientIndex the client
+    /// @param round the round after which it was removed
+    /// @param lossReputation its r_a, 1e18 fixed point
+    /// @param timeReputation its r_t, 1e18 fixed point
+    event ClientRemoved(uint256 indexed taskId, uint256 indexed clientIndex, uint16 indexed round, uint64 lossReputation, uint64 timeReputation);
+    /// @notice A client was settled: its rewards and (in good standing) its deposit were credited.
+    /// @param taskId the task
+    /// @param clientIndex the client
+    /// @param earned wei of eq. 15 payments over all rounds
+    /// @param bonus wei of final bonus (eq. 16, after pro-rata scaling)
+    /// @param depositReturned wei of deposit returned (0 for a removed client)
+    event ClientSettled(uint256 indexed taskId, uint256 indexed clientIndex, uint256 earned, uint256 bonus, uint256 depositReturned);
+
+    /// @notice Join an `Open` task with `msg.value` == d.
+    /// @param taskId the task
+    /// @param dataCommitment keccak256(abi.encode(uint256 dataSize, bytes32 salt))
+    /// @return clientIndex the client's index
+    function join(uint256 taskId, bytes32 dataCommitment) external payable returns (uint256 clientIndex);
+
+    /// @notice Post the current round: one measurement per client in join order. Aggregator only.
+    /// Allowed once every active client's fog node committed, or after the round's deadline.
+    /// An accepted measurement needs a commit in this round whose block time minus the round's start is
+    /// within the task's time tolerance of `roundTime`. A client without a commit is skipped
+    /// (no reputation change, no payment); a rejected update counts with quality 0.
+    /// @param taskId the task
+    /// @param round the current round
+    /// @param modelHash hash of the round's global model
+    /// @param accuracy the global model's validation accuracy, 1e18 fixed point; at or above the target the task finishes
+    /// @param measurements one per client in join order
+    function postRound(uint256 taskId, uint16 round, bytes32 modelHash, uint64 accuracy, Measurement[] calldata measurements)
+        external;
+
+    /// @notice Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded) or a
+    /// `Cancelled` one (deposits back). Anyone may call it, once.
+    function settle(uint256 taskId) external;
+
+    /// @notice A client's state.
+    function client(uint256 taskId, uint256 clientIndex) external view returns (ClientInfo memory);
+
+    /// @notice A client's index; reverts with LedgerNotClient if `account` did not join.
+    function clientIndex(uint256 taskId, address account) external view returns (uint256);
+
+    /// @notice Number of clients that joined the task.
+    function clientCount(uint256 taskId) external view returns (uint256);
+
+    /// @notice The client's data-size commitment from `join`.
+    function dataCommitment(uint256 taskId, uint256 clientIndex) external view returns (bytes32);
+
+    /// @notice Whether the client is `Active` (joined and not removed).
+    function isActive(uint256 taskId, uint256 clientIndex) external view returns (bool);
+
+    /// @notice The client's current loss and time reputation (min(1e18, cap) before its first scored round), 1e18 fixed point.
+    function reputation(uint256 taskId, uint256 clientIndex) external view returns (uint64 lossReputation, uint64 timeReputation);
+
+    /// @notice Wei of client deposits the ledger holds for the task now (active clients, before settlement).
+    function depositsHeld(uint256 taskId) external view returns (uint256);
+
+    /// @notice Whether `settle` ran for the task.
+    function settled(uint256 taskId) external view returns (bool);
+}

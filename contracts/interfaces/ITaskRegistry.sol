@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+/// @title ITaskRegistry: federated-learning tasks, their parameters, budget and round clock
+/// @notice A publisher creates a task with every parameter of the mechanism (DESIGN.md) and escrows
+/// the reward budget (ether) in the same transaction. Life cycle:
+/// `Open` (clients join, fog auctions run) -> `Running` (rounds 1..N) -> `Finished` (after round N or
+/// the target accuracy) -> `Settled` (bonus paid, deposits returned, unspent budget refunded);
+/// or `Open` -> `Cancelled` (full refund). Fixed point values are 1e18 = 1.0.
+interface ITaskRegistry {
+    /// @notice Where a task is in its life cycle.
+    enum TaskStatus {
+        None,
+        Open,
+        Running,
+        Finished,
+        Settled,
+        Cancelled
+    }
+
+    /// @notice Everything a publisher fixes when it creates a task.
+    /// @param modelId identifier of the model architecture (e.g. keccak256("mnist-cnn"))
+    /// @param datasetId identifier of the dataset
+    /// @param rounds N, number of rounds, 1..MAX_ROUNDS
+    /// @param targetAccuracy accuracy at which the task may finish early, 1e18 fixed point (0: never early)
+    /// @param expectedDuration T_ex, expected total training time, seconds; T = T_ex / N per round
+    /// @param psi per-round payment coefficient of eq. 15, wei per unit of r_t^2 * r_a
+    /// @param phi final-bonus coefficient of eq. 16, wei per second per unit of r_at
+    /// @param minLossReputation r_a_min, 1e18 fixed point
+    /// @param minTimeReputation r_t_min, 1e18 fixed point
+    /// @param minQuality q_min: a round quality below it multiplies r_a by the quality, 1e18 fixed point
+    /// @param maxRoundTime t_max: a round time above it multiplies r_t by t_max / t, seconds
+    /// @param reputationCap cap on every quality, time ratio and reputation, 1e18 fixed point, <= MAX_REPUTATION_CAP
+    /// @param clientDeposit d, wei
+    /// @param fogDeposit r, wei
+    /// @param cyclesPerSample c, CPU cycles per training sample (T_x = c * D / f_x, eq. 11)
+    /// @param roundDuration seconds from a round's start to its deadline for fog commits
+    /// @param biddingDuration seconds a fog auction accepts sealed bids after it opens
+    /// @param revealDuration seconds after bidding during which bids are revealed
+    /// @param timeTolerance seconds a posted round time may differ from the fog commit's block time
+    /// @param maxClients most clients that may join, 1..MAX_CLIENTS
+    /// @param secondPrice true: the auction winner is paid the second-price (Vickrey) price; false: its own bid
+    struct TaskParams {
+        bytes32 modelId;
+        bytes32 datasetId;
+        uint16 rounds;
+        uint64 targetAccuracy;
+        uint32 expectedDuration;
+        uint128 psi;
+        uint128 phi;
+        uint64 minLossReputation;
+        uint64 minTimeReputation;
+        uint64 minQuality;
+        uint32 maxRoundTime;
+        uint64 reputationCap;
+        uint96 clientDeposit;
+        uint96 fogDeposit;
+        uint64 cyclesPerSample;
+        uint32 roundDuration;
+        uint32 biddingDuration;
+        uint32 revealDuration;
+        uint32 timeTolerance;
+        uint16 maxClients;
+        bool secondPrice;
+    }
+
+    /// @notice A task's state apart from its parameters.
+    /// @param publisher who created it and receives refunds and forfeited deposits
+    /// @param aggregator the only account that may post rounds
+    /// @param status life-cycle stage
+    /// @param currentRound the round being trained (1-based; 0 before start; N or the last posted round once finished)
+    /// @param budget wei escrowed at creation
+    /// @param budgetLeft wei of the budget not yet credited to anyone
+    /// @param startedAt block time of `startTask`, seconds (0 before)
+    /// @param roundStartedAt block time at which the current round began, seconds
+    /// @param finishedAt block time of the last posted round, seconds (0 before)
+    struct TaskState {
+        address publisher;
+        address aggregator;
+        TaskStatus status;
+        uint16 currentRound;
+        uint256 budget;
+        uint256 budgetLeft;
+        uint64 startedAt;
+        uint64 roundStartedAt;
+        uint64 finishedAt;
+    }
+
+    /// @notice A parameter is out of its allowed range.
+    /// @param field the parameter's name, as in TaskParams
+    /// @param value the offending value
+    error TaskInvalidParameter(bytes32 field, uint256 value);
+    /// @notice The aggregator is the zero address.
+    error TaskInvalidAggregator(address aggregator);
+    /// @notice No task has this id.
+    error TaskUnknown(uint256 taskId);
+    /// @notice Only the task's publisher may do this.
+    /// @param taskId the task
+    /// @param caller the rejected caller
+    error TaskNotPublisher(uint256 taskId, address caller);
+    /// @notice The task is not in the status this call needs.
+    /// @param taskId the task
+    /// @param status its status now
+    /// @param required the status the call needs
+    error TaskWrongStatus(uint256 taskId, TaskStatus status, TaskStatus required);
+    /// @notice A task cannot start without clients.
+    error TaskHasNoClients(uint256 taskId);
+    /// @notice Only the RoundLedger may move the round clock and spend the budget.
+    error TaskNotLedger(address caller);
+    /// @notice The ledger tried to spend more budget than is left.
+    /// @param taskId the task
+    /// @param amount wei asked for
+    /// @param budgetLeft wei left
+    error TaskBudgetExceeded(uint256 taskId, uint256 amount, uint256 budgetLeft);
+
+    /// @notice A task was created and its budget escrowed.
+    /// @param taskId the new task's id (1, 2, ...)
+    /// @param publisher its publisher
+    /// @param aggregator its aggregator
+    /// @param budget wei escrowed
+    /// @param params all its parameters
+    event TaskCreated(
+        uint256 indexed taskId, address indexed publisher, address indexed aggregator, uint256 budget, TaskParams params
+    );
+    /// @notice The publisher cancelled an open task; the budget went back to it.
+    /// @param taskId the task
+    /// @param refund wei credited to the publisher
+    event TaskCancelled(uint256 indexed taskId, uint256 refund);
+    /// @notice Round 1 began.
+    /// @param taskId the task
+    /// @param startedAt block time, seconds
+    /// @param clients number of clients that joined
+    event TaskStarted(uint256 indexed taskId, uint64 startedAt, uint256 clients);
+    /// @notice A round was posted; the budget paid for it and the clock moved on.
+    /// @param taskId the task
+    /// @param round the round that completed
+    /// @param spent wei of budget credited to clients for it
+    /// @param budgetLeft wei left after it
+    /// @param nextRoundStartedAt block time at which the next round began (0 when the task finished)
+    event RoundClosed(uint256 indexed taskId, uint16 indexed round, uint256 spent, uint256 budgetLeft, uint64 nextRoundStartedAt);
+    /// @notice The task finished (round N posted or target accuracy reached).
+    /// @param taskId the task
+    /// @param lastRound the last posted round
+    /// @param finishedAt block time, seconds
+    /// @param targetReached whether the aggregator reported the target accuracy
+    event TaskFinished(uint256 indexed taskId, uint16 lastRound, uint64 finishedAt, bool targetReached);
+    /// @notice The task was settled: the final bonuses were paid and the rest of the budget refunded.
+    /// @param taskId the task
+    /// @param bonuses wei of budget credited as final bonuses
+    /// @param refund wei credited back to the publisher
+    event TaskSettled(uint256 indexed taskId, uint256 bonuses, uint256 refund);
+
+    /// @notice Create a task, escrowing `msg.value` wei as its budget.
+    /// @param params the mechanism's parameters
+    /// @param aggregator the account that will post rounds
+    /// @return taskId the new task's id
+    function createTask(TaskParams calldata params, address aggregator) external payable returns (uint256 taskId);
+
+    /// @notice Cancel an `Open` task; its whole budget is credited back to the publisher. Publisher only.
+    /// Clients then take their deposits back through RoundLedger.settle, fog nodes theirs through FogAuction.settleJob.
+    function cancelTask(uint256 taskId) external;
+
+    /// @notice Start round 1 of an `Open` task with at least one client. Publisher only.
+    function startTask(uint256 taskId) external;
+
+    /// @notice Close the current round: spend `spent` wei of budget and move the clock on, or finish
+    /// the task after round N or when `targetReached`. RoundLedger only.
+    /// @return finished whether the task is now `Finished`
+    function closeRound(uint256 taskId, uint256 spent, bool targetReached) external returns (bool finished);
+
+    /// @notice Spend `bonuses` wei of budget, refund the rest to the publisher and mark the task
+    /// `Settled`. RoundLedger only.
+    /// @return refund wei credited to the publisher
+    function settleBudget(uint256 taskId, uint256 bonuses) external returns (uint256 refund);
+
+    /// @notice A task's parameters.
+    function params(uint256 taskId) external view returns (TaskParams memory);
+
+    /// @notice A task's state.
+    function state(uint256 taskId) external view returns (TaskState memory);
+
+    /// @notice The deadline of the current round for fog commits: roundStartedAt + roundDuration, seconds.
+    function roundDeadline(uint256 taskId) external view returns (uint64);
+
+    /// @notice Number of tasks created so far (ids are 1..taskCount).
+    function taskCount() external view returns (uint256);
+}
