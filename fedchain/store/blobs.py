@@ -1,0 +1,191 @@
+"""A content-addressed blob store over a local folder or any fsspec URL.
+
+Objects are immutable byte strings filed under their own hash, so a reader
+that knows a hash (from an on-chain event) can fetch the object from anyone's
+store and verify it. Layout below the store's root::
+
+    keccak256/ab/ab12...ef      one object, named by the full hex digest
+    tmp/<random>.part           writes in progress (never read as objects)
+
+A write goes to ``tmp/`` first and is renamed into place when complete, so a
+writer killed half-way leaves at worst a stray ``.part`` file, never a half
+object. Every read checks the size limit before reading and the hash after.
+
+>>> store = BlobStore.open("memory://doc-example")
+>>> digest = store.put(b"hello")
+>>> store.get(digest)
+b'hello'
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Mapping
+
+import fsspec
+import fsspec.core
+from fsspec import AbstractFileSystem
+
+from fedchain.errors import BlobCorrupted, BlobNotFound, BlobTooLarge, StoreError, StoreURLError
+from fedchain.store.digest import CANONICAL_HASH, HASHES, HashName, parse_digest, to_hex
+
+log = logging.getLogger(__name__)
+
+#: Where the store lives when no URL is given: a folder below the working directory.
+DEFAULT_STORE_URL = ".fedchain/store"
+
+#: The read limit when the caller names none (an MNIST CNN is about 1.7 MB; CIFAR ResNets stay far below).
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+
+#: URL schemes that mean "a folder on this machine".
+LOCAL_SCHEMES = (None, "file", "local")
+
+
+def _filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[AbstractFileSystem, str]:
+    """The fsspec filesystem and root path of ``url``, or a :class:`StoreURLError` that says what to do."""
+    scheme, _ = fsspec.core.split_protocol(url)
+    if scheme not in LOCAL_SCHEMES:
+        try:
+            fsspec.get_filesystem_class(scheme)
+        except ValueError as err:
+            raise StoreURLError(f"unknown blob store scheme {scheme!r} in {url!r}") from err
+        except ImportError as err:
+            raise StoreURLError(
+                f"the blob store URL {url!r} needs a package that is not installed: {err}",
+                hint=f"install fsspec's {scheme!r} backend (for s3://: `pip install s3fs`), or use a folder path",
+            ) from err
+    try:
+        return fsspec.core.url_to_fs(url, **storage_options)
+    except (ValueError, TypeError, OSError) as err:
+        raise StoreURLError(f"cannot open the blob store {url!r}: {err}") from err
+
+
+class BlobStore:
+    """Immutable objects named by their hash, in a folder or behind an fsspec URL.
+
+    Construct with :meth:`open` (or :func:`open_store`). All methods are safe to
+    call from several processes at once: objects are written under a temporary
+    name and renamed into place.
+    """
+
+    def __init__(
+        self,
+        fs: AbstractFileSystem,
+        root: str,
+        *,
+        url: str,
+        hash_name: HashName = CANONICAL_HASH,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        if hash_name not in HASHES:
+            raise StoreError(f"unknown hash {hash_name!r}", hint=f"use one of {', '.join(HASHES)}")
+        if max_bytes <= 0:
+            raise StoreError(f"max_bytes must be positive, got {max_bytes}")
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.url = url
+        self.hash_name: HashName = hash_name
+        self.max_bytes = max_bytes
+        self._hash = HASHES[hash_name]
+
+    @classmethod
+    def open(
+        cls,
+        url: str | os.PathLike[str] = DEFAULT_STORE_URL,
+        *,
+        hash_name: HashName = CANONICAL_HASH,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> "BlobStore":
+        """Open the store at ``url``: a folder path, ``file://``, ``memory://``, ``s3://bucket/prefix``...
+
+        ``storage_options`` go to the fsspec backend (credentials, endpoint).
+        A local folder is created if missing.
+        """
+        url = os.fspath(url)
+        fs, root = _filesystem(url, storage_options or {})
+        store = cls(fs, root, url=url, hash_name=hash_name, max_bytes=max_bytes)
+        if fsspec.core.split_protocol(url)[0] in LOCAL_SCHEMES:
+            Path(root).mkdir(parents=True, exist_ok=True)
+        return store
+
+    def __repr__(self) -> str:
+        return f"BlobStore({self.url!r}, hash_name={self.hash_name!r})"
+
+    def digest(self, data: bytes) -> bytes:
+        """The hash ``data`` is filed under in this store."""
+        return self._hash(data)
+
+    def path_of(self, digest: bytes | str) -> str:
+        """Where the object named ``digest`` lives (a path inside the store's filesystem)."""
+        hex_digest = parse_digest(digest).hex()
+        return f"{self.root}/{self.hash_name}/{hex_digest[:2]}/{hex_digest}"
+
+    def put(self, data: bytes) -> bytes:
+        """Store ``data`` and return its hash (32 bytes).
+
+        Writing the same bytes again is harmless: the object is replaced by
+        identical bytes (which also heals a damaged copy).
+        """
+        data = bytes(data)
+        digest = self._hash(data)
+        path = self.path_of(digest)
+        temporary = f"{self.root}/tmp/{uuid.uuid4().hex}.part"
+        try:
+            self.fs.makedirs(f"{self.root}/tmp", exist_ok=True)
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            with self.fs.open(temporary, "wb") as file:
+                file.write(data)
+            self.fs.mv(temporary, path)
+        except OSError as err:
+            raise StoreError(f"cannot write object {to_hex(digest)} to {self.url}: {err}") from err
+        log.debug("stored %s (%d bytes) in %s", to_hex(digest), len(data), self.url)
+        return digest
+
+    def exists(self, digest: bytes | str) -> bool:
+        """Whether an object named ``digest`` is in the store (its bytes are not checked)."""
+        return bool(self.fs.exists(self.path_of(digest)))
+
+    def size(self, digest: bytes | str) -> int:
+        """The stored size in bytes of the object named ``digest``."""
+        path = self.path_of(digest)
+        try:
+            return int(self.fs.size(path))
+        except FileNotFoundError as err:
+            raise BlobNotFound(f"object {to_hex(parse_digest(digest))} is not in the store {self.url}") from err
+
+    def get(self, digest: bytes | str, *, max_bytes: int | None = None) -> bytes:
+        """The bytes of the object named ``digest``, verified against it.
+
+        Raises :class:`BlobNotFound` if absent, :class:`BlobTooLarge` if larger
+        than ``max_bytes`` (default: the store's limit; checked before reading),
+        and :class:`BlobCorrupted` if the bytes do not hash to ``digest``.
+        """
+        digest = parse_digest(digest)
+        limit = self.max_bytes if max_bytes is None else max_bytes
+        name = to_hex(digest)
+        size = self.size(digest)
+        if size > limit:
+            raise BlobTooLarge(f"object {name} in {self.url} has {size} bytes, over the limit of {limit}")
+        try:
+            with self.fs.open(self.path_of(digest), "rb") as file:
+                data = file.read(limit + 1)
+        except FileNotFoundError as err:
+            raise BlobNotFound(f"object {name} is not in the store {self.url}") from err
+        except OSError as err:
+            raise StoreError(f"cannot read object {name} from {self.url}: {err}") from err
+        if len(data) > limit:
+            raise BlobTooLarge(f"object {name} in {self.url} grew past the limit of {limit} bytes while read")
+        actual = self._hash(data)
+        if actual != digest:
+            raise BlobCorrupted(
+                f"object {name} in {self.url} is damaged: its {len(data)} bytes hash to {to_hex(actual)}"
+            )
+        return data
+
+
+#: ``open_store(url, ...)``: the same as :meth:`BlobStore.open`.
+open_store = BlobStore.open

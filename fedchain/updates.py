@@ -1,0 +1,253 @@
+"""The update codec: model parameters as safetensors bytes, and the checks on untrusted ones.
+
+Every tensor payload that crosses a process boundary (a fog node's update, the
+aggregator's global model of a round) is a safetensors file whose
+``__metadata__`` holds one key, ``"fedchain"``: a JSON object (sorted keys)
+with the payload's format, kind, task, round, job, client and model name
+(:class:`UpdateMeta`). One key keeps the bytes deterministic (safetensors
+writes several metadata keys in a random order), so equal parameters and
+metadata always give equal bytes and the same hash.
+
+The hash committed on chain is :func:`~fedchain.store.keccak256` of these exact
+bytes (:func:`update_hash`).
+
+:func:`decode_update` treats its input as hostile. It never unpickles; it
+rejects, in this order, with an :class:`~fedchain.errors.UpdateRejected`
+subclass whose ``reason`` the aggregator records as the failed quality check:
+
+=====================  ==================================================
+``oversized``          more bytes than ``max_bytes`` (checked first, before hashing)
+``hash_mismatch``      the bytes do not hash to the committed hash
+``not_safetensors``    a pickle, garbage, a truncated or inconsistent file
+``wrong_metadata``     no FedChain metadata, or not the expected task/round/job
+``wrong_names``        tensor names differ from the model's
+``wrong_shape``        a tensor's shape differs
+``wrong_dtype``        a tensor's dtype differs
+``non_finite``         a NaN or an infinity
+=====================  ==================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+import torch
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save as save_safetensors
+
+from fedchain.errors import (
+    BlobCorrupted,
+    BlobNotFound,
+    BlobTooLarge,
+    RejectReason,
+    StoreError,
+    UpdateHashMismatch,
+    UpdateMetadataMismatch,
+    UpdateMissing,
+    UpdateNonFinite,
+    UpdateNotSafetensors,
+    UpdateSpecMismatch,
+    UpdateTooLarge,
+)
+from fedchain.fl.params import Params, ParamSpec
+from fedchain.store.blobs import BlobStore
+from fedchain.store.digest import CANONICAL_HASH, keccak256, parse_digest, to_hex
+
+#: Version tag written into every payload; a reader rejects any other.
+FORMAT = "fedchain-params/1"
+#: The single ``__metadata__`` key that holds FedChain's metadata (JSON).
+METADATA_KEY = "fedchain"
+#: safetensors files start with an 8-byte little-endian header length.
+HEADER_LENGTH_BYTES = 8
+
+#: What a payload holds: a client's trained update, or a round's global model.
+PayloadKind = Literal["update", "model"]
+
+
+@dataclass(frozen=True)
+class UpdateMeta:
+    """Who produced a payload, for which task, round and model.
+
+    ``job_id`` and ``client`` name the training job and the client (address)
+    of an update; a global model leaves them ``None``. ``model`` is the model
+    spec's name (for example ``"mnist-cnn"``), checked on decode.
+    """
+
+    task_id: int
+    round: int
+    kind: PayloadKind = "update"
+    job_id: int | None = None
+    client: str | None = None
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("update", "model"):
+            raise ValueError(f"kind must be 'update' or 'model', got {self.kind!r}")
+        if self.task_id < 0 or self.round < 0 or (self.job_id is not None and self.job_id < 0):
+            raise ValueError(f"task_id, round and job_id must be non-negative in {self}")
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, no spaces), with the format tag."""
+        return json.dumps({"format": FORMAT, **dataclasses.asdict(self)}, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "UpdateMeta":
+        """Parse :meth:`to_json`'s output; anything else raises :class:`UpdateMetadataMismatch`."""
+        try:
+            fields = json.loads(text)
+        except ValueError as err:
+            raise UpdateMetadataMismatch(f"the update's metadata is not JSON: {err}") from err
+        if not isinstance(fields, dict) or fields.pop("format", None) != FORMAT:
+            raise UpdateMetadataMismatch(f"the update's metadata is not in the {FORMAT} format")
+        expected = {f.name for f in dataclasses.fields(cls)}
+        if set(fields) != expected:
+            raise UpdateMetadataMismatch(f"the update's metadata has fields {sorted(fields)}, expected {sorted(expected)}")
+        integers = ("task_id", "round")
+        if any(type(fields[name]) is not int for name in integers) or type(fields["job_id"]) not in (int, type(None)):
+            raise UpdateMetadataMismatch("the update's task_id, round and job_id must be integers")
+        if not isinstance(fields["model"], str) or not isinstance(fields["client"], (str, type(None))):
+            raise UpdateMetadataMismatch("the update's model and client must be text")
+        try:
+            return cls(**fields)
+        except ValueError as err:
+            raise UpdateMetadataMismatch(f"the update's metadata is invalid: {err}") from err
+
+
+@dataclass(frozen=True)
+class DecodedUpdate:
+    """A payload that passed every check: its parameters (in the spec's order), metadata and hash."""
+
+    params: Params
+    meta: UpdateMeta
+    digest: bytes
+
+
+def update_hash(data: bytes) -> bytes:
+    """The hash committed on chain for a payload: keccak256 of its exact bytes."""
+    return keccak256(data)
+
+
+def encode_update(params: Mapping[str, torch.Tensor], meta: UpdateMeta) -> bytes:
+    """Serialise ``params`` with ``meta`` as deterministic safetensors bytes (tensors moved to CPU)."""
+    tensors = {name: tensor.detach().to("cpu").contiguous() for name, tensor in params.items()}
+    return save_safetensors(tensors, metadata={METADATA_KEY: meta.to_json()})
+
+
+def _header(data: bytes) -> dict[str, Any]:
+    """The JSON header of a safetensors file, parsed without trusting its length field."""
+    if len(data) < HEADER_LENGTH_BYTES:
+        raise UpdateNotSafetensors(f"the update has {len(data)} bytes, too few for a safetensors file")
+    length = int.from_bytes(data[:HEADER_LENGTH_BYTES], "little")
+    if length > len(data) - HEADER_LENGTH_BYTES:
+        raise UpdateNotSafetensors(
+            f"the update's header claims {length} bytes but only {len(data) - HEADER_LENGTH_BYTES} follow: "
+            "not a safetensors file (a pickle or garbage?)"
+        )
+    try:
+        header = json.loads(data[HEADER_LENGTH_BYTES : HEADER_LENGTH_BYTES + length].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise UpdateNotSafetensors(f"the update's header is not JSON: {err}") from err
+    if not isinstance(header, dict):
+        raise UpdateNotSafetensors("the update's header is not a JSON object")
+    return header
+
+
+def _check_spec(tensors: Mapping[str, torch.Tensor], spec: ParamSpec) -> None:
+    """Raise :class:`UpdateSpecMismatch` unless ``tensors`` has exactly ``spec``'s names, shapes and dtypes."""
+    if set(tensors) != set(spec.names):
+        missing = sorted(set(spec.names) - set(tensors))
+        extra = sorted(set(tensors) - set(spec.names))
+        raise UpdateSpecMismatch(
+            f"the update's tensors differ from the model's: missing {missing}, unexpected {extra}",
+            reason=RejectReason.WRONG_NAMES,
+        )
+    for name, shape, dtype in zip(spec.names, spec.shapes, spec.dtypes):
+        tensor = tensors[name]
+        if tuple(tensor.shape) != tuple(shape):
+            raise UpdateSpecMismatch(
+                f"tensor {name!r} has shape {tuple(tensor.shape)}, the model's is {tuple(shape)}",
+                reason=RejectReason.WRONG_SHAPE,
+            )
+        if tensor.dtype != dtype:
+            raise UpdateSpecMismatch(
+                f"tensor {name!r} has dtype {tensor.dtype}, the model's is {dtype}", reason=RejectReason.WRONG_DTYPE
+            )
+
+
+def decode_update(
+    data: bytes,
+    expected_hash: bytes | str | None,
+    expected_spec: ParamSpec,
+    max_bytes: int,
+    *,
+    expected_meta: UpdateMeta | None = None,
+) -> DecodedUpdate:
+    """Check an untrusted payload and return its parameters; never unpickles.
+
+    ``expected_hash`` is the hash committed on chain (``None`` only when the
+    caller has verified the bytes already). ``expected_meta``, when given, must equal the payload's metadata.
+    Raises an :class:`~fedchain.errors.UpdateRejected` subclass whose
+    ``reason`` says what was wrong (see the module's table).
+    """
+    if len(data) > max_bytes:
+        raise UpdateTooLarge(f"the update has {len(data)} bytes, over the limit of {max_bytes}")
+    digest = update_hash(data)
+    if expected_hash is not None and digest != parse_digest(expected_hash):
+        raise UpdateHashMismatch(
+            f"the update hashes to {to_hex(digest)}, but {to_hex(parse_digest(expected_hash))} was committed"
+        )
+    header = _header(data)
+    try:
+        tensors = load_safetensors(bytes(data))
+    except Exception as err:  # safetensors raises its own SafetensorError and others on bad input
+        raise UpdateNotSafetensors(f"the update is not a valid safetensors file: {err}") from err
+    metadata = header.get("__metadata__")
+    if not isinstance(metadata, dict) or not isinstance(metadata.get(METADATA_KEY), str):
+        raise UpdateMetadataMismatch(f"the update carries no {METADATA_KEY!r} metadata: it was not written by FedChain")
+    meta = UpdateMeta.from_json(metadata[METADATA_KEY])
+    if expected_meta is not None and meta != expected_meta:
+        raise UpdateMetadataMismatch(f"the update is for {meta}, expected {expected_meta}")
+    _check_spec(tensors, expected_spec)
+    for name in expected_spec.names:
+        tensor = tensors[name]
+        if (tensor.is_floating_point() or tensor.is_complex()) and not bool(torch.isfinite(tensor).all()):
+            raise UpdateNonFinite(f"tensor {name!r} holds NaN or infinite values")
+    return DecodedUpdate(params={name: tensors[name] for name in expected_spec.names}, meta=meta, digest=digest)
+
+
+def store_update(store: BlobStore, params: Mapping[str, torch.Tensor], meta: UpdateMeta) -> bytes:
+    """Encode ``params`` and put them in ``store``; returns the hash to commit on chain."""
+    if store.hash_name != CANONICAL_HASH:
+        raise StoreError(
+            f"{store!r} files objects by {store.hash_name}, so its names are not the hashes committed on chain",
+            hint=f"open the store with hash_name={CANONICAL_HASH!r} (the default) for updates and models",
+        )
+    return store.put(encode_update(params, meta))
+
+
+def fetch_update(
+    store: BlobStore,
+    expected_hash: bytes | str,
+    expected_spec: ParamSpec,
+    max_bytes: int,
+    *,
+    expected_meta: UpdateMeta | None = None,
+) -> DecodedUpdate:
+    """Fetch the payload committed as ``expected_hash`` from ``store`` and check it like :func:`decode_update`.
+
+    Store failures become rejections too: absent -> ``missing``, larger than
+    ``max_bytes`` -> ``oversized``, damaged -> ``hash_mismatch``.
+    """
+    name = to_hex(parse_digest(expected_hash))
+    try:
+        data = store.get(expected_hash, max_bytes=max_bytes)
+    except BlobNotFound as err:
+        raise UpdateMissing(f"update {name} is not in the store {store.url}") from err
+    except BlobTooLarge as err:
+        raise UpdateTooLarge(f"update {name}: {err.args[0]}") from err
+    except BlobCorrupted as err:
+        raise UpdateHashMismatch(f"update {name}: {err.args[0]}") from err
+    return decode_update(data, expected_hash, expected_spec, max_bytes, expected_meta=expected_meta)
