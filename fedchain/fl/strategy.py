@@ -30,7 +30,14 @@ from typing import Any, Callable, ClassVar, Generic, Sequence, TypeVar
 
 import torch
 
-from fedchain.errors import ConfigError, UpdateRejected
+from fedchain.errors import (
+    ConfigError,
+    RejectReason,
+    UpdateMetadataMismatch,
+    UpdateNonFinite,
+    UpdateRejected,
+    UpdateSpecMismatch,
+)
 from fedchain.fl.aggregate import finite_rows
 from fedchain.fl.pruning import Pruning, restore_dense, topology_mask
 
@@ -119,37 +126,69 @@ class RoundInputs:
     def n_clients(self) -> int:
         return self.updates.shape[0]
 
+    def evaluator(self, strategy: str) -> Evaluator:
+        """The validation evaluator; a :class:`ConfigError` naming ``strategy`` when there is none."""
+        if self.validation.evaluate is None:
+            raise ConfigError(
+                f"strategy {strategy!r} needs a validation evaluator",
+                hint="pass validation=Validation(evaluate=...) mapping a flat model to its validation Evaluation",
+            )
+        return self.validation.evaluate
+
+    def client_evaluations(self, strategy: str) -> list[Evaluation | None]:
+        """Validation evaluation of every finite client's model ``global + Delta_i``; None where rejected.
+
+        Uses :attr:`Validation.client_evaluations` when given, else calls the evaluator.
+        """
+        given = self.validation.client_evaluations
+        if given is not None:
+            if len(given) != self.n_clients:
+                raise ConfigError(
+                    f"strategy {strategy!r} got {len(given)} client evaluations for {self.n_clients} updates",
+                    hint="pass one Evaluation per client, in the order of the updates",
+                )
+            return [evaluation if ok else None for evaluation, ok in zip(given, self.finite.tolist())]
+        evaluate = self.evaluator(strategy)
+        return [
+            evaluate(self.global_params + self.updates[i]) if ok else None
+            for i, ok in enumerate(self.finite.tolist())
+        ]
+
 
 def _check_round_inputs(global_params: torch.Tensor, updates: torch.Tensor, data_sizes: Any) -> torch.Tensor:
     """Raise :class:`UpdateRejected` for malformed shapes; return the data sizes as float64 ``[n]``."""
     if not isinstance(global_params, torch.Tensor) or global_params.ndim != 1 or not global_params.is_floating_point():
-        raise UpdateRejected(
+        raise UpdateSpecMismatch(
             f"global params must be a flat float vector [d], got {_describe(global_params)}",
             hint="flatten the model with fedchain.fl.params.flatten",
         )
     if not torch.isfinite(global_params).all():
-        raise UpdateRejected("the global params hold NaN or infinite values", hint="restart from the last finite global model")
+        raise UpdateNonFinite("the global params hold NaN or infinite values", hint="restart from the last finite global model")
     if not isinstance(updates, torch.Tensor) or updates.ndim != 2 or updates.shape[1] != global_params.shape[0]:
-        raise UpdateRejected(
+        raise UpdateSpecMismatch(
             f"updates must be a [n_clients, {global_params.shape[0]}] tensor, got {_describe(updates)}",
             hint="stack each client's local - global flat vector with torch.stack",
         )
     if updates.shape[0] == 0:
-        raise UpdateRejected("a round needs at least one client update", hint="wait for at least one update")
+        raise UpdateRejected("a round needs at least one client update", reason=RejectReason.MISSING, hint="wait for at least one update")
     if updates.dtype != global_params.dtype or updates.device != global_params.device:
-        raise UpdateRejected(
+        raise UpdateSpecMismatch(
             f"updates are {updates.dtype} on {updates.device} but the global params are "
             f"{global_params.dtype} on {global_params.device}",
+            reason=RejectReason.WRONG_DTYPE,
             hint="convert the updates with .to(global_params)",
         )
     sizes = torch.as_tensor(data_sizes, dtype=torch.float64).cpu()
     if sizes.shape != (updates.shape[0],):
-        raise UpdateRejected(
+        raise UpdateMetadataMismatch(
             f"data sizes must be [{updates.shape[0]}] (one per update), got shape {tuple(sizes.shape)}",
             hint="pass one data size per client, in the order of the updates",
         )
     if not torch.isfinite(sizes).all() or (sizes < 0).any():
-        raise UpdateRejected(f"data sizes must be finite and non-negative, got {sizes.tolist()}")
+        raise UpdateMetadataMismatch(
+            f"data sizes must be finite and non-negative, got {sizes.tolist()}",
+            hint="pass each client's committed number of training samples",
+        )
     return sizes
 
 
@@ -157,6 +196,15 @@ def _describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
     return type(value).__name__
+
+
+def check_state_size(strategy: str, vector: torch.Tensor | None, n_clients: int) -> None:
+    """A :class:`ConfigError` when a per-client state vector was built for another number of clients."""
+    if vector is not None and vector.shape != (n_clients,):
+        raise ConfigError(
+            f"strategy {strategy!r} has state for {vector.numel()} clients but got {n_clients} updates",
+            hint="keep the client set fixed within a task, or start from state=None",
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

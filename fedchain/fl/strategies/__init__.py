@@ -1,5 +1,9 @@
 """The built-in strategies; importing this package registers them (see :func:`fedchain.fl.get_strategy`)."""
 
+from fedchain.fl.strategies.cgsv import CGSV, CGSVState
+from fedchain.fl.strategies.fedave import FedAVE, FedAVEState
 from fedchain.fl.strategies.fedavg import FedAvg
+from fedchain.fl.strategies.fedfaim import FedFAIM, FedFAIMState
+from fedchain.fl.strategies.quality_weighted import QualityWeighted
 
-__all__ = ["FedAvg"]
+__all__ = ["CGSV", "CGSVState", "FedAVE", "FedAVEState", "FedAvg", "FedFAIM", "FedFAIMState", "QualityWeighted"]

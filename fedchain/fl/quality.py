@@ -1,0 +1,107 @@
+"""The per-round quality ``q_i^n`` the chain consumes (DESIGN.md, Tian eq. 4).
+
+Two sources, one per task:
+
+- ``"loss"`` (default): ``q_i = loss_avg / loss_i``, where ``loss_i`` is the
+  validation loss of client i's updated model and ``loss_avg`` the mean over
+  the accepted clients. Losses are floored at :data:`LOSS_FLOOR` (both sides),
+  so a perfect model gets a large finite quality, and all-zero losses give 1.
+- ``"contribution"``: the strategy's per-round contribution, rescaled so that
+  its mean over the accepted clients is 1. Rule for zero and negative values:
+  a negative (or NaN) contribution counts as 0, a contribution that harms the
+  model earns no quality; when no accepted client has a positive contribution,
+  every quality is 0 (nothing was contributed, so nothing is rescaled to 1).
+
+Rejected clients always get quality 0. Values come as floats and as 1e18
+fixed-point integers (``round(q * 1e18)``, half to even, from the float's
+exact binary value) for the contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, Sequence
+
+import torch
+
+from fedchain.errors import ConfigError
+from fedchain.fl.strategy import RoundResult
+
+#: Smallest loss used in the ratio: keeps a zero loss from dividing by zero.
+LOSS_FLOOR = 1e-8
+#: One in the chain's fixed point.
+WAD = 10**18
+
+QualitySource = Literal["loss", "contribution"]
+
+
+@dataclass(frozen=True)
+class RoundQuality:
+    """Every client's quality of one round."""
+
+    #: q_i as floats.
+    values: tuple[float, ...]
+    #: q_i in 1e18 fixed point, as the contract takes them.
+    wad: tuple[int, ...]
+
+
+def loss_ratio(losses: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
+    """Tian eq. 4 over the accepted clients: ``mean_accepted(loss) / loss_i``; 0 where not accepted."""
+    losses = losses.to(torch.float64)
+    if not accepted.any():
+        return torch.zeros_like(losses)
+    average = losses[accepted].mean().clamp_min(LOSS_FLOOR)
+    ratio = average / torch.where(accepted, losses, torch.ones_like(losses)).clamp_min(LOSS_FLOOR)
+    return torch.where(accepted, ratio, torch.zeros_like(ratio))
+
+
+def rescaled_contribution(contribution: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
+    """Contributions clipped at 0 and scaled to mean 1 over the accepted clients (module rules)."""
+    positive = torch.nan_to_num(contribution.to(torch.float64), nan=0.0).clamp_min(0.0)
+    positive = torch.where(accepted, positive, torch.zeros_like(positive))
+    total = positive.sum()
+    if total <= 0:
+        return torch.zeros_like(positive)
+    return positive * (int(accepted.sum()) / total)
+
+
+def to_wad(values: Sequence[float] | torch.Tensor) -> tuple[int, ...]:
+    """Exact 1e18 fixed point of non-negative finite floats (round half to even)."""
+    floats = values.tolist() if isinstance(values, torch.Tensor) else list(values)
+    wads = []
+    for value in floats:
+        if not (value >= 0 and value != float("inf")):
+            raise ConfigError(f"a quality must be finite and non-negative, got {value}", hint="check the client losses")
+        wads.append(round(Fraction(value) * WAD))
+    return tuple(wads)
+
+
+def round_quality(
+    result: RoundResult,
+    *,
+    source: QualitySource = "loss",
+    client_losses: torch.Tensor | Sequence[float] | None = None,
+) -> RoundQuality:
+    """The round's ``q_i`` for the chain, from ``result`` and the chosen ``source``.
+
+    ``client_losses`` (validation loss of each client's updated model) is needed
+    for ``source="loss"`` when the strategy did not measure them itself
+    (``result.client_losses`` is None, e.g. fedavg and cgsv).
+    """
+    accepted = result.accepted
+    if source == "contribution":
+        values = rescaled_contribution(result.contribution, accepted)
+    elif source == "loss":
+        losses = result.client_losses if client_losses is None else torch.as_tensor(client_losses, dtype=torch.float64)
+        if losses is None:
+            raise ConfigError(
+                "the loss quality needs each client's validation loss",
+                hint="pass client_losses=... (validation loss of global + Delta_i), or source='contribution'",
+            )
+        if losses.shape != accepted.shape:
+            raise ConfigError(f"got {losses.numel()} client losses for {accepted.numel()} clients")
+        values = loss_ratio(losses, accepted & torch.isfinite(losses))
+    else:
+        raise ConfigError(f"unknown quality source {source!r}", hint="use 'loss' or 'contribution'")
+    return RoundQuality(values=tuple(values.tolist()), wad=to_wad(values))

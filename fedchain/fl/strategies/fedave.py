@@ -1,0 +1,149 @@
+"""FedAVE (seed ``fedave.zh.txt``): adaptive reputation and dynamic gradient rewards.
+
+Round t:
+
+- Aggregation: ``u_i = tau * Delta_i / ||Delta_i||``, ``u_G = sum_i |D_i|/sum|D| u_i``
+  over the accepted clients; the new global model is ``global + u_G``.
+- Adaptive reputation (ARC): ``KL_i = KL(hist of client i's model's losses on
+  its local data || on the validation set)``, floored at ``kl_floor``;
+  ``r~_i = Acc_i / KL_i`` with ``Acc_i`` the validation accuracy of
+  ``global + Delta_i``; ``r_i = alpha r_i + (1 - alpha) r~_i`` (round 1: ``r = r~``,
+  as in the authors' code), then normalised to sum 1.
+- Dynamic gradient reward (DGR): ``quota_i = d tanh(beta r_i) / (max_j tanh(beta r_j) KL_i)``,
+  clamped to ``[0, d]`` and rounded down; client i receives the ``quota_i``
+  largest-magnitude entries of ``u_G``.
+
+Our rules where the seed is silent: a rejected (non-finite) client and a zero
+update (no direction, nothing contributed) get ``r~_i = 0`` and no reward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+
+from fedchain.errors import ConfigError
+from fedchain.fl.aggregate import data_shares, normalise_weights, row_norms, unit_rows, weighted_sum, ZERO_NORM
+from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON, loss_kl
+from fedchain.fl.rewards import sparsify_top_magnitude
+from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register
+
+
+@dataclass(frozen=True)
+class FedAVEState(StrategyState):
+    """The smoothed, normalised reputation r ``[n]`` (None before round 1)."""
+
+    reputation: torch.Tensor | None = None
+
+
+def reward_quotas(reputation: torch.Tensor, divergence: torch.Tensor, size: int, beta: float) -> list[int]:
+    """``floor(clamp(d tanh(beta r_i) / (max_j tanh(beta r_j) KL_i), 0, d))``; 0 where ``r_i = 0``."""
+    squashed = torch.tanh(beta * reputation)
+    top = squashed.max()
+    if top <= 0:
+        return [0] * reputation.numel()
+    quotas = size * squashed / (top * divergence)
+    return [min(size, max(0, math.floor(q))) if math.isfinite(q) else 0 for q in quotas.tolist()]
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class FedAVE(Strategy[FedAVEState]):
+    """FedAVE. Needs ``Validation.local_sample_losses`` and, for every client's model,
+    an evaluation with ``sample_losses`` (``Validation.client_evaluations`` or ``Validation.evaluate``).
+
+    Contribution: the normalised reputation ``r_i`` after this round. Rewards:
+    ``global + sparsify(u_G, quota_i)`` per client.
+    """
+
+    name = "fedave"
+    state_type = FedAVEState
+
+    #: Length tau of every normalised update.
+    tau: float = 0.5
+    #: Reputation smoothing alpha in [0, 1): the weight of the previous reputation.
+    alpha: float = 0.95
+    #: Steepness beta of tanh in the reward quota.
+    beta: float = 5.0
+    #: Smallest KL divergence used (identical histograms would otherwise give an infinite reputation).
+    kl_floor: float = 1e-3
+    #: Bins of the loss histograms.
+    bins: int = DEFAULT_BINS
+    #: Probability added to every histogram bin.
+    histogram_epsilon: float = HISTOGRAM_EPSILON
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.tau > 0:
+            problems.append(f"tau={self.tau} must be positive")
+        if not 0.0 <= self.alpha < 1.0:
+            problems.append(f"alpha={self.alpha} must be in [0, 1)")
+        if not self.beta > 0:
+            problems.append(f"beta={self.beta} must be positive")
+        if not self.kl_floor > 0:
+            problems.append(f"kl_floor={self.kl_floor} must be positive")
+        if self.bins < 1:
+            problems.append(f"bins={self.bins} must be at least 1")
+        if not self.histogram_epsilon > 0:
+            problems.append(f"histogram_epsilon={self.histogram_epsilon} must be positive")
+        if problems:
+            raise ConfigError(f"invalid fedave settings: {'; '.join(problems)}", hint="e.g. tau: 0.5, alpha: 0.95, beta: 5")
+
+    def divergences(self, inputs: RoundInputs, evaluations: list) -> torch.Tensor:
+        """``KL_i`` floored at ``kl_floor`` for every evaluated client (NaN for rejected ones)."""
+        local = inputs.validation.local_sample_losses
+        if local is None or len(local) != inputs.n_clients:
+            raise ConfigError(
+                f"strategy {self.name!r} needs one vector of local per-sample losses per client",
+                hint="pass Validation(local_sample_losses=[losses of client i's model on its own data, ...])",
+            )
+        divergence = torch.full((inputs.n_clients,), math.nan, dtype=torch.float64)
+        for i, evaluation in enumerate(evaluations):
+            if evaluation is None:
+                continue
+            if evaluation.sample_losses is None:
+                raise ConfigError(
+                    f"strategy {self.name!r} needs per-sample validation losses",
+                    hint="return Evaluation(..., sample_losses=...) from the evaluator",
+                )
+            kl = loss_kl(local[i], evaluation.sample_losses, self.bins, self.histogram_epsilon)
+            divergence[i] = max(kl, self.kl_floor)
+        return divergence
+
+    def aggregate(self, inputs: RoundInputs, state: FedAVEState) -> RoundResult[FedAVEState]:
+        check_state_size(self.name, state.reputation, inputs.n_clients)
+        evaluations = inputs.client_evaluations(self.name)
+        divergence = self.divergences(inputs, evaluations)
+        nonzero = row_norms(inputs.updates) > ZERO_NORM
+        eligible = inputs.finite & nonzero
+        accuracy = torch.tensor(
+            [0.0 if e is None else float(e.accuracy) for e in evaluations], dtype=torch.float64
+        )
+        instant = torch.where(eligible, accuracy / divergence, torch.zeros_like(accuracy))
+        instant = torch.nan_to_num(instant, nan=0.0)
+        smoothed = instant if state.reputation is None else self.alpha * state.reputation + (1 - self.alpha) * instant
+        reputation = normalise_weights(smoothed)
+        weights = data_shares(inputs.data_sizes, inputs.finite)
+        global_update = weighted_sum(unit_rows(inputs.updates, self.tau), weights)
+        quotas = reward_quotas(
+            torch.where(eligible, reputation, torch.zeros_like(reputation)),
+            torch.where(eligible, divergence, torch.ones_like(divergence)),
+            global_update.numel(),
+            self.beta,
+        )
+        reward_updates = torch.stack([sparsify_top_magnitude(global_update, k) for k in quotas])
+        return RoundResult(
+            global_params=inputs.global_params + global_update,
+            contribution=reputation,
+            rewards=inputs.global_params + reward_updates,
+            accepted=inputs.finite.clone(),
+            state=dataclasses.replace(state, reputation=reputation),
+            weights=weights,
+            reward_updates=reward_updates,
+            client_losses=torch.tensor(
+                [math.nan if e is None else float(e.loss) for e in evaluations], dtype=torch.float64
+            ),
+        )

@@ -1,0 +1,147 @@
+"""FedFAIM (seed ``fedfaim.zh.txt``): quality detection, fair aggregation, customised rewards.
+
+Round t, over the finite updates (N of them):
+
+1. Quality detection (eqs. 4.1-4.3): ``l`` is the validation loss of
+   ``global + mean_j u_j`` and ``l_{-i}`` that of ``global + mean_{j != i} u_j``
+   (of ``global`` when N = 1); ``delta_i = l_{-i} - l``; client i passes when
+   ``delta_i >= delta``.
+2. Aggregation (eqs. 4.4-4.6): ``alpha_i = softmax(gamma * delta)`` over the
+   passing clients; ``u_G = sum_i alpha_i u_i``; the new global model is ``global + u_G``.
+3. Contribution (eq. 4.10): ``phi_i = ||u_i|| cos(u_i, u_G)`` for passing clients, 0 otherwise.
+4. Reputation (eqs. 4.11-4.15): ``c_i = max(0, sum_t phi_i)``, ``z_i = c_i / max_j c_j``,
+   ``x_i = (n_pass - n_fail) / (n_pass + n_fail)``, Gompertz ``q_i = exp(-exp(-5.5 x_i))``
+   (a = 1, b = -1, c = -5.5; our reading, the seed's formula is an image), ``r_i = q_i z_i``.
+5. Reward (eqs. 4.16-4.19): ``num_i = floor(r_i / max_j r_j * d)`` entries of ``u_G``
+   with the highest ``s_ij * s_Gj``, ``s_ij = |u_ij| / sum_j |u_ij|``,
+   ``s_Gj = |u_Gj| / sum_j |u_Gj|``.
+
+Updates are the raw ``Delta_i`` (FedFAIM does not normalise them). A
+non-finite update fails the quality check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+
+from fedchain.errors import ConfigError
+from fedchain.fl.aggregate import row_norms, cosine_to, weighted_sum
+from fedchain.fl.rewards import select_by_agreement
+from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register
+
+#: Growth rate c of FedFAIM's Gompertz function q = a exp(b exp(c x)), a = 1, b = -1.
+GOMPERTZ_RATE = 5.5
+
+
+@dataclass(frozen=True)
+class FedFAIMState(StrategyState):
+    """Cumulative contributions and quality-check counts, ``[n]`` each (None before round 1)."""
+
+    cumulative_contribution: torch.Tensor | None = None
+    passed: torch.Tensor | None = None
+    failed: torch.Tensor | None = None
+
+
+def gompertz_quality(passed: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
+    """``q = exp(-exp(-5.5 x))`` with ``x = (n_pass - n_fail) / (n_pass + n_fail)`` (x = 0 before any check)."""
+    checks = (passed + failed).to(torch.float64)
+    x = torch.where(checks > 0, (passed - failed).to(torch.float64) / checks.clamp_min(1), torch.zeros_like(checks))
+    return torch.exp(-torch.exp(-GOMPERTZ_RATE * x))
+
+
+def fedfaim_reputation(cumulative: torch.Tensor, passed: torch.Tensor, failed: torch.Tensor) -> torch.Tensor:
+    """``r_i = q_i z_i`` with ``z_i = max(0, c_i) / max_j max(0, c_j)`` (z = 0 when no one is positive)."""
+    clipped = cumulative.clamp_min(0.0)
+    top = clipped.max()
+    relative = clipped / top if top > 0 else torch.zeros_like(clipped)
+    return gompertz_quality(passed, failed) * relative
+
+
+def reward_counts(reputation: torch.Tensor, size: int) -> list[int]:
+    """``num_i = floor(r_i / max_j r_j * size)``: the best reputation gets the whole update."""
+    top = reputation.max()
+    if top <= 0:
+        return [0] * reputation.numel()
+    return [min(size, math.floor(ratio * size)) for ratio in (reputation / top).tolist()]
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class FedFAIM(Strategy[FedFAIMState]):
+    """FedFAIM. Needs ``Validation.evaluate`` (N + 1 evaluations a round).
+
+    Contribution: ``phi_i`` of this round. Rewards: ``global + u*_i`` per client.
+    """
+
+    name = "fedfaim"
+    state_type = FedFAIMState
+
+    #: Quality threshold delta: accept when the marginal loss l_{-i} - l is at least this.
+    delta: float = 0.0
+    #: Softmax temperature gamma of the aggregation weights (loss differences are small: large gamma).
+    gamma: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.delta) or not math.isfinite(self.gamma) or self.gamma < 0:
+            raise ConfigError(
+                f"fedfaim needs a finite delta and a finite gamma >= 0, got delta={self.delta}, gamma={self.gamma}",
+                hint="e.g. delta: 0.0, gamma: 10.0",
+            )
+
+    def init_state(self, data_sizes: torch.Tensor) -> FedFAIMState:
+        n = data_sizes.numel()
+        zeros = torch.zeros(n, dtype=torch.int64)
+        return FedFAIMState(cumulative_contribution=torch.zeros(n, dtype=torch.float64), passed=zeros, failed=zeros)
+
+    def marginal_losses(self, inputs: RoundInputs) -> torch.Tensor:
+        """``delta_i = l_{-i} - l`` for the finite clients (NaN for the others), float64 ``[n]``."""
+        evaluate = inputs.evaluator(self.name)
+        finite = inputs.finite.tolist()
+        count = sum(finite)
+        total = inputs.updates.sum(dim=0)
+        deltas = torch.full((inputs.n_clients,), math.nan, dtype=torch.float64)
+        if count == 0:
+            return deltas
+        loss_all = float(evaluate(inputs.global_params + total / count).loss)
+        for i, ok in enumerate(finite):
+            if ok:
+                others = (total - inputs.updates[i]) / (count - 1) if count > 1 else torch.zeros_like(total)
+                deltas[i] = float(evaluate(inputs.global_params + others).loss) - loss_all
+        return deltas
+
+    def aggregate(self, inputs: RoundInputs, state: FedFAIMState) -> RoundResult[FedFAIMState]:
+        if state.cumulative_contribution is None:
+            state = dataclasses.replace(self.init_state(inputs.data_sizes), round=state.round)
+        for vector in (state.cumulative_contribution, state.passed, state.failed):
+            check_state_size(self.name, vector, inputs.n_clients)
+        deltas = self.marginal_losses(inputs)
+        passed = inputs.finite & torch.isfinite(deltas) & (deltas >= self.delta)
+        logits = torch.where(passed, self.gamma * deltas, torch.full_like(deltas, -math.inf))
+        weights = torch.softmax(logits, dim=0) if passed.any() else torch.zeros_like(deltas)
+        global_update = weighted_sum(inputs.updates, weights)
+        contribution = torch.where(
+            passed, row_norms(inputs.updates) * cosine_to(inputs.updates, global_update), torch.zeros_like(deltas)
+        )
+        cumulative = state.cumulative_contribution + contribution
+        n_passed = state.passed + passed.to(torch.int64)
+        n_failed = state.failed + (~passed).to(torch.int64)
+        reputation = fedfaim_reputation(cumulative, n_passed, n_failed)
+        counts = reward_counts(reputation, global_update.numel())
+        reward_updates = torch.stack(
+            [select_by_agreement(global_update, inputs.updates[i], k) for i, k in enumerate(counts)]
+        )
+        return RoundResult(
+            global_params=inputs.global_params + global_update,
+            contribution=contribution,
+            rewards=inputs.global_params + reward_updates,
+            accepted=passed,
+            state=dataclasses.replace(
+                state, cumulative_contribution=cumulative, passed=n_passed, failed=n_failed
+            ),
+            weights=weights,
+            reward_updates=reward_updates,
+        )
