@@ -1,4 +1,11 @@
-"""A local Anvil chain node: start on a free port, wait until it answers, stop cleanly.
+"""Local chains and connections to remote ones.
+
+Two local chains share one small interface (:class:`ChainNode`): start, stop,
+a connected web3 client, and the chain's public development accounts.
+:class:`AnvilNode` runs a real Anvil on a free port; :class:`InProcessChain`
+runs eth-tester with py-evm inside the Python process, for where no node can
+be run (no Anvil binary, no sockets). :func:`connect` reaches any JSON-RPC
+node and checks that it answers with the expected chain id.
 
 >>> with AnvilNode() as node:          # doctest: +SKIP
 ...     w3 = node.web3()
@@ -17,8 +24,13 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from fedchain.errors import ChainError
+
+if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
+    from web3 import Web3
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +38,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: Anvil's default mnemonic: its accounts are public test keys, never for real funds.
 DEFAULT_MNEMONIC = "test test test test test test test test test test test junk"
 DEFAULT_CHAIN_ID = 31337
+#: Seconds an HTTP JSON-RPC request may take before the node counts as unreachable.
+RPC_TIMEOUT_S = 60.0
 
 
 class NodeError(ChainError):
@@ -149,14 +163,142 @@ class AnvilNode:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def web3(self):
-        """A web3.py client connected to this node."""
-        from web3 import Web3
+    @property
+    def chain_id(self) -> int:
+        return self.settings.chain_id
 
-        return Web3(Web3.HTTPProvider(self.rpc_url, request_kwargs={"timeout": 60}))
+    def web3(self) -> "Web3":
+        """A web3.py client connected to this node."""
+        return http_web3(self.rpc_url)
+
+    def dev_account(self, index: int = 0) -> "LocalAccount":
+        """Public test account ``index`` of the node's mnemonic (funded with ``balance_eth``)."""
+        if not 0 <= index < self.settings.accounts:
+            raise NodeError(f"the node has {self.settings.accounts} accounts, not an account {index}")
+        return mnemonic_account(self.settings.mnemonic, index)
 
     def __enter__(self) -> "AnvilNode":
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+class ChainNode(Protocol):
+    """What FedChain needs of a local chain: Anvil and the in-process chain both provide it."""
+
+    #: The HTTP JSON-RPC endpoint, or None for a chain other processes cannot reach.
+    rpc_url: str | None
+
+    @property
+    def chain_id(self) -> int: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self) -> "ChainNode": ...
+
+    def stop(self) -> None: ...
+
+    def web3(self) -> "Web3": ...
+
+    def dev_account(self, index: int = 0) -> "LocalAccount": ...
+
+
+class InProcessChain:
+    """An in-process chain (eth-tester on py-evm): no node, no port, about 30 ms per transaction.
+
+    It only lives as long as the Python process and cannot be reached by other
+    processes (``rpc_url`` is None). Reverts surface from eth-tester rather than
+    JSON-RPC; the transactor decodes both.
+    """
+
+    rpc_url: str | None = None
+    #: eth-tester's test accounts hold the private keys 1, 2, 3, ... (public, never for real funds).
+    ACCOUNTS = 10
+
+    def __init__(self) -> None:
+        self._w3: "Web3 | None" = None
+
+    def start(self) -> "InProcessChain":
+        try:
+            from eth_tester import EthereumTester, PyEVMBackend
+            from web3 import EthereumTesterProvider, Web3
+        except ImportError as err:
+            raise NodeError(
+                f"the in-process chain needs eth-tester with py-evm: {err}",
+                hint="install the test extras: pip install -e '.[test]'",
+            ) from err
+        self._w3 = Web3(EthereumTesterProvider(EthereumTester(PyEVMBackend())))
+        return self
+
+    def stop(self) -> None:
+        self._w3 = None
+
+    @property
+    def running(self) -> bool:
+        return self._w3 is not None
+
+    @property
+    def chain_id(self) -> int:
+        return int(self.web3().eth.chain_id)
+
+    def web3(self) -> "Web3":
+        if self._w3 is None:
+            raise NodeError("the in-process chain is not started", hint="call start() or use it as a context manager")
+        return self._w3
+
+    def dev_account(self, index: int = 0) -> "LocalAccount":
+        """Test account ``index``: eth-tester funds the keys 1, 2, 3, ..."""
+        from eth_account import Account
+
+        if not 0 <= index < self.ACCOUNTS:
+            raise NodeError(f"the in-process chain has {self.ACCOUNTS} accounts, not an account {index}")
+        return Account.from_key((index + 1).to_bytes(32, "big"))
+
+    def __enter__(self) -> "InProcessChain":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def mnemonic_account(mnemonic: str, index: int) -> "LocalAccount":
+    """Account ``index`` of a BIP-39 mnemonic on Ethereum's standard path m/44'/60'/0'/0/index."""
+    from eth_account import Account
+
+    Account.enable_unaudited_hdwallet_features()
+    return Account.from_mnemonic(mnemonic, account_path=f"m/44'/60'/0'/0/{index}")
+
+
+def http_web3(rpc_url: str, *, timeout_s: float = RPC_TIMEOUT_S) -> "Web3":
+    """A web3 client over HTTP that fails at once instead of retrying an unreachable node."""
+    from web3 import Web3
+
+    provider = Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout_s}, exception_retry_configuration=None)
+    return Web3(provider)
+
+
+def connect(rpc_url: str, *, chain_id: int | None = None, timeout_s: float = 10.0) -> "Web3":
+    """A web3 client for the node at ``rpc_url``, checked to answer (and to serve ``chain_id`` when given).
+
+    Raises :class:`~fedchain.errors.ChainError` for a URL that is not HTTP(S),
+    a node that does not answer within ``timeout_s``, and a chain id other than
+    the expected one; nothing is sent in any of these cases.
+    """
+    if not rpc_url.startswith(("http://", "https://")):
+        raise ChainError(f"--rpc-url {rpc_url!r} is not an HTTP(S) URL", hint="pass a URL like http://127.0.0.1:8545")
+    w3 = http_web3(rpc_url, timeout_s=timeout_s)
+    try:
+        actual = int(w3.eth.chain_id)
+    except Exception as err:  # noqa: BLE001 - any transport failure means "unreachable"
+        raise ChainError(
+            f"no Ethereum node answers at {rpc_url} ({type(err).__name__})",
+            hint="start one (`fedchain chain start` prints its URL) or fix --rpc-url",
+        ) from err
+    if chain_id is not None and actual != chain_id:
+        raise ChainError(
+            f"the node at {rpc_url} serves chain id {actual}, not the expected {chain_id}",
+            hint="pass the --chain-id of the network behind that URL, or the URL of the network you meant",
+        )
+    return http_web3(rpc_url)  # the short timeout was for the first contact only
