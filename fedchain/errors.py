@@ -43,6 +43,12 @@ class ModelError(FedchainError):
     """A model name or model parameters are invalid."""
 
 
+class TrainingError(FedchainError):
+    """Local training failed (a worker process died or raised, or the engine cannot run this model)."""
+
+    hint = "run with engine='sequential' to see the underlying error, or -vv for the worker's traceback"
+
+
 class RejectReason(str, enum.Enum):
     """Stable codes for why an update was rejected (logged, reported by the audit)."""
 

@@ -1,0 +1,78 @@
+"""Client faults for experiments: bad labels, free riders, scaled updates.
+
+Pure functions: they return new tensors and never change their inputs. Random
+ones take a ``torch.Generator`` so that experiments are reproducible.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from fedchain.errors import ConfigError
+
+FreeRiderMode = Literal["zero", "random"]
+
+
+def _check_fraction(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{name} must be in [0, 1], got {value}")
+
+
+def noisy_labels(
+    labels: torch.Tensor, fraction: float, num_classes: int, *, generator: torch.Generator
+) -> torch.Tensor:
+    """Labels with ``round(fraction * N)`` of them, chosen at random, replaced by a different random class."""
+    _check_fraction("noisy label fraction", fraction)
+    if num_classes < 2:
+        raise ConfigError(f"noisy labels need at least 2 classes, got {num_classes}")
+    n = labels.shape[0]
+    count = int(round(fraction * n))
+    chosen = torch.randperm(n, generator=generator)[:count].to(labels.device)
+    # An offset in 1..C-1 modulo C always lands on another class, uniformly.
+    offsets = torch.randint(1, num_classes, (count,), generator=generator).to(labels.device)
+    noisy = labels.clone()
+    noisy[chosen] = (labels[chosen] + offsets) % num_classes
+    return noisy
+
+
+def flip_labels(labels: torch.Tensor, num_classes: int, mapping: dict[int, int] | None = None) -> torch.Tensor:
+    """Label flipping: ``y -> mapping[y]`` (default ``y -> num_classes - 1 - y``, every label wrong)."""
+    if mapping is None:
+        return (num_classes - 1) - labels
+    table = torch.arange(num_classes, device=labels.device)
+    for source, target in mapping.items():
+        if not (0 <= source < num_classes and 0 <= target < num_classes):
+            raise ConfigError(f"label flip {source}->{target} is outside 0..{num_classes - 1}")
+        table[source] = target
+    return table[labels]
+
+
+def free_ride(
+    update: torch.Tensor,
+    mode: FreeRiderMode,
+    *,
+    generator: torch.Generator | None = None,
+    std: float | None = None,
+) -> torch.Tensor:
+    """What a free rider submits in place of the honest ``update`` (a parameter delta).
+
+    ``zero``: no change at all. ``random``: Gaussian noise of standard
+    deviation ``std``; by default the root-mean-square of ``update``, so the
+    fake has the norm of a real update and a norm check alone cannot tell.
+    """
+    if mode == "zero":
+        return torch.zeros_like(update)
+    if mode == "random":
+        if generator is None:
+            raise ConfigError("a random free rider needs a generator", hint="pass generator=torch.Generator().manual_seed(...)")
+        scale = float(update.float().pow(2).mean().sqrt()) if std is None else std
+        noise = torch.randn(update.shape, generator=generator, dtype=torch.float32)
+        return (noise * scale).to(device=update.device, dtype=update.dtype)
+    raise ConfigError(f"unknown free-rider mode {mode!r}", hint="use zero or random")
+
+
+def scale_update(update: torch.Tensor, factor: float) -> torch.Tensor:
+    """An update multiplied by ``factor`` (a boosting attacker for factor > 1, a lazy client below 1)."""
+    return update * factor
