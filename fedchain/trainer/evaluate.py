@@ -1,0 +1,113 @@
+"""Evaluating flat parameter vectors on a dataset: accuracy, losses, standalone accuracy.
+
+The aggregator scores every client's model on its validation set (DESIGN.md:
+the quality ``q_i`` uses that loss, never one the trainer reports), FedAVE
+compares per-sample loss distributions, and the fairness experiments need
+each client's standalone accuracy. All of it comes from :func:`predict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedchain.data.datasets import ImageDataset
+from fedchain.fl.params import ParamSpec
+from fedchain.models.registry import ModelSpec
+from fedchain.trainer.local import load_flat, model_spec_of
+from fedchain.trainer.trainer import Trainer
+
+#: Samples per forward pass when evaluating.
+EVAL_BATCH_SIZE = 1000
+
+
+def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """Fraction of rows of ``logits`` whose arg-max is the label."""
+    if labels.numel() == 0:
+        raise ValueError("accuracy of an empty batch is undefined")
+    return float((logits.argmax(dim=-1) == labels).float().mean())
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Per-model, per-sample results: ``losses`` ``[n, N]`` float32 and ``correct`` ``[n, N]`` bool (CPU)."""
+
+    losses: torch.Tensor
+    correct: torch.Tensor
+
+    @property
+    def mean_losses(self) -> torch.Tensor:
+        """Mean cross-entropy of each model, ``[n]``."""
+        return self.losses.double().mean(dim=1)
+
+    @property
+    def accuracies(self) -> torch.Tensor:
+        """Accuracy of each model, ``[n]``."""
+        return self.correct.double().mean(dim=1)
+
+
+def _module(model: ModelSpec | Callable[[], nn.Module] | nn.Module) -> nn.Module:
+    if isinstance(model, nn.Module):
+        return model
+    return model.build() if isinstance(model, ModelSpec) else model()
+
+
+@torch.no_grad()
+def predict(
+    model: ModelSpec | Callable[[], nn.Module] | nn.Module,
+    params: torch.Tensor,
+    dataset: ImageDataset,
+    *,
+    device: torch.device | str | None = None,
+    batch_size: int = EVAL_BATCH_SIZE,
+) -> Predictions:
+    """Per-sample cross-entropy and correctness of each model ``params`` (``[d]`` or ``[n, d]``) on ``dataset``."""
+    device = torch.device(device) if device is not None else params.device
+    module = _module(model).to(device).eval()
+    spec: ParamSpec = model_spec_of(module)
+    rows = params.reshape(-1, spec.numel)
+    losses = torch.empty(rows.shape[0], len(dataset), dtype=torch.float32)
+    correct = torch.empty(rows.shape[0], len(dataset), dtype=torch.bool)
+    images, labels = dataset.images.to(device), dataset.labels.to(device)
+    for r in range(rows.shape[0]):
+        load_flat(module, rows[r].to(device), spec)
+        for begin in range(0, len(dataset), batch_size):
+            x, y = images[begin : begin + batch_size], labels[begin : begin + batch_size]
+            logits = module(x)
+            losses[r, begin : begin + len(y)] = F.cross_entropy(logits, y, reduction="none").cpu()
+            correct[r, begin : begin + len(y)] = (logits.argmax(dim=-1) == y).cpu()
+    return Predictions(losses, correct)
+
+
+def evaluate(
+    model: ModelSpec | Callable[[], nn.Module] | nn.Module,
+    params: torch.Tensor,
+    dataset: ImageDataset,
+    *,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean losses ``[n]``, accuracies ``[n]``) of the models ``params`` (``[d]`` gives n = 1) on ``dataset``."""
+    result = predict(model, params, dataset, device=device)
+    return result.mean_losses, result.accuracies
+
+
+def standalone_accuracies(
+    trainer: Trainer,
+    initial: torch.Tensor,
+    clients: Sequence[ImageDataset],
+    test: ImageDataset,
+    *,
+    epochs: int,
+) -> torch.Tensor:
+    """Each client's accuracy on ``test`` after training alone from ``initial`` for ``epochs`` epochs, ``[n]``.
+
+    The fairness reference of FedAVE/CFFL: what a client could reach without
+    the federation. Computed with the trainer's own engine, all clients at once.
+    """
+    result = trainer.train(initial, clients, config=replace(trainer.config, local_epochs=epochs))
+    return evaluate(trainer.model, result.params, test)[1]
+
