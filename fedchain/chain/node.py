@@ -78,6 +78,10 @@ class AnvilSettings:
     mnemonic: str = DEFAULT_MNEMONIC
     gas_limit: int = 60_000_000
     startup_timeout_s: float = 20.0
+    #: Fork the chain at this JSON-RPC URL (its latest block) instead of starting empty.
+    fork_url: str | None = None
+    #: Accept unsigned transactions from any address (for dry runs on a fork).
+    auto_impersonate: bool = False
 
 
 class AnvilNode:
@@ -110,6 +114,10 @@ class AnvilNode:
         ]
         if s.block_time is not None:
             command += ["--block-time", str(s.block_time)]
+        if s.fork_url is not None:
+            command += ["--fork-url", s.fork_url, "--no-storage-caching"]
+        if s.auto_impersonate:
+            command += ["--auto-impersonate"]
         log.info("starting anvil on port %d", self.port)
         self._process = subprocess.Popen(
             command,

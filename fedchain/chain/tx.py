@@ -34,6 +34,9 @@ from fedchain.errors import ChainError, ContractRevert, InsufficientFunds
 
 log = logging.getLogger(__name__)
 
+#: Tip per gas when the node cannot suggest one (1 gwei).
+DEFAULT_PRIORITY_FEE_WEI = 10**9
+
 
 @dataclass(frozen=True)
 class TxSettings:
@@ -134,17 +137,7 @@ class Transactor:
 
     def fees(self) -> dict[str, int]:
         """EIP-1559 fee fields for a transaction sent now (``gasPrice`` on chains without a base fee)."""
-        latest = self.w3.eth.get_block("latest")
-        tip = self.settings.priority_fee_wei
-        if tip is None:
-            try:
-                tip = int(self.w3.eth.max_priority_fee)
-            except Exception:  # noqa: BLE001 - nodes without eth_maxPriorityFeePerGas
-                tip = 10**9
-        base = latest.get("baseFeePerGas")
-        if base is None:
-            return {"gasPrice": int(self.w3.eth.gas_price)}
-        return {"maxFeePerGas": self.settings.base_fee_factor * int(base) + tip, "maxPriorityFeePerGas": tip}
+        return current_fees(self.w3, self.settings)
 
     # ------------------------------------------------------------------ writes
 
@@ -159,7 +152,7 @@ class Transactor:
         if gas is None:
             gas = int(self.estimate_gas(to, data, value=value) * self.settings.gas_margin)
         fees = self.fees()
-        price = fees.get("maxFeePerGas", fees.get("gasPrice", 0))
+        price = max_fee_per_gas(fees)
         self.require_balance(gas * price + value, what=f"a transaction of {gas} gas and {value} wei")
         with self._lock:
             nonce = max(self._next_nonce, int(self.w3.eth.get_transaction_count(self.address, "pending")))
@@ -265,6 +258,29 @@ class Transactor:
         if "insufficient funds" in message.lower():
             return InsufficientFunds(f"account {self.address} cannot pay {needed_wei} wei: {message}")
         return self._as_revert(err)
+
+
+def current_fees(w3: Web3, settings: TxSettings = TxSettings()) -> dict[str, int]:
+    """EIP-1559 fee fields (``maxFeePerGas``, ``maxPriorityFeePerGas``) for a transaction sent now.
+
+    On chains without a base fee: ``gasPrice``.
+    """
+    latest = w3.eth.get_block("latest")
+    tip = settings.priority_fee_wei
+    if tip is None:
+        try:
+            tip = int(w3.eth.max_priority_fee)
+        except Exception:  # noqa: BLE001 - nodes without eth_maxPriorityFeePerGas
+            tip = DEFAULT_PRIORITY_FEE_WEI
+    base = latest.get("baseFeePerGas")
+    if base is None:
+        return {"gasPrice": int(w3.eth.gas_price)}
+    return {"maxFeePerGas": settings.base_fee_factor * int(base) + tip, "maxPriorityFeePerGas": tip}
+
+
+def max_fee_per_gas(fees: Mapping[str, int]) -> int:
+    """The most a transaction priced with ``fees`` pays per gas."""
+    return fees.get("maxFeePerGas", fees.get("gasPrice", 0))
 
 
 def revert_data(err: BaseException) -> bytes | ContractRevert | None:

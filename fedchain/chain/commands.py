@@ -1,0 +1,148 @@
+"""``fedchain deploy`` and ``fedchain chain``: the command line over the chain layer.
+
+Later commands read the deployment through :func:`deployment_option` (a
+``--deployment FILE`` option) and :func:`fedchain.chain.deployment.open_deployment`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import click
+
+from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE, Deployment, Recipe, deploy as deploy_with
+from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
+from fedchain.chain.node import DEFAULT_CHAIN_ID, DEFAULT_MNEMONIC, AnvilNode, AnvilSettings, connect, mnemonic_account
+from fedchain.errors import SigningKeyError
+
+log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Seconds between blocks of a local chain started for a deployment that waits for confirmations.
+CONFIRMING_BLOCK_TIME_S = 0.5
+
+
+def deployment_option(function: F) -> F:
+    """The ``--deployment FILE`` option every command after `fedchain deploy` takes."""
+    return click.option(
+        "--deployment",
+        "deployment_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=DEFAULT_DEPLOYMENT_FILE,
+        show_default=True,
+        help="The deployment file written by `fedchain deploy`.",
+    )(function)
+
+
+def _password_prompt(label: str) -> str:
+    return click.prompt(label, hide_input=True)
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    """What `fedchain deploy` was asked to do."""
+
+    rpc_url: str | None = None
+    chain_id: int | None = None
+    keystore: Path | None = None
+    confirmations: int = 0
+    out: Path = DEFAULT_DEPLOYMENT_FILE
+
+
+def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interactive: bool = False) -> Deployment:
+    """Deploy as `fedchain deploy` does and save the deployment file; returns the deployment.
+
+    Without ``rpc_url`` a local Anvil is started, deployed to and stopped
+    again (its state is then gone; the file records where things were).
+    """
+    account = resolve_account(request.keystore, prompt=_password_prompt if interactive else None)
+    if request.rpc_url is not None:
+        if account is None:
+            raise SigningKeyError(f"no key to deploy with to {request.rpc_url}")
+        w3 = connect(request.rpc_url, chain_id=request.chain_id)
+        deployment = deploy_with(w3, account, rpc_url=request.rpc_url, recipe=recipe, confirmations=request.confirmations)
+    else:
+        settings = AnvilSettings(
+            chain_id=request.chain_id or DEFAULT_CHAIN_ID,
+            block_time=CONFIRMING_BLOCK_TIME_S if request.confirmations else None,
+        )
+        with AnvilNode(settings) as node:
+            account = account or node.dev_account(0)
+            deployment = deploy_with(
+                node.web3(), account, rpc_url=node.rpc_url, recipe=recipe, confirmations=request.confirmations
+            )
+    deployment.save(request.out)
+    return deployment
+
+
+@click.command()
+@click.option("--rpc-url", help="JSON-RPC URL of the chain to deploy to. Default: a local Anvil started and stopped for this.")
+@click.option("--chain-id", type=int, help="The chain id the node must serve (refuses another); for the local chain, its id.")
+@click.option(
+    "--keystore",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"Encrypted JSON keystore of the deployer (password from {KEYSTORE_PASSWORD_ENV} or a prompt).",
+)
+@click.option("--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks to wait on top of each transaction.")
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DEPLOYMENT_FILE, show_default=True,
+    help="Where to write the deployment file.",
+)
+def deploy(rpc_url: str | None, chain_id: int | None, keystore: Path | None, confirmations: int, out: Path) -> None:
+    """Deploy the FedChain contracts and write the deployment file.
+
+    \b
+    The deployer's key comes from the environment, never from a flag:
+      FEDCHAIN_PRIVATE_KEY=0x...                 a hex private key, or
+      --keystore FILE                            an encrypted keystore
+    Without --rpc-url the contracts go to a local Anvil started for this
+    command and stopped after it (Anvil's public test account 0 deploys):
+    a dry run of the whole set-up. For a chain that stays up, run
+    `fedchain chain start` in another terminal and pass its URL.
+    """
+    request = DeployRequest(rpc_url, chain_id, keystore, confirmations, out)
+    deployment = run_deploy(request, interactive=True)
+    click.echo(deployment.to_json(), nl=False)
+    click.echo(f"deployment written to {out}", err=True)
+    if rpc_url is None:
+        click.echo(
+            "the local chain was stopped and its state is gone; for one that stays up: "
+            "`fedchain chain start`, then `fedchain deploy --rpc-url URL`",
+            err=True,
+        )
+
+
+@click.group()
+def chain() -> None:
+    """Run a local chain node for development."""
+
+
+@chain.command()
+@click.option("--port", type=int, default=0, help="Port to listen on (default: a free one).")
+@click.option("--chain-id", type=int, default=DEFAULT_CHAIN_ID, show_default=True)
+@click.option("--block-time", type=float, help="Seconds between blocks (default: a block per transaction).")
+def start(port: int, chain_id: int, block_time: float | None) -> None:
+    """Start a local Anvil and keep it up until Ctrl-C, printing its URL."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with AnvilNode(AnvilSettings(port=port, chain_id=chain_id, block_time=block_time)) as node:
+        account = mnemonic_account(DEFAULT_MNEMONIC, 0)
+        click.echo(node.rpc_url)
+        click.echo(
+            f"chain id {chain_id}; to deploy with Anvil's public test account 0 ({account.address}):\n"
+            f"  export {PRIVATE_KEY_ENV}=0x{account.key.hex()}\n"
+            f"  fedchain deploy --rpc-url {node.rpc_url}\n"
+            "Ctrl-C stops the node (and forgets the chain).",
+            err=True,
+        )
+        while not stop.wait(0.5):
+            if not node.running:
+                raise click.ClickException("anvil exited")
+    click.echo("stopped", err=True)
