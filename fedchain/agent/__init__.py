@@ -1,0 +1,38 @@
+"""What every long-running agent (fog node, aggregator, client) shares.
+
+- :class:`Agent`: a polling loop over confirmed block ranges that saves its
+  progress after every step, resumes where it stopped, and stops cleanly on
+  SIGTERM/SIGINT.
+- :class:`AgentState`: the persisted state (last block, jobs, pending
+  transactions), saved atomically as JSON.
+- :class:`AgentLogger`: log lines that end with ``agent=... round=... job=... tx=...``.
+
+A minimal agent that follows a contract's logs::
+
+    w3 = Web3(Web3.HTTPProvider(rpc_url))
+
+    def handle(blocks: BlockRange, state: AgentState) -> None:
+        for entry in w3.eth.get_logs({"fromBlock": blocks.first, "toBlock": blocks.last, "address": address}):
+            ...  # act, recording what was done in state.jobs / state.pending_txs
+
+    settings = AgentSettings(name="fog-1", state_path=Path(".fedchain/fog-1.json"), start_block=deploy_block)
+    Agent(settings, head=lambda: w3.eth.block_number, handle=handle).run()
+"""
+
+from fedchain.agent.logs import AgentLogger
+from fedchain.agent.runtime import Agent, AgentSettings, BlockRange, Handler, IdleHandler, next_range
+from fedchain.agent.state import AgentState, load_state, save_state, write_atomic
+
+__all__ = [
+    "Agent",
+    "AgentLogger",
+    "AgentSettings",
+    "AgentState",
+    "BlockRange",
+    "Handler",
+    "IdleHandler",
+    "load_state",
+    "next_range",
+    "save_state",
+    "write_atomic",
+]

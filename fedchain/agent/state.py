@@ -1,0 +1,130 @@
+"""What a long-running agent remembers across restarts, saved atomically as JSON.
+
+The state file is small, human-readable JSON (``jq`` works on it)::
+
+    {
+      "version": 1,
+      "agent": "fog-1",
+      "last_block": 1234,
+      "finished": false,
+      "jobs": {"7": {"phase": "committed", "bid_salt": "0x..."}},
+      "pending_txs": {"0xab...": {"action": "reveal", "job": 7}},
+      "data": {}
+    }
+
+``last_block`` is the last block whose events were fully handled; a restart
+resumes at the block after it. ``jobs`` (keyed by job id as text, since JSON
+keys are text), ``pending_txs`` (keyed by transaction hash) and ``data`` belong
+to the agent: the runtime only saves them. Record a transaction in
+``pending_txs`` *before* sending it, and check its receipt on restart, so an
+agent killed between sending and saving does not send it twice.
+
+A save writes a temporary file beside the state file, flushes it to disk and
+renames it over the old one, so a crash leaves either the old or the new
+state, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedchain.errors import AgentError
+
+#: Version of the state file layout; a file of another version is refused.
+STATE_VERSION = 1
+
+
+@dataclass
+class AgentState:
+    """An agent's progress and bookkeeping; mutable, saved by the runtime after every step."""
+
+    agent: str
+    last_block: int
+    finished: bool = False
+    jobs: dict[str, Any] = field(default_factory=dict)
+    pending_txs: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The state as indented JSON; :class:`AgentError` if the agent stored something JSON cannot hold."""
+        try:
+            return json.dumps({"version": STATE_VERSION, **asdict(self)}, indent=2, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise AgentError(
+                f"agent {self.agent!r} keeps state that JSON cannot hold: {err}",
+                hint="store only text, numbers, booleans, None, lists and dicts with text keys (hashes as 0x hex)",
+            ) from err
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "the state file") -> "AgentState":
+        """Parse :meth:`to_json`'s output."""
+        try:
+            raw = json.loads(text)
+        except ValueError as err:
+            raise AgentError(f"{source} is not valid JSON: {err}", hint=_DAMAGED_HINT) from err
+        if not isinstance(raw, dict) or raw.pop("version", None) != STATE_VERSION:
+            raise AgentError(f"{source} is not a version-{STATE_VERSION} agent state file", hint=_DAMAGED_HINT)
+        try:
+            state = cls(**raw)
+        except TypeError as err:
+            raise AgentError(f"{source} has unexpected fields: {err}", hint=_DAMAGED_HINT) from err
+        well_typed = (
+            isinstance(state.agent, str)
+            and type(state.last_block) is int
+            and isinstance(state.finished, bool)
+            and all(isinstance(table, dict) for table in (state.jobs, state.pending_txs, state.data))
+        )
+        if not well_typed:
+            raise AgentError(f"{source} has a field of the wrong type", hint=_DAMAGED_HINT)
+        return state
+
+    def copy(self) -> "AgentState":
+        """A deep copy (through JSON, so it also proves the state can be saved)."""
+        return AgentState.from_json(self.to_json())
+
+
+_DAMAGED_HINT = (
+    "restore the file from a backup, or delete it to start over from the configured start block "
+    "(the agent then replays the chain's events from there)"
+)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that readers and crashes see the old or the new bytes, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def save_state(path: Path, state: AgentState) -> None:
+    """Save ``state`` to ``path`` atomically."""
+    write_atomic(path, state.to_json().encode())
+
+
+def load_state(path: Path, *, agent: str, start_block: int) -> AgentState:
+    """The state saved at ``path``, or a fresh one that starts at ``start_block`` if there is none.
+
+    A file saved by another agent is refused rather than silently taken over.
+    """
+    if not path.exists():
+        return AgentState(agent=agent, last_block=start_block - 1)
+    state = AgentState.from_json(path.read_text(), source=f"state file {path}")
+    if state.agent != agent:
+        raise AgentError(
+            f"state file {path} belongs to agent {state.agent!r}, not {agent!r}",
+            hint="give every agent its own state file (--state PATH)",
+        )
+    return state
