@@ -2,12 +2,18 @@
 
 The public strategy API::
 
-    from fedchain.fl import get_strategy, Validation, Evaluation
-    strategy = get_strategy("fedavg")
+    from fedchain.fl import Validation, get_strategy, round_quality
+    strategy = get_strategy("cgsv", gamma0=0.5)
     result = strategy.round(global_params, updates, data_sizes, state=None)
+    quality = round_quality(result, source="contribution")   # q_i for the chain
+
+See :mod:`fedchain.fl.strategy` for the conventions (shapes, devices, NaN rules).
 """
 
-from fedchain.fl.pruning import Pruning
+from fedchain.fl.divergence import loss_histogram, loss_kl
+from fedchain.fl.metrics import jain_index, pearson
+from fedchain.fl.pruning import Pruning, topology_mask
+from fedchain.fl.quality import RoundQuality, loss_ratio, rescaled_contribution, round_quality, to_wad
 from fedchain.fl.strategy import (
     Evaluation,
     Evaluator,
@@ -25,10 +31,20 @@ __all__ = [
     "Evaluator",
     "Pruning",
     "RoundInputs",
+    "RoundQuality",
     "RoundResult",
     "Strategy",
     "StrategyState",
     "Validation",
     "get_strategy",
+    "jain_index",
+    "loss_histogram",
+    "loss_kl",
+    "loss_ratio",
+    "pearson",
+    "rescaled_contribution",
+    "round_quality",
     "strategy_names",
+    "to_wad",
+    "topology_mask",
 ]

@@ -13,14 +13,15 @@ Two sources, one per task:
   every quality is 0 (nothing was contributed, so nothing is rescaled to 1).
 
 Rejected clients always get quality 0. Values come as floats and as 1e18
-fixed-point integers (``round(q * 1e18)``, half to even, from the float's
-exact binary value) for the contract.
+fixed-point integers for the contract: ``q * 10**18`` computed exactly from
+the float's shortest decimal form (``repr``: 0.1 is exactly ``10**17``),
+rounded half to even.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Literal, Sequence
 
 import torch
@@ -73,7 +74,7 @@ def to_wad(values: Sequence[float] | torch.Tensor) -> tuple[int, ...]:
     for value in floats:
         if not (value >= 0 and value != float("inf")):
             raise ConfigError(f"a quality must be finite and non-negative, got {value}", hint="check the client losses")
-        wads.append(round(Fraction(value) * WAD))
+        wads.append(int((Decimal(repr(float(value))) * WAD).to_integral_value(rounding=ROUND_HALF_EVEN)))
     return tuple(wads)
 
 

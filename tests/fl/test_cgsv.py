@@ -1,0 +1,110 @@
+"""CGSV against the seed's update rule, worked by hand, and its FedAvg limit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedchain.errors import ConfigError
+from fedchain.fl import get_strategy
+
+F64 = torch.float64
+
+
+def test_cgsv_round_one_matches_hand_computed_weights() -> None:
+    """Delta_1 = [3, 0], Delta_2 = [3, 4]; sizes 1, 3 so r^1 = [1/4, 3/4]; tau = 1, gamma^0 = 1/2.
+
+    u_1 = [1, 0], u_2 = [0.6, 0.8]; U = 1/4 u_1 + 3/4 u_2 = [0.7, 0.6], |U| = sqrt(0.85).
+    psi_1 = 0.7 / sqrt(0.85) = 0.759257, psi_2 = (0.42 + 0.48) / sqrt(0.85) = 0.976187.
+    gamma^1 = 1 - (1 - 1/2)/1 = 1/2: r = [0.125 + 0.379628, 0.375 + 0.488094] = [0.504628, 0.863094],
+    normalised by 1.367722: [0.368955, 0.631045]. New global = 0 + U = [0.7, 0.6].
+    """
+    strategy = get_strategy("cgsv", tau=1.0, gamma0=0.5)
+    updates = torch.tensor([[3.0, 0.0], [3.0, 4.0]])
+
+    result = strategy.round(torch.zeros(2), updates, [1, 3])
+
+    torch.testing.assert_close(result.global_params, torch.tensor([0.7, 0.6]))
+    torch.testing.assert_close(result.weights, torch.tensor([0.25, 0.75], dtype=F64))
+    torch.testing.assert_close(result.contribution, torch.tensor([0.759257, 0.976187], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(result.state.weights, torch.tensor([0.368955, 0.631045], dtype=F64), atol=1e-6, rtol=0)
+
+
+def test_cgsv_round_two_uses_the_decayed_gamma() -> None:
+    """Round 2 on the same updates, r^2 = [0.368955, 0.631045], gamma^2 = 1 - (1/2)/2 = 3/4.
+
+    U = [0.368955 + 0.631045 * 0.6, 0.631045 * 0.8] = [0.747582, 0.504836], |U| = 0.902074;
+    psi = [0.747582 / 0.902074, (0.448549 + 0.403869) / 0.902074] = [0.828737, 0.944953];
+    r = 3/4 r^2 + 1/4 psi = [0.483900, 0.709522] -> normalised [0.405473, 0.594527].
+    """
+    strategy = get_strategy("cgsv", tau=1.0, gamma0=0.5)
+    updates = torch.tensor([[3.0, 0.0], [3.0, 4.0]])
+    first = strategy.round(torch.zeros(2), updates, [1, 3])
+
+    second = strategy.round(first.global_params, updates, [1, 3], first.state)
+
+    assert second.state.round == 2
+    torch.testing.assert_close(second.contribution, torch.tensor([0.828737, 0.944953], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(second.state.weights, torch.tensor([0.405473, 0.594527], dtype=F64), atol=1e-6, rtol=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 5), rounds=st.integers(1, 3))
+def test_cgsv_with_gamma0_one_and_raw_updates_is_fedavg(seed: int, n: int, rounds: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(1, 50, (n,), generator=generator)
+    cgsv, fedavg = get_strategy("cgsv", gamma0=1.0, tau=None), get_strategy("fedavg")
+    params_c = params_f = torch.randn(4, generator=generator)
+    state = None
+
+    for _ in range(rounds):
+        updates = torch.randn(n, 4, generator=generator)
+        result = cgsv.round(params_c, updates, sizes, state)
+        params_c, state = result.global_params, result.state
+        params_f = fedavg.round(params_f, updates, sizes).global_params
+
+    torch.testing.assert_close(params_c, params_f)
+    torch.testing.assert_close(state.weights, sizes.to(F64) / sizes.sum())
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 5))
+def test_cgsv_weights_stay_a_distribution_and_follow_permutations(seed: int, n: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    updates = torch.randn(n, 6, generator=generator)
+    sizes = torch.randint(1, 50, (n,), generator=generator)
+    permutation = torch.randperm(n, generator=generator)
+    strategy = get_strategy("cgsv", gamma0=0.2)
+
+    plain = strategy.round(torch.zeros(6), updates, sizes)
+    permuted = strategy.round(torch.zeros(6), updates[permutation], sizes[permutation])
+
+    assert plain.state.weights.sum().item() == pytest.approx(1.0)
+    assert (plain.state.weights >= 0).all()
+    torch.testing.assert_close(permuted.global_params, plain.global_params)
+    torch.testing.assert_close(permuted.state.weights, plain.state.weights[permutation])
+
+
+def test_cgsv_zero_update_has_zero_contribution_and_loses_weight() -> None:
+    """A zero update has no direction: psi = 0, so r_2 = 1/2 * 1/2 + 0 before renormalising drops."""
+    updates = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+
+    result = get_strategy("cgsv", gamma0=0.5).round(torch.zeros(2), updates, [1, 1])
+
+    assert result.contribution[1].item() == 0.0
+    assert result.state.weights[1] < 0.5 < result.state.weights[0]
+
+
+def test_cgsv_state_for_another_client_count_is_refused() -> None:
+    strategy = get_strategy("cgsv")
+    state = strategy.round(torch.zeros(2), torch.ones(3, 2), [1, 1, 1]).state
+
+    with pytest.raises(ConfigError, match="state for 3 clients"):
+        strategy.round(torch.zeros(2), torch.ones(2, 2), [1, 1], state)
+
+
+def test_cgsv_rejects_an_out_of_range_gamma0() -> None:
+    with pytest.raises(ConfigError, match="gamma0"):
+        get_strategy("cgsv", gamma0=1.5)

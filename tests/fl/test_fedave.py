@@ -1,0 +1,97 @@
+"""FedAVE against the seed's formulas with histograms chosen so the KL is exact."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedchain.errors import ConfigError
+from fedchain.fl import Evaluation, Validation, get_strategy
+
+F64 = torch.float64
+#: Losses 0 and 1 over 2 bins [0, 0.5), [0.5, 1]: a histogram is the fraction of ones.
+ONES_90 = torch.tensor([0.0] + [1.0] * 9)
+ONES_10 = torch.tensor([0.0] * 9 + [1.0])
+ONES_50 = torch.tensor([0.0] * 5 + [1.0] * 5)
+DESCENDING = torch.arange(10, 0, -1, dtype=torch.float32)
+
+
+def two_client_validation() -> Validation:
+    return Validation(
+        client_evaluations=[
+            Evaluation(loss=0.5, accuracy=0.9, sample_losses=ONES_90),
+            Evaluation(loss=0.7, accuracy=0.3, sample_losses=ONES_90),
+        ],
+        local_sample_losses=[ONES_10, ONES_50],
+    )
+
+
+def test_fedave_round_matches_hand_computed_reputation_and_quotas() -> None:
+    """Both clients send Delta = [10, 9, ..., 1] (|.| = sqrt(385)); sizes 1, 3; tau = 0.5; beta = 1; d = 10.
+
+    KL_A = KL([.9, .1] || [.1, .9]) = .9 ln 9 + .1 ln(1/9) = 1.757780;
+    KL_B = KL([.5, .5] || [.1, .9]) = .5 ln 5 + .5 ln(5/9) = 0.510826.
+    r~ = [0.9 / 1.757780, 0.3 / 0.510826] = [0.512010, 0.587285]; round 1: r = r~ normalised = [0.465762, 0.534238].
+    quota_A = 10 tanh(0.465762) / (tanh(0.534238) * 1.757780) = 5.0621 -> 5; quota_B = 19.58 -> clamped to 10.
+    u_G = 0.5 * Delta / sqrt(385) (both units equal): A keeps its 5 largest entries (the first five).
+    """
+    strategy = get_strategy("fedave", tau=0.5, beta=1.0, bins=2, histogram_epsilon=1e-12)
+    updates = torch.stack([DESCENDING, DESCENDING])
+
+    result = strategy.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
+
+    expected_global = 0.5 * DESCENDING / DESCENDING.norm()
+    torch.testing.assert_close(result.global_params, expected_global)
+    torch.testing.assert_close(result.contribution, torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(result.rewards[0][:5], expected_global[:5])
+    assert result.rewards[0][5:].abs().sum().item() == 0.0
+    torch.testing.assert_close(result.rewards[1], expected_global)
+    torch.testing.assert_close(result.weights, torch.tensor([0.25, 0.75], dtype=F64))
+
+
+def test_fedave_smooths_the_reputation_with_alpha() -> None:
+    """Round 2 with r^1 = [0.465762, 0.534238], the same r~ and alpha = 0.5: r = (r^1 + r~)/2 normalised.
+
+    (r^1 + r~) / 2 = [0.488886, 0.560762] -> normalised by 1.049648: [0.465762, 0.534238] (a fixed point).
+    With a new r~ = [0, 0.587285] (client A's accuracy drops to 0): [0.232881, 0.560761] -> [0.293433, 0.706567].
+    """
+    strategy = get_strategy("fedave", alpha=0.5, bins=2, histogram_epsilon=1e-12)
+    updates = torch.stack([DESCENDING, DESCENDING])
+    first = strategy.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
+    dropped = two_client_validation()
+    dropped = Validation(
+        client_evaluations=[Evaluation(loss=0.5, accuracy=0.0, sample_losses=ONES_90), dropped.client_evaluations[1]],
+        local_sample_losses=dropped.local_sample_losses,
+    )
+
+    steady = strategy.round(torch.zeros(10), updates, [1, 3], first.state, two_client_validation())
+    second = strategy.round(torch.zeros(10), updates, [1, 3], first.state, dropped)
+
+    torch.testing.assert_close(steady.contribution, first.contribution)
+    torch.testing.assert_close(second.contribution, torch.tensor([0.293433, 0.706567], dtype=F64), atol=1e-6, rtol=0)
+
+
+def test_fedave_zero_update_gets_no_reward() -> None:
+    updates = torch.stack([DESCENDING, torch.zeros(10)])
+
+    result = get_strategy("fedave", bins=2).round(torch.zeros(10), updates, [1, 1], None, two_client_validation())
+
+    assert result.contribution[1].item() == 0.0
+    torch.testing.assert_close(result.reward_updates[1], torch.zeros(10))
+
+
+def test_fedave_nan_update_is_rejected_and_unrewarded() -> None:
+    updates = torch.stack([DESCENDING, torch.full((10,), float("nan"))])
+
+    result = get_strategy("fedave", bins=2).round(torch.zeros(10), updates, [1, 1], None, two_client_validation())
+
+    assert result.accepted.tolist() == [True, False]
+    assert torch.isfinite(result.global_params).all()
+    torch.testing.assert_close(result.reward_updates[1], torch.zeros(10))
+
+
+def test_fedave_without_local_losses_says_what_to_pass() -> None:
+    validation = Validation(client_evaluations=two_client_validation().client_evaluations)
+
+    with pytest.raises(ConfigError, match="local per-sample losses"):
+        get_strategy("fedave").round(torch.zeros(10), torch.ones(2, 10), [1, 1], None, validation)

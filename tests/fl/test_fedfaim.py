@@ -1,0 +1,98 @@
+"""FedFAIM against the seed's formulas, worked by hand on a quadratic validation loss."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fedchain.errors import ConfigError
+from fedchain.fl import Evaluation, Validation, get_strategy
+from fedchain.fl.strategies.fedfaim import gompertz_quality
+
+F64 = torch.float64
+TARGET = torch.tensor([1.0, 1.0])
+
+
+def squared_distance(params: torch.Tensor) -> Evaluation:
+    """Validation loss ||p - [1, 1]||^2: the best model is [1, 1]."""
+    return Evaluation(loss=float(((params - TARGET) ** 2).sum()), accuracy=0.0)
+
+
+VALIDATION = Validation(evaluate=squared_distance)
+
+
+def test_fedfaim_round_matches_hand_computed_values() -> None:
+    """u_1 = [1, 1] (good), u_2 = [1, 0], u_3 = [-1, -1] (harmful); global 0; delta = 0, gamma = 1.
+
+    l = loss(mean = [1/3, 0]) = 4/9 + 1 = 13/9.
+    l_{-1} = loss([0, -1/2]) = 1 + 9/4 -> delta_1 = 13/4 - 13/9 = 1.805556.
+    l_{-2} = loss([0, 0]) = 2 -> delta_2 = 5/9; l_{-3} = loss([1, 1/2]) = 1/4 -> delta_3 = -43/36: rejected.
+    alpha = softmax([delta_1, delta_2]) = [e^1.25, 1] / (e^1.25 + 1) = [0.777300, 0.222700].
+    u_G = [1, 0.777300]; |u_G| = 1.266568.
+    phi_1 = (1 + 0.777300) / 1.266568 = 1.403241; phi_2 = 1 / 1.266568 = 0.789535; phi_3 = 0.
+    z = [1, 0.562651, 0]; x = [1, 1, -1]; q = exp(-exp(-5.5)) = 0.995922 for both passers.
+    num = floor(r / max r * 2) = [2, floor(1.125303) = 1, 0].
+    Client 2: s_2 = [1, 0], s_G = [1, 0.7773] / 1.7773 -> keeps entry 0: reward [1, 0].
+    """
+    updates = torch.tensor([[1.0, 1.0], [1.0, 0.0], [-1.0, -1.0]])
+
+    result = get_strategy("fedfaim", delta=0.0, gamma=1.0).round(torch.zeros(2), updates, [5, 5, 5], None, VALIDATION)
+
+    assert result.accepted.tolist() == [True, True, False]
+    torch.testing.assert_close(result.weights, torch.tensor([0.777300, 0.222700, 0.0], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(result.global_params, torch.tensor([1.0, 0.777300]), atol=1e-6, rtol=0)
+    torch.testing.assert_close(result.contribution, torch.tensor([1.403241, 0.789535, 0.0], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(result.rewards[0], result.global_params)
+    torch.testing.assert_close(result.rewards[1], torch.tensor([1.0, 0.0]))
+    torch.testing.assert_close(result.rewards[2], torch.zeros(2))
+    assert result.state.passed.tolist() == [1, 1, 0]
+    assert result.state.failed.tolist() == [0, 0, 1]
+
+
+def test_gompertz_quality_matches_the_seed_constants() -> None:
+    """3 passes, 1 failure: x = 1/2, q = exp(-exp(-2.75)) = 0.938073; no checks yet: x = 0, q = e^-1."""
+    quality = gompertz_quality(torch.tensor([3, 0]), torch.tensor([1, 0]))
+
+    torch.testing.assert_close(quality, torch.tensor([0.938073, math.exp(-1)], dtype=F64), atol=1e-6, rtol=0)
+
+
+def test_fedfaim_zero_update_gets_no_reward() -> None:
+    """A free rider's zero update has ||u|| = 0, so phi = 0, z = 0, r = 0 and num = 0."""
+    updates = torch.tensor([[1.0, 1.0], [0.5, 1.0], [0.0, 0.0]])
+    strategy = get_strategy("fedfaim", delta=-10.0)
+
+    result = strategy.round(torch.zeros(2), updates, [1, 1, 1], None, VALIDATION)
+
+    assert result.accepted[2]
+    assert result.contribution[2].item() == 0.0
+    torch.testing.assert_close(result.reward_updates[2], torch.zeros(2))
+    assert result.reward_updates[0].abs().sum() > 0
+
+
+def test_fedfaim_nan_update_fails_the_quality_check() -> None:
+    updates = torch.tensor([[1.0, 1.0], [float("nan"), 1.0]])
+
+    result = get_strategy("fedfaim").round(torch.zeros(2), updates, [1, 1], None, VALIDATION)
+
+    assert result.accepted.tolist() == [True, False]
+    torch.testing.assert_close(result.global_params, torch.tensor([1.0, 1.0]))
+    assert result.state.failed.tolist() == [0, 1]
+
+
+def test_fedfaim_without_an_evaluator_says_what_to_pass() -> None:
+    with pytest.raises(ConfigError, match="validation evaluator"):
+        get_strategy("fedfaim").round(torch.zeros(2), torch.ones(2, 2), [1, 1])
+
+
+def test_fedfaim_reputation_accumulates_over_rounds() -> None:
+    """Two rounds of the same updates double the cumulative contribution and the pass counts."""
+    updates = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    strategy = get_strategy("fedfaim", delta=-10.0)
+    first = strategy.round(torch.zeros(2), updates, [1, 1], None, VALIDATION)
+
+    second = strategy.round(torch.zeros(2), updates, [1, 1], first.state, VALIDATION)
+
+    torch.testing.assert_close(second.state.cumulative_contribution, 2 * first.state.cumulative_contribution)
+    assert second.state.passed.tolist() == [2, 2]

@@ -1,0 +1,119 @@
+"""Tian's quality weighting (eq. 19) and the per-round quality q_i handed to the chain."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedchain.errors import ConfigError
+from fedchain.fl import Evaluation, Validation, get_strategy, loss_ratio, rescaled_contribution, round_quality, to_wad
+
+F64 = torch.float64
+
+
+def evaluations(*losses: float) -> Validation:
+    return Validation(client_evaluations=[Evaluation(loss=loss, accuracy=0.5) for loss in losses])
+
+
+def test_quality_weights_are_loss_ratio_times_size_normalised() -> None:
+    """Losses 1, 2, 4: loss_avg = 7/3, q = [7/3, 7/6, 7/12]; sizes 1, 1, 2: q|D| = [7/3, 7/6, 7/6],
+    sum 14/3, weights [1/2, 1/4, 1/4]. Updates e_1, e_2, e_3 -> new global [1/2, 1/4, 1/4]."""
+    result = get_strategy("quality").round(torch.zeros(3), torch.eye(3), [1, 1, 2], None, evaluations(1.0, 2.0, 4.0))
+
+    torch.testing.assert_close(result.weights, torch.tensor([0.5, 0.25, 0.25], dtype=F64))
+    torch.testing.assert_close(result.contribution, torch.tensor([7 / 3, 7 / 6, 7 / 12], dtype=F64))
+    torch.testing.assert_close(result.global_params, torch.tensor([0.5, 0.25, 0.25]))
+    torch.testing.assert_close(result.client_losses, torch.tensor([1.0, 2.0, 4.0], dtype=F64))
+
+
+def test_quality_calls_the_evaluator_on_each_clients_updated_model() -> None:
+    """loss(p) = sum(p) + 1: global [1, 1] plus updates [1, 0], [2, 1] give losses 4 and 6; mean 5,
+    q = [5/4, 5/6]; equal sizes: weights [5/4, 5/6] / (25/12) = [0.6, 0.4]."""
+    validation = Validation(evaluate=lambda p: Evaluation(loss=float(p.sum()) + 1, accuracy=0.0))
+
+    result = get_strategy("quality").round(torch.ones(2), torch.tensor([[1.0, 0.0], [2.0, 1.0]]), [3, 3], None, validation)
+
+    torch.testing.assert_close(result.weights, torch.tensor([0.6, 0.4], dtype=F64))
+
+
+def test_quality_rejects_a_client_whose_model_loss_is_not_finite() -> None:
+    result = get_strategy("quality").round(torch.zeros(2), torch.eye(2), [1, 1], None, evaluations(1.0, float("nan")))
+
+    assert result.accepted.tolist() == [True, False]
+    torch.testing.assert_close(result.global_params, torch.tensor([1.0, 0.0]))
+
+
+def test_quality_without_validation_says_what_to_pass() -> None:
+    with pytest.raises(ConfigError, match="validation evaluator"):
+        get_strategy("quality").round(torch.zeros(2), torch.eye(2), [1, 1])
+
+
+def test_loss_ratio_ignores_rejected_clients_in_the_average() -> None:
+    """Accepted losses 2 and 6: loss_avg = 4, q = [2, 2/3]; the rejected client gets 0."""
+    quality = loss_ratio(torch.tensor([2.0, 6.0, 100.0], dtype=F64), torch.tensor([True, True, False]))
+
+    torch.testing.assert_close(quality, torch.tensor([2.0, 2 / 3, 0.0], dtype=F64))
+
+
+def test_loss_ratio_of_all_zero_losses_is_one() -> None:
+    quality = loss_ratio(torch.zeros(2, dtype=F64), torch.tensor([True, True]))
+
+    torch.testing.assert_close(quality, torch.ones(2, dtype=F64))
+
+
+def test_rescaled_contribution_clips_negatives_and_has_mean_one_over_accepted() -> None:
+    """Contributions [3, -1, 1, 5] with client 3 rejected: clipped [3, 0, 1, 0], sum 4, 3 accepted:
+    q = [3, 0, 1, 0] * 3/4 = [2.25, 0, 0.75, 0]."""
+    quality = rescaled_contribution(torch.tensor([3.0, -1.0, 1.0, 5.0], dtype=F64), torch.tensor([True, True, True, False]))
+
+    torch.testing.assert_close(quality, torch.tensor([2.25, 0.0, 0.75, 0.0], dtype=F64))
+
+
+def test_rescaled_contribution_with_nothing_positive_is_all_zero() -> None:
+    quality = rescaled_contribution(torch.tensor([0.0, -2.0], dtype=F64), torch.tensor([True, True]))
+
+    assert quality.tolist() == [0.0, 0.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(-5, 5), min_size=1, max_size=8), st.data())
+def test_rescaled_contribution_has_mean_one_when_anything_is_positive(values: list[float], data) -> None:
+    accepted = torch.tensor(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))))
+    contribution = torch.tensor(values, dtype=F64)
+
+    quality = rescaled_contribution(contribution, accepted)
+
+    assert (quality >= 0).all()
+    assert (quality[~accepted] == 0).all()
+    if (contribution[accepted] > 0).any():
+        assert quality[accepted].mean().item() == pytest.approx(1.0)
+
+
+def test_to_wad_is_exact_for_decimal_floats() -> None:
+    assert to_wad([0.1, 1.0, 2.25, 0.0]) == (10**17, 10**18, 2_250_000_000_000_000_000, 0)
+
+
+def test_to_wad_refuses_negative_and_non_finite_values() -> None:
+    for bad in (-0.5, float("nan"), float("inf")):
+        with pytest.raises(ConfigError):
+            to_wad([bad])
+
+
+def test_round_quality_defaults_to_the_strategys_measured_losses() -> None:
+    result = get_strategy("quality").round(torch.zeros(3), torch.eye(3), [1, 1, 2], None, evaluations(1.0, 2.0, 4.0))
+
+    quality = round_quality(result)
+
+    assert quality.values == pytest.approx((7 / 3, 7 / 6, 7 / 12))
+    assert quality.wad == to_wad(quality.values)
+
+
+def test_round_quality_of_fedavg_needs_client_losses() -> None:
+    result = get_strategy("fedavg").round(torch.zeros(2), torch.eye(2), [1, 1])
+
+    with pytest.raises(ConfigError, match="client_losses"):
+        round_quality(result)
+    assert round_quality(result, client_losses=[1.0, 3.0]).values == (2.0, 2 / 3)
+    assert round_quality(result, source="contribution").wad == (10**18, 10**18)

@@ -1,0 +1,201 @@
+"""The mechanism's formulas (DESIGN.md, Tian et al. 2023 eqs. 4-18) against hand-computed values and properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedchain.fl.reputation import (
+    WAD,
+    ClientReputation,
+    MechanismParams,
+    RevealedBid,
+    auction_utility,
+    choose_winner,
+    final_bonus,
+    fog_cost,
+    implied_time_reputation,
+    linear_weights,
+    loss_reputation,
+    loss_reputation_float,
+    round_payment,
+    scale_pro_rata,
+    score_round,
+    standby_winner,
+    time_reputation,
+    time_reputation_float,
+    total_reputation,
+)
+
+
+def params(**changes: int) -> MechanismParams:
+    base = dict(
+        rounds=3,
+        expected_duration=600,  # T = 200 s per round
+        psi=10**15,
+        phi=10**12,
+        min_loss_reputation=WAD // 10,
+        min_time_reputation=WAD // 10,
+        min_quality=WAD // 2,
+        max_round_time=300,
+        reputation_cap=10 * WAD,
+    )
+    base.update(changes)
+    return MechanismParams(**base)
+
+
+def test_linear_weights_increase_strictly_and_sum_to_one() -> None:
+    for n in (1, 2, 5, 40):
+        weights = linear_weights(n)
+        assert math.isclose(sum(weights), 1.0)
+        assert all(a < b for a, b in zip(weights, weights[1:]))
+    assert linear_weights(3) == pytest.approx((1 / 6, 2 / 6, 3 / 6))
+
+
+def test_loss_reputation_is_the_linearly_weighted_mean_of_qualities() -> None:
+    # Prepare: q = 1.0, 0.5, 2.0 -> (1*1 + 2*0.5 + 3*2) / 6 = 8/6.
+    weighted_sum = 1 * WAD + 2 * (WAD // 2) + 3 * 2 * WAD
+    # Execute / assert: fixed point rounds 16e18 / 12 down; the float history agrees.
+    assert loss_reputation(weighted_sum, 3, 2 * WAD, WAD // 2, 10 * WAD) == 1_333_333_333_333_333_333
+    assert loss_reputation_float([1.0, 0.5, 2.0], 0.5) == pytest.approx(8 / 6)
+
+
+def test_quality_below_q_min_multiplies_the_loss_reputation_by_the_quality() -> None:
+    # q = 1.0, 0.2 with q_min 0.5: mean (1 + 2*0.2)/3 = 0.4667, times 0.2 = 0.09333.
+    weighted_sum = WAD + 2 * (WAD // 5)
+    assert loss_reputation(weighted_sum, 2, WAD // 5, WAD // 2, 10 * WAD) == 93_333_333_333_333_333
+    assert loss_reputation_float([1.0, 0.2], 0.5) == pytest.approx(1.4 / 3 * 0.2)
+
+
+def test_time_reputation_averages_t_over_round_times_and_penalises_slow_rounds() -> None:
+    # T = 600/3 = 200 s; t = 100, 400 -> ratios 2.0, 0.5 -> mean (2 + 2*0.5)/3 = 1.0; 400 > t_max 300 -> * 0.75.
+    state = score_round(ClientReputation(), params(), WAD, 100, True).reputation
+    state = score_round(state, params(), WAD, 400, True).reputation
+    assert state.sum_time_ratio == 2 * WAD + 2 * (WAD // 2)
+    assert state.time_reputation == 750_000_000_000_000_000
+    assert time_reputation(3 * WAD, 2, 300, 400 * WAD, 10 * WAD) == 750_000_000_000_000_000
+    assert time_reputation_float([100, 400], 200, 300) == pytest.approx(0.75)
+
+
+def test_reputations_and_inputs_are_capped() -> None:
+    # A quality of 50 and a 1-second round are both capped at 2.0.
+    capped = params(reputation_cap=2 * WAD)
+    score = score_round(ClientReputation(), capped, 50 * WAD, 1, True)
+    assert score.reputation.sum_quality == 2 * WAD
+    assert score.reputation.loss_reputation == 2 * WAD
+    assert score.reputation.time_reputation == 2 * WAD
+
+
+def test_round_payment_is_psi_times_time_reputation_squared_times_loss_reputation() -> None:
+    # psi = 1e15 wei, r_t = 0.75, r_a = 0.4 -> 1e15 * 0.5625 * 0.4 = 2.25e14 wei.
+    assert round_payment(10**15, 4 * WAD // 10, 3 * WAD // 4, WAD // 10, WAD // 10) == 225 * 10**12
+
+
+def test_round_payment_is_zero_below_either_threshold() -> None:
+    assert round_payment(10**15, WAD // 20, WAD, WAD // 10, WAD // 10) == 0
+    assert round_payment(10**15, WAD, WAD // 20, WAD // 10, WAD // 10) == 0
+
+
+def test_a_rejected_update_scores_quality_zero_and_removes_the_client() -> None:
+    # q = 0 < q_min multiplies r_a by 0, below r_a_min = 0.1: removed, no payment.
+    score = score_round(ClientReputation(), params(), 3 * WAD, 150, False)
+    assert score.reputation.loss_reputation == 0
+    assert score.removed and score.payment == 0
+
+
+def test_score_round_pays_eq15_for_a_client_in_good_standing() -> None:
+    # One round: q = 1.0, t = 200 s = T -> r_a = r_t = 1.0 -> payment psi.
+    score = score_round(ClientReputation(), params(), WAD, 200, True)
+    assert (score.reputation.loss_reputation, score.reputation.time_reputation) == (WAD, WAD)
+    assert score.payment == 10**15 and not score.removed
+
+
+def test_final_bonus_rewards_finishing_before_the_expected_time() -> None:
+    # phi = 1e12 wei/s, T_ex - T_r = 150 s, r_at = 0.5 -> 7.5e13 wei; late finishes earn nothing.
+    assert final_bonus(10**12, 600, 450, WAD // 2) == 75 * 10**12
+    assert final_bonus(10**12, 600, 601, WAD) == 0
+    assert total_reputation(WAD // 2, 3 * WAD) == 3 * WAD // 2
+
+
+def test_pro_rata_scaling_never_exceeds_the_budget_and_rounds_down() -> None:
+    assert scale_pro_rata([3, 1], 2) == [1, 0]
+    assert scale_pro_rata([3, 1], 4) == [3, 1]
+    assert scale_pro_rata([10**18, 2 * 10**18, 0], 10**18) == [333_333_333_333_333_333, 666_666_666_666_666_666, 0]
+
+
+def auction_params(second_price: bool) -> MechanismParams:
+    # T = 100/10 = 10 s; c*D = 2*10 = 20 cycles: f = 2 -> T_x = 10 s (r_t 1.0), f = 1 -> 20 s (r_t 0.5).
+    return MechanismParams(
+        rounds=10, expected_duration=100, psi=1000, phi=0, min_loss_reputation=0, min_time_reputation=0,
+        min_quality=0, max_round_time=100, reputation_cap=WAD, cycles_per_sample=2, second_price=second_price,
+    )
+
+
+def test_implied_time_reputation_follows_eq11() -> None:
+    assert implied_time_reputation(auction_params(False), 10, 2) == WAD
+    assert implied_time_reputation(auction_params(False), 10, 1) == WAD // 2
+
+
+def test_auction_utility_is_payment_minus_price() -> None:
+    # U_A = 1000 * 1^2 * 1 - 300 = 700; U_B = 1000 * 0.5^2 * 1 - 100 = 150.
+    p = auction_params(False)
+    assert auction_utility(p, WAD, 10, RevealedBid(2, 300)) == 700
+    assert auction_utility(p, WAD, 10, RevealedBid(1, 100)) == 150
+
+
+def test_first_price_winner_is_paid_its_bid_and_second_price_the_runner_up_margin() -> None:
+    bids = [RevealedBid(1, 100), None, RevealedBid(2, 300)]
+    assert choose_winner(auction_params(False), WAD, 10, bids).__dict__ == {"winner": 2, "price": 300}
+    # Second price: 300 + (700 - 150) = 850, the price at which the client is indifferent.
+    assert choose_winner(auction_params(True), WAD, 10, bids).__dict__ == {"winner": 2, "price": 850}
+    assert choose_winner(auction_params(True), WAD, 10, [None, RevealedBid(2, 300)]).price == 300
+    assert choose_winner(auction_params(False), WAD, 10, [None]).winner is None
+
+
+def test_ties_go_to_the_earliest_bid() -> None:
+    bids = [RevealedBid(2, 300), RevealedBid(2, 300)]
+    assert choose_winner(auction_params(False), WAD, 10, bids).winner == 0
+
+
+def test_standby_winner_skips_ineligible_and_too_expensive_bids() -> None:
+    bids = [RevealedBid(2, 300), RevealedBid(2, 900), RevealedBid(1, 100), None]
+    assert standby_winner(auction_params(False), WAD, 10, bids, [False, True, True, True], 300) == 2
+    assert standby_winner(auction_params(False), WAD, 10, bids, [False, True, False, True], 300) is None
+
+
+def test_fog_cost_is_half_alpha_c_d_f_squared() -> None:
+    assert fog_cost(2.0, 1.0, 10.0, 3.0) == 90.0
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(
+    qualities=st.lists(st.floats(0.0, 3.0), min_size=1, max_size=12),
+    times=st.lists(st.integers(1, 1000), min_size=12, max_size=12),
+)
+def test_fixed_point_running_sums_match_the_float_history(qualities: list[float], times: list[int]) -> None:
+    # Prepare: each round's quality in fixed point and its time in seconds.
+    p = params(rounds=12, expected_duration=2400, min_loss_reputation=0, min_time_reputation=0)
+    state = ClientReputation()
+    wads = [int(q * WAD) for q in qualities]
+    # Execute: the contract's O(1) update, one round at a time.
+    for q in wads:
+        state = score_round(state, p, q, times[state.rounds], True).reputation
+    # Assert: the same as the paper's formulas over the whole history, to float precision.
+    history = [w / WAD for w in wads]
+    spent = times[: len(wads)]
+    assert state.loss_reputation / WAD == pytest.approx(loss_reputation_float(history, 0.5, 10.0), rel=1e-9, abs=1e-15)
+    assert state.time_reputation / WAD == pytest.approx(time_reputation_float(spent, 200.0, 300.0, 10.0), rel=1e-9, abs=1e-15)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(amounts=st.lists(st.integers(0, 10**24), max_size=20), available=st.integers(0, 10**24))
+def test_pro_rata_scaling_pays_at_most_the_budget(amounts: list[int], available: int) -> None:
+    scaled = scale_pro_rata(amounts, available)
+    if sum(amounts) <= available:
+        assert scaled == amounts
+    else:
+        assert sum(scaled) <= available
+    assert all(0 <= s <= a for s, a in zip(scaled, amounts))
