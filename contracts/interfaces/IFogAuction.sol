@@ -41,31 +41,32 @@ interface IFogAuction {
         bool settled;
     }
 
-    /// @notice One client's training job.
+    /// @notice One client's training job. Field order is the storage layout: the first slot holds
+    /// everything RoundLedger reads when a round is posted.
     /// @param status where it is
+    /// @param paidUpTo the last round the current winner committed (or was excused from, after a reassignment), 0 before
+    /// @param committedAt block time of the current winner's last commit, seconds (0 after a reassignment)
+    /// @param winner index into the job's bids of the fog node training it (meaningful when Awarded)
     /// @param dataSize D, samples
     /// @param biddingDeadline last second for sealed bids
     /// @param revealDeadline last second for reveals
-    /// @param winner index into the job's bids of the fog node training it (meaningful when Awarded)
     /// @param price wei per round the client escrowed for (the awarded price)
-    /// @param winnerPrice wei per round the current winner is paid
+    /// @param winnerPrice wei per round the current winner is paid (a standby winner is paid its own bid)
     /// @param escrow wei the client escrowed (price * N)
     /// @param released wei of the escrow paid to fog nodes so far
-    /// @param paidUpTo the last round the current winner committed (or was excused from), 0 before
-    /// @param committedAt block time of the last commit, seconds
     /// @param updateHash hash of the last committed update
     struct Job {
         JobStatus status;
+        uint16 paidUpTo;
+        uint64 committedAt;
+        uint32 winner;
         uint64 dataSize;
         uint64 biddingDeadline;
         uint64 revealDeadline;
-        uint32 winner;
         uint96 price;
         uint96 winnerPrice;
         uint256 escrow;
         uint256 released;
-        uint16 paidUpTo;
-        uint64 committedAt;
         bytes32 updateHash;
     }
 
@@ -106,6 +107,8 @@ interface IFogAuction {
     error AuctionWrongRound(uint256 taskId, uint256 clientIndex, uint16 round, uint16 current);
     /// @notice A commit after the round's deadline.
     error AuctionCommitTooLate(uint256 taskId, uint256 clientIndex, uint64 deadline, uint64 now_);
+    /// @notice The job's client was removed from the task; its job takes no more commits.
+    error AuctionClientInactive(uint256 taskId, uint256 clientIndex);
     /// @notice The winner has not missed a round (or the client is no longer active).
     error AuctionNoMissedRound(uint256 taskId, uint256 clientIndex);
 

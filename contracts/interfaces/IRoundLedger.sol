@@ -65,6 +65,8 @@ interface IRoundLedger {
     error LedgerTaskFull(uint256 taskId, uint16 maxClients);
     /// @notice The account is not a client of this task.
     error LedgerNotClient(uint256 taskId, address account);
+    /// @notice No client has this index in the task.
+    error LedgerUnknownClientIndex(uint256 taskId, uint256 clientIndex);
     /// @notice Only the task's aggregator may post rounds.
     /// @param taskId the task
     /// @param caller the rejected caller
@@ -171,6 +173,9 @@ interface IRoundLedger {
 
     /// @notice Wei of client deposits the ledger holds for the task now (active clients, before settlement).
     function depositsHeld(uint256 taskId) external view returns (uint256);
+
+    /// @notice Wei of per-round payments credited to the task's clients and not yet paid out (they are paid at settlement).
+    function rewardsHeld(uint256 taskId) external view returns (uint256);
 
     /// @notice Whether `settle` ran for the task.
     function settled(uint256 taskId) external view returns (bool);

@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {IFogAuction} from "./interfaces/IFogAuction.sol";
+import {ITaskRegistry} from "./interfaces/ITaskRegistry.sol";
+import {IRoundLedger} from "./interfaces/IRoundLedger.sol";
+import {ITreasury} from "./interfaces/ITreasury.sol";
+import {Reasons} from "./libraries/Reasons.sol";
+import {ReputationMath} from "./libraries/ReputationMath.sol";
+
+/// @title FogAuction: sealed-bid auctions of training jobs, fog commits, slashing and job settlement
+contract FogAuction is IFogAuction {
+    /// @notice The most bids one job accepts (bounds the gas of closing and reassigning).
+    uint256 public constant MAX_BIDS = 16;
+    /// @notice `winner` value meaning "no winner".
+    uint32 public constant NO_WINNER = type(uint32).max;
+
+    ITaskRegistry private immutable _registry;
+    IRoundLedger private immutable _ledger;
+    ITreasury private immutable _treasury;
+
+    mapping(uint256 taskId => mapping(uint256 clientIndex => Job)) private _jobs;
+    mapping(uint256 taskId => mapping(uint256 clientIndex => Bid[])) private _bids;
+    mapping(uint256 taskId => mapping(uint256 clientIndex => mapping(address bidder => bool))) private _hasBid;
+    mapping(uint256 taskId => uint256 wei_) private _held;
+
+    /// @param registry the TaskRegistry
+    /// @param ledger the RoundLedger (clients, their data commitments and reputations)
+    /// @param treasury the Treasury
+    constructor(ITaskRegistry registry, IRoundLedger ledger, ITreasury treasury) {
+        _registry = registry;
+        _ledger = ledger;
+        _treasury = treasury;
+    }
+
+    /// @inheritdoc IFogAuction
+    function openAuction(uint256 taskId, uint64 dataSize, bytes32 salt) external {
+        _requireTaskStatus(taskId, ITaskRegistry.TaskStatus.Open);
+        uint256 index = _ledger.clientIndex(taskId, msg.sender);
+        Job storage j = _jobs[taskId][index];
+        if (j.status != JobStatus.None) revert AuctionWrongJobStatus(taskId, index, j.status);
+        if (dataSize == 0 || keccak256(abi.encode(uint256(dataSize), salt)) != _ledger.dataCommitment(taskId, index)) {
+            revert AuctionDataSizeMismatch(taskId, index, dataSize);
+        }
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        uint64 biddingDeadline = uint64(block.timestamp) + p.biddingDuration;
+        uint64 revealDeadline = biddingDeadline + p.revealDuration;
+        j.status = JobStatus.Bidding;
+        j.dataSize = dataSize;
+        j.biddingDeadline = biddingDeadline;
+        j.revealDeadline = revealDeadline;
+        j.winner = NO_WINNER;
+        emit AuctionOpened(taskId, index, dataSize, biddingDeadline, revealDeadline);
+    }
+
+    /// @inheritdoc IFogAuction
+    function commitBid(uint256 taskId, uint256 index, bytes32 commitment) external payable returns (uint256 bidIndex) {
+        _requireTaskStatus(taskId, ITaskRegistry.TaskStatus.Open);
+        Job storage j = _biddingJob(taskId, index);
+        if (block.timestamp > j.biddingDeadline) {
+            revert AuctionBidTooLate(taskId, index, j.biddingDeadline, uint64(block.timestamp));
+        }
+        uint256 deposit = _registry.params(taskId).fogDeposit;
+        if (msg.value != deposit) revert AuctionWrongValue(msg.value, deposit);
+        if (_hasBid[taskId][index][msg.sender]) revert AuctionAlreadyBid(taskId, index, msg.sender);
+        Bid[] storage bids_ = _bids[taskId][index];
+        bidIndex = bids_.length;
+        if (bidIndex >= MAX_BIDS) revert AuctionTooManyBids(taskId, index, MAX_BIDS);
+        bids_.push(Bid({bidder: msg.sender, commitment: commitment, frequency: 0, price: 0, revealed: false, settled: false}));
+        _hasBid[taskId][index][msg.sender] = true;
+        _held[taskId] += msg.value;
+        emit BidCommitted(taskId, index, msg.sender, bidIndex, commitment);
+        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+    }
+
+    /// @inheritdoc IFogAuction
+    function revealBid(uint256 taskId, uint256 index, uint64 frequency, uint96 price, bytes32 salt) external {
+        Job storage j = _biddingJob(taskId, index);
+        uint64 now_ = uint64(block.timestamp);
+        if (now_ <= j.biddingDeadline || now_ > j.revealDeadline) {
+            revert AuctionNotRevealPhase(taskId, index, j.biddingDeadline, j.revealDeadline, now_);
+        }
+        Bid[] storage bids_ = _bids[taskId][index];
+        bytes32 commitment = keccak256(abi.encode(frequency, price, salt, msg.sender));
+        uint256 n = bids_.length;
+        uint256 bidIndex = n;
+        for (uint256 i; i < n; ++i) {
+            if (bids_[i].bidder == msg.sender) {
+                bidIndex = i;
+                break;
+            }
+        }
+        if (bidIndex == n || bids_[bidIndex].revealed || bids_[bidIndex].commitment != commitment) {
+            revert AuctionBadReveal(taskId, index, msg.sender);
+        }
+        if (frequency == 0) revert AuctionZeroFrequency(taskId, index, msg.sender);
+        Bid storage b = bids_[bidIndex];
+        b.frequency = frequency;
+        b.price = price;
+        b.revealed = true;
+        emit BidRevealed(taskId, index, msg.sender, bidIndex, frequency, price);
+    }
+
+    /// @inheritdoc IFogAuction
+    function closeAuction(uint256 taskId, uint256 index) external payable {
+        _requireTaskStatus(taskId, ITaskRegistry.TaskStatus.Open);
+        _requireClient(taskId, index);
+        Job storage j = _biddingJob(taskId, index);
+        if (block.timestamp <= j.revealDeadline) {
+            revert AuctionRevealNotOver(taskId, index, j.revealDeadline, uint64(block.timestamp));
+        }
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        (uint64 lossRep,) = _ledger.reputation(taskId, index);
+        Bid[] storage bids_ = _bids[taskId][index];
+        uint256 n = bids_.length;
+        uint256 forfeited;
+        uint256 best = NO_WINNER;
+        int256 bestUtility;
+        int256 secondUtility;
+        bool hasSecond;
+        for (uint256 i; i < n; ++i) {
+            Bid storage b = bids_[i];
+            if (!b.revealed) {
+                b.settled = true;
+                forfeited += p.fogDeposit;
+                continue;
+            }
+            int256 u = _utility(p, lossRep, j.dataSize, b.frequency, b.price);
+            if (best == NO_WINNER || u > bestUtility) {
+                if (best != NO_WINNER) (secondUtility, hasSecond) = (bestUtility, true);
+                (best, bestUtility) = (i, u);
+            } else if (!hasSecond || u > secondUtility) {
+                (secondUtility, hasSecond) = (u, true);
+            }
+        }
+        uint96 price;
+        if (best != NO_WINNER) {
+            price = bids_[best].price;
+            if (p.secondPrice) price = SafeCast.toUint96(price + _secondPriceMarkup(bestUtility, secondUtility, hasSecond));
+        }
+        uint256 escrow = uint256(price) * p.rounds;
+        if (msg.value != escrow) revert AuctionWrongValue(msg.value, escrow);
+
+        j.status = best == NO_WINNER ? JobStatus.Vacant : JobStatus.Awarded;
+        j.winner = uint32(best);
+        j.price = price;
+        j.winnerPrice = price;
+        j.escrow = escrow;
+        _held[taskId] = _held[taskId] + escrow - forfeited;
+        emit AuctionClosed(taskId, index, uint32(best), price, escrow);
+        if (escrow != 0) _treasury.deposit{value: escrow}(taskId, msg.sender);
+        _treasury.credit(taskId, msg.sender, forfeited, Reasons.BID_FORFEIT);
+    }
+
+    /// @inheritdoc IFogAuction
+    function commitUpdate(uint256 taskId, uint256 index, uint16 round, bytes32 updateHash) external {
+        Job storage j = _jobs[taskId][index];
+        if (j.status != JobStatus.Awarded) revert AuctionWrongJobStatus(taskId, index, j.status);
+        address fog = _bids[taskId][index][j.winner].bidder;
+        if (msg.sender != fog) revert AuctionNotWinner(taskId, index, msg.sender);
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        if (s.status != ITaskRegistry.TaskStatus.Running) revert AuctionWrongTaskStatus(taskId, uint8(s.status));
+        if (round != s.currentRound || j.paidUpTo >= round) revert AuctionWrongRound(taskId, index, round, s.currentRound);
+        if (!_ledger.isActive(taskId, index)) revert AuctionClientInactive(taskId, index);
+        uint64 deadline = s.roundStartedAt + _registry.params(taskId).roundDuration;
+        uint64 now_ = uint64(block.timestamp);
+        if (now_ > deadline) revert AuctionCommitTooLate(taskId, index, deadline, now_);
+        uint256 payment = j.winnerPrice;
+        j.paidUpTo = round;
+        j.committedAt = now_;
+        j.updateHash = updateHash;
+        j.released += payment;
+        _held[taskId] -= payment;
+        emit UpdateCommitted(taskId, index, round, fog, updateHash, now_, payment);
+        _treasury.credit(taskId, fog, payment, Reasons.FOG_PAYMENT);
+    }
+
+    /// @inheritdoc IFogAuction
+    function reportMissedRound(uint256 taskId, uint256 index) external {
+        Job storage j = _jobs[taskId][index];
+        if (j.status != JobStatus.Awarded) revert AuctionWrongJobStatus(taskId, index, j.status);
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        bool deadlinePassed = block.timestamp > s.roundStartedAt + p.roundDuration;
+        uint16 missed = _missedRound(s, j.paidUpTo, deadlinePassed);
+        if (missed == 0 || !_ledger.isActive(taskId, index)) revert AuctionNoMissedRound(taskId, index);
+
+        Bid[] storage bids_ = _bids[taskId][index];
+        Bid storage loser = bids_[j.winner];
+        loser.settled = true;
+        _held[taskId] -= p.fogDeposit;
+        (uint64 lossRep,) = _ledger.reputation(taskId, index);
+        uint256 next = _bestStandby(p, lossRep, j, bids_);
+        // A running task's next round to commit is the current one, unless its deadline already passed.
+        uint16 fromRound = s.status == ITaskRegistry.TaskStatus.Running && !deadlinePassed ? s.currentRound : s.currentRound + 1;
+        j.paidUpTo = fromRound - 1;
+        j.committedAt = 0;
+        j.winner = uint32(next);
+        if (next == NO_WINNER) {
+            j.status = JobStatus.Vacant;
+            j.winnerPrice = 0;
+        } else {
+            j.winnerPrice = bids_[next].price;
+        }
+        address client_ = _ledger.client(taskId, index).account;
+        emit FogSlashed(taskId, index, loser.bidder, missed, p.fogDeposit);
+        emit JobReassigned(taskId, index, uint32(next), j.winnerPrice, next == NO_WINNER ? 0 : fromRound);
+        _treasury.credit(taskId, client_, p.fogDeposit, Reasons.BID_FORFEIT);
+    }
+
+    /// @inheritdoc IFogAuction
+    function settleJob(uint256 taskId, uint256 index) external {
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        if (
+            s.status != ITaskRegistry.TaskStatus.Finished && s.status != ITaskRegistry.TaskStatus.Settled
+                && s.status != ITaskRegistry.TaskStatus.Cancelled
+        ) revert AuctionWrongTaskStatus(taskId, uint8(s.status));
+        Job storage j = _jobs[taskId][index];
+        JobStatus status = j.status;
+        if (status == JobStatus.None || status == JobStatus.Settled) revert AuctionWrongJobStatus(taskId, index, status);
+        uint256 deposit = _registry.params(taskId).fogDeposit;
+        // A winner that still owes the last round of a finished task loses its deposit, as in reportMissedRound.
+        bool winnerMissed = status == JobStatus.Awarded && s.status != ITaskRegistry.TaskStatus.Cancelled
+            && j.paidUpTo < s.currentRound && _ledger.isActive(taskId, index);
+        Bid[] storage bids_ = _bids[taskId][index];
+        uint256 n = bids_.length;
+        uint256 escrowRefund = j.escrow - j.released;
+        uint256 refunded;
+        uint256 forfeited;
+        address[] memory refundTo = new address[](n);
+        uint256 refunds;
+        j.status = JobStatus.Settled;
+        j.released = j.escrow;
+        for (uint256 i; i < n; ++i) {
+            Bid storage b = bids_[i];
+            if (b.settled) continue;
+            b.settled = true;
+            if (winnerMissed && i == j.winner) {
+                forfeited += deposit;
+            } else {
+                refundTo[refunds++] = b.bidder;
+                refunded += deposit;
+            }
+        }
+        _held[taskId] -= escrowRefund + refunded + forfeited;
+        address client_ = _ledger.client(taskId, index).account;
+        emit JobSettled(taskId, index, escrowRefund, refunded, forfeited);
+        _treasury.credit(taskId, client_, escrowRefund, Reasons.ESCROW_REFUND);
+        _treasury.credit(taskId, client_, forfeited, Reasons.BID_FORFEIT);
+        for (uint256 i; i < refunds; ++i) {
+            _treasury.credit(taskId, refundTo[i], deposit, Reasons.BID_REFUND);
+        }
+    }
+
+    /// @inheritdoc IFogAuction
+    function utility(uint256 taskId, uint256 index, uint64 frequency, uint96 price) external view returns (int256) {
+        Job storage j = _jobs[taskId][index];
+        if (j.status == JobStatus.None) revert AuctionWrongJobStatus(taskId, index, j.status);
+        if (frequency == 0) revert AuctionZeroFrequency(taskId, index, msg.sender);
+        (uint64 lossRep,) = _ledger.reputation(taskId, index);
+        return _utility(_registry.params(taskId), lossRep, j.dataSize, frequency, price);
+    }
+
+    /// @inheritdoc IFogAuction
+    function job(uint256 taskId, uint256 index) external view returns (Job memory) {
+        return _jobs[taskId][index];
+    }
+
+    /// @inheritdoc IFogAuction
+    function bids(uint256 taskId, uint256 index) external view returns (Bid[] memory) {
+        return _bids[taskId][index];
+    }
+
+    /// @inheritdoc IFogAuction
+    function commitTimes(uint256 taskId, uint16 round, uint256 clients) external view returns (uint64[] memory times) {
+        times = new uint64[](clients);
+        mapping(uint256 => Job) storage jobs = _jobs[taskId];
+        for (uint256 i; i < clients; ++i) {
+            Job storage j = jobs[i];
+            if (j.paidUpTo == round) times[i] = j.committedAt;
+        }
+    }
+
+    /// @inheritdoc IFogAuction
+    function heldFor(uint256 taskId) external view returns (uint256) {
+        return _held[taskId];
+    }
+
+    /// @notice The contracts this auction talks to: (TaskRegistry, RoundLedger, Treasury).
+    function dependencies() external view returns (address registry, address ledger, address treasury) {
+        return (address(_registry), address(_ledger), address(_treasury));
+    }
+
+    /// @dev Eq. 18: P_i(r_a, r_t_x) - price, with r_t_x the time reputation of one round of T_x = c * D / f.
+    function _utility(ITaskRegistry.TaskParams memory p, uint256 lossRep, uint256 dataSize, uint256 frequency, uint256 price)
+        private
+        pure
+        returns (int256)
+    {
+        uint256 jobTime = ReputationMath.jobTime(p.cyclesPerSample, dataSize, frequency);
+        if (jobTime == 0) jobTime = 1;
+        uint256 ratio = ReputationMath.timeRatio(p.expectedDuration, p.rounds, jobTime, p.reputationCap);
+        uint256 timeRep = ReputationMath.timeReputation(ratio, 1, p.maxRoundTime, jobTime, p.reputationCap);
+        uint256 payment = ReputationMath.roundPayment(p.psi, lossRep, timeRep, p.minLossReputation, p.minTimeReputation);
+        return int256(payment) - int256(price);
+    }
+
+    /// @dev Second price: the winner is paid its bid plus the utility margin over the runner-up
+    /// (or over zero utility when the runner-up's is negative); alone, it is paid its bid.
+    function _secondPriceMarkup(int256 bestUtility, int256 secondUtility, bool hasSecond) private pure returns (uint256) {
+        if (!hasSecond) return 0;
+        int256 floor_ = secondUtility > 0 ? secondUtility : int256(0);
+        return bestUtility > floor_ ? uint256(bestUtility - floor_) : 0;
+    }
+
+    /// @dev The standby bid with the highest utility (earliest on ties) whose price fits the escrowed price.
+    function _bestStandby(ITaskRegistry.TaskParams memory p, uint256 lossRep, Job storage j, Bid[] storage bids_)
+        private
+        view
+        returns (uint256 best)
+    {
+        best = NO_WINNER;
+        int256 bestUtility;
+        for (uint256 i; i < bids_.length; ++i) {
+            Bid storage b = bids_[i];
+            if (!b.revealed || b.settled || b.price > j.price) continue;
+            int256 u = _utility(p, lossRep, j.dataSize, b.frequency, b.price);
+            if (best == NO_WINNER || u > bestUtility) (best, bestUtility) = (i, u);
+        }
+    }
+
+    /// @dev The first round the winner missed, or 0: a round before the current one that it did not
+    /// commit, or the current one once its deadline passed (finished tasks: any round up to the last).
+    function _missedRound(ITaskRegistry.TaskState memory s, uint16 paidUpTo, bool deadlinePassed) private pure returns (uint16) {
+        uint16 current = s.currentRound;
+        if (s.status == ITaskRegistry.TaskStatus.Running) {
+            if (paidUpTo + 1 < current || (paidUpTo < current && deadlinePassed)) return paidUpTo + 1;
+            return 0;
+        }
+        if (s.status == ITaskRegistry.TaskStatus.Finished || s.status == ITaskRegistry.TaskStatus.Settled) {
+            return paidUpTo < current ? paidUpTo + 1 : 0;
+        }
+        return 0;
+    }
+
+    function _biddingJob(uint256 taskId, uint256 index) private view returns (Job storage j) {
+        j = _jobs[taskId][index];
+        if (j.status != JobStatus.Bidding) revert AuctionWrongJobStatus(taskId, index, j.status);
+    }
+
+    function _requireClient(uint256 taskId, uint256 index) private view {
+        if (_ledger.clientIndex(taskId, msg.sender) != index) revert AuctionNotClient(taskId, index, msg.sender);
+    }
+
+    function _requireTaskStatus(uint256 taskId, ITaskRegistry.TaskStatus required) private view {
+        ITaskRegistry.TaskStatus status = _registry.state(taskId).status;
+        if (status != required) revert AuctionWrongTaskStatus(taskId, uint8(status));
+    }
+}

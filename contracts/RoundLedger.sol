@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+import {IRoundLedger} from "./interfaces/IRoundLedger.sol";
+import {ITaskRegistry} from "./interfaces/ITaskRegistry.sol";
+import {ITreasury} from "./interfaces/ITreasury.sol";
+import {IFogAuction} from "./interfaces/IFogAuction.sol";
+import {Reasons} from "./libraries/Reasons.sol";
+import {ReputationMath} from "./libraries/ReputationMath.sol";
+
+/// @title RoundLedger: clients, reputation, per-round payments and settlement of FedChain tasks
+/// @notice Per client and task two storage slots: (sumQuality, sumTimeRatio, lossReputation) and
+/// (timeReputation, earned, rounds, status). A round's post reads and writes each once.
+contract RoundLedger is IRoundLedger {
+    using ReputationMath for uint256;
+
+    /// @dev The packed per-client state; field order fixes the two-slot layout.
+    struct ClientSlot {
+        uint96 sumQuality;
+        uint96 sumTimeRatio;
+        uint64 lossReputation;
+        uint64 timeReputation;
+        uint128 earned;
+        uint16 rounds;
+        ClientStatus status;
+    }
+
+    ITaskRegistry private immutable _registry;
+    ITreasury private immutable _treasury;
+    IFogAuction private immutable _auction;
+
+    mapping(uint256 taskId => ClientSlot[]) private _clients;
+    mapping(uint256 taskId => address[]) private _accounts;
+    mapping(uint256 taskId => mapping(address account => uint256 indexPlusOne)) private _indexPlusOne;
+    mapping(uint256 taskId => bytes32[]) private _dataCommitments;
+    mapping(uint256 taskId => uint256 wei_) private _depositsHeld;
+    mapping(uint256 taskId => uint256 wei_) private _rewardsHeld;
+    mapping(uint256 taskId => bool) private _settled;
+
+    /// @param registry the TaskRegistry
+    /// @param treasury the Treasury
+    /// @param auction the FogAuction (source of the fog commits' block times)
+    constructor(ITaskRegistry registry, ITreasury treasury, IFogAuction auction) {
+        _registry = registry;
+        _treasury = treasury;
+        _auction = auction;
+    }
+
+    /// @inheritdoc IRoundLedger
+    function join(uint256 taskId, bytes32 commitment) external payable returns (uint256 index) {
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Open);
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        if (msg.value != p.clientDeposit) revert LedgerWrongDeposit(taskId, msg.value, p.clientDeposit);
+        if (_indexPlusOne[taskId][msg.sender] != 0) revert LedgerAlreadyJoined(taskId, msg.sender);
+        index = _clients[taskId].length;
+        if (index >= p.maxClients) revert LedgerTaskFull(taskId, p.maxClients);
+        _clients[taskId].push(ClientSlot(0, 0, 0, 0, 0, 0, ClientStatus.Active));
+        _accounts[taskId].push(msg.sender);
+        _dataCommitments[taskId].push(commitment);
+        _indexPlusOne[taskId][msg.sender] = index + 1;
+        _depositsHeld[taskId] += msg.value;
+        emit ClientJoined(taskId, msg.sender, index, commitment, msg.value);
+        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+    }
+
+    /// @inheritdoc IRoundLedger
+    function postRound(uint256 taskId, uint16 round, bytes32 modelHash, uint64 accuracy, Measurement[] calldata measurements)
+        external
+    {
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Running);
+        if (msg.sender != s.aggregator) revert LedgerNotAggregator(taskId, msg.sender);
+        if (round != s.currentRound) revert LedgerWrongRound(taskId, round, s.currentRound);
+        ClientSlot[] storage clients = _clients[taskId];
+        uint256 n = clients.length;
+        if (measurements.length != n) revert LedgerWrongMeasurementCount(taskId, measurements.length, n);
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        uint64[] memory commits = _auction.commitTimes(taskId, round, n);
+
+        ClientSlot[] memory next = new ClientSlot[](n);
+        uint256[] memory payments = new uint256[](n);
+        uint256 total;
+        uint256 removed;
+        for (uint256 i; i < n; ++i) {
+            ClientSlot memory c = clients[i];
+            next[i] = c;
+            if (c.status != ClientStatus.Active) continue;
+            if (commits[i] == 0) {
+                _requireSkippable(taskId, i, s, p, measurements[i].accepted);
+                continue;
+            }
+            _checkRoundTime(taskId, i, measurements[i].roundTime, commits[i] - s.roundStartedAt, p.timeTolerance);
+            uint256 payment = _score(c, p, measurements[i]);
+            if (c.status == ClientStatus.Removed) {
+                ++removed;
+                emit ClientRemoved(taskId, i, round, c.lossReputation, c.timeReputation);
+            }
+            payments[i] = payment;
+            total += payment;
+        }
+
+        uint256 available = s.budgetLeft;
+        uint256 paid;
+        for (uint256 i; i < n; ++i) {
+            ClientSlot memory c = next[i];
+            if (payments[i] != 0) {
+                uint256 payment = payments[i].scaled(total, available);
+                // payment <= budget < 2^128 wei (the treasury holds it), so earned cannot wrap.
+                c.earned += uint128(payment);
+                paid += payment;
+            }
+            clients[i] = c;
+        }
+        uint256 forfeited = removed * p.clientDeposit;
+        _depositsHeld[taskId] -= forfeited;
+        _rewardsHeld[taskId] += paid;
+
+        emit RoundPosted(taskId, round, modelHash, accuracy, measurements, paid);
+        _registry.closeRound(taskId, paid, p.targetAccuracy != 0 && accuracy >= p.targetAccuracy);
+        _treasury.credit(taskId, s.publisher, forfeited, Reasons.DEPOSIT_FORFEIT);
+    }
+
+    /// @inheritdoc IRoundLedger
+    function settle(uint256 taskId) external {
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        if (_settled[taskId]) revert LedgerAlreadySettled(taskId);
+        bool cancelled = s.status == ITaskRegistry.TaskStatus.Cancelled;
+        if (!cancelled) _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Finished);
+        _settled[taskId] = true;
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        ClientSlot[] storage clients = _clients[taskId];
+        uint256 n = clients.length;
+
+        uint256[] memory bonuses = new uint256[](n);
+        uint256 total;
+        if (!cancelled) {
+            uint256 actualDuration = s.finishedAt - s.startedAt;
+            for (uint256 i; i < n; ++i) {
+                ClientSlot storage c = clients[i];
+                if (c.status != ClientStatus.Active) continue;
+                uint256 bonus = ReputationMath.finalBonus(
+                    p.phi, p.expectedDuration, actualDuration, ReputationMath.totalReputation(c.lossReputation, c.timeReputation)
+                );
+                bonuses[i] = bonus;
+                total += bonus;
+            }
+        }
+        uint256 bonusesPaid;
+        _depositsHeld[taskId] = 0;
+        _rewardsHeld[taskId] = 0;
+        address[] storage accounts = _accounts[taskId];
+        for (uint256 i; i < n; ++i) {
+            ClientSlot storage c = clients[i];
+            uint256 bonus = bonuses[i].scaled(total, s.budgetLeft);
+            bonusesPaid += bonus;
+            uint256 earned = c.earned;
+            uint256 deposit = c.status == ClientStatus.Active ? p.clientDeposit : 0;
+            c.earned = 0;
+            emit ClientSettled(taskId, i, earned, bonus, deposit);
+            _treasury.credit(taskId, accounts[i], earned + bonus, Reasons.CLIENT_REWARD);
+            _treasury.credit(taskId, accounts[i], deposit, Reasons.DEPOSIT_RETURN);
+        }
+        if (!cancelled) _registry.settleBudget(taskId, bonusesPaid);
+    }
+
+    /// @inheritdoc IRoundLedger
+    function client(uint256 taskId, uint256 index) external view returns (ClientInfo memory info) {
+        ClientSlot memory c = _slot(taskId, index);
+        info = ClientInfo({
+            account: _accounts[taskId][index],
+            status: c.status,
+            rounds: c.rounds,
+            sumQuality: c.sumQuality,
+            sumTimeRatio: c.sumTimeRatio,
+            lossReputation: c.lossReputation,
+            timeReputation: c.timeReputation,
+            earned: c.earned
+        });
+    }
+
+    /// @inheritdoc IRoundLedger
+    function clientIndex(uint256 taskId, address account) external view returns (uint256) {
+        uint256 indexPlusOne = _indexPlusOne[taskId][account];
+        if (indexPlusOne == 0) revert LedgerNotClient(taskId, account);
+        return indexPlusOne - 1;
+    }
+
+    /// @inheritdoc IRoundLedger
+    function clientCount(uint256 taskId) external view returns (uint256) {
+        return _clients[taskId].length;
+    }
+
+    /// @inheritdoc IRoundLedger
+    function dataCommitment(uint256 taskId, uint256 index) external view returns (bytes32) {
+        _slot(taskId, index);
+        return _dataCommitments[taskId][index];
+    }
+
+    /// @inheritdoc IRoundLedger
+    function isActive(uint256 taskId, uint256 index) external view returns (bool) {
+        return index < _clients[taskId].length && _clients[taskId][index].status == ClientStatus.Active;
+    }
+
+    /// @inheritdoc IRoundLedger
+    function reputation(uint256 taskId, uint256 index) external view returns (uint64 lossRep, uint64 timeRep) {
+        ClientSlot memory c = _slot(taskId, index);
+        if (c.rounds == 0) {
+            uint64 initial = uint64(_min(ReputationMath.ONE, _registry.params(taskId).reputationCap));
+            return (initial, initial);
+        }
+        return (c.lossReputation, c.timeReputation);
+    }
+
+    /// @inheritdoc IRoundLedger
+    function depositsHeld(uint256 taskId) external view returns (uint256) {
+        return _depositsHeld[taskId];
+    }
+
+    /// @inheritdoc IRoundLedger
+    function rewardsHeld(uint256 taskId) external view returns (uint256) {
+        return _rewardsHeld[taskId];
+    }
+
+    /// @inheritdoc IRoundLedger
+    function settled(uint256 taskId) external view returns (bool) {
+        return _settled[taskId];
+    }
+
+    /// @notice The contracts this ledger talks to: (TaskRegistry, Treasury, FogAuction).
+    function dependencies() external view returns (address registry, address treasury, address auction) {
+        return (address(_registry), address(_treasury), address(_auction));
+    }
+
+    /// @dev Score one committed measurement into `c` (eqs. 4-10, 15); marks it Removed below the thresholds.
+    /// @return payment the unscaled eq. 15 payment, wei
+    function _score(ClientSlot memory c, ITaskRegistry.TaskParams memory p, Measurement calldata m)
+        private
+        pure
+        returns (uint256 payment)
+    {
+        uint256 cap = p.reputationCap;
+        uint256 quality = m.accepted ? _min(m.quality, cap) : 0;
+        uint256 timeFp = _max(m.roundTime, 1) * ReputationMath.ONE;
+        uint256 k = uint256(c.rounds) + 1;
+        uint256 sumQuality = c.sumQuality + k * quality;
+        uint256 sumTimeRatio = c.sumTimeRatio + k * ReputationMath.timeRatio(p.expectedDuration, p.rounds, timeFp, cap);
+        uint256 lossRep = ReputationMath.lossReputation(sumQuality, k, quality, p.minQuality, cap);
+        uint256 timeRep = ReputationMath.timeReputation(sumTimeRatio, k, p.maxRoundTime, timeFp, cap);
+        // k <= MAX_ROUNDS and every term <= MAX_REPUTATION_CAP, so the sums stay below 2^96;
+        // the reputations are capped at MAX_REPUTATION_CAP < 2^64.
+        c.sumQuality = uint96(sumQuality);
+        c.sumTimeRatio = uint96(sumTimeRatio);
+        c.lossReputation = uint64(lossRep);
+        c.timeReputation = uint64(timeRep);
+        c.rounds = uint16(k);
+        if (lossRep < p.minLossReputation || timeRep < p.minTimeReputation) {
+            c.status = ClientStatus.Removed;
+            return 0;
+        }
+        return ReputationMath.roundPayment(p.psi, lossRep, timeRep, p.minLossReputation, p.minTimeReputation);
+    }
+
+    /// @dev A client without a commit: the round may only be posted after its deadline, and not as accepted.
+    function _requireSkippable(
+        uint256 taskId,
+        uint256 index,
+        ITaskRegistry.TaskState memory s,
+        ITaskRegistry.TaskParams memory p,
+        bool accepted
+    ) private view {
+        uint64 deadline = s.roundStartedAt + p.roundDuration;
+        if (block.timestamp <= deadline) revert LedgerRoundNotReady(taskId, index, deadline);
+        if (accepted) revert LedgerUncommittedUpdate(taskId, index);
+    }
+
+    function _checkRoundTime(uint256 taskId, uint256 index, uint32 posted, uint64 observed, uint32 tolerance) private pure {
+        uint256 gap = posted > observed ? posted - observed : observed - posted;
+        if (gap > tolerance) revert LedgerRoundTimeMismatch(taskId, index, posted, observed);
+    }
+
+    function _slot(uint256 taskId, uint256 index) private view returns (ClientSlot memory) {
+        if (index >= _clients[taskId].length) revert LedgerUnknownClientIndex(taskId, index);
+        return _clients[taskId][index];
+    }
+
+    function _requireStatus(uint256 taskId, ITaskRegistry.TaskStatus status, ITaskRegistry.TaskStatus required) private pure {
+        if (status != required) revert LedgerWrongTaskStatus(taskId, uint8(status));
+    }
+
+    function _min(uint256 a, uint256 b) private pure returns (uint256) {
+        return a < b ? a : b;
+    }
+
+    function _max(uint256 a, uint256 b) private pure returns (uint256) {
+        return a > b ? a : b;
+    }
+}

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+import {ITaskRegistry} from "./interfaces/ITaskRegistry.sol";
+import {ITreasury} from "./interfaces/ITreasury.sol";
+import {IRoundLedger} from "./interfaces/IRoundLedger.sol";
+import {Reasons} from "./libraries/Reasons.sol";
+import {ReputationMath} from "./libraries/ReputationMath.sol";
+
+/// @title TaskRegistry: tasks, their parameters, escrowed budget and round clock
+contract TaskRegistry is ITaskRegistry {
+    /// @notice The most clients a task may admit (bounds the gas of one round's post).
+    uint16 public constant MAX_CLIENTS = 500;
+
+    ITreasury private immutable _treasury;
+    IRoundLedger private immutable _ledger;
+
+    uint256 private _taskCount;
+    mapping(uint256 taskId => TaskParams) private _params;
+    mapping(uint256 taskId => TaskState) private _states;
+
+    /// @param treasury the Treasury holding the budgets
+    /// @param ledger the RoundLedger, the only caller of closeRound and settleBudget
+    constructor(ITreasury treasury, IRoundLedger ledger) {
+        _treasury = treasury;
+        _ledger = ledger;
+    }
+
+    modifier onlyLedger() {
+        if (msg.sender != address(_ledger)) revert TaskNotLedger(msg.sender);
+        _;
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function createTask(TaskParams calldata p, address aggregator) external payable returns (uint256 taskId) {
+        _validate(p);
+        if (aggregator == address(0)) revert TaskInvalidAggregator(aggregator);
+        if (msg.value == 0) revert TaskInvalidParameter("budget", 0);
+        taskId = ++_taskCount;
+        _params[taskId] = p;
+        _states[taskId] = TaskState({
+            publisher: msg.sender,
+            aggregator: aggregator,
+            status: TaskStatus.Open,
+            currentRound: 0,
+            budget: msg.value,
+            budgetLeft: msg.value,
+            startedAt: 0,
+            roundStartedAt: 0,
+            finishedAt: 0
+        });
+        emit TaskCreated(taskId, msg.sender, aggregator, msg.value, p);
+        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function cancelTask(uint256 taskId) external {
+        TaskState storage s = _publisherTask(taskId, TaskStatus.Open);
+        uint256 refund = s.budgetLeft;
+        s.status = TaskStatus.Cancelled;
+        s.budgetLeft = 0;
+        emit TaskCancelled(taskId, refund);
+        _treasury.credit(taskId, s.publisher, refund, Reasons.BUDGET_REFUND);
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function startTask(uint256 taskId) external {
+        TaskState storage s = _publisherTask(taskId, TaskStatus.Open);
+        uint256 clients = _ledger.clientCount(taskId);
+        if (clients == 0) revert TaskHasNoClients(taskId);
+        uint64 now_ = uint64(block.timestamp);
+        s.status = TaskStatus.Running;
+        s.currentRound = 1;
+        s.startedAt = now_;
+        s.roundStartedAt = now_;
+        emit TaskStarted(taskId, now_, clients);
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function closeRound(uint256 taskId, uint256 spent, bool targetReached) external onlyLedger returns (bool finished) {
+        TaskState storage s = _states[taskId];
+        _requireStatus(taskId, s.status, TaskStatus.Running);
+        uint256 left = s.budgetLeft;
+        if (spent > left) revert TaskBudgetExceeded(taskId, spent, left);
+        // spent <= left was checked above.
+        unchecked {
+            left -= spent;
+        }
+        s.budgetLeft = left;
+        uint16 round = s.currentRound;
+        uint64 now_ = uint64(block.timestamp);
+        finished = targetReached || round >= _params[taskId].rounds;
+        if (finished) {
+            s.status = TaskStatus.Finished;
+            s.finishedAt = now_;
+            emit RoundClosed(taskId, round, spent, left, 0);
+            emit TaskFinished(taskId, round, now_, targetReached);
+        } else {
+            s.currentRound = round + 1;
+            s.roundStartedAt = now_;
+            emit RoundClosed(taskId, round, spent, left, now_);
+        }
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function settleBudget(uint256 taskId, uint256 bonuses) external onlyLedger returns (uint256 refund) {
+        TaskState storage s = _states[taskId];
+        _requireStatus(taskId, s.status, TaskStatus.Finished);
+        uint256 left = s.budgetLeft;
+        if (bonuses > left) revert TaskBudgetExceeded(taskId, bonuses, left);
+        // bonuses <= left was checked above.
+        unchecked {
+            refund = left - bonuses;
+        }
+        s.budgetLeft = 0;
+        s.status = TaskStatus.Settled;
+        emit TaskSettled(taskId, bonuses, refund);
+        _treasury.credit(taskId, s.publisher, refund, Reasons.BUDGET_REFUND);
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function params(uint256 taskId) external view returns (TaskParams memory) {
+        _known(taskId);
+        return _params[taskId];
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function state(uint256 taskId) external view returns (TaskState memory) {
+        _known(taskId);
+        return _states[taskId];
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function roundDeadline(uint256 taskId) external view returns (uint64) {
+        _known(taskId);
+        return _states[taskId].roundStartedAt + _params[taskId].roundDuration;
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function taskCount() external view returns (uint256) {
+        return _taskCount;
+    }
+
+    /// @notice The contracts this registry talks to: (Treasury, RoundLedger).
+    function dependencies() external view returns (address treasury, address ledger) {
+        return (address(_treasury), address(_ledger));
+    }
+
+    function _validate(TaskParams calldata p) private pure {
+        if (p.rounds == 0 || p.rounds > ReputationMath.MAX_ROUNDS) revert TaskInvalidParameter("rounds", p.rounds);
+        if (p.expectedDuration == 0) revert TaskInvalidParameter("expectedDuration", 0);
+        if (p.reputationCap == 0 || p.reputationCap > ReputationMath.MAX_REPUTATION_CAP) {
+            revert TaskInvalidParameter("reputationCap", p.reputationCap);
+        }
+        if (p.maxRoundTime == 0) revert TaskInvalidParameter("maxRoundTime", 0);
+        if (p.cyclesPerSample == 0) revert TaskInvalidParameter("cyclesPerSample", 0);
+        if (p.roundDuration == 0) revert TaskInvalidParameter("roundDuration", 0);
+        if (p.biddingDuration == 0) revert TaskInvalidParameter("biddingDuration", 0);
+        if (p.revealDuration == 0) revert TaskInvalidParameter("revealDuration", 0);
+        if (p.maxClients == 0 || p.maxClients > MAX_CLIENTS) revert TaskInvalidParameter("maxClients", p.maxClients);
+    }
+
+    function _publisherTask(uint256 taskId, TaskStatus required) private view returns (TaskState storage s) {
+        s = _states[taskId];
+        _requireStatus(taskId, s.status, required);
+        if (msg.sender != s.publisher) revert TaskNotPublisher(taskId, msg.sender);
+    }
+
+    function _requireStatus(uint256 taskId, TaskStatus status, TaskStatus required) private pure {
+        if (status == TaskStatus.None) revert TaskUnknown(taskId);
+        if (status != required) revert TaskWrongStatus(taskId, status, required);
+    }
+
+    function _known(uint256 taskId) private view {
+        if (_states[taskId].status == TaskStatus.None) revert TaskUnknown(taskId);
+    }
+}

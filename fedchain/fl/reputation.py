@@ -1,0 +1,322 @@
+"""FedChain's reputation and payment mechanism (DESIGN.md; Tian et al. 2023, eqs. 4-18), without a chain.
+
+Two renderings of the same formulas:
+
+* **Fixed point** (the default names): integers in 1e18 fixed point (``WAD``),
+  wei and seconds, rounding down in exactly the order the contracts do
+  (``contracts/libraries/ReputationMath.sol``, ``RoundLedger``, ``FogAuction``).
+  The auditor and the contract tests use these to recompute the chain's numbers
+  to the wei.
+* **Float** (``*_float``): the paper's formulas over whole histories, for
+  experiments, plots and as an independent check of the fixed-point running sums.
+
+Conventions of the fixed-point model (the contracts' choices, see DESIGN.md):
+
+* Linear weights w^j = 2j / (k(k+1)) over a client's own scored rounds
+  j = 1..k, kept as running sums ``sum_j j * x_j``.
+* Every quality and every time ratio T / t_j is capped at the task's
+  reputation cap before it enters a sum; each reputation is capped after it is
+  formed. A round time below one second counts as one second.
+* A rejected update scores quality 0; a missing one is skipped (no change).
+* Before its first scored round a client has r_a = r_t = min(1, cap); its
+  stored reputation (used by the final bonus) is 0 until then.
+
+Everything here is pure: no I/O, no chain, no logging.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+#: 1.0 in 1e18 fixed point.
+WAD = 10**18
+#: The largest reputation cap a task may set (ReputationMath.MAX_REPUTATION_CAP).
+MAX_REPUTATION_CAP = 10 * WAD
+#: The largest number of rounds (ReputationMath.MAX_ROUNDS).
+MAX_ROUNDS = 1000
+
+
+@dataclass(frozen=True)
+class MechanismParams:
+    """The task parameters the mechanism reads (a subset of the contract's ``TaskParams``).
+
+    Units: seconds for durations, wei for money, 1e18 fixed point for
+    reputations, qualities and accuracy, cycles per sample for ``cycles_per_sample``.
+    """
+
+    rounds: int
+    expected_duration: int
+    psi: int
+    phi: int
+    min_loss_reputation: int
+    min_time_reputation: int
+    min_quality: int
+    max_round_time: int
+    reputation_cap: int
+    cycles_per_sample: int = 1
+    second_price: bool = False
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.rounds <= MAX_ROUNDS:
+            raise ValueError(f"rounds must be in 1..{MAX_ROUNDS}, got {self.rounds}")
+        if not 0 < self.reputation_cap <= MAX_REPUTATION_CAP:
+            raise ValueError(f"reputation_cap must be in (0, {MAX_REPUTATION_CAP}], got {self.reputation_cap}")
+        for name in ("expected_duration", "max_round_time", "cycles_per_sample"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def initial_reputation(self) -> int:
+        """r_a = r_t of a client before its first scored round: min(1, cap)."""
+        return min(WAD, self.reputation_cap)
+
+
+@dataclass(frozen=True)
+class ClientReputation:
+    """One client's O(1) reputation state, as the RoundLedger stores it."""
+
+    #: k, the number of rounds in which the client was scored.
+    rounds: int = 0
+    #: sum_j j * q_j over the scored rounds (capped qualities), fixed point.
+    sum_quality: int = 0
+    #: sum_j j * min(cap, T / t_j), fixed point.
+    sum_time_ratio: int = 0
+    #: r_a after the last scored round, fixed point.
+    loss_reputation: int = 0
+    #: r_t after the last scored round, fixed point.
+    time_reputation: int = 0
+
+    @property
+    def total_reputation(self) -> int:
+        """r_at = r_a * r_t (eq. 10), fixed point."""
+        return total_reputation(self.loss_reputation, self.time_reputation)
+
+    def current(self, params: MechanismParams) -> tuple[int, int]:
+        """(r_a, r_t) as the auction sees them: the initial reputation before the first scored round."""
+        if self.rounds == 0:
+            return params.initial_reputation, params.initial_reputation
+        return self.loss_reputation, self.time_reputation
+
+
+@dataclass(frozen=True)
+class RoundScore:
+    """What one round does to one client."""
+
+    reputation: ClientReputation
+    #: The eq. 15 payment before pro-rata scaling, wei (0 when removed).
+    payment: int
+    #: True when the client fell below r_a_min or r_t_min and is removed.
+    removed: bool
+
+
+# --------------------------------------------------------------------------- fixed point kernels
+
+
+def linear_mean(weighted_sum: int, k: int) -> int:
+    """sum_j w^j x_j with w^j = 2j / (k(k+1)), given ``weighted_sum`` = sum_j j * x_j."""
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k}")
+    return (2 * weighted_sum) // (k * (k + 1))
+
+
+def time_ratio(expected_duration: int, rounds: int, time_fp: int, cap: int) -> int:
+    """min(cap, T / t) with T = T_ex / N; ``time_fp`` is t in fixed-point seconds (> 0)."""
+    return min(cap, (expected_duration * WAD * WAD) // (rounds * time_fp))
+
+
+def time_penalty(reputation: int, max_round_time: int, time_fp: int) -> int:
+    """Eq. 9's penalty: r * t_max / t when t > t_max."""
+    max_fp = max_round_time * WAD
+    return (reputation * max_fp) // time_fp if time_fp > max_fp else reputation
+
+
+def loss_reputation(weighted_sum: int, k: int, quality: int, min_quality: int, cap: int) -> int:
+    """Eqs. 5 and 8: the linear mean of the qualities, times q_n when q_n < q_min, capped."""
+    reputation = linear_mean(weighted_sum, k)
+    if quality < min_quality:
+        reputation = (reputation * quality) // WAD
+    return min(reputation, cap)
+
+
+def time_reputation(weighted_sum: int, k: int, max_round_time: int, last_time_fp: int, cap: int) -> int:
+    """Eq. 9: the linear mean of T / t_j, times t_max / t_n when t_n > t_max, capped."""
+    return min(time_penalty(linear_mean(weighted_sum, k), max_round_time, last_time_fp), cap)
+
+
+def total_reputation(loss_rep: int, time_rep: int) -> int:
+    """Eq. 10: r_at = r_a * r_t, fixed point."""
+    return (loss_rep * time_rep) // WAD
+
+
+def round_payment(psi: int, loss_rep: int, time_rep: int, min_loss_rep: int, min_time_rep: int) -> int:
+    """Eq. 15: psi * r_t^2 * r_a (wei) when both reputations reach their minimum, else 0."""
+    if loss_rep < min_loss_rep or time_rep < min_time_rep:
+        return 0
+    return ((psi * time_rep * time_rep) // (WAD * WAD) * loss_rep) // WAD
+
+
+def final_bonus(phi: int, expected_duration: int, actual_duration: int, total_rep: int) -> int:
+    """Eq. 16: phi * max(0, T_ex - T_r) * r_at, wei."""
+    if actual_duration >= expected_duration:
+        return 0
+    return (phi * (expected_duration - actual_duration) * total_rep) // WAD
+
+
+def scale_pro_rata(amounts: Sequence[int], available: int) -> list[int]:
+    """Each amount times available / total (rounded down) when the total exceeds ``available``."""
+    total = sum(amounts)
+    if total <= available:
+        return list(amounts)
+    return [(amount * available) // total for amount in amounts]
+
+
+def job_time(cycles_per_sample: int, data_size: int, frequency: int) -> int:
+    """Eq. 11: T_x = c * D / f in fixed-point seconds."""
+    if frequency <= 0:
+        raise ValueError(f"frequency must be positive, got {frequency}")
+    return (cycles_per_sample * data_size * WAD) // frequency
+
+
+def score_round(
+    state: ClientReputation, params: MechanismParams, quality: int, round_time: int, accepted: bool
+) -> RoundScore:
+    """One committed measurement of one round: new reputation, unscaled payment, removal (Algorithm 1).
+
+    ``quality`` is q (fixed point), ``round_time`` t (whole seconds); a rejected
+    update (``accepted`` false) scores quality 0.
+    """
+    cap = params.reputation_cap
+    q = min(quality, cap) if accepted else 0
+    time_fp = max(round_time, 1) * WAD
+    k = state.rounds + 1
+    sum_quality = state.sum_quality + k * q
+    sum_time_ratio = state.sum_time_ratio + k * time_ratio(params.expected_duration, params.rounds, time_fp, cap)
+    loss_rep = loss_reputation(sum_quality, k, q, params.min_quality, cap)
+    time_rep = time_reputation(sum_time_ratio, k, params.max_round_time, time_fp, cap)
+    reputation = ClientReputation(k, sum_quality, sum_time_ratio, loss_rep, time_rep)
+    removed = loss_rep < params.min_loss_reputation or time_rep < params.min_time_reputation
+    payment = 0 if removed else round_payment(
+        params.psi, loss_rep, time_rep, params.min_loss_reputation, params.min_time_reputation
+    )
+    return RoundScore(reputation, payment, removed)
+
+
+# --------------------------------------------------------------------------- the fog auction (eqs. 11, 12, 18)
+
+
+@dataclass(frozen=True)
+class RevealedBid:
+    """A revealed fog bid: frequency f_x (cycles per second) and price P_x (wei per round)."""
+
+    frequency: int
+    price: int
+
+
+@dataclass(frozen=True)
+class AuctionOutcome:
+    """The auction's result: index of the winning bid (None without bids) and the price per round it is paid."""
+
+    winner: int | None
+    price: int
+
+
+def implied_time_reputation(params: MechanismParams, data_size: int, frequency: int) -> int:
+    """r_t_x: the time reputation of one round lasting T_x = c * D / f_x (eqs. 9 and 11)."""
+    seconds_fp = max(job_time(params.cycles_per_sample, data_size, frequency), 1)
+    ratio = time_ratio(params.expected_duration, params.rounds, seconds_fp, params.reputation_cap)
+    return time_reputation(ratio, 1, params.max_round_time, seconds_fp, params.reputation_cap)
+
+
+def auction_utility(params: MechanismParams, loss_rep: int, data_size: int, bid: RevealedBid) -> int:
+    """Eq. 18: U = P_i(r_a, r_t_x) - P_x, wei (negative when the bid costs more than it earns)."""
+    time_rep = implied_time_reputation(params, data_size, bid.frequency)
+    payment = round_payment(params.psi, loss_rep, time_rep, params.min_loss_reputation, params.min_time_reputation)
+    return payment - bid.price
+
+
+def choose_winner(params: MechanismParams, loss_rep: int, data_size: int, bids: Sequence[RevealedBid | None]) -> AuctionOutcome:
+    """The winner among revealed bids (``None`` entries are unrevealed) by eq. 18.
+
+    Highest utility wins, the earliest bid on ties. First price: the winner is
+    paid its bid. Second price: its bid plus its utility margin over the
+    runner-up (over zero when the runner-up's utility is negative); a lone
+    bid is paid its own price.
+    """
+    utilities = [(i, auction_utility(params, loss_rep, data_size, b)) for i, b in enumerate(bids) if b is not None]
+    if not utilities:
+        return AuctionOutcome(None, 0)
+    ranked = sorted(utilities, key=lambda item: (-item[1], item[0]))
+    winner, best = ranked[0]
+    price = bids[winner].price  # type: ignore[union-attr]
+    if params.second_price and len(ranked) > 1:
+        floor = max(ranked[1][1], 0)
+        price += max(best - floor, 0)
+    return AuctionOutcome(winner, price)
+
+
+def standby_winner(
+    params: MechanismParams, loss_rep: int, data_size: int, bids: Sequence[RevealedBid | None], eligible: Sequence[bool], max_price: int
+) -> int | None:
+    """The bid that takes over a slashed job: the highest utility (earliest on ties) among the
+    ``eligible`` revealed bids whose price is at most the escrowed ``max_price``; None if there is none."""
+    best: tuple[int, int] | None = None
+    for i, bid in enumerate(bids):
+        if bid is None or not eligible[i] or bid.price > max_price:
+            continue
+        u = auction_utility(params, loss_rep, data_size, bid)
+        if best is None or u > best[1]:
+            best = (i, u)
+    return None if best is None else best[0]
+
+
+def fog_cost(alpha: float, cycles_per_sample: float, data_size: float, frequency: float) -> float:
+    """Eq. 12: the energy cost E = alpha / 2 * c * D * f^2 of one round of training (the fog's own cost unit).
+
+    A rational fog node never bids a price below it (individual rationality, definition 1).
+    """
+    return alpha / 2.0 * cycles_per_sample * data_size * frequency**2
+
+
+# --------------------------------------------------------------------------- float reference (whole histories)
+
+
+def linear_weights(n: int) -> tuple[float, ...]:
+    """w^j = 2j / (n(n+1)), j = 1..n: strictly increasing, summing to 1."""
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    return tuple(2.0 * j / (n * (n + 1)) for j in range(1, n + 1))
+
+
+def loss_reputation_float(qualities: Sequence[float], min_quality: float, cap: float = math.inf) -> float:
+    """Eqs. 5 and 8 over a history q_1..q_n (each capped): weighted mean, times q_n when q_n < q_min, capped."""
+    capped = [min(q, cap) for q in qualities]
+    mean = sum(w * q for w, q in zip(linear_weights(len(capped)), capped))
+    if capped[-1] < min_quality:
+        mean *= capped[-1]
+    return min(mean, cap)
+
+
+def time_reputation_float(
+    times: Sequence[float], expected_round_time: float, max_round_time: float, cap: float = math.inf
+) -> float:
+    """Eq. 9 over round times t_1..t_n: weighted mean of min(cap, T / t_j), times t_max / t_n when t_n > t_max, capped."""
+    ratios = [min(expected_round_time / t, cap) for t in times]
+    mean = sum(w * r for w, r in zip(linear_weights(len(ratios)), ratios))
+    if times[-1] > max_round_time:
+        mean *= max_round_time / times[-1]
+    return min(mean, cap)
+
+
+def round_payment_float(psi: float, loss_rep: float, time_rep: float, min_loss_rep: float, min_time_rep: float) -> float:
+    """Eq. 15 in floats."""
+    if loss_rep < min_loss_rep or time_rep < min_time_rep:
+        return 0.0
+    return psi * time_rep**2 * loss_rep
+
+
+def final_bonus_float(phi: float, expected_duration: float, actual_duration: float, loss_rep: float, time_rep: float) -> float:
+    """Eq. 16 in floats: phi * max(0, T_ex - T_r) * r_a * r_t."""
+    return phi * max(0.0, expected_duration - actual_duration) * loss_rep * time_rep
+
