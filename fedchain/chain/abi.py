@@ -97,9 +97,8 @@ def field_names(params: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
 
 
 def struct_name(param: Mapping[str, Any]) -> str | None:
-    """The Solidity struct name of a tuple parameter (``struct ITasks.Params[]`` -> ``Params``), if known."""
-    internal = param.get("internalType") or ""
-    match = re.match(r"struct\s+(?:[\w]+\.)*(\w+)", internal)
+    """The qualified Solidity struct name of a tuple parameter (``struct ITasks.Params[]`` -> ``ITasks.Params``)."""
+    match = re.match(r"struct\s+([\w.]+)", param.get("internalType") or "")
     return match.group(1) if match else None
 
 

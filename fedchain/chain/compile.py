@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,10 @@ class Artifact:
     abi: tuple[dict[str, Any], ...]
     bytecode: str
     deployed_bytecode: str
+    #: NatSpec for users (``@notice``) by kind (methods, errors, events) and signature.
+    userdoc: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: NatSpec for developers (``@param``, ``@return``, ``@dev``) by kind and signature.
+    devdoc: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def bytecode_hash(self) -> str:
@@ -73,7 +77,9 @@ def standard_input(contracts_dir: Path = CONTRACTS_DIR) -> dict[str, Any]:
             "optimizer": {"enabled": True, "runs": OPTIMIZER_RUNS},
             "viaIR": True,
             "remappings": list(REMAPPINGS),
-            "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]}},
+            "outputSelection": {
+                "*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object", "userdoc", "devdoc"]}
+            },
         },
     }
 
@@ -140,5 +146,7 @@ def _run_compiler(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 "abi": data["abi"],
                 "bytecode": "0x" + data["evm"]["bytecode"]["object"],
                 "deployed_bytecode": "0x" + data["evm"]["deployedBytecode"]["object"],
+                "userdoc": data.get("userdoc", {}),
+                "devdoc": data.get("devdoc", {}),
             }
     return artifacts
