@@ -1,0 +1,266 @@
+"""Fixtures of the contract tests: one Anvil and one deployment per session, a snapshot per test.
+
+Every test starts from the same freshly deployed contracts: the session deploys
+once, each test runs between ``evm_snapshot`` and ``evm_revert``. Accounts by
+role (Anvil's public test keys): 0 deployer, 1 publisher, 2 aggregator,
+3..8 clients, 9..14 fog nodes, 15 a stranger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Iterator, Mapping
+
+import pytest
+from eth_abi import encode as abi_encode
+from eth_utils import keccak
+from web3 import Web3
+
+from fedchain.chain.abi import AbiRegistry, CustomError, snake_case
+from fedchain.chain.compile import Artifact, compile_contracts
+from fedchain.chain.contract import Contract
+from fedchain.chain.node import AnvilNode, AnvilSettings
+from fedchain.chain.recipe import DEPLOYMENT_ORDER, deploy_fedchain
+from fedchain.chain.tx import Receipt, Transactor
+from fedchain.fl.reputation import WAD, MechanismParams
+
+DEPLOYER, PUBLISHER, AGGREGATOR = 0, 1, 2
+CLIENTS = tuple(range(3, 9))
+FOGS = tuple(range(9, 15))
+STRANGER = 15
+
+
+@dataclass(frozen=True)
+class TaskParams:
+    """The contract's ``ITaskRegistry.TaskParams``, field for field (small defaults that keep tests readable)."""
+
+    model_id: bytes = keccak(text="lenet5")
+    dataset_id: bytes = keccak(text="mnist")
+    rounds: int = 3
+    target_accuracy: int = 0
+    expected_duration: int = 600  # T = 200 s per round
+    psi: int = 10**15
+    phi: int = 10**12
+    min_loss_reputation: int = WAD // 10
+    min_time_reputation: int = WAD // 10
+    min_quality: int = WAD // 2
+    max_round_time: int = 300
+    reputation_cap: int = 10 * WAD
+    client_deposit: int = 10**16
+    fog_deposit: int = 2 * 10**16
+    cycles_per_sample: int = 1000
+    round_duration: int = 400
+    bidding_duration: int = 100
+    reveal_duration: int = 100
+    time_tolerance: int = 5
+    max_clients: int = 50
+    second_price: bool = False
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        return dataclasses.astuple(self)
+
+    def mechanism(self) -> MechanismParams:
+        """The subset fedchain.fl.reputation reads."""
+        return MechanismParams(
+            rounds=self.rounds, expected_duration=self.expected_duration, psi=self.psi, phi=self.phi,
+            min_loss_reputation=self.min_loss_reputation, min_time_reputation=self.min_time_reputation,
+            min_quality=self.min_quality, max_round_time=self.max_round_time, reputation_cap=self.reputation_cap,
+            cycles_per_sample=self.cycles_per_sample, second_price=self.second_price,
+        )
+
+
+def data_commitment(data_size: int, salt: bytes) -> bytes:
+    """keccak256(abi.encode(uint256 dataSize, bytes32 salt)), as the client commits at join."""
+    return keccak(abi_encode(["uint256", "bytes32"], [data_size, salt]))
+
+
+def bid_commitment(frequency: int, price: int, salt: bytes, bidder: str) -> bytes:
+    """keccak256(abi.encode(uint64 frequency, uint96 price, bytes32 salt, address bidder))."""
+    return keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, price, salt, bidder]))
+
+
+def as_namespace(params: Any, value: Any) -> Any:
+    """A decoded ABI value with struct fields as snake_case attributes."""
+    kind = params["type"]
+    if kind.endswith("]"):
+        element = dict(params, type=kind[: kind.rindex("[")])
+        return [as_namespace(element, item) for item in value]
+    if kind == "tuple":
+        return SimpleNamespace(**{snake_case(c["name"]): as_namespace(c, v) for c, v in zip(params["components"], value)})
+    return value
+
+
+class FedChain:
+    """The deployed contracts, driven by any of the node's accounts."""
+
+    def __init__(self, node: AnvilNode, w3: Web3, addresses: Mapping[str, str], artifacts: Mapping[str, Artifact]) -> None:
+        self.node = node
+        self.w3 = w3
+        self.addresses = dict(addresses)
+        self.artifacts = artifacts
+        self.registry = AbiRegistry()
+        self._transactors: dict[int, Transactor] = {}
+        for name in DEPLOYMENT_ORDER:
+            self.registry.add_abi(artifacts[name].abi)
+
+    def account(self, index: int) -> str:
+        return self.transactor(index).address
+
+    def transactor(self, index: int) -> Transactor:
+        if index not in self._transactors:
+            self._transactors[index] = Transactor(self.w3, self.node.dev_account(index), self.registry)
+        return self._transactors[index]
+
+    def contract(self, name: str, by: int = DEPLOYER) -> Contract:
+        return Contract(self.transactor(by), self.addresses[name], self.artifacts[name].abi)
+
+    def send(self, name: str, function: str, *args: Any, by: int, value: int = 0) -> Receipt:
+        return self.contract(name, by).transact(function, *args, value=value)
+
+    def view(self, name: str, function: str, *args: Any) -> Any:
+        """A view's result; structs come back as namespaces with snake_case fields."""
+        contract = self.contract(name)
+        outputs = contract.function(function)["outputs"]
+        result = contract.call(function, *args)
+        if len(outputs) == 1:
+            return as_namespace(outputs[0], result)
+        return tuple(as_namespace(o, v) for o, v in zip(outputs, result))
+
+    def error(self, name: str) -> type[CustomError]:
+        return self.registry.error(name)
+
+    @contextlib.contextmanager
+    def reverts(self, name: str, *values: Any) -> Iterator[None]:
+        """Assert that the block raises the custom error ``name`` with exactly ``values`` (all of them, when given)."""
+        with pytest.raises(self.error(name)) as caught:
+            yield
+        if values:
+            assert caught.value.values == values
+
+    # ----------------------------------------------------------------- time
+
+    def now(self) -> int:
+        return int(self.w3.eth.get_block("latest")["timestamp"])
+
+    def advance(self, seconds: int) -> None:
+        """Move the chain's clock on by ``seconds`` and mine a block."""
+        self.w3.provider.make_request("evm_increaseTime", [seconds])
+        self.w3.provider.make_request("evm_mine", [])
+
+    def set_next_timestamp(self, timestamp: int) -> None:
+        """The next block (the next transaction) gets exactly ``timestamp``."""
+        self.w3.provider.make_request("evm_setNextBlockTimestamp", [timestamp])
+
+    def balance(self, index: int) -> int:
+        return int(self.w3.eth.get_balance(self.account(index)))
+
+    # ----------------------------------------------------------------- the flow, step by step
+
+    def create_task(self, params: TaskParams = TaskParams(), *, budget: int = 10**18) -> int:
+        receipt = self.send("TaskRegistry", "createTask", params.as_tuple(), self.account(AGGREGATOR), by=PUBLISHER, value=budget)
+        return receipt.events_of(self.registry.event("TaskCreated"))[0].task_id
+
+    def join(self, task_id: int, client: int, data_size: int = 600, params: TaskParams = TaskParams()) -> int:
+        salt = keccak(text=f"salt-{client}")
+        receipt = self.send(
+            "RoundLedger", "join", task_id, data_commitment(data_size, salt), by=client, value=params.client_deposit
+        )
+        return receipt.events_of(self.registry.event("ClientJoined"))[0].client_index
+
+    def open_auction(self, task_id: int, client: int, data_size: int = 600) -> None:
+        self.send("FogAuction", "openAuction", task_id, data_size, keccak(text=f"salt-{client}"), by=client)
+
+    def commit_bid(self, task_id: int, index: int, fog: int, frequency: int, price: int, params: TaskParams = TaskParams()) -> None:
+        commitment = bid_commitment(frequency, price, keccak(text=f"bid-{fog}"), self.account(fog))
+        self.send("FogAuction", "commitBid", task_id, index, commitment, by=fog, value=params.fog_deposit)
+
+    def reveal_bid(self, task_id: int, index: int, fog: int, frequency: int, price: int) -> Receipt:
+        return self.send("FogAuction", "revealBid", task_id, index, frequency, price, keccak(text=f"bid-{fog}"), by=fog)
+
+    def close_auction(self, task_id: int, index: int, client: int) -> Receipt:
+        job = self.view("FogAuction", "job", task_id, index)
+        bids = self.view("FogAuction", "bids", task_id, index)
+        params = self.view("TaskRegistry", "params", task_id)
+        escrow = self._winning_price(task_id, index, job, bids, params) * params.rounds
+        return self.send("FogAuction", "closeAuction", task_id, index, by=client, value=escrow)
+
+    def _winning_price(self, task_id: int, index: int, job: Any, bids: list[Any], params: Any) -> int:
+        """The price the contract will award, from the Python model (the client must escrow it exactly)."""
+        from fedchain.fl.reputation import RevealedBid, choose_winner
+
+        loss_rep, _ = self.view("RoundLedger", "reputation", task_id, index)
+        mechanism = mechanism_of(params)
+        revealed = [RevealedBid(b.frequency, b.price) if b.revealed else None for b in bids]
+        return choose_winner(mechanism, loss_rep, job.data_size, revealed).price
+
+    def commit_update(self, task_id: int, index: int, fog: int, round_: int) -> Receipt:
+        return self.send("FogAuction", "commitUpdate", task_id, index, round_, keccak(text=f"update-{index}-{round_}"), by=fog)
+
+    def post_round(self, task_id: int, round_: int, measurements: list[tuple[int, int, bool]], accuracy: int = 0) -> Receipt:
+        model_hash = keccak(text=f"model-{round_}")
+        return self.send("RoundLedger", "postRound", task_id, round_, model_hash, accuracy, measurements, by=AGGREGATOR)
+
+    def staffed_task(
+        self, params: TaskParams = TaskParams(), *, clients: tuple[int, ...] = CLIENTS[:2], budget: int = 10**18, price: int = 10**14
+    ) -> int:
+        """A task with ``clients`` joined, each job won by its own fog node (frequency 1e6 Hz), not yet started."""
+        task_id = self.create_task(params, budget=budget)
+        for client in clients:
+            self.join(task_id, client, params=params)
+            self.open_auction(task_id, client)
+        for offset, client in enumerate(clients):
+            self.commit_bid(task_id, offset, FOGS[offset], 10**6, price, params)
+        self.advance(params.bidding_duration + 1)
+        for offset, client in enumerate(clients):
+            self.reveal_bid(task_id, offset, FOGS[offset], 10**6, price)
+        self.advance(params.reveal_duration + 1)
+        for offset, client in enumerate(clients):
+            self.close_auction(task_id, offset, client)
+        return task_id
+
+    def solvency(self) -> SimpleNamespace:
+        """The treasury's totals and its balance on chain."""
+        totals = self.view("Treasury", "totals")
+        totals.balance = int(self.w3.eth.get_balance(self.addresses["Treasury"]))
+        return totals
+
+
+def mechanism_of(params: Any) -> MechanismParams:
+    """MechanismParams from the contract's params view (a namespace)."""
+    return MechanismParams(
+        rounds=params.rounds, expected_duration=params.expected_duration, psi=params.psi, phi=params.phi,
+        min_loss_reputation=params.min_loss_reputation, min_time_reputation=params.min_time_reputation,
+        min_quality=params.min_quality, max_round_time=params.max_round_time, reputation_cap=params.reputation_cap,
+        cycles_per_sample=params.cycles_per_sample, second_price=params.second_price,
+    )
+
+
+@pytest.fixture(scope="session")
+def contracts_node() -> Iterator[AnvilNode]:
+    """The contract tests' own Anvil (their clock jumps and snapshots must not disturb other tests)."""
+    with AnvilNode(AnvilSettings(accounts=20)) as node:
+        yield node
+
+
+@pytest.fixture(scope="session")
+def deployment(contracts_node: AnvilNode) -> tuple[dict[str, str], dict[str, Artifact]]:
+    artifacts = compile_contracts()
+    w3 = contracts_node.web3()
+    deployer = contracts_node.dev_account(DEPLOYER)
+    w3.eth.default_account = deployer.address
+    return deploy_fedchain(w3, deployer.address), artifacts
+
+
+@pytest.fixture
+def chain(contracts_node: AnvilNode, deployment: tuple[dict[str, str], dict[str, Artifact]]) -> Iterator[FedChain]:
+    """The deployed contracts, reset to their freshly deployed state after the test."""
+    w3 = contracts_node.web3()
+    snapshot = w3.provider.make_request("evm_snapshot", [])["result"]
+    addresses, artifacts = deployment
+    try:
+        yield FedChain(contracts_node, w3, addresses, artifacts)
+    finally:
+        w3.provider.make_request("evm_revert", [snapshot])
