@@ -64,7 +64,7 @@ def rescaled_contribution(contribution: torch.Tensor, accepted: torch.Tensor) ->
     total = positive.sum()
     if total <= 0:
         return torch.zeros_like(positive)
-    return positive * (int(accepted.sum()) / total)
+    return positive / total * int(accepted.sum())
 
 
 def to_wad(values: Sequence[float] | torch.Tensor) -> tuple[int, ...]:
