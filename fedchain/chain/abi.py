@@ -351,12 +351,12 @@ class AbiRegistry:
             self.register_event(event)
 
     def register_error(self, cls: type[CustomError]) -> None:
-        """Map ``cls``'s selector to it (the first class registered for a selector wins)."""
-        self._errors.setdefault(cls.selector(), cls)
+        """Map ``cls``'s selector to it; a declared class replaces one built at run time, never the reverse."""
+        _register(self._errors, cls.selector(), cls)
 
     def register_event(self, cls: type[ChainEvent]) -> None:
-        """Map ``cls``'s topic to it (the first class registered for a topic wins)."""
-        self._events.setdefault(cls.topic(), cls)
+        """Map ``cls``'s topic to it; a declared class replaces one built at run time, never the reverse."""
+        _register(self._events, cls.topic(), cls)
 
     def add_abi(self, abi: Abi) -> None:
         """Build and register classes for the ABI's errors and events not known yet."""
@@ -434,6 +434,12 @@ class AbiRegistry:
     def decode_logs(self, logs: Iterable[Mapping[str, Any]]) -> list[ChainEvent]:
         """The typed events among ``logs``, ordered by (block number, log index)."""
         return sorted(event for event in map(self.decode_log, logs) if event is not None)
+
+
+def _register(table: dict[bytes, Any], key: bytes, cls: type) -> None:
+    known = table.get(key)
+    if known is None or (known.__module__ == __name__ and cls.__module__ != __name__):
+        table[key] = cls
 
 
 _ERROR_STRING = keccak(text="Error(string)")[:4]
