@@ -83,9 +83,28 @@ class AgentState:
             raise AgentError(f"{source} has a field of the wrong type", hint=_DAMAGED_HINT)
         return state
 
+    def track_tx(self, tx_hash: str | bytes, action: str, **details: Any) -> None:
+        """Record a transaction as pending: do it after signing and *before* sending, then save.
+
+        Sign locally (``account.sign_transaction``) to know the hash before the
+        transaction leaves; on restart, look up each pending hash's receipt
+        instead of sending again.
+        """
+        self.pending_txs[_tx_key(tx_hash)] = {"action": action, **details}
+
+    def settle_tx(self, tx_hash: str | bytes) -> dict[str, Any] | None:
+        """Forget a pending transaction (mined or dropped); returns what was recorded, if anything."""
+        return self.pending_txs.pop(_tx_key(tx_hash), None)
+
     def copy(self) -> "AgentState":
         """A deep copy (through JSON, so it also proves the state can be saved)."""
         return AgentState.from_json(self.to_json())
+
+
+def _tx_key(tx_hash: str | bytes) -> str:
+    """A transaction hash as the lowercase 0x hex that keys ``pending_txs``."""
+    text = "0x" + bytes(tx_hash).hex() if isinstance(tx_hash, (bytes, bytearray)) else tx_hash.lower()
+    return text if text.startswith("0x") else "0x" + text
 
 
 _DAMAGED_HINT = (

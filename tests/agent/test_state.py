@@ -99,3 +99,14 @@ def test_a_writer_killed_before_the_rename_leaves_the_old_state(tmp_path: Path) 
 
     assert result.returncode == 137, result.stderr.decode()
     assert load_state(path, agent="fog-1", start_block=0) == a_busy_state()
+
+
+def test_a_tracked_transaction_is_keyed_by_its_hex_hash_until_settled() -> None:
+    state = AgentState(agent="fog-1", last_block=0)
+    tx_hash = bytes.fromhex("AB" * 32)
+
+    state.track_tx(tx_hash, "reveal", job=7)
+
+    assert state.pending_txs == {"0x" + "ab" * 32: {"action": "reveal", "job": 7}}
+    assert state.settle_tx("0x" + "AB" * 32) == {"action": "reveal", "job": 7}
+    assert state.pending_txs == {} and state.settle_tx(tx_hash) is None

@@ -296,3 +296,30 @@ def test_fetch_update_rejects_an_oversized_object_without_reading_it(tmp_path: P
 def test_store_update_refuses_a_store_not_addressed_by_the_on_chain_hash(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="sha256"):
         store_update(open_store(tmp_path, hash_name="sha256"), tiny_params(), META)
+
+
+def test_client_addresses_compare_equal_whatever_their_checksum_casing() -> None:
+    checksummed = UpdateMeta(task_id=1, round=1, client="0xAbC0000000000000000000000000000000000001")
+    lowercase = UpdateMeta(task_id=1, round=1, client="0xabc0000000000000000000000000000000000001")
+
+    assert checksummed == lowercase
+    assert encode_update(tiny_params(), checksummed) == encode_update(tiny_params(), lowercase)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_non_finite_values_are_caught_in_every_float_dtype(dtype: torch.dtype) -> None:
+    params = {name: tensor.to(dtype) for name, tensor in tiny_params().items()}
+    params["fc.bias"][0] = float("nan")
+    data = encode_update(params, META)
+
+    with pytest.raises(UpdateNonFinite):
+        decode_update(data, keccak256(data), ParamSpec.of(params), LIMIT)
+
+
+def test_integer_tensors_pass_the_finiteness_check() -> None:
+    params = tiny_params() | {"steps": torch.tensor([3], dtype=torch.int64)}
+    data = encode_update(params, META)
+
+    update = decode_update(data, keccak256(data), ParamSpec.of(params), LIMIT)
+
+    assert update.params["steps"].tolist() == [3]
