@@ -1,1 +1,41 @@
-"""The chain seam: compile, deploy, typed contract wrappers, node launcher, event decoding."""
+"""The chain seam: compile, deploy, typed contract wrappers, node launcher, event decoding.
+
+The public API, importable from here (loaded on first use, so that importing
+``fedchain.chain`` stays cheap):
+
+* nodes: :class:`AnvilNode`, :class:`AnvilSettings`, :class:`InProcessChain`, :func:`connect`, :func:`free_port`
+* keys: :func:`resolve_account` (``FEDCHAIN_PRIVATE_KEY`` or an encrypted keystore)
+* sending: :class:`Transactor`, :class:`TxSettings`, :class:`Receipt`
+* contracts: :class:`Contract` (any ABI); typed classes in :mod:`fedchain.chain.bindings`
+* decoding: :class:`AbiRegistry`, :class:`CustomError`, :class:`ChainEvent`
+* history: :func:`fetch_events`, :class:`LogQuery`
+* deployments: :func:`deploy`, :class:`Deployment`, :func:`load_deployment`, :func:`open_deployment`
+* compiling: :func:`compile_contracts`, :class:`Artifact`
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "AnvilNode": "node", "AnvilSettings": "node", "InProcessChain": "node", "connect": "node", "free_port": "node",
+    "resolve_account": "keys",
+    "Transactor": "tx", "TxSettings": "tx", "Receipt": "tx",
+    "Contract": "contract",
+    "AbiRegistry": "abi", "CustomError": "abi", "ChainEvent": "abi",
+    "fetch_events": "events", "LogQuery": "events",
+    "deploy": "deployment", "Deployment": "deployment", "load_deployment": "deployment", "open_deployment": "deployment",
+    "DEFAULT_DEPLOYMENT_FILE": "deployment",
+    "compile_contracts": "compile", "Artifact": "compile",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,80 @@
+"""The chain commands end to end: `fedchain chain start` stays up until Ctrl-C, `deploy` and `demo` deploy the real contracts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fedchain.chain.deployment import load_deployment
+from fedchain.chain.keys import PRIVATE_KEY_ENV
+from fedchain.chain.node import connect
+from fedchain.cli import main
+
+CONTRACTS = ["Treasury", "TaskRegistry", "RoundLedger", "FogAuction"]
+
+
+def test_chain_start_serves_until_interrupted_and_deploy_targets_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != PRIVATE_KEY_ENV}
+    node = subprocess.Popen(
+        [sys.executable, "-m", "fedchain.cli", "chain", "start", "--chain-id", "4321"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        url = node.stdout.readline().strip()  # the first line is the URL
+        key_line = next(line for line in node.stderr if PRIVATE_KEY_ENV in line)
+        key = key_line.split("=", 1)[1].strip()
+        out = tmp_path / "deployment.json"
+        env[PRIVATE_KEY_ENV] = key
+
+        deployed = subprocess.run(
+            [sys.executable, "-m", "fedchain.cli", "deploy", "--rpc-url", url, "--chain-id", "4321", "--out", str(out)],
+            capture_output=True, text=True, env=env, timeout=120,
+        )
+
+        assert deployed.returncode == 0, deployed.stderr
+        assert json.loads(deployed.stdout)["chain_id"] == 4321
+        load_deployment(out).verify(connect(url))
+    finally:
+        node.send_signal(signal.SIGINT)
+        node.wait(timeout=10)
+    assert node.returncode == 0
+
+
+def test_deploy_without_rpc_url_prints_the_deployment_and_says_the_chain_stopped(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
+    out = tmp_path / "deployment.json"
+
+    code = main(["deploy", "--out", str(out)])
+
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    printed = json.loads(captured.out)
+    assert [c["name"] for c in printed["contracts"]] == CONTRACTS
+    assert load_deployment(out).to_dict() == printed
+    assert "local chain was stopped" in captured.err
+
+
+def test_demo_deploys_to_a_local_chain_and_lists_the_contracts(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
+
+    code = main(["demo", "--out", str(tmp_path / "d.json")])
+
+    output = capsys.readouterr().out
+    assert code == 0
+    assert all(name in output for name in CONTRACTS)
+
+
+def test_deploy_error_is_printed_with_its_hint(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PRIVATE_KEY_ENV, "0x1234")
+
+    code = main(["deploy", "--rpc-url", "http://127.0.0.1:1", "--out", str(tmp_path / "d.json")])
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "does not hold a private key" in err and "hint:" in err
