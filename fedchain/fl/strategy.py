@@ -64,8 +64,8 @@ class Validation:
 
     #: Evaluates any flat model on the validation set (fedfaim needs it for l and l_{-i}).
     evaluate: Evaluator | None = None
-    #: Precomputed evaluations of every client's updated model ``global + Delta_i``;
-    #: when None they are computed with :attr:`evaluate`.
+    #: Precomputed evaluations of every client's updated model (the model it
+    #: trained from plus ``Delta_i``); when None they are computed with :attr:`evaluate`.
     client_evaluations: Sequence[Evaluation] | None = None
     #: fedave: per-sample losses of client i's updated model on client i's own data.
     local_sample_losses: Sequence[torch.Tensor] | None = None
@@ -90,8 +90,9 @@ class RoundResult(Generic[S]):
     global_params: torch.Tensor
     #: Per-client contribution of this round ``[n]`` float64 (each strategy documents its meaning).
     contribution: torch.Tensor
-    #: Per-client rewarded model ``[n, d]`` (fedfaim, fedave): the round's global
-    #: model before aggregation plus :attr:`reward_updates`; None for the others.
+    #: Per-client rewarded model ``[n, d]`` (fedfaim, fedave): the model the client
+    #: trained from (``client_params``, else the dense global model before this round)
+    #: plus :attr:`reward_updates`; None for the others.
     rewards: torch.Tensor | None
     #: Which clients were aggregated ``[n]`` bool.
     accepted: torch.Tensor
@@ -99,8 +100,7 @@ class RoundResult(Generic[S]):
     state: S
     #: The aggregation weights used ``[n]`` float64 (0 for rejected clients).
     weights: torch.Tensor
-    #: Each client's sparsified share of the global update ``[n, d]``, for clients
-    #: that keep their own models (add it to the model they trained from); or None.
+    #: Each client's sparsified share of the global update ``[n, d]`` (fedfaim, fedave); or None.
     reward_updates: torch.Tensor | None = None
     #: Validation loss of every client's updated model ``[n]`` when the strategy
     #: measured it (NaN for rejected clients), else None: the input of the Tian quality.
@@ -121,6 +121,8 @@ class RoundInputs:
     finite: torch.Tensor
     #: Validation inputs, possibly empty.
     validation: Validation
+    #: The model each client trained from ``[n, d]``; None when all trained from :attr:`global_params`.
+    client_params: torch.Tensor | None = None
 
     @property
     def n_clients(self) -> int:
@@ -135,8 +137,13 @@ class RoundInputs:
             )
         return self.validation.evaluate
 
+    def client_model(self, i: int) -> torch.Tensor:
+        """Client i's updated model: the model it trained from plus ``Delta_i``."""
+        base = self.global_params if self.client_params is None else self.client_params[i]
+        return base + self.updates[i]
+
     def client_evaluations(self, strategy: str) -> list[Evaluation | None]:
-        """Validation evaluation of every finite client's model ``global + Delta_i``; None where rejected.
+        """Validation evaluation of every finite client's updated model; None where rejected.
 
         Uses :attr:`Validation.client_evaluations` when given, else calls the evaluator.
         """
@@ -150,7 +157,7 @@ class RoundInputs:
             return [evaluation if ok else None for evaluation, ok in zip(given, self.finite.tolist())]
         evaluate = self.evaluator(strategy)
         return [
-            evaluate(self.global_params + self.updates[i]) if ok else None
+            evaluate(self.client_model(i)) if ok else None
             for i, ok in enumerate(self.finite.tolist())
         ]
 
@@ -190,6 +197,23 @@ def _check_round_inputs(global_params: torch.Tensor, updates: torch.Tensor, data
             hint="pass each client's committed number of training samples",
         )
     return sizes
+
+
+def _check_client_params(client_params: Any, updates: torch.Tensor) -> None:
+    """Raise :class:`UpdateRejected` unless ``client_params`` matches ``updates`` and is finite."""
+    if (
+        not isinstance(client_params, torch.Tensor)
+        or client_params.shape != updates.shape
+        or client_params.dtype != updates.dtype
+        or client_params.device != updates.device
+    ):
+        raise UpdateSpecMismatch(
+            f"client params must be a {updates.dtype} tensor of shape {tuple(updates.shape)} on {updates.device}, "
+            f"got {_describe(client_params)}",
+            hint="stack the model each client trained from, in the order of the updates",
+        )
+    if not torch.isfinite(client_params).all():
+        raise UpdateNonFinite("the client params hold NaN or infinite values", hint="restart those clients from the global model")
 
 
 def _describe(value: Any) -> str:
@@ -240,14 +264,27 @@ class Strategy(ABC, Generic[S]):
         data_sizes: torch.Tensor | Sequence[float],
         state: S | None = None,
         validation: Validation | None = None,
+        *,
+        client_params: torch.Tensor | None = None,
     ) -> RoundResult[S]:
         """Aggregate one round. Pure: the inputs are not modified.
 
-        ``global_params`` is the dense global model ``[d]``; ``updates`` are
-        ``local_i - broadcast(global_params, state)`` stacked ``[n, d]``;
-        ``state`` None starts from :meth:`init_state`.
+        Args:
+            global_params: the dense global model ``[d]``.
+            updates: ``Delta_i = local_i - start_i`` stacked ``[n, d]``, where ``start_i``
+                is ``broadcast(global_params, state)`` or, for clients that keep their own
+                (rewarded) models, ``client_params[i]``. With pruning, entries outside the
+                broadcast topology are dropped.
+            data_sizes: ``|D_i|`` of every client ``[n]``.
+            state: the previous round's ``result.state``; None starts from :meth:`init_state`.
+            validation: the validation inputs the strategy needs (see its docstring).
+            client_params: ``start_i`` stacked ``[n, d]`` when clients train from their own
+                models; their updated models ``start_i + Delta_i`` are what gets evaluated
+                and ``start_i + reward_updates_i`` is their reward.
         """
         sizes = _check_round_inputs(global_params, updates, data_sizes)
+        if client_params is not None:
+            _check_client_params(client_params, updates)
         if state is None:
             state = self.init_state(sizes)
         if not isinstance(state, self.state_type):
@@ -262,21 +299,24 @@ class Strategy(ABC, Generic[S]):
             mask = topology_mask(global_params, state.round + 1, self.pruning)
             sent = global_params * mask
             clean = clean * mask
-        inputs = RoundInputs(sent, clean, sizes, finite, validation or Validation())
+        inputs = RoundInputs(sent, clean, sizes, finite, validation or Validation(), client_params)
         result = self.aggregate(inputs, state)
-        result = dataclasses.replace(result, state=dataclasses.replace(result.state, round=state.round + 1))
-        if self.pruning is None:
-            return result
-        rewards = None if result.reward_updates is None else global_params + result.reward_updates
+        start = global_params if client_params is None else client_params
         return dataclasses.replace(
             result,
             global_params=restore_dense(global_params, sent, result.global_params),
-            rewards=rewards,
+            rewards=None if result.reward_updates is None else start + result.reward_updates,
+            state=dataclasses.replace(result.state, round=state.round + 1),
         )
 
     @abstractmethod
     def aggregate(self, inputs: RoundInputs, state: S) -> RoundResult[S]:
-        """The strategy's pure kernel over checked inputs; ``state.round + 1`` is this round."""
+        """The strategy's pure kernel over checked inputs; ``state.round + 1`` is this round.
+
+        Kernels return ``global_params`` as ``inputs.global_params`` plus the
+        aggregated update, and ``reward_updates`` (not ``rewards``: :meth:`round`
+        adds them to the models the clients trained from).
+        """
 
 
 _REGISTRY: dict[str, type[Strategy]] = {}

@@ -7,6 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fedchain.errors import UpdateSpecMismatch
 from fedchain.fl import Evaluation, Validation, get_strategy, strategy_names
 
 D = 6
@@ -89,3 +90,30 @@ def test_strategies_take_yaml_style_options() -> None:
 
     assert strategy.gamma0 == 0.25 and strategy.tau is None
     assert strategy.pruning.sparsity == 0.3 and strategy.pruning.seed == 4
+
+
+def test_clients_with_own_models_are_evaluated_and_rewarded_on_their_own_models() -> None:
+    """Client i trained from start_i = [i, i] and sent Delta_i = [1, 0]: the evaluator sees
+    start_i + Delta_i, and the reward is start_i + reward_update_i (not global + reward_update_i)."""
+    seen: list[list[float]] = []
+
+    def recording(params: torch.Tensor) -> Evaluation:
+        seen.append(params.tolist())
+        return Evaluation(loss=1.0, accuracy=0.5, sample_losses=params.abs())
+
+    starts = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+    updates = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    validation = Validation(evaluate=recording, local_sample_losses=[torch.tensor([0.0, 1.0])] * 2)
+
+    result = get_strategy("fedave", tau=1.0).round(
+        torch.full((2,), 5.0), updates, [1, 1], None, validation, client_params=starts
+    )
+
+    assert seen == [[1.0, 0.0], [2.0, 1.0]]
+    torch.testing.assert_close(result.rewards, starts + result.reward_updates)
+    torch.testing.assert_close(result.global_params, torch.tensor([6.0, 5.0]))
+
+
+def test_client_params_of_the_wrong_shape_are_refused() -> None:
+    with pytest.raises(UpdateSpecMismatch, match="client params"):
+        get_strategy("fedavg").round(torch.zeros(2), torch.ones(3, 2), [1, 1, 1], client_params=torch.zeros(2, 2))

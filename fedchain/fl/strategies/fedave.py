@@ -56,7 +56,7 @@ class FedAVE(Strategy[FedAVEState]):
     an evaluation with ``sample_losses`` (``Validation.client_evaluations`` or ``Validation.evaluate``).
 
     Contribution: the normalised reputation ``r_i`` after this round. Rewards:
-    ``global + sparsify(u_G, quota_i)`` per client.
+    ``sparsify(u_G, quota_i)`` added to the model client i trained from.
     """
 
     name = "fedave"
@@ -138,7 +138,7 @@ class FedAVE(Strategy[FedAVEState]):
         return RoundResult(
             global_params=inputs.global_params + global_update,
             contribution=reputation,
-            rewards=inputs.global_params + reward_updates,
+            rewards=None,
             accepted=inputs.finite.clone(),
             state=dataclasses.replace(state, reputation=reputation),
             weights=weights,

@@ -74,7 +74,7 @@ def reward_counts(reputation: torch.Tensor, size: int) -> list[int]:
 class FedFAIM(Strategy[FedFAIMState]):
     """FedFAIM. Needs ``Validation.evaluate`` (N + 1 evaluations a round).
 
-    Contribution: ``phi_i`` of this round. Rewards: ``global + u*_i`` per client.
+    Contribution: ``phi_i`` of this round. Rewards: ``u*_i`` added to the model client i trained from.
     """
 
     name = "fedfaim"
@@ -137,7 +137,7 @@ class FedFAIM(Strategy[FedFAIMState]):
         return RoundResult(
             global_params=inputs.global_params + global_update,
             contribution=contribution,
-            rewards=inputs.global_params + reward_updates,
+            rewards=None,
             accepted=passed,
             state=dataclasses.replace(
                 state, cumulative_contribution=cumulative, passed=n_passed, failed=n_failed
