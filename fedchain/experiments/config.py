@@ -1,0 +1,244 @@
+"""The configuration of one federated experiment without a chain.
+
+An experiment is described once, by a frozen :class:`ExperimentConfig`, read
+from a YAML file and overridden by command-line flags. Nested sections
+(``faults``, ``pruning``, ``strategy_options``) are merged key by key, so a flag such as
+``--noisy-clients 0.3`` changes one fault and keeps the others of the file.
+
+Example (``configs/mnist-fedavg-iid.yaml``)::
+
+    dataset: mnist
+    model: lenet5
+    partition: iid
+    clients: 10
+    rounds: 5
+    strategy: fedavg
+    faults:
+      noisy_clients: 0.3
+      noise_rate: 0.5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from fedchain.config import from_mapping, load_yaml
+from fedchain.data.partition import PartitionKind
+from fedchain.errors import ConfigError
+from fedchain.fl.pruning import Pruning
+from fedchain.trainer.config import Engine
+
+#: Where ``simulate`` writes when neither the file nor a flag names a folder.
+DEFAULT_OUTPUT_DIR = Path("runs") / "simulate"
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """Misbehaving clients, each kind given as a fraction of all clients.
+
+    Faulty clients are drawn with the experiment's seed, disjointly, in the
+    order the fields are listed: noisy labels, label flipping, free riders,
+    scaled updates.
+    """
+
+    #: Fraction of clients whose local labels are partly replaced by random labels.
+    noisy_clients: float = 0.0
+    #: Fraction of labels replaced on each noisy client.
+    noise_rate: float = 0.5
+    #: Fraction of clients whose labels are all mapped c -> (classes - 1 - c).
+    flipped_clients: float = 0.0
+    #: Fraction of clients that do not train and send a zero or random update.
+    free_riders: float = 0.0
+    #: What a free rider sends: ``zero`` (nothing changes) or ``random`` (Gaussian noise).
+    free_rider_mode: Literal["zero", "random"] = "zero"
+    #: Fraction of clients whose update is multiplied by ``scale`` before it is sent.
+    scaled_clients: float = 0.0
+    #: Factor applied to a scaled client's update.
+    scale: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("noisy_clients", "noise_rate", "flipped_clients", "free_riders", "scaled_clients"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"faults.{name}={value} must lie in [0, 1]")
+        total = self.noisy_clients + self.flipped_clients + self.free_riders + self.scaled_clients
+        if total > 1.0 + 1e-9:
+            raise ValueError(f"the fault fractions add up to {total:g}; at most 1 (every client has at most one fault)")
+
+
+@dataclass(frozen=True)
+class PruningConfig:
+    """Dynamic-topology pruning (the pruning seed), an option of any strategy.
+
+    The schedule runs over the experiment's rounds and its regrowth is seeded
+    by the experiment's seed; see :class:`fedchain.fl.Pruning`.
+    """
+
+    #: Target sparsity alpha of the model sent to clients, in [0, 1); 0 trains the dense model.
+    sparsity: float = 0.0
+    #: lambda^0: how far beyond alpha the first round prunes before regrowing.
+    initial_adjustment: float = Pruning.initial_adjustment
+
+    def __post_init__(self) -> None:
+        self.to_pruning(total_rounds=1, seed=0)  # raises ConfigError for values Pruning refuses
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the model is pruned at all."""
+        return self.sparsity > 0.0
+
+    def to_pruning(self, *, total_rounds: int, seed: int) -> Pruning:
+        """The strategy option for an experiment of ``total_rounds`` rounds."""
+        return Pruning(
+            sparsity=self.sparsity, initial_adjustment=self.initial_adjustment, total_rounds=total_rounds, seed=seed
+        )
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Everything that defines one federated experiment run in a single process."""
+
+    #: Dataset name (``mnist``, ``fashion-mnist``, ``cifar10``).
+    dataset: str = "mnist"
+    #: Folder holding the dataset files; ``None`` reads ``FEDCHAIN_DATA_ROOT``.
+    data_root: Path | None = None
+    #: Model name (``lenet5``, ``cnn``, ``resnet18``).
+    model: str = "lenet5"
+    #: Partition of the training data over clients: ``iid``, ``pow``, ``cla`` or ``dir``.
+    partition: PartitionKind = "iid"
+    #: Dirichlet concentration of the ``dir`` partition (smaller is more skewed).
+    alpha: float = 0.5
+    #: Classes held by each client under ``cla``.
+    classes_per_client: int = 2
+    #: Exponent of the ``pow`` partition's power-law client sizes.
+    power: float = 1.0
+    #: Number of clients (all take part in every round).
+    clients: int = 10
+    #: Number of communication rounds (an upper bound when ``target_accuracy`` is set).
+    rounds: int = 10
+    #: Test accuracy (in (0, 1]) whose first round is reported as ``rounds_to_target``.
+    target_accuracy: float | None = None
+    #: Stop as soon as ``target_accuracy`` is reached.
+    stop_at_target: bool = True
+    #: Local epochs per round.
+    local_epochs: int = 1
+    #: Local mini-batch size.
+    batch_size: int = 32
+    #: Local SGD learning rate.
+    lr: float = 0.01
+    #: Local SGD momentum (0: plain SGD).
+    momentum: float = 0.0
+    #: Aggregation and contribution strategy (``fedavg``, ``quality``, ``cgsv``, ``fedfaim``, ``fedave``).
+    strategy: str = "fedavg"
+    #: Options of the strategy, passed to its constructor by name.
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    #: Dynamic-topology pruning (off by default: sparsity 0).
+    pruning: PruningConfig = field(default_factory=PruningConfig)
+    #: Clients keep their own models and train from them, receiving rewards in kind
+    #: (``None``: yes for fedfaim and fedave, no for the others).
+    own_models: bool | None = None
+    #: Misbehaving clients.
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    #: Privacy budget of the local noise added to client data; ``None`` adds none.
+    epsilon: float | None = None
+    #: Training samples held out of every client as the aggregator's validation set.
+    validation_samples: int = 1000
+    #: Cap on the training samples kept (before partitioning); ``None`` keeps them all.
+    train_samples: int | None = None
+    #: Cap on the test samples used for accuracy; ``None`` uses the whole test split.
+    test_samples: int | None = None
+    #: Train every client alone too (standalone accuracy); needed for the fairness figures.
+    standalone: bool = False
+    #: Seed of everything random in the run: partition, faults, initial model, batches.
+    seed: int = 0
+    #: Training engine (``auto`` picks the fastest correct one for the device).
+    engine: Engine = "auto"
+    #: Torch device (``auto``: CUDA when present, else CPU).
+    device: str = "auto"
+    #: Folder for metrics and plots.
+    output_dir: Path = DEFAULT_OUTPUT_DIR
+    #: Write the PNG plots (matplotlib) beside the metrics.
+    plots: bool = True
+
+    def __post_init__(self) -> None:
+        positive = ("clients", "rounds", "local_epochs", "batch_size", "classes_per_client")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+        for name in ("lr", "alpha", "power"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)} must be positive")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"momentum={self.momentum} must lie in [0, 1)")
+        if self.validation_samples < 1:
+            raise ValueError(f"validation_samples={self.validation_samples} must be at least 1")
+        for name in ("train_samples", "test_samples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name}={value} must be at least 1 (or unset for all)")
+        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
+            raise ValueError(f"target_accuracy={self.target_accuracy} must lie in (0, 1]")
+        if not isinstance(self.strategy_options, Mapping):
+            raise ValueError(f"strategy_options must be a mapping of option names to values, got {self.strategy_options!r}")
+        if self.epsilon is not None and not self.epsilon > 0:
+            raise ValueError(f"epsilon={self.epsilon} must be positive (or unset for no local noise)")
+
+    def with_changes(self, **changes: Any) -> "ExperimentConfig":
+        """A copy with ``changes`` applied (validated like the original)."""
+        try:
+            return dataclasses.replace(self, **changes)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"invalid experiment change {changes}: {err}") from err
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping of every setting (paths as strings)."""
+        return _jsonable(dataclasses.asdict(self))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn dotted keys (``faults.noise_rate``) into nested mappings; ``None`` values are dropped."""
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        if value is None:
+            continue
+        *parents, leaf = key.split(".")
+        node = nested
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return nested
+
+
+def _merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` updated by ``overrides``, recursing into mappings present in both."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_experiment(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:
+    """Read an :class:`ExperimentConfig` from an optional YAML file, then apply ``overrides``.
+
+    ``overrides`` maps setting names to values; dotted names reach into
+    sections (``{"faults.noisy_clients": 0.3}``) and ``None`` values are
+    ignored, so unset flags keep the file's values.
+    """
+    data = load_yaml(path) if path is not None else {}
+    return from_mapping(ExperimentConfig, _merge(data, _nest(overrides or {})))

@@ -1,0 +1,96 @@
+"""PNG plots of an experiment, drawn with matplotlib's Agg renderer.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly (no
+``pyplot`` state machine), so plotting works headless and from threads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from fedchain.experiments.results import ExperimentResult
+
+#: Colour of honest clients and of each injected fault in the contribution plot.
+FAULT_COLOURS = {
+    "none": "tab:blue",
+    "noisy": "tab:orange",
+    "flipped": "tab:red",
+    "free-rider": "tab:gray",
+    "scaled": "tab:purple",
+}
+#: Figure size in inches and resolution of the PNGs.
+FIGSIZE = (6.4, 4.0)
+DPI = 120
+
+
+def plot_accuracy(result: ExperimentResult, path: Path) -> Path:
+    """Test accuracy of the global model per round (and the target, if any)."""
+    figure = Figure(figsize=FIGSIZE, dpi=DPI)
+    axes = figure.add_subplot()
+    rounds = [r.round for r in result.rounds]
+    axes.plot(rounds, [100 * r.test_accuracy for r in result.rounds], marker="o", label=result.config.strategy)
+    target = result.config.target_accuracy
+    if target is not None:
+        axes.axhline(100 * target, linestyle="--", color="tab:gray", label=f"target {100 * target:g}%")
+    axes.set_xlabel("round")
+    axes.set_ylabel("test accuracy (%)")
+    axes.set_title(f"{result.config.dataset}, {result.config.partition}, {len(result.clients)} clients")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+    return path
+
+
+def plot_contribution(result: ExperimentResult, path: Path) -> Path:
+    """Each client's contribution averaged over the rounds, coloured by injected fault."""
+    figure = Figure(figsize=FIGSIZE, dpi=DPI)
+    axes = figure.add_subplot()
+    contribution = result.mean_contribution()
+    indices = [c.index for c in result.clients]
+    colours = [FAULT_COLOURS.get(c.fault, "black") for c in result.clients]
+    axes.bar(indices, contribution, color=colours)
+    for fault in sorted({c.fault for c in result.clients}):
+        axes.bar([], [], color=FAULT_COLOURS.get(fault, "black"), label=fault)
+    axes.set_xlabel("client")
+    axes.set_ylabel("mean contribution per round")
+    axes.set_title(f"contribution per client ({result.config.strategy})")
+    axes.legend()
+    axes.grid(axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+    return path
+
+
+def plot_reward(result: ExperimentResult, path: Path, pearson: float) -> Path:
+    """Accuracy of each client's rewarded model against its standalone accuracy."""
+    if result.standalone_accuracy is None or result.reward_accuracy is None:
+        raise ValueError("plot_reward needs both standalone and reward accuracies")
+    figure = Figure(figsize=FIGSIZE, dpi=DPI)
+    axes = figure.add_subplot()
+    standalone = [100 * a for a in result.standalone_accuracy]
+    reward = [100 * a for a in result.reward_accuracy]
+    axes.scatter(standalone, reward, c=[FAULT_COLOURS.get(c.fault, "black") for c in result.clients])
+    for client, x, y in zip(result.clients, standalone, reward):
+        axes.annotate(str(client.index), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+    axes.set_xlabel("standalone accuracy (%)")
+    axes.set_ylabel("rewarded model accuracy (%)")
+    axes.set_title(f"reward vs standalone ({result.config.strategy}), Pearson {pearson:.3f}")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+    return path
+
+
+def write_plots(result: ExperimentResult, output_dir: Path, pearson: float | None = None) -> list[Path]:
+    """Write every plot that applies to ``result`` into ``output_dir``; returns their paths."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    paths = [
+        plot_accuracy(result, output_dir / "accuracy.png"),
+        plot_contribution(result, output_dir / "contribution.png"),
+    ]
+    if pearson is not None and result.standalone_accuracy is not None and result.reward_accuracy is not None:
+        paths.append(plot_reward(result, output_dir / "reward_vs_standalone.png", pearson))
+    return paths

@@ -1,0 +1,149 @@
+"""What an experiment produces, and how it is written to disk.
+
+A run yields one :class:`ExperimentResult`: the per-round records of the
+global model and every client's score, plus the per-client accuracies the
+fairness figures need. :func:`write_metrics` stores it as ``metrics.json``
+(everything, with the configuration) and ``metrics.csv`` (one row per round
+and client, ready for pandas or a spreadsheet).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from fedchain.experiments.config import ExperimentConfig
+
+#: Columns of ``metrics.csv``, one row per (round, client).
+CSV_COLUMNS = ("round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted")
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """A client of the experiment: its index, local sample count and injected fault."""
+
+    index: int
+    samples: int
+    #: ``none``, ``noisy``, ``flipped``, ``free-rider`` or ``scaled``.
+    fault: str = "none"
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """The outcome of one round: the global model's test figures and every client's score."""
+
+    round: int
+    test_accuracy: float
+    test_loss: float
+    #: The strategy's contribution score per client (0 for a rejected update).
+    contribution: tuple[float, ...]
+    #: The per-round quality q_i the chain consumes (0 for a rejected update).
+    quality: tuple[float, ...]
+    #: Whether each client's update was aggregated.
+    accepted: tuple[bool, ...]
+    #: Wall-clock seconds of the round (training, scoring, aggregation, evaluation).
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """Everything one run produced."""
+
+    config: ExperimentConfig
+    clients: tuple[ClientInfo, ...]
+    rounds: tuple[RoundRecord, ...]
+    #: Test accuracy of each client's model trained alone on its own data (``None`` if not computed).
+    standalone_accuracy: tuple[float, ...] | None
+    #: Test accuracy of each client's rewarded model (reward-in-kind strategies; ``None`` otherwise).
+    reward_accuracy: tuple[float, ...] | None
+    #: First round whose test accuracy reached ``config.target_accuracy`` (``None``: never, or no target).
+    rounds_to_target: int | None
+    #: Wall-clock seconds of the whole run.
+    seconds: float
+
+    @property
+    def final_accuracy(self) -> float:
+        """Test accuracy of the global model after the last round."""
+        return self.rounds[-1].test_accuracy if self.rounds else math.nan
+
+    @property
+    def best_accuracy(self) -> float:
+        """Best test accuracy of the global model over the rounds."""
+        return max((r.test_accuracy for r in self.rounds), default=math.nan)
+
+    def mean_contribution(self) -> tuple[float, ...]:
+        """Each client's contribution averaged over the rounds."""
+        return _column_mean([r.contribution for r in self.rounds], len(self.clients))
+
+    def mean_quality(self) -> tuple[float, ...]:
+        """Each client's quality averaged over the rounds."""
+        return _column_mean([r.quality for r in self.rounds], len(self.clients))
+
+    def accepted_rounds(self) -> tuple[int, ...]:
+        """How many rounds each client's update was aggregated in."""
+        return tuple(sum(r.accepted[i] for r in self.rounds) for i in range(len(self.clients)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping of the whole result."""
+        return {
+            "config": self.config.to_dict(),
+            "clients": [{"index": c.index, "samples": c.samples, "fault": c.fault} for c in self.clients],
+            "rounds": [
+                {
+                    "round": r.round,
+                    "test_accuracy": r.test_accuracy,
+                    "test_loss": r.test_loss,
+                    "contribution": list(r.contribution),
+                    "quality": list(r.quality),
+                    "accepted": list(r.accepted),
+                    "seconds": r.seconds,
+                }
+                for r in self.rounds
+            ],
+            "standalone_accuracy": _list_or_none(self.standalone_accuracy),
+            "reward_accuracy": _list_or_none(self.reward_accuracy),
+            "rounds_to_target": self.rounds_to_target,
+            "final_accuracy": self.final_accuracy,
+            "best_accuracy": self.best_accuracy,
+            "seconds": self.seconds,
+        }
+
+
+def _list_or_none(values: Sequence[float] | None) -> list[float] | None:
+    return None if values is None else list(values)
+
+
+def _column_mean(rows: Sequence[Sequence[float]], width: int) -> tuple[float, ...]:
+    if not rows:
+        return tuple(math.nan for _ in range(width))
+    return tuple(sum(row[i] for row in rows) / len(rows) for i in range(width))
+
+
+def write_metrics(result: ExperimentResult, output_dir: Path) -> tuple[Path, Path]:
+    """Write ``metrics.json`` and ``metrics.csv`` into ``output_dir``; returns both paths."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    json_path = output_dir / "metrics.json"
+    json_path.write_text(json.dumps(result.to_dict(), indent=2, allow_nan=True) + "\n")
+    csv_path = output_dir / "metrics.csv"
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(CSV_COLUMNS)
+        for record in result.rounds:
+            for client in result.clients:
+                i = client.index
+                writer.writerow(
+                    (
+                        record.round,
+                        f"{record.test_accuracy:.6f}",
+                        f"{record.test_loss:.6f}",
+                        i,
+                        f"{record.contribution[i]:.6g}",
+                        f"{record.quality[i]:.6g}",
+                        int(record.accepted[i]),
+                    )
+                )
+    return json_path, csv_path

@@ -1,0 +1,264 @@
+"""The round loop of a federated experiment in one process, without a chain.
+
+Every round: clients train locally (the trainer's fastest engine), faulty
+clients tamper with their updates, the aggregator scores every updated model
+on its validation set, the strategy aggregates (updates with NaN or infinite
+values are rejected there and never averaged in), the global model is tested,
+and a :class:`RoundRecord` is emitted.
+
+Two client protocols:
+
+* every client trains from the global model (FedAvg's protocol; the default
+  for strategies without rewards in kind);
+* every client keeps its own model and receives, as its reward, a sparsified
+  share of the global update (FedAVE's and CGSV's protocol; the default for
+  fedfaim and fedave): a better contributor ends with a better model, which
+  is what the fairness figures measure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from typing import Callable
+
+import torch
+from torch import nn
+
+from fedchain.data.datasets import ImageDataset, dataset_info
+from fedchain.data.faults import free_ride, scale_update
+from fedchain.fl import Evaluation, RoundResult, Strategy, Validation, get_strategy, round_quality
+from fedchain.models.registry import ModelSpec
+from fedchain.trainer import Trainer, TrainConfig, predict, standalone_accuracies
+from fedchain.experiments.config import ExperimentConfig
+from fedchain.experiments.federation import FREE_RIDER, SCALED, Federation, build_federation
+from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
+
+log = logging.getLogger(__name__)
+
+#: Called after every round with its record (progress bars, logs).
+RoundCallback = Callable[[RoundRecord], None]
+
+#: Strategies whose per-round quality for the chain is their contribution (DESIGN.md);
+#: the others use the Tian loss ratio.
+CONTRIBUTION_QUALITY = frozenset({"cgsv", "fedfaim", "fedave"})
+
+#: Mixes the experiment seed and the round number into the trainer's per-round seed.
+_ROUND_SEED_STRIDE = 1_000_003
+#: Offset of the generator that draws free riders' random updates.
+_SEED_FREE_RIDERS = 5
+
+
+def model_spec(config: ExperimentConfig, federation: Federation) -> ModelSpec:
+    """The model of ``config`` shaped for the federation's images and classes."""
+    images = federation.test.images
+    return ModelSpec(config.model, federation.num_classes, int(images.shape[1]), int(images.shape[-1]))
+
+
+def build_strategy(config: ExperimentConfig) -> Strategy:
+    """The strategy of ``config`` with its options and, when enabled, pruning."""
+    options = dict(config.strategy_options)
+    if config.pruning.enabled:
+        options["pruning"] = config.pruning.to_pruning(total_rounds=config.rounds, seed=config.seed)
+    return get_strategy(config.strategy, **options)
+
+
+def keeps_own_models(config: ExperimentConfig, strategy: Strategy) -> bool:
+    """Whether clients train from their own rewarded models rather than from the global model."""
+    if config.own_models is not None:
+        return config.own_models
+    return strategy.name in {"fedfaim", "fedave"}
+
+
+class ModelEvaluator:
+    """Evaluates flat parameter vectors of one model on fixed datasets (no gradients)."""
+
+    def __init__(self, spec: ModelSpec, device: torch.device) -> None:
+        self.device = device
+        self._module: nn.Module = spec.build().to(device)
+
+    def evaluations(self, params: torch.Tensor, dataset: ImageDataset) -> list[Evaluation]:
+        """One :class:`Evaluation` (with per-sample losses) per row of ``params`` (``[d]`` or ``[n, d]``)."""
+        result = predict(self._module, params, dataset, device=self.device)
+        return [
+            Evaluation(loss=float(loss), accuracy=float(acc), sample_losses=result.losses[i])
+            for i, (loss, acc) in enumerate(zip(result.mean_losses.tolist(), result.accuracies.tolist()))
+        ]
+
+    def evaluate(self, params: torch.Tensor, dataset: ImageDataset) -> Evaluation:
+        """The :class:`Evaluation` of one flat model."""
+        return self.evaluations(params.reshape(1, -1), dataset)[0]
+
+    def accuracies(self, params: torch.Tensor, dataset: ImageDataset) -> tuple[float, ...]:
+        """Accuracy of every row of ``params`` on ``dataset``."""
+        return tuple(e.accuracy for e in self.evaluations(params, dataset))
+
+
+class _LocalLosses(Sequence[torch.Tensor]):
+    """Per-sample losses of client i's model on client i's data, computed on first access (FedAVE needs them)."""
+
+    def __init__(self, evaluator: ModelEvaluator, models: torch.Tensor, clients: Sequence[ImageDataset]) -> None:
+        self._evaluator, self._models, self._clients = evaluator, models, clients
+        self._cache: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i not in self._cache:
+            evaluation = self._evaluator.evaluate(self._models[i], self._clients[i])
+            assert evaluation.sample_losses is not None
+            self._cache[i] = evaluation.sample_losses
+        return self._cache[i]
+
+
+def tamper(updates: torch.Tensor, faults: Sequence[str], config: ExperimentConfig, round_number: int) -> torch.Tensor:
+    """The updates the clients send: free riders' replaced, scaled clients' multiplied (a new tensor)."""
+    sent = updates.clone()
+    generator = torch.Generator().manual_seed((config.seed * _ROUND_SEED_STRIDE + round_number) * 10 + _SEED_FREE_RIDERS)
+    for i, fault in enumerate(faults):
+        if fault == FREE_RIDER:
+            sent[i] = free_ride(updates[i], config.faults.free_rider_mode, generator=generator)
+        elif fault == SCALED:
+            sent[i] = scale_update(updates[i], config.faults.scale)
+    return sent
+
+
+def quality_source(strategy: Strategy) -> str:
+    """Where the chain's per-round quality comes from: ``contribution`` or the Tian ``loss`` ratio."""
+    return "contribution" if strategy.name in CONTRIBUTION_QUALITY else "loss"
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    *,
+    federation: Federation | None = None,
+    standalone: Sequence[float] | None = None,
+    on_round: RoundCallback | None = None,
+) -> ExperimentResult:
+    """Run the experiment of ``config`` and return everything it measured.
+
+    Args:
+        config: the experiment.
+        federation: the data, when the caller built it already (several strategies on the same split).
+        standalone: precomputed standalone accuracies (they depend on the data, not on the strategy).
+        on_round: called after every round with its record.
+    """
+    began = time.perf_counter()
+    strategy = build_strategy(config)
+    dataset_info(config.dataset)  # unknown names fail here, before any data is read
+    ModelSpec(config.model)
+    federation = federation if federation is not None else build_federation(config)
+    spec = model_spec(config, federation)
+    own_models = keeps_own_models(config, strategy)
+    train_config = TrainConfig(
+        lr=config.lr, momentum=config.momentum, batch_size=config.batch_size, local_epochs=config.local_epochs
+    )
+    device = None if config.device == "auto" else config.device
+    clients = federation.clients
+    sizes = torch.tensor(federation.data_sizes, dtype=torch.float64)
+    records: list[RoundRecord] = []
+    rounds_to_target: int | None = None
+    with Trainer(spec, train_config, engine=config.engine, device=device) as trainer:
+        evaluator = ModelEvaluator(spec, trainer.device)
+        global_params = trainer.initial_params(config.seed).to(trainer.device)
+        models = global_params.expand(len(clients), -1).clone() if own_models else None
+        state = None
+        log.info(
+            "%s on %s: %d clients, engine %s, clients train from %s",
+            strategy.name,
+            config.dataset,
+            len(clients),
+            trainer.engine,
+            "their own models" if own_models else "the global model",
+        )
+        if standalone is None and config.standalone:
+            standalone = tuple(
+                standalone_accuracies(
+                    trainer, global_params, clients, federation.test, epochs=config.rounds * config.local_epochs
+                ).tolist()
+            )
+        last_result: RoundResult | None = None
+        for round_number in range(1, config.rounds + 1):
+            round_began = time.perf_counter()
+            start = models if models is not None else strategy.broadcast(global_params, state)
+            seed = config.seed * _ROUND_SEED_STRIDE + round_number
+            trained = trainer.train(start, clients, config=dataclasses.replace(train_config, seed=seed))
+            updates = tamper(trained.updates(start), federation.faults, config, round_number)
+            local_models = start + updates
+            by_loss = quality_source(strategy) == "loss"
+            client_evaluations = evaluator.evaluations(local_models, federation.validation) if by_loss else None
+            validation = Validation(
+                evaluate=lambda params: evaluator.evaluate(params, federation.validation),
+                client_evaluations=client_evaluations,
+                local_sample_losses=_LocalLosses(evaluator, local_models, clients),
+            )
+            result = strategy.round(global_params, updates, sizes, state, validation)
+            state, global_params, last_result = result.state, result.global_params, result
+            if models is not None and result.reward_updates is not None:
+                models = start + result.reward_updates
+            losses = None
+            if client_evaluations is not None and result.client_losses is None:
+                losses = torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
+            quality = round_quality(result, source=quality_source(strategy), client_losses=losses).values
+            rejected = [i for i, ok in enumerate(result.accepted.tolist()) if not ok]
+            if rejected:
+                log.info("round %d: updates of clients %s were not aggregated", round_number, rejected)
+            test = evaluator.evaluate(global_params, federation.test)
+            record = RoundRecord(
+                round=round_number,
+                test_accuracy=test.accuracy,
+                test_loss=test.loss,
+                contribution=tuple(float(c) for c in torch.nan_to_num(result.contribution, nan=0.0).tolist()),
+                quality=quality,
+                accepted=tuple(bool(a) for a in result.accepted.tolist()),
+                seconds=time.perf_counter() - round_began,
+            )
+            records.append(record)
+            log.info(
+                "round %d: test accuracy %.4f, loss %.4f (%.1f s, training %.1f s)",
+                round_number,
+                record.test_accuracy,
+                record.test_loss,
+                record.seconds,
+                trained.seconds,
+            )
+            if on_round is not None:
+                on_round(record)
+            target = config.target_accuracy
+            if target is not None and rounds_to_target is None and record.test_accuracy >= target:
+                rounds_to_target = round_number
+                if config.stop_at_target:
+                    break
+        reward_accuracy = None
+        if models is not None and last_result is not None and last_result.reward_updates is not None:
+            reward_accuracy = evaluator.accuracies(models, federation.test)
+        elif last_result is not None and last_result.rewards is not None:
+            reward_accuracy = evaluator.accuracies(last_result.rewards, federation.test)
+    infos = tuple(ClientInfo(i, n, fault) for i, (n, fault) in enumerate(zip(federation.data_sizes, federation.faults)))
+    return ExperimentResult(
+        config=config,
+        clients=infos,
+        rounds=tuple(records),
+        standalone_accuracy=None if standalone is None else tuple(float(a) for a in standalone),
+        reward_accuracy=reward_accuracy,
+        rounds_to_target=rounds_to_target,
+        seconds=time.perf_counter() - began,
+    )
+
+
+__all__ = [
+    "CONTRIBUTION_QUALITY",
+    "ModelEvaluator",
+    "RoundCallback",
+    "build_strategy",
+    "keeps_own_models",
+    "model_spec",
+    "quality_source",
+    "run_experiment",
+    "tamper",
+]

@@ -1,0 +1,94 @@
+"""An experiment config is read from YAML, overridden by flags, and refuses bad input with a clear error."""
+
+from pathlib import Path
+
+import pytest
+
+from fedchain.errors import ConfigError
+from fedchain.experiments.config import ExperimentConfig, FaultConfig, PruningConfig, load_experiment
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "experiment.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_yaml_values_replace_the_defaults(tmp_path: Path) -> None:
+    # prepare
+    path = _write(tmp_path, "dataset: fashion-mnist\nclients: 7\nlr: 0.05\nfaults:\n  noisy_clients: 0.3\n")
+
+    # execute
+    config = load_experiment(path)
+
+    # assert
+    assert config.dataset == "fashion-mnist"
+    assert config.clients == 7
+    assert config.lr == pytest.approx(0.05)
+    assert config.faults == FaultConfig(noisy_clients=0.3)
+    assert config.rounds == ExperimentConfig().rounds
+
+
+def test_flags_override_one_key_of_a_section_and_keep_the_others(tmp_path: Path) -> None:
+    # prepare
+    path = _write(tmp_path, "faults:\n  noisy_clients: 0.3\n  noise_rate: 0.2\nrounds: 4\n")
+
+    # execute
+    config = load_experiment(path, {"faults.noisy_clients": 0.5, "rounds": None, "seed": 9})
+
+    # assert
+    assert config.faults.noisy_clients == pytest.approx(0.5)
+    assert config.faults.noise_rate == pytest.approx(0.2)
+    assert config.rounds == 4  # an unset flag (None) keeps the file's value
+    assert config.seed == 9
+
+
+def test_pruning_is_off_unless_a_sparsity_is_given(tmp_path: Path) -> None:
+    dense = load_experiment(_write(tmp_path, "rounds: 2\n"))
+    pruned = load_experiment(_write(tmp_path, "pruning:\n  sparsity: 0.6\n"))
+
+    assert not dense.pruning.enabled
+    assert pruned.pruning == PruningConfig(sparsity=0.6)
+    assert pruned.pruning.enabled
+
+
+def test_unknown_setting_is_named_and_the_known_ones_listed(tmp_path: Path) -> None:
+    path = _write(tmp_path, "rounds: 3\nlearning_rate: 0.1\n")
+
+    with pytest.raises(ConfigError) as raised:
+        load_experiment(path)
+
+    assert "learning_rate" in str(raised.value)
+    assert "lr" in raised.value.hint
+
+
+def test_unknown_fault_is_named_with_its_section(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="faults.byzantine"):
+        load_experiment(_write(tmp_path, "faults:\n  byzantine: 0.1\n"))
+
+
+def test_a_value_of_the_wrong_type_names_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="clients must be a int"):
+        load_experiment(_write(tmp_path, "clients: many\n"))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("clients: 0\n", "clients=0 must be at least 1"),
+        ("lr: -0.1\n", "lr=-0.1 must be positive"),
+        ("target_accuracy: 96\n", "target_accuracy=96.0 must lie in"),
+        ("faults:\n  noisy_clients: 0.7\n  free_riders: 0.5\n", "add up to 1.2"),
+        ("faults:\n  noise_rate: 1.5\n", "noise_rate=1.5 must lie in"),
+        ("strategy_options: fast\n", "strategy_options must be a mapping"),
+        ("pruning:\n  sparsity: 1.0\n", "sparsity must be in"),
+    ],
+)
+def test_impossible_values_are_refused_with_the_reason(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(_write(tmp_path, text))
+
+
+def test_a_missing_config_file_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_experiment(tmp_path / "nowhere.yaml")
