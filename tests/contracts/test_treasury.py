@@ -1,0 +1,49 @@
+"""Treasury: only the modules move money, withdraw pays exactly once, re-entrancy gains nothing."""
+
+from __future__ import annotations
+
+from fedchain.chain.contract import Contract
+from tests.contracts.conftest import CLIENTS, PUBLISHER, STRANGER, FedChain, TaskParams, data_commitment
+
+
+def test_only_the_modules_deposit_or_credit(chain: FedChain) -> None:
+    stranger = chain.account(STRANGER)
+    with chain.reverts("TreasuryUnauthorized", stranger):
+        chain.send("Treasury", "deposit", 1, stranger, by=STRANGER, value=1)
+    with chain.reverts("TreasuryUnauthorized", stranger):
+        chain.send("Treasury", "credit", 1, stranger, 1, b"\0" * 32, by=STRANGER)
+
+
+def test_withdraw_pays_the_whole_claimable_balance_once(chain: FedChain) -> None:
+    task = chain.create_task(budget=10**18)
+    chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
+    before = chain.balance(PUBLISHER)
+    receipt = chain.send("Treasury", "withdraw", by=PUBLISHER)
+    assert receipt.events_of(chain.registry.event("Withdrawn"))[0].amount == 10**18
+    assert chain.balance(PUBLISHER) == before + 10**18 - receipt.fee_wei
+    assert chain.view("Treasury", "claimable", chain.account(PUBLISHER)) == 0
+    with chain.reverts("TreasuryNothingToWithdraw", chain.account(PUBLISHER)):
+        chain.send("Treasury", "withdraw", by=PUBLISHER)
+    totals = chain.solvency()
+    assert (totals.deposited, totals.withdrawn, totals.held, totals.claimable, totals.balance) == (10**18, 10**18, 0, 0, 0)
+
+
+def test_a_reentrant_withdrawer_gains_nothing(chain: FedChain) -> None:
+    # Prepare: the attacker joins as a client and gets its deposit back as claimable.
+    artifact = chain.artifacts["ReentrantWithdrawer"]
+    chain.registry.add_abi(artifact.abi)
+    attacker = Contract.deploy(chain.transactor(STRANGER), artifact.bytecode, chain.addresses["Treasury"], abi=artifact.abi)
+    task = chain.create_task()
+    deposit = TaskParams().client_deposit
+    attacker.transact("join", chain.addresses["RoundLedger"], task, data_commitment(1, b"\0" * 32), value=deposit)
+    chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
+    chain.send("RoundLedger", "settle", task, by=CLIENTS[0])
+    assert chain.view("Treasury", "claimable", attacker.address) == deposit
+    treasury_before = chain.solvency()
+    # Execute: withdraw, re-entering from receive().
+    with chain.reverts("TreasuryTransferFailed", attacker.address, deposit):
+        attacker.transact("attack")
+    # Assert: nothing moved.
+    assert int(chain.w3.eth.get_balance(attacker.address)) == 0
+    assert chain.view("Treasury", "claimable", attacker.address) == deposit
+    assert chain.solvency() == treasury_before
