@@ -23,6 +23,16 @@ def sparsify_top_magnitude(update: torch.Tensor, k: int) -> torch.Tensor:
     return torch.where(top_k_mask(update.abs(), k), update, torch.zeros_like(update))
 
 
+def sparsify_top_magnitude_many(update: torch.Tensor, counts: list[int]) -> torch.Tensor:
+    """``[sparsify_top_magnitude(update, k) for k in counts]`` stacked ``[len(counts), d]``, with one sort."""
+    order = torch.argsort(update.abs(), descending=True, stable=True)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(order.numel(), device=order.device)
+    limits = torch.tensor(counts, dtype=rank.dtype, device=rank.device).clamp(0, update.numel())
+    keep = rank[None, :] < limits[:, None]
+    return torch.where(keep, update[None, :], torch.zeros((), dtype=update.dtype, device=update.device))
+
+
 def distribution_scores(vector: torch.Tensor) -> torch.Tensor:
     """FedFAIM eqs. 4.17/4.18: ``|v_j| / sum_j |v_j|`` (all zeros for the zero vector)."""
     magnitude = vector.abs()

@@ -293,7 +293,7 @@ class Strategy(ABC, Generic[S]):
                 hint="pass the state returned by this strategy's previous round (or None for the first round)",
             )
         finite = finite_rows(updates).cpu()
-        clean = torch.where(finite.to(updates.device)[:, None], updates, torch.zeros_like(updates))
+        clean = updates if finite.all() else torch.where(finite.to(updates.device)[:, None], updates, torch.zeros_like(updates))
         sent = global_params
         if self.pruning is not None:
             mask = topology_mask(global_params, state.round + 1, self.pruning)

@@ -28,7 +28,7 @@ import torch
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregate import data_shares, normalise_weights, row_norms, unit_rows, weighted_sum, ZERO_NORM
 from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON, loss_kl
-from fedchain.fl.rewards import sparsify_top_magnitude
+from fedchain.fl.rewards import sparsify_top_magnitude_many
 from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register
 
 
@@ -134,7 +134,7 @@ class FedAVE(Strategy[FedAVEState]):
             global_update.numel(),
             self.beta,
         )
-        reward_updates = torch.stack([sparsify_top_magnitude(global_update, k) for k in quotas])
+        reward_updates = sparsify_top_magnitude_many(global_update, quotas)
         return RoundResult(
             global_params=inputs.global_params + global_update,
             contribution=reputation,
