@@ -200,9 +200,10 @@ def decode_update(
     """Check an untrusted payload and return its parameters; never unpickles.
 
     ``expected_hash`` is the hash committed on chain (``None`` only when the
-    caller has verified the bytes already). ``expected_meta``, when given, must equal the payload's metadata.
-    Raises an :class:`~fedchain.errors.UpdateRejected` subclass whose
-    ``reason`` says what was wrong (see the module's table).
+    caller has verified the bytes already). ``expected_meta``, when given,
+    must equal the payload's metadata. Raises an
+    :class:`~fedchain.errors.UpdateRejected` subclass whose ``reason`` says
+    what was wrong (see the module's table).
     """
     if len(data) > max_bytes:
         raise UpdateTooLarge(f"the update has {len(data)} bytes, over the limit of {max_bytes}")
@@ -211,6 +212,13 @@ def decode_update(
         raise UpdateHashMismatch(
             f"the update hashes to {to_hex(digest)}, but {to_hex(parse_digest(expected_hash))} was committed"
         )
+    return _decode_hashed(data, digest, expected_spec, expected_meta)
+
+
+def _decode_hashed(
+    data: bytes, digest: bytes, expected_spec: ParamSpec, expected_meta: UpdateMeta | None
+) -> DecodedUpdate:
+    """The checks after size and hash: format, metadata, tensor spec, finiteness."""
     header = _header(data)
     try:
         tensors = load_safetensors(bytes(data))
@@ -229,13 +237,18 @@ def decode_update(
     return DecodedUpdate(params={name: tensors[name] for name in expected_spec.names}, meta=meta, digest=digest)
 
 
-def store_update(store: BlobStore, params: Mapping[str, torch.Tensor], meta: UpdateMeta) -> bytes:
-    """Encode ``params`` and put them in ``store``; returns the hash to commit on chain."""
+def _require_canonical(store: BlobStore) -> None:
+    """Refuse a store whose object names are not the hashes committed on chain."""
     if store.hash_name != CANONICAL_HASH:
         raise StoreError(
             f"{store!r} files objects by {store.hash_name}, so its names are not the hashes committed on chain",
             hint=f"open the store with hash_name={CANONICAL_HASH!r} (the default) for updates and models",
         )
+
+
+def store_update(store: BlobStore, params: Mapping[str, torch.Tensor], meta: UpdateMeta) -> bytes:
+    """Encode ``params`` and put them in ``store``; returns the hash to commit on chain."""
+    _require_canonical(store)
     return store.put(encode_update(params, meta))
 
 
@@ -252,6 +265,7 @@ def fetch_update(
     Store failures become rejections too: absent -> ``missing``, larger than
     ``max_bytes`` -> ``oversized``, damaged -> ``hash_mismatch``.
     """
+    _require_canonical(store)
     name = to_hex(parse_digest(expected_hash))
     try:
         data = store.get(expected_hash, max_bytes=max_bytes)
@@ -261,6 +275,5 @@ def fetch_update(
         raise UpdateTooLarge(f"update {name}: {err.args[0]}") from err
     except BlobCorrupted as err:
         raise UpdateHashMismatch(f"update {name}: {err.args[0]}") from err
-    # A keccak256-addressed store has just verified the bytes against expected_hash: do not hash twice.
-    verified = store.hash_name == CANONICAL_HASH
-    return decode_update(data, None if verified else expected_hash, expected_spec, max_bytes, expected_meta=expected_meta)
+    # The store has just checked the size and verified the bytes against expected_hash: do not hash twice.
+    return _decode_hashed(data, parse_digest(expected_hash), expected_spec, expected_meta)

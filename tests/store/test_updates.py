@@ -293,9 +293,13 @@ def test_fetch_update_rejects_an_oversized_object_without_reading_it(tmp_path: P
         fetch_update(store, digest, SPEC, max_bytes=100)
 
 
-def test_store_update_refuses_a_store_not_addressed_by_the_on_chain_hash(tmp_path: Path) -> None:
+def test_updates_refuse_a_store_not_addressed_by_the_on_chain_hash(tmp_path: Path) -> None:
+    store = open_store(tmp_path, hash_name="sha256")
+
     with pytest.raises(StoreError, match="sha256"):
-        store_update(open_store(tmp_path, hash_name="sha256"), tiny_params(), META)
+        store_update(store, tiny_params(), META)
+    with pytest.raises(StoreError, match="sha256"):
+        fetch_update(store, store.put(encode_update(tiny_params(), META)), SPEC, LIMIT)
 
 
 def test_client_addresses_compare_equal_whatever_their_checksum_casing() -> None:
