@@ -126,6 +126,7 @@ class RoundInputs:
 
     @property
     def n_clients(self) -> int:
+        """The number of updates n."""
         return self.updates.shape[0]
 
     def evaluator(self, strategy: str) -> Evaluator:

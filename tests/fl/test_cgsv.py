@@ -50,7 +50,7 @@ def test_cgsv_round_two_uses_the_decayed_gamma() -> None:
     torch.testing.assert_close(second.state.weights, torch.tensor([0.405473, 0.594527], dtype=F64), atol=1e-6, rtol=0)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 5), rounds=st.integers(1, 3))
 def test_cgsv_with_gamma0_one_and_raw_updates_is_fedavg(seed: int, n: int, rounds: int) -> None:
     generator = torch.Generator().manual_seed(seed)
@@ -69,7 +69,7 @@ def test_cgsv_with_gamma0_one_and_raw_updates_is_fedavg(seed: int, n: int, round
     torch.testing.assert_close(state.weights, sizes.to(F64) / sizes.sum())
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 5))
 def test_cgsv_weights_stay_a_distribution_and_follow_permutations(seed: int, n: int) -> None:
     generator = torch.Generator().manual_seed(seed)

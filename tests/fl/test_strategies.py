@@ -48,7 +48,7 @@ def test_a_non_finite_update_is_rejected_and_never_averaged_in(name: str, bad: f
 
 
 @pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave"])
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 1000), n=st.integers(2, 5))
 def test_strategies_are_permutation_equivariant_with_weights_summing_to_one(name: str, seed: int, n: int) -> None:
     generator = torch.Generator().manual_seed(seed)

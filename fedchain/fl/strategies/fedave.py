@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from fedchain.errors import ConfigError
-from fedchain.fl.aggregate import data_shares, normalise_weights, row_norms, unit_rows, weighted_sum, ZERO_NORM
+from fedchain.fl.aggregate import ZERO_NORM, data_shares, normalise_weights, row_norms, unit_rows, weighted_sum
 from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON, loss_kl
 from fedchain.fl.rewards import sparsify_top_magnitude_many
 from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register

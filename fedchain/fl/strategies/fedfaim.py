@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from fedchain.errors import ConfigError
-from fedchain.fl.aggregate import row_norms, cosine_to, weighted_sum
+from fedchain.fl.aggregate import cosine_to, row_norms, weighted_sum
 from fedchain.fl.rewards import select_by_agreement
 from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register
 
