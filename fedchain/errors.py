@@ -33,6 +33,12 @@ class ConfigError(FedchainError):
     hint = "check the option against `fedchain COMMAND --help`"
 
 
+class TaskSpecError(ConfigError):
+    """A task spec read from the blob store is malformed or not in canonical form."""
+
+    hint = "the publisher must write the spec with `fedchain task create`; check the task's datasetId and --store"
+
+
 class DataError(FedchainError):
     """A dataset, data root or partition cannot be used."""
 

@@ -1,0 +1,282 @@
+"""The task spec: what every agent of one task must agree on, stored in the blob store.
+
+A task's on-chain parameters (``ITaskRegistry.TaskParams``) hold money, time and
+thresholds. Everything else the processes of a task share (the dataset, the
+model architecture, local-training hyper-parameters, the aggregation strategy,
+the client's privacy budget and the publisher's validation set) is a
+:class:`TaskSpec`, written to the blob store as canonical JSON bytes:
+
+* the task's on-chain ``datasetId`` is ``keccak256(spec.to_bytes())``, the
+  store key of the spec (:func:`put_spec` returns it, :func:`load_spec` reads it);
+* the task's on-chain ``modelId`` is the keccak256 of the initial global
+  model's safetensors bytes (:func:`put_initial_model`, :func:`load_model`);
+* the global model after round ``n`` is the store object named by
+  ``RoundPosted(n).modelHash`` (:func:`model_meta` is its metadata).
+
+So any agent that knows a task id reads the task's params on chain, then the
+spec and the current global model from the store, and verifies both by hash.
+
+>>> spec = TaskSpec(dataset="mnist", model="cnn")
+>>> TaskSpec.from_bytes(spec.to_bytes()) == spec
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, Mapping
+
+import torch
+
+from fedchain.errors import ConfigError, TaskSpecError
+from fedchain.fl.params import Params, ParamSpec
+from fedchain.models.registry import ModelSpec
+from fedchain.store.blobs import BlobStore
+from fedchain.store.digest import keccak256, to_hex
+from fedchain.trainer.config import TrainConfig
+from fedchain.updates import UpdateMeta, fetch_update, store_update
+
+if TYPE_CHECKING:
+    from fedchain.data.datasets import ImageDataset
+
+#: Version tag written into every spec; a reader rejects any other.
+FORMAT = "fedchain-taskspec/1"
+
+#: The initial model exists before its task has an id; its metadata names task 0 (ids start at 1).
+INITIAL_MODEL_TASK_ID = 0
+
+#: Slack over ``4 * numel`` bytes for a payload's safetensors header (names, shapes, metadata).
+PAYLOAD_HEADER_SLACK_BYTES = 64 * 1024
+
+#: Local privacy mechanisms a client may apply (fedchain.data.privacy).
+PrivacyMechanism = Literal["laplace", "gaussian"]
+
+#: Which split of the dataset the publisher's validation samples come from.
+ValidationSplit = Literal["test", "train"]
+
+
+@dataclass(frozen=True)
+class ValidationSpec:
+    """The publisher's held-out validation set: ``size`` samples of a split, chosen by a seeded permutation.
+
+    Attributes:
+        split: the dataset split the samples come from (``test``: never seen by any client).
+        size: number of samples (1 or more; capped by the split's size when loaded).
+        seed: seed of the permutation that picks them.
+    """
+
+    split: ValidationSplit = "test"
+    size: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.split not in ("test", "train"):
+            raise ConfigError(f"validation.split must be 'test' or 'train', got {self.split!r}")
+        if self.size < 1:
+            raise ConfigError(f"validation.size must be at least 1, got {self.size}")
+
+    def indices(self, n_samples: int) -> torch.Tensor:
+        """The chosen sample indices ``[min(size, n_samples)]`` int64, in permutation order."""
+        generator = torch.Generator().manual_seed(self.seed)
+        return torch.randperm(n_samples, generator=generator)[: min(self.size, n_samples)]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything the agents of one task share off chain (see the module docstring).
+
+    Attributes:
+        dataset: dataset name (``mnist``, ``fashion-mnist``, ``cifar10``).
+        model: model name (``lenet5``, ``cnn``, ``resnet18``).
+        num_classes: number of classes of the classifier.
+        in_channels: image channels (1 for MNIST-like data, 3 for CIFAR-10).
+        lr: local SGD learning rate.
+        momentum: local SGD momentum.
+        batch_size: local mini-batch size, samples.
+        local_epochs: local passes over a client's data per round.
+        seed: the task's seed: the initial model's weights and each round's training seed derive from it.
+        strategy: aggregation strategy name (``fedchain.fl.get_strategy``).
+        strategy_options: the strategy's options (its dataclass fields), JSON values.
+        privacy_epsilon: per-pixel local privacy budget a client applies before handing its data over; None: none.
+        privacy_mechanism: ``laplace`` or ``gaussian`` (with ``privacy_delta``).
+        privacy_delta: delta of the Gaussian mechanism.
+        validation: the publisher's validation set.
+    """
+
+    dataset: str = "mnist"
+    model: str = "cnn"
+    num_classes: int = 10
+    in_channels: int = 1
+    lr: float = 0.05
+    momentum: float = 0.0
+    batch_size: int = 32
+    local_epochs: int = 1
+    seed: int = 0
+    strategy: str = "fedavg"
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    privacy_epsilon: float | None = None
+    privacy_mechanism: PrivacyMechanism = "laplace"
+    privacy_delta: float = 1e-5
+    validation: ValidationSpec = field(default_factory=ValidationSpec)
+
+    def __post_init__(self) -> None:
+        # Canonical names, so that equal tasks give equal bytes and the same datasetId.
+        from fedchain.data.datasets import dataset_info
+
+        object.__setattr__(self, "dataset", dataset_info(self.dataset).name)
+        object.__setattr__(self, "model", ModelSpec(self.model, self.num_classes, self.in_channels).name)
+        options = json.loads(json.dumps(dict(self.strategy_options), sort_keys=True))  # JSON values only
+        object.__setattr__(self, "strategy_options", MappingProxyType(options))
+        self.train_config(0)  # validates lr, momentum, batch_size, local_epochs
+        if self.privacy_epsilon is not None and not (self.privacy_epsilon > 0 and math.isfinite(self.privacy_epsilon)):
+            raise ConfigError(f"privacy_epsilon must be a positive number or None, got {self.privacy_epsilon}")
+        if self.privacy_mechanism not in ("laplace", "gaussian"):
+            raise ConfigError(f"privacy_mechanism must be 'laplace' or 'gaussian', got {self.privacy_mechanism!r}")
+        if not 0 < self.privacy_delta < 1:
+            raise ConfigError(f"privacy_delta must be in (0, 1), got {self.privacy_delta}")
+        if self.seed < 0:
+            raise ConfigError(f"seed must be non-negative, got {self.seed}")
+
+    # -- serialisation -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as plain JSON values (with the format tag)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["strategy_options"] = dict(self.strategy_options)
+        data["validation"] = dataclasses.asdict(self.validation)
+        return {"format": FORMAT, **data}
+
+    def to_bytes(self) -> bytes:
+        """Canonical JSON (sorted keys, no spaces, UTF-8): the bytes whose keccak256 is the task's datasetId."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "TaskSpec":
+        """Parse :meth:`to_bytes`'s output; anything else raises :class:`~fedchain.errors.TaskSpecError`."""
+        from fedchain.config import from_mapping
+
+        try:
+            fields = json.loads(bytes(data).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise TaskSpecError(f"the task spec is not UTF-8 JSON: {err}") from err
+        if not isinstance(fields, dict) or fields.pop("format", None) != FORMAT:
+            raise TaskSpecError(f"the task spec is not in the {FORMAT} format")
+        try:
+            return from_mapping(cls, fields)
+        except ConfigError as err:
+            raise TaskSpecError(f"the task spec is invalid: {err}") from err
+
+    @property
+    def dataset_id(self) -> bytes:
+        """keccak256 of :meth:`to_bytes`: the task's on-chain ``datasetId`` and the spec's store key."""
+        return keccak256(self.to_bytes())
+
+    # -- what agents build from it -------------------------------------------------------------
+
+    def model_spec(self) -> ModelSpec:
+        """The model architecture (buildable in worker processes)."""
+        return ModelSpec(self.model, self.num_classes, self.in_channels)
+
+    def train_config(self, round_number: int) -> TrainConfig:
+        """Local training of round ``round_number`` (1-based); its seed is derived from the task's seed and the round."""
+        return TrainConfig(
+            lr=self.lr,
+            momentum=self.momentum,
+            batch_size=self.batch_size,
+            local_epochs=self.local_epochs,
+            seed=self.seed * 1_000_003 + round_number,
+        )
+
+    def param_spec(self) -> ParamSpec:
+        """Names, shapes and dtypes of the model's parameters (what every update and global model must have)."""
+        return ParamSpec.of(self.model_spec().build().state_dict())
+
+    def max_payload_bytes(self) -> int:
+        """The size limit of an update or a global model of this task, bytes."""
+        spec = self.param_spec()
+        widest = max((torch.empty((), dtype=dtype).element_size() for dtype in spec.dtypes), default=4)
+        return spec.numel * widest + PAYLOAD_HEADER_SLACK_BYTES
+
+    def initial_params(self) -> Params:
+        """The initial global model: the architecture's default initialisation under the task's seed."""
+        state = torch.random.get_rng_state()
+        try:
+            torch.manual_seed(self.seed)
+            module = self.model_spec().build()
+        finally:
+            torch.random.set_rng_state(state)
+        return {name: tensor.detach().clone() for name, tensor in module.state_dict().items()}
+
+
+def load_validation(spec: TaskSpec, data_root: str | None = None) -> "ImageDataset":
+    """The publisher's validation set of ``spec`` from the data root (``--data-root`` or ``FEDCHAIN_DATA_ROOT``)."""
+    from fedchain.data.datasets import load_dataset
+
+    dataset = load_dataset(spec.dataset, train=spec.validation.split == "train", root=data_root)
+    return dataset.subset(spec.validation.indices(len(dataset)))
+
+
+def model_meta(spec: TaskSpec, task_id: int, round_number: int) -> UpdateMeta:
+    """Metadata of the global model of ``task_id`` after ``round_number`` (0: the initial model, task id 0)."""
+    task = INITIAL_MODEL_TASK_ID if round_number == 0 else task_id
+    return UpdateMeta(task_id=task, round=round_number, kind="model", model=spec.model)
+
+
+def put_spec(store: BlobStore, spec: TaskSpec) -> bytes:
+    """Write ``spec`` to ``store``; returns its key, the task's on-chain ``datasetId``."""
+    return store.put(spec.to_bytes())
+
+
+def load_spec(store: BlobStore, dataset_id: bytes | str) -> TaskSpec:
+    """Read and parse the spec named by a task's on-chain ``datasetId`` (the store verifies the hash)."""
+    data = store.get(dataset_id, max_bytes=PAYLOAD_HEADER_SLACK_BYTES)
+    spec = TaskSpec.from_bytes(data)
+    if spec.dataset_id != keccak256(data):
+        raise TaskSpecError(
+            f"the task spec {to_hex(keccak256(data))} is not in canonical form",
+            hint="write specs with fedchain.taskspec.put_spec, which stores the canonical bytes",
+        )
+    return spec
+
+
+def put_initial_model(store: BlobStore, spec: TaskSpec) -> bytes:
+    """Write the initial global model of ``spec`` to ``store``; returns its hash, the task's on-chain ``modelId``."""
+    return store_update(store, spec.initial_params(), model_meta(spec, INITIAL_MODEL_TASK_ID, 0))
+
+
+def put_model(store: BlobStore, spec: TaskSpec, task_id: int, round_number: int, params: Params) -> bytes:
+    """Write the global model of ``task_id`` after ``round_number`` to ``store``; returns the hash to post on chain."""
+    return store_update(store, params, model_meta(spec, task_id, round_number))
+
+
+def load_model(
+    store: BlobStore, spec: TaskSpec, model_hash: bytes | str, *, task_id: int | None = None, round_number: int | None = None
+) -> Params:
+    """Fetch and check a global model by its on-chain hash (``modelId`` or ``RoundPosted.modelHash``).
+
+    With ``task_id`` and ``round_number`` the model's metadata must name them
+    (round 0 is the initial model). Raises an
+    :class:`~fedchain.errors.UpdateRejected` subclass when the object is missing or malformed.
+    """
+    expected = None if round_number is None else model_meta(spec, task_id or INITIAL_MODEL_TASK_ID, round_number)
+    decoded = fetch_update(store, model_hash, spec.param_spec(), spec.max_payload_bytes(), expected_meta=expected)
+    return decoded.params
+
+
+__all__ = [
+    "FORMAT",
+    "INITIAL_MODEL_TASK_ID",
+    "TaskSpec",
+    "ValidationSpec",
+    "load_model",
+    "load_spec",
+    "load_validation",
+    "model_meta",
+    "put_initial_model",
+    "put_model",
+    "put_spec",
+]
