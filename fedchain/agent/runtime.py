@@ -160,8 +160,9 @@ class Agent:
         work(draft)
         if last_block is not None:
             draft.last_block = last_block
-        save_state(self.settings.state_path, draft)
-        self._state = draft
+        if draft != self._state:  # an idle poll that changed nothing costs no disk write
+            save_state(self.settings.state_path, draft)
+            self._state = draft
 
     def step(self) -> BlockRange | None:
         """Handle the next confirmed block range, or run the idle handler; returns the range handled."""

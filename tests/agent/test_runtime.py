@@ -193,3 +193,12 @@ def test_a_state_ahead_of_the_chain_is_refused_as_a_reset_chain(tmp_path: Path, 
         agent.step()
 
     assert str(settings.state_path) in raised.value.hint
+
+
+def test_an_idle_poll_that_changes_nothing_writes_nothing(tmp_path: Path, chain: Web3) -> None:
+    settings = settings_for(tmp_path, chain)
+    agent = Agent(settings, head=lambda: chain.eth.block_number, handle=lambda b, s: None, idle=lambda state: None)
+
+    assert agent.step() is None
+
+    assert not settings.state_path.exists()
