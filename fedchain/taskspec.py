@@ -11,7 +11,10 @@ the client's privacy budget and the publisher's validation set) is a
 * the task's on-chain ``modelId`` is the keccak256 of the initial global
   model's safetensors bytes (:func:`put_initial_model`, :func:`load_model`);
 * the global model after round ``n`` is the store object named by
-  ``RoundPosted(n).modelHash`` (:func:`model_meta` is its metadata).
+  ``RoundPosted(n).modelHash`` (:func:`model_meta` is its metadata);
+* a fog node's update for client ``i`` in round ``n`` is the parameters' delta
+  (trained minus the global model it started from), written with
+  :func:`fedchain.updates.store_update` and :func:`update_meta` (job id = client index).
 
 So any agent that knows a task id reads the task's params on chain, then the
 spec and the current global model from the store, and verifies both by hash.
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping
 import torch
 
 from fedchain.errors import ConfigError, TaskSpecError
-from fedchain.fl.params import Params, ParamSpec
+from fedchain.fl.params import Params, ParamSpec, unflatten
 from fedchain.models.registry import ModelSpec
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
@@ -203,13 +206,9 @@ class TaskSpec:
 
     def initial_params(self) -> Params:
         """The initial global model: the architecture's default initialisation under the task's seed."""
-        state = torch.random.get_rng_state()
-        try:
-            torch.manual_seed(self.seed)
-            module = self.model_spec().build()
-        finally:
-            torch.random.set_rng_state(state)
-        return {name: tensor.detach().clone() for name, tensor in module.state_dict().items()}
+        from fedchain.trainer.trainer import initial_params
+
+        return unflatten(initial_params(self.model_spec(), self.seed), self.param_spec())
 
 
 def load_validation(spec: TaskSpec, data_root: str | None = None) -> "ImageDataset":
@@ -224,6 +223,15 @@ def model_meta(spec: TaskSpec, task_id: int, round_number: int) -> UpdateMeta:
     """Metadata of the global model of ``task_id`` after ``round_number`` (0: the initial model, task id 0)."""
     task = INITIAL_MODEL_TASK_ID if round_number == 0 else task_id
     return UpdateMeta(task_id=task, round=round_number, kind="model", model=spec.model)
+
+
+def update_meta(spec: TaskSpec, task_id: int, round_number: int, client_index: int, client: str) -> UpdateMeta:
+    """Metadata of the update a fog node commits for client ``client_index`` (address ``client``) in a round.
+
+    The job id is the client's index in the task (one training job per client); the aggregator
+    rejects an update whose metadata differs (``wrong_metadata``).
+    """
+    return UpdateMeta(task_id=task_id, round=round_number, kind="update", job_id=client_index, client=client, model=spec.model)
 
 
 def put_spec(store: BlobStore, spec: TaskSpec) -> bytes:
@@ -279,4 +287,5 @@ __all__ = [
     "put_initial_model",
     "put_model",
     "put_spec",
+    "update_meta",
 ]
