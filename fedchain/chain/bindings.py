@@ -434,6 +434,76 @@ class AuctionZeroFrequency(CustomError):
     bidder: str
 
 
+class HandoffAlreadyCommitted(CustomError):
+    """The job's data hash was already committed; it cannot change.
+
+    ``HandoffAlreadyCommitted(uint256,uint256,bytes32)``
+
+    - ``task_id``: the task
+    - ``client_index``: the job's client
+    - ``data_hash``: the hash committed before
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'dataHash', 'type': 'bytes32'}], 'name': 'HandoffAlreadyCommitted', 'type': 'error'}
+    structs = STRUCTS
+    hint = "The job's data hash was already committed; it cannot change."
+    task_id: int
+    client_index: int
+    data_hash: bytes
+
+
+class HandoffJobNotAwarded(CustomError):
+    """The job has no fog node to hand data to: its auction is not closed with a winner.
+
+    ``HandoffJobNotAwarded(uint256,uint256,uint8)``
+
+    - ``task_id``: the task
+    - ``client_index``: the job's client
+    - ``status``: the job's status, as uint8 of IFogAuction.JobStatus
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'uint8', 'name': 'status', 'type': 'uint8'}], 'name': 'HandoffJobNotAwarded', 'type': 'error'}
+    structs = STRUCTS
+    hint = 'The job has no fog node to hand data to: its auction is not closed with a winner.'
+    task_id: int
+    client_index: int
+    status: int
+
+
+class HandoffNotClient(CustomError):
+    """Only the job's client may commit its data.
+
+    ``HandoffNotClient(uint256,uint256,address)``
+
+    - ``task_id``: the task
+    - ``client_index``: the job's client
+    - ``caller``: the rejected caller
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'address', 'name': 'caller', 'type': 'address'}], 'name': 'HandoffNotClient', 'type': 'error'}
+    structs = STRUCTS
+    hint = "Only the job's client may commit its data."
+    task_id: int
+    client_index: int
+    caller: str
+
+
+class HandoffZeroHash(CustomError):
+    """The zero hash names no data.
+
+    ``HandoffZeroHash(uint256,uint256)``
+
+    - ``task_id``: the task
+    - ``client_index``: the job's client
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'HandoffZeroHash', 'type': 'error'}
+    structs = STRUCTS
+    hint = 'The zero hash names no data.'
+    task_id: int
+    client_index: int
+
+
 class LedgerAlreadyJoined(CustomError):
     """The account already joined this task.
 
@@ -1092,6 +1162,25 @@ class Credited(ChainEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DataCommitted(ChainEvent):
+    """A client committed the hash of the data it handed to its job's fog node.
+
+    ``DataCommitted(uint256,uint256,bytes32)``
+
+    - ``task_id``: the task (indexed)
+    - ``client_index``: the job's client (indexed)
+    - ``data_hash``: keccak256 of the data's exact bytes (the blob store's key)
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'dataHash', 'type': 'bytes32'}], 'name': 'DataCommitted', 'type': 'event'}
+    structs: ClassVar[Mapping[str, type]] = STRUCTS
+
+    task_id: int
+    client_index: int
+    data_hash: bytes
+
+
+@dataclass(frozen=True, kw_only=True)
 class Deposited(ChainEvent):
     """Wei entered a task's pool.
 
@@ -1375,6 +1464,49 @@ class Withdrawn(ChainEvent):
 # --------------------------------------------------------------------------- contracts
 
 
+class DataHandoff(Contract):
+    """The ``DataHandoff`` contract (contracts/DataHandoff.sol).
+    It holds no money and no other state; it reads the ledger (who the client is) and the auction (whether the job was awarded).
+    """
+
+    NAME = 'DataHandoff'
+    ABI = (
+        {'inputs': [{'internalType': 'contract IRoundLedger', 'name': 'ledger', 'type': 'address'}, {'internalType': 'contract IFogAuction', 'name': 'auction', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'dataHash_', 'type': 'bytes32'}], 'name': 'commitData', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'dataHash', 'outputs': [{'internalType': 'bytes32', 'name': '', 'type': 'bytes32'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+    )
+    STRUCTS = STRUCTS
+
+    def commit_data(self, task_id: int, client_index: int, data_hash_: bytes) -> Receipt:
+        """Commit the hash of the job's data, once, as the job's client, after its auction awarded the job.
+
+        ``commitData(uint256,uint256,bytes32)``
+
+        - ``task_id``: the task
+        - ``client_index``: the caller's client index in the task
+        - ``data_hash_``
+        """
+        return self.transact('commitData(uint256,uint256,bytes32)', task_id, client_index, data_hash_)  # type: ignore[no-any-return]
+
+    def data_hash(self, task_id: int, client_index: int) -> bytes:
+        """The committed data hash of a job, or zero before the client committed it.
+
+        ``dataHash(uint256,uint256)`` (view: an eth_call)
+
+        - ``task_id``: the task
+        - ``client_index``: the job's client
+        """
+        return self.call('dataHash(uint256,uint256)', task_id, client_index)  # type: ignore[no-any-return]
+
+    def dependencies(self) -> tuple[str, str]:
+        """The contracts it reads: (RoundLedger, FogAuction).
+
+        ``dependencies()`` (view: an eth_call)
+        """
+        return self.call('dependencies()')  # type: ignore[no-any-return]
+
+
 class FogAuction(Contract):
     """The ``FogAuction`` contract (contracts/FogAuction.sol)."""
 
@@ -1470,7 +1602,7 @@ class FogAuction(Contract):
         return self.transact('commitUpdate(uint256,uint256,uint16,bytes32)', task_id, index, round, update_hash)  # type: ignore[no-any-return]
 
     def dependencies(self) -> tuple[str, str, str]:
-        """The contracts this auction talks to: (TaskRegistry, RoundLedger, Treasury).
+        """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
         """
@@ -1616,7 +1748,7 @@ class RoundLedger(Contract):
         return self.call('dataCommitment(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
 
     def dependencies(self) -> tuple[str, str, str]:
-        """The contracts this auction talks to: (TaskRegistry, RoundLedger, Treasury).
+        """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
         """
@@ -1762,7 +1894,7 @@ class TaskRegistry(Contract):
         return self.transact('createTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool),address)', p, aggregator, value=value)  # type: ignore[no-any-return]
 
     def dependencies(self) -> tuple[str, str]:
-        """The contracts this auction talks to: (TaskRegistry, RoundLedger, Treasury).
+        """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
         """
@@ -1907,18 +2039,19 @@ class Treasury(Contract):
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerNotAggregator, LedgerNotClient, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongRound, LedgerWrongTaskStatus, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
-    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, Deposited, FogSlashed, JobReassigned, JobSettled, RoundClosed, RoundPosted, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerNotAggregator, LedgerNotClient, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongRound, LedgerWrongTaskStatus, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
+    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, DataCommitted, Deposited, FogSlashed, JobReassigned, JobSettled, RoundClosed, RoundPosted, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
 )
 
 #: Contract classes by contract name.
-CONTRACTS: Mapping[str, type[Contract]] = {'FogAuction': FogAuction, 'RoundLedger': RoundLedger, 'TaskRegistry': TaskRegistry, 'Treasury': Treasury}
+CONTRACTS: Mapping[str, type[Contract]] = {'DataHandoff': DataHandoff, 'FogAuction': FogAuction, 'RoundLedger': RoundLedger, 'TaskRegistry': TaskRegistry, 'Treasury': Treasury}
 
 
 @dataclass(frozen=True)
 class FedChainContracts:
     """Every deployed FedChain contract, typed, sending through one transactor."""
 
+    data_handoff: DataHandoff
     fog_auction: FogAuction
     round_ledger: RoundLedger
     task_registry: TaskRegistry
@@ -1932,6 +2065,7 @@ class FedChainContracts:
         for event in REGISTRY.events:
             transactor.registry.register_event(event)
         return cls(
+            data_handoff=DataHandoff(transactor, deployment.address('DataHandoff')),
             fog_auction=FogAuction(transactor, deployment.address('FogAuction')),
             round_ledger=RoundLedger(transactor, deployment.address('RoundLedger')),
             task_registry=TaskRegistry(transactor, deployment.address('TaskRegistry')),

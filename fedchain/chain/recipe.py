@@ -1,6 +1,6 @@
 """What FedChain deploys and how it is wired.
 
-Four contracts, each with the addresses of the others as immutables (no
+Five contracts, each with the addresses of the others as immutables (no
 set-up transaction after deployment, nothing an owner could re-point later):
 
 ==============  =============================================================
@@ -8,12 +8,13 @@ Treasury        every wei: task pools, claimable balances, ``withdraw``
 TaskRegistry    tasks, parameters, budget, round clock
 RoundLedger     clients, reputation, round posting, settlement
 FogAuction      sealed-bid fog auctions, fog commits, slashing
+DataHandoff     the hash of each job's data, committed by its client
 ==============  =============================================================
 
 They refer to each other in a cycle, so each address is computed before the
 contracts exist: a contract created by an account's transaction number
 ``nonce`` lives at ``keccak256(rlp([sender, nonce]))[12:]``. The recipe sends
-the four creations with consecutive nonces and checks every address after.
+the creations with consecutive nonces and checks every address after.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from fedchain.errors import DeploymentError
 log = logging.getLogger(__name__)
 
 #: Contract names in deployment order (the order of the nonces their addresses are computed from).
-DEPLOYMENT_ORDER: tuple[str, ...] = ("Treasury", "TaskRegistry", "RoundLedger", "FogAuction")
+DEPLOYMENT_ORDER: tuple[str, ...] = ("Treasury", "TaskRegistry", "RoundLedger", "FogAuction", "DataHandoff")
 
 #: Constructor arguments of each contract, by the names of the contracts they point at.
 CONSTRUCTOR_ARGS: Mapping[str, tuple[str, ...]] = {
@@ -40,6 +41,7 @@ CONSTRUCTOR_ARGS: Mapping[str, tuple[str, ...]] = {
     "TaskRegistry": ("Treasury", "RoundLedger"),
     "RoundLedger": ("TaskRegistry", "Treasury", "FogAuction"),
     "FogAuction": ("TaskRegistry", "RoundLedger", "Treasury"),
+    "DataHandoff": ("RoundLedger", "FogAuction"),
 }
 
 #: Seconds to wait for a receipt, then for the confirmations.
