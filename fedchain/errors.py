@@ -187,3 +187,9 @@ class DeploymentError(ChainError):
 
 class AgentError(FedchainError):
     """A long-running agent (fog node, aggregator, client) cannot proceed."""
+
+
+class JobDataRejected(AgentError):
+    """A client's job data does not match its on-chain hash, its revealed data size, or the task's data format."""
+
+    hint = "the fog node does not train on it; the client must hand off the data it committed (same store, same bytes)"
