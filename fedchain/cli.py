@@ -24,6 +24,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("fedchain.experiments.simulate:simulate", "Run a federated experiment in one process, no chain."),
     "reproduce": ("fedchain.experiments.reproduce:reproduce", "Reproduce the papers' tables on real data."),
     "demo": ("fedchain.demo:demo", "Run the whole system on a local chain and print who earned what."),
+    "task": ("fedchain.publisher.cli:task", "Publish and manage tasks: create, start, cancel, show, settle."),
+    "withdraw": ("fedchain.publisher.cli:withdraw", "Withdraw your claimable balance (refunds, rewards, deposits)."),
+    "aggregator": ("fedchain.aggregator.cli:aggregator", "Run a task's aggregator: verify, score, aggregate, post rounds."),
 }
 
 

@@ -1,0 +1,72 @@
+"""``fedchain aggregator run``: the command line over :class:`fedchain.aggregator.service.Aggregator`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fedchain.aggregator.service import Aggregator, AggregatorSettings
+from fedchain.config import load_yaml
+from fedchain.publisher.session import session_from_options, session_options
+
+#: Where agents keep their state files unless told otherwise.
+DEFAULT_STATE_DIR = Path(".fedchain/agents")
+
+
+@click.group()
+def aggregator() -> None:
+    """The aggregator of a task: verify, score, aggregate and post every round."""
+
+
+@aggregator.command()
+@click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task to aggregate.")
+@click.option("--strategy", help="Aggregation strategy (fedavg, quality, cgsv, fedfaim). [default: the task spec's]")
+@click.option(
+    "--strategy-options", type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML file with the strategy's options. [default: the task spec's]",
+)
+@click.option(
+    "--quality", type=click.Choice(["auto", "loss", "contribution"]), default="auto", show_default=True,
+    help="The chain's q_i: Tian's validation-loss ratio, the strategy's rescaled contribution, or auto "
+    "(contribution for cgsv and fedfaim).",
+)
+@click.option("--data-root", help="Folder with the validation dataset. [default: $FEDCHAIN_DATA_ROOT]")
+@click.option("--device", default="auto", show_default=True, help="Torch device for evaluation (auto: CUDA when present).")
+@click.option(
+    "--state", "state_path", type=click.Path(dir_okay=False, path_type=Path),
+    help=f"The agent's state file. [default: {DEFAULT_STATE_DIR}/aggregator-task-ID.json]",
+)
+@click.option("--poll-interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between polls.")
+@click.option("--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks before events count.")
+@session_options
+def run(
+    task_id: int,
+    strategy: str | None,
+    strategy_options: Path | None,
+    quality: str,
+    data_root: str | None,
+    device: str,
+    state_path: Path | None,
+    poll_interval: float,
+    confirmations: int,
+    **options: Any,
+) -> None:
+    """Run the rounds of a task until it is settled; SIGTERM stops it cleanly and a restart resumes.
+
+    The signing account (FEDCHAIN_PRIVATE_KEY or --keystore) must be the task's aggregator.
+    """
+    settings = AggregatorSettings(
+        task_id=task_id,
+        state_path=state_path or DEFAULT_STATE_DIR / f"aggregator-task-{task_id}.json",
+        strategy=strategy,
+        strategy_options=load_yaml(strategy_options) if strategy_options else None,
+        quality=quality,  # type: ignore[arg-type]
+        data_root=data_root,
+        device=device,
+        poll_interval_s=poll_interval,
+        confirmations=confirmations,
+    )
+    state = Aggregator(session_from_options(**options), settings).run()
+    click.echo(f"task {task_id}: {'settled' if state.finished else 'stopped'} (last block {state.last_block})")

@@ -1,0 +1,163 @@
+"""One round's arithmetic: evaluate, aggregate, score; no chain and no store.
+
+:func:`score_round` takes the current global model and every client's update
+(``None`` where the client sent nothing usable: missing, malformed, removed),
+evaluates each client's updated model on the publisher's validation set
+(``loss_i``: never a loss the trainer reports), aggregates with the strategy,
+and returns the new global model with the chain's measurement of every client:
+quality ``q_i`` (Tian's loss ratio or the strategy's rescaled contribution,
+:mod:`fedchain.fl.quality`), round time and acceptance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import torch
+
+from fedchain.chain.bindings import Measurement
+from fedchain.data.datasets import ImageDataset
+from fedchain.errors import ConfigError
+from fedchain.fl.quality import QualitySource, round_quality, to_wad
+from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
+from fedchain.models.registry import ModelSpec
+from fedchain.trainer.evaluation import predict
+
+#: Largest value of the contract's ``uint64`` quality (about 18.4 in 1e18 fixed point); the contract caps lower.
+MAX_QUALITY_WAD = 2**64 - 1
+
+#: Strategies whose per-round contribution is the chain's quality by default (DESIGN.md).
+CONTRIBUTION_STRATEGIES = frozenset({"cgsv", "fedfaim", "fedave"})
+
+#: Strategies the aggregator cannot run: they need what only the clients hold.
+UNSUPPORTED_STRATEGIES = {"fedave": "it needs per-sample losses of each client's model on the client's own data"}
+
+QualityChoice = Literal["auto", "loss", "contribution"]
+
+
+def quality_source(strategy: str, choice: QualityChoice = "auto") -> QualitySource:
+    """The quality the chain gets for ``strategy``: ``auto`` is the contribution for contribution strategies, else the loss ratio."""
+    if choice == "auto":
+        return "contribution" if strategy in CONTRIBUTION_STRATEGIES else "loss"
+    if choice not in ("loss", "contribution"):
+        raise ConfigError(f"unknown quality source {choice!r}", hint="use auto, loss or contribution")
+    return choice
+
+
+def check_supported(strategy: str) -> None:
+    """A :class:`ConfigError` for strategies the aggregator cannot run."""
+    if strategy in UNSUPPORTED_STRATEGIES:
+        raise ConfigError(
+            f"the aggregator cannot run strategy {strategy!r}: {UNSUPPORTED_STRATEGIES[strategy]}",
+            hint="use fedavg, quality, cgsv or fedfaim (fedave runs in `fedchain simulate`)",
+        )
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """Evaluates flat models of one architecture on the validation set."""
+
+    model: ModelSpec
+    dataset: ImageDataset
+    device: torch.device | str = "cpu"
+
+    def evaluations(self, params: torch.Tensor) -> list[Evaluation]:
+        """One :class:`Evaluation` per row of ``params`` (``[d]`` or ``[n, d]``), with per-sample losses."""
+        result = predict(self.model, params.reshape(-1, params.shape[-1]), self.dataset, device=self.device)
+        return [
+            Evaluation(loss=float(loss), accuracy=float(acc), sample_losses=result.losses[r])
+            for r, (loss, acc) in enumerate(zip(result.mean_losses.tolist(), result.accuracies.tolist()))
+        ]
+
+    def __call__(self, params: torch.Tensor) -> Evaluation:
+        return self.evaluations(params)[0]
+
+
+@dataclass(frozen=True)
+class ClientInput:
+    """One client's part of a round.
+
+    Attributes:
+        update: the decoded update ``[d]`` (flat), or None when there is none usable.
+        data_size: D_i, samples (from its auction).
+        round_time: seconds from the round's start to its fog commit's block; None when nothing was committed.
+        active: whether the client is still in the task (entries of removed clients are ignored on chain).
+    """
+
+    update: torch.Tensor | None
+    data_size: int
+    round_time: int | None
+    active: bool = True
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """What a round produced: the new global model, its accuracy and the chain's measurements."""
+
+    global_params: torch.Tensor
+    accuracy: float
+    measurements: tuple[Measurement, ...]
+    qualities: tuple[float, ...]
+    client_losses: tuple[float, ...]
+    state: StrategyState | None
+
+    @property
+    def accuracy_wad(self) -> int:
+        """The accuracy in the chain's 1e18 fixed point."""
+        return to_wad([self.accuracy])[0]
+
+
+def score_round(
+    strategy: Strategy,
+    global_params: torch.Tensor,
+    clients: Sequence[ClientInput],
+    evaluator: Evaluator,
+    state: StrategyState | None,
+    *,
+    quality: QualitySource = "loss",
+) -> RoundOutcome:
+    """Evaluate every usable update, aggregate them, and measure every client for the chain (module docstring).
+
+    With no usable update the global model and the strategy's state stay as they were and every quality is 0.
+    """
+    n = len(clients)
+    usable = [c.update is not None and c.active for c in clients]
+    losses = [math.nan] * n
+    qualities = [0.0] * n
+    new_global, new_state = global_params, state
+    if any(usable):
+        rows = [i for i in range(n) if usable[i]]
+        updates = torch.full((n, global_params.numel()), math.nan, dtype=global_params.dtype)
+        for i in rows:
+            updates[i] = clients[i].update.to(global_params.dtype)  # type: ignore[union-attr]
+        evaluated = evaluator.evaluations(global_params + updates[rows])
+        placeholder = Evaluation(loss=math.nan, accuracy=0.0)
+        evaluations = [placeholder] * n
+        for i, evaluation in zip(rows, evaluated):
+            evaluations[i] = evaluation
+            losses[i] = evaluation.loss
+        sizes = [float(c.data_size) for c in clients]
+        result = strategy.round(
+            global_params, updates, sizes, state, Validation(evaluate=evaluator, client_evaluations=evaluations)
+        )
+        # A loss that is not finite (an update that blows the model up) fails the quality check too.
+        accepted = result.accepted & torch.tensor([math.isfinite(x) for x in losses])
+        result = dataclasses.replace(result, accepted=accepted)
+        scored = round_quality(result, source=quality, client_losses=torch.tensor(losses, dtype=torch.float64))
+        qualities = list(scored.values)
+        new_global, new_state = result.global_params, result.state
+        usable = accepted.tolist()
+    wads = to_wad(qualities)
+    measurements = tuple(
+        Measurement(
+            quality=min(wads[i], MAX_QUALITY_WAD) if usable[i] else 0,
+            round_time=(clients[i].round_time or 0) if clients[i].active else 0,
+            accepted=bool(usable[i]),
+        )
+        for i in range(n)
+    )
+    accuracy = evaluator(new_global).accuracy
+    return RoundOutcome(new_global, accuracy, measurements, tuple(qualities), tuple(losses), new_state)

@@ -1,0 +1,345 @@
+"""The aggregator of one task: the round loop over the chain and the blob store.
+
+Every round ``n``:
+
+1. wait until every active client's fog node has committed its update
+   (``UpdateCommitted``), or until the round's deadline has passed;
+2. after the deadline, report every awarded job without a commit
+   (``FogAuction.reportMissedRound``): the contract slashes the fog node and
+   hands the job to the best standby bid; the round still completes;
+3. fetch each committed update from the store, verify it against its on-chain
+   hash and decode it (:mod:`fedchain.updates`); a malformed update is a failed
+   quality check (``accepted = false``);
+4. evaluate, aggregate and score (:func:`fedchain.aggregator.scoring.score_round`),
+   with round time = block time of the commit - the round's start;
+5. write the new global model to the store, save the strategy's state, and
+   post the round in ONE transaction (``RoundLedger.postRound``).
+
+After the last round (or the target accuracy) it settles the task
+(``RoundLedger.settle`` and every job's ``settleJob``) and stops.
+
+Restart safety: the chain is the source of truth. The current round, whether
+it was posted, and who committed are read from the contracts at every step, so
+a restarted aggregator continues where the chain is and can never post a round
+twice (the contract also refuses a second post). The agent state keeps the
+last handled block and the model hash of every posted round; the strategy's
+state is checkpointed per round (:mod:`fedchain.aggregator.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from fedchain.agent import Agent, AgentSettings, AgentState, BlockRange
+from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
+from fedchain.aggregator.scoring import (
+    ClientInput,
+    Evaluator,
+    QualityChoice,
+    RoundOutcome,
+    check_supported,
+    quality_source,
+    score_round,
+)
+from fedchain.chain.bindings import (
+    AuctionNoMissedRound,
+    AuctionWrongJobStatus,
+    FogSlashed,
+    JobReassigned,
+    RoundPosted,
+    TaskParams,
+    TaskState,
+    UpdateCommitted,
+)
+from fedchain.chain.events import LogQuery, iter_events
+from fedchain.errors import ContractRevert, UpdateRejected
+from fedchain.fl.params import ParamSpec, flatten, unflatten
+from fedchain.fl.strategy import Strategy, get_strategy
+from fedchain.publisher.service import JobStatus, TaskStatus, settle_task
+from fedchain.publisher.session import ChainSession
+from fedchain.store.digest import to_hex
+from fedchain.taskspec import TaskSpec, load_model, load_spec, load_validation, put_model, update_meta
+from fedchain.updates import fetch_update
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AggregatorSettings:
+    """How the aggregator of one task runs.
+
+    Attributes:
+        task_id: the task it aggregates (the signing account must be its aggregator).
+        state_path: the agent's state file; strategy checkpoints go in a folder beside it.
+        strategy: the aggregation strategy; None: the task spec's.
+        strategy_options: the strategy's options; None: the task spec's.
+        quality: the chain's q_i: ``loss`` (Tian's loss ratio), ``contribution`` (the strategy's, rescaled),
+            or ``auto`` (contribution for cgsv and fedfaim, loss otherwise).
+        data_root: where the validation dataset is (None: ``$FEDCHAIN_DATA_ROOT``).
+        device: torch device for evaluation (``auto``: CUDA when present).
+        poll_interval_s: seconds between polls of the chain when nothing happens.
+        confirmations: blocks on top of a block before its events are handled.
+    """
+
+    task_id: int
+    state_path: Path
+    strategy: str | None = None
+    strategy_options: Mapping[str, Any] | None = None
+    quality: QualityChoice = "auto"
+    data_root: str | None = None
+    device: str = "auto"
+    poll_interval_s: float = 1.0
+    confirmations: int = 0
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Where the per-round strategy states are kept."""
+        return self.state_path.with_name(self.state_path.stem + "-strategy")
+
+
+@dataclass
+class _TaskContext:
+    """What the aggregator loads once: the task's parameters, spec, strategy and validation evaluator."""
+
+    params: TaskParams
+    spec: TaskSpec
+    strategy: Strategy
+    evaluator: Evaluator
+    quality: str
+    param_spec: ParamSpec
+    max_bytes: int
+    clients: list[str] = field(default_factory=list)
+
+
+class Aggregator:
+    """The round loop of one task (see the module docstring); :meth:`run` until the task is settled."""
+
+    def __init__(self, session: ChainSession, settings: AggregatorSettings) -> None:
+        self.session = session
+        self.settings = settings
+        self.task_id = settings.task_id
+        self.agent = Agent(
+            AgentSettings(
+                name=f"aggregator-task-{settings.task_id}",
+                state_path=settings.state_path,
+                start_block=session.deployment.block_number,
+                confirmations=settings.confirmations,
+                poll_interval_s=settings.poll_interval_s,
+            ),
+            head=lambda: int(session.w3.eth.block_number),
+            handle=self.handle,
+            idle=self.tick,
+        )
+        self.log = self.agent.log.bind(task=settings.task_id)
+        self._context: _TaskContext | None = None
+        self._waiting_logged: int | None = None
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> AgentState:
+        """Run rounds until the task is settled or a stop is requested (SIGTERM/SIGINT); returns the agent state."""
+        return self.agent.run()
+
+    def step(self) -> None:
+        """One step of the loop: handle new blocks, or do the round's work when caught up."""
+        self.agent.step()
+
+    @property
+    def state(self) -> AgentState:
+        return self.agent.state
+
+    def handle(self, blocks: BlockRange, state: AgentState) -> None:
+        """Log and record the task's events in ``blocks`` (commits, slashes, posted rounds)."""
+        contracts = self.session.contracts
+        query = LogQuery(
+            addresses=(contracts.fog_auction.address, contracts.round_ledger.address),
+            from_block=blocks.first,
+            to_block=blocks.last,
+        )
+        for event in iter_events(self.session.w3, self.session.transactor.registry, query):
+            if getattr(event, "task_id", None) != self.task_id:
+                continue
+            if isinstance(event, UpdateCommitted):
+                self.log.info("update committed", round=event.round, job=event.client_index, fog=event.fog,
+                              update=event.update_hash, tx=event.transaction_hash)
+            elif isinstance(event, FogSlashed):
+                self.log.info("fog slashed", round=event.round, job=event.client_index, fog=event.fog,
+                              tx=event.transaction_hash)
+            elif isinstance(event, JobReassigned):
+                self.log.info("job reassigned", job=event.client_index, winner=event.winner,
+                              from_round=event.from_round, tx=event.transaction_hash)
+            elif isinstance(event, RoundPosted):
+                state.data.setdefault("models", {})[str(event.round)] = to_hex(event.model_hash)
+
+    # ------------------------------------------------------------------ one round
+
+    def tick(self, state: AgentState) -> None:
+        """The clock-driven work: post the current round when it is ready; settle and finish at the end."""
+        registry = self.session.contracts.task_registry
+        task = registry.state(self.task_id)
+        status = TaskStatus(task.status)
+        if status == TaskStatus.OPEN:
+            return
+        if status in (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED):
+            result = settle_task(self.session, self.task_id)
+            if result.ledger is not None:
+                self.log.info("task settled", tx=result.ledger.transaction_hash)
+            state.finished = True
+            return
+        context = self._load_context()
+        round_number = task.current_round
+        deadline = task.round_started_at + context.params.round_duration
+        count = self.session.contracts.round_ledger.client_count(self.task_id)
+        active = [self.session.contracts.round_ledger.is_active(self.task_id, i) for i in range(count)]
+        commits = self.session.contracts.fog_auction.commit_times(self.task_id, round_number, count)
+        awaited = [i for i in range(count) if active[i] and commits[i] == 0]
+        now = max(self.session.block_time(), int(time.time()))
+        if awaited and now <= deadline:
+            if self._waiting_logged != round_number:
+                self.log.info("waiting for commits", round=round_number, jobs=awaited, deadline=deadline)
+                self._waiting_logged = round_number
+            return
+        if awaited:
+            self._report_missed(round_number, awaited)
+        self._post_round(state, context, task, round_number, active, commits)
+
+    def _report_missed(self, round_number: int, awaited: list[int]) -> None:
+        """Report every awarded job of ``awaited`` whose fog node missed the deadline (the contract slashes it)."""
+        auction = self.session.contracts.fog_auction
+        for index in awaited:
+            if auction.job(self.task_id, index).status != JobStatus.AWARDED:
+                continue
+            try:
+                receipt = auction.report_missed_round(self.task_id, index)
+            except (AuctionNoMissedRound, AuctionWrongJobStatus):
+                continue  # someone else reported it first
+            self.log.warning("missed deadline reported", round=round_number, job=index, tx=receipt.transaction_hash)
+
+    def _post_round(
+        self,
+        state: AgentState,
+        context: _TaskContext,
+        task: TaskState,
+        round_number: int,
+        active: list[bool],
+        commits: tuple[int, ...],
+    ) -> None:
+        log = self.log.bind(round=round_number)
+        global_params = self._global_model(state, context, round_number)
+        clients = [
+            self._client_input(context, round_number, i, active[i], commits[i], task.round_started_at)
+            for i in range(len(active))
+        ]
+        previous = self._strategy_state(context, round_number - 1)
+        outcome = score_round(
+            context.strategy, global_params, clients, context.evaluator, previous,
+            quality=context.quality,  # type: ignore[arg-type]
+        )
+        model_hash = self._publish(context, round_number, outcome)
+        try:
+            receipt = self.session.contracts.round_ledger.post_round(
+                self.task_id, round_number, model_hash, outcome.accuracy_wad, list(outcome.measurements)
+            )
+        except ContractRevert as err:
+            # Not ready after all (a commit raced the deadline), or posted meanwhile: the next step re-reads the chain.
+            log.warning("round not posted; retrying", error=type(err).__name__)
+            return
+        state.data.setdefault("models", {})[str(round_number)] = to_hex(model_hash)
+        log.info(
+            "round posted", accuracy=round(outcome.accuracy, 4),
+            accepted=sum(m.accepted for m in outcome.measurements), clients=len(clients),
+            model=model_hash, tx=receipt.transaction_hash,
+        )
+
+    def _publish(self, context: _TaskContext, round_number: int, outcome: RoundOutcome) -> bytes:
+        """Write the new global model to the store and checkpoint the strategy state; returns the model's hash."""
+        params = unflatten(outcome.global_params, context.param_spec)
+        model_hash = put_model(self.session.store, context.spec, self.task_id, round_number, params)
+        if outcome.state is not None:
+            save_strategy_state(self.settings.checkpoint_dir, round_number, outcome.state)
+        return model_hash
+
+    # ------------------------------------------------------------------ inputs
+
+    def _load_context(self) -> _TaskContext:
+        if self._context is None:
+            params = self.session.contracts.task_registry.params(self.task_id)
+            spec = load_spec(self.session.store, params.dataset_id)
+            name = self.settings.strategy or spec.strategy
+            options = dict(self.settings.strategy_options if self.settings.strategy_options is not None
+                           else (spec.strategy_options if name == spec.strategy else {}))
+            if name != spec.strategy:
+                self.log.warning("strategy differs from the task spec's", strategy=name, spec_strategy=spec.strategy)
+            check_supported(name)
+            device = ("cuda" if torch.cuda.is_available() else "cpu") if self.settings.device == "auto" else self.settings.device
+            evaluator = Evaluator(spec.model_spec(), load_validation(spec, self.settings.data_root), device)
+            self._context = _TaskContext(
+                params=params, spec=spec, strategy=get_strategy(name, **options), evaluator=evaluator,
+                quality=quality_source(name, self.settings.quality),
+                param_spec=spec.param_spec(), max_bytes=spec.max_payload_bytes(),
+            )
+            self.log.info("task loaded", dataset=spec.dataset, model=spec.model, strategy=name,
+                          quality=self._context.quality, validation=len(evaluator.dataset))
+        return self._context
+
+    def _global_model(self, state: AgentState, context: _TaskContext, round_number: int) -> torch.Tensor:
+        """The global model clients trained from in ``round_number``: the initial model, or round n-1's posted model."""
+        previous = round_number - 1
+        if previous == 0:
+            model_hash: bytes | str = context.params.model_id
+        else:
+            models = state.data.get("models", {})
+            if str(previous) not in models:
+                models.update(self._posted_models())
+                state.data["models"] = models
+            model_hash = models[str(previous)]
+        params = load_model(self.session.store, context.spec, model_hash, task_id=self.task_id, round_number=previous)
+        return flatten(params, context.param_spec)[0]
+
+    def _posted_models(self) -> dict[str, str]:
+        """Round -> model hash of every posted round of the task, from the chain's RoundPosted events."""
+        query = LogQuery(addresses=(self.session.contracts.round_ledger.address,),
+                         from_block=self.session.deployment.block_number)
+        return {
+            str(event.round): to_hex(event.model_hash)
+            for event in iter_events(self.session.w3, self.session.transactor.registry, query)
+            if isinstance(event, RoundPosted) and event.task_id == self.task_id
+        }
+
+    def _client_input(
+        self, context: _TaskContext, round_number: int, index: int, active: bool, committed_at: int, round_start: int
+    ) -> ClientInput:
+        """Client ``index``'s update (verified and decoded, or None) and round time."""
+        auction = self.session.contracts.fog_auction
+        job = auction.job(self.task_id, index)
+        if not active or committed_at == 0:
+            return ClientInput(update=None, data_size=job.data_size, round_time=None, active=active)
+        if index >= len(context.clients):
+            ledger = self.session.contracts.round_ledger
+            context.clients.extend(ledger.client(self.task_id, i).account for i in range(len(context.clients), index + 1))
+        expected = update_meta(context.spec, self.task_id, round_number, index, context.clients[index])
+        try:
+            decoded = fetch_update(
+                self.session.store, job.update_hash, context.param_spec, context.max_bytes, expected_meta=expected
+            )
+            update: torch.Tensor | None = flatten(decoded.params, context.param_spec)[0]
+        except UpdateRejected as err:
+            self.log.warning("update rejected", round=round_number, job=index, reason=err.reason.value,
+                             update=job.update_hash, error=str(err.args[0]))
+            update = None
+        return ClientInput(update=update, data_size=job.data_size, round_time=committed_at - round_start, active=True)
+
+    def _strategy_state(self, context: _TaskContext, round_number: int) -> Any:
+        """The strategy's state after ``round_number`` (None before round 1 or when no checkpoint exists)."""
+        if round_number == 0:
+            return None
+        state = load_strategy_state(self.settings.checkpoint_dir, round_number, context.strategy.state_type)
+        if state is None:
+            self.log.warning("no strategy checkpoint; starting the strategy's state afresh", round=round_number)
+        return state

@@ -1,0 +1,212 @@
+"""``fedchain task ...`` and ``fedchain withdraw``: the publisher's commands, a thin layer over :mod:`.service`."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fedchain.publisher.service import (
+    ClientStatus,
+    JobStatus,
+    TaskView,
+    cancel_task,
+    create_task,
+    settle_task,
+    start_task,
+    task_view,
+    withdraw as withdraw_balance,
+)
+from fedchain.publisher.session import session_from_options, session_options
+from fedchain.publisher.terms import AMOUNT_FIELDS, WAD, TaskTerms, load_publish_config
+from fedchain.taskspec import TaskSpec
+
+#: TaskSpec fields that `task create` offers as flags (the rest come from --config).
+SPEC_FLAGS: tuple[str, ...] = (
+    "dataset", "model", "num_classes", "in_channels", "lr", "momentum", "batch_size", "local_epochs", "seed",
+    "strategy", "privacy_epsilon",
+)
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """``name -> text`` from the ``Attributes:`` section of a dataclass's docstring."""
+    docs: dict[str, str] = {}
+    current = None
+    for line in (cls.__doc__ or "").splitlines():
+        match = re.match(r"^\s{8}(\w+): (.*)$", line)
+        if match:
+            current = match.group(1)
+            docs[current] = match.group(2)
+        elif current and re.match(r"^\s{12}\S", line):
+            docs[current] += " " + line.strip()
+        elif not line.strip():
+            current = None
+    return docs
+
+
+def _field_options(cls: type, names: tuple[str, ...] | None, prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Click options for the fields of dataclass ``cls`` (``--name-with-dashes``), default None (= the config's)."""
+    docs = field_docs(cls)
+    hints = typing.get_type_hints(cls)
+    fields = [f for f in dataclasses.fields(cls) if names is None or f.name in names]
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        for f in reversed(fields):
+            hint = hints[f.name]
+            default = f.default if f.default is not dataclasses.MISSING else None
+            kind: Any = str
+            if hint is bool:
+                kind = bool
+            elif hint is int and f.name not in AMOUNT_FIELDS:
+                kind = int
+            elif hint in (float, float | None):
+                kind = float
+            text = docs.get(f.name, "")
+            shown = f"{default} wei" if f.name in AMOUNT_FIELDS and isinstance(default, int) else default
+            flag = "--" + f.name.replace("_", "-")
+            if kind is bool:
+                flag = f"{flag}/--no-{f.name.replace('_', '-')}"
+            function = click.option(
+                flag, f"{prefix}{f.name}", type=kind, default=None, help=f"{text} [default: {shown}]"
+            )(function)
+        return function
+
+    return decorate
+
+
+def _task_id_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task id.")(function)
+
+
+@click.group()
+def task() -> None:
+    """Publish and manage federated-learning tasks (publisher's commands).
+
+    \b
+    The signing key comes from FEDCHAIN_PRIVATE_KEY or --keystore. Typical flow:
+      fedchain task create --rounds 5 --budget 1ether --aggregator 0x...   # prints the task id
+      fedchain task show --task 1          # clients join and auction their jobs meanwhile
+      fedchain task start --task 1         # round 1 begins; the aggregator runs the rounds
+      fedchain task settle --task 1        # after the last round (the aggregator also does it)
+      fedchain withdraw                    # take out refunds and forfeited deposits
+    """
+
+
+@task.command()
+@click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML file with the terms (top level or under terms:), spec:, budget and aggregator; flags override it.",
+)
+@click.option("--budget", help="Reward budget escrowed with the task: wei, or with a unit (1ether, 500gwei). [default: 1ether]")
+@click.option("--aggregator", help="Address of the aggregator that will post rounds. [default: the publisher]")
+@_field_options(TaskTerms, None, "term_")
+@_field_options(TaskSpec, SPEC_FLAGS, "spec_")
+@session_options
+def create(config_path: Path | None, budget: str | None, aggregator: str | None, **options: Any) -> None:
+    """Create a task: write its spec and initial model to the store, escrow the budget on chain.
+
+    Amounts are wei unless a unit is given (0.01ether, 20gwei); fractions
+    (reputations, quality, accuracy) are plain numbers (0.1 = 10%); times are
+    seconds. Prints the new task's id on stdout.
+    """
+    terms = {k.removeprefix("term_"): v for k, v in options.items() if k.startswith("term_")}
+    spec = {k.removeprefix("spec_"): v for k, v in options.items() if k.startswith("spec_")}
+    config = load_publish_config(config_path, terms=terms, spec=spec, budget=budget, aggregator=aggregator)
+    session = session_from_options(**{k: options[k] for k in ("deployment_file", "rpc_url", "keystore", "store_url")})
+    created = create_task(session, config)
+    click.echo(created.task_id)
+    click.echo(
+        f"task {created.task_id} created (budget {config.budget} wei, aggregator {config.aggregator or session.address}, "
+        f"dataset id 0x{created.dataset_id.hex()}, model id 0x{created.model_id.hex()}, tx {created.receipt.transaction_hash})",
+        err=True,
+    )
+
+
+@task.command()
+@_task_id_option
+@session_options
+def start(task_id: int, **options: Any) -> None:
+    """Start round 1 of an open task that has clients."""
+    receipt = start_task(session_from_options(**options), task_id)
+    click.echo(f"task {task_id} started (tx {receipt.transaction_hash})")
+
+
+@task.command()
+@_task_id_option
+@session_options
+def cancel(task_id: int, **options: Any) -> None:
+    """Cancel an open task; its budget is credited back to you (then `fedchain withdraw`)."""
+    receipt = cancel_task(session_from_options(**options), task_id)
+    click.echo(f"task {task_id} cancelled (tx {receipt.transaction_hash})")
+
+
+@task.command()
+@_task_id_option
+@session_options
+def settle(task_id: int, **options: Any) -> None:
+    """Settle a finished or cancelled task: bonuses, deposits and refunds become claimable. Anyone may."""
+    result = settle_task(session_from_options(**options), task_id)
+    ledger = f"tx {result.ledger.transaction_hash}" if result.ledger else "already settled"
+    click.echo(f"task {task_id} settled ({ledger}; jobs settled: {', '.join(map(str, result.jobs)) or 'none'})")
+
+
+@task.command()
+@_task_id_option
+@session_options
+def show(task_id: int, **options: Any) -> None:
+    """Show a task's parameters, state, clients and jobs."""
+    Console().print(*render_task(task_view(session_from_options(**options), task_id)))
+
+
+@click.command()
+@session_options
+def withdraw(**options: Any) -> None:
+    """Withdraw the signing account's claimable balance (refunds, rewards, returned deposits)."""
+    amount = withdraw_balance(session_from_options(**options))
+    click.echo(f"withdrew {amount} wei" if amount else "nothing to withdraw")
+
+
+def _fraction(wad: int) -> str:
+    return f"{wad / WAD:.4g}"
+
+
+def render_task(view: TaskView) -> list[Table]:
+    """The tables `task show` prints: parameters and state, then one row per client and its job."""
+    p, s = view.params, view.state
+    summary = Table(title=f"task {view.task_id}: {view.status.name.lower()}", show_header=False)
+    rows = [
+        ("publisher", s.publisher), ("aggregator", s.aggregator),
+        ("round", f"{s.current_round} of {p.rounds}"), ("budget", f"{s.budget} wei ({s.budget_left} left)"),
+        ("target accuracy", _fraction(p.target_accuracy)), ("expected duration", f"{p.expected_duration} s"),
+        ("psi / phi", f"{p.psi} wei / {p.phi} wei/s"),
+        ("r_a_min / r_t_min / q_min", f"{_fraction(p.min_loss_reputation)} / {_fraction(p.min_time_reputation)} / {_fraction(p.min_quality)}"),
+        ("t_max / cap", f"{p.max_round_time} s / {_fraction(p.reputation_cap)}"),
+        ("deposits client / fog", f"{p.client_deposit} / {p.fog_deposit} wei"),
+        ("round / bidding / reveal", f"{p.round_duration} / {p.bidding_duration} / {p.reveal_duration} s"),
+        ("auction", "second price" if p.second_price else "first price"),
+        ("dataset id", "0x" + p.dataset_id.hex()), ("model id", "0x" + p.model_id.hex()),
+    ]
+    if view.spec is not None:
+        spec = view.spec
+        rows.append(("spec", f"{spec.dataset}, {spec.model}, strategy {spec.strategy}, lr {spec.lr}, batch {spec.batch_size}"))
+    rows.append(("publisher claimable", f"{view.claimable_by_publisher} wei"))
+    for key, value in rows:
+        summary.add_row(key, str(value))
+    clients = Table(title="clients and jobs")
+    for column in ("#", "client", "status", "rounds", "r_a", "r_t", "earned (wei)", "job", "fog", "price (wei)", "paid up to"):
+        clients.add_column(column)
+    for c in view.clients:
+        winner = c.winner
+        clients.add_row(
+            str(c.index), c.info.account, ClientStatus(c.info.status).name.lower(), str(c.info.rounds),
+            _fraction(c.info.loss_reputation), _fraction(c.info.time_reputation), str(c.info.earned),
+            JobStatus(c.job.status).name.lower(), winner.bidder if winner else "-", str(c.job.winner_price),
+            str(c.job.paid_up_to),
+        )
+    return [summary, clients]

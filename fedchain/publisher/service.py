@@ -1,0 +1,203 @@
+"""The publisher's actions on chain: create, start, cancel, settle a task, withdraw; and a task's overview.
+
+Each function takes a :class:`~fedchain.publisher.session.ChainSession` and
+returns what happened; the command line (:mod:`fedchain.publisher.cli`) only
+formats it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+
+from fedchain.chain.bindings import (
+    AuctionWrongJobStatus,
+    Bid,
+    ClientInfo,
+    Job,
+    LedgerAlreadySettled,
+    TaskCreated,
+    TaskParams,
+    TaskState,
+    TreasuryNothingToWithdraw,
+)
+from fedchain.chain.tx import Receipt
+from fedchain.errors import FedchainError
+from fedchain.publisher.session import ChainSession
+from fedchain.publisher.terms import PublishConfig
+from fedchain.taskspec import TaskSpec, load_spec, put_initial_model, put_spec
+
+log = logging.getLogger(__name__)
+
+
+class TaskStatus(enum.IntEnum):
+    """``ITaskRegistry.TaskStatus``."""
+
+    NONE = 0
+    OPEN = 1
+    RUNNING = 2
+    FINISHED = 3
+    SETTLED = 4
+    CANCELLED = 5
+
+
+class ClientStatus(enum.IntEnum):
+    """``IRoundLedger.ClientStatus``."""
+
+    NONE = 0
+    ACTIVE = 1
+    REMOVED = 2
+
+
+class JobStatus(enum.IntEnum):
+    """``IFogAuction.JobStatus``."""
+
+    NONE = 0
+    BIDDING = 1
+    AWARDED = 2
+    VACANT = 3
+    SETTLED = 4
+
+
+@dataclass(frozen=True)
+class CreatedTask:
+    """A task just created: its id, the store keys of its spec and initial model, and the transaction."""
+
+    task_id: int
+    dataset_id: bytes
+    model_id: bytes
+    receipt: Receipt
+
+
+def create_task(session: ChainSession, config: PublishConfig) -> CreatedTask:
+    """Write the spec and the initial model to the store, then create the task on chain escrowing the budget."""
+    dataset_id = put_spec(session.store, config.spec)
+    model_id = put_initial_model(session.store, config.spec)
+    params = config.terms.to_params(model_id=model_id, dataset_id=dataset_id)
+    aggregator = config.aggregator or session.address
+    receipt = session.contracts.task_registry.create_task(params, aggregator, value=config.budget)
+    (event,) = receipt.events_of(TaskCreated)
+    log.info(
+        "task created task=%d aggregator=%s budget=%d dataset_id=0x%s model_id=0x%s tx=%s",
+        event.task_id, aggregator, config.budget, dataset_id.hex(), model_id.hex(), receipt.transaction_hash,
+    )
+    return CreatedTask(event.task_id, dataset_id, model_id, receipt)
+
+
+def start_task(session: ChainSession, task_id: int) -> Receipt:
+    """Start round 1 (publisher only; the task needs at least one client)."""
+    receipt = session.contracts.task_registry.start_task(task_id)
+    log.info("task started task=%d tx=%s", task_id, receipt.transaction_hash)
+    return receipt
+
+
+def cancel_task(session: ChainSession, task_id: int) -> Receipt:
+    """Cancel an open task; the budget is credited back to the publisher (publisher only)."""
+    receipt = session.contracts.task_registry.cancel_task(task_id)
+    log.info("task cancelled task=%d tx=%s", task_id, receipt.transaction_hash)
+    return receipt
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What :func:`settle_task` did: the ledger's settlement (None if done before) and the jobs it settled."""
+
+    ledger: Receipt | None
+    jobs: tuple[int, ...]
+
+
+def settle_task(session: ChainSession, task_id: int) -> Settlement:
+    """Settle a finished or cancelled task: the clients (RoundLedger.settle), then every job (FogAuction.settleJob).
+
+    Idempotent: what was settled before (by anyone) is skipped.
+    """
+    ledger = session.contracts.round_ledger
+    receipt = None
+    if not ledger.settled(task_id):
+        try:
+            receipt = ledger.settle(task_id)
+            log.info("task settled task=%d tx=%s", task_id, receipt.transaction_hash)
+        except LedgerAlreadySettled:
+            pass
+    settled_jobs = []
+    auction = session.contracts.fog_auction
+    for index in range(ledger.client_count(task_id)):
+        if auction.job(task_id, index).status in (JobStatus.NONE, JobStatus.SETTLED):
+            continue
+        try:
+            job_receipt = auction.settle_job(task_id, index)
+        except AuctionWrongJobStatus:
+            continue
+        settled_jobs.append(index)
+        log.info("job settled task=%d job=%d tx=%s", task_id, index, job_receipt.transaction_hash)
+    return Settlement(receipt, tuple(settled_jobs))
+
+
+def withdraw(session: ChainSession) -> int:
+    """Withdraw the signing account's whole claimable balance; returns the wei withdrawn (0 when nothing was due)."""
+    treasury = session.contracts.treasury
+    amount = int(treasury.claimable(session.address))
+    if amount == 0:
+        return 0
+    try:
+        receipt = treasury.withdraw()
+    except TreasuryNothingToWithdraw:
+        return 0
+    log.info("withdrew account=%s wei=%d tx=%s", session.address, amount, receipt.transaction_hash)
+    return amount
+
+
+@dataclass(frozen=True)
+class ClientView:
+    """One client of a task and its job."""
+
+    index: int
+    info: ClientInfo
+    job: Job
+    bids: tuple[Bid, ...]
+
+    @property
+    def winner(self) -> Bid | None:
+        """The bid training the job now, if any."""
+        if self.job.status != JobStatus.AWARDED or self.job.winner >= len(self.bids):
+            return None
+        return self.bids[self.job.winner]
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A task as the chain has it now: parameters, state, clients with their jobs, and its spec when found."""
+
+    task_id: int
+    params: TaskParams
+    state: TaskState
+    clients: tuple[ClientView, ...]
+    spec: TaskSpec | None
+    claimable_by_publisher: int
+
+    @property
+    def status(self) -> TaskStatus:
+        return TaskStatus(self.state.status)
+
+
+def task_view(session: ChainSession, task_id: int) -> TaskView:
+    """Read everything about ``task_id`` (a TaskUnknown revert when there is no such task)."""
+    contracts = session.contracts
+    params = contracts.task_registry.params(task_id)
+    state = contracts.task_registry.state(task_id)
+    clients = tuple(
+        ClientView(
+            index=i,
+            info=contracts.round_ledger.client(task_id, i),
+            job=contracts.fog_auction.job(task_id, i),
+            bids=tuple(contracts.fog_auction.bids(task_id, i)),
+        )
+        for i in range(contracts.round_ledger.client_count(task_id))
+    )
+    try:
+        spec = load_spec(session.store, params.dataset_id)
+    except FedchainError as err:  # the overview still shows the chain's side without the spec
+        log.warning("task %d: spec 0x%s not readable from %s: %s", task_id, params.dataset_id.hex(), session.store.url, err)
+        spec = None
+    return TaskView(task_id, params, state, clients, spec, int(contracts.treasury.claimable(state.publisher)))

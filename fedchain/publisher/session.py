@@ -1,0 +1,97 @@
+"""One process's connection to FedChain: the chain (deployment, signing key, typed contracts) and the blob store.
+
+Every command of the publisher and the aggregator opens one :class:`ChainSession`
+with :func:`open_session` from the same four options (``--deployment``,
+``--rpc-url``, ``--keystore``, ``--store``; :func:`session_options`), so all of
+them connect the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import click
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+
+from fedchain.chain.bindings import FedChainContracts
+from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE, Deployment, open_deployment
+from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
+from fedchain.chain.tx import Transactor
+from fedchain.errors import SigningKeyError
+from fedchain.store import DEFAULT_STORE_URL, BlobStore, open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class ChainSession:
+    """The deployed contracts, sending as one account, and the blob store."""
+
+    w3: Web3
+    deployment: Deployment
+    transactor: Transactor
+    contracts: FedChainContracts
+    store: BlobStore
+
+    @property
+    def address(self) -> str:
+        """The signing account's checksum address."""
+        return self.transactor.address
+
+    def block_time(self, block: int | str = "latest") -> int:
+        """A block's timestamp, seconds."""
+        return int(self.w3.eth.get_block(block)["timestamp"])
+
+
+def open_session(
+    deployment_file: Path = DEFAULT_DEPLOYMENT_FILE,
+    *,
+    rpc_url: str | None = None,
+    store_url: str = DEFAULT_STORE_URL,
+    keystore: Path | None = None,
+    account: LocalAccount | None = None,
+) -> ChainSession:
+    """Connect to the deployment's chain (or ``rpc_url``), verify it, and sign as ``account`` or the configured key."""
+    w3, deployment = open_deployment(deployment_file, rpc_url=rpc_url)
+    account = account or resolve_account(keystore)
+    if account is None:
+        raise SigningKeyError("no signing key: this command sends transactions")
+    transactor = Transactor(w3, account)
+    return ChainSession(
+        w3=w3,
+        deployment=deployment,
+        transactor=transactor,
+        contracts=FedChainContracts.bind(deployment, transactor),
+        store=open_store(store_url),
+    )
+
+
+def session_options(function: F) -> F:
+    """The ``--deployment``, ``--rpc-url``, ``--keystore`` and ``--store`` options of every command here."""
+    options = [
+        click.option(
+            "--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path),
+            default=DEFAULT_DEPLOYMENT_FILE, show_default=True, help="The deployment file written by `fedchain deploy`.",
+        ),
+        click.option("--rpc-url", help="JSON-RPC URL of the chain. Default: the one in the deployment file."),
+        click.option(
+            "--keystore", type=click.Path(dir_okay=False, path_type=Path),
+            help=f"Encrypted JSON keystore of the signing account (password from {KEYSTORE_PASSWORD_ENV}); "
+            f"default: the hex key in {PRIVATE_KEY_ENV}.",
+        ),
+        click.option(
+            "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True,
+            help="Blob store for specs, models and updates: a folder or any fsspec URL (s3://bucket/prefix).",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def session_from_options(deployment_file: Path, rpc_url: str | None, keystore: Path | None, store_url: str) -> ChainSession:
+    """:func:`open_session` from the values of :func:`session_options`."""
+    return open_session(deployment_file, rpc_url=rpc_url, store_url=store_url, keystore=keystore)
