@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from torch import nn
-from torchvision.models import resnet18 as _torchvision_resnet18
 
 
 def resnet18(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
@@ -12,7 +11,9 @@ def resnet18(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
     It has batch normalisation (running statistics are buffers), so it trains
     with the ``sequential`` or ``process`` engine, not ``vmap``.
     """
-    model = _torchvision_resnet18(weights=None, num_classes=num_classes)
+    from torchvision.models import resnet18 as torchvision_resnet18  # torchvision loads slowly; only here
+
+    model = torchvision_resnet18(weights=None, num_classes=num_classes)
     model.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = nn.Identity()
     return model

@@ -1,27 +1,53 @@
-"""Local training of many clients at once (sequential, process-parallel, vectorised), and evaluation."""
+"""Local training of many clients at once (sequential, process-parallel, vectorised), and evaluation.
 
-from fedchain.trainer.config import ENGINES, Engine, TrainConfig
-from fedchain.trainer.evaluate import Predictions, accuracy, evaluate, predict, standalone_accuracies
-from fedchain.trainer.local import client_generator, train_one_client
-from fedchain.trainer.pool import WorkerPool, available_cores
-from fedchain.trainer.trainer import ClientData, TrainResult, Trainer, initial_params, train_clients
+Names are imported on first use, so that the worker processes of the
+``process`` engine, which import :mod:`fedchain.trainer.pool`, start without
+loading torchvision and the dataset code.
+"""
 
-__all__ = [
-    "ClientData",
-    "ENGINES",
-    "Engine",
-    "Predictions",
-    "TrainConfig",
-    "TrainResult",
-    "Trainer",
-    "WorkerPool",
-    "accuracy",
-    "available_cores",
-    "client_generator",
-    "evaluate",
-    "initial_params",
-    "predict",
-    "standalone_accuracies",
-    "train_clients",
-    "train_one_client",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> defining module.
+_EXPORTS: dict[str, str] = {
+    "ENGINES": "fedchain.trainer.config",
+    "Engine": "fedchain.trainer.config",
+    "TrainConfig": "fedchain.trainer.config",
+    "Predictions": "fedchain.trainer.evaluation",
+    "accuracy": "fedchain.trainer.evaluation",
+    "evaluate": "fedchain.trainer.evaluation",
+    "predict": "fedchain.trainer.evaluation",
+    "standalone_accuracies": "fedchain.trainer.evaluation",
+    "client_generator": "fedchain.trainer.local",
+    "train_one_client": "fedchain.trainer.local",
+    "WorkerPool": "fedchain.trainer.pool",
+    "available_cores": "fedchain.trainer.pool",
+    "ClientData": "fedchain.trainer.trainer",
+    "TrainResult": "fedchain.trainer.trainer",
+    "Trainer": "fedchain.trainer.trainer",
+    "initial_params": "fedchain.trainer.trainer",
+    "train_clients": "fedchain.trainer.trainer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from fedchain.trainer.config import ENGINES, Engine, TrainConfig
+    from fedchain.trainer.evaluation import Predictions, accuracy, evaluate, predict, standalone_accuracies
+    from fedchain.trainer.local import client_generator, train_one_client
+    from fedchain.trainer.pool import WorkerPool, available_cores
+    from fedchain.trainer.trainer import ClientData, TrainResult, Trainer, initial_params, train_clients
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'fedchain.trainer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.5
 #: Seconds a worker may take to start (import torch) before the pool gives up.
 _START_TIMEOUT_SECONDS = 120.0
+#: Seconds a worker may take to exit after being told to stop, before it is terminated.
+_STOP_TIMEOUT_SECONDS = 2.0
 
 ModelFactory = ModelSpec | Callable[[], nn.Module]
 
@@ -77,6 +79,9 @@ class _Job:
 def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -> None:
     """A worker's loop: take a job, train the clients it pulls from ``tasks`` until an end marker."""
     torch.set_num_threads(threads)
+    # The first optimiser a process builds imports torch's compiler stack (seconds);
+    # pay that while starting, not in the first round.
+    torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0)
     models: dict[Any, nn.Module] = {}
     results.put(("ready", rank))
     while True:
@@ -164,7 +169,7 @@ class WorkerPool:
         for jobs in self._jobs:
             jobs.put(None)
         for process in processes:
-            process.join(timeout=5)
+            process.join(timeout=_STOP_TIMEOUT_SECONDS)
             if process.is_alive():
                 process.terminate()
                 process.join(timeout=5)
@@ -247,13 +252,20 @@ class WorkerPool:
                 self._tasks.put(None)
             losses = torch.full((n,), math.nan, dtype=torch.float64)
             steps = torch.zeros(n, dtype=torch.int64)
+            failures: list[tuple[int, str]] = []
+            # Collect every client's answer, failed or not, so the pool is ready for the next call.
             for _ in range(n):
                 message = self._get()
                 if message[0] == "error":
-                    _, _, position, trace = message
-                    log.debug("worker traceback:\n%s", trace)
-                    self.close()
-                    raise TrainingError(f"training client at position {position} failed: {trace.strip().splitlines()[-1]}")
-                _, job_id, position, loss, count = message
+                    failures.append((message[2], message[3]))
+                    continue
+                _, _, position, loss, count = message
                 losses[position], steps[position] = loss, count
+            if failures:
+                position, trace = failures[0]
+                log.debug("worker traceback:\n%s", trace)
+                raise TrainingError(
+                    f"training client at position {position} failed: {trace.strip().splitlines()[-1]}"
+                    + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
+                )
             return job.out, losses, steps

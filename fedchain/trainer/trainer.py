@@ -22,11 +22,12 @@ models use one ``Trainer`` each and may share a :class:`WorkerPool`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pickle
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -87,6 +88,20 @@ def _as_pair(client: ClientData) -> tuple[torch.Tensor, torch.Tensor]:
     return images, labels
 
 
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` torch threads (unchanged when ``None``), then restore."""
+    if threads is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def _picklable(obj: object) -> bool:
     try:
         pickle.dumps(obj)
@@ -107,6 +122,9 @@ class Trainer:
         device: where to train (default: CUDA if available, else CPU).
         workers: processes of the ``process`` engine (default: the usable cores).
         pool: a shared :class:`WorkerPool` to use instead of an own one.
+        threads: torch threads of the in-process engines while they train
+            (default: leave torch's setting alone). On a CPU shared with other
+            busy processes, 1 can be many times faster than several threads.
     """
 
     def __init__(
@@ -118,6 +136,7 @@ class Trainer:
         device: torch.device | str | None = None,
         workers: int | None = None,
         pool: WorkerPool | None = None,
+        threads: int | None = None,
     ) -> None:
         if engine not in ENGINES:
             raise ConfigError(f"unknown engine {engine!r}", hint=f"use one of: {', '.join(ENGINES)}")
@@ -145,6 +164,9 @@ class Trainer:
             )
         if engine == "process" and not _picklable(self.model):
             raise ConfigError("the process engine needs a picklable model factory", hint="pass a ModelSpec or a module-level function")
+        if threads is not None and threads < 1:
+            raise ConfigError(f"threads must be at least 1, got {threads}")
+        self.threads = threads
         #: The engine this trainer runs.
         self.engine: str = engine
         self._own_pool = pool is None and engine == "process"
@@ -225,10 +247,10 @@ class Trainer:
         if self.engine == "process":
             assert self._pool is not None
             params, losses, steps = self._pool.train(self.model, self.spec, start, pairs, ids, config)
-        elif self.engine == "vmap":
-            params, losses, steps = self._train_vmap(start, pairs, ids, config)
         else:
-            params, losses, steps = self._train_sequential(start, pairs, ids, config)
+            run = self._train_vmap if self.engine == "vmap" else self._train_sequential
+            with _torch_threads(self.threads):
+                params, losses, steps = run(start, pairs, ids, config)
         seconds = time.perf_counter() - began
         samples = torch.tensor([int(y.shape[0]) for _, y in pairs], dtype=torch.int64)
         if not torch.isfinite(params).all():

@@ -1,0 +1,154 @@
+"""Every engine trains like the sequential reference loop; runs are reproducible."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fedchain.errors import ConfigError, DataError, TrainingError
+from fedchain.models import ModelSpec
+from fedchain.trainer import TrainConfig, Trainer, WorkerPool, initial_params, train_clients
+from tests.trainer.factories import linear_two_by_two, random_clients, tiny_batchnorm_net
+
+#: Different sizes, a last partial batch, momentum, weight decay and two epochs: every path of the loop.
+CONFIG = TrainConfig(lr=0.05, momentum=0.9, weight_decay=1e-3, batch_size=16, local_epochs=2, seed=11)
+LENET = ModelSpec("lenet5")
+
+
+def _engine_trainer(engine: str, model, pool: WorkerPool) -> Trainer:
+    return Trainer(model, CONFIG, engine=engine, device="cpu", pool=pool if engine == "process" else None)
+
+
+@pytest.mark.parametrize("engine", ["sequential", "process", "vmap"])
+def test_one_sgd_step_matches_the_hand_computed_update(engine: str, pool: WorkerPool) -> None:
+    # Zero weights give logits (0, 0), softmax (1/2, 1/2), loss ln 2. For x = (1, 2)
+    # and label 0 the gradient is (p - onehot) x^T = [[-1/2, -1], [1/2, 1]],
+    # so one step of lr 0.5 gives W = [[0.25, 0.5], [-0.25, -0.5]].
+    trainer = Trainer(linear_two_by_two, TrainConfig(lr=0.5, batch_size=1), engine=engine, device="cpu",
+                      pool=pool if engine == "process" else None)
+    images, labels = torch.tensor([[[[1.0, 2.0]]]]), torch.tensor([0])
+
+    result = trainer.train(torch.zeros(4), [(images, labels)])
+
+    assert result.params.tolist() == [[0.25, 0.5, -0.25, -0.5]]
+    assert result.losses.tolist() == [pytest.approx(math.log(2))]
+    assert result.steps.tolist() == [1] and result.samples.tolist() == [1]
+
+
+@pytest.mark.parametrize("engine", ["process", "vmap"])
+def test_fast_engines_match_the_sequential_loop(engine: str, pool: WorkerPool) -> None:
+    clients = random_clients([50, 37, 64, 9], (1, 28, 28), 10, seed=0)
+    start = initial_params(LENET, seed=1)
+    reference = _engine_trainer("sequential", LENET, pool).train(start, clients)
+
+    result = _engine_trainer(engine, LENET, pool).train(start, clients)
+
+    assert result.engine == engine
+    assert result.steps.tolist() == [8, 6, 8, 2] == reference.steps.tolist()
+    assert torch.allclose(result.params, reference.params, atol=1e-5, rtol=0)
+    assert torch.allclose(result.losses, reference.losses, atol=1e-5)
+    assert float((reference.params - start).abs().max()) > 1e-2  # training moved the model
+
+
+@pytest.mark.parametrize("engine", ["process", "vmap"])
+def test_fast_engines_match_with_one_starting_point_per_client(engine: str, pool: WorkerPool) -> None:
+    clients = random_clients([20, 30], (1, 28, 28), 10, seed=5)
+    starts = torch.stack([initial_params(LENET, seed=2), initial_params(LENET, seed=3)])
+    reference = _engine_trainer("sequential", LENET, pool).train(starts, clients)
+
+    result = _engine_trainer(engine, LENET, pool).train(starts, clients)
+
+    assert torch.allclose(result.params, reference.params, atol=1e-5, rtol=0)
+
+
+def test_process_engine_carries_batch_norm_buffers_like_the_sequential_loop(pool: WorkerPool) -> None:
+    clients = random_clients([24, 13], (1, 6, 6), 3, seed=2)
+    trainer = _engine_trainer("sequential", tiny_batchnorm_net, pool)
+    start = trainer.initial_params(seed=0)
+    reference = trainer.train(start, clients)
+
+    result = _engine_trainer("process", tiny_batchnorm_net, pool).train(start, clients)
+
+    assert torch.allclose(result.params, reference.params, atol=1e-5, rtol=0)
+    counter = trainer.spec.names.index("1.num_batches_tracked")
+    offset = sum(math.prod(s) for s in trainer.spec.shapes[:counter])
+    assert result.params[:, offset].tolist() == [4.0, 2.0]  # steps: 2 epochs x ceil(24/16), 2 x ceil(13/16)
+
+
+def test_runs_are_reproducible_and_the_seed_matters() -> None:
+    clients = random_clients([40, 40], (1, 28, 28), 10, seed=3)
+    start = initial_params(LENET, seed=0)
+    trainer = Trainer(LENET, CONFIG, engine="sequential", device="cpu")
+
+    first = trainer.train(start, clients)
+    again = trainer.train(start, clients)
+    reseeded = trainer.train(start, clients, config=TrainConfig(**{**CONFIG.__dict__, "seed": 12}))
+
+    assert torch.equal(first.params, again.params)
+    assert not torch.allclose(first.params, reseeded.params)
+
+
+def test_a_clients_result_depends_on_its_id_not_its_position_or_neighbours() -> None:
+    clients = random_clients([30, 30, 30], (1, 28, 28), 10, seed=4)
+    start = initial_params(LENET, seed=0)
+    trainer = Trainer(LENET, CONFIG, engine="sequential", device="cpu")
+
+    all_three = trainer.train(start, clients, client_ids=[7, 8, 9])
+    alone = trainer.train(start, [clients[2]], client_ids=[9])
+
+    assert torch.equal(all_three.params[2], alone.params[0])
+
+
+def test_initial_params_are_reproducible_from_the_seed() -> None:
+    assert torch.equal(initial_params(LENET, 4), initial_params(LENET, 4))
+    assert not torch.equal(initial_params(LENET, 4), initial_params(LENET, 5))
+
+
+def test_vmap_refuses_models_with_batch_norm() -> None:
+    with pytest.raises(ConfigError, match="buffers"):
+        Trainer(tiny_batchnorm_net, CONFIG, engine="vmap", device="cpu")
+
+
+def test_auto_picks_the_process_engine_on_a_multicore_cpu_and_sequential_for_one_worker() -> None:
+    assert Trainer(LENET, engine="auto", device="cpu", workers=2).engine == "process"
+    assert Trainer(LENET, engine="auto", device="cpu", workers=1).engine == "sequential"
+
+
+def test_a_failing_client_in_a_worker_raises_training_error_and_the_pool_carries_on(pool: WorkerPool) -> None:
+    good = random_clients([8], (1, 28, 28), 10, seed=1)[0]
+    bad = (torch.randn(4, 1, 28, 28), torch.tensor([0, 1, 2, 10]))  # label 10 of 10 classes
+    trainer = Trainer(LENET, CONFIG, engine="process", device="cpu", pool=pool)
+    start = initial_params(LENET)
+
+    with pytest.raises(TrainingError, match="position 1 failed"):
+        trainer.train(start, [good, bad])
+    result = trainer.train(start, [good])
+
+    assert result.steps.tolist() == [2]
+
+
+def test_bad_inputs_get_clear_errors() -> None:
+    trainer = Trainer(LENET, CONFIG, engine="sequential", device="cpu")
+    good = random_clients([4], (1, 28, 28), 10, seed=0)
+    with pytest.raises(ConfigError, match="unknown engine"):
+        Trainer(LENET, engine="gpu")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="do not fit the model"):
+        trainer.train(torch.zeros(3), good)
+    with pytest.raises(ConfigError, match="NaN"):
+        trainer.train(torch.full((trainer.spec.numel,), math.nan), good)
+    with pytest.raises(DataError, match="at least one labelled sample"):
+        trainer.train(initial_params(LENET), [(torch.empty(0, 1, 28, 28), torch.empty(0, dtype=torch.int64))])
+    with pytest.raises(ConfigError, match="batch_size"):
+        TrainConfig(batch_size=0)
+
+
+def test_train_clients_accepts_a_state_dict_and_returns_one_row_per_client() -> None:
+    model = LENET.build()
+    clients = random_clients([10, 12], (1, 28, 28), 10, seed=9)
+
+    result = train_clients(LENET, model.state_dict(), clients, TrainConfig(lr=0.01), engine="sequential", device="cpu")
+
+    assert result.params.shape == (2, sum(p.numel() for p in model.parameters()))
+    assert result.updates(initial_params(LENET, 0)).shape == result.params.shape
