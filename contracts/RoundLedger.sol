@@ -55,7 +55,10 @@ contract RoundLedger is IRoundLedger {
         if (_indexPlusOne[taskId][msg.sender] != 0) revert LedgerAlreadyJoined(taskId, msg.sender);
         index = _clients[taskId].length;
         if (index >= p.maxClients) revert LedgerTaskFull(taskId, p.maxClients);
-        _clients[taskId].push(ClientSlot(0, 0, 0, 0, 0, 0, ClientStatus.Active));
+        // The initial reputation makes both slots non-zero now, so the first round's post pays the
+        // cheap non-zero to non-zero SSTORE instead of a fresh slot's 20,000 gas: the client pays it here.
+        uint64 initial = uint64(_min(ReputationMath.ONE, p.reputationCap));
+        _clients[taskId].push(ClientSlot(0, 0, initial, initial, 0, 0, ClientStatus.Active));
         _accounts[taskId].push(msg.sender);
         _dataCommitments[taskId].push(commitment);
         _indexPlusOne[taskId][msg.sender] = index + 1;
@@ -138,7 +141,7 @@ contract RoundLedger is IRoundLedger {
             uint256 actualDuration = s.finishedAt - s.startedAt;
             for (uint256 i; i < n; ++i) {
                 ClientSlot storage c = clients[i];
-                if (c.status != ClientStatus.Active) continue;
+                if (c.status != ClientStatus.Active || c.rounds == 0) continue;
                 uint256 bonus = ReputationMath.finalBonus(
                     p.phi, p.expectedDuration, actualDuration, ReputationMath.totalReputation(c.lossReputation, c.timeReputation)
                 );
@@ -205,10 +208,6 @@ contract RoundLedger is IRoundLedger {
     /// @inheritdoc IRoundLedger
     function reputation(uint256 taskId, uint256 index) external view returns (uint64 lossRep, uint64 timeRep) {
         ClientSlot memory c = _slot(taskId, index);
-        if (c.rounds == 0) {
-            uint64 initial = uint64(_min(ReputationMath.ONE, _registry.params(taskId).reputationCap));
-            return (initial, initial);
-        }
         return (c.lossReputation, c.timeReputation);
     }
 

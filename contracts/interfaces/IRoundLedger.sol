@@ -11,7 +11,8 @@ pragma solidity ^0.8.24;
 /// `settle` pays the final bonus of eq. 16, returns deposits of clients in good standing and refunds
 /// the unspent budget. Membership lives here, not in a contract of its own, because the per-client
 /// state must sit next to the round posting for its gas to stay O(1) per client.
-/// Reputations are 1e18 fixed point; a client that has not been scored yet has r_a = r_t = min(1e18, cap).
+/// Reputations are 1e18 fixed point; a client starts with r_a = r_t = min(1e18, cap) and earns no
+/// final bonus unless it was scored in at least one round.
 interface IRoundLedger {
     /// @notice A client's standing in a task.
     enum ClientStatus {
@@ -36,8 +37,8 @@ interface IRoundLedger {
     /// @param rounds k: rounds in which it was scored
     /// @param sumQuality sum over its scored rounds j of j * q_j (capped qualities), 1e18 fixed point
     /// @param sumTimeRatio sum over its scored rounds j of j * min(cap, T / t_j), 1e18 fixed point
-    /// @param lossReputation r_a after its last scored round, 1e18 fixed point
-    /// @param timeReputation r_t after its last scored round, 1e18 fixed point
+    /// @param lossReputation r_a after its last scored round (min(1e18, cap) before the first), 1e18 fixed point
+    /// @param timeReputation r_t after its last scored round (min(1e18, cap) before the first), 1e18 fixed point
     /// @param earned wei credited by eq. 15 so far and not yet paid out
     struct ClientInfo {
         address account;

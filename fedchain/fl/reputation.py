@@ -18,8 +18,8 @@ Conventions of the fixed-point model (the contracts' choices, see DESIGN.md):
   reputation cap before it enters a sum; each reputation is capped after it is
   formed. A round time below one second counts as one second.
 * A rejected update scores quality 0; a missing one is skipped (no change).
-* Before its first scored round a client has r_a = r_t = min(1, cap); its
-  stored reputation (used by the final bonus) is 0 until then.
+* A client joins with r_a = r_t = min(1, cap) (:meth:`ClientReputation.joined`);
+  only a client scored in at least one round earns the final bonus.
 
 Everything here is pure: no I/O, no chain, no logging.
 """
@@ -93,11 +93,16 @@ class ClientReputation:
         """r_at = r_a * r_t (eq. 10), fixed point."""
         return total_reputation(self.loss_reputation, self.time_reputation)
 
-    def current(self, params: MechanismParams) -> tuple[int, int]:
-        """(r_a, r_t) as the auction sees them: the initial reputation before the first scored round."""
+    @classmethod
+    def joined(cls, params: MechanismParams) -> "ClientReputation":
+        """The state of a client that just joined: no rounds, r_a = r_t = min(1, cap)."""
+        return cls(loss_reputation=params.initial_reputation, time_reputation=params.initial_reputation)
+
+    def bonus(self, params: MechanismParams, actual_duration: int) -> int:
+        """Eq. 16 for this client before pro-rata scaling: 0 unless it was scored in some round."""
         if self.rounds == 0:
-            return params.initial_reputation, params.initial_reputation
-        return self.loss_reputation, self.time_reputation
+            return 0
+        return final_bonus(params.phi, params.expected_duration, actual_duration, self.total_reputation)
 
 
 @dataclass(frozen=True)

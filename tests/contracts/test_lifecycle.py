@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fedchain.fl.reputation import WAD, ClientReputation, final_bonus, scale_pro_rata, score_round
+from fedchain.fl.reputation import WAD, ClientReputation, scale_pro_rata, score_round
 from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
 
 PARAMS = TaskParams(rounds=3, expected_duration=900)  # T = 300 s
@@ -32,7 +32,7 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     paid_to = Counter()
     mechanism = PARAMS.mechanism()
-    model = [ClientReputation() for _ in clients]
+    model = [ClientReputation.joined(mechanism) for _ in clients]
     active = [True, True, True]
     budget_left = BUDGET
     # Per round: (quality, seconds after the round start) per client; None: the fog does not commit.
@@ -84,8 +84,7 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
     for index in range(3):
         chain.send("FogAuction", "settleJob", task, index, by=STRANGER)
     bonuses = scale_pro_rata(
-        [final_bonus(PARAMS.phi, PARAMS.expected_duration, state.finished_at - state.started_at, m.total_reputation) if a else 0
-         for m, a in zip(model, active)],
+        [m.bonus(mechanism, state.finished_at - state.started_at) if a else 0 for m, a in zip(model, active)],
         budget_left,
     )
     expected = {

@@ -69,7 +69,7 @@ def test_a_posted_round_updates_reputations_and_credits_eq15_exactly_as_the_mode
     receipt = chain.post_round(task, 1, measurements, accuracy=WAD // 2)
     # Assert: state and payments equal the Python model to the wei.
     mechanism = PARAMS.mechanism()
-    expected = [score_round(ClientReputation(), mechanism, q, t, ok) for q, t, ok in measurements]
+    expected = [score_round(ClientReputation.joined(mechanism), mechanism, q, t, ok) for q, t, ok in measurements]
     for index, score in enumerate(expected):
         info = chain.view("RoundLedger", "client", task, index)
         assert (info.rounds, info.sum_quality, info.sum_time_ratio) == (

@@ -166,6 +166,15 @@ def test_standby_winner_skips_ineligible_and_too_expensive_bids() -> None:
     assert standby_winner(auction_params(False), WAD, 10, bids, [False, True, False, True], 300) is None
 
 
+def test_a_joined_client_starts_at_reputation_one_and_earns_no_bonus_until_scored() -> None:
+    joined = ClientReputation.joined(params(reputation_cap=WAD // 2))
+    assert (joined.loss_reputation, joined.time_reputation, joined.rounds) == (WAD // 2, WAD // 2, 0)
+    assert joined.bonus(params(), 100) == 0
+    scored = score_round(ClientReputation.joined(params()), params(), WAD, 200, True).reputation
+    # phi * (600 - 100) * (1.0 * 1.0) = 1e12 * 500.
+    assert scored.bonus(params(), 100) == 500 * 10**12
+
+
 def test_fog_cost_is_half_alpha_c_d_f_squared() -> None:
     assert fog_cost(2.0, 1.0, 10.0, 3.0) == 90.0
 

@@ -1,0 +1,160 @@
+"""``fedchain bench gas``: the gas of posting one round, for 10, 50 and 100 clients.
+
+The benchmark starts its own Anvil, deploys the contracts with the recipe,
+and for each size builds a task whose clients have all joined, whose jobs
+are all awarded (one sealed bid each) and whose fog nodes have all committed
+round 1; then the aggregator posts round 1 and the receipt's ``gasUsed`` is
+the figure. Gas per client-round = gas / clients (the transaction's fixed
+cost included, so small rounds look dearer).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+import click
+from eth_abi import encode as abi_encode
+from eth_utils import keccak
+from web3 import Web3
+
+from fedchain.chain.compile import compile_contracts
+from fedchain.chain.node import AnvilNode, AnvilSettings
+from fedchain.chain.recipe import deploy_fedchain
+from fedchain.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: Client counts measured by default.
+DEFAULT_SIZES: tuple[int, ...] = (10, 50, 100)
+#: The issue's target at 100 clients.
+TARGET_GAS_PER_CLIENT_ROUND = 25_000
+WAD = 10**18
+
+#: Task parameters of the benchmark (ITaskRegistry.TaskParams order): 3 rounds, generous budget.
+BENCH_ROUNDS = 3
+CLIENT_DEPOSIT = 10**15
+FOG_DEPOSIT = 10**15
+PRICE = 10**12
+BIDDING_S = 60
+REVEAL_S = 60
+
+
+@dataclass(frozen=True)
+class GasRow:
+    """One measurement: posting one round for ``clients`` clients."""
+
+    clients: int
+    gas: int
+    gas_per_client_round: int
+
+
+def task_params(max_clients: int) -> tuple[Any, ...]:
+    """The benchmark task's TaskParams tuple."""
+    return (
+        keccak(text="lenet5"), keccak(text="mnist"),
+        BENCH_ROUNDS,          # rounds
+        0,                     # targetAccuracy
+        3600,                  # expectedDuration, s
+        10**12,                # psi, wei
+        10**9,                 # phi, wei per second
+        WAD // 10, WAD // 10,  # r_a_min, r_t_min
+        WAD // 2,              # q_min
+        1800,                  # t_max, s
+        10 * WAD,              # reputation cap
+        CLIENT_DEPOSIT, FOG_DEPOSIT,
+        1000,                  # cycles per sample
+        3600,                  # round duration, s
+        BIDDING_S, REVEAL_S,
+        5,                     # time tolerance, s
+        max_clients,
+        False,                 # first price
+    )
+
+
+class _Bench:
+    """Drives the deployed contracts from the node's unlocked accounts, waiting only once per batch."""
+
+    def __init__(self, w3: Web3, addresses: Mapping[str, str]) -> None:
+        artifacts = compile_contracts()
+        self.w3 = w3
+        self.accounts = [Web3.to_checksum_address(a) for a in w3.eth.accounts]
+        self.c = {name: w3.eth.contract(address=address, abi=list(artifacts[name].abi)) for name, address in addresses.items()}
+
+    def batch(self, calls: Sequence[tuple[Any, str, int]]) -> list[Mapping[str, Any]]:
+        """Send (function call, sender, value) transactions back to back, then wait for all receipts."""
+        hashes = [call.transact({"from": sender, "value": value}) for call, sender, value in calls]
+        receipts = [self.w3.eth.wait_for_transaction_receipt(h, timeout=120, poll_latency=0.01) for h in hashes]
+        failed = [i for i, r in enumerate(receipts) if r["status"] != 1]
+        if failed:
+            raise RuntimeError(f"benchmark set-up transactions {failed} reverted")
+        return receipts
+
+    def advance(self, seconds: int) -> None:
+        self.w3.provider.make_request("evm_increaseTime", [seconds])
+        self.w3.provider.make_request("evm_mine", [])
+
+    def post_round_gas(self, clients: int) -> int:
+        """Set up a task with ``clients`` staffed clients, commit round 1 and return the gas of posting it."""
+        publisher, aggregator, fog = self.accounts[:3]
+        members = self.accounts[3 : 3 + clients]
+        registry, ledger, auction = self.c["TaskRegistry"], self.c["RoundLedger"], self.c["FogAuction"]
+        task = registry.functions.taskCount().call() + 1
+        budget = 10**18
+        self.batch([(registry.functions.createTask(task_params(clients), aggregator), publisher, budget)])
+        salts = [keccak(text=f"salt-{i}") for i in range(clients)]
+        data_size = 600
+        commitments = [keccak(abi_encode(["uint256", "bytes32"], [data_size, s])) for s in salts]
+        self.batch([(ledger.functions.join(task, commitments[i]), m, CLIENT_DEPOSIT) for i, m in enumerate(members)])
+        self.batch([(auction.functions.openAuction(task, data_size, salts[i]), m, 0) for i, m in enumerate(members)])
+        frequency, bid_salt = 10**6, keccak(text="bid")
+        sealed = keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, PRICE, bid_salt, fog]))
+        self.batch([(auction.functions.commitBid(task, i, sealed), fog, FOG_DEPOSIT) for i in range(clients)])
+        self.advance(BIDDING_S + 1)
+        self.batch([(auction.functions.revealBid(task, i, frequency, PRICE, bid_salt), fog, 0) for i in range(clients)])
+        self.advance(REVEAL_S + 1)
+        self.batch([(auction.functions.closeAuction(task, i), m, PRICE * BENCH_ROUNDS) for i, m in enumerate(members)])
+        self.batch([(registry.functions.startTask(task), publisher, 0)])
+        self.batch([(auction.functions.commitUpdate(task, i, 1, keccak(text=f"u{i}")), fog, 0) for i in range(clients)])
+        start = registry.functions.state(task).call()[6]  # roundStartedAt
+        commits = auction.functions.commitTimes(task, 1, clients).call()
+        measurements = [(WAD * (80 + i % 40) // 100, t - start, True) for i, t in enumerate(commits)]
+        receipt = self.batch([(ledger.functions.postRound(task, 1, keccak(text="model-1"), WAD // 2, measurements), aggregator, 0)])[0]
+        return int(receipt["gasUsed"])
+
+
+def measure(sizes: Sequence[int] = DEFAULT_SIZES) -> list[GasRow]:
+    """Start Anvil, deploy, and measure the gas of one round's post for each client count in ``sizes``."""
+    if not sizes or min(sizes) < 1:
+        raise ConfigError(f"client counts must be positive, got {list(sizes)}")
+    settings = AnvilSettings(accounts=max(sizes) + 3, gas_limit=60_000_000)
+    with AnvilNode(settings) as node:
+        w3 = node.web3()
+        addresses = deploy_fedchain(w3, w3.eth.accounts[0])
+        bench = _Bench(w3, addresses)
+        rows = []
+        for clients in sizes:
+            gas = bench.post_round_gas(clients)
+            rows.append(GasRow(clients, gas, gas // clients))
+            log.info("posting a round for %d clients: %d gas", clients, gas)
+        return rows
+
+
+@click.command(name="gas")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option(
+    "--clients", "sizes", multiple=True, type=click.IntRange(1, 500), default=DEFAULT_SIZES, show_default=True,
+    help="Client counts to measure (repeat the option).",
+)
+def gas(as_json: bool, sizes: tuple[int, ...]) -> None:
+    """Gas of posting one round for 10, 50 and 100 clients, and the gas per client-round."""
+    rows = measure(sizes)
+    if as_json:
+        click.echo(json.dumps({"target_gas_per_client_round": TARGET_GAS_PER_CLIENT_ROUND, "rows": [asdict(r) for r in rows]}))
+        return
+    click.echo(f"{'clients':>8} {'gas of the post':>16} {'gas per client-round':>21}")
+    for row in rows:
+        click.echo(f"{row.clients:>8} {row.gas:>16,} {row.gas_per_client_round:>21,}")
+    click.echo(f"target: at most {TARGET_GAS_PER_CLIENT_ROUND:,} gas per client-round at 100 clients")
