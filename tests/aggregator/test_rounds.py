@@ -1,0 +1,129 @@
+"""The aggregator on a real chain: real trained updates, a malformed one, a missed deadline, a restart, settlement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedchain.aggregator import Aggregator, AggregatorSettings
+from fedchain.chain.bindings import ClientRemoved, FogSlashed, JobReassigned, RoundPosted, TaskSettled
+from fedchain.chain.events import LogQuery, fetch_events
+from fedchain.data.datasets import load_dataset
+from fedchain.fl.params import unflatten
+from fedchain.publisher.service import ClientStatus, JobStatus, TaskStatus
+from fedchain.fl.quality import to_wad
+from fedchain.taskspec import load_spec, load_validation
+from fedchain.trainer.evaluation import predict
+
+from tests.aggregator.conftest import FOGS, TERMS, World
+
+PRICE = 10**14
+
+
+def task_events(world: World, task_id: int, kind: type) -> list:
+    contracts = world.publisher.contracts
+    query = LogQuery(addresses=(contracts.round_ledger.address, contracts.fog_auction.address, contracts.task_registry.address),
+                     from_block=world.publisher.deployment.block_number)
+    return [e for e in fetch_events(world.publisher.w3, world.publisher.transactor.registry, query)
+            if isinstance(e, kind) and e.task_id == task_id]
+
+
+def aggregator_for(world: World, task_id: int, state_path: Path) -> Aggregator:
+    settings = AggregatorSettings(task_id=task_id, state_path=state_path, poll_interval_s=0.01)
+    return Aggregator(world.aggregator, settings)
+
+
+def step_until(aggregator: Aggregator, done, limit: int = 20) -> None:
+    """Step the aggregator until ``done()`` holds (each step handles new blocks or does the round's work)."""
+    for _ in range(limit):
+        if done():
+            return
+        aggregator.step()
+    assert done(), "the aggregator did not get there"
+
+
+@pytest.fixture(scope="module")
+def mnist_slices() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Three clients' training data: 64 MNIST training images each."""
+    train = load_dataset("mnist", train=True)
+    return [(train.images[i * 64:(i + 1) * 64], train.labels[i * 64:(i + 1) * 64]) for i in range(3)]
+
+
+def test_round_scores_real_updates_rejects_malformed_one_and_slashes_the_late_fog(
+    world: World, tmp_path: Path, mnist_slices: list
+) -> None:
+    # prepare: client 0 honest, client 1's fog commits a NaN update, client 2's fog never commits (a standby bid waits)
+    task_id = world.staffed_task({0: [(FOGS[0], PRICE)], 1: [(FOGS[1], PRICE)], 2: [(FOGS[2], PRICE), (FOGS[3], PRICE)]})  # ties go to the earlier bid
+    model_id = world.publisher.contracts.task_registry.params(task_id).model_id
+    start = world.global_model(task_id, model_id, 0)
+    spec = load_spec(world.publisher.store, world.publisher.contracts.task_registry.params(task_id).dataset_id)
+    world.commit_trained_update(task_id, 0, FOGS[0], 1, start, *mnist_slices[0])
+    poisoned = unflatten(torch.full_like(start, float("nan")), spec.param_spec())
+    world.commit_params(task_id, 1, FOGS[1], 1, poisoned, spec)
+    aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
+    registry = world.publisher.contracts.task_registry
+
+    # execute: before the deadline the aggregator waits for client 2; after it, the round completes
+    for _ in range(3):
+        aggregator.step()
+    assert registry.state(task_id).current_round == 1
+    world.advance(TERMS.round_duration + 1)
+    step_until(aggregator, lambda: registry.state(task_id).current_round == 2)
+
+    # assert: one post with the honest client scored, the NaN update failed, the late fog slashed and replaced
+    (posted,) = task_events(world, task_id, RoundPosted)
+    honest, poisoned_m, missing = posted.measurements
+    round_start = registry.state(task_id).started_at
+    commit_times = world.publisher.contracts.fog_auction.commit_times(task_id, 1, 3)
+    assert honest.accepted and honest.quality == 10**18  # the only accepted client: loss_avg / loss_0 = 1
+    assert honest.round_time == commit_times[0] - round_start
+    assert not poisoned_m.accepted and poisoned_m.quality == 0 and poisoned_m.round_time > 0
+    assert (missing.accepted, missing.quality, missing.round_time) == (False, 0, 0)
+    (slashed,) = task_events(world, task_id, FogSlashed)
+    assert (slashed.client_index, slashed.fog, slashed.round) == (2, world.session(FOGS[2]).address, 1)
+    (reassigned,) = task_events(world, task_id, JobReassigned)
+    job = world.publisher.contracts.fog_auction.job(task_id, 2)
+    assert job.status == JobStatus.AWARDED and reassigned.from_round == 2
+    assert [r.client_index for r in task_events(world, task_id, ClientRemoved)] == [1]  # quality 0 < q_min
+    # the posted model is FedAvg of the one accepted update, in the store, and its accuracy is what was posted
+    new_global = world.global_model(task_id, posted.model_hash, 1)
+    accuracy = predict(spec.model_spec(), new_global, load_validation(spec)).accuracies[0]
+    assert posted.accuracy == to_wad([float(accuracy)])[0]
+
+
+def test_restarted_aggregator_resumes_from_the_chain_without_posting_twice_and_settles(
+    world: World, tmp_path: Path, mnist_slices: list
+) -> None:
+    # prepare: a two-client task whose round 1 was posted by an aggregator that then "died" before saving
+    task_id = world.staffed_task({0: [(FOGS[0], PRICE)], 1: [(FOGS[1], PRICE)]})
+    registry = world.publisher.contracts.task_registry
+    start = world.global_model(task_id, registry.params(task_id).model_id, 0)
+    for index in (0, 1):
+        world.commit_trained_update(task_id, index, FOGS[index], 1, start, *mnist_slices[index])
+    state_path = tmp_path / "aggregator.json"
+    first = aggregator_for(world, task_id, state_path)
+    step_until(first, lambda: registry.state(task_id).current_round == 2)
+    state_path.write_text(json.dumps({**json.loads(state_path.read_text()), "data": {}, "last_block": 0}))
+
+    # execute: a new process with the stale state; then round 2's commits arrive
+    second = aggregator_for(world, task_id, state_path)
+    for _ in range(4):
+        second.step()
+    (posted_1,) = task_events(world, task_id, RoundPosted)
+    round_1_model = world.global_model(task_id, posted_1.model_hash, 1)
+    for index in (0, 1):
+        world.commit_trained_update(task_id, index, FOGS[index], 2, round_1_model, *mnist_slices[index])
+    step_until(second, lambda: second.state.finished, limit=40)
+
+    # assert: each round posted once, round 2 trained from round 1's model, the task settled
+    posted = task_events(world, task_id, RoundPosted)
+    assert [p.round for p in posted] == [1, 2]
+    assert all(m.accepted for p in posted for m in p.measurements)
+    assert registry.state(task_id).status == TaskStatus.SETTLED
+    assert len(task_events(world, task_id, TaskSettled)) == 1
+    assert all(world.publisher.contracts.fog_auction.job(task_id, i).status == JobStatus.SETTLED for i in (0, 1))
+    clients = [world.publisher.contracts.round_ledger.client(task_id, i) for i in (0, 1)]
+    assert [c.rounds for c in clients] == [2, 2] and all(c.status == ClientStatus.ACTIVE for c in clients)
