@@ -20,7 +20,7 @@ export FEDCHAIN_DATA_ROOT
 # Extra arguments: make demo ARGS="--rounds 3", make test ARGS="-k auction".
 ARGS ?=
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test clean brownie brownie-compile bindings
 .DEFAULT_GOAL := demo
 
 setup: $(VENV)/.installed node_modules/.installed
@@ -41,5 +41,26 @@ demo: setup
 test: setup
 	$(PY) -m pytest $(ARGS)
 
+# Brownie pins ~70 exact versions (web3, hypothesis, pytest...), so it gets an
+# environment of its own. Offline, the npm compiler stands in for solc: the
+# bridge is linked as ~/.solcx/solc-v0.8.37 unless a native solc is there.
+BROWNIE_VENV := .venv-brownie
+SOLCX_BRIDGE := $(HOME)/.solcx/solc-v0.8.37
+
+brownie: $(BROWNIE_VENV)/.installed
+
+$(BROWNIE_VENV)/.installed:
+	@test -x $(BROWNIE_VENV)/bin/python || $(PYTHON) -m venv $(BROWNIE_VENV)
+	$(BROWNIE_VENV)/bin/python -m pip install $(PIP_FLAGS) eth-brownie==1.22.2
+	@touch $@
+
+brownie-compile: brownie node_modules/.installed
+	@test -e $(SOLCX_BRIDGE) || { mkdir -p $(dir $(SOLCX_BRIDGE)) && ln -s $(abspath fedchain/chain/solc_bridge.js) $(SOLCX_BRIDGE); }
+	$(BROWNIE_VENV)/bin/brownie compile
+
+# Regenerate the typed contract bindings after changing contracts/.
+bindings: setup
+	$(PY) -m fedchain.chain.codegen
+
 clean:
-	rm -rf $(VENV) node_modules build .fedchain
+	rm -rf $(VENV) $(BROWNIE_VENV) node_modules build .fedchain
