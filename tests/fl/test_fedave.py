@@ -50,6 +50,20 @@ def test_fedave_round_matches_hand_computed_reputation_and_quotas() -> None:
     torch.testing.assert_close(result.weights, torch.tensor([0.25, 0.75], dtype=F64))
 
 
+def test_fedave_relative_divergence_divides_quotas_by_kl_over_the_smallest_kl() -> None:
+    """Same round as above with relative_divergence: KL_A / min KL = 1.757780 / 0.510826 = 3.441040, KL_B / min KL = 1.
+    quota_A = 10 tanh(0.465762) / tanh(0.534238) / 3.441040 = 10 * 0.434769 / 0.488614 / 3.441040 = 2.5858 -> 2;
+    quota_B = 10. The reputation itself still uses the raw KL."""
+    strategy = get_strategy("fedave", tau=0.5, beta=1.0, bins=2, histogram_epsilon=1e-12, relative_divergence=True)
+    updates = torch.stack([DESCENDING, DESCENDING])
+
+    result = strategy.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
+
+    assert (result.reward_updates[0] != 0).sum().item() == 2
+    assert (result.reward_updates[1] != 0).sum().item() == 10
+    torch.testing.assert_close(result.contribution, torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
+
+
 def test_fedave_smooths_the_reputation_with_alpha() -> None:
     """Round 2 with r^1 = [0.465762, 0.534238], the same r~ and alpha = 0.5: r = (r^1 + r~)/2 normalised.
 

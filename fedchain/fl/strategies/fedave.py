@@ -11,7 +11,10 @@ Round t:
   as in the authors' code), then normalised to sum 1.
 - Dynamic gradient reward (DGR): ``quota_i = d tanh(beta r_i) / (max_j tanh(beta r_j) KL_i)``,
   clamped to ``[0, d]`` and rounded down; client i receives the ``quota_i``
-  largest-magnitude entries of ``u_G``.
+  largest-magnitude entries of ``u_G``. With ``relative_divergence`` the quota
+  divides by ``KL_i / min_j KL_j`` instead of ``KL_i``, as the authors' published
+  code does: when every KL is below 1 (similar data), the seed's formula gives
+  every client the whole update, the relative one still ranks them.
 
 Our rules where the seed is silent: a rejected (non-finite) client and a zero
 update (no direction, nothing contributed) get ``r~_i = 0`` and no reward.
@@ -74,6 +77,8 @@ class FedAVE(Strategy[FedAVEState]):
     bins: int = DEFAULT_BINS
     #: Probability added to every histogram bin.
     histogram_epsilon: float = HISTOGRAM_EPSILON
+    #: Divide the reward quota by KL_i / min_j KL_j (authors' code) rather than by KL_i (the seed's formula).
+    relative_divergence: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -128,6 +133,8 @@ class FedAVE(Strategy[FedAVEState]):
         reputation = normalise_weights(smoothed)
         weights = data_shares(inputs.data_sizes, inputs.finite)
         global_update = weighted_sum(unit_rows(inputs.updates, self.tau), weights)
+        if self.relative_divergence and eligible.any():
+            divergence = divergence / divergence[eligible].min()
         quotas = reward_quotas(
             torch.where(eligible, reputation, torch.zeros_like(reputation)),
             torch.where(eligible, divergence, torch.ones_like(divergence)),
