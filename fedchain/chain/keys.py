@@ -73,10 +73,16 @@ def account_from_keystore(path: Path, password: str) -> LocalAccount:
     return Account.from_key(key)
 
 
-def write_keystore(account: LocalAccount, path: Path, password: str, *, kdf: str = "scrypt") -> Path:
-    """Encrypt ``account`` into a keystore file at ``path`` (readable only by its owner)."""
+def write_keystore(
+    account: LocalAccount, path: Path, password: str, *, kdf: str = "scrypt", iterations: int | None = None
+) -> Path:
+    """Encrypt ``account`` into a keystore file at ``path`` (readable only by its owner).
+
+    ``kdf`` and ``iterations`` choose the key derivation (the defaults are
+    eth-account's: scrypt with n = 2**18); fewer iterations only for tests.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    keyfile = Account.encrypt(account.key, password, kdf=kdf)
+    keyfile = Account.encrypt(account.key, password, kdf=kdf, iterations=iterations)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         json.dump(keyfile, handle)

@@ -14,9 +14,8 @@ import pytest
 from fedchain.chain.deployment import load_deployment
 from fedchain.chain.keys import PRIVATE_KEY_ENV
 from fedchain.chain.node import connect
+from fedchain.chain.recipe import DEPLOYMENT_ORDER
 from fedchain.cli import main
-
-CONTRACTS = ["Treasury", "TaskRegistry", "RoundLedger", "FogAuction"]
 
 
 def test_chain_start_serves_until_interrupted_and_deploy_targets_it(tmp_path: Path) -> None:
@@ -55,7 +54,7 @@ def test_deploy_without_rpc_url_prints_the_deployment_and_says_the_chain_stopped
     captured = capsys.readouterr()
     assert code == 0, captured.err
     printed = json.loads(captured.out)
-    assert [c["name"] for c in printed["contracts"]] == CONTRACTS
+    assert tuple(c["name"] for c in printed["contracts"]) == DEPLOYMENT_ORDER
     assert load_deployment(out).to_dict() == printed
     assert "local chain was stopped" in captured.err
 
@@ -67,7 +66,7 @@ def test_demo_deploys_to_a_local_chain_and_lists_the_contracts(tmp_path: Path, c
 
     output = capsys.readouterr().out
     assert code == 0
-    assert all(name in output for name in CONTRACTS)
+    assert all(name in output for name in DEPLOYMENT_ORDER)
 
 
 def test_deploy_error_is_printed_with_its_hint(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -196,7 +196,7 @@ def test_deploy_signs_with_a_keystore(anvil: AnvilNode, w3: Web3, probe_artifact
     from fedchain.chain.keys import write_keystore
 
     account = fresh_account(w3, anvil, "keystore", 10**18)
-    keystore = write_keystore(account, tmp_path / "key.json", "s3cret", kdf="pbkdf2")
+    keystore = write_keystore(account, tmp_path / "key.json", "s3cret", kdf="pbkdf2", iterations=2)
     monkeypatch.setenv(KEYSTORE_PASSWORD_ENV, "s3cret")
     monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
 

@@ -16,7 +16,7 @@ ACCOUNT = Account.from_key(KEY)
 
 @pytest.fixture()
 def keystore(tmp_path: Path) -> Path:
-    return write_keystore(ACCOUNT, tmp_path / "key.json", "right", kdf="pbkdf2")
+    return write_keystore(ACCOUNT, tmp_path / "key.json", "right", kdf="pbkdf2", iterations=2)
 
 
 def test_no_key_configured_gives_none() -> None:
