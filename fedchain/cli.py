@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "task": ("fedchain.publisher.cli:task", "Publish and manage tasks: create, start, cancel, show, settle."),
     "withdraw": ("fedchain.publisher.cli:withdraw", "Withdraw your claimable balance (refunds, rewards, deposits)."),
     "aggregator": ("fedchain.aggregator.cli:aggregator", "Run a task's aggregator: verify, score, aggregate, post rounds."),
+    "audit": ("fedchain.audit.cli:audit", "Replay a task's events, recompute every payment, check the money and the store."),
 }
 
 

@@ -193,3 +193,9 @@ class JobDataRejected(AgentError):
     """A client's job data does not match its on-chain hash, its revealed data size, or the task's data format."""
 
     hint = "the fog node does not train on it; the client must hand off the data it committed (same store, same bytes)"
+
+
+class AuditFailed(FedchainError):
+    """An audit found at least one failed check: the chain, the store or the mechanism disagree."""
+
+    hint = "read the failed checks' findings (tables, --json or --html): each names the event and the values that differ"

@@ -1,0 +1,91 @@
+"""Reading what the auditor needs from the chain: every event of the deployment, and the views at the same block.
+
+This is the audit's only chain access. It signs nothing: the contracts are read
+through a :class:`~fedchain.chain.tx.Transactor` whose sender is the zero
+address and which refuses to send.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from eth_utils import to_checksum_address
+from web3 import Web3
+
+from fedchain.audit.views import ChainViews, TaskViews, TreasuryViews
+from fedchain.chain import bindings as b
+from fedchain.chain.abi import AbiRegistry, ChainEvent
+from fedchain.chain.contract import Contract
+from fedchain.chain.deployment import Deployment
+from fedchain.chain.events import LogQuery, fetch_events
+from fedchain.chain.tx import Receipt, Transactor
+from fedchain.errors import ChainError
+
+log = logging.getLogger(__name__)
+
+#: The sender of the auditor's eth_calls.
+READER_ADDRESS = to_checksum_address("0x" + "00" * 20)
+
+
+class _ReadOnly(Transactor):
+    """A transactor for views only: calls come from the zero address; sending is refused."""
+
+    def __init__(self, w3: Web3) -> None:
+        super().__init__(w3, account=None, registry=AbiRegistry().merged(b.REGISTRY))  # type: ignore[arg-type]
+
+    @property
+    def address(self) -> str:
+        return READER_ADDRESS
+
+    def send(self, to: str | None, data: bytes, *, value: int = 0, gas: int | None = None) -> Receipt:
+        raise ChainError("the auditor only reads the chain", hint="this is a bug: report it")
+
+
+@dataclass(frozen=True)
+class ChainReadings:
+    """A deployment's events up to ``views.block_number`` and the views at that block."""
+
+    events: tuple[ChainEvent, ...]
+    views: ChainViews
+
+
+def read_chain(w3: Web3, deployment: Deployment, task_id: int, *, to_block: int | None = None, page_size: int = 5_000) -> ChainReadings:
+    """Every event of the deployment from its first block to ``to_block`` (default: latest), and the views there."""
+    block = int(w3.eth.block_number) if to_block is None else to_block
+    query = LogQuery(tuple(deployment.addresses.values()), deployment.block_number, block, page_size)
+    events = tuple(fetch_events(w3, b.REGISTRY, query))
+    log.info("read %d events of blocks %d..%d", len(events), deployment.block_number, block)
+    return ChainReadings(events=events, views=read_views(w3, deployment, task_id, events, block))
+
+
+def read_views(w3: Web3, deployment: Deployment, task_id: int, events: tuple[ChainEvent, ...], block: int) -> ChainViews:
+    """The task's and the Treasury's views at ``block`` (a revert, e.g. an unknown task, raises its decoded error)."""
+    reader = _ReadOnly(w3)
+    registry = b.TaskRegistry(reader, deployment.address("TaskRegistry"))
+    ledger = b.RoundLedger(reader, deployment.address("RoundLedger"))
+    auction = b.FogAuction(reader, deployment.address("FogAuction"))
+    treasury = b.Treasury(reader, deployment.address("Treasury"))
+
+    def at(contract: Contract, signature: str, *args: object) -> object:
+        return contract.call(signature, *args, block=block)
+
+    clients = int(at(ledger, "clientCount", task_id))  # type: ignore[call-overload]
+    task = TaskViews(
+        params=at(registry, "params", task_id),  # type: ignore[arg-type]
+        state=at(registry, "state", task_id),  # type: ignore[arg-type]
+        clients=tuple(at(ledger, "client", task_id, i) for i in range(clients)),  # type: ignore[misc]
+        deposits_held=at(ledger, "depositsHeld", task_id),  # type: ignore[arg-type]
+        rewards_held=at(ledger, "rewardsHeld", task_id),  # type: ignore[arg-type]
+        settled=at(ledger, "settled", task_id),  # type: ignore[arg-type]
+        jobs=tuple(at(auction, "job", task_id, i) for i in range(clients)),  # type: ignore[misc]
+        auction_held=at(auction, "heldFor", task_id),  # type: ignore[arg-type]
+        treasury_held=at(treasury, "held", task_id),  # type: ignore[arg-type]
+    )
+    credited = sorted({e.to for e in events if isinstance(e, b.Credited)})
+    treasury_views = TreasuryViews(
+        balance=int(w3.eth.get_balance(treasury.address, block)),
+        totals=at(treasury, "totals"),  # type: ignore[arg-type]
+        claimable={account: at(treasury, "claimable", account) for account in credited},  # type: ignore[misc]
+    )
+    return ChainViews(block_number=block, task=task, treasury=treasury_views)

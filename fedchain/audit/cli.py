@@ -1,0 +1,80 @@
+"""``fedchain audit``: the command line over :mod:`fedchain.audit`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import click
+
+from fedchain.chain.commands import deployment_option
+from fedchain.errors import AuditFailed
+from fedchain.store import DEFAULT_STORE_URL
+
+log = logging.getLogger(__name__)
+
+
+@click.command()
+@click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task id to audit.")
+@deployment_option
+@click.option("--rpc-url", help="JSON-RPC URL of the chain. Default: the one in the deployment file.")
+@click.option("--store", "store_url", default=DEFAULT_STORE_URL, show_default=True, help="Blob store: a folder or an fsspec URL.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write a self-contained HTML report here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (machine readable) instead of tables.")
+@click.option("--verify-scores", is_flag=True, help="Re-run the aggregator's scoring from the stored updates (needs the data root).")
+@click.option(
+    "--score-tolerance", type=click.FloatRange(min=0.0), default=None,
+    help="Largest accepted |posted - reproduced| quality with --verify-scores. [default: 1e-3]",
+)
+@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder (default: FEDCHAIN_DATA_ROOT).")
+@click.option("--to-block", type=click.IntRange(min=0), help="Audit the chain as of this block (default: the latest).")
+def audit(
+    task_id: int,
+    deployment_file: Path,
+    rpc_url: str | None,
+    store_url: str,
+    html_file: Path | None,
+    as_json: bool,
+    verify_scores: bool,
+    score_tolerance: float | None,
+    data_root: Path | None,
+    to_block: int | None,
+) -> None:
+    """Replay every event of a task, recompute its reputation and payments, and check the money and the store.
+
+    \b
+    Checks: the history is consistent; auctions, reputation and payments
+    recomputed to the wei match the chain; escrow is conserved for the task
+    and the Treasury; no withdrawal exceeds its credits; every committed
+    update and model is in the store intact; with --verify-scores, the posted
+    qualities are reproduced from the stored updates. The exit status is 1
+    when any check fails.
+    """
+    from fedchain.audit.chain import read_chain
+    from fedchain.audit.render import html_report, print_report
+    from fedchain.audit.report import audit_task
+    from fedchain.chain.deployment import open_deployment
+    from fedchain.store import open_store
+
+    w3, deployment = open_deployment(deployment_file, rpc_url=rpc_url)
+    readings = read_chain(w3, deployment, task_id, to_block=to_block)
+    store = open_store(store_url)
+    scores = None
+    if verify_scores:
+        from fedchain.audit.scores import DEFAULT_TOLERANCE, verify_scores as verify
+
+        tolerance = DEFAULT_TOLERANCE if score_tolerance is None else score_tolerance
+        scores = verify(task_id, readings.events, store, tolerance=tolerance, data_root=data_root)
+    report = audit_task(task_id, readings.events, views=readings.views, store=store, scores=scores)
+    if html_file is not None:
+        html_file.parent.mkdir(parents=True, exist_ok=True)
+        html_file.write_text(html_report(report), encoding="utf-8")
+        log.info("HTML report written to %s", html_file)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        print_report(report)
+    if not report.passed:
+        failed = ", ".join(name.value for name in report.failed_checks)
+        raise AuditFailed(f"the audit of task {task_id} failed: {failed}")

@@ -1,0 +1,180 @@
+"""A task's history as the auditor rebuilds it from events: plain frozen records, no logic.
+
+Units as on chain: wei for money, seconds for times, 1e18 fixed point for
+reputations, qualities and accuracy. Client indices are join order (0-based);
+rounds are 1-based.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fedchain.chain.bindings import Measurement, TaskParams
+
+#: The bid index the contracts use for "no winner" (type(uint32).max).
+NO_WINNER = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """The task itself: who, what, and where its life cycle ended up."""
+
+    task_id: int
+    publisher: str
+    aggregator: str
+    budget: int
+    #: None when the task's creation is not among the events.
+    params: TaskParams | None
+    #: ``Open``, ``Running``, ``Finished``, ``Settled`` or ``Cancelled``.
+    status: str
+    started_at: int | None
+    finished_at: int | None
+    last_round: int
+    target_reached: bool
+    #: Wei credited as final bonuses and refunded to the publisher at settlement (None before).
+    bonuses: int | None
+    refund: int | None
+
+
+@dataclass(frozen=True)
+class ClientRecord:
+    """One client: its standing, reputation and money after the replay."""
+
+    index: int
+    account: str
+    #: ``active`` or ``removed``.
+    status: str
+    deposit: int
+    data_size: int | None
+    #: Rounds in which it was scored.
+    rounds: int
+    sum_quality: int
+    sum_time_ratio: int
+    loss_reputation: int
+    time_reputation: int
+    #: Eq. 15 payments credited over all rounds (after pro-rata scaling), wei.
+    earned: int
+    #: Final bonus (eq. 16) and deposit returned at settlement, wei (None before settlement).
+    bonus: int | None
+    deposit_returned: int | None
+    removed_round: int | None
+    #: keccak256 of the data it handed to its fog node (DataHandoff), if committed.
+    data_hash: bytes | None
+
+    @property
+    def total_reputation(self) -> int:
+        """r_at = r_a * r_t (eq. 10), fixed point."""
+        return self.loss_reputation * self.time_reputation // 10**18
+
+
+@dataclass(frozen=True)
+class BidRecord:
+    """One sealed bid of a fog node for a client's job."""
+
+    index: int
+    bidder: str
+    revealed: bool
+    frequency: int
+    price: int
+
+
+@dataclass(frozen=True)
+class AuctionRecord:
+    """A client's job auction and its outcome."""
+
+    client_index: int
+    data_size: int
+    bids: tuple[BidRecord, ...]
+    #: Bid index of the winner, or None when no bid was revealed (or the auction is still open).
+    winner: int | None
+    price: int
+    escrow: int
+    closed: bool
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """A fog node's on-chain commit of one round's update."""
+
+    client_index: int
+    round: int
+    fog: str
+    update_hash: bytes
+    committed_at: int
+    #: Wei released to the fog node by this commit.
+    payment: int
+
+
+@dataclass(frozen=True)
+class SlashRecord:
+    """A winner that missed a round, and who took the job over."""
+
+    client_index: int
+    fog: str
+    round: int
+    forfeited: int
+    #: Bid index of the new winner, or None when the job fell vacant.
+    new_winner: int | None
+    new_price: int
+    from_round: int
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One posted round and what it did to every client (index = client index)."""
+
+    round: int
+    model_hash: bytes
+    accuracy: int
+    measurements: tuple[Measurement, ...]
+    #: Wei credited to clients for the round (after pro-rata scaling).
+    paid: int
+    #: Whether each client was scored this round (active with a commit).
+    scored: tuple[bool, ...]
+    #: r_a and r_t of every client after the round (unchanged for clients not scored).
+    loss_reputation: tuple[int, ...]
+    time_reputation: tuple[int, ...]
+    #: Each client's payment for the round, wei.
+    payments: tuple[int, ...]
+    removed: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CreditRecord:
+    """Wei moved from a task's pool to an account (``Credited``)."""
+
+    account: str
+    amount: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class TaskHistory:
+    """Everything the auditor rebuilt about one task."""
+
+    task: TaskRecord
+    clients: tuple[ClientRecord, ...]
+    auctions: tuple[AuctionRecord, ...]
+    commits: tuple[CommitRecord, ...]
+    slashes: tuple[SlashRecord, ...]
+    rounds: tuple[RoundRecord, ...]
+    credits: tuple[CreditRecord, ...]
+    #: Wei each account of the task withdrew from the Treasury (over all tasks: withdrawals are per account).
+    withdrawn: tuple[tuple[str, int], ...]
+
+    def credited_to(self, account: str) -> dict[str, int]:
+        """Wei credited to ``account`` by this task, by reason."""
+        totals: dict[str, int] = {}
+        for credit in self.credits:
+            if credit.account == account:
+                totals[credit.reason] = totals.get(credit.reason, 0) + credit.amount
+        return totals
+
+    @property
+    def fog_nodes(self) -> tuple[str, ...]:
+        """Every fog node that bid for one of the task's jobs, in first-bid order."""
+        seen: dict[str, None] = {}
+        for auction in self.auctions:
+            for bid in auction.bids:
+                seen.setdefault(bid.bidder, None)
+        return tuple(seen)

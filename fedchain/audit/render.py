@@ -1,0 +1,243 @@
+"""Showing an audit: rich tables for the terminal, one self-contained HTML file with plots.
+
+The HTML report embeds its matplotlib plots (reputation and payments per round)
+as base64 PNG, so the file can be mailed or archived on its own. Plots are
+drawn on :class:`matplotlib.figure.Figure` directly (no pyplot, no global
+backend switch), so rendering works in any process.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from decimal import Decimal
+from typing import Any, Sequence
+
+from matplotlib.figure import Figure
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from fedchain.audit.checks import CheckResult, CheckStatus
+from fedchain.audit.report import AuditReport, fog_summary
+
+WAD = 10**18
+#: Findings listed per check in the terminal table (the JSON and HTML reports list all).
+FINDINGS_SHOWN = 3
+STATUS_STYLE = {CheckStatus.PASS: "green", CheckStatus.FAIL: "bold red", CheckStatus.SKIPPED: "yellow"}
+
+
+def fixed(value: int | None, places: int = 4) -> str:
+    """A 1e18 fixed-point value as a decimal (``1.2500``); ``-`` for None."""
+    if value is None:
+        return "-"
+    return f"{Decimal(value) / WAD:.{places}f}"
+
+
+def ether(wei: int | str | None) -> str:
+    """Wei as ether with six decimals (``0.012500``); ``-`` for None."""
+    if wei is None:
+        return "-"
+    return f"{Decimal(int(wei)) / WAD:.6f}"
+
+
+def short(address: str) -> str:
+    """``0x1234…abcd``."""
+    return f"{address[:6]}…{address[-4:]}" if len(address) > 12 else address
+
+
+def verdict(report: AuditReport) -> str:
+    failed = ", ".join(name.value for name in report.failed_checks)
+    where = f" at block {report.block_number}" if report.block_number is not None else ""
+    return f"audit of task {report.task_id}{where}: " + ("PASSED" if report.passed else f"FAILED ({failed})")
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def tables(report: AuditReport) -> Group:
+    """The report as rich renderables: clients, fog nodes, checks and the verdict."""
+    history = report.history
+    clients = Table(title="Clients (reputation 1e18 = 1.0; money in ETH)", title_justify="left")
+    for column in ("#", "account", "status", "rounds", "r_a", "r_t", "r_at", "earned", "bonus", "deposit back", "removed"):
+        clients.add_column(column, justify="right" if column not in ("account", "status") else "left")
+    for c in history.clients:
+        clients.add_row(
+            str(c.index), short(c.account), c.status, str(c.rounds), fixed(c.loss_reputation), fixed(c.time_reputation),
+            fixed(c.total_reputation), ether(c.earned), ether(c.bonus), ether(c.deposit_returned),
+            "-" if c.removed_round is None else str(c.removed_round),
+        )
+    fogs = Table(title="Fog nodes (money in ETH)", title_justify="left")
+    for column in ("account", "bids", "jobs", "rounds", "paid", "slashes", "forfeited"):
+        fogs.add_column(column, justify="left" if column == "account" else "right")
+    for row in fog_summary(history):
+        fogs.add_row(
+            short(row["account"]), str(row["bids"]), ",".join(map(str, row["jobs"])) or "-", str(row["rounds_committed"]),
+            ether(row["payments"]), str(row["slashes"]), ether(row["forfeited"]),
+        )
+    checks = Table(title="Checks", title_justify="left")
+    for column in ("check", "result", "compared", "findings"):
+        checks.add_column(column, justify="right" if column == "compared" else "left")
+    for check in report.checks:
+        checks.add_row(
+            check.name.value, Text(check.status.value, style=STATUS_STYLE[check.status]), str(check.compared), _findings(check)
+        )
+    style = "bold green" if report.passed else "bold red"
+    return Group(clients, fogs, checks, Text(verdict(report), style=style))
+
+
+def _findings(check: CheckResult) -> str:
+    if check.status is CheckStatus.SKIPPED:
+        return check.skipped_because or ""
+    lines = [f.message for f in check.findings[:FINDINGS_SHOWN]]
+    if len(check.findings) > FINDINGS_SHOWN:
+        lines.append(f"... and {len(check.findings) - FINDINGS_SHOWN} more")
+    return "\n".join(lines)
+
+
+def print_report(report: AuditReport, console: Console | None = None) -> None:
+    """Print the terminal tables."""
+    (console or Console()).print(tables(report))
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def reputation_plot(report: AuditReport) -> Figure:
+    """r_a (solid) and r_t (dashed) of every client after each round; round 0 is the initial reputation."""
+    history = report.history
+    figure = Figure(figsize=(7, 3.6), layout="constrained")
+    axes = figure.add_subplot()
+    initial = report.mechanism.initial_reputation if report.mechanism is not None else WAD
+    rounds = [0] + [r.round for r in history.rounds]
+    for client in history.clients:
+        loss = [initial] + [r.loss_reputation[client.index] for r in history.rounds]
+        time = [initial] + [r.time_reputation[client.index] for r in history.rounds]
+        line, = axes.plot(rounds, [v / WAD for v in loss], marker="o", label=f"client {client.index} r_a")
+        axes.plot(rounds, [v / WAD for v in time], linestyle="--", color=line.get_color(), label=f"client {client.index} r_t")
+    axes.set_xlabel("round")
+    axes.set_ylabel("reputation")
+    axes.set_title(f"Task {report.task_id}: loss (r_a) and time (r_t) reputation per round")
+    axes.set_xticks(rounds)
+    axes.legend(fontsize="small", ncols=2)
+    return figure
+
+
+def payments_plot(report: AuditReport) -> Figure:
+    """Every client's eq. 15 payment per round (ETH), bars side by side."""
+    history = report.history
+    figure = Figure(figsize=(7, 3.6), layout="constrained")
+    axes = figure.add_subplot()
+    n = max(len(history.clients), 1)
+    width = 0.8 / n
+    for client in history.clients:
+        xs = [r.round - 0.4 + width * (client.index + 0.5) for r in history.rounds]
+        axes.bar(xs, [r.payments[client.index] / WAD for r in history.rounds], width=width, label=f"client {client.index}")
+    axes.set_xlabel("round")
+    axes.set_ylabel("payment (ETH)")
+    axes.set_title(f"Task {report.task_id}: per-round payments (eq. 15, after pro-rata scaling)")
+    axes.set_xticks([r.round for r in history.rounds])
+    if history.clients:
+        axes.legend(fontsize="small")
+    return figure
+
+
+def png_base64(figure: Figure) -> str:
+    """The figure as a base64 PNG."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f2f2f2; } td.l { text-align: left; font-family: monospace; }
+.pass { color: #087f23; font-weight: bold; } .fail { color: #c62828; font-weight: bold; } .skipped { color: #a66d00; }
+.verdict { font-size: 1.3em; } img { max-width: 100%; }
+"""
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], left: Sequence[int] = ()) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            raw = cell if isinstance(cell, _Raw) else html.escape(str(cell))
+            cells.append(f'<td class="l">{raw}</td>' if i in left else f"<td>{raw}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+class _Raw(str):
+    """Markup already escaped."""
+
+
+def html_report(report: AuditReport) -> str:
+    """One self-contained HTML page: verdict, checks with every finding, tables and the two plots."""
+    history = report.history
+    checks = _table(
+        ("check", "result", "compared", "what it asserts", "findings"),
+        [
+            (
+                c.name.value, _Raw(f'<span class="{c.status.value}">{c.status.value}</span>'), c.compared, c.description,
+                _Raw("<br>".join(html.escape(f.message) for f in c.findings) or html.escape(c.skipped_because or "")),
+            )
+            for c in report.checks
+        ],
+        left=(0, 3, 4),
+    )
+    clients = _table(
+        ("#", "account", "status", "rounds", "r_a", "r_t", "r_at", "earned (ETH)", "bonus (ETH)", "deposit back (ETH)", "removed"),
+        [
+            (c.index, c.account, c.status, c.rounds, fixed(c.loss_reputation), fixed(c.time_reputation), fixed(c.total_reputation),
+             ether(c.earned), ether(c.bonus), ether(c.deposit_returned), "-" if c.removed_round is None else c.removed_round)
+            for c in history.clients
+        ],
+        left=(1, 2),
+    )
+    fogs = _table(
+        ("account", "bids", "jobs", "rounds committed", "paid (ETH)", "slashes", "forfeited (ETH)"),
+        [(r["account"], r["bids"], ",".join(map(str, r["jobs"])) or "-", r["rounds_committed"], ether(r["payments"]),
+          r["slashes"], ether(r["forfeited"])) for r in fog_summary(history)],
+        left=(0,),
+    )
+    slashes = _table(
+        ("client", "fog", "missed round", "forfeited (ETH)", "new winner (bid)", "new price (ETH)", "from round"),
+        [(s.client_index, s.fog, s.round, ether(s.forfeited), "-" if s.new_winner is None else s.new_winner,
+          ether(s.new_price), s.from_round or "-") for s in history.slashes],
+        left=(1,),
+    )
+    rounds = _table(
+        ("round", "model hash", "accuracy", "paid (ETH)", "removed"),
+        [(r.round, "0x" + r.model_hash.hex(), fixed(r.accuracy), ether(r.paid), ",".join(map(str, r.removed)) or "-")
+         for r in history.rounds],
+        left=(1,),
+    )
+    plots = "".join(
+        f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{png_base64(figure)}">'
+        for alt, figure in (("reputation per round", reputation_plot(report)), ("payments per round", payments_plot(report)))
+    )
+    state = "pass" if report.passed else "fail"
+    task = history.task
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>FedChain audit of task {report.task_id}</title>
+<style>{_CSS}</style></head><body>
+<h1>FedChain audit of task {report.task_id}</h1>
+<p class="verdict {state}">{html.escape(verdict(report))}</p>
+<p>Publisher {html.escape(task.publisher)}, aggregator {html.escape(task.aggregator)}; status {html.escape(task.status)};
+budget {ether(task.budget)} ETH; {task.last_round} round(s) posted.</p>
+<h2>Checks</h2>{checks}
+<h2>Clients</h2>{clients}
+<h2>Fog nodes</h2>{fogs}
+<h2>Slashes</h2>{slashes}
+<h2>Rounds</h2>{rounds}
+<h2>Reputation and payments per round</h2>{plots}
+</body></html>
+"""

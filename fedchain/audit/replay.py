@@ -1,0 +1,688 @@
+"""Replaying a task's events: rebuild its history and recompute every number the contracts produced.
+
+:func:`replay_task` walks the events in chain order (block, log index) the way
+the contracts applied them, keeping its own copy of every client's reputation,
+every job and the task's budget. At each event it recomputes what the event
+should say with the Python mechanism (:mod:`fedchain.fl.reputation`, exact 1e18
+fixed point) and records any difference in a :class:`~fedchain.audit.checks.Tally`:
+
+* auctions: the winner and price of eq. 18 from the revealed bids, the escrow,
+  and the standby bid that takes a slashed job over;
+* reputation: r_a and r_t of every scored client after every round, and who
+  falls below the thresholds and is removed;
+* payments: each round's eq. 15 payments after pro-rata scaling, the budget
+  left, fog payments, the final bonuses of eq. 16, refunds and forfeits; and
+  that every ``Credited`` event is one of these (and each of these has one).
+
+The chain's own values carry the replay on after a mismatch, so one wrong
+event gives one finding rather than a cascade. Everything here is pure: events
+in, history and findings out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from fedchain.audit.checks import CheckName, Tally
+from fedchain.audit.history import (
+    NO_WINNER,
+    AuctionRecord,
+    BidRecord,
+    ClientRecord,
+    CommitRecord,
+    CreditRecord,
+    RoundRecord,
+    SlashRecord,
+    TaskHistory,
+    TaskRecord,
+)
+from fedchain.chain import bindings as b
+from fedchain.chain.abi import ChainEvent
+from fedchain.fl.reputation import (
+    ClientReputation,
+    MechanismParams,
+    RevealedBid,
+    choose_winner,
+    final_bonus,
+    scale_pro_rata,
+    score_round,
+    standby_winner,
+)
+
+H, A, R, P, E = CheckName.HISTORY, CheckName.AUCTIONS, CheckName.REPUTATION, CheckName.PAYMENTS, CheckName.ESCROW_TASK
+
+#: ``Reasons`` codes of the Treasury's ``Credited`` events.
+BUDGET_REFUND, CLIENT_REWARD, DEPOSIT_RETURN, DEPOSIT_FORFEIT = "BUDGET_REFUND", "CLIENT_REWARD", "DEPOSIT_RETURN", "DEPOSIT_FORFEIT"
+FOG_PAYMENT, BID_REFUND, BID_FORFEIT, ESCROW_REFUND = "FOG_PAYMENT", "BID_REFUND", "BID_FORFEIT", "ESCROW_REFUND"
+
+
+def reason_name(reason: bytes) -> str:
+    """A ``Reasons`` code (a left-aligned bytes32 string) as text."""
+    return bytes(reason).rstrip(b"\0").decode("ascii", errors="replace")
+
+
+def mechanism_of(params: b.TaskParams) -> MechanismParams:
+    """The mechanism parameters of a task, from its on-chain ``TaskParams``."""
+    return MechanismParams(
+        rounds=params.rounds,
+        expected_duration=params.expected_duration,
+        psi=params.psi,
+        phi=params.phi,
+        min_loss_reputation=params.min_loss_reputation,
+        min_time_reputation=params.min_time_reputation,
+        min_quality=params.min_quality,
+        max_round_time=params.max_round_time,
+        reputation_cap=params.reputation_cap,
+        cycles_per_sample=params.cycles_per_sample,
+        second_price=params.second_price,
+    )
+
+
+@dataclass(frozen=True)
+class PoolParts:
+    """What the task's Treasury pool should hold, rebuilt from events, by the contract that accounts for it (wei)."""
+
+    #: TaskRegistry: the budget not yet spent.
+    budget_left: int
+    #: RoundLedger: client deposits of active clients before settlement.
+    deposits_held: int
+    #: RoundLedger: per-round payments credited to clients at settlement, not yet paid.
+    rewards_held: int
+    #: FogAuction: fog deposits and unreleased job escrow.
+    auction_held: int
+    #: Treasury: everything deposited into and credited out of the pool.
+    deposited: int
+    credited: int
+
+    @property
+    def held(self) -> int:
+        """deposited - credited: what the pool holds by the Treasury's own events."""
+        return self.deposited - self.credited
+
+    @property
+    def parts(self) -> int:
+        """The sum of the modules' shares; equals :attr:`held` when no wei is lost or created."""
+        return self.budget_left + self.deposits_held + self.rewards_held + self.auction_held
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The outcome of replaying one task: its history, the mechanism used, the pool's parts and the findings."""
+
+    history: TaskHistory
+    mechanism: MechanismParams | None
+    pool: PoolParts
+    tally: Tally
+
+
+# --------------------------------------------------------------------------- mutable replay state
+
+
+@dataclass
+class _Client:
+    index: int
+    account: str
+    deposit: int
+    reputation: ClientReputation
+    active: bool = True
+    earned: int = 0
+    data_size: int | None = None
+    removed_round: int | None = None
+    bonus: int | None = None
+    deposit_returned: int | None = None
+    data_hash: bytes | None = None
+
+
+@dataclass
+class _Bid:
+    bidder: str
+    revealed: bool = False
+    frequency: int = 0
+    price: int = 0
+    settled: bool = False
+
+
+@dataclass
+class _Job:
+    client_index: int
+    data_size: int
+    bids: list[_Bid] = field(default_factory=list)
+    #: ``bidding``, ``awarded``, ``vacant`` or ``settled``.
+    status: str = "bidding"
+    winner: int = NO_WINNER
+    price: int = 0
+    winner_price: int = 0
+    escrow: int = 0
+    released: int = 0
+    paid_up_to: int = 0
+    commits: dict[int, b.UpdateCommitted] = field(default_factory=dict)
+
+
+class _Replayer:
+    """Applies one task's events in order; see the module docstring."""
+
+    def __init__(self, task_id: int, mechanism: MechanismParams | None) -> None:
+        self.task_id = task_id
+        self.override = mechanism
+        self.tally = Tally()
+        self.created: b.TaskCreated | None = None
+        self.mechanism: MechanismParams | None = mechanism
+        self.status = "None"
+        self.clients: list[_Client] = []
+        self.jobs: dict[int, _Job] = {}
+        self.budget_left = 0
+        self.current_round = 0
+        self.round_started_at = 0
+        self.started_at: int | None = None
+        self.finished_at: int | None = None
+        self.target_reached = False
+        self.settled_bonuses: int | None = None
+        self.settled_refund: int | None = None
+        self.expected_bonuses: list[int] | None = None
+        self.deposits_held = 0
+        self.rewards_held = 0
+        self.auction_held = 0
+        self.deposited = 0
+        self.credited = 0
+        self.pool = 0
+        self.pending_removals: list[b.ClientRemoved] = []
+        self.pending_close: tuple[int, int, bool] | None = None
+        self.last_slash: b.FogSlashed | None = None
+        self.expected_credits: Counter[tuple[str, int, str]] = Counter()
+        self.actual_credits: list[tuple[b.Credited, str]] = []
+        self.expected_deposits: Counter[tuple[str, int]] = Counter()
+        self.actual_deposits: list[b.Deposited] = []
+        self.commits: list[CommitRecord] = []
+        self.slashes: list[SlashRecord] = []
+        self.rounds: list[RoundRecord] = []
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def params(self) -> b.TaskParams:
+        assert self.created is not None
+        return self.created.params
+
+    @property
+    def publisher(self) -> str:
+        assert self.created is not None
+        return self.created.publisher
+
+    def _credit(self, account: str, amount: int, reason: str) -> None:
+        """A ``Credited`` event the contracts must emit (none for 0 wei)."""
+        if amount:
+            self.expected_credits[(account, amount, reason)] += 1
+
+    def _client(self, index: int, at: ChainEvent) -> _Client | None:
+        if self.tally.require(H, 0 <= index < len(self.clients), f"client index {index} never joined", at):
+            return self.clients[index]
+        return None
+
+    def _job(self, index: int, at: ChainEvent, *statuses: str) -> _Job | None:
+        job = self.jobs.get(index)
+        if not self.tally.require(H, job is not None, f"no auction was opened for client {index}", at):
+            return None
+        assert job is not None
+        self.tally.require(H, job.status in statuses, f"job {index} is {job.status}, expected {' or '.join(statuses)}", at)
+        return job
+
+    def _status(self, at: ChainEvent, *statuses: str) -> None:
+        self.tally.require(H, self.status in statuses, f"task is {self.status}, expected {' or '.join(statuses)}", at)
+
+    @staticmethod
+    def _revealed(job: _Job) -> list[RevealedBid | None]:
+        return [RevealedBid(bid.frequency, bid.price) if bid.revealed else None for bid in job.bids]
+
+    # ------------------------------------------------------------------ dispatch
+
+    def apply(self, event: ChainEvent) -> None:
+        handler: Callable[[Any], None] | None = getattr(self, f"on_{type(event).__name__}", None)
+        if handler is None:
+            return
+        if self.created is None and not isinstance(event, b.TaskCreated):
+            self.tally.fail(H, f"{type(event).__name__} before the task was created", event)
+            return
+        handler(event)
+
+    # ------------------------------------------------------------------ TaskRegistry
+
+    def on_TaskCreated(self, e: b.TaskCreated) -> None:
+        if not self.tally.require(H, self.created is None, "the task was created twice", e):
+            return
+        self.created = e
+        self.mechanism = self.override or mechanism_of(e.params)
+        self.status = "Open"
+        self.budget_left = e.budget
+        self.expected_deposits[(e.publisher, e.budget)] += 1
+
+    def on_TaskCancelled(self, e: b.TaskCancelled) -> None:
+        self._status(e, "Open")
+        self.tally.expect(P, "cancellation refund", self.budget_left, e.refund, e)
+        self._credit(self.publisher, e.refund, BUDGET_REFUND)
+        self.budget_left = 0
+        self.status = "Cancelled"
+
+    def on_TaskStarted(self, e: b.TaskStarted) -> None:
+        self._status(e, "Open")
+        self.tally.expect(H, "clients at start", len(self.clients), e.clients, e)
+        self.status, self.current_round = "Running", 1
+        self.started_at = self.round_started_at = e.started_at
+
+    def on_RoundClosed(self, e: b.RoundClosed) -> None:
+        if not self.tally.require(H, self.pending_close is not None and self.pending_close[0] == e.round,
+                                  f"round {e.round} closed without being posted", e):
+            return
+        assert self.pending_close is not None
+        _, paid, finished = self.pending_close
+        self.pending_close = None
+        self.tally.expect(P, f"round {e.round} spent", paid, e.spent, e)
+        self.tally.expect(P, f"budget left after round {e.round}", self.budget_left - e.spent, e.budget_left, e)
+        self.budget_left = e.budget_left
+        self.rewards_held += e.spent
+        self.tally.expect(H, f"task finished after round {e.round}", finished, e.next_round_started_at == 0, e)
+        if e.next_round_started_at != 0:
+            self.current_round += 1
+            self.round_started_at = e.next_round_started_at
+
+    def on_TaskFinished(self, e: b.TaskFinished) -> None:
+        self._status(e, "Running")
+        self.tally.expect(H, "last round", self.current_round, e.last_round, e)
+        target = self.params.target_accuracy
+        reached = bool(self.rounds) and target != 0 and self.rounds[-1].accuracy >= target
+        self.tally.expect(H, "target reached", reached, e.target_reached, e)
+        self.status, self.finished_at, self.target_reached = "Finished", e.finished_at, e.target_reached
+
+    def on_TaskSettled(self, e: b.TaskSettled) -> None:
+        self._status(e, "Finished")
+        self.tally.expect(P, "final bonuses", sum(self.expected_bonuses or ()), e.bonuses, e)
+        self.tally.expect(P, "budget refund at settlement", self.budget_left - e.bonuses, e.refund, e)
+        self._credit(self.publisher, e.refund, BUDGET_REFUND)
+        self.settled_bonuses, self.settled_refund = e.bonuses, e.refund
+        self.budget_left = 0
+        self.status = "Settled"
+
+    # ------------------------------------------------------------------ RoundLedger
+
+    def on_ClientJoined(self, e: b.ClientJoined) -> None:
+        self._status(e, "Open")
+        self.tally.expect(H, "join index", len(self.clients), e.client_index, e)
+        self.tally.expect(H, f"deposit of client {e.client_index}", self.params.client_deposit, e.deposit, e)
+        assert self.mechanism is not None
+        initial = self.mechanism.initial_reputation
+        reputation = ClientReputation(loss_reputation=initial, time_reputation=initial)
+        self.clients.append(_Client(len(self.clients), e.client, e.deposit, reputation))
+        self.deposits_held += e.deposit
+        self.expected_deposits[(e.client, e.deposit)] += 1
+
+    def on_ClientRemoved(self, e: b.ClientRemoved) -> None:
+        self.pending_removals.append(e)  # emitted before the RoundPosted of the same transaction
+
+    def on_RoundPosted(self, e: b.RoundPosted) -> None:
+        mechanism = self.mechanism
+        assert mechanism is not None
+        self._status(e, "Running")
+        self.tally.expect(H, "posted round", self.current_round, e.round, e)
+        n = len(self.clients)
+        if not self.tally.expect(H, f"measurements in round {e.round}", n, len(e.measurements), e):
+            self.pending_removals.clear()
+            return
+        payments = [0] * n
+        scored = [False] * n
+        removed: list[int] = []
+        tolerance = self.params.time_tolerance
+        for client, m in zip(self.clients, e.measurements):
+            i = client.index
+            job = self.jobs.get(i)
+            commit = job.commits.get(e.round) if job is not None else None
+            if not client.active:
+                continue
+            if commit is None:
+                self.tally.require(H, not m.accepted, f"client {i} accepted in round {e.round} without a commit", e)
+                continue
+            observed = commit.committed_at - self.round_started_at
+            self.tally.require(
+                H, abs(m.round_time - observed) <= tolerance,
+                f"client {i} round {e.round}: posted round time {m.round_time} s, its commit came after {observed} s", e,
+            )
+            score = score_round(client.reputation, mechanism, m.quality, m.round_time, m.accepted)
+            client.reputation, scored[i], payments[i] = score.reputation, True, score.payment
+            if score.removed:
+                client.active, client.removed_round = False, e.round
+                removed.append(i)
+        scaled = scale_pro_rata(payments, self.budget_left)
+        for client, payment in zip(self.clients, scaled):
+            client.earned += payment
+        paid = sum(scaled)
+        self.tally.expect(P, f"round {e.round} paid", paid, e.paid, e)
+        self._check_removals(e, scored, removed)
+        forfeited = len(removed) * self.params.client_deposit
+        self.deposits_held -= forfeited
+        self._credit(self.publisher, forfeited, DEPOSIT_FORFEIT)
+        target = self.params.target_accuracy
+        finished = (target != 0 and e.accuracy >= target) or e.round >= self.params.rounds
+        self.pending_close = (e.round, e.paid, finished)
+        self.rounds.append(RoundRecord(
+            round=e.round, model_hash=e.model_hash, accuracy=e.accuracy, measurements=tuple(e.measurements),
+            paid=e.paid, scored=tuple(scored),
+            loss_reputation=tuple(c.reputation.loss_reputation for c in self.clients),
+            time_reputation=tuple(c.reputation.time_reputation for c in self.clients),
+            payments=tuple(scaled), removed=tuple(removed),
+        ))
+
+    def _check_removals(self, e: b.RoundPosted, scored: list[bool], removed: list[int]) -> None:
+        """Each scored client's removal decision (Algorithm 1) against the round's ClientRemoved events."""
+        actual = {r.client_index: r for r in self.pending_removals if r.round == e.round}
+        stray = [r for r in self.pending_removals if r.round != e.round]
+        self.pending_removals.clear()
+        for r in stray:
+            self.tally.fail(R, f"client {r.client_index} removed in round {r.round} while round {e.round} was posted", r)
+        for i in (i for i, was_scored in enumerate(scored) if was_scored):
+            rep = self.clients[i].reputation
+            event = actual.pop(i, None)
+            self.tally.expect(
+                R, f"removal of client {i} in round {e.round} (r_a={rep.loss_reputation}, r_t={rep.time_reputation})",
+                i in removed, event is not None, event or e,
+            )
+            if event is not None and i in removed:
+                self.tally.expect(R, f"r_a of removed client {i}", rep.loss_reputation, event.loss_reputation, event)
+                self.tally.expect(R, f"r_t of removed client {i}", rep.time_reputation, event.time_reputation, event)
+        for i, event in actual.items():
+            self.tally.fail(R, f"client {i} was removed in round {e.round} without being scored in it", event)
+
+    def on_ClientSettled(self, e: b.ClientSettled) -> None:
+        self._status(e, "Finished", "Cancelled")
+        client = self._client(e.client_index, e)
+        if client is None:
+            return
+        if self.expected_bonuses is None:
+            self.expected_bonuses = self._bonuses()
+        self.tally.expect(P, f"earned by client {client.index}", client.earned, e.earned, e)
+        self.tally.expect(P, f"final bonus of client {client.index}", self.expected_bonuses[client.index], e.bonus, e)
+        deposit = client.deposit if client.active else 0
+        self.tally.expect(P, f"deposit returned to client {client.index}", deposit, e.deposit_returned, e)
+        self._credit(client.account, e.earned + e.bonus, CLIENT_REWARD)
+        self._credit(client.account, e.deposit_returned, DEPOSIT_RETURN)
+        client.bonus, client.deposit_returned = e.bonus, e.deposit_returned
+        self.deposits_held -= e.deposit_returned
+        self.rewards_held -= e.earned
+
+    def _bonuses(self) -> list[int]:
+        """Eq. 16 for every client at settlement, scaled pro rata to the budget left (0 for a cancelled task)."""
+        if self.status != "Finished" or self.started_at is None or self.finished_at is None:
+            return [0] * len(self.clients)
+        duration = self.finished_at - self.started_at
+        p = self.params
+        bonuses = [
+            final_bonus(p.phi, p.expected_duration, duration, c.reputation.total_reputation)
+            if c.active and c.reputation.rounds > 0 else 0
+            for c in self.clients
+        ]
+        return scale_pro_rata(bonuses, self.budget_left)
+
+    # ------------------------------------------------------------------ FogAuction
+
+    def on_AuctionOpened(self, e: b.AuctionOpened) -> None:
+        self._status(e, "Open")
+        client = self._client(e.client_index, e)
+        if client is None:
+            return
+        self.tally.require(H, e.client_index not in self.jobs, f"a second auction for client {e.client_index}", e)
+        self.tally.expect(H, f"reveal phase of job {e.client_index}", self.params.reveal_duration,
+                          e.reveal_deadline - e.bidding_deadline, e)
+        client.data_size = e.data_size
+        self.jobs[e.client_index] = _Job(e.client_index, e.data_size)
+
+    def on_BidCommitted(self, e: b.BidCommitted) -> None:
+        job = self._job(e.client_index, e, "bidding")
+        if job is None:
+            return
+        self.tally.expect(H, f"bid index for job {e.client_index}", len(job.bids), e.bid_index, e)
+        job.bids.append(_Bid(e.bidder))
+        self.auction_held += self.params.fog_deposit
+        self.expected_deposits[(e.bidder, self.params.fog_deposit)] += 1
+
+    def on_BidRevealed(self, e: b.BidRevealed) -> None:
+        job = self._job(e.client_index, e, "bidding")
+        if job is None:
+            return
+        ok = 0 <= e.bid_index < len(job.bids) and job.bids[e.bid_index].bidder == e.bidder
+        if self.tally.require(H, ok, f"bid {e.bid_index} of job {e.client_index} is not {e.bidder}'s", e):
+            bid = job.bids[e.bid_index]
+            self.tally.require(H, not bid.revealed and e.frequency > 0, f"bid {e.bid_index} of job {e.client_index} revealed twice or at 0 Hz", e)
+            bid.revealed, bid.frequency, bid.price = True, e.frequency, e.price
+
+    def on_AuctionClosed(self, e: b.AuctionClosed) -> None:
+        job = self._job(e.client_index, e, "bidding")
+        client = self._client(e.client_index, e)
+        if job is None or client is None or self.mechanism is None:
+            return
+        outcome = choose_winner(self.mechanism, client.reputation.loss_reputation, job.data_size, self._revealed(job))
+        winner = NO_WINNER if outcome.winner is None else outcome.winner
+        self.tally.expect(A, f"winner of job {e.client_index}", winner, e.winner, e)
+        self.tally.expect(A, f"price of job {e.client_index}", outcome.price, e.price, e)
+        self.tally.expect(A, f"escrow of job {e.client_index}", e.price * self.params.rounds, e.escrow, e)
+        unrevealed = [bid for bid in job.bids if not bid.revealed]
+        for bid in unrevealed:
+            bid.settled = True
+        forfeited = len(unrevealed) * self.params.fog_deposit
+        self._credit(client.account, forfeited, BID_FORFEIT)
+        if e.escrow:
+            self.expected_deposits[(client.account, e.escrow)] += 1
+        self.auction_held += e.escrow - forfeited
+        job.status = "vacant" if e.winner == NO_WINNER else "awarded"
+        job.winner, job.price, job.winner_price, job.escrow = e.winner, e.price, e.price, e.escrow
+
+    def on_UpdateCommitted(self, e: b.UpdateCommitted) -> None:
+        job = self._job(e.client_index, e, "awarded")
+        client = self._client(e.client_index, e)
+        if job is None or client is None:
+            return
+        winner = job.bids[job.winner].bidder if job.winner < len(job.bids) else None
+        self.tally.expect(H, f"committer of job {e.client_index}", winner, e.fog, e)
+        self._status(e, "Running")
+        self.tally.require(H, e.round == self.current_round and job.paid_up_to < e.round,
+                           f"job {e.client_index} committed round {e.round} during round {self.current_round}", e)
+        self.tally.require(H, client.active, f"job {e.client_index} committed for a removed client", e)
+        deadline = self.round_started_at + self.params.round_duration
+        self.tally.require(H, e.committed_at <= deadline, f"job {e.client_index} committed at {e.committed_at}, after the deadline {deadline}", e)
+        self.tally.expect(P, f"fog payment of job {e.client_index} round {e.round}", job.winner_price, e.payment, e)
+        job.commits[e.round] = e
+        job.paid_up_to = e.round
+        job.released += e.payment
+        self.auction_held -= e.payment
+        self._credit(e.fog, e.payment, FOG_PAYMENT)
+        self.commits.append(CommitRecord(e.client_index, e.round, e.fog, e.update_hash, e.committed_at, e.payment))
+
+    def on_FogSlashed(self, e: b.FogSlashed) -> None:
+        job = self._job(e.client_index, e, "awarded")
+        client = self._client(e.client_index, e)
+        if job is None or client is None:
+            return
+        winner = job.bids[job.winner] if job.winner < len(job.bids) else None
+        self.tally.expect(H, f"slashed fog of job {e.client_index}", winner.bidder if winner else None, e.fog, e)
+        self.tally.expect(H, f"missed round of job {e.client_index}", job.paid_up_to + 1, e.round, e)
+        self.tally.expect(P, f"forfeited deposit of job {e.client_index}", self.params.fog_deposit, e.forfeited, e)
+        if winner is not None:
+            winner.settled = True
+        self.auction_held -= e.forfeited
+        self._credit(client.account, e.forfeited, BID_FORFEIT)
+        self.last_slash = e
+
+    def on_JobReassigned(self, e: b.JobReassigned) -> None:
+        job = self._job(e.client_index, e, "awarded")
+        client = self._client(e.client_index, e)
+        slash, self.last_slash = self.last_slash, None
+        ok = slash is not None and slash.client_index == e.client_index and slash.transaction_hash == e.transaction_hash
+        if not self.tally.require(H, ok, f"job {e.client_index} reassigned without a slash", e):
+            return
+        if job is None or client is None or self.mechanism is None:
+            return
+        assert slash is not None
+        eligible = [bid.revealed and not bid.settled for bid in job.bids]
+        best = standby_winner(self.mechanism, client.reputation.loss_reputation, job.data_size, self._revealed(job), eligible, job.price)
+        winner = NO_WINNER if best is None else best
+        self.tally.expect(A, f"standby winner of job {e.client_index}", winner, e.winner, e)
+        price = job.bids[e.winner].price if e.winner < len(job.bids) else 0
+        self.tally.expect(A, f"standby price of job {e.client_index}", price, e.price, e)
+        if e.winner == NO_WINNER:
+            self.tally.expect(H, f"first round of vacant job {e.client_index}", 0, e.from_round, e)
+            job.status, job.winner_price = "vacant", 0
+        else:
+            self.tally.require(H, e.from_round in (self.current_round, self.current_round + 1),
+                               f"job {e.client_index} reassigned from round {e.from_round} during round {self.current_round}", e)
+            job.paid_up_to = e.from_round - 1
+            job.winner_price = e.price
+        job.winner = e.winner
+        self.slashes.append(SlashRecord(
+            e.client_index, slash.fog, slash.round, slash.forfeited,
+            None if e.winner == NO_WINNER else e.winner, e.price, e.from_round,
+        ))
+
+    def on_JobSettled(self, e: b.JobSettled) -> None:
+        self._status(e, "Finished", "Settled", "Cancelled")
+        job = self._job(e.client_index, e, "bidding", "awarded", "vacant")
+        client = self._client(e.client_index, e)
+        if job is None or client is None:
+            return
+        self.tally.expect(P, f"escrow refund of job {e.client_index}", job.escrow - job.released, e.escrow_refund, e)
+        missed = (job.status == "awarded" and self.status != "Cancelled" and job.paid_up_to < self.current_round
+                  and client.active)
+        deposit = self.params.fog_deposit
+        refunded: list[str] = []
+        forfeited = 0
+        for index, bid in enumerate(job.bids):
+            if bid.settled:
+                continue
+            bid.settled = True
+            if missed and index == job.winner:
+                forfeited += deposit
+            else:
+                refunded.append(bid.bidder)
+        self.tally.expect(P, f"fog deposits refunded by job {e.client_index}", len(refunded) * deposit, e.deposits_refunded, e)
+        self.tally.expect(P, f"fog deposits forfeited by job {e.client_index}", forfeited, e.deposits_forfeited, e)
+        self._credit(client.account, e.escrow_refund, ESCROW_REFUND)
+        self._credit(client.account, e.deposits_forfeited, BID_FORFEIT)
+        for bidder in refunded:
+            self._credit(bidder, deposit, BID_REFUND)
+        self.auction_held -= e.escrow_refund + e.deposits_refunded + e.deposits_forfeited
+        job.released = job.escrow
+        job.status = "settled"
+
+    # ------------------------------------------------------------------ DataHandoff, Treasury
+
+    def on_DataCommitted(self, e: b.DataCommitted) -> None:
+        client = self._client(e.client_index, e)
+        if client is not None:
+            self.tally.require(H, client.data_hash is None, f"client {e.client_index} committed its data twice", e)
+            client.data_hash = e.data_hash
+
+    def on_Deposited(self, e: b.Deposited) -> None:
+        self.pool += e.amount
+        self.deposited += e.amount
+        self.tally.expect(E, "pool after a deposit", self.pool, e.held, e)
+        self.actual_deposits.append(e)
+
+    def on_Credited(self, e: b.Credited) -> None:
+        self.tally.require(E, e.amount <= self.pool, f"{e.amount} wei credited from a pool of {self.pool} wei", e)
+        self.pool -= e.amount
+        self.credited += e.amount
+        self.actual_credits.append((e, reason_name(e.reason)))
+
+    # ------------------------------------------------------------------ the end
+
+    def finish(self, withdrawn: dict[str, int]) -> Replay:
+        for r in self.pending_removals:
+            self.tally.fail(R, f"client {r.client_index} removed outside a round post", r)
+        self._match_credits()
+        self._match_deposits()
+        history = self._history(withdrawn)
+        pool = PoolParts(self.budget_left, self.deposits_held, self.rewards_held, self.auction_held, self.deposited, self.credited)
+        return Replay(history=history, mechanism=self.mechanism, pool=pool, tally=self.tally)
+
+    def _match_credits(self) -> None:
+        """Every Credited event is one the replay expects, and every expected credit happened."""
+        expected = Counter(self.expected_credits)
+        for event, reason in self.actual_credits:
+            key = (event.to, event.amount, reason)
+            if self.tally.require(P, expected[key] > 0, f"{reason} credit of {event.amount} wei to {event.to} is not explained by the task's events", event):
+                expected[key] -= 1
+        for (account, amount, reason), count in expected.items():
+            for _ in range(count):
+                self.tally.fail(P, f"{reason} credit of {amount} wei to {account} is missing")
+
+    def _match_deposits(self) -> None:
+        """Every Deposited event is a budget, a client deposit, a fog deposit or an escrow, and vice versa."""
+        expected = Counter(self.expected_deposits)
+        for event in self.actual_deposits:
+            key = (event.from_, event.amount)
+            if self.tally.require(E, expected[key] > 0, f"deposit of {event.amount} wei from {event.from_} is not explained by the task's events", event):
+                expected[key] -= 1
+        for (account, amount), count in expected.items():
+            for _ in range(count):
+                self.tally.fail(E, f"deposit of {amount} wei from {account} is missing from the Treasury's events")
+
+    def _history(self, withdrawn: dict[str, int]) -> TaskHistory:
+        created = self.created
+        task = TaskRecord(
+            task_id=self.task_id,
+            publisher=created.publisher if created else "",
+            aggregator=created.aggregator if created else "",
+            budget=created.budget if created else 0,
+            params=created.params if created else None,
+            status=self.status,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            last_round=self.rounds[-1].round if self.rounds else 0,
+            target_reached=self.target_reached,
+            bonuses=self.settled_bonuses,
+            refund=self.settled_refund,
+        )
+        clients = tuple(
+            ClientRecord(
+                index=c.index, account=c.account, status="active" if c.active else "removed", deposit=c.deposit,
+                data_size=c.data_size, rounds=c.reputation.rounds, sum_quality=c.reputation.sum_quality,
+                sum_time_ratio=c.reputation.sum_time_ratio, loss_reputation=c.reputation.loss_reputation,
+                time_reputation=c.reputation.time_reputation, earned=c.earned, bonus=c.bonus,
+                deposit_returned=c.deposit_returned, removed_round=c.removed_round, data_hash=c.data_hash,
+            )
+            for c in self.clients
+        )
+        auctions = tuple(
+            AuctionRecord(
+                client_index=index, data_size=job.data_size,
+                bids=tuple(BidRecord(i, bid.bidder, bid.revealed, bid.frequency, bid.price) for i, bid in enumerate(job.bids)),
+                winner=None if job.winner == NO_WINNER else job.winner, price=job.price, escrow=job.escrow,
+                closed=job.status != "bidding",
+            )
+            for index, job in sorted(self.jobs.items())
+        )
+        credits = tuple(CreditRecord(event.to, event.amount, reason) for event, reason in self.actual_credits)
+        accounts = {c.account for c in self.clients} | {bid.bidder for job in self.jobs.values() for bid in job.bids}
+        if created:
+            accounts |= {created.publisher}
+        return TaskHistory(
+            task=task, clients=clients, auctions=auctions, commits=tuple(self.commits), slashes=tuple(self.slashes),
+            rounds=tuple(self.rounds), credits=credits,
+            withdrawn=tuple(sorted((a, w) for a, w in withdrawn.items() if a in accounts)),
+        )
+
+
+def replay_task(task_id: int, events: Iterable[ChainEvent], *, mechanism: MechanismParams | None = None) -> Replay:
+    """Rebuild task ``task_id`` from ``events`` (a deployment's events, any order) and recompute every number.
+
+    ``mechanism`` replaces the parameters the task was created with (to ask
+    "what if"; an audit leaves it None). Events of other tasks are ignored,
+    except withdrawals, which are per account.
+    """
+    replayer = _Replayer(task_id, mechanism)
+    withdrawn: dict[str, int] = {}
+    for event in sorted(events):
+        if isinstance(event, b.Withdrawn):
+            withdrawn[event.account] = withdrawn.get(event.account, 0) + event.amount
+        elif getattr(event, "task_id", None) == task_id:
+            replayer.apply(event)
+    if replayer.created is None:
+        replayer.tally.fail(H, f"no TaskCreated event for task {task_id}")
+    return replayer.finish(withdrawn)

@@ -1,0 +1,129 @@
+"""``--verify-scores``: re-run the aggregator's scoring of every round from the stored updates.
+
+For round ``n`` the auditor takes what the aggregator had: the task spec
+(``datasetId``), the global model the clients trained from (``modelId`` for
+round 1, ``RoundPosted(n-1).modelHash`` after), every committed update of the
+round (verified and decoded as the aggregator does, a malformed one counting as
+rejected), the data sizes from the auctions, the publisher's validation set
+from the data root, and the strategy's state carried from the previous rounds
+of this reproduction. It then calls the aggregator's own scoring function,
+:func:`fedchain.aggregator.scoring.score_round`, and compares the posted
+qualities, acceptances and accuracy with the reproduced ones. Evaluation runs
+in floating point, so qualities match within a tolerance, not to the wei.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from fedchain.audit.checks import CheckName, Tally
+from fedchain.audit.history import TaskHistory
+from fedchain.audit.replay import replay_task
+from fedchain.audit.report import RoundScore
+from fedchain.chain.abi import ChainEvent
+from fedchain.errors import FedchainError, UpdateRejected
+from fedchain.fl.params import flatten
+from fedchain.store import BlobStore
+from fedchain.store.digest import to_hex
+
+log = logging.getLogger(__name__)
+
+#: Default largest |posted - reproduced| quality (and accuracy), as a plain number (1e-3 = 0.1 %).
+DEFAULT_TOLERANCE = 1e-3
+WAD = 10**18
+
+
+def verify_scores(
+    task_id: int,
+    events: Iterable[ChainEvent],
+    store: BlobStore,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    data_root: str | Path | None = None,
+    device: str = "cpu",
+) -> tuple[Tally, tuple[RoundScore, ...], int]:
+    """Reproduce every posted round's scores; returns the tally, one :class:`RoundScore` per round, and the tolerance (1e18)."""
+    history = replay_task(task_id, events).history
+    tally = Tally()
+    limit = int(round(tolerance * WAD))
+    try:
+        rounds = tuple(_reproduce(history, store, tally, limit, data_root, device))
+    except FedchainError as err:
+        tally.fail(CheckName.SCORES, f"cannot reproduce the scores: {str(err).splitlines()[0]}")
+        rounds = ()
+    if not history.rounds:
+        tally.skip(CheckName.SCORES, "no round was posted")
+    return tally, rounds, limit
+
+
+def _reproduce(
+    history: TaskHistory, store: BlobStore, tally: Tally, limit: int, data_root: str | Path | None, device: str
+) -> Iterable[RoundScore]:
+    from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
+    from fedchain.fl.strategy import get_strategy
+    from fedchain.taskspec import load_model, load_spec, load_validation, update_meta
+    from fedchain.updates import fetch_update
+
+    task = history.task
+    if task.params is None or not history.rounds:
+        return
+    spec = load_spec(store, task.params.dataset_id)
+    check_supported(spec.strategy)
+    strategy = get_strategy(spec.strategy, **dict(spec.strategy_options))
+    quality = quality_source(spec.strategy)
+    evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
+    param_spec, max_bytes = spec.param_spec(), spec.max_payload_bytes()
+    sizes = {a.client_index: a.data_size for a in history.auctions}
+    commits = {(c.client_index, c.round): c for c in history.commits}
+    model_hash, state = task.params.model_id, None
+    log.info("reproducing %d rounds of task %d with %s (%s quality)", len(history.rounds), task.task_id, spec.strategy, quality)
+    for posted in history.rounds:
+        n = posted.round
+        global_params = flatten(
+            load_model(store, spec, model_hash, task_id=task.task_id, round_number=n - 1), param_spec
+        )[0]
+        clients = []
+        for client in history.clients:
+            active = client.removed_round is None or client.removed_round >= n
+            commit = commits.get((client.index, n))
+            update: torch.Tensor | None = None
+            if active and commit is not None:
+                expected = update_meta(spec, task.task_id, n, client.index, client.account)
+                try:
+                    decoded = fetch_update(store, commit.update_hash, param_spec, max_bytes, expected_meta=expected)
+                    update = flatten(decoded.params, param_spec)[0]
+                except UpdateRejected as err:
+                    log.info("round %d client %d: update %s rejected (%s)", n, client.index, to_hex(commit.update_hash), err.reason.value)
+            round_time = posted.measurements[client.index].round_time if commit is not None else None
+            clients.append(ClientInput(update=update, data_size=sizes.get(client.index, 0), round_time=round_time, active=active))
+        outcome = score_round(strategy, global_params, clients, evaluator, state, quality=quality)
+        state, model_hash = outcome.state, posted.model_hash
+        reproduced: list[int | None] = []
+        gaps = []
+        for client, mine, theirs in zip(history.clients, outcome.measurements, posted.measurements):
+            if not posted.scored[client.index]:
+                reproduced.append(None)
+                continue
+            reproduced.append(mine.quality)
+            gaps.append(abs(mine.quality - theirs.quality))
+            tally.require(
+                CheckName.SCORES, mine.accepted == theirs.accepted,
+                f"round {n} client {client.index}: posted as {'accepted' if theirs.accepted else 'rejected'}, "
+                f"reproduced as {'accepted' if mine.accepted else 'rejected'}",
+            )
+            tally.require(
+                CheckName.SCORES, abs(mine.quality - theirs.quality) <= limit,
+                f"round {n} client {client.index}: posted quality {theirs.quality / WAD:.6f}, "
+                f"reproduced {mine.quality / WAD:.6f} (tolerance {limit / WAD:g})",
+            )
+        accuracy_gap = abs(outcome.accuracy_wad - posted.accuracy)
+        tally.require(
+            CheckName.SCORES, accuracy_gap <= limit,
+            f"round {n}: posted accuracy {posted.accuracy / WAD:.6f}, reproduced {outcome.accuracy_wad / WAD:.6f}",
+        )
+        largest = max(gaps + [accuracy_gap])
+        yield RoundScore(n, tuple(m.quality for m in posted.measurements), tuple(reproduced), largest, largest <= limit)

@@ -1,0 +1,61 @@
+"""The blob store against the chain: every hash the task committed names an intact object.
+
+Updates (``UpdateCommitted.updateHash``) and the clients' job data
+(``DataCommitted.dataHash``) fall under ``store.updates``; the task spec
+(``datasetId``), the initial model (``modelId``) and every round's global model
+(``RoundPosted.modelHash``) under ``store.models``. The store checks each
+object's bytes against its name on read, so a missing object and an altered
+one are told apart.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fedchain.audit.checks import CheckName, Tally
+from fedchain.audit.history import TaskHistory
+from fedchain.errors import BlobCorrupted, BlobNotFound, StoreError
+from fedchain.store import BlobStore, to_hex
+
+log = logging.getLogger(__name__)
+
+
+def check_store(history: TaskHistory, store: BlobStore) -> Tally:
+    """Fetch and verify every object the task's events name; each distinct hash is read once."""
+    tally = Tally()
+    verdicts: dict[bytes, str | None] = {}
+
+    def verify(check: CheckName, digest: bytes, what: str) -> None:
+        if digest not in verdicts:
+            verdicts[digest] = _verdict(store, digest)
+        problem = verdicts[digest]
+        tally.require(check, problem is None, f"{what} {to_hex(digest)}: {problem}")
+
+    for commit in history.commits:
+        verify(CheckName.STORE_UPDATES, commit.update_hash, f"update of client {commit.client_index} in round {commit.round}")
+    for client in history.clients:
+        if client.data_hash is not None:
+            verify(CheckName.STORE_UPDATES, client.data_hash, f"job data of client {client.index}")
+    params = history.task.params
+    if params is not None:
+        verify(CheckName.STORE_MODELS, params.dataset_id, "task spec (datasetId)")
+        verify(CheckName.STORE_MODELS, params.model_id, "initial model (modelId)")
+    for posted in history.rounds:
+        verify(CheckName.STORE_MODELS, posted.model_hash, f"global model of round {posted.round}")
+    if not history.commits:
+        tally.skip(CheckName.STORE_UPDATES, "the task committed no updates")
+    log.debug("checked %d objects in %s", len(verdicts), store.url)
+    return tally
+
+
+def _verdict(store: BlobStore, digest: bytes) -> str | None:
+    """None when the object is there and intact, else what is wrong with it."""
+    try:
+        store.get(digest)
+    except BlobNotFound:
+        return f"missing from the store {store.url}"
+    except BlobCorrupted as err:
+        return f"altered: {str(err).splitlines()[0]}"
+    except StoreError as err:
+        return f"unreadable: {str(err).splitlines()[0]}"
+    return None

@@ -1,0 +1,108 @@
+"""The contracts' view functions at one block, and the checks of the replay against them.
+
+Events say what happened; views say where the contracts ended up. The auditor
+reads both at the same block (:mod:`fedchain.audit.chain` does the reading) and
+:func:`check_task_views` compares every client's stored reputation, every job,
+the budget and the Treasury pool with what the replay rebuilt. Pure: views in,
+findings out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from fedchain.audit.checks import CheckName, Tally
+from fedchain.audit.replay import Replay
+from fedchain.chain.bindings import ClientInfo, Job, TaskParams, TaskState, Totals
+
+#: ``ITaskRegistry.TaskStatus`` by its uint8 value.
+TASK_STATUS = ("None", "Open", "Running", "Finished", "Settled", "Cancelled")
+#: ``IRoundLedger.ClientStatus`` by its uint8 value.
+CLIENT_STATUS = ("none", "active", "removed")
+
+
+@dataclass(frozen=True)
+class TaskViews:
+    """One task as the contracts' views report it."""
+
+    params: TaskParams
+    state: TaskState
+    #: RoundLedger.client for every client index.
+    clients: tuple[ClientInfo, ...]
+    deposits_held: int
+    rewards_held: int
+    settled: bool
+    #: FogAuction.job for every client index.
+    jobs: tuple[Job, ...]
+    #: FogAuction.heldFor(task).
+    auction_held: int
+    #: Treasury.held(task).
+    treasury_held: int
+
+
+@dataclass(frozen=True)
+class TreasuryViews:
+    """The Treasury as a whole."""
+
+    #: The Treasury contract's ether balance, wei.
+    balance: int
+    totals: Totals
+    #: Treasury.claimable of every account any event ever credited.
+    claimable: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class ChainViews:
+    """Everything the auditor reads from views, at ``block_number`` (the last block of the events)."""
+
+    block_number: int
+    task: TaskViews
+    treasury: TreasuryViews
+
+
+def check_task_views(replay: Replay, views: TaskViews) -> Tally:
+    """Compare the replay's rebuilt state with the task's views (reputation, payments, auctions, escrow)."""
+    tally = Tally()
+    history, pool = replay.history, replay.pool
+    task = history.task
+    H, A, R, P, E = CheckName.HISTORY, CheckName.AUCTIONS, CheckName.REPUTATION, CheckName.PAYMENTS, CheckName.ESCROW_TASK
+
+    tally.expect(H, "task parameters", task.params, views.params)
+    tally.expect(H, "task status", task.status, TASK_STATUS[views.state.status])
+    tally.expect(H, "publisher", task.publisher, views.state.publisher)
+    tally.expect(H, "aggregator", task.aggregator, views.state.aggregator)
+    tally.expect(H, "clients", len(history.clients), len(views.clients))
+    tally.expect(P, "budget", task.budget, views.state.budget)
+    tally.expect(P, "budget left", pool.budget_left, views.state.budget_left)
+    tally.expect(P, "rewards held by the ledger", pool.rewards_held, views.rewards_held)
+    tally.expect(P, "client deposits held by the ledger", pool.deposits_held, views.deposits_held)
+
+    for client, info in zip(history.clients, views.clients):
+        i = client.index
+        tally.expect(H, f"account of client {i}", client.account, info.account)
+        tally.expect(R, f"status of client {i}", client.status, CLIENT_STATUS[info.status])
+        tally.expect(R, f"scored rounds of client {i}", client.rounds, info.rounds)
+        tally.expect(R, f"sum of j * q_j of client {i}", client.sum_quality, info.sum_quality)
+        tally.expect(R, f"sum of j * T/t_j of client {i}", client.sum_time_ratio, info.sum_time_ratio)
+        tally.expect(R, f"r_a of client {i}", client.loss_reputation, info.loss_reputation)
+        tally.expect(R, f"r_t of client {i}", client.time_reputation, info.time_reputation)
+        tally.expect(P, f"unpaid earnings of client {i}", 0 if client.bonus is not None else client.earned, info.earned)
+
+    last_commit = {c.client_index: c.update_hash for c in history.commits}
+    for auction in history.auctions:
+        i = auction.client_index
+        if not tally.require(A, i < len(views.jobs), f"job {i} has no view"):
+            continue
+        job = views.jobs[i]
+        tally.expect(A, f"data size of job {i}", auction.data_size, job.data_size)
+        if auction.closed:
+            tally.expect(A, f"escrowed price of job {i}", auction.price, job.price)
+            tally.expect(A, f"escrow of job {i}", auction.escrow, job.escrow)
+        tally.expect(H, f"last update hash of job {i}", last_commit.get(i, bytes(32)), job.update_hash)
+
+    tally.expect(E, "the task's Treasury pool (deposited - credited)", pool.held, views.treasury_held)
+    tally.expect(E, "fog deposits and escrow held by the auction", pool.auction_held, views.auction_held)
+    parts = views.state.budget_left + views.deposits_held + views.rewards_held + views.auction_held
+    tally.expect(E, "the pool's parts (budget left + client deposits + rewards + auction)", parts, views.treasury_held)
+    return tally
