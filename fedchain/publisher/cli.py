@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 import typing
 from pathlib import Path
 from typing import Any, Callable
@@ -32,6 +33,9 @@ SPEC_FLAGS: tuple[str, ...] = (
     "dataset", "model", "num_classes", "in_channels", "lr", "momentum", "batch_size", "local_epochs", "seed",
     "strategy", "privacy_epsilon",
 )
+
+#: Columns of `task show` output when it does not go to a terminal.
+PIPED_WIDTH = 240
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -161,7 +165,9 @@ def settle(task_id: int, **options: Any) -> None:
 @session_options
 def show(task_id: int, **options: Any) -> None:
     """Show a task's parameters, state, clients and jobs."""
-    Console().print(*render_task(task_view(session_from_options(**options), task_id)))
+    # Piped output is not cut to 80 columns: addresses and hashes stay whole for scripts.
+    console = Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+    console.print(*render_task(task_view(session_from_options(**options), task_id)))
 
 
 @click.command()

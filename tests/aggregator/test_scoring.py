@@ -1,0 +1,98 @@
+"""One round's arithmetic (no chain): evaluation on the validation set, aggregation, the chain's measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
+from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
+from fedchain.errors import AgentError, ConfigError
+from fedchain.fl.quality import to_wad
+from fedchain.fl.strategies.cgsv import CGSVState
+from fedchain.fl.strategy import StrategyState, get_strategy
+from fedchain.taskspec import TaskSpec, ValidationSpec, load_validation
+from fedchain.trainer.evaluation import predict
+from fedchain.trainer.trainer import initial_params
+
+SPEC = TaskSpec(dataset="mnist", model="lenet5", validation=ValidationSpec(size=100, seed=3))
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> Evaluator:
+    return Evaluator(SPEC.model_spec(), load_validation(SPEC))
+
+
+def test_fedavg_round_weights_accepted_updates_by_data_size_and_scores_loss_ratios(evaluator: Evaluator) -> None:
+    # prepare: two usable updates (data sizes 100 and 300) and a rejected one that arrived at t = 7 s
+    g = initial_params(SPEC.model_spec(), seed=0)
+    generator = torch.Generator().manual_seed(0)
+    u0, u1 = (torch.randn(g.numel(), generator=generator) * 0.01 for _ in range(2))
+    clients = [ClientInput(u0, 100, 11), ClientInput(u1, 300, 12), ClientInput(None, 500, 7)]
+
+    # execute
+    outcome = score_round(get_strategy("fedavg"), g, clients, evaluator, None, quality="loss")
+
+    # assert: g + 1/4 u0 + 3/4 u1; q_i = mean(L0, L1) / L_i from losses computed here independently
+    torch.testing.assert_close(outcome.global_params, g + 0.25 * u0 + 0.75 * u1)
+    losses = predict(SPEC.model_spec(), torch.stack([g + u0, g + u1]), evaluator.dataset).mean_losses.tolist()
+    mean = (losses[0] + losses[1]) / 2
+    assert outcome.qualities[:2] == pytest.approx([mean / losses[0], mean / losses[1]], rel=1e-12)
+    assert [m.accepted for m in outcome.measurements] == [True, True, False]
+    assert [m.round_time for m in outcome.measurements] == [11, 12, 7]
+    assert outcome.measurements[2].quality == 0
+    assert [m.quality for m in outcome.measurements[:2]] == list(to_wad(outcome.qualities[:2]))
+    accuracy = predict(SPEC.model_spec(), outcome.global_params, evaluator.dataset).accuracies[0]
+    assert outcome.accuracy == pytest.approx(float(accuracy))
+
+
+def test_round_without_usable_updates_keeps_the_model_and_scores_nobody(evaluator: Evaluator) -> None:
+    g = initial_params(SPEC.model_spec(), seed=1)
+    clients = [ClientInput(None, 10, 5), ClientInput(None, 10, None, active=False)]
+
+    outcome = score_round(get_strategy("fedavg"), g, clients, evaluator, None)
+
+    assert torch.equal(outcome.global_params, g)
+    assert [(m.quality, m.round_time, m.accepted) for m in outcome.measurements] == [(0, 5, False), (0, 0, False)]
+
+
+def test_contribution_quality_is_rescaled_to_mean_one_over_accepted_clients(evaluator: Evaluator) -> None:
+    g = initial_params(SPEC.model_spec(), seed=2)
+    generator = torch.Generator().manual_seed(1)
+    updates = [torch.randn(g.numel(), generator=generator) * 0.01 for _ in range(3)]
+    clients = [ClientInput(u, 100, 3) for u in updates]
+
+    outcome = score_round(get_strategy("cgsv"), g, clients, evaluator, None, quality="contribution")
+
+    assert sum(outcome.qualities) == pytest.approx(3.0)
+    assert isinstance(outcome.state, CGSVState) and outcome.state.round == 1
+
+
+def test_quality_source_defaults_to_contribution_only_for_contribution_strategies() -> None:
+    assert [quality_source(name) for name in ("fedavg", "quality", "cgsv", "fedfaim")] == [
+        "loss", "loss", "contribution", "contribution"]
+    assert quality_source("cgsv", "loss") == "loss"
+    with pytest.raises(ConfigError):
+        quality_source("fedavg", "median")  # type: ignore[arg-type]
+
+
+def test_fedave_is_refused_with_a_hint_because_it_needs_the_clients_data() -> None:
+    with pytest.raises(ConfigError, match="fedave") as caught:
+        check_supported("fedave")
+    assert "fedavg" in caught.value.hint
+
+
+def test_strategy_state_checkpoint_round_trips_tensors_none_and_counters(tmp_path: Path) -> None:
+    state = CGSVState(round=4, weights=torch.tensor([0.25, 0.75], dtype=torch.float64))
+
+    save_strategy_state(tmp_path, 4, state)
+    loaded = load_strategy_state(tmp_path, 4, CGSVState)
+
+    assert loaded is not None and loaded.round == 4 and torch.equal(loaded.weights, state.weights)
+    assert load_strategy_state(tmp_path, 5, CGSVState) is None
+    save_strategy_state(tmp_path, 1, CGSVState(round=1))
+    assert load_strategy_state(tmp_path, 1, CGSVState) == CGSVState(round=1, weights=None)
+    with pytest.raises(AgentError, match="StrategyState"):
+        load_strategy_state(tmp_path, 4, StrategyState)  # a CGSV checkpoint is not a plain state

@@ -1,0 +1,130 @@
+"""`fedchain task create|show|start|cancel|settle` and `fedchain withdraw` against a real Anvil."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedchain.cli import main
+from fedchain.publisher.service import TaskStatus
+from fedchain.store.digest import keccak256
+from fedchain.taskspec import TaskSpec, load_model, load_spec
+
+from tests.aggregator.conftest import AGGREGATOR, CLIENTS, PUBLISHER, World
+
+
+def key_of(world: World, account: int) -> str:
+    return "0x" + world.node.dev_account(account).key.hex()
+
+
+def run_cli(world: World, account: int, *args: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run `fedchain ARGS` as ``account`` against the world's deployment and store; returns the exit status."""
+    monkeypatch.setenv("FEDCHAIN_PRIVATE_KEY", key_of(world, account))
+    common = ["--deployment", str(world.deployment_file), "--store", world.store_url]
+    return main([*args, *common])
+
+
+def create_with_cli(world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *extra: str) -> int:
+    status = run_cli(
+        world, PUBLISHER, "task", "create", "--rounds", "3", "--budget", "0.5ether", "--psi", "2gwei",
+        "--min-quality", "0.25", "--dataset", "mnist", "--model", "lenet5", "--strategy", "cgsv",
+        "--aggregator", world.aggregator.address, *extra, monkeypatch=monkeypatch,
+    )
+    assert status == 0
+    return int(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_task_create_escrows_the_budget_and_names_spec_and_initial_model_by_their_hashes(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # execute
+    task_id = create_with_cli(world, monkeypatch, capsys)
+
+    # assert: the chain's terms in its units, the spec and the model in the store under the on-chain ids
+    contracts = world.publisher.contracts
+    params, state = contracts.task_registry.params(task_id), contracts.task_registry.state(task_id)
+    assert (params.rounds, params.psi, params.min_quality) == (3, 2 * 10**9, 25 * 10**16)
+    assert (state.budget, state.aggregator, state.status) == (5 * 10**17, world.aggregator.address, TaskStatus.OPEN)
+    spec = load_spec(world.publisher.store, params.dataset_id)
+    assert (spec.dataset, spec.model, spec.strategy) == ("mnist", "lenet5", "cgsv")
+    assert keccak256(spec.to_bytes()) == params.dataset_id
+    model = load_model(world.publisher.store, spec, params.model_id, round_number=0)
+    assert set(model) == set(spec.param_spec().names)
+
+
+def test_task_show_prints_terms_state_and_every_client(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    task_id = create_with_cli(world, monkeypatch, capsys)
+    world.join_and_auction(task_id, CLIENTS[0], data_size=50)
+
+    status = run_cli(world, PUBLISHER, "task", "show", "--task", str(task_id), monkeypatch=monkeypatch)
+
+    out = capsys.readouterr().out
+    assert status == 0
+    assert f"task {task_id}: open" in out and "round" in out and "0 of 3" in out
+    assert world.session(CLIENTS[0]).address in out and "bidding" in out and "cgsv" in out
+
+
+def test_task_start_without_clients_fails_with_the_contracts_error(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    task_id = create_with_cli(world, monkeypatch, capsys)
+
+    status = run_cli(world, PUBLISHER, "task", "start", "--task", str(task_id), monkeypatch=monkeypatch)
+
+    assert status == 1
+    assert "TaskHasNoClients" in capsys.readouterr().err
+    assert world.publisher.contracts.task_registry.state(task_id).status == TaskStatus.OPEN
+
+
+def test_task_start_by_another_account_is_refused(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    task_id = create_with_cli(world, monkeypatch, capsys)
+    world.join_and_auction(task_id, CLIENTS[1], data_size=50)
+
+    status = run_cli(world, AGGREGATOR, "task", "start", "--task", str(task_id), monkeypatch=monkeypatch)
+
+    assert status == 1 and "TaskNotPublisher" in capsys.readouterr().err
+
+
+def test_task_cancel_settle_and_withdraw_return_the_budget_and_the_deposits(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # prepare: a task with one client, then cancelled by its publisher
+    task_id = create_with_cli(world, monkeypatch, capsys)
+    world.join_and_auction(task_id, CLIENTS[2], data_size=50)
+    treasury = world.publisher.contracts.treasury
+    before = treasury.claimable(world.publisher.address)
+
+    # execute
+    assert run_cli(world, PUBLISHER, "task", "cancel", "--task", str(task_id), monkeypatch=monkeypatch) == 0
+    assert run_cli(world, PUBLISHER, "task", "settle", "--task", str(task_id), monkeypatch=monkeypatch) == 0
+    balance = world.publisher.w3.eth.get_balance(world.publisher.address)
+    assert run_cli(world, PUBLISHER, "withdraw", monkeypatch=monkeypatch) == 0
+    assert run_cli(world, PUBLISHER, "withdraw", monkeypatch=monkeypatch) == 0
+
+    # assert: the budget was claimable, then withdrawn (less gas); the client's deposit is claimable; a second withdraw has nothing
+    out = capsys.readouterr().out
+    assert world.publisher.contracts.task_registry.state(task_id).status == TaskStatus.CANCELLED
+    withdrawn = before + 5 * 10**17
+    assert f"withdrew {withdrawn} wei" in out and "nothing to withdraw" in out
+    gained = world.publisher.w3.eth.get_balance(world.publisher.address) - balance
+    assert withdrawn - 10**15 < gained <= withdrawn
+    assert treasury.claimable(world.session(CLIENTS[2]).address) >= world.publisher.contracts.task_registry.params(task_id).client_deposit
+
+
+def test_task_create_reads_a_yaml_file_and_flags_override_it(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    config = tmp_path / "task.yaml"
+    config.write_text("rounds: 7\nbudget: 2ether\nterms: {round_duration: 90}\nspec: {model: lenet5, lr: 0.1}\n")
+
+    task_id = create_with_cli(world, monkeypatch, capsys, "--config", str(config), "--round-duration", "45")
+
+    params = world.publisher.contracts.task_registry.params(task_id)
+    assert (params.rounds, params.round_duration) == (3, 45)  # --rounds 3 and --round-duration win over the file
+    assert world.publisher.contracts.task_registry.state(task_id).budget == 5 * 10**17
+    assert load_spec(world.publisher.store, params.dataset_id) == TaskSpec(model="lenet5", lr=0.1, strategy="cgsv")

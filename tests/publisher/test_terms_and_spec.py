@@ -1,0 +1,120 @@
+"""Task terms in human units -> the contract's TaskParams; the task spec's canonical bytes and ids (no chain)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedchain.errors import ConfigError, TaskSpecError
+from fedchain.publisher.terms import PublishConfig, TaskTerms, load_publish_config, parse_wei
+from fedchain.store import keccak256, open_store
+from fedchain.taskspec import (
+    TaskSpec,
+    ValidationSpec,
+    load_model,
+    load_spec,
+    model_meta,
+    put_initial_model,
+    put_spec,
+    update_meta,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "wei"),
+    [(5, 5), ("123", 123), ("1e15", 10**15), ("0.5ether", 5 * 10**17), ("20 gwei", 2 * 10**10), ("1_000wei", 1000)],
+)
+def test_amounts_parse_to_exact_wei(text: int | str, wei: int) -> None:
+    assert parse_wei(text) == wei
+
+
+@pytest.mark.parametrize("text", ["0.5wei", "-1", "lots", "1e-3gwei0"])
+def test_amounts_that_are_not_whole_wei_are_refused(text: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_wei(text)
+
+
+def test_terms_become_the_contracts_fixed_point_params_exactly() -> None:
+    terms = TaskTerms(rounds=4, target_accuracy=0.9, min_loss_reputation=0.1, min_quality=0.3, reputation_cap=2.5)
+
+    params = terms.to_params(model_id=b"\x01" * 32, dataset_id=b"\x02" * 32)
+
+    assert params.target_accuracy == 9 * 10**17 and params.min_loss_reputation == 10**17
+    assert params.min_quality == 3 * 10**17 and params.reputation_cap == 25 * 10**17
+    assert (params.rounds, params.model_id, params.dataset_id) == (4, b"\x01" * 32, b"\x02" * 32)
+
+
+def test_terms_out_of_range_are_refused_before_any_transaction() -> None:
+    with pytest.raises(ConfigError, match="rounds"):
+        TaskTerms(rounds=0)
+    with pytest.raises(ConfigError, match="target_accuracy"):
+        TaskTerms(target_accuracy=1.5)
+
+
+def test_publish_config_takes_terms_from_file_top_level_or_terms_and_rejects_unknown_keys(tmp_path: Path) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text("rounds: 3\nfog_deposit: 1ether\nterms: {psi: 3gwei}\nspec: {strategy: quality}\naggregator: '0xabc'\n")
+
+    config = load_publish_config(path, terms={"rounds": 9, "phi": None}, budget="2ether")
+
+    assert (config.terms.rounds, config.terms.fog_deposit, config.terms.psi) == (9, 10**18, 3 * 10**9)
+    assert (config.spec.strategy, config.budget, config.aggregator) == ("quality", 2 * 10**18, "0xabc")
+    path.write_text("roundz: 3\n")
+    with pytest.raises(ConfigError, match="roundz"):
+        load_publish_config(path)
+    assert load_publish_config() == PublishConfig()
+
+
+def test_equal_specs_have_equal_bytes_and_dataset_id_whatever_the_spelling() -> None:
+    a = TaskSpec(dataset="MNIST", model="LeNet-5", strategy_options={"b": 1, "a": 2})
+    b = TaskSpec(dataset="mnist", model="lenet5", strategy_options={"a": 2, "b": 1})
+
+    assert a.to_bytes() == b.to_bytes() and a.dataset_id == keccak256(b.to_bytes())
+    assert TaskSpec.from_bytes(a.to_bytes()) == b
+    assert TaskSpec(lr=0.1).dataset_id != TaskSpec(lr=0.2).dataset_id
+
+
+@pytest.mark.parametrize(
+    "data", [b"\x80not utf-8", b"[]", b'{"format":"other/1"}', b'{"format":"fedchain-taskspec/1","lr":-1}']
+)
+def test_spec_bytes_that_are_not_a_valid_spec_are_refused(data: bytes) -> None:
+    with pytest.raises(TaskSpecError):
+        TaskSpec.from_bytes(data)
+
+
+def test_spec_and_initial_model_round_trip_through_the_store_by_their_on_chain_ids() -> None:
+    store = open_store("memory://taskspec-test")
+    spec = TaskSpec(model="lenet5", seed=7, validation=ValidationSpec(size=10))
+
+    dataset_id = put_spec(store, spec)
+    model_id = put_initial_model(store, spec)
+
+    assert dataset_id == spec.dataset_id and load_spec(store, dataset_id) == spec
+    assert model_id == put_initial_model(store, spec)  # the same seed gives the same bytes
+    assert model_id != put_initial_model(store, TaskSpec(model="lenet5", seed=8))
+    params = load_model(store, spec, model_id, round_number=0)
+    assert set(params) == set(spec.param_spec().names)
+
+
+def test_non_canonical_spec_bytes_in_the_store_are_refused() -> None:
+    store = open_store("memory://taskspec-noncanonical")
+    spaced = TaskSpec().to_bytes().replace(b",", b", ")
+
+    digest = store.put(spaced)
+
+    with pytest.raises(TaskSpecError, match="canonical"):
+        load_spec(store, digest)
+
+
+def test_model_and_update_metadata_name_task_round_and_job() -> None:
+    spec = TaskSpec(model="cnn")
+
+    assert model_meta(spec, 5, 0).task_id == 0 and model_meta(spec, 5, 3).task_id == 5
+    meta = update_meta(spec, 5, 3, 2, "0xABCDEF")
+    assert (meta.task_id, meta.round, meta.job_id, meta.client, meta.kind, meta.model) == (5, 3, 2, "0xabcdef", "update", "cnn")
+
+
+def test_round_seeds_differ_per_round_and_task_seed() -> None:
+    seeds = {TaskSpec(seed=s).train_config(r).seed for s in (0, 1) for r in (1, 2, 3)}
+    assert len(seeds) == 6
