@@ -158,6 +158,9 @@ class ExperimentConfig:
     engine: Engine = "auto"
     #: Torch device (``auto``: CUDA when present, else CPU).
     device: str = "auto"
+    #: Torch threads of the main process (evaluation, sequential engine); ``None`` keeps
+    #: torch's default. On a CPU shared with other jobs, 1 avoids oversubscription.
+    threads: int | None = None
     #: Folder for metrics and plots.
     output_dir: Path = DEFAULT_OUTPUT_DIR
     #: Write the PNG plots (matplotlib) beside the metrics.
@@ -175,7 +178,7 @@ class ExperimentConfig:
             raise ValueError(f"momentum={self.momentum} must lie in [0, 1)")
         if self.validation_samples < 1:
             raise ValueError(f"validation_samples={self.validation_samples} must be at least 1")
-        for name in ("train_samples", "test_samples"):
+        for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name}={value} must be at least 1 (or unset for all)")
@@ -222,12 +225,12 @@ def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
     return nested
 
 
-def _merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def merge_settings(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` updated by ``overrides``, recursing into mappings present in both."""
     merged = dict(base)
     for key, value in overrides.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge_settings(merged[key], value)
         else:
             merged[key] = value
     return merged
@@ -241,4 +244,4 @@ def load_experiment(path: str | Path | None = None, overrides: Mapping[str, Any]
     ignored, so unset flags keep the file's values.
     """
     data = load_yaml(path) if path is not None else {}
-    return from_mapping(ExperimentConfig, _merge(data, _nest(overrides or {})))
+    return from_mapping(ExperimentConfig, merge_settings(data, _nest(overrides or {})))

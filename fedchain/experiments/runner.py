@@ -197,10 +197,10 @@ def run_experiment(
                 client_evaluations=client_evaluations,
                 local_sample_losses=_LocalLosses(evaluator, local_models, clients),
             )
-            result = strategy.round(global_params, updates, sizes, state, validation)
+            result = strategy.round(global_params, updates, sizes, state, validation, client_params=models)
             state, global_params, last_result = result.state, result.global_params, result
-            if models is not None and result.reward_updates is not None:
-                models = start + result.reward_updates
+            if models is not None and result.rewards is not None:
+                models = result.rewards
             losses = None
             if client_evaluations is not None and result.client_losses is None:
                 losses = torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
@@ -235,9 +235,7 @@ def run_experiment(
                 if config.stop_at_target:
                     break
         reward_accuracy = None
-        if models is not None and last_result is not None and last_result.reward_updates is not None:
-            reward_accuracy = evaluator.accuracies(models, federation.test)
-        elif last_result is not None and last_result.rewards is not None:
+        if last_result is not None and last_result.rewards is not None:
             reward_accuracy = evaluator.accuracies(last_result.rewards, federation.test)
     infos = tuple(ClientInfo(i, n, fault) for i, (n, fault) in enumerate(zip(federation.data_sizes, federation.faults)))
     return ExperimentResult(

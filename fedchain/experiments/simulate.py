@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import torch
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -50,6 +51,12 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
             raise ConfigError(f"--option {pair!r} is not KEY=VALUE", hint="e.g. --option gamma0=0.5")
         options[key.strip()] = yaml.safe_load(value)
     return options
+
+
+def apply_threads(config: ExperimentConfig) -> None:
+    """Set torch's thread count of this process when the config asks for one (the CLI owns the process)."""
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
 
 
 def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentResult:
@@ -148,6 +155,7 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--seed", type=int, help="Seed of the run.")
 @click.option("--engine", type=click.Choice(ENGINES), help="Training engine.")
 @click.option("--device", help="Torch device (auto, cpu, cuda, cuda:1).")
+@click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU).")
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path), help="Folder for metrics and plots.")
 @click.option("--plots/--no-plots", default=None, help="Write PNG plots.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of tables.")
@@ -176,6 +184,7 @@ def simulate(config_path: Path | None, strategy_options: tuple[str, ...], prunin
     overrides["pruning.sparsity"] = pruning
     overrides["strategy_options"] = _parse_options(strategy_options) or None
     config = load_experiment(config_path, overrides)
+    apply_threads(config)
     console = Console(stderr=True)
     result = run_with_progress(config, console)
     paths = list(write_metrics(result, config.output_dir))

@@ -1,0 +1,325 @@
+"""``fedchain reproduce``: the papers' tables on real MNIST, as experiments that print a table.
+
+* ``rounds-to-accuracy``: rounds until the global LeNet-5 reaches 96% test
+  accuracy with fedavg, quality (Tian eq. 19) and cgsv, 100 clients, on clean
+  IID data and with 30% of the clients holding 50% noisy labels (Tian et al.
+  2023, Table 4: FedAvg 20 rounds, theirs 16).
+* ``fairness``: Pearson(standalone accuracy, accuracy of the rewarded model)
+  for fedfaim and fedave, 10 clients, POW, CLA and DIR partitions, mean and
+  standard deviation over seeds (FedAVE reports above 0.84).
+
+These are experiments, not tests: they take minutes to hours and print what
+they measured. Options shrink them (fewer clients, rounds, seeds or samples).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fedchain.config import load_yaml
+from fedchain.errors import ConfigError
+from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment, merge_settings
+from fedchain.experiments.federation import build_federation
+from fedchain.experiments.results import ExperimentResult, write_metrics
+from fedchain.experiments.simulate import apply_threads, fairness
+from fedchain.trainer.config import ENGINES
+from fedchain.experiments.runner import run_experiment
+
+log = logging.getLogger(__name__)
+
+#: Tian et al. 2023, Table 4: rounds to 96% on MNIST.
+TIAN_TARGET_ACCURACY = 0.96
+#: The noisy setting: 30% of the clients hold labels of which 50% are wrong.
+NOISY_SETTING = FaultConfig(noisy_clients=0.3, noise_rate=0.5)
+#: Settings of the rounds-to-accuracy table.
+SETTINGS: dict[str, FaultConfig] = {"clean": FaultConfig(), "noisy": NOISY_SETTING}
+#: The FedAVE fairness target of this project (the paper reports above 0.84).
+FAIRNESS_TARGET = 0.95
+
+#: Called after every finished run with a one-line description and its result.
+RunCallback = Callable[[str, ExperimentResult], None]
+
+
+@dataclass(frozen=True)
+class RoundsRow:
+    """One cell of the rounds-to-accuracy table."""
+
+    setting: str
+    strategy: str
+    #: First round at the target; None if ``max_rounds`` did not reach it.
+    rounds: int | None
+    rounds_run: int
+    best_accuracy: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class FairnessRun:
+    """One (partition, strategy, seed) run of the fairness table."""
+
+    partition: str
+    strategy: str
+    seed: int
+    pearson: float
+    jain: float
+    final_accuracy: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class FairnessRow:
+    """Mean and standard deviation over seeds of one (partition, strategy)."""
+
+    partition: str
+    strategy: str
+    pearson_mean: float
+    pearson_std: float
+    jain_mean: float
+    accuracy_mean: float
+    seeds: int
+
+
+def _save(result: ExperimentResult, output_dir: Path | None, name: str) -> None:
+    if output_dir is not None:
+        write_metrics(result, output_dir / name)
+
+
+def rounds_to_accuracy(
+    base: ExperimentConfig,
+    strategies: Sequence[str],
+    settings: Sequence[str],
+    *,
+    output_dir: Path | None = None,
+    on_run: RunCallback | None = None,
+) -> list[RoundsRow]:
+    """Rounds to ``base.target_accuracy`` for every (setting, strategy); each setting's data split is shared."""
+    rows = []
+    for setting in settings:
+        config = base.with_changes(faults=SETTINGS[setting], stop_at_target=True)
+        federation = build_federation(config)
+        for strategy in strategies:
+            result = run_experiment(config.with_changes(strategy=strategy), federation=federation)
+            _save(result, output_dir, f"{setting}-{strategy}")
+            rows.append(
+                RoundsRow(setting, strategy, result.rounds_to_target, len(result.rounds), result.best_accuracy, result.seconds)
+            )
+            if on_run is not None:
+                on_run(f"{setting} {strategy}", result)
+    return rows
+
+
+def fairness_runs(
+    base: ExperimentConfig,
+    strategies: Sequence[str],
+    partitions: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    output_dir: Path | None = None,
+    on_run: RunCallback | None = None,
+) -> list[FairnessRun]:
+    """Every (partition, seed, strategy) run; standalone accuracies are computed once per (partition, seed)."""
+    runs = []
+    for partition in partitions:
+        for seed in seeds:
+            config = base.with_changes(partition=partition, seed=seed, standalone=True)
+            federation = build_federation(config)
+            standalone: Sequence[float] | None = None
+            for strategy in strategies:
+                result = run_experiment(config.with_changes(strategy=strategy), federation=federation, standalone=standalone)
+                standalone = result.standalone_accuracy
+                _save(result, output_dir, f"{partition}-seed{seed}-{strategy}")
+                scores = fairness(result)
+                if scores is None:
+                    raise ConfigError(
+                        f"strategy {strategy!r} gives no rewarded models, so it has no fairness figure",
+                        hint="use reward-in-kind strategies: --strategies fedfaim,fedave",
+                    )
+                runs.append(
+                    FairnessRun(partition, strategy, seed, scores[0], scores[1], result.final_accuracy, result.seconds)
+                )
+                if on_run is not None:
+                    on_run(f"{partition} seed {seed} {strategy}: Pearson {scores[0]:.3f}", result)
+    return runs
+
+
+def summarise_fairness(runs: Sequence[FairnessRun]) -> list[FairnessRow]:
+    """Mean and (sample) standard deviation of every (partition, strategy) over its seeds, in first-seen order."""
+    groups: dict[tuple[str, str], list[FairnessRun]] = {}
+    for run in runs:
+        groups.setdefault((run.partition, run.strategy), []).append(run)
+    rows = []
+    for (partition, strategy), members in groups.items():
+        pearsons = [m.pearson for m in members]
+        rows.append(
+            FairnessRow(
+                partition=partition,
+                strategy=strategy,
+                pearson_mean=statistics.fmean(pearsons),
+                pearson_std=statistics.stdev(pearsons) if len(pearsons) > 1 else 0.0,
+                jain_mean=statistics.fmean(m.jain for m in members),
+                accuracy_mean=statistics.fmean(m.final_accuracy for m in members),
+                seeds=len(members),
+            )
+        )
+    return rows
+
+
+def _split(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _base_config(config_path: Path | None, defaults: dict[str, Any], flags: dict[str, Any]) -> ExperimentConfig:
+    """The table's defaults, updated by the YAML file (if any), then by the flags that were given."""
+    data = merge_settings(defaults, load_yaml(config_path)) if config_path is not None else dict(defaults)
+    return load_experiment(None, merge_settings(data, {k: v for k, v in flags.items() if v is not None}))
+
+
+def _progress(console: Console) -> RunCallback:
+    def report(label: str, result: ExperimentResult) -> None:
+        console.log(f"{label}: {len(result.rounds)} rounds, best {100 * result.best_accuracy:.2f}%, {result.seconds:.0f} s")
+
+    return report
+
+
+_common = [
+    click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="YAML file with settings to start from."),
+    click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Folder with the dataset files [default: $FEDCHAIN_DATA_ROOT]."),
+    click.option("--clients", type=int, help="Number of clients."),
+    click.option("--train-samples", type=int, help="Use only this many MNIST training samples (shrinks the run)."),
+    click.option("--test-samples", type=int, help="Use only this many test samples."),
+    click.option("--validation-samples", type=int, help="Training samples held out as the aggregator's validation set."),
+    click.option("--lr", type=float, help="Local learning rate."),
+    click.option("--batch-size", type=int, help="Local mini-batch size."),
+    click.option("--local-epochs", type=int, help="Local epochs per round."),
+    click.option("--engine", type=click.Choice(ENGINES), help="Training engine."),
+    click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU)."),
+    click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path), help="Also write every run's metrics here."),
+    click.option("--json", "as_json", is_flag=True, help="Print the table as JSON."),
+]
+
+
+def _with_common(command: Callable) -> Callable:
+    for option in reversed(_common):
+        command = option(command)
+    return command
+
+
+@click.group()
+def reproduce() -> None:
+    """Reproduce the papers' tables on real MNIST (experiments that print a table, not tests)."""
+
+
+#: The Tian seed's setting. The seed states LeNet, MNIST, 100 clients and the
+#: 96% target but not the learning rate, batch size or local epochs; these are
+#: FedAvg's MNIST values (McMahan et al. 2017: E = 1, B = 10) with plain SGD at
+#: lr 0.05, with which one centralised LeNet-5 run of 60 steps per "round"
+#: reached 96% after 25 rounds on this data.
+ROUNDS_DEFAULTS: dict[str, Any] = {
+    "dataset": "mnist",
+    "model": "lenet5",
+    "partition": "iid",
+    "clients": 100,
+    "rounds": 40,
+    "target_accuracy": TIAN_TARGET_ACCURACY,
+    "local_epochs": 1,
+    "batch_size": 10,
+    "lr": 0.05,
+    "momentum": 0.0,
+    "validation_samples": 1000,
+    "seed": 0,
+}
+
+
+@reproduce.command("rounds-to-accuracy")
+@_with_common
+@click.option("--max-rounds", type=int, help=f"Give up after this many rounds [default: {ROUNDS_DEFAULTS['rounds']}].")
+@click.option("--target", type=float, help=f"Target test accuracy [default: {TIAN_TARGET_ACCURACY}].")
+@click.option("--strategies", default="fedavg,quality,cgsv", show_default=True, help="Comma-separated strategies.")
+@click.option("--settings", default="clean,noisy", show_default=True, help="clean and/or noisy (30% clients, 50% noisy labels).")
+@click.option("--seed", type=int, help="Seed of the data split and the initial model.")
+def rounds_to_accuracy_command(
+    config_path: Path | None, output_dir: Path | None, as_json: bool, max_rounds: int | None, target: float | None,
+    strategies: str, settings: str, **flags: Any,
+) -> None:
+    """Rounds to 96% test accuracy: fedavg, quality, cgsv; LeNet-5, 100 clients (Tian et al. 2023, Table 4)."""
+    unknown = sorted(set(_split(settings)) - set(SETTINGS))
+    if unknown:
+        raise click.BadParameter(f"unknown setting(s) {', '.join(unknown)}; use {', '.join(SETTINGS)}", param_hint="--settings")
+    flags.update(rounds=max_rounds, target_accuracy=target)
+    base = _base_config(config_path, ROUNDS_DEFAULTS, flags)
+    apply_threads(base)
+    console = Console(stderr=True)
+    began = time.perf_counter()
+    rows = rounds_to_accuracy(base, _split(strategies), _split(settings), output_dir=output_dir, on_run=_progress(console))
+    if as_json:
+        click.echo(json.dumps([row.__dict__ for row in rows], indent=2))
+        return
+    table = Table(title=f"rounds to {100 * base.target_accuracy:g}% test accuracy, MNIST, LeNet-5, {base.clients} clients")
+    for column in ("setting", "strategy", "rounds", "best accuracy", "time"):
+        table.add_column(column, justify="left" if column in ("setting", "strategy") else "right")
+    for row in rows:
+        rounds = str(row.rounds) if row.rounds is not None else f">{row.rounds_run}"
+        table.add_row(row.setting, row.strategy, rounds, f"{100 * row.best_accuracy:.2f}%", f"{row.seconds:.0f} s")
+    Console().print(table)
+    Console().print(f"paper (Tian et al. 2023, Table 4, clean IID): FedAvg 20 rounds, theirs 16; total {time.perf_counter() - began:.0f} s")
+
+
+#: FedAVE's fairness setting: 10 clients on MNIST, LeNet-5.
+FAIRNESS_DEFAULTS: dict[str, Any] = {
+    "dataset": "mnist",
+    "model": "lenet5",
+    "clients": 10,
+    "rounds": 30,
+    "local_epochs": 1,
+    "batch_size": 32,
+    "lr": 0.1,
+    "alpha": 0.5,
+    "classes_per_client": 3,
+    "validation_samples": 1000,
+}
+
+
+@reproduce.command("fairness")
+@_with_common
+@click.option("--rounds", type=int, help=f"Rounds per run [default: {FAIRNESS_DEFAULTS['rounds']}].")
+@click.option("--seeds", default=3, show_default=True, help="Number of seeds (0, 1, ...).")
+@click.option("--strategies", default="fedfaim,fedave", show_default=True, help="Comma-separated reward-in-kind strategies.")
+@click.option("--partitions", default="pow,cla,dir", show_default=True, help="Comma-separated partitions.")
+def fairness_command(
+    config_path: Path | None, output_dir: Path | None, as_json: bool, seeds: int, strategies: str, partitions: str,
+    **flags: Any,
+) -> None:
+    """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave; 10 clients, POW/CLA/DIR (FedAVE)."""
+    base = _base_config(config_path, FAIRNESS_DEFAULTS, flags)
+    apply_threads(base)
+    console = Console(stderr=True)
+    began = time.perf_counter()
+    runs = fairness_runs(
+        base, _split(strategies), _split(partitions), list(range(seeds)), output_dir=output_dir, on_run=_progress(console)
+    )
+    rows = summarise_fairness(runs)
+    if as_json:
+        click.echo(json.dumps({"runs": [r.__dict__ for r in runs], "summary": [r.__dict__ for r in rows]}, indent=2))
+        return
+    table = Table(title=f"fairness: Pearson(standalone, reward), MNIST, {base.clients} clients, {base.rounds} rounds")
+    for column in ("partition", "strategy", "Pearson mean", "Pearson std", "Jain mean", "global accuracy", "seeds"):
+        table.add_column(column, justify="left" if column in ("partition", "strategy") else "right")
+    for row in rows:
+        table.add_row(
+            row.partition, row.strategy, f"{row.pearson_mean:.3f}", f"{row.pearson_std:.3f}", f"{row.jain_mean:.3f}",
+            f"{100 * row.accuracy_mean:.2f}%", str(row.seeds),
+        )
+    Console().print(table)
+    Console().print(
+        f"FedAVE reports above 0.84; our target is {FAIRNESS_TARGET}; total {time.perf_counter() - began:.0f} s"
+    )

@@ -1,0 +1,159 @@
+"""``fedchain simulate`` end to end on real MNIST subsets, and its refusals of bad input.
+
+Runs are tiny (a few clients, a few hundred samples, 1-2 rounds, the
+sequential engine) so the whole file stays within seconds; seeds are fixed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from fedchain.cli import cli
+from fedchain.errors import ConfigError, DataError
+from fedchain.experiments import build_federation, load_experiment, run_experiment
+from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults
+from fedchain.experiments.config import FaultConfig
+from fedchain.experiments.runner import tamper
+
+#: A tiny run: 3 clients of ~130 samples, a 100-sample validation set, 300 test samples.
+TINY = {
+    "dataset": "mnist",
+    "clients": 3,
+    "rounds": 2,
+    "train_samples": 500,
+    "validation_samples": 100,
+    "test_samples": 300,
+    "lr": 0.05,
+    "momentum": 0.9,
+    "engine": "sequential",
+    "device": "cpu",
+    "threads": 1,
+    "seed": 0,
+}
+#: Chance level of a 10-class problem.
+CHANCE = 0.1
+
+
+def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
+    # prepare
+    config = tmp_path / "tiny.yaml"
+    config.write_text("\n".join(f"{k}: {v}" for k, v in TINY.items()) + "\nstrategy: fedave\nstandalone: true\n")
+    out = tmp_path / "run"
+
+    # execute
+    result = CliRunner().invoke(cli, ["simulate", "--config", str(config), "--output-dir", str(out)])
+
+    # assert
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [r["round"] for r in metrics["rounds"]] == [1, 2]
+    assert metrics["final_accuracy"] > 2 * CHANCE
+    assert metrics["config"]["strategy"] == "fedave"
+    assert len(metrics["standalone_accuracy"]) == len(metrics["reward_accuracy"]) == 3
+    with (out / "metrics.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 3
+    assert set(rows[0]) == {"round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted"}
+    for plot in ("accuracy.png", "contribution.png", "reward_vs_standalone.png"):
+        assert (out / plot).read_bytes().startswith(b"\x89PNG")
+    assert "final test accuracy" in result.output
+
+
+def test_an_infinite_update_is_rejected_and_never_averaged_in() -> None:
+    # prepare: one of three clients scales its update by infinity (inf, and NaN where it is 0)
+    config = load_experiment(None, {**TINY, "strategy": "fedavg", "faults.scaled_clients": 1 / 3, "faults.scale": math.inf})
+    federation = build_federation(config)
+    bad = federation.faults.index(SCALED)
+
+    # execute
+    result = run_experiment(config, federation=federation)
+
+    # assert
+    for record in result.rounds:
+        assert record.accepted == tuple(i != bad for i in range(3))
+        assert record.contribution[bad] == 0.0
+        assert record.quality[bad] == 0.0
+        assert math.isfinite(record.test_loss)
+        assert sum(record.contribution) == pytest.approx(1.0)  # fedavg: data shares of the two accepted clients
+
+
+def test_faulty_clients_are_disjoint_seeded_groups_of_the_requested_size() -> None:
+    faults = FaultConfig(noisy_clients=0.3, free_riders=0.2, scaled_clients=0.1)
+
+    first = assign_faults(10, faults, seed=4)
+    again = assign_faults(10, faults, seed=4)
+
+    assert first == again
+    assert first.count(NOISY) == 3 and first.count(FREE_RIDER) == 2 and first.count(SCALED) == 1
+    assert first.count(NO_FAULT) == 4
+
+
+def test_tamper_zeroes_free_riders_and_scales_scaled_clients_only() -> None:
+    # prepare
+    config = load_experiment(None, {"faults.scale": 3.0, "faults.free_rider_mode": "zero"})
+    updates = torch.tensor([[1.0, -2.0], [0.5, 0.5], [4.0, 1.0]])
+
+    # execute
+    sent = tamper(updates, (NO_FAULT, FREE_RIDER, SCALED), config, round_number=1)
+
+    # assert
+    assert torch.equal(sent, torch.tensor([[1.0, -2.0], [0.0, 0.0], [12.0, 3.0]]))
+    assert torch.equal(updates[1], torch.tensor([0.5, 0.5]))  # the input is left alone
+
+
+def test_noisy_clients_hold_the_requested_share_of_wrong_labels() -> None:
+    config = load_experiment(None, {**TINY, "faults.noisy_clients": 1 / 3, "faults.noise_rate": 0.5})
+    clean = build_federation(load_experiment(None, TINY))
+
+    noisy = build_federation(config)
+
+    victim = noisy.faults.index(NOISY)
+    wrong = (noisy.clients[victim].labels != clean.clients[victim].labels).double().mean().item()
+    assert wrong == pytest.approx(0.5, abs=1 / len(clean.clients[victim]))
+    others = [i for i in range(3) if i != victim]
+    assert all(torch.equal(noisy.clients[i].labels, clean.clients[i].labels) for i in others)
+
+
+def test_an_unknown_strategy_flag_lists_the_valid_ones() -> None:
+    result = CliRunner().invoke(cli, ["simulate", "--strategy", "fedmagic"])
+
+    assert result.exit_code == 2
+    assert "fedmagic" in result.output and "fedave" in result.output and "cgsv" in result.output
+
+
+def test_an_unknown_strategy_in_a_file_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigError) as raised:
+        run_experiment(load_experiment(None, {**TINY, "strategy": "fedmagic"}))
+
+    assert "fedavg" in raised.value.hint
+
+
+def test_an_unknown_dataset_lists_the_valid_ones() -> None:
+    with pytest.raises(DataError) as raised:
+        run_experiment(load_experiment(None, {**TINY, "dataset": "imagenet"}))
+
+    assert "mnist" in raised.value.hint
+
+
+def test_a_data_root_without_the_files_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDCHAIN_CACHE_DIR", str(tmp_path / "cache"))  # no decompressed copy to fall back on
+    (tmp_path / "empty").mkdir()
+
+    with pytest.raises(DataError, match="files not found") as raised:
+        build_federation(load_experiment(None, {**TINY, "data_root": str(tmp_path / "empty")}))
+
+    assert "data-root" in raised.value.hint
+
+
+def test_more_classes_per_client_than_exist_is_refused() -> None:
+    config = load_experiment(None, {**TINY, "partition": "cla", "classes_per_client": 11})
+
+    with pytest.raises(DataError, match="11 distinct classes"):
+        build_federation(config)
