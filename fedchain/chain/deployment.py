@@ -34,7 +34,7 @@ from web3.exceptions import Web3Exception
 
 from fedchain.chain.abi import AbiRegistry
 from fedchain.chain.compile import EVM_VERSION, SOLC_VERSION
-from fedchain.chain.node import AnvilNode, AnvilSettings, connect
+from fedchain.chain.node import AnvilNode, AnvilSettings, NodeError, anvil_binary, connect
 from fedchain.chain.tx import current_fees, max_fee_per_gas, revert_data
 from fedchain.errors import ChainError, DeploymentError, FedchainError, InsufficientFunds
 
@@ -290,14 +290,15 @@ def deploy(
     recipe = recipe or default_recipe()
     registry = registry or default_registry()
     deployer = account.address
-    if rpc_url is not None and rehearse_first:
-        cost = rehearse(rpc_url, deployer, recipe, registry=registry)
-        balance = int(w3.eth.get_balance(deployer))
-        if balance < cost.max_wei:
-            raise InsufficientFunds(
-                f"deployer {deployer} holds {balance} wei; the deployment takes {cost.gas} gas at up to "
-                f"{cost.max_fee_per_gas} wei per gas = {cost.max_wei} wei",
-            )
+    balance = int(w3.eth.get_balance(deployer))
+    cost = _rehearsal_cost(rpc_url, deployer, recipe, registry) if rehearse_first else None
+    if cost is not None and balance < cost.max_wei:
+        raise InsufficientFunds(
+            f"deployer {deployer} holds {balance} wei; the deployment takes {cost.gas} gas at up to "
+            f"{cost.max_fee_per_gas} wei per gas = {cost.max_wei} wei",
+        )
+    if balance == 0:
+        raise InsufficientFunds(f"deployer {deployer} holds 0 wei and cannot pay for any transaction")
     signer = _signing_web3(w3, account)
     first_block = int(signer.eth.block_number) + 1
     addresses = _run_recipe(recipe, signer, deployer, confirmations, registry)
@@ -317,6 +318,19 @@ def deploy(
     )
     log.info("deployed %s on chain %d", ", ".join(deployment.addresses), deployment.chain_id)
     return deployment
+
+
+def _rehearsal_cost(rpc_url: str | None, deployer: str, recipe: Recipe, registry: AbiRegistry) -> DeploymentCost | None:
+    """The rehearsal's cost, or None where no fork can be made (no URL, or no Anvil to fork with)."""
+    if rpc_url is None:
+        log.warning("no RPC URL to fork: deploying without a rehearsal (a failure may leave a partial deployment)")
+        return None
+    try:
+        anvil_binary()
+    except NodeError as err:
+        log.warning("no rehearsal on a fork (%s): a failure may leave a partial deployment", err)
+        return None
+    return rehearse(rpc_url, deployer, recipe, registry=registry)
 
 
 def _run_recipe(recipe: Recipe, w3: Web3, deployer: str, confirmations: int, registry: AbiRegistry) -> Mapping[str, str]:

@@ -150,7 +150,9 @@ class Transactor:
         receipt or confirmation arrives within the timeout.
         """
         if gas is None:
-            gas = int(self.estimate_gas(to, data, value=value) * self.settings.gas_margin)
+            estimate = self.estimate_gas(to, data, value=value)
+            block_limit = int(self.w3.eth.get_block("latest")["gasLimit"])
+            gas = min(int(estimate * self.settings.gas_margin), max(estimate, block_limit))
         fees = self.fees()
         price = max_fee_per_gas(fees)
         self.require_balance(gas * price + value, what=f"a transaction of {gas} gas and {value} wei")

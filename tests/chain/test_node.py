@@ -64,3 +64,25 @@ def test_in_process_chain_deploys_transacts_and_decodes_reverts(probe_artifact: 
         assert (type(stored).__name__, stored.value, stored.note) == ("Stored", 77, "in process")
         assert (type(caught.value).__name__, caught.value.value, caught.value.minimum) == ("ProbeTooSmall", 1, 10)
         assert probe.call("value") == 77
+
+
+def test_in_process_chain_takes_the_real_deployment_and_typed_bindings() -> None:
+    from eth_account import Account
+
+    from fedchain.chain.bindings import REGISTRY, FedChainContracts, TaskUnknown
+    from fedchain.chain.deployment import deploy
+    from fedchain.errors import InsufficientFunds
+
+    with InProcessChain() as chain:
+        w3 = chain.web3()
+        deployment = deploy(w3, chain.dev_account(0), rpc_url=None)
+        contracts = FedChainContracts.bind(deployment, Transactor(w3, chain.dev_account(1), REGISTRY))
+
+        with pytest.raises(TaskUnknown) as caught:
+            contracts.task_registry.cancel_task(7)
+        with pytest.raises(InsufficientFunds, match="holds 0 wei"):
+            deploy(w3, Account.create(), rpc_url=None)
+
+        deployment.verify(w3)
+        assert caught.value.task_id == 7
+        assert deployment.rpc_url is None
