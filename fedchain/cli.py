@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "withdraw": ("fedchain.publisher.cli:withdraw", "Withdraw your claimable balance (refunds, rewards, deposits)."),
     "aggregator": ("fedchain.aggregator.cli:aggregator", "Run a task's aggregator: verify, score, aggregate, post rounds."),
     "audit": ("fedchain.audit.cli:audit", "Replay a task's events, recompute every payment, check the money and the store."),
+    "fog": ("fog.cli:fog", "Run a fog node: bid for training jobs, train the jobs won, commit updates."),
+    "client": ("fedchain.client.cli:client", "Run a client: join a task, auction its training job, hand off its data."),
 }
 
 

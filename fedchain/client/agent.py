@@ -1,0 +1,235 @@
+"""The client agent: join a task, auction its training job, hand its data to the winner, settle, withdraw.
+
+One :class:`ClientAgent` is one OS process with its own key, for one task. It
+runs the shared agent loop (:mod:`fedchain.agent`) and on every poll moves its
+job one step on, reading the chain first so that every step is idempotent:
+
+1. join with deposit d and the commitment keccak256(abi.encode(D, salt)) to its data size D;
+2. open the auction of its job (revealing D and the salt);
+3. after the reveal deadline, close it, escrowing price x N: the price is read
+   from the chain (the bids, and the contract's own ``utility`` view for each);
+4. write its (locally noised) data to the blob store and commit the data's hash (DataHandoff);
+5. when the task ended: settle the task's clients and its job, then withdraw what it is owed.
+
+The salt is derived from the key (:mod:`fedchain.client.commitments`), so a
+client killed between joining and saving its state can still open its auction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from fedchain.agent import Agent, AgentLogger, AgentSettings, AgentState, BlockRange, Handler, IdleHandler
+from fedchain.chain import bindings as b
+from fedchain.client.commitments import DATA_SIZE_SALT, data_commitment, derive_salt
+from fedchain.client.config import ClientConfig
+from fedchain.client.data import client_dataset
+from fedchain.client.handoff import JobDataMeta, encode_job_data
+from fedchain.data.datasets import ImageDataset
+from fedchain.errors import AgentError
+from fedchain.publisher.service import JobStatus, TaskStatus, settle_task, withdraw
+from fedchain.publisher.session import ChainSession
+from fedchain.store.digest import to_hex
+from fedchain.taskspec import TaskSpec, load_spec
+
+_log = logging.getLogger(__name__)
+
+#: Task statuses after which nothing but settlement is left.
+ENDED = (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Award:
+    """What closing an auction costs: the winning bid (None: no bid was revealed) and its price per round."""
+
+    winner: int | None
+    price: int
+
+
+def winning_bid(utilities: Sequence[tuple[int, int] | None], second_price: bool) -> Award:
+    """The contract's rule over ``(price, utility)`` per bid (None: unrevealed).
+
+    The highest utility wins, the earliest bid on ties. First price: the winner
+    is paid its bid. Second price: its bid plus its utility margin over the
+    runner-up (over zero when the runner-up's utility is negative); alone, its bid.
+    """
+    revealed = [(index, entry) for index, entry in enumerate(utilities) if entry is not None]
+    if not revealed:
+        return Award(None, 0)
+    ranked = sorted(revealed, key=lambda item: (-item[1][1], item[0]))
+    winner, (price, best) = ranked[0]
+    if second_price and len(ranked) > 1:
+        runner_up = ranked[1][1][1]
+        price += max(best - max(runner_up, 0), 0)
+    return Award(winner, price)
+
+
+def session_agent(
+    session: ChainSession,
+    *,
+    name: str,
+    state_path: Path,
+    confirmations: int,
+    poll_interval_s: float,
+    handle: Handler,
+    idle: IdleHandler,
+) -> Agent:
+    """The shared agent loop over ``session``'s chain, starting at the deployment's first block."""
+    settings = AgentSettings(
+        name=name,
+        state_path=state_path,
+        start_block=session.deployment.block_number,
+        confirmations=confirmations,
+        poll_interval_s=poll_interval_s,
+    )
+    return Agent(settings, head=lambda: int(session.w3.eth.block_number), handle=handle, idle=idle)
+
+
+def chain_now(session: ChainSession) -> int:
+    """The chain's time: the latest block's timestamp, or the wall clock when blocks lag behind it
+    (a dev chain mines only when a transaction comes; its next block takes the wall clock's time)."""
+    return max(session.block_time("latest"), int(time.time()))
+
+
+class ClientAgent:
+    """A client of one task (see the module docstring); :meth:`run` until the task is settled or SIGTERM."""
+
+    def __init__(self, session: ChainSession, config: ClientConfig) -> None:
+        self.session = session
+        self.config = config
+        self.contracts = session.contracts
+        self.address = session.address
+        self.task_id = config.task_id
+        self.log = AgentLogger(_log, agent=config.name, task=config.task_id)
+        self.agent = session_agent(
+            session, name=config.name, state_path=config.state_path, confirmations=config.confirmations,
+            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act,
+        )
+        self._spec: TaskSpec | None = None
+        self._dataset: ImageDataset | None = None
+
+    def run(self) -> AgentState:
+        """Run until the task is settled and the balance withdrawn (or SIGTERM); returns the saved state."""
+        self.log.info("client up", account=self.address)
+        return self.agent.run()
+
+    def step(self) -> BlockRange | None:
+        """One step of the loop (for tests and embedding)."""
+        return self.agent.step()
+
+    @property
+    def state(self) -> AgentState:
+        """A copy of the last saved state."""
+        return self.agent.state
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def spec(self) -> TaskSpec:
+        if self._spec is None:
+            self._spec = load_spec(self.session.store, self.contracts.task_registry.params(self.task_id).dataset_id)
+        return self._spec
+
+    @property
+    def dataset(self) -> ImageDataset:
+        if self._dataset is None:
+            self._dataset = client_dataset(self.spec, self.config)
+        return self._dataset
+
+    def now(self) -> int:
+        """The chain's time (see :func:`chain_now`)."""
+        return chain_now(self.session)
+
+    def _salt(self) -> bytes:
+        return derive_salt(
+            self.session.transactor.account.key, DATA_SIZE_SALT, self.contracts.round_ledger.address, self.task_id, 0
+        )
+
+    # ------------------------------------------------------------------ the steps
+
+    def _handle(self, blocks: BlockRange, state: AgentState) -> None:
+        self._act(state)
+
+    def _act(self, state: AgentState) -> None:
+        data = state.data
+        task = self.contracts.task_registry.state(self.task_id)
+        if "client_index" not in data and not self._join(state, task):
+            return
+        index = data["client_index"]
+        job = self.contracts.fog_auction.job(self.task_id, index)
+        if job.status == JobStatus.NONE and task.status == TaskStatus.OPEN:
+            receipt = self.contracts.fog_auction.open_auction(self.task_id, data["data_size"], self._salt())
+            self.log.info("auction opened", job=index, data_size=data["data_size"], tx=receipt.transaction_hash)
+        elif job.status == JobStatus.BIDDING and self.now() > job.reveal_deadline:
+            self._close(state, index, job)
+        elif job.status == JobStatus.AWARDED and "data_hash" not in data:
+            self._hand_off(state, index)
+        if job.status == JobStatus.VACANT and not data.get("vacant_logged"):
+            data["vacant_logged"] = True
+            self.log.warning("no fog node trains this job (no bid revealed, or no standby left)", job=index)
+        if task.status in ENDED:
+            self._settle(state, index)
+
+    def _join(self, state: AgentState, task: b.TaskState) -> bool:
+        """Join (or find the earlier join); False while there is nothing to do yet."""
+        ledger = self.contracts.round_ledger
+        try:
+            index = int(ledger.client_index(self.task_id, self.address))
+        except b.LedgerNotClient:
+            if task.status != TaskStatus.OPEN:
+                raise AgentError(
+                    f"task {self.task_id} is not open for clients (status {TaskStatus(task.status).name})",
+                    hint="join a task while it is open: before its publisher starts it",
+                ) from None
+            size = len(self.dataset)
+            params = self.contracts.task_registry.params(self.task_id)
+            receipt = ledger.join(self.task_id, data_commitment(size, self._salt()), value=params.client_deposit)
+            index = int(receipt.events_of(b.ClientJoined)[0].client_index)
+            self.log.info("joined", job=index, data_size=size, deposit=params.client_deposit, tx=receipt.transaction_hash)
+        state.data.update(client_index=index, data_size=len(self.dataset))
+        return True
+
+    def _close(self, state: AgentState, index: int, job: b.Job) -> None:
+        auction = self.contracts.fog_auction
+        params = self.contracts.task_registry.params(self.task_id)
+        utilities = [
+            (bid.price, int(auction.utility(self.task_id, index, bid.frequency, bid.price))) if bid.revealed else None
+            for bid in auction.bids(self.task_id, index)
+        ]
+        award = winning_bid(utilities, params.second_price)
+        escrow = award.price * params.rounds
+        try:
+            receipt = auction.close_auction(self.task_id, index, value=escrow)
+        except b.AuctionRevealNotOver:
+            return  # the chain's clock is not there yet; next poll
+        closed = receipt.events_of(b.AuctionClosed)[0]
+        state.data.update(winner=award.winner, price=closed.price, escrow=closed.escrow)
+        self.log.info(
+            "auction closed", job=index, bids=len(utilities), winner=award.winner, price=closed.price,
+            escrow=closed.escrow, tx=receipt.transaction_hash,
+        )
+
+    def _hand_off(self, state: AgentState, index: int) -> None:
+        handoff = self.contracts.data_handoff
+        epsilon = self.config.epsilon if self.config.epsilon is not None else self.spec.privacy_epsilon
+        meta = JobDataMeta(task_id=self.task_id, client_index=index, dataset=self.spec.dataset, epsilon=epsilon)
+        digest = self.session.store.put(encode_job_data(self.dataset, meta))
+        committed = bytes(handoff.data_hash(self.task_id, index))
+        if committed == bytes(32):
+            receipt = handoff.commit_data(self.task_id, index, digest)
+            self.log.info("data handed off", job=index, data=to_hex(digest), samples=len(self.dataset), tx=receipt.transaction_hash)
+        elif committed != digest:
+            self.log.error("the data committed before differs from the data now", job=index, committed=to_hex(committed))
+        state.data["data_hash"] = to_hex(committed if committed != bytes(32) else digest)
+
+    def _settle(self, state: AgentState, index: int) -> None:
+        settlement = settle_task(self.session, self.task_id)
+        info = self.contracts.round_ledger.client(self.task_id, index)
+        amount = withdraw(self.session)
+        state.data.update(withdrawn=amount, settled_jobs=list(settlement.jobs))
+        self.log.info("settled and withdrew", job=index, wei=amount, earned=info.earned)
+        state.finished = True

@@ -1,0 +1,70 @@
+"""``fedchain client run``: one client of one task, from flags or a YAML file."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fedchain.config import load_yaml
+from fedchain.publisher.session import session_from_options, session_options
+
+#: Flags that set fields of the nested partition config (``partition:`` in the YAML file).
+PARTITION_FLAGS = {"partitions": "n_clients", "partition": "kind", "partition_seed": "seed", "dirichlet_alpha": "alpha"}
+
+
+@click.group()
+def client() -> None:
+    """Take part in a task as a client: join, auction your training job, hand off your data, get paid.
+
+    \b
+    The signing key comes from FEDCHAIN_PRIVATE_KEY or --keystore. Example:
+      fedchain client run --task 1 --partition-index 0 --partitions 5 --max-samples 600
+    """
+
+
+@client.command()
+@click.option("--task", "task_id", type=click.IntRange(min=1), help="The task to join.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="YAML file of ClientConfig fields (flags win).")
+@click.option("--name", help="The agent's name in logs and state.  [default: client]")
+@click.option("--state", "state_path", type=click.Path(dir_okay=False, path_type=Path), help="State file.  [default: .fedchain/client.json]")
+@click.option("--partition-index", type=int, help="Which part of the dataset's split this client holds (0-based).")
+@click.option("--partitions", type=int, help="Number of parts the dataset is split into.")
+@click.option("--partition", type=click.Choice(["iid", "pow", "cla", "dir"]), help="How it is split.  [default: iid]")
+@click.option("--partition-seed", type=int, help="Seed of the split (the same for every client of a task).")
+@click.option("--dirichlet-alpha", type=float, help="Concentration of the dir split.")
+@click.option("--max-samples", type=int, help="Keep at most this many samples.")
+@click.option("--noisy-labels", type=float, help="Fault: fraction of labels replaced by a wrong class.")
+@click.option("--flip-labels", is_flag=True, default=None, help="Fault: flip every label.")
+@click.option("--epsilon", type=float, help="Local privacy budget per pixel. Default: the task spec's.")
+@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder. Default: FEDCHAIN_DATA_ROOT.")
+@click.option("--seed", type=int, help="Seed of the label and privacy noise.")
+@click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
+@session_options
+def run(config_path: Path | None, **options: Any) -> None:
+    """Join the task, open and close the job's auction, hand off the data, then settle and withdraw."""
+    from fedchain.client.agent import ClientAgent
+    from fedchain.client.config import load_client_config
+
+    session = {key: options.pop(key) for key in ("deployment_file", "rpc_url", "keystore", "store_url")}
+    data = load_yaml(config_path) if config_path else {}
+    partition = dict(data.get("partition") or {})
+    for flag, field_name in PARTITION_FLAGS.items():
+        value = options.pop(flag)
+        if value is not None:
+            partition[field_name] = value
+    if partition:
+        data["partition"] = partition
+    data.update({key: value for key, value in options.items() if value is not None})
+    if "task_id" not in data:
+        raise click.UsageError("give the task to join: --task ID (or task_id in --config)")
+    config = load_client_config(None, data)
+    root = logging.getLogger()
+    root.setLevel(min(root.level, logging.INFO))  # an agent's log lines are its output
+    state = ClientAgent(session_from_options(**session), config).run()
+    if state.finished:
+        click.echo(f"{config.name}: task {config.task_id} settled; withdrew {state.data.get('withdrawn', 0)} wei")
+    else:
+        click.echo(f"{config.name} stopped at block {state.last_block}; run it again to resume")

@@ -1,0 +1,90 @@
+"""``fog run`` (also ``fedchain fog run``): the fog-node agent from flags or a YAML file."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fedchain.config import load_yaml
+from fedchain.publisher.session import session_from_options, session_options
+from fedchain.trainer.config import ENGINES
+
+#: Flags that set fields of the nested cost model (``cost:`` in the YAML file).
+COST_FLAGS = ("frequency", "alpha", "cycles_per_sample", "margin")
+
+
+@click.group()
+def fog() -> None:
+    """Run a fog node: bid for clients' training jobs, train the jobs won, get paid per round.
+
+    \b
+    The signing key comes from FEDCHAIN_PRIVATE_KEY or --keystore; the node needs ether for
+    its fog deposits and gas. Example on a local chain:
+      FEDCHAIN_PRIVATE_KEY=0x... fog run --name fog-1 --frequency 2e9 --alpha 1e-11 --margin 0.2
+    """
+
+
+@fog.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="YAML file of FogConfig fields (flags win).")
+@click.option("--name", help="The agent's name in logs and state.  [default: fog]")
+@click.option("--state", "state_path", type=click.Path(dir_okay=False, path_type=Path), help="State file.  [default: .fedchain/fog.json]")
+@click.option("--task", "tasks", type=click.IntRange(min=1), multiple=True, help="Only this task (repeatable). Default: every task.")
+@click.option("--frequency", type=float, help="f, cycles per second it bids.")
+@click.option("--alpha", type=float, help="Energy coefficient of eq. 12, wei per cycle per (cycle/s)^2.")
+@click.option("--cycles-per-sample", type=int, help="c of its hardware. Default: the task's.")
+@click.option("--margin", type=float, help="Profit over cost (0.1: price = 1.1 x cost); never negative.")
+@click.option("--max-jobs", type=int, help="The most jobs bid for or trained at once.")
+@click.option("--max-deposit", type=int, help="The largest fog deposit, wei, it puts down for one bid.")
+@click.option("--never-reveal", is_flag=True, default=None, help="Fault: commit bids but never reveal them.")
+@click.option("--stop-after-round", type=int, help="Fault: stop after committing this round.")
+@click.option("--lazy", type=click.Choice(["zero", "random"]), help="Fault: free rider, commit zero or noise updates without training.")
+@click.option("--engine", type=click.Choice(ENGINES), help="Trainer engine.  [default: auto]")
+@click.option("--device", help="Training device (cpu, cuda). Default: CUDA when present.")
+@click.option("--threads", type=int, help="Torch threads while training.")
+@click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
+@session_options
+def run(config_path: Path | None, **options: Any) -> None:
+    """Watch auctions, bid (never below cost), reveal, train won jobs, commit updates; stop on SIGTERM."""
+    from fog.config import FogConfig, load_fog_config
+    from fog.node import FogNode
+
+    session_keys = ("deployment_file", "rpc_url", "keystore", "store_url")
+    session = {key: options.pop(key) for key in session_keys}
+    overrides = fog_overrides(load_yaml(config_path) if config_path else {}, options)
+    config: FogConfig = load_fog_config(None, overrides)
+    root = logging.getLogger()
+    root.setLevel(min(root.level, logging.INFO))  # an agent's log lines are its output
+    state = FogNode(session_from_options(**session), config).run()
+    won = sum(1 for job in state.jobs.values() if job["phase"] == "won")
+    click.echo(f"{config.name} stopped at block {state.last_block}: {len(state.jobs)} auctions seen, {won} jobs won")
+
+
+def fog_overrides(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """The YAML mapping updated by the given flags; cost flags go into its ``cost`` mapping."""
+    data = dict(base)
+    cost = dict(data.get("cost") or {})
+    for key in COST_FLAGS:
+        value = flags.pop(key, None)
+        if value is not None:
+            cost[key] = int(value) if key == "frequency" else value
+    if cost:
+        data["cost"] = cost
+    if not flags.get("tasks"):
+        flags.pop("tasks", None)
+    data.update({key: value for key, value in flags.items() if value is not None})
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``fog`` console script: ``fog run ...`` is ``fedchain fog run ...``."""
+    from fedchain.cli import main as fedchain_main
+
+    return fedchain_main(["fog", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

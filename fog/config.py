@@ -1,0 +1,77 @@
+"""The fog node's configuration: a frozen dataclass, from a YAML file and flags (flags win)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from fedchain.config import load_config
+from fedchain.errors import ConfigError
+from fedchain.trainer.config import ENGINES, Engine
+from fog.bidding import CostModel
+
+#: What a lazy (free-riding) fog node commits instead of training: an all-zero update, or noise.
+LazyMode = Literal["zero", "random"]
+
+
+@dataclass(frozen=True)
+class FogConfig:
+    """How one fog node bids, trains and keeps its state.
+
+    Attributes:
+        name: the agent's name in logs and in its state file.
+        state_path: where its state (last block, bids with salts, awards, rounds committed) is saved.
+        tasks: only these task ids (empty: every task).
+        cost: its cost model (frequency, alpha, cycles per sample, margin).
+        max_jobs: the most jobs it bids for or trains at once (tasks not yet ended).
+        max_deposit: the largest fog deposit r, wei, it puts down for one bid.
+        never_reveal: commit bids but never reveal them (a fault for experiments: the deposit is forfeited).
+        stop_after_round: commit rounds up to this one, then stop (a fault: the node leaves mid-task).
+        lazy: commit an update without training (``zero``: all zeros; ``random``: Gaussian noise), a free rider.
+        lazy_std: standard deviation of the ``random`` lazy update.
+        engine: the trainer's engine (``auto``: vmap on CUDA, worker processes on a multi-core CPU).
+        device: where to train (None: CUDA when present, else the CPU).
+        threads: torch threads while training (None: torch's default).
+        poll_interval_s: seconds between polls of the chain when nothing happens.
+        confirmations: blocks on top of a block before its events are acted on (0 on a local chain).
+        seed: seed of the lazy mode's noise.
+    """
+
+    name: str = "fog"
+    state_path: Path = Path(".fedchain/fog.json")
+    tasks: tuple[int, ...] = ()
+    cost: CostModel = field(default_factory=CostModel)
+    max_jobs: int = 8
+    max_deposit: int = 10**18
+    never_reveal: bool = False
+    stop_after_round: int | None = None
+    lazy: LazyMode | None = None
+    lazy_std: float = 0.01
+    engine: Engine = "auto"
+    device: str | None = None
+    threads: int | None = None
+    poll_interval_s: float = 0.5
+    confirmations: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_jobs < 1:
+            raise ConfigError(f"max_jobs must be at least 1, got {self.max_jobs}")
+        if self.max_deposit < 0:
+            raise ConfigError(f"max_deposit must be >= 0 wei, got {self.max_deposit}")
+        if self.stop_after_round is not None and self.stop_after_round < 0:
+            raise ConfigError(f"stop_after_round must be >= 0, got {self.stop_after_round}")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"unknown engine {self.engine!r}", hint=f"use one of: {', '.join(ENGINES)}")
+        if self.lazy_std < 0:
+            raise ConfigError(f"lazy_std must be >= 0, got {self.lazy_std}")
+
+    def watches(self, task_id: int) -> bool:
+        """Whether this fog node takes part in ``task_id``'s auctions."""
+        return not self.tasks or task_id in self.tasks
+
+
+def load_fog_config(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> FogConfig:
+    """A :class:`FogConfig` from an optional YAML file, then the non-None ``overrides`` (flags)."""
+    return load_config(FogConfig, path, overrides)

@@ -1,0 +1,460 @@
+"""The fog-node agent: watch auctions, bid rationally, reveal, fetch the job's data, train, commit updates, settle.
+
+One :class:`FogNode` is one OS process with its own key. It runs the shared
+agent loop (:mod:`fedchain.agent`) over the deployment's events:
+
+=================  =====================================================================
+AuctionOpened      decide (:func:`fog.bidding.decide_bid`) and commit a sealed bid with deposit r
+(reveal window)    reveal the bid (unless ``never_reveal``)
+AuctionClosed      the job is won (or lost, or held on standby)
+JobReassigned      a standby bid of this node took over a slashed job
+DataCommitted      fetch the client's data from the store; refuse it unless it matches the hash and size
+(round running)    train every due job in one pass of the multi-client trainer; store each update and
+                   commit its hash before the round's deadline
+Task ended         settle its jobs (deposits back), then withdraw what the Treasury credited
+=================  =====================================================================
+
+Every step is idempotent against the chain, so a restart (or a crash between
+sending a transaction and saving the state) never bids or commits twice: before
+a bid it reads the job's bids, before a commit the job's last paid round. Bid
+salts are derived from the key (:mod:`fedchain.client.commitments`), so a bid
+committed just before a crash can still be revealed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from fedchain.agent import AgentLogger, AgentState, BlockRange
+from fedchain.chain import bindings as b
+from fedchain.chain.events import LogQuery, fetch_events
+from fedchain.client.agent import chain_now, session_agent
+from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
+from fedchain.client.handoff import JobData, fetch_job_data, max_job_data_bytes
+from fedchain.errors import BlobNotFound, InsufficientFunds, JobDataRejected
+from fedchain.fl.params import flatten, unflatten
+from fedchain.models.registry import ModelSpec
+from fedchain.publisher.service import JobStatus, TaskStatus, withdraw
+from fedchain.publisher.session import ChainSession
+from fedchain.store.digest import parse_digest, to_hex
+from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta
+from fedchain.trainer.config import TrainConfig
+from fedchain.trainer.trainer import Trainer
+from fedchain.updates import store_update
+from fog.bidding import decide_bid
+from fog.config import FogConfig
+
+_log = logging.getLogger(__name__)
+
+#: Phases of a job this node bid for, as kept in its state.
+OPEN, SKIPPED, MISSED, BID, REVEALED, WON, STANDBY, LOST, SLASHED = (
+    "open", "skipped", "missed", "bid", "revealed", "won", "standby", "lost", "slashed",
+)
+#: Phases whose job still ties up the node (it may win, or trains it).
+ACTIVE_PHASES = frozenset({BID, REVEALED, WON, STANDBY})
+
+
+def job_key(task_id: int, client_index: int) -> str:
+    """The key of a job in the state's ``jobs`` table."""
+    return f"{task_id}:{client_index}"
+
+
+@dataclass(frozen=True)
+class DueJob:
+    """A won job whose current round must be trained and committed."""
+
+    key: str
+    task_id: int
+    client_index: int
+    round: int
+    spec: TaskSpec
+    start: dict[str, torch.Tensor]
+    data: JobData
+    client: str
+
+
+class FogNode:
+    """A fog node on one deployment (see the module docstring); :meth:`run` until SIGTERM."""
+
+    def __init__(self, session: ChainSession, config: FogConfig) -> None:
+        self.session = session
+        self.config = config
+        self.contracts = session.contracts
+        self.address = session.address
+        self.log = AgentLogger(_log, agent=config.name)
+        self.agent = session_agent(
+            session, name=config.name, state_path=config.state_path, confirmations=config.confirmations,
+            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act,
+        )
+        self._addresses = tuple(session.deployment.addresses.values())
+        self._specs: dict[int, TaskSpec] = {}
+        self._params: dict[int, b.TaskParams] = {}
+        self._data: dict[str, JobData] = {}
+        self._trainers: dict[ModelSpec, Trainer] = {}
+        self._handlers: dict[type, Callable[[Any, AgentState], None]] = {
+            b.AuctionOpened: self._on_auction_opened,
+            b.BidCommitted: self._on_bid_committed,
+            b.BidRevealed: self._on_bid_revealed,
+            b.AuctionClosed: self._on_auction_closed,
+            b.JobReassigned: self._on_job_reassigned,
+            b.FogSlashed: self._on_fog_slashed,
+            b.DataCommitted: self._on_data_committed,
+            b.RoundPosted: self._on_round_posted,
+            b.TaskFinished: self._on_task_ended,
+            b.TaskSettled: self._on_task_ended,
+            b.TaskCancelled: self._on_task_ended,
+        }
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> AgentState:
+        """Run until SIGTERM/SIGINT (or ``stop_after_round``); returns the saved state."""
+        self.log.info("fog node up", account=self.address, frequency=self.config.cost.frequency)
+        try:
+            return self.agent.run()
+        finally:
+            self.close()
+
+    def step(self) -> BlockRange | None:
+        """One step of the loop (for tests and embedding): handle new blocks, or act on the clock."""
+        return self.agent.step()
+
+    def close(self) -> None:
+        """Stop the trainers' worker processes."""
+        for trainer in self._trainers.values():
+            trainer.close()
+        self._trainers.clear()
+
+    @property
+    def state(self) -> AgentState:
+        """A copy of the last saved state."""
+        return self.agent.state
+
+    def _handle(self, blocks: BlockRange, state: AgentState) -> None:
+        query = LogQuery(addresses=self._addresses, from_block=blocks.first, to_block=blocks.last)
+        for event in fetch_events(self.session.w3, b.REGISTRY, query):
+            handler = self._handlers.get(type(event))
+            if handler is not None and self.config.watches(event.task_id):
+                handler(event, state)
+        self._act(state)
+
+    def _act(self, state: AgentState) -> None:
+        self._reveal_due(state)
+        self._fetch_due_data(state)
+        self._train_due(state)
+        self._settle_ended(state)
+
+    # ------------------------------------------------------------------ chain views
+
+    def now(self) -> int:
+        """The chain's time (see :func:`fedchain.client.agent.chain_now`)."""
+        return chain_now(self.session)
+
+    def task_params(self, task_id: int) -> b.TaskParams:
+        if task_id not in self._params:
+            self._params[task_id] = self.contracts.task_registry.params(task_id)
+        return self._params[task_id]
+
+    def task_spec(self, task_id: int) -> TaskSpec:
+        if task_id not in self._specs:
+            self._specs[task_id] = load_spec(self.session.store, self.task_params(task_id).dataset_id)
+        return self._specs[task_id]
+
+    def _my_bid(self, task_id: int, client_index: int) -> tuple[int, b.Bid] | None:
+        for index, bid in enumerate(self.contracts.fog_auction.bids(task_id, client_index)):
+            if bid.bidder == self.address:
+                return index, bid
+        return None
+
+    def _task(self, state: AgentState, task_id: int) -> dict[str, Any]:
+        return state.data.setdefault("tasks", {}).setdefault(str(task_id), {"models": {}, "ended": False})
+
+    # ------------------------------------------------------------------ events
+
+    def _on_auction_opened(self, event: b.AuctionOpened, state: AgentState) -> None:
+        key = job_key(event.task_id, event.client_index)
+        if key in state.jobs:
+            return
+        state.jobs[key] = {
+            "task": event.task_id, "client": event.client_index, "data_size": event.data_size,
+            "bidding_deadline": event.bidding_deadline, "reveal_deadline": event.reveal_deadline,
+            "phase": OPEN, "bid_index": None, "data_hash": None, "data_status": None,
+            "from_round": 1, "committed": [], "settled": False,
+        }
+        self._bid(state, key)
+
+    def _on_bid_committed(self, event: b.BidCommitted, state: AgentState) -> None:
+        job = state.jobs.get(job_key(event.task_id, event.client_index))
+        if job is not None and event.bidder == self.address:
+            job["bid_index"] = event.bid_index
+
+    def _on_bid_revealed(self, event: b.BidRevealed, state: AgentState) -> None:
+        job = state.jobs.get(job_key(event.task_id, event.client_index))
+        if job is not None and event.bidder == self.address and job["phase"] == BID:
+            job["phase"] = REVEALED
+
+    def _on_auction_closed(self, event: b.AuctionClosed, state: AgentState) -> None:
+        key = job_key(event.task_id, event.client_index)
+        job = state.jobs.get(key)
+        if job is None or job["bid_index"] is None:
+            return
+        if event.winner == job["bid_index"]:
+            job.update(phase=WON, price=event.price, from_round=1)
+            self.log.info("job won", job=key, price=event.price, escrow=event.escrow, tx=event.transaction_hash)
+        else:
+            job["phase"] = STANDBY if job["phase"] == REVEALED else LOST
+            self.log.info("job lost", job=key, phase=job["phase"], tx=event.transaction_hash)
+
+    def _on_job_reassigned(self, event: b.JobReassigned, state: AgentState) -> None:
+        key = job_key(event.task_id, event.client_index)
+        job = state.jobs.get(key)
+        if job is not None and job["bid_index"] is not None and event.winner == job["bid_index"]:
+            job.update(phase=WON, price=event.price, from_round=event.from_round)
+            self.log.info("job taken over", job=key, round=event.from_round, price=event.price, tx=event.transaction_hash)
+
+    def _on_fog_slashed(self, event: b.FogSlashed, state: AgentState) -> None:
+        key = job_key(event.task_id, event.client_index)
+        if event.fog == self.address and key in state.jobs:
+            state.jobs[key]["phase"] = SLASHED
+            self.log.warning("slashed", job=key, round=event.round, forfeited=event.forfeited, tx=event.transaction_hash)
+
+    def _on_data_committed(self, event: b.DataCommitted, state: AgentState) -> None:
+        job = state.jobs.get(job_key(event.task_id, event.client_index))
+        if job is not None:
+            job["data_hash"] = to_hex(event.data_hash)
+
+    def _on_round_posted(self, event: b.RoundPosted, state: AgentState) -> None:
+        self._task(state, event.task_id)["models"][str(event.round)] = to_hex(event.model_hash)
+
+    def _on_task_ended(self, event: Any, state: AgentState) -> None:
+        self._task(state, event.task_id)["ended"] = True
+
+    # ------------------------------------------------------------------ bidding
+
+    def _bid(self, state: AgentState, key: str) -> None:
+        job = state.jobs[key]
+        task_id, index = job["task"], job["client"]
+        log = self.log.bind(job=key)
+        if self.now() >= job["bidding_deadline"]:
+            job["phase"] = MISSED
+            log.info("auction already past its bidding deadline; no bid")
+            return
+        params = self.task_params(task_id)
+        active = sum(1 for other in state.jobs.values() if other["phase"] in ACTIVE_PHASES and not other["settled"])
+        decision = decide_bid(
+            self.config.cost,
+            data_size=job["data_size"],
+            task_cycles_per_sample=params.cycles_per_sample,
+            round_duration=params.round_duration,
+            fog_deposit=params.fog_deposit,
+            active_jobs=active,
+            max_jobs=self.config.max_jobs,
+            max_deposit=self.config.max_deposit,
+        )
+        if not decision.bid:
+            job["phase"] = SKIPPED
+            log.info("no bid", reason=decision.reason)
+            return
+        auction = self.contracts.fog_auction
+        salt = derive_salt(self.session.transactor.account.key, BID_SALT, auction.address, task_id, index)
+        commitment = bid_commitment(decision.frequency, decision.price, salt, self.address)
+        job.update(frequency=decision.frequency, price=decision.price, cost=decision.cost, salt=to_hex(salt))
+        existing = self._my_bid(task_id, index)
+        if existing is not None:  # sent before a crash that lost the state
+            job.update(phase=REVEALED if existing[1].revealed else BID, bid_index=existing[0])
+            if existing[1].commitment != commitment:
+                log.warning("the bid on chain was made with another cost model; it cannot be revealed")
+            return
+        try:
+            receipt = auction.commit_bid(task_id, index, commitment, value=params.fog_deposit)
+        except (b.AuctionBidTooLate, b.AuctionTooManyBids, b.AuctionWrongJobStatus, InsufficientFunds) as err:
+            job["phase"] = MISSED
+            log.warning("bid refused", error=type(err).__name__)
+            return
+        committed = receipt.events_of(b.BidCommitted)[0]
+        job.update(phase=BID, bid_index=committed.bid_index)
+        log.info(
+            "bid committed", price=decision.price, cost=round(decision.cost), frequency=decision.frequency,
+            deposit=params.fog_deposit, tx=receipt.transaction_hash,
+        )
+
+    def _reveal_due(self, state: AgentState) -> None:
+        if self.config.never_reveal:
+            return
+        now = None
+        for key, job in state.jobs.items():
+            if job["phase"] != BID:
+                continue
+            now = now if now is not None else self.now()
+            if now <= job["bidding_deadline"]:
+                continue
+            if now > job["reveal_deadline"]:
+                job["phase"] = LOST
+                self.log.warning("reveal window missed; the deposit is forfeited", job=key)
+                continue
+            try:
+                receipt = self.contracts.fog_auction.reveal_bid(
+                    job["task"], job["client"], job["frequency"], job["price"], parse_digest(job["salt"])
+                )
+            except b.AuctionNotRevealPhase:
+                continue  # the chain's clock is not there yet; next poll
+            except b.AuctionBadReveal:
+                mine = self._my_bid(job["task"], job["client"])
+                job["phase"] = REVEALED if mine is not None and mine[1].revealed else LOST
+                continue
+            job["phase"] = REVEALED
+            self.log.info("bid revealed", job=key, price=job["price"], tx=receipt.transaction_hash)
+
+    # ------------------------------------------------------------------ data
+
+    def _fetch_due_data(self, state: AgentState) -> None:
+        for key, job in state.jobs.items():
+            if job["phase"] != WON or job["data_hash"] is None or job["data_status"] == "rejected" or key in self._data:
+                continue
+            spec = self.task_spec(job["task"])
+            try:
+                self._data[key] = fetch_job_data(
+                    self.session.store, job["data_hash"], task_id=job["task"], client_index=job["client"],
+                    data_size=job["data_size"], num_classes=spec.num_classes, in_channels=spec.in_channels,
+                    max_bytes=max_job_data_bytes(job["data_size"], spec.in_channels),
+                )
+            except BlobNotFound:
+                self.log.debug("job data not in the store yet", job=key, data=job["data_hash"])
+                continue
+            except JobDataRejected as err:
+                job.update(data_status="rejected", data_error=str(err.args[0]))
+                self.log.error("job data rejected", job=key, data=job["data_hash"], error=str(err.args[0]))
+                continue
+            if job["data_status"] is None:
+                self.log.info("job data received", job=key, samples=job["data_size"], data=job["data_hash"])
+            job["data_status"] = "ok"
+
+    # ------------------------------------------------------------------ training
+
+    def _train_due(self, state: AgentState) -> None:
+        due = self._due_jobs(state)
+        groups: dict[tuple[ModelSpec, TrainConfig], list[DueJob]] = {}
+        for item in due:
+            groups.setdefault((item.spec.model_spec(), item.spec.train_config(item.round)), []).append(item)
+        for (model, train_config), jobs in groups.items():
+            deltas = self._train(model, train_config, jobs)
+            for item, delta in zip(jobs, deltas):
+                self._commit(state, item, delta)
+
+    def _due_jobs(self, state: AgentState) -> list[DueJob]:
+        won = [(key, job) for key, job in state.jobs.items() if job["phase"] == WON and job["data_status"] == "ok"]
+        if not won:
+            return []
+        due = []
+        task_states: dict[int, b.TaskState] = {}
+        for key, job in won:
+            task_id = job["task"]
+            if task_id not in task_states:
+                task_states[task_id] = self.contracts.task_registry.state(task_id)
+            task = task_states[task_id]
+            round_ = int(task.current_round)
+            if task.status != TaskStatus.RUNNING or round_ < job["from_round"] or round_ in job["committed"]:
+                continue
+            limit = self.config.stop_after_round
+            if limit is not None and round_ > limit:
+                self.agent.stop(f"stop_after_round={limit}")
+                continue
+            if self.now() > task.round_started_at + self.task_params(task_id).round_duration:
+                continue  # too late for this round; the contract slashes a missed round
+            if int(self.contracts.fog_auction.job(task_id, job["client"]).paid_up_to) >= round_:
+                job["committed"].append(round_)
+                continue
+            start = self._global_model(state, task_id, round_)
+            if start is None or key not in self._data:
+                continue
+            client = job.get("client_account") or self.contracts.round_ledger.client(task_id, job["client"]).account
+            job["client_account"] = client
+            due.append(DueJob(key, task_id, job["client"], round_, self.task_spec(task_id), start, self._data[key], client))
+        return due
+
+    def _global_model(self, state: AgentState, task_id: int, round_: int) -> dict[str, torch.Tensor] | None:
+        """The model round ``round_`` starts from: the initial model, or the one posted with the round before."""
+        spec = self.task_spec(task_id)
+        if round_ == 1:
+            return load_model(self.session.store, spec, self.task_params(task_id).model_id, task_id=task_id, round_number=0)
+        posted = self._task(state, task_id)["models"].get(str(round_ - 1))
+        if posted is None:
+            return None
+        return load_model(self.session.store, spec, posted, task_id=task_id, round_number=round_ - 1)
+
+    def _trainer(self, model: ModelSpec) -> Trainer:
+        if model not in self._trainers:
+            c = self.config
+            self._trainers[model] = Trainer(model, engine=c.engine, device=c.device, threads=c.threads)
+        return self._trainers[model]
+
+    def _train(self, model: ModelSpec, train_config: TrainConfig, jobs: list[DueJob]) -> list[dict[str, torch.Tensor]]:
+        """The updates (trained minus start parameters) of ``jobs``, all trained in one pass."""
+        trainer = self._trainer(model)
+        starts = torch.stack([flatten(item.start, trainer.spec)[0] for item in jobs])
+        if self.config.lazy is not None:
+            generator = torch.Generator().manual_seed(self.config.seed)
+            if self.config.lazy == "zero":
+                deltas = torch.zeros_like(starts)
+            else:
+                deltas = torch.randn(starts.shape, generator=generator) * self.config.lazy_std
+            self.log.info("lazy: committing updates without training", jobs=len(jobs), mode=self.config.lazy)
+        else:
+            result = trainer.train(
+                starts, [(item.data.images, item.data.labels) for item in jobs],
+                client_ids=[item.client_index for item in jobs], config=train_config,
+            )
+            deltas = result.updates(starts).cpu()
+            self.log.info(
+                "trained", jobs=len(jobs), round=jobs[0].round, engine=result.engine, seconds=round(result.seconds, 2),
+            )
+        return [unflatten(row, trainer.spec) for row in deltas]
+
+    def _commit(self, state: AgentState, item: DueJob, delta: dict[str, torch.Tensor]) -> None:
+        job = state.jobs[item.key]
+        log = self.log.bind(job=item.key, round=item.round)
+        meta = update_meta(item.spec, item.task_id, item.round, item.client_index, item.client)
+        digest = store_update(self.session.store, delta, meta)
+        try:
+            receipt = self.contracts.fog_auction.commit_update(item.task_id, item.client_index, item.round, digest)
+        except b.AuctionWrongRound:
+            if int(self.contracts.fog_auction.job(item.task_id, item.client_index).paid_up_to) >= item.round:
+                job["committed"].append(item.round)
+            return
+        except (b.AuctionCommitTooLate, b.AuctionNotWinner, b.AuctionClientInactive, b.AuctionWrongJobStatus) as err:
+            log.warning("commit refused", error=type(err).__name__)
+            if not isinstance(err, b.AuctionCommitTooLate):
+                job["phase"] = LOST
+            return
+        job["committed"].append(item.round)
+        event = receipt.events_of(b.UpdateCommitted)[0]
+        log.info("update committed", update=to_hex(digest), payment=event.payment, tx=receipt.transaction_hash)
+        limit = self.config.stop_after_round
+        if limit is not None and item.round >= limit:
+            self.agent.stop(f"stop_after_round={limit}")
+
+    # ------------------------------------------------------------------ settlement
+
+    def _settle_ended(self, state: AgentState) -> None:
+        tasks = state.data.get("tasks", {})
+        for task_key, task in tasks.items():
+            if not task["ended"] or task.get("withdrawn") is not None:
+                continue
+            task_id = int(task_key)
+            for key, job in state.jobs.items():
+                if job["task"] != task_id or job["settled"] or job["bid_index"] is None:
+                    continue
+                status = self.contracts.fog_auction.job(task_id, job["client"]).status
+                if status not in (JobStatus.NONE, JobStatus.SETTLED):
+                    try:
+                        receipt = self.contracts.fog_auction.settle_job(task_id, job["client"])
+                        self.log.info("job settled", job=key, tx=receipt.transaction_hash)
+                    except b.AuctionWrongJobStatus:
+                        pass  # settled by someone else meanwhile
+                job["settled"] = True
+            task["withdrawn"] = withdraw(self.session)
+            self.log.info("withdrew", task=task_id, wei=task["withdrawn"])
