@@ -1,36 +1,35 @@
 """Rewards in kind: each client receives a sparsified copy of the global update.
 
 Pure selection kernels shared by fedfaim and fedave. Ties are broken by
-position (the earlier entry wins), so selections are deterministic.
+position (the earlier entry wins), so selections are deterministic; counts
+outside ``[0, d]`` are clamped.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 
-def top_k_mask(scores: torch.Tensor, k: int) -> torch.Tensor:
-    """Boolean mask of the ``k`` highest ``scores`` (clamped to ``[0, len]``; ties by position)."""
-    k = max(0, min(int(k), scores.numel()))
-    mask = torch.zeros(scores.numel(), dtype=torch.bool, device=scores.device)
-    if k:
-        mask[torch.argsort(scores, descending=True, stable=True)[:k]] = True
-    return mask
-
-
-def sparsify_top_magnitude(update: torch.Tensor, k: int) -> torch.Tensor:
-    """FedAVE's ``sparsify``: keep the ``k`` largest-magnitude entries of ``update``, zero the rest."""
-    return torch.where(top_k_mask(update.abs(), k), update, torch.zeros_like(update))
-
-
-def sparsify_top_magnitude_many(update: torch.Tensor, counts: list[int]) -> torch.Tensor:
-    """``[sparsify_top_magnitude(update, k) for k in counts]`` stacked ``[len(counts), d]``, with one sort."""
-    order = torch.argsort(update.abs(), descending=True, stable=True)
+def descending_rank(scores: torch.Tensor) -> torch.Tensor:
+    """Rank of every entry of ``scores`` ``[d]``: 0 for the highest, ties by position."""
+    order = torch.argsort(scores, descending=True, stable=True)
     rank = torch.empty_like(order)
     rank[order] = torch.arange(order.numel(), device=order.device)
-    limits = torch.tensor(counts, dtype=rank.dtype, device=rank.device).clamp(0, update.numel())
+    return rank
+
+
+def keep_top(update: torch.Tensor, rank: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+    """Row i: ``update`` with only its ``counts[i]`` best-ranked entries kept, stacked ``[len(counts), d]``."""
+    limits = torch.tensor(list(counts), dtype=rank.dtype, device=rank.device).clamp(0, update.numel())
     keep = rank[None, :] < limits[:, None]
     return torch.where(keep, update[None, :], torch.zeros((), dtype=update.dtype, device=update.device))
+
+
+def sparsify_top_magnitude(update: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+    """FedAVE's ``sparsify`` for every count: the ``k`` largest-magnitude entries of ``update``, one sort for all."""
+    return keep_top(update, descending_rank(update.abs()), counts)
 
 
 def distribution_scores(vector: torch.Tensor) -> torch.Tensor:
@@ -40,7 +39,13 @@ def distribution_scores(vector: torch.Tensor) -> torch.Tensor:
     return magnitude / total if total > 0 else torch.zeros_like(magnitude)
 
 
-def select_by_agreement(global_update: torch.Tensor, local_update: torch.Tensor, k: int) -> torch.Tensor:
-    """FedFAIM's customised gradient: the ``k`` entries of ``global_update`` with the highest ``s_ij * s_Gj``."""
-    scores = distribution_scores(local_update) * distribution_scores(global_update)
-    return torch.where(top_k_mask(scores, k), global_update, torch.zeros_like(global_update))
+def select_by_agreement(global_update: torch.Tensor, local_updates: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+    """FedFAIM's customised gradients ``[n, d]``: for client i, the ``counts[i]`` entries of
+    ``global_update`` with the highest ``s_ij * s_Gj`` (one client at a time, O(d) extra memory)."""
+    global_scores = distribution_scores(global_update)
+    return torch.cat(
+        [
+            keep_top(global_update, descending_rank(distribution_scores(local) * global_scores), [count])
+            for local, count in zip(local_updates, counts)
+        ]
+    )

@@ -56,6 +56,8 @@ class Evaluation:
 
 #: Maps a flat parameter vector ``[d]`` to its :class:`Evaluation` on the validation set.
 Evaluator = Callable[[torch.Tensor], Evaluation]
+#: Maps stacked flat models ``[m, d]`` to their ``m`` :class:`Evaluation` s (one batched pass).
+BatchEvaluator = Callable[[torch.Tensor], Sequence[Evaluation]]
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class Validation:
 
     #: Evaluates any flat model on the validation set (fedfaim needs it for l and l_{-i}).
     evaluate: Evaluator | None = None
+    #: Evaluates many models at once; used instead of :attr:`evaluate` when given (faster).
+    evaluate_many: BatchEvaluator | None = None
     #: Precomputed evaluations of every client's updated model (the model it
     #: trained from plus ``Delta_i``); when None they are computed with :attr:`evaluate`.
     client_evaluations: Sequence[Evaluation] | None = None
@@ -129,19 +133,30 @@ class RoundInputs:
         """The number of updates n."""
         return self.updates.shape[0]
 
-    def evaluator(self, strategy: str) -> Evaluator:
-        """The validation evaluator; a :class:`ConfigError` naming ``strategy`` when there is none."""
+    def evaluate_models(self, strategy: str, models: torch.Tensor) -> list[Evaluation]:
+        """Validation evaluations of the stacked models ``[m, d]``, batched when the caller allows it.
+
+        A :class:`ConfigError` naming ``strategy`` when the validation has no evaluator.
+        """
+        if self.validation.evaluate_many is not None:
+            evaluations = list(self.validation.evaluate_many(models))
+            if len(evaluations) != models.shape[0]:
+                raise ConfigError(
+                    f"evaluate_many returned {len(evaluations)} evaluations for {models.shape[0]} models",
+                    hint="return one Evaluation per row of the stacked models",
+                )
+            return evaluations
         if self.validation.evaluate is None:
             raise ConfigError(
                 f"strategy {strategy!r} needs a validation evaluator",
                 hint="pass validation=Validation(evaluate=...) mapping a flat model to its validation Evaluation",
             )
-        return self.validation.evaluate
+        return [self.validation.evaluate(model) for model in models]
 
-    def client_model(self, i: int) -> torch.Tensor:
-        """Client i's updated model: the model it trained from plus ``Delta_i``."""
-        base = self.global_params if self.client_params is None else self.client_params[i]
-        return base + self.updates[i]
+    def client_models(self, rows: torch.Tensor) -> torch.Tensor:
+        """The updated models ``start_i + Delta_i`` of the clients ``rows``, stacked ``[len(rows), d]``."""
+        start = self.global_params if self.client_params is None else self.client_params[rows]
+        return start + self.updates[rows]
 
     def client_evaluations(self, strategy: str) -> list[Evaluation | None]:
         """Validation evaluation of every finite client's updated model; None where rejected.
@@ -156,11 +171,9 @@ class RoundInputs:
                     hint="pass one Evaluation per client, in the order of the updates",
                 )
             return [evaluation if ok else None for evaluation, ok in zip(given, self.finite.tolist())]
-        evaluate = self.evaluator(strategy)
-        return [
-            evaluate(self.client_model(i)) if ok else None
-            for i, ok in enumerate(self.finite.tolist())
-        ]
+        rows = torch.nonzero(self.finite).flatten().to(self.updates.device)
+        evaluated = iter(self.evaluate_models(strategy, self.client_models(rows)) if rows.numel() else [])
+        return [next(evaluated) if ok else None for ok in self.finite.tolist()]
 
 
 def _check_round_inputs(global_params: torch.Tensor, updates: torch.Tensor, data_sizes: Any) -> torch.Tensor:

@@ -7,7 +7,7 @@ import torch
 
 from fedchain.errors import ConfigError
 from fedchain.fl import Evaluation, Validation, get_strategy
-from fedchain.fl.rewards import sparsify_top_magnitude, sparsify_top_magnitude_many
+from fedchain.fl.rewards import sparsify_top_magnitude
 
 F64 = torch.float64
 #: Losses 0 and 1 over 2 bins [0, 0.5), [0.5, 1]: a histogram is the fraction of ones.
@@ -112,13 +112,16 @@ def test_fedave_without_local_losses_says_what_to_pass() -> None:
         get_strategy("fedave").round(torch.zeros(10), torch.ones(2, 10), [1, 1], None, validation)
 
 
-def test_sparsifying_many_quotas_at_once_equals_one_at_a_time() -> None:
-    """Ties (|-2| = |2|) go to the earlier entry in both forms; quotas beyond [0, d] are clamped."""
+def test_sparsify_keeps_the_largest_magnitudes_with_ties_to_the_earlier_entry() -> None:
+    """|-2| = |2|: the earlier entry wins; quotas beyond [0, d] are clamped."""
     update = torch.tensor([0.5, -2.0, 2.0, 0.0, 1.0])
-    counts = [0, 1, 2, 3, 7, -1]
 
-    many = sparsify_top_magnitude_many(update, counts)
+    kept = sparsify_top_magnitude(update, [0, 1, 3, 7, -1])
 
-    expected = torch.stack([sparsify_top_magnitude(update, k) for k in counts])
-    torch.testing.assert_close(many, expected)
-    assert many[1].tolist() == [0.0, -2.0, 0.0, 0.0, 0.0]
+    assert kept.tolist() == [
+        [0.0, 0.0, 0.0, 0.0, 0.0],
+        [0.0, -2.0, 0.0, 0.0, 0.0],
+        [0.0, -2.0, 2.0, 0.0, 1.0],
+        [0.5, -2.0, 2.0, 0.0, 1.0],
+        [0.0, 0.0, 0.0, 0.0, 0.0],
+    ]

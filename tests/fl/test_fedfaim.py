@@ -96,3 +96,22 @@ def test_fedfaim_reputation_accumulates_over_rounds() -> None:
 
     torch.testing.assert_close(second.state.cumulative_contribution, 2 * first.state.cumulative_contribution)
     assert second.state.passed.tolist() == [2, 2]
+
+
+def test_fedfaim_batched_evaluation_gives_the_same_round_in_one_call() -> None:
+    """evaluate_many receives the N + 1 models (all clients, then each one left out) in one batch."""
+    updates = torch.tensor([[1.0, 1.0], [1.0, 0.0], [-1.0, -1.0]])
+    batches: list[int] = []
+
+    def evaluate_many(models: torch.Tensor) -> list[Evaluation]:
+        batches.append(models.shape[0])
+        return [squared_distance(model) for model in models]
+
+    strategy = get_strategy("fedfaim", gamma=1.0)
+    one_by_one = strategy.round(torch.zeros(2), updates, [5, 5, 5], None, VALIDATION)
+
+    batched = strategy.round(torch.zeros(2), updates, [5, 5, 5], None, Validation(evaluate_many=evaluate_many))
+
+    assert batches == [4]
+    torch.testing.assert_close(batched.global_params, one_by_one.global_params)
+    torch.testing.assert_close(batched.contribution, one_by_one.contribution)

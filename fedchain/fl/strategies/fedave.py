@@ -31,7 +31,7 @@ import torch
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregate import ZERO_NORM, data_shares, normalise_weights, row_norms, unit_rows, weighted_sum
 from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON, loss_kl
-from fedchain.fl.rewards import sparsify_top_magnitude_many
+from fedchain.fl.rewards import sparsify_top_magnitude
 from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register
 
 
@@ -141,7 +141,7 @@ class FedAVE(Strategy[FedAVEState]):
             global_update.numel(),
             self.beta,
         )
-        reward_updates = sparsify_top_magnitude_many(global_update, quotas)
+        reward_updates = sparsify_top_magnitude(global_update, quotas)
         return RoundResult(
             global_params=inputs.global_params + global_update,
             contribution=reputation,

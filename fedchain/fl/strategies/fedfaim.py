@@ -72,7 +72,7 @@ def reward_counts(reputation: torch.Tensor, size: int) -> list[int]:
 @register
 @dataclass(frozen=True, kw_only=True)
 class FedFAIM(Strategy[FedFAIMState]):
-    """FedFAIM. Needs ``Validation.evaluate`` (N + 1 evaluations a round).
+    """FedFAIM. Needs ``Validation.evaluate`` or ``evaluate_many`` (N + 1 models a round).
 
     Contribution: ``phi_i`` of this round. Rewards: ``u*_i`` added to the model client i trained from.
     """
@@ -99,18 +99,20 @@ class FedFAIM(Strategy[FedFAIMState]):
 
     def marginal_losses(self, inputs: RoundInputs) -> torch.Tensor:
         """``delta_i = l_{-i} - l`` for the finite clients (NaN for the others), float64 ``[n]``."""
-        evaluate = inputs.evaluator(self.name)
-        finite = inputs.finite.tolist()
-        count = sum(finite)
-        total = inputs.updates.sum(dim=0)
         deltas = torch.full((inputs.n_clients,), math.nan, dtype=torch.float64)
+        rows = torch.nonzero(inputs.finite).flatten()
+        count = rows.numel()
         if count == 0:
             return deltas
-        loss_all = float(evaluate(inputs.global_params + total / count).loss)
-        for i, ok in enumerate(finite):
-            if ok:
-                others = (total - inputs.updates[i]) / (count - 1) if count > 1 else torch.zeros_like(total)
-                deltas[i] = float(evaluate(inputs.global_params + others).loss) - loss_all
+        finite_updates = inputs.updates[rows.to(inputs.updates.device)]
+        total = finite_updates.sum(dim=0)
+        if count > 1:
+            without = (total[None, :] - finite_updates) / (count - 1)
+        else:
+            without = torch.zeros_like(finite_updates)
+        models = inputs.global_params + torch.cat([(total / count)[None, :], without])
+        losses = torch.tensor([float(e.loss) for e in inputs.evaluate_models(self.name, models)], dtype=torch.float64)
+        deltas[rows] = losses[1:] - losses[0]
         return deltas
 
     def aggregate(self, inputs: RoundInputs, state: FedFAIMState) -> RoundResult[FedFAIMState]:
@@ -131,9 +133,7 @@ class FedFAIM(Strategy[FedFAIMState]):
         n_failed = state.failed + (~passed).to(torch.int64)
         reputation = fedfaim_reputation(cumulative, n_passed, n_failed)
         counts = reward_counts(reputation, global_update.numel())
-        reward_updates = torch.stack(
-            [select_by_agreement(global_update, inputs.updates[i], k) for i, k in enumerate(counts)]
-        )
+        reward_updates = select_by_agreement(global_update, inputs.updates, counts)
         return RoundResult(
             global_params=inputs.global_params + global_update,
             contribution=contribution,
