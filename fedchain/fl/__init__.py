@@ -15,6 +15,7 @@ from fedchain.fl.metrics import jain_index, pearson
 from fedchain.fl.pruning import Pruning, topology_mask
 from fedchain.fl.quality import RoundQuality, loss_ratio, rescaled_contribution, round_quality, to_wad
 from fedchain.fl.strategy import (
+    BatchEvaluator,
     Evaluation,
     Evaluator,
     RoundInputs,
@@ -27,6 +28,7 @@ from fedchain.fl.strategy import (
 )
 
 __all__ = [
+    "BatchEvaluator",
     "Evaluation",
     "Evaluator",
     "Pruning",

@@ -39,7 +39,9 @@ def distribution_scores(vector: torch.Tensor) -> torch.Tensor:
     return magnitude / total if total > 0 else torch.zeros_like(magnitude)
 
 
-def select_by_agreement(global_update: torch.Tensor, local_updates: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+def select_by_agreement(
+    global_update: torch.Tensor, local_updates: torch.Tensor, counts: Sequence[int]
+) -> torch.Tensor:
     """FedFAIM's customised gradients ``[n, d]``: for client i, the ``counts[i]`` entries of
     ``global_update`` with the highest ``s_ij * s_Gj`` (one client at a time, O(d) extra memory)."""
     global_scores = distribution_scores(global_update)

@@ -178,20 +178,25 @@ class RoundInputs:
 
 def _check_round_inputs(global_params: torch.Tensor, updates: torch.Tensor, data_sizes: Any) -> torch.Tensor:
     """Raise :class:`UpdateRejected` for malformed shapes; return the data sizes as float64 ``[n]``."""
-    if not isinstance(global_params, torch.Tensor) or global_params.ndim != 1 or not global_params.is_floating_point():
+    is_vector = isinstance(global_params, torch.Tensor) and global_params.ndim == 1
+    if not is_vector or not global_params.is_floating_point():
         raise UpdateSpecMismatch(
             f"global params must be a flat float vector [d], got {_describe(global_params)}",
             hint="flatten the model with fedchain.fl.params.flatten",
         )
     if not torch.isfinite(global_params).all():
-        raise UpdateNonFinite("the global params hold NaN or infinite values", hint="restart from the last finite global model")
+        raise UpdateNonFinite(
+            "the global params hold NaN or infinite values", hint="restart from the last finite global model"
+        )
     if not isinstance(updates, torch.Tensor) or updates.ndim != 2 or updates.shape[1] != global_params.shape[0]:
         raise UpdateSpecMismatch(
             f"updates must be a [n_clients, {global_params.shape[0]}] tensor, got {_describe(updates)}",
             hint="stack each client's local - global flat vector with torch.stack",
         )
     if updates.shape[0] == 0:
-        raise UpdateRejected("a round needs at least one client update", reason=RejectReason.MISSING, hint="wait for at least one update")
+        raise UpdateRejected(
+            "a round needs at least one client update", reason=RejectReason.MISSING, hint="wait for at least one update"
+        )
     if updates.dtype != global_params.dtype or updates.device != global_params.device:
         raise UpdateSpecMismatch(
             f"updates are {updates.dtype} on {updates.device} but the global params are "
@@ -227,7 +232,9 @@ def _check_client_params(client_params: Any, updates: torch.Tensor) -> None:
             hint="stack the model each client trained from, in the order of the updates",
         )
     if not torch.isfinite(client_params).all():
-        raise UpdateNonFinite("the client params hold NaN or infinite values", hint="restart those clients from the global model")
+        raise UpdateNonFinite(
+            "the client params hold NaN or infinite values", hint="restart those clients from the global model"
+        )
 
 
 def _describe(value: Any) -> str:
@@ -307,7 +314,9 @@ class Strategy(ABC, Generic[S]):
                 hint="pass the state returned by this strategy's previous round (or None for the first round)",
             )
         finite = finite_rows(updates).cpu()
-        clean = updates if finite.all() else torch.where(finite.to(updates.device)[:, None], updates, torch.zeros_like(updates))
+        clean = updates
+        if not finite.all():
+            clean = torch.where(finite.to(updates.device)[:, None], updates, torch.zeros_like(updates))
         sent = global_params
         if self.pruning is not None:
             mask = topology_mask(global_params, state.round + 1, self.pruning)

@@ -27,7 +27,9 @@ def test_loss_kl_matches_the_closed_form() -> None:
     local = torch.tensor([0.0, 0.0, 0.0, 1.0])
     validation = torch.tensor([0.0, 0.0, 1.0, 1.0])
 
-    assert loss_kl(local, validation, bins=2, epsilon=1e-15) == pytest.approx(0.75 * math.log(1.5) + 0.25 * math.log(0.5))
+    expected = 0.75 * math.log(1.5) + 0.25 * math.log(0.5)
+
+    assert loss_kl(local, validation, bins=2, epsilon=1e-15) == pytest.approx(expected)
 
 
 def test_empty_bins_give_a_finite_divergence() -> None:

@@ -43,7 +43,8 @@ def test_fedfaim_round_matches_hand_computed_values() -> None:
     assert result.accepted.tolist() == [True, True, False]
     torch.testing.assert_close(result.weights, torch.tensor([0.777300, 0.222700, 0.0], dtype=F64), atol=1e-6, rtol=0)
     torch.testing.assert_close(result.global_params, torch.tensor([1.0, 0.777300]), atol=1e-6, rtol=0)
-    torch.testing.assert_close(result.contribution, torch.tensor([1.403241, 0.789535, 0.0], dtype=F64), atol=1e-6, rtol=0)
+    expected_phi = torch.tensor([1.403241, 0.789535, 0.0], dtype=F64)
+    torch.testing.assert_close(result.contribution, expected_phi, atol=1e-6, rtol=0)
     torch.testing.assert_close(result.rewards[0], result.global_params)
     torch.testing.assert_close(result.rewards[1], torch.tensor([1.0, 0.0]))
     torch.testing.assert_close(result.rewards[2], torch.zeros(2))

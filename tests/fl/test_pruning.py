@@ -43,7 +43,8 @@ def test_mask_is_seeded_and_moves_between_rounds_and_seeds() -> None:
 
     assert torch.equal(first, topology_mask(params, 1, pruning))
     assert not torch.equal(first, topology_mask(params, 2, pruning))
-    assert not torch.equal(first, topology_mask(params, 1, Pruning(sparsity=0.5, initial_adjustment=0.5, total_rounds=10, seed=2)))
+    other_seed = Pruning(sparsity=0.5, initial_adjustment=0.5, total_rounds=10, seed=2)
+    assert not torch.equal(first, topology_mask(params, 1, other_seed))
 
 
 def test_pruned_fedavg_restores_the_dense_weights_it_did_not_send() -> None:

@@ -32,8 +32,9 @@ def test_quality_calls_the_evaluator_on_each_clients_updated_model() -> None:
     """loss(p) = sum(p) + 1: global [1, 1] plus updates [1, 0], [2, 1] give losses 4 and 6; mean 5,
     q = [5/4, 5/6]; equal sizes: weights [5/4, 5/6] / (25/12) = [0.6, 0.4]."""
     validation = Validation(evaluate=lambda p: Evaluation(loss=float(p.sum()) + 1, accuracy=0.0))
+    updates = torch.tensor([[1.0, 0.0], [2.0, 1.0]])
 
-    result = get_strategy("quality").round(torch.ones(2), torch.tensor([[1.0, 0.0], [2.0, 1.0]]), [3, 3], None, validation)
+    result = get_strategy("quality").round(torch.ones(2), updates, [3, 3], None, validation)
 
     torch.testing.assert_close(result.weights, torch.tensor([0.6, 0.4], dtype=F64))
 
@@ -66,7 +67,9 @@ def test_loss_ratio_of_all_zero_losses_is_one() -> None:
 def test_rescaled_contribution_clips_negatives_and_has_mean_one_over_accepted() -> None:
     """Contributions [3, -1, 1, 5] with client 3 rejected: clipped [3, 0, 1, 0], sum 4, 3 accepted:
     q = [3, 0, 1, 0] * 3/4 = [2.25, 0, 0.75, 0]."""
-    quality = rescaled_contribution(torch.tensor([3.0, -1.0, 1.0, 5.0], dtype=F64), torch.tensor([True, True, True, False]))
+    contribution = torch.tensor([3.0, -1.0, 1.0, 5.0], dtype=F64)
+
+    quality = rescaled_contribution(contribution, torch.tensor([True, True, True, False]))
 
     torch.testing.assert_close(quality, torch.tensor([2.25, 0.0, 0.75, 0.0], dtype=F64))
 

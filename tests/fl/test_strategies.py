@@ -17,12 +17,14 @@ TARGETS = torch.randn(8, D, generator=torch.Generator().manual_seed(42))
 
 def evaluate(params: torch.Tensor) -> Evaluation:
     sample_losses = ((params - TARGETS) ** 2).mean(dim=1)
-    return Evaluation(loss=float(sample_losses.mean()), accuracy=float(1 / (1 + sample_losses.mean())), sample_losses=sample_losses)
+    loss = float(sample_losses.mean())
+    return Evaluation(loss=loss, accuracy=1 / (1 + loss), sample_losses=sample_losses)
 
 
 def validation_for(n: int, seed: int) -> Validation:
     generator = torch.Generator().manual_seed(seed)
-    return Validation(evaluate=evaluate, local_sample_losses=[torch.rand(12, generator=generator) * 3 for _ in range(n)])
+    local = [torch.rand(12, generator=generator) * 3 for _ in range(n)]
+    return Validation(evaluate=evaluate, local_sample_losses=local)
 
 
 @pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave"])

@@ -53,7 +53,9 @@ class CGSV(Strategy[CGSVState]):
         if not 0.0 <= self.gamma0 <= 1.0:
             raise ConfigError(f"cgsv gamma0 must be in [0, 1], got {self.gamma0}", hint="e.g. gamma0: 0.5")
         if self.tau is not None and self.tau <= 0:
-            raise ConfigError(f"cgsv tau must be positive, got {self.tau}", hint="e.g. tau: 1.0, or null for raw updates")
+            raise ConfigError(
+                f"cgsv tau must be positive, got {self.tau}", hint="e.g. tau: 1.0, or null for raw updates"
+            )
 
     def init_state(self, data_sizes: torch.Tensor) -> CGSVState:
         return CGSVState(weights=data_shares(data_sizes))

@@ -95,7 +95,9 @@ class FedAVE(Strategy[FedAVEState]):
         if not self.histogram_epsilon > 0:
             problems.append(f"histogram_epsilon={self.histogram_epsilon} must be positive")
         if problems:
-            raise ConfigError(f"invalid fedave settings: {'; '.join(problems)}", hint="e.g. tau: 0.5, alpha: 0.95, beta: 5")
+            raise ConfigError(
+                f"invalid fedave settings: {'; '.join(problems)}", hint="e.g. tau: 0.5, alpha: 0.95, beta: 5"
+            )
 
     def divergences(self, inputs: RoundInputs, evaluations: list) -> torch.Tensor:
         """``KL_i`` floored at ``kl_floor`` for every evaluated client (NaN for rejected ones)."""
