@@ -6,7 +6,6 @@ Later commands read the deployment through :func:`deployment_option` (a
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 from dataclasses import dataclass
@@ -19,8 +18,6 @@ from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE, Deployment, Recip
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
 from fedchain.chain.node import DEFAULT_CHAIN_ID, DEFAULT_MNEMONIC, AnvilNode, AnvilSettings, connect, mnemonic_account
 from fedchain.errors import SigningKeyError
-
-log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -149,11 +149,11 @@ class Transactor:
         (nothing is sent), and :class:`~fedchain.errors.ChainError` when no
         receipt or confirmation arrives within the timeout.
         """
+        latest = self.w3.eth.get_block("latest")
         if gas is None:
             estimate = self.estimate_gas(to, data, value=value)
-            block_limit = int(self.w3.eth.get_block("latest")["gasLimit"])
-            gas = min(int(estimate * self.settings.gas_margin), max(estimate, block_limit))
-        fees = self.fees()
+            gas = min(int(estimate * self.settings.gas_margin), max(estimate, int(latest["gasLimit"])))
+        fees = current_fees(self.w3, self.settings, latest)
         price = max_fee_per_gas(fees)
         self.require_balance(gas * price + value, what=f"a transaction of {gas} gas and {value} wei")
         with self._lock:
@@ -253,7 +253,7 @@ class Transactor:
             return self.registry.decode_revert(data)
         if isinstance(err, ChainError):
             return err
-        return ChainError(f"the node refused the request: {err}")
+        return ChainError(f"the node refused the request or could not be reached: {err}")
 
     def _as_send_error(self, err: Exception, needed_wei: int) -> Exception:
         message = str(err)
@@ -262,12 +262,15 @@ class Transactor:
         return self._as_revert(err)
 
 
-def current_fees(w3: Web3, settings: TxSettings = TxSettings()) -> dict[str, int]:
+def current_fees(
+    w3: Web3, settings: TxSettings = TxSettings(), latest: Mapping[str, Any] | None = None
+) -> dict[str, int]:
     """EIP-1559 fee fields (``maxFeePerGas``, ``maxPriorityFeePerGas``) for a transaction sent now.
 
-    On chains without a base fee: ``gasPrice``.
+    On chains without a base fee: ``gasPrice``. ``latest`` is the latest block
+    when the caller has fetched it already.
     """
-    latest = w3.eth.get_block("latest")
+    latest = latest if latest is not None else w3.eth.get_block("latest")
     tip = settings.priority_fee_wei
     if tip is None:
         try:
