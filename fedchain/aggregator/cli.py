@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from fedchain.aggregator.service import Aggregator, AggregatorSettings
 from fedchain.config import load_yaml
 from fedchain.publisher.session import session_from_options, session_options
 
@@ -57,6 +56,8 @@ def run(
 
     The signing account (FEDCHAIN_PRIVATE_KEY or --keystore) must be the task's aggregator.
     """
+    from fedchain.aggregator.service import Aggregator, AggregatorSettings  # torch: loaded only to run, not for --help
+
     settings = AggregatorSettings(
         task_id=task_id,
         state_path=state_path or DEFAULT_STATE_DIR / f"aggregator-task-{task_id}.json",
