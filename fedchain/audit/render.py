@@ -112,10 +112,13 @@ def reputation_plot(report: AuditReport) -> Figure:
     initial = report.mechanism.initial_reputation if report.mechanism is not None else WAD
     rounds = [0] + [r.round for r in history.rounds]
     for client in history.clients:
-        loss = [initial] + [r.loss_reputation[client.index] for r in history.rounds]
-        time = [initial] + [r.time_reputation[client.index] for r in history.rounds]
-        line, = axes.plot(rounds, [v / WAD for v in loss], marker="o", label=f"client {client.index} r_a")
-        axes.plot(rounds, [v / WAD for v in time], linestyle="--", color=line.get_color(), label=f"client {client.index} r_t")
+        last = client.removed_round or rounds[-1]  # a removed client's line ends at its removal
+        shown = [r for r in history.rounds if r.round <= last]
+        xs = [0] + [r.round for r in shown]
+        loss = [initial] + [r.loss_reputation[client.index] for r in shown]
+        time = [initial] + [r.time_reputation[client.index] for r in shown]
+        line, = axes.plot(xs, [v / WAD for v in loss], marker="o", label=f"client {client.index} r_a")
+        axes.plot(xs, [v / WAD for v in time], linestyle="--", color=line.get_color(), label=f"client {client.index} r_t")
     axes.set_xlabel("round")
     axes.set_ylabel("reputation")
     axes.set_title(f"Task {report.task_id}: loss (r_a) and time (r_t) reputation per round")

@@ -599,6 +599,9 @@ class _Replayer:
         self._match_deposits()
         history = self._history(withdrawn)
         pool = PoolParts(self.budget_left, self.deposits_held, self.rewards_held, self.auction_held, self.deposited, self.credited)
+        if self.created is not None:
+            self.tally.expect(E, "the pool (deposited - credited) against the modules' holdings rebuilt from their events",
+                              pool.parts, pool.held)
         return Replay(history=history, mechanism=self.mechanism, pool=pool, tally=self.tally)
 
     def _match_credits(self) -> None:

@@ -1,14 +1,22 @@
-"""The audit of a task driven on a real Anvil: it passes, and each kind of tampering fails the check it should."""
+"""The audit of a task driven on a real Anvil: it passes, and each kind of tampering fails the check it names."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
+import pytest
+
 from fedchain.audit import CheckName, CheckStatus, audit_task, mechanism_of
-from fedchain.chain.bindings import TaskCreated
+from fedchain.chain.bindings import Measurement, RoundPosted
+from fedchain.cli import main
 
 from tests.audit.conftest import DrivenTask
+
+
+def failed(report) -> set[str]:
+    return {name.value for name in report.failed_checks}
 
 
 def test_audit_of_the_driven_task_passes_every_check(driven_task: DrivenTask) -> None:
@@ -16,8 +24,99 @@ def test_audit_of_the_driven_task_passes_every_check(driven_task: DrivenTask) ->
 
     report = audit_task(driven_task.task_id, readings.events, views=readings.views, store=driven_task.store())
 
-    failures = {c.name.value: [f.message for f in c.findings] for c in report.checks if c.failed}
-    assert failures == {}
+    assert {c.name.value: [f.message for f in c.findings] for c in report.checks if c.failed} == {}
     statuses = {c.name: c.status for c in report.checks}
     assert statuses.pop(CheckName.SCORES) is CheckStatus.SKIPPED
     assert set(statuses.values()) == {CheckStatus.PASS}
+
+
+def test_the_rebuilt_history_holds_the_slash_the_removal_and_the_forfeits(driven_task: DrivenTask) -> None:
+    readings = driven_task.readings
+
+    history = audit_task(driven_task.task_id, readings.events, views=readings.views).history
+
+    assert [(s.client_index, s.round, s.new_winner, s.from_round) for s in history.slashes] == [(2, 2, 1, 3)]
+    assert [(c.status, c.removed_round) for c in history.clients][3] == ("removed", 1)
+    assert [r.scored for r in history.rounds][1] == (True, True, False, False)
+    reasons = {c.reason for c in history.credits}
+    assert reasons == {"FOG_PAYMENT", "BID_FORFEIT", "DEPOSIT_FORFEIT", "CLIENT_REWARD", "DEPOSIT_RETURN",
+                       "BUDGET_REFUND", "ESCROW_REFUND", "BID_REFUND"}
+    assert history.task.status == "Settled"
+
+
+def test_a_missing_update_blob_fails_the_store_check(driven_task: DrivenTask, tmp_path: Path) -> None:
+    store = driven_task.store_copy(tmp_path / "store")
+    commit = audit_task(driven_task.task_id, driven_task.readings.events).history.commits[0]
+    store.fs.rm(store.path_of(commit.update_hash))
+
+    report = audit_task(driven_task.task_id, driven_task.readings.events, views=driven_task.readings.views, store=store)
+
+    assert failed(report) == {CheckName.STORE_UPDATES.value}
+    [finding] = report.check(CheckName.STORE_UPDATES).findings
+    assert "missing" in finding.message and f"round {commit.round}" in finding.message
+
+
+def test_an_altered_model_blob_fails_the_model_store_check(driven_task: DrivenTask, tmp_path: Path) -> None:
+    store = driven_task.store_copy(tmp_path / "store")
+    posted = audit_task(driven_task.task_id, driven_task.readings.events).history.rounds[1]
+    path = store.path_of(posted.model_hash)
+    data = bytearray(store.fs.cat_file(path))
+    data[-1] ^= 0xFF
+    store.fs.pipe_file(path, bytes(data))
+
+    report = audit_task(driven_task.task_id, driven_task.readings.events, views=driven_task.readings.views, store=store)
+
+    assert failed(report) == {CheckName.STORE_MODELS.value}
+    assert "altered" in report.check(CheckName.STORE_MODELS).findings[0].message
+
+
+def test_a_wrong_mechanism_parameter_fails_the_payment_recomputation(driven_task: DrivenTask) -> None:
+    readings = driven_task.readings
+    params = readings.views.task.params
+    wrong = dataclasses.replace(mechanism_of(params), psi=params.psi + 1)
+
+    report = audit_task(driven_task.task_id, readings.events, views=readings.views, mechanism=wrong)
+
+    assert CheckName.PAYMENTS in report.failed_checks
+    assert CheckName.REPUTATION not in report.failed_checks
+
+
+def test_a_corrupted_posted_quality_fails_the_reputation_recomputation(driven_task: DrivenTask) -> None:
+    readings = driven_task.readings
+    posted = next(e for e in readings.events if isinstance(e, RoundPosted) and e.round == 1)
+    measurements = (posted.measurements[0], Measurement(9 * 10**17, *posted.measurements[1][1:]), *posted.measurements[2:])
+    events = tuple(dataclasses.replace(e, measurements=measurements) if e is posted else e for e in readings.events)
+
+    report = audit_task(driven_task.task_id, events, views=readings.views)
+
+    assert CheckName.REPUTATION in report.failed_checks
+    messages = " ".join(f.message for f in report.check(CheckName.REPUTATION).findings)
+    assert "client 1" in messages
+
+
+def test_the_command_prints_json_writes_html_and_exits_0(driven_task: DrivenTask, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    html = tmp_path / "audit.html"
+
+    status = main(["audit", "--task", str(driven_task.task_id), "--deployment", str(driven_task.deployment_file),
+                   "--store", str(driven_task.store_url), "--json", "--html", str(html)])
+
+    assert status == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] is True and report["task_id"] == driven_task.task_id
+    page = html.read_text()
+    assert page.count("data:image/png;base64,") == 2 and "PASSED" in page
+
+
+def test_the_command_exits_1_and_names_the_failed_check(driven_task: DrivenTask, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    store = driven_task.store_copy(tmp_path / "store")
+    spec_id = driven_task.readings.views.task.params.dataset_id
+    store.fs.rm(store.path_of(spec_id))
+
+    status = main(["audit", "--task", str(driven_task.task_id), "--deployment", str(driven_task.deployment_file),
+                   "--store", str(tmp_path / "store")])
+
+    assert status == 1
+    output = capsys.readouterr()
+    assert f"the audit of task {driven_task.task_id} failed: store.models" in output.err
