@@ -49,14 +49,21 @@ class NodeError(ChainError):
 
 
 def anvil_binary() -> Path:
-    """The project's pinned Anvil (node_modules), else one on PATH."""
+    """The project's pinned Anvil (node_modules), else one on PATH.
+
+    The npm package's platform binary is run directly: its ``.bin/anvil``
+    launcher is a Node script that would add a Node process per chain.
+    """
+    for native in sorted((PROJECT_ROOT / "node_modules" / "@foundry-rs").glob("anvil-*/bin/anvil")):
+        if os.access(native, os.X_OK):
+            return native
     local = PROJECT_ROOT / "node_modules" / ".bin" / "anvil"
     if local.exists():
         return local
     found = shutil.which("anvil")
     if found:
         return Path(found)
-    raise NodeError("Anvil is not installed (looked in node_modules/.bin and on PATH)")
+    raise NodeError("Anvil is not installed (looked in node_modules and on PATH)")
 
 
 def free_port() -> int:
