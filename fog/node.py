@@ -32,10 +32,10 @@ import torch
 from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.chain import bindings as b
 from fedchain.chain.events import LogQuery, fetch_events
-from fedchain.client.agent import chain_now, session_agent
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import JobData, fetch_job_data, max_job_data_bytes
-from fedchain.errors import BlobNotFound, InsufficientFunds, JobDataRejected
+from fedchain.client.runtime import chain_now, session_agent, transact_when_due
+from fedchain.errors import BlobNotFound, ContractRevert, InsufficientFunds, JobDataRejected
 from fedchain.fl.params import flatten, unflatten
 from fedchain.models.registry import ModelSpec
 from fedchain.publisher.service import JobStatus, TaskStatus, withdraw
@@ -54,6 +54,8 @@ _log = logging.getLogger(__name__)
 OPEN, SKIPPED, MISSED, BID, REVEALED, WON, STANDBY, LOST, SLASHED = (
     "open", "skipped", "missed", "bid", "revealed", "won", "standby", "lost", "slashed",
 )
+#: Gas limit of a reveal sent without an estimate (it uses well under 100,000).
+REVEAL_GAS = 300_000
 #: Phases whose job still ties up the node (it may win, or trains it).
 ACTIVE_PHASES = frozenset({BID, REVEALED, WON, STANDBY})
 
@@ -151,7 +153,7 @@ class FogNode:
     # ------------------------------------------------------------------ chain views
 
     def now(self) -> int:
-        """The chain's time (see :func:`fedchain.client.agent.chain_now`)."""
+        """The chain's time (see :func:`fedchain.client.runtime.chain_now`)."""
         return chain_now(self.session)
 
     def task_params(self, task_id: int) -> b.TaskParams:
@@ -271,7 +273,7 @@ class FogNode:
             return
         try:
             receipt = auction.commit_bid(task_id, index, commitment, value=params.fog_deposit)
-        except (b.AuctionBidTooLate, b.AuctionTooManyBids, b.AuctionWrongJobStatus, InsufficientFunds) as err:
+        except (ContractRevert, InsufficientFunds) as err:  # too late, too many bids, closed meanwhile; or no funds
             job["phase"] = MISSED
             log.warning("bid refused", error=type(err).__name__)
             return
@@ -297,8 +299,10 @@ class FogNode:
                 self.log.warning("reveal window missed; the deposit is forfeited", job=key)
                 continue
             try:
-                receipt = self.contracts.fog_auction.reveal_bid(
-                    job["task"], job["client"], job["frequency"], job["price"], parse_digest(job["salt"])
+                receipt = transact_when_due(
+                    self.contracts.fog_auction, "revealBid(uint256,uint256,uint64,uint96,bytes32)",
+                    job["task"], job["client"], job["frequency"], job["price"], parse_digest(job["salt"]),
+                    gas=REVEAL_GAS, too_early=(b.AuctionNotRevealPhase,),
                 )
             except b.AuctionNotRevealPhase:
                 continue  # the chain's clock is not there yet; next poll

@@ -18,17 +18,16 @@ client killed between joining and saving its state can still open its auction.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
-from fedchain.agent import Agent, AgentLogger, AgentSettings, AgentState, BlockRange, Handler, IdleHandler
+from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.chain import bindings as b
 from fedchain.client.commitments import DATA_SIZE_SALT, data_commitment, derive_salt
 from fedchain.client.config import ClientConfig
 from fedchain.client.data import client_dataset
 from fedchain.client.handoff import JobDataMeta, encode_job_data
+from fedchain.client.runtime import chain_now, session_agent, transact_when_due
 from fedchain.data.datasets import ImageDataset
 from fedchain.errors import AgentError
 from fedchain.publisher.service import JobStatus, TaskStatus, settle_task, withdraw
@@ -37,6 +36,9 @@ from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_spec
 
 _log = logging.getLogger(__name__)
+
+#: Gas limit of closing an auction sent without an estimate (up to 16 bids scored; a few hundred thousand used).
+CLOSE_AUCTION_GAS = 2_000_000
 
 #: Task statuses after which nothing but settlement is left.
 ENDED = (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED)
@@ -66,33 +68,6 @@ def winning_bid(utilities: Sequence[tuple[int, int] | None], second_price: bool)
         runner_up = ranked[1][1][1]
         price += max(best - max(runner_up, 0), 0)
     return Award(winner, price)
-
-
-def session_agent(
-    session: ChainSession,
-    *,
-    name: str,
-    state_path: Path,
-    confirmations: int,
-    poll_interval_s: float,
-    handle: Handler,
-    idle: IdleHandler,
-) -> Agent:
-    """The shared agent loop over ``session``'s chain, starting at the deployment's first block."""
-    settings = AgentSettings(
-        name=name,
-        state_path=state_path,
-        start_block=session.deployment.block_number,
-        confirmations=confirmations,
-        poll_interval_s=poll_interval_s,
-    )
-    return Agent(settings, head=lambda: int(session.w3.eth.block_number), handle=handle, idle=idle)
-
-
-def chain_now(session: ChainSession) -> int:
-    """The chain's time: the latest block's timestamp, or the wall clock when blocks lag behind it
-    (a dev chain mines only when a transaction comes; its next block takes the wall clock's time)."""
-    return max(session.block_time("latest"), int(time.time()))
 
 
 class ClientAgent:
@@ -203,7 +178,10 @@ class ClientAgent:
         award = winning_bid(utilities, params.second_price)
         escrow = award.price * params.rounds
         try:
-            receipt = auction.close_auction(self.task_id, index, value=escrow)
+            receipt = transact_when_due(
+                auction, "closeAuction(uint256,uint256)", self.task_id, index, value=escrow,
+                gas=CLOSE_AUCTION_GAS, too_early=(b.AuctionRevealNotOver,),
+            )
         except b.AuctionRevealNotOver:
             return  # the chain's clock is not there yet; next poll
         closed = receipt.events_of(b.AuctionClosed)[0]

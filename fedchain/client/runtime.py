@@ -1,0 +1,67 @@
+"""What the client and fog-node agents share: their loop over a session's chain, and the chain's clock.
+
+A development chain (Anvil, automining) makes a block only when a transaction
+arrives, so between transactions its latest block's timestamp stands still
+while time passes: the next block will carry the wall clock's time. Gas
+estimation runs against the latest block, so a call that is due only after a
+deadline (a reveal, closing an auction) is refused by the estimate although
+the block it would land in is on time. :func:`transact_when_due` then sends it
+with a fixed gas limit, and the block it creates carries the current time. On
+a public chain, blocks keep coming and the estimate succeeds in the first place.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from fedchain.agent import Agent, AgentSettings, Handler, IdleHandler
+from fedchain.chain.contract import Contract
+from fedchain.chain.tx import Receipt
+from fedchain.publisher.session import ChainSession
+
+
+def session_agent(
+    session: ChainSession,
+    *,
+    name: str,
+    state_path: Path,
+    confirmations: int,
+    poll_interval_s: float,
+    handle: Handler,
+    idle: IdleHandler,
+) -> Agent:
+    """The shared agent loop over ``session``'s chain, starting at the deployment's first block."""
+    settings = AgentSettings(
+        name=name,
+        state_path=state_path,
+        start_block=session.deployment.block_number,
+        confirmations=confirmations,
+        poll_interval_s=poll_interval_s,
+    )
+    return Agent(settings, head=lambda: int(session.w3.eth.block_number), handle=handle, idle=idle)
+
+
+def chain_now(session: ChainSession) -> int:
+    """The time of the chain's next block: the latest block's timestamp, or the wall clock when blocks lag behind it."""
+    return max(session.block_time("latest"), int(time.time()))
+
+
+def transact_when_due(
+    contract: Contract,
+    signature: str,
+    *args: Any,
+    value: int = 0,
+    gas: int,
+    too_early: tuple[type[Exception], ...],
+) -> Receipt:
+    """Send ``signature(args)``, which :func:`chain_now` says is due; when the estimate refuses it with
+    one of ``too_early`` (measured on a stale latest block), send it anyway with ``gas`` as its limit.
+
+    A call that is still too early in the block it lands in raises its decoded revert, as any other.
+    """
+    try:
+        return contract.transact(signature, *args, value=value)
+    except too_early:
+        return contract.transactor.send(contract.address, contract.encode(signature, *args), value=value, gas=gas)
