@@ -111,8 +111,9 @@ class ExperimentConfig:
     partition: PartitionKind = "iid"
     #: Dirichlet concentration of the ``dir`` partition (smaller is more skewed).
     alpha: float = 0.5
-    #: Classes held by each client under ``cla``.
-    classes_per_client: int = 2
+    #: Classes held by each client under ``cla``; ``None``: class imbalance, client j
+    #: of n holds ``floor(1 + j (C - 1) / (n - 1))`` classes, from 1 to all C (FedAVE's CLA).
+    classes_per_client: int | None = 2
     #: Exponent of the ``pow`` partition's power-law client sizes.
     power: float = 1.0
     #: Number of clients (all take part in every round).
@@ -169,7 +170,7 @@ class ExperimentConfig:
     def __post_init__(self) -> None:
         positive = ("clients", "rounds", "local_epochs", "batch_size", "classes_per_client")
         for name in positive:
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
         for name in ("lr", "alpha", "power"):
             if not getattr(self, name) > 0:
@@ -236,12 +237,18 @@ def merge_settings(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dic
     return merged
 
 
-def load_experiment(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:
-    """Read an :class:`ExperimentConfig` from an optional YAML file, then apply ``overrides``.
+def load_experiment(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+) -> ExperimentConfig:
+    """Read an :class:`ExperimentConfig`: ``defaults``, then the YAML file at ``path``, then ``overrides``.
 
     ``overrides`` maps setting names to values; dotted names reach into
     sections (``{"faults.noisy_clients": 0.3}``) and ``None`` values are
-    ignored, so unset flags keep the file's values.
+    ignored, so unset flags keep the file's values. ``defaults`` (a command's
+    own starting point, e.g. a paper's setting) are taken as they are.
     """
-    data = load_yaml(path) if path is not None else {}
+    data = merge_settings(defaults or {}, load_yaml(path) if path is not None else {})
     return from_mapping(ExperimentConfig, merge_settings(data, _nest(overrides or {})))

@@ -79,6 +79,33 @@ def assign_faults(n_clients: int, faults: FaultConfig, seed: int) -> tuple[str, 
     return tuple(labels)
 
 
+def imbalanced_classes(labels: np.ndarray, n_clients: int, num_classes: int, seed: int) -> list[np.ndarray]:
+    """Class-number imbalance (FedAVE's and CGSV's CLA): client j holds ``k_j`` random classes.
+
+    ``k_j = floor(1 + j (C - 1) / (n - 1))`` runs from 1 to all ``C`` classes.
+    Every client asks for the same number of samples, ``len(labels) // (2 n)``,
+    split evenly over its classes; samples are disjoint, so a class that runs
+    out gives what it has left. Returns sorted index arrays, one per client.
+    """
+    if n_clients < 2:
+        raise DataError("class imbalance needs at least 2 clients", hint="use more clients or set classes_per_client")
+    rng = np.random.default_rng(seed)
+    counts = np.floor(1 + np.arange(n_clients) * (num_classes - 1) / (n_clients - 1)).astype(int)
+    pools = [list(rng.permutation(np.flatnonzero(labels == c))) for c in range(num_classes)]
+    wanted = len(labels) // (2 * n_clients)
+    parts = []
+    for k in counts:
+        classes = rng.choice(num_classes, size=k, replace=False)
+        taken = []
+        for share, c in zip(np.array_split(np.arange(wanted), k), classes):
+            taken.extend(pools[c][: len(share)])
+            del pools[c][: len(share)]
+        if not taken:
+            raise DataError(f"a client of {k} classes got no samples", hint="use more training samples or fewer clients")
+        parts.append(np.sort(np.asarray(taken, dtype=np.int64)))
+    return parts
+
+
 def _random_subset(size: int, count: int | None, rng: np.random.Generator) -> np.ndarray:
     """``count`` sorted random indices of ``range(size)`` (all of them when ``count`` is None or too big)."""
     if count is None or count >= size:
@@ -112,11 +139,15 @@ def build_federation(config: ExperimentConfig) -> Federation:
         kind=config.partition,
         n_clients=config.clients,
         seed=config.seed,
-        classes_per_client=config.classes_per_client,
+        classes_per_client=config.classes_per_client or 1,
         alpha=config.alpha,
         exponent=config.power,
     )
-    parts = partition(train.labels[local_pool], spec, num_classes=train.num_classes)
+    local_labels = train.labels[local_pool]
+    if config.partition == "cla" and config.classes_per_client is None:
+        parts = imbalanced_classes(local_labels.numpy(), config.clients, train.num_classes, config.seed)
+    else:
+        parts = partition(local_labels, spec, num_classes=train.num_classes)
     faults = assign_faults(config.clients, config.faults, config.seed)
     label_generator = torch.Generator().manual_seed(config.seed * 1000 + _SEED_LABELS)
     privacy_generator = torch.Generator().manual_seed(config.seed * 1000 + _SEED_PRIVACY)

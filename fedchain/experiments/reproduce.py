@@ -26,9 +26,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from fedchain.config import load_yaml
 from fedchain.errors import ConfigError
-from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment, merge_settings
+from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment
 from fedchain.experiments.federation import build_federation
 from fedchain.experiments.results import ExperimentResult, write_metrics
 from fedchain.experiments.simulate import apply_threads, fairness
@@ -178,12 +177,6 @@ def _split(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def _base_config(config_path: Path | None, defaults: dict[str, Any], flags: dict[str, Any]) -> ExperimentConfig:
-    """The table's defaults, updated by the YAML file (if any), then by the flags that were given."""
-    data = merge_settings(defaults, load_yaml(config_path)) if config_path is not None else dict(defaults)
-    return load_experiment(None, merge_settings(data, {k: v for k, v in flags.items() if v is not None}))
-
-
 def _progress(console: Console) -> RunCallback:
     def report(label: str, result: ExperimentResult) -> None:
         console.log(f"{label}: {len(result.rounds)} rounds, best {100 * result.best_accuracy:.2f}%, {result.seconds:.0f} s")
@@ -256,7 +249,7 @@ def rounds_to_accuracy_command(
     if unknown:
         raise click.BadParameter(f"unknown setting(s) {', '.join(unknown)}; use {', '.join(SETTINGS)}", param_hint="--settings")
     flags.update(rounds=max_rounds, target_accuracy=target)
-    base = _base_config(config_path, ROUNDS_DEFAULTS, flags)
+    base = load_experiment(config_path, flags, defaults=ROUNDS_DEFAULTS)
     apply_threads(base)
     console = Console(stderr=True)
     began = time.perf_counter()
@@ -284,7 +277,7 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
     "batch_size": 32,
     "lr": 0.1,
     "alpha": 0.5,
-    "classes_per_client": 3,
+    "classes_per_client": None,
     "validation_samples": 1000,
 }
 
@@ -300,7 +293,7 @@ def fairness_command(
     **flags: Any,
 ) -> None:
     """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave; 10 clients, POW/CLA/DIR (FedAVE)."""
-    base = _base_config(config_path, FAIRNESS_DEFAULTS, flags)
+    base = load_experiment(config_path, flags, defaults=FAIRNESS_DEFAULTS)
     apply_threads(base)
     console = Console(stderr=True)
     began = time.perf_counter()

@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -18,7 +19,7 @@ from click.testing import CliRunner
 from fedchain.cli import cli
 from fedchain.errors import ConfigError, DataError
 from fedchain.experiments import build_federation, load_experiment, run_experiment
-from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults
+from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults, imbalanced_classes
 from fedchain.experiments.config import FaultConfig
 from fedchain.experiments.runner import tamper
 
@@ -157,3 +158,17 @@ def test_more_classes_per_client_than_exist_is_refused() -> None:
 
     with pytest.raises(DataError, match="11 distinct classes"):
         build_federation(config)
+
+
+def test_class_imbalance_gives_client_j_of_ten_j_plus_one_classes() -> None:
+    # prepare: 10 clients of 10 classes, 100 samples of each class
+    labels = np.repeat(np.arange(10), 100)
+
+    # execute
+    parts = imbalanced_classes(labels, n_clients=10, num_classes=10, seed=3)
+
+    # assert
+    assert [len(np.unique(labels[p])) for p in parts] == list(range(1, 11))
+    every = np.concatenate(parts)
+    assert len(every) == len(np.unique(every))  # disjoint
+    assert all(len(p) == 1000 // (2 * 10) for p in parts)  # 50 each: no class ran out here
