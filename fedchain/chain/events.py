@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from eth_utils import to_checksum_address
 from web3 import Web3
 
 from fedchain.chain.abi import AbiRegistry, ChainEvent
 from fedchain.errors import ChainError
+
+if TYPE_CHECKING:
+    from fedchain.chain.deployment import Deployment
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,11 @@ class LogQuery:
     to_block: int | None = None
     #: Blocks per eth_getLogs request.
     page_size: int = 5_000
+
+    @classmethod
+    def of(cls, deployment: "Deployment", *, to_block: int | None = None, page_size: int = 5_000) -> "LogQuery":
+        """Every contract of ``deployment``, from its first block to ``to_block`` (None: the latest)."""
+        return cls(tuple(c.address for c in deployment.contracts), deployment.block_number, to_block, page_size)
 
     def __post_init__(self) -> None:
         if not self.addresses:

@@ -91,7 +91,7 @@ def test_typed_transaction_returns_typed_event_with_struct(fedchain, w3: Web3) -
     (created,) = receipt.events_of(TaskCreated)
     assert isinstance(created, TaskCreated) and dataclasses.is_dataclass(created)
     assert created.budget == WAD and created.params == params and isinstance(created.params, TaskParams)
-    history = fetch_events(w3, bindings.REGISTRY, LogQuery(tuple(deployment.addresses.values()), deployment.block_number))
+    history = fetch_events(w3, bindings.REGISTRY, LogQuery.of(deployment))
     assert created in history
 
 
