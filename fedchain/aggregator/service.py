@@ -58,7 +58,7 @@ from fedchain.chain.bindings import (
     UpdateCommitted,
 )
 from fedchain.chain.events import LogQuery, iter_events
-from fedchain.errors import ContractRevert, UpdateRejected
+from fedchain.errors import AgentError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
 from fedchain.fl.strategy import Strategy, get_strategy
 from fedchain.publisher.service import JobStatus, TaskStatus, settle_task
@@ -155,7 +155,7 @@ class Aggregator:
         return self.agent.state
 
     def handle(self, blocks: BlockRange, state: AgentState) -> None:
-        """Log and record the task's events in ``blocks`` (commits, slashes, posted rounds)."""
+        """Log and record the task's events in ``blocks`` (commits, slashes, posted rounds), then :meth:`tick`."""
         contracts = self.session.contracts
         query = LogQuery(
             addresses=(contracts.fog_auction.address, contracts.round_ledger.address),
@@ -176,6 +176,8 @@ class Aggregator:
                               from_round=event.from_round, tx=event.transaction_hash)
             elif isinstance(event, RoundPosted):
                 state.data.setdefault("models", {})[str(event.round)] = to_hex(event.model_hash)
+        # On a chain that makes blocks on a timer there may never be an idle poll: do the round's work here too.
+        self.tick(state)
 
     # ------------------------------------------------------------------ one round
 
@@ -184,6 +186,13 @@ class Aggregator:
         registry = self.session.contracts.task_registry
         task = registry.state(self.task_id)
         status = TaskStatus(task.status)
+        if status == TaskStatus.NONE:
+            raise AgentError(f"task {self.task_id} does not exist on this chain", hint="check --task and --deployment")
+        if task.aggregator != self.session.address:
+            raise AgentError(
+                f"task {self.task_id}'s aggregator is {task.aggregator}, not this account ({self.session.address})",
+                hint="sign with the aggregator's key (FEDCHAIN_PRIVATE_KEY or --keystore)",
+            )
         if status == TaskStatus.OPEN:
             return
         if status in (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from fedchain.aggregator import Aggregator, AggregatorSettings
 from fedchain.chain.bindings import ClientRemoved, FogSlashed, JobReassigned, RoundPosted, TaskSettled
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.data.datasets import load_dataset
+from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
 from fedchain.publisher.service import ClientStatus, JobStatus, TaskStatus
 from fedchain.fl.quality import to_wad
@@ -55,14 +57,19 @@ def mnist_slices() -> list[tuple[torch.Tensor, torch.Tensor]]:
 def test_round_scores_real_updates_rejects_malformed_one_and_slashes_the_late_fog(
     world: World, tmp_path: Path, mnist_slices: list
 ) -> None:
-    # prepare: client 0 honest, client 1's fog commits a NaN update, client 2's fog never commits (a standby bid waits)
-    task_id = world.staffed_task({0: [(FOGS[0], PRICE)], 1: [(FOGS[1], PRICE)], 2: [(FOGS[2], PRICE), (FOGS[3], PRICE)]})  # ties go to the earlier bid
+    # prepare: client 0 honest, client 1's fog commits a NaN update, client 2's fog never commits
+    # (a standby bid waits), client 3's fog commits a pickle instead of safetensors
+    task_id = world.staffed_task(
+        {0: [(FOGS[0], PRICE)], 1: [(FOGS[1], PRICE)], 2: [(FOGS[2], PRICE), (FOGS[3], PRICE)], 3: [(FOGS[4], PRICE)]}
+    )  # ties go to the earlier bid
     model_id = world.publisher.contracts.task_registry.params(task_id).model_id
     start = world.global_model(task_id, model_id, 0)
     spec = load_spec(world.publisher.store, world.publisher.contracts.task_registry.params(task_id).dataset_id)
     world.commit_trained_update(task_id, 0, FOGS[0], 1, start, *mnist_slices[0])
     poisoned = unflatten(torch.full_like(start, float("nan")), spec.param_spec())
     world.commit_params(task_id, 1, FOGS[1], 1, poisoned, spec)
+    pickled = world.session(FOGS[4]).store.put(pickle.dumps({"weights": [1.0, 2.0]}))
+    world.session(FOGS[4]).contracts.fog_auction.commit_update(task_id, 3, 1, pickled)
     aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
     registry = world.publisher.contracts.task_registry
 
@@ -75,19 +82,20 @@ def test_round_scores_real_updates_rejects_malformed_one_and_slashes_the_late_fo
 
     # assert: one post with the honest client scored, the NaN update failed, the late fog slashed and replaced
     (posted,) = task_events(world, task_id, RoundPosted)
-    honest, poisoned_m, missing = posted.measurements
+    honest, poisoned_m, missing, pickled_m = posted.measurements
     round_start = registry.state(task_id).started_at
-    commit_times = world.publisher.contracts.fog_auction.commit_times(task_id, 1, 3)
+    commit_times = world.publisher.contracts.fog_auction.commit_times(task_id, 1, 4)
     assert honest.accepted and honest.quality == 10**18  # the only accepted client: loss_avg / loss_0 = 1
     assert honest.round_time == commit_times[0] - round_start
     assert not poisoned_m.accepted and poisoned_m.quality == 0 and poisoned_m.round_time > 0
     assert (missing.accepted, missing.quality, missing.round_time) == (False, 0, 0)
+    assert (pickled_m.accepted, pickled_m.quality, pickled_m.round_time) == (False, 0, commit_times[3] - round_start)
     (slashed,) = task_events(world, task_id, FogSlashed)
     assert (slashed.client_index, slashed.fog, slashed.round) == (2, world.session(FOGS[2]).address, 1)
     (reassigned,) = task_events(world, task_id, JobReassigned)
     job = world.publisher.contracts.fog_auction.job(task_id, 2)
     assert job.status == JobStatus.AWARDED and reassigned.from_round == 2
-    assert [r.client_index for r in task_events(world, task_id, ClientRemoved)] == [1]  # quality 0 < q_min
+    assert [r.client_index for r in task_events(world, task_id, ClientRemoved)] == [1, 3]  # quality 0 < q_min
     # the posted model is FedAvg of the one accepted update, in the store, and its accuracy is what was posted
     new_global = world.global_model(task_id, posted.model_hash, 1)
     accuracy = predict(spec.model_spec(), new_global, load_validation(spec)).accuracies[0]
@@ -127,3 +135,13 @@ def test_restarted_aggregator_resumes_from_the_chain_without_posting_twice_and_s
     assert all(world.publisher.contracts.fog_auction.job(task_id, i).status == JobStatus.SETTLED for i in (0, 1))
     clients = [world.publisher.contracts.round_ledger.client(task_id, i) for i in (0, 1)]
     assert [c.rounds for c in clients] == [2, 2] and all(c.status == ClientStatus.ACTIVE for c in clients)
+
+
+def test_aggregator_refuses_a_task_it_is_not_the_aggregator_of(world: World, tmp_path: Path) -> None:
+    task_id = world.create()
+    impostor = Aggregator(world.publisher, AggregatorSettings(task_id=task_id, state_path=tmp_path / "a.json"))
+
+    with pytest.raises(AgentError, match="aggregator") as caught:
+        impostor.step()
+
+    assert "key" in caught.value.hint
