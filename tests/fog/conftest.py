@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from fedchain.chain.bindings import Measurement
 from fedchain.client import ClientAgent, ClientConfig
 from fedchain.data.partition import PartitionConfig
+from fedchain.fl.reputation import WAD
+from fedchain.publisher import start_task
+from fedchain.taskspec import load_spec, put_model
 from fog import CostModel, FogConfig, FogNode
 from tests.aggregator.conftest import CLIENTS, FOGS, TERMS, World, chain_node, deployment_file, world  # noqa: F401
 
@@ -42,6 +46,39 @@ class Agents:
             "partition": PartitionConfig(n_clients=50, seed=1), "partition_index": number, "max_samples": SAMPLES,
         }
         return ClientAgent(self.world.session(CLIENTS[number]), ClientConfig(**{**defaults, **options}))  # type: ignore[arg-type]
+
+
+def award(world: World, client: ClientAgent, fogs: tuple[FogNode, ...], *, start: bool = True) -> int:
+    """Run the client's auction among ``fogs`` to the data hand-off (and start the task); returns the task id."""
+    client.step()  # join, open the auction
+    for node in fogs:
+        node.step()  # bid
+    world.advance(TERMS.bidding_duration + 1)
+    for node in fogs:
+        node.step()  # reveal
+    world.advance(TERMS.reveal_duration + 1)
+    client.step()  # close
+    client.step()  # hand off the data
+    if start:
+        start_task(world.publisher, client.task_id)
+    for node in fogs:
+        node.step()  # see the award and the data (and train round 1 when started)
+    return client.task_id
+
+
+def post_round(world: World, task_id: int, round_number: int) -> None:
+    """Post ``round_number`` as the aggregator: the initial weights as the new model, every committed client at quality 1."""
+    session = world.aggregator
+    contracts = session.contracts
+    spec = load_spec(session.store, contracts.task_registry.params(task_id).dataset_id)
+    model_hash = put_model(session.store, spec, task_id, round_number, spec.initial_params())
+    started = contracts.task_registry.state(task_id).round_started_at
+    measurements = []
+    for index in range(contracts.round_ledger.client_count(task_id)):
+        job = contracts.fog_auction.job(task_id, index)
+        committed = job.paid_up_to == round_number and job.committed_at > 0
+        measurements.append(Measurement(WAD if committed else 0, job.committed_at - started if committed else 0, committed))
+    contracts.round_ledger.post_round(task_id, round_number, model_hash, 0, measurements)
 
 
 @pytest.fixture

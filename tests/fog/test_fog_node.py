@@ -6,15 +6,16 @@ stepping their loops by hand and moving the chain's clock past deadlines.
 
 from __future__ import annotations
 
-import json
-
 from fedchain.chain import bindings as b
+from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import bid_commitment
 from fedchain.publisher import start_task
 from fedchain.store.digest import parse_digest
-from fog.node import BID, REVEALED, WON
+from fedchain.taskspec import load_spec
+from fedchain.updates import fetch_update
+from fog.node import REVEALED, WON
 from tests.aggregator.conftest import TERMS, World
-from tests.fog.conftest import SAMPLES, Agents
+from tests.fog.conftest import Agents, award
 
 
 def open_auction(world: World, agents: Agents) -> tuple[int, object]:
@@ -66,24 +67,14 @@ def test_restarted_fog_finds_its_bid_on_chain_and_reveals_it_without_bidding_aga
     assert [(bid.bidder, bid.revealed) for bid in bids] == [(restarted.address, True)]
 
 
-def test_a_task_runs_end_to_end_between_a_client_and_two_fog_nodes(world: World, agents: Agents) -> None:
+def test_the_winner_of_two_bidders_trains_the_handed_off_data_and_commits_round_one(world: World, agents: Agents) -> None:
     # prepare: two fog nodes bid; both are fast enough to earn the capped time reputation, so the
     # client's utility is highest for the cheaper one (f = 1e9 costs a quarter of f = 2e9)
-    task_id, client = open_auction(world, agents)
-    cheap, dear = agents.fog(0, task_id), agents.fog(1, task_id)
-    for node in (cheap, dear):
-        node.step()
-    world.advance(TERMS.bidding_duration + 1)
-    for node in (cheap, dear):
-        node.step()
-    world.advance(TERMS.reveal_duration + 1)
+    task_id = world.create()
+    client, cheap, dear = agents.client(0, task_id), agents.fog(0, task_id), agents.fog(1, task_id)
 
-    # execute: the client closes the auction and hands off its data; the winner trains round 1
-    client.step()
-    client.step()
-    start_task(world.publisher, task_id)
-    for node in (cheap, dear):
-        node.step()
+    # execute: the auction, the hand-off, the task's start; the winner trains round 1
+    award(world, client, (cheap, dear))
 
     # assert: the cheaper node won, verified the data and committed its update for round 1
     contracts = world.publisher.contracts
@@ -95,3 +86,80 @@ def test_a_task_runs_end_to_end_between_a_client_and_two_fog_nodes(world: World,
     assert dear.state.jobs[f"{task_id}:0"]["phase"] == "standby"
     assert contracts.data_handoff.data_hash(task_id, 0) == parse_digest(client.state.data["data_hash"])
     assert world.publisher.store.exists(job.update_hash)
+
+
+def test_fog_refuses_data_that_does_not_hash_to_the_committed_hash_and_trains_nothing(world: World, agents: Agents) -> None:
+    # prepare: the job is awarded and handed off, then the stored data is altered before the fog fetches it
+    task_id = world.create()
+    client, fog = agents.client(0, task_id), agents.fog(0, task_id)
+    award(world, client, (fog,), start=False)
+    store = world.publisher.store
+    path = store.path_of(client.state.data["data_hash"])
+    store.fs.pipe_file(path, store.fs.cat_file(path)[:-4] + b"\x00\x00\x00\x01")
+    fresh = agents.fog(0, task_id)  # a fog node that has not fetched the data yet
+
+    # execute
+    fresh.step()
+    start_task(world.publisher, task_id)
+    fresh.step()
+
+    # assert: refused with the reason, and no update committed
+    job = fresh.state.jobs[f"{task_id}:0"]
+    assert job["data_status"] == "rejected" and "damaged" in job["data_error"]
+    assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 0
+
+
+def test_restarted_fog_does_not_commit_a_round_twice(world: World, agents: Agents) -> None:
+    # prepare: the fog node committed round 1, then lost its state
+    task_id = world.create()
+    fog = agents.fog(0, task_id)
+    award(world, agents.client(0, task_id), (fog,))
+    fog.config.state_path.unlink()
+
+    # execute: a new process replays every event from the deployment block and acts again
+    restarted = agents.fog(0, task_id)
+    restarted.step()
+
+    # assert: one commit on chain; the restarted node knows round 1 is done
+    session = world.publisher
+    events = fetch_events(session.w3, b.REGISTRY, LogQuery((session.contracts.fog_auction.address,), session.deployment.block_number))
+    commits = [e for e in events if isinstance(e, b.UpdateCommitted) and e.task_id == task_id]
+    assert [(e.round, e.fog) for e in commits] == [(1, restarted.address)]
+    assert restarted.state.jobs[f"{task_id}:0"]["committed"] == [1]
+
+
+def test_fog_that_never_reveals_forfeits_its_deposit_and_wins_nothing(world: World, agents: Agents) -> None:
+    task_id = world.create()
+    client, fog = agents.client(0, task_id), agents.fog(0, task_id, never_reveal=True)
+
+    award(world, client, (fog,), start=False)
+
+    contracts = world.publisher.contracts
+    assert contracts.fog_auction.job(task_id, 0).status == 3  # Vacant
+    assert [bid.revealed for bid in contracts.fog_auction.bids(task_id, 0)] == [False]
+    assert fog.state.jobs[f"{task_id}:0"]["phase"] == "lost"
+    assert contracts.treasury.claimable(client.address) == TERMS.fog_deposit
+
+
+def test_lazy_fog_commits_an_all_zero_update_without_training(world: World, agents: Agents) -> None:
+    task_id = world.create()
+    fog = agents.fog(0, task_id, lazy="zero")
+
+    award(world, agents.client(0, task_id), (fog,))
+
+    session = world.publisher
+    job = session.contracts.fog_auction.job(task_id, 0)
+    spec = load_spec(session.store, session.contracts.task_registry.params(task_id).dataset_id)
+    update = fetch_update(session.store, job.update_hash, spec.param_spec(), spec.max_payload_bytes())
+    assert job.paid_up_to == 1
+    assert all(not tensor.any() for tensor in update.params.values())
+
+
+def test_fog_stops_after_the_round_it_was_told_to_stop_after(world: World, agents: Agents) -> None:
+    task_id = world.create()
+    fog = agents.fog(0, task_id, stop_after_round=1)
+
+    award(world, agents.client(0, task_id), (fog,))
+
+    assert fog.agent.stopping
+    assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 1
