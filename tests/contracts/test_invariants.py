@@ -1,0 +1,401 @@
+"""Property: random sequences of the whole flow create or lose no wei and match the Python model.
+
+A Hypothesis state machine drives one task on the real chain through joins,
+auctions (bids, reveals, non-revealers), start, fog commits, missed rounds
+(slash and re-award), round posts, cancellation, settlement and withdrawals.
+A model of its own, built on :mod:`fedchain.fl.reputation`, predicts every
+account's claimable balance, the budget, each client's reputation and the
+treasury's totals; after every step the chain must agree to the wei, and the
+treasury must hold exactly what it owes.
+
+Times (deadlines, commit block times) are read from the chain: they are the
+environment, not the mechanism. The machine makes the chain's clock
+deterministic (each block one second after the last, jumps only by the
+``skip_*`` rules) and acts only ``MARGIN`` seconds away from a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+
+from fedchain.fl.reputation import (
+    WAD,
+    ClientReputation,
+    RevealedBid,
+    choose_winner,
+    scale_pro_rata,
+    score_round,
+    standby_winner,
+)
+from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+
+PARAMS = TaskParams(
+    rounds=3, expected_duration=9000, round_duration=2000, bidding_duration=1000, reveal_duration=1000,
+    time_tolerance=5, psi=10**15, phi=10**11,
+)
+MECHANISM = PARAMS.mechanism()
+BUDGET = 3 * 10**15  # small: pro-rata scaling happens
+MARGIN = 3
+TASK_CLIENTS = CLIENTS[:3]
+TASK_FOGS = FOGS[:3]
+ACCOUNTS = (PUBLISHER, *TASK_CLIENTS, *TASK_FOGS)
+
+#: More examples in CI (FEDCHAIN_HYPOTHESIS=ci), few while iterating.
+PROFILE = os.environ.get("FEDCHAIN_HYPOTHESIS", "dev")
+MAX_EXAMPLES = {"dev": 6, "ci": 25}.get(PROFILE, 6)
+STEPS = {"dev": 25, "ci": 40}.get(PROFILE, 25)
+
+
+@dataclass
+class BidModel:
+    fog: int
+    frequency: int
+    price: int
+    revealed: bool = False
+    settled: bool = False
+
+
+@dataclass
+class JobModel:
+    bidding_deadline: int
+    reveal_deadline: int
+    status: str = "Bidding"
+    bids: list[BidModel] = field(default_factory=list)
+    winner: int | None = None
+    price: int = 0
+    winner_price: int = 0
+    escrow: int = 0
+    released: int = 0
+    paid_up_to: int = 0
+    committed_at: int = 0
+
+
+class FlowMachine(RuleBasedStateMachine):
+    """One task, driven at random; the model predicts every wei."""
+
+    chain_factory = None  # set by the test: () -> FedChain on a fresh snapshot
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chain: FedChain = type(self).chain_factory()
+        self.snapshot = self.chain.w3.provider.make_request("evm_snapshot", [])["result"]
+        self.chain.w3.provider.make_request("anvil_setBlockTimestampInterval", [1])
+        self.claimable: Counter[int] = Counter()
+        self.deposited = 0
+        self.withdrawn = 0
+        self.clients: list[int] = []
+        self.reputation: list[ClientReputation] = []
+        self.active: list[bool] = []
+        self.earned: list[int] = []
+        self.jobs: dict[int, JobModel] = {}
+        self.status = "Open"
+        self.round = 0
+        self.round_started_at = 0
+        self.budget_left = BUDGET
+        self.settled = False
+        self._now: int | None = None
+
+    def teardown(self) -> None:
+        self.chain.w3.provider.make_request("anvil_removeBlockTimestampInterval", [])
+        self.chain.w3.provider.make_request("evm_revert", [self.snapshot])
+
+    # ------------------------------------------------------------------ helpers
+
+    def now(self) -> int:
+        """The latest block's time (cached until the next step)."""
+        if self._now is None:
+            self._now = self.chain.now()
+        return self._now
+
+    def jump(self, timestamp: int) -> None:
+        """Mine a block at ``timestamp``."""
+        self.chain.set_next_timestamp(timestamp)
+        self.chain.w3.provider.make_request("evm_mine", [])
+        self._now = timestamp
+
+    def committable_jobs(self) -> list[int]:
+        if self.status != "Running" or self.now() + MARGIN > self.deadline():
+            return []
+        return [i for i, j in self.jobs.items() if j.status == "Awarded" and self.active[i] and j.paid_up_to < self.round]
+
+    def missed_jobs(self) -> list[int]:
+        if self.status not in ("Running", "Finished", "Settled") or (self.status == "Running" and self.near(self.deadline())):
+            return []
+        passed = self.now() > self.deadline()
+        return [i for i, j in self.jobs.items() if j.status == "Awarded" and self.active[i] and self._missed(j, passed)]
+
+    def committed(self) -> list[bool]:
+        return [
+            self.active[i] and i in self.jobs and self.jobs[i].paid_up_to == self.round and self.jobs[i].committed_at > 0
+            for i in range(len(self.clients))
+        ]
+
+    def postable(self) -> bool:
+        if self.status != "Running":
+            return False
+        waiting = any(a and not c for a, c in zip(self.active, self.committed()))
+        return not waiting or self.now() > self.deadline() + MARGIN
+
+    def deadline(self) -> int:
+        return self.round_started_at + PARAMS.round_duration
+
+    def near(self, moment: int) -> bool:
+        return abs(self.now() - moment) <= MARGIN
+
+    def credit(self, account: int, amount: int) -> None:
+        self.claimable[account] += amount
+
+    # ------------------------------------------------------------------ set-up
+
+    @initialize()
+    def create(self) -> None:
+        self.task = self.chain.create_task(PARAMS, budget=BUDGET)
+        self.deposited += BUDGET
+
+    # ------------------------------------------------------------------ open phase
+
+    @precondition(lambda self: self.status == "Open" and len(self.clients) < len(TASK_CLIENTS))
+    @rule(data=st.data())
+    def join_and_auction(self, data: st.DataObject) -> None:
+        """A client joins and auctions its job: sealed bids from some fog nodes, some revealed, then the close."""
+        index = len(self.clients)
+        client = TASK_CLIENTS[index]
+        self.chain.join(self.task, client, params=PARAMS)
+        self.clients.append(client)
+        self.reputation.append(ClientReputation.joined(MECHANISM))
+        self.active.append(True)
+        self.earned.append(0)
+        self.deposited += PARAMS.client_deposit
+        self.chain.open_auction(self.task, client)
+        view = self.chain.view("FogAuction", "job", self.task, index)
+        job = self.jobs[index] = JobModel(view.bidding_deadline, view.reveal_deadline)
+        for fog in data.draw(st.lists(st.sampled_from(TASK_FOGS), unique=True, max_size=3)):
+            frequency = data.draw(st.sampled_from([3000, 10**5, 10**6]))
+            price = data.draw(st.sampled_from([10**12, 10**13, 3 * 10**13]))
+            self.chain.commit_bid(self.task, index, fog, frequency, price, PARAMS)
+            job.bids.append(BidModel(fog, frequency, price))
+            self.deposited += PARAMS.fog_deposit
+        self.jump(job.bidding_deadline + 1)
+        for bid in job.bids:
+            if data.draw(st.integers(0, 3)) != 0:  # a quarter of the bidders never reveal
+                self.chain.reveal_bid(self.task, index, bid.fog, bid.frequency, bid.price)
+                bid.revealed = True
+        self.jump(job.reveal_deadline + 1)
+        outcome = choose_winner(MECHANISM, self.reputation[index].loss_reputation, 600, self._revealed(job))
+        self.chain.close_auction(self.task, index, client)
+        for bid in job.bids:
+            if not bid.revealed:
+                bid.settled = True
+                self.credit(client, PARAMS.fog_deposit)
+        job.status = "Vacant" if outcome.winner is None else "Awarded"
+        job.winner, job.price, job.winner_price = outcome.winner, outcome.price, outcome.price
+        job.escrow = outcome.price * PARAMS.rounds
+        self.deposited += job.escrow
+
+    @precondition(lambda self: self.status == "Open")
+    @rule(dice=st.integers(0, 4))
+    def cancel(self, dice: int) -> None:
+        if dice != 4:  # rare (and not Hypothesis's simplest choice): most flows should get to the rounds
+            return
+        self.chain.send("TaskRegistry", "cancelTask", self.task, by=PUBLISHER)
+        self.credit(PUBLISHER, self.budget_left)
+        self.budget_left = 0
+        self.status = "Cancelled"
+
+    @precondition(lambda self: self.status == "Open" and self.clients)
+    @rule(dice=st.integers(0, 2))
+    def start(self, dice: int) -> None:
+        if dice != 2 and len(self.clients) < len(TASK_CLIENTS):  # usually with every client
+            return
+        self.chain.send("TaskRegistry", "startTask", self.task, by=PUBLISHER)
+        self.status, self.round = "Running", 1
+        self.round_started_at = self.chain.view("TaskRegistry", "state", self.task).round_started_at
+
+    # ------------------------------------------------------------------ rounds
+
+    @precondition(lambda self: self.missed_jobs())
+    @rule(data=st.data())
+    def report_missed(self, data: st.DataObject) -> None:
+        self._report(data.draw(st.sampled_from(self.missed_jobs())))
+
+    @precondition(lambda self: self.status == "Running")
+    @rule(data=st.data(), qualities=st.lists(st.sampled_from([0, WAD // 4, WAD // 2, WAD, 3 * WAD // 2]), min_size=3, max_size=3))
+    def play_round(self, data: st.DataObject, qualities: list[int]) -> None:
+        """Fog nodes commit (fast, slow or not at all), missed jobs may be reported, the aggregator posts."""
+        plan = {i: data.draw(st.sampled_from(["fast", "slow", "miss"])) for i in self.committable_jobs()}
+        for speed, delay in (("fast", 0), ("slow", 300)):
+            if delay and any(p == speed for p in plan.values()):
+                self.jump(self.now() + delay)
+            for i in (i for i, p in plan.items() if p == speed):
+                self._commit(i)
+        if not self.postable():
+            self.jump(self.deadline() + MARGIN + 1)
+            self._now = None
+            for i in self.missed_jobs():
+                if data.draw(st.booleans()):
+                    self._report(i)
+        committed = self.committed()
+        measurements, scored = [], []
+        for i, quality in enumerate(qualities[: len(self.clients)]):
+            if not committed[i]:
+                measurements.append((0, 0, False))
+                continue
+            seconds = self.jobs[i].committed_at - self.round_started_at
+            measurements.append((quality, seconds, quality > 0))
+            scored.append((i, score_round(self.reputation[i], MECHANISM, quality, seconds, quality > 0)))
+        self.chain.post_round(self.task, self.round, measurements)
+        payments = scale_pro_rata([s.payment for _, s in scored], self.budget_left)
+        for (i, score), payment in zip(scored, payments):
+            self.reputation[i] = score.reputation
+            self.earned[i] += payment
+            if score.removed:
+                self.active[i] = False
+                self.credit(PUBLISHER, PARAMS.client_deposit)
+        self.budget_left -= sum(payments)
+        state = self.chain.view("TaskRegistry", "state", self.task)
+        if self.round == PARAMS.rounds:
+            self.status = "Finished"
+            self.duration = state.finished_at - state.started_at
+        else:
+            self.round += 1
+            self.round_started_at = state.round_started_at
+
+    # ------------------------------------------------------------------ settlement and withdrawals
+
+    @precondition(lambda self: self.status in ("Finished", "Cancelled") and not self.settled)
+    @rule()
+    def settle(self) -> None:
+        self.chain.send("RoundLedger", "settle", self.task, by=STRANGER)
+        self.settled = True
+        bonuses = [0] * len(self.clients)
+        if self.status == "Finished":
+            raw = [r.bonus(MECHANISM, self.duration) if a else 0 for r, a in zip(self.reputation, self.active)]
+            bonuses = scale_pro_rata(raw, self.budget_left)
+        for i, client in enumerate(self.clients):
+            self.credit(client, self.earned[i] + bonuses[i] + (PARAMS.client_deposit if self.active[i] else 0))
+            self.earned[i] = 0
+        if self.status == "Finished":
+            self.credit(PUBLISHER, self.budget_left - sum(bonuses))
+            self.budget_left = 0
+            self.status = "Settled"
+
+    @precondition(
+        lambda self: self.status in ("Finished", "Settled", "Cancelled") and any(j.status != "Settled" for j in self.jobs.values())
+    )
+    @rule(data=st.data())
+    def settle_job(self, data: st.DataObject) -> None:
+        index = data.draw(st.sampled_from([i for i, j in self.jobs.items() if j.status != "Settled"]))
+        job = self.jobs[index]
+        self.chain.send("FogAuction", "settleJob", self.task, index, by=STRANGER)
+        winner_missed = job.status == "Awarded" and self.status != "Cancelled" and job.paid_up_to < self.round and self.active[index]
+        self.credit(self.clients[index], job.escrow - job.released)
+        for number, bid in enumerate(job.bids):
+            if bid.settled:
+                continue
+            bid.settled = True
+            receiver = self.clients[index] if winner_missed and number == job.winner else bid.fog
+            self.credit(receiver, PARAMS.fog_deposit)
+        job.status, job.released = "Settled", job.escrow
+
+    @rule(account=st.sampled_from(ACCOUNTS))
+    def withdraw(self, account: int) -> None:
+        if self.claimable[account] == 0:
+            with self.chain.reverts("TreasuryNothingToWithdraw", self.chain.account(account)):
+                self.chain.send("Treasury", "withdraw", by=account)
+            return
+        self.chain.send("Treasury", "withdraw", by=account)
+        self.withdrawn += self.claimable[account]
+        self.claimable[account] = 0
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def no_wei_is_created_or_lost(self) -> None:
+        self._now = None  # the step may have mined blocks
+        totals = self.chain.solvency()
+        owed = sum(self.claimable.values())
+        assert (totals.deposited, totals.withdrawn, totals.claimable) == (self.deposited, self.withdrawn, owed)
+        assert totals.balance == totals.held + totals.claimable
+        assert totals.deposited == totals.withdrawn + totals.held + totals.claimable
+        # The task's pool is exactly what the three modules say they hold for it.
+        if hasattr(self, "task"):
+            state = self.chain.view("TaskRegistry", "state", self.task)
+            parts = (
+                state.budget_left,
+                self.chain.view("RoundLedger", "depositsHeld", self.task),
+                self.chain.view("RoundLedger", "rewardsHeld", self.task),
+                self.chain.view("FogAuction", "heldFor", self.task),
+            )
+            assert self.chain.view("Treasury", "held", self.task) == sum(parts) == totals.held
+            assert state.budget_left == self.budget_left
+
+    @invariant()
+    def balances_and_reputations_match_the_model(self) -> None:
+        for account in ACCOUNTS:
+            assert self.chain.view("Treasury", "claimable", self.chain.account(account)) == self.claimable[account], account
+        for i in range(len(self.clients)):
+            info = self.chain.view("RoundLedger", "client", self.task, i)
+            r = self.reputation[i]
+            assert (info.rounds, info.sum_quality, info.sum_time_ratio) == (r.rounds, r.sum_quality, r.sum_time_ratio)
+            assert (info.loss_reputation, info.time_reputation) == (r.loss_reputation, r.time_reputation)
+            assert (info.status == 1, info.earned) == (self.active[i], self.earned[i])
+
+    # ------------------------------------------------------------------ model helpers
+
+    def _commit(self, index: int) -> None:
+        job = self.jobs[index]
+        fog = job.bids[job.winner].fog
+        self.chain.commit_update(self.task, index, fog, self.round)
+        job.paid_up_to = self.round
+        job.committed_at = self.chain.view("FogAuction", "job", self.task, index).committed_at
+        job.released += job.winner_price
+        self.credit(fog, job.winner_price)
+        self._now = None
+
+    def _report(self, index: int) -> None:
+        passed = self.now() > self.deadline()
+        job = self.jobs[index]
+        self.chain.send("FogAuction", "reportMissedRound", self.task, index, by=STRANGER)
+        job.bids[job.winner].settled = True
+        self.credit(self.clients[index], PARAMS.fog_deposit)
+        eligible = [b.revealed and not b.settled for b in job.bids]
+        nxt = standby_winner(MECHANISM, self.reputation[index].loss_reputation, 600, self._revealed(job), eligible, job.price)
+        from_round = self.round if self.status == "Running" and not passed else self.round + 1
+        job.paid_up_to, job.committed_at, job.winner = from_round - 1, 0, nxt
+        if nxt is None:
+            job.status, job.winner_price = "Vacant", 0
+        else:
+            job.winner_price = job.bids[nxt].price
+        self._now = None
+
+    @staticmethod
+    def _revealed(job: JobModel) -> list[RevealedBid | None]:
+        return [RevealedBid(b.frequency, b.price) if b.revealed else None for b in job.bids]
+
+    def _missed(self, job: JobModel, deadline_passed: bool) -> bool:
+        if self.status == "Running":
+            return job.paid_up_to + 1 < self.round or (job.paid_up_to < self.round and deadline_passed)
+        return job.paid_up_to < self.round
+
+
+@pytest.mark.slow
+def test_random_flows_create_or_lose_no_wei_and_match_the_model(contracts_node, deployment) -> None:
+    addresses, artifacts = deployment
+    FlowMachine.chain_factory = staticmethod(lambda: FedChain(contracts_node, contracts_node.web3(), addresses, artifacts))
+    run_state_machine_as_test(
+        FlowMachine,
+        settings=settings(
+            max_examples=MAX_EXAMPLES,
+            stateful_step_count=STEPS,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
