@@ -13,13 +13,14 @@ from typing import Iterator
 
 import pytest
 import torch
-from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
+from fedchain.audit.replay import mechanism_of
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.fl.params import flatten, unflatten
-from fedchain.fl.reputation import MechanismParams, RevealedBid, choose_winner
+from fedchain.client.commitments import bid_commitment, data_commitment
+from fedchain.fl.reputation import RevealedBid, choose_winner
 from fedchain.publisher import ChainSession, PublishConfig, TaskTerms, create_task, open_session, start_task
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec, update_meta
 from fedchain.trainer.local import client_generator, train_one_client
@@ -88,14 +89,14 @@ class World:
     def join_and_auction(self, task_id: int, client: int, data_size: int) -> None:
         salt = keccak(text=f"salt-{client}")
         session = self.session(client)
-        commitment = keccak(abi_encode(["uint256", "bytes32"], [data_size, salt]))
+        commitment = data_commitment(data_size, salt)
         session.contracts.round_ledger.join(task_id, commitment, value=TERMS.client_deposit)
         session.contracts.fog_auction.open_auction(task_id, data_size, salt)
 
     def bid(self, task_id: int, index: int, fog: int, frequency: int, price: int) -> None:
         session = self.session(fog)
         salt = keccak(text=f"bid-{fog}-{index}")
-        commitment = keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, price, salt, session.address]))
+        commitment = bid_commitment(frequency, price, salt, session.address)
         session.contracts.fog_auction.commit_bid(task_id, index, commitment, value=TERMS.fog_deposit)
 
     def reveal(self, task_id: int, index: int, fog: int, frequency: int, price: int) -> None:
@@ -109,12 +110,7 @@ class World:
         job = contracts.fog_auction.job(task_id, index)
         bids = contracts.fog_auction.bids(task_id, index)
         loss_rep, _ = contracts.round_ledger.reputation(task_id, index)
-        mechanism = MechanismParams(
-            rounds=params.rounds, expected_duration=params.expected_duration, psi=params.psi, phi=params.phi,
-            min_loss_reputation=params.min_loss_reputation, min_time_reputation=params.min_time_reputation,
-            min_quality=params.min_quality, max_round_time=params.max_round_time, reputation_cap=params.reputation_cap,
-            cycles_per_sample=params.cycles_per_sample, second_price=params.second_price,
-        )
+        mechanism = mechanism_of(params)
         revealed = [RevealedBid(b.frequency, b.price) if b.revealed else None for b in bids]
         price = choose_winner(mechanism, loss_rep, job.data_size, revealed).price
         contracts.fog_auction.close_auction(task_id, index, value=price * params.rounds)
