@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from fedchain.fl.reputation import WAD, ClientReputation, final_bonus, scale_pro_rata, score_round
-from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
 
 PARAMS = TaskParams()
 
