@@ -139,6 +139,7 @@ class Aggregator:
         self.log = self.agent.log.bind(task=settings.task_id)
         self._context: _TaskContext | None = None
         self._waiting_logged: int | None = None
+        self._active: tuple[int, list[bool]] | None = None
 
     # ------------------------------------------------------------------ the loop
 
@@ -204,8 +205,8 @@ class Aggregator:
         context = self._load_context()
         round_number = task.current_round
         deadline = task.round_started_at + context.params.round_duration
-        count = self.session.contracts.round_ledger.client_count(self.task_id)
-        active = [self.session.contracts.round_ledger.is_active(self.task_id, i) for i in range(count)]
+        active = self._active_clients(round_number)
+        count = len(active)
         commits = self.session.contracts.fog_auction.commit_times(self.task_id, round_number, count)
         awaited = [i for i in range(count) if active[i] and commits[i] == 0]
         now = max(self.session.block_time(), int(time.time()))
@@ -217,6 +218,14 @@ class Aggregator:
         if awaited:
             self._report_missed(round_number, awaited)
         self._post_round(state, context, task, round_number, active, commits)
+
+    def _active_clients(self, round_number: int) -> list[bool]:
+        """Which clients are active in ``round_number`` (read once per round: only a posted round removes clients)."""
+        if self._active is None or self._active[0] != round_number:
+            ledger = self.session.contracts.round_ledger
+            count = ledger.client_count(self.task_id)
+            self._active = (round_number, [ledger.is_active(self.task_id, i) for i in range(count)])
+        return self._active[1]
 
     def _report_missed(self, round_number: int, awaited: list[int]) -> None:
         """Report every awarded job of ``awaited`` whose fog node missed the deadline (the contract slashes it)."""
