@@ -7,12 +7,14 @@ misses round 2 (slashed, the job goes to the standby bid), client 3's update is
 rejected in round 1 (removed, deposit forfeited); one bid on job 3 is never
 revealed. Every update, job data, spec and model lives in a temporary blob
 store. After three rounds the task is settled, every job is settled, and some
-accounts withdraw. Accounts by role (Anvil's public test keys): 0 deployer,
+accounts withdraw. A second task (:func:`drive_scored_task`) posts the scores the
+aggregator's scoring function gives, for ``--verify-scores``. Accounts by role (Anvil's public test keys): 0 deployer,
 1 publisher, 2 aggregator, 3..6 clients, 9..14 fog nodes.
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +23,11 @@ from typing import Iterator
 import pytest
 import torch
 from eth_abi import encode as abi_encode
+from eth_account.signers.local import LocalAccount
 from eth_utils import keccak
 from web3 import Web3
 
-from fedchain.audit import ChainReadings, read_chain
+from fedchain.audit import ChainReadings, mechanism_of, read_chain
 from fedchain.chain.abi import AbiRegistry
 from fedchain.chain.bindings import FedChainContracts, Measurement, TaskCreated, TaskParams, UpdateCommitted
 from fedchain.chain.deployment import Deployment, deploy
@@ -32,7 +35,6 @@ from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.chain.tx import Transactor
 from fedchain.fl.params import unflatten
 from fedchain.fl.reputation import WAD, RevealedBid, choose_winner
-from fedchain.audit.replay import mechanism_of
 from fedchain.store import BlobStore, open_store
 from fedchain.taskspec import TaskSpec, ValidationSpec, put_initial_model, put_model, put_spec, update_meta
 from fedchain.updates import store_update
@@ -98,15 +100,22 @@ class Driver:
         self.w3 = node.web3()
         self.deployment = deployment
         self._bound: dict[int, FedChainContracts] = {}
+        self._keys: dict[int, LocalAccount] = {}
+
+    def key(self, account: int) -> LocalAccount:
+        """Test account ``account`` (derived once: a mnemonic derivation takes tens of milliseconds)."""
+        if account not in self._keys:
+            self._keys[account] = self.node.dev_account(account)
+        return self._keys[account]
 
     def as_(self, account: int) -> FedChainContracts:
         if account not in self._bound:
-            transactor = Transactor(self.w3, self.node.dev_account(account), AbiRegistry())
+            transactor = Transactor(self.w3, self.key(account), AbiRegistry())
             self._bound[account] = FedChainContracts.bind(self.deployment, transactor)
         return self._bound[account]
 
     def address(self, account: int) -> str:
-        return self.node.dev_account(account).address
+        return self.key(account).address
 
     def set_next_timestamp(self, timestamp: int) -> None:
         """The next block (the next transaction) gets exactly ``timestamp``."""
@@ -121,72 +130,127 @@ def _salt(label: str) -> bytes:
     return keccak(text=label)
 
 
-def drive_task(driver: Driver, store: BlobStore) -> int:
-    """Run the module docstring's task from creation to withdrawals; returns its id."""
-    spec = TaskSpec(dataset="mnist", model="lenet5", validation=ValidationSpec(size=64))
-    params = TaskParams(model_id=put_initial_model(store, spec), dataset_id=put_spec(store, spec), **PARAMS)
-    mechanism = mechanism_of(params)
-    publisher, aggregator = driver.as_(PUBLISHER), driver.as_(AGGREGATOR)
-
-    receipt = publisher.task_registry.create_task(params, driver.address(AGGREGATOR), value=10**18)
+def staff_task(driver: Driver, store: BlobStore, spec: TaskSpec, params: dict, sizes: tuple[int, ...], bids: tuple) -> tuple[int, TaskParams]:
+    """Create a task for ``spec``, let clients 3.. join with ``sizes``, run the auctions of ``bids``, hand off data, start."""
+    task = TaskParams(model_id=put_initial_model(store, spec), dataset_id=put_spec(store, spec), **params)
+    mechanism = mechanism_of(task)
+    receipt = driver.as_(PUBLISHER).task_registry.create_task(task, driver.address(AGGREGATOR), value=10**18)
     task_id = receipt.events_of(TaskCreated)[0].task_id
-    for index, (client, size) in enumerate(zip(CLIENTS, DATA_SIZES)):
+    for client, size in zip(CLIENTS, sizes):
         commitment = keccak(abi_encode(["uint256", "bytes32"], [size, _salt(f"data-{client}")]))
-        driver.as_(client).round_ledger.join(task_id, commitment, value=params.client_deposit)
+        driver.as_(client).round_ledger.join(task_id, commitment, value=task.client_deposit)
         driver.as_(client).fog_auction.open_auction(task_id, size, _salt(f"data-{client}"))
-    for fog, job, frequency, price, _ in BIDS:
-        sealed = keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, price, _salt(f"bid-{fog}-{job}"), driver.address(fog)]))
-        driver.as_(fog).fog_auction.commit_bid(task_id, job, sealed, value=params.fog_deposit)
-    driver.advance(params.bidding_duration + 1)
-    for fog, job, frequency, price, revealed in BIDS:
+    for fog, job, frequency, price, _ in bids:
+        salt = _salt(f"bid-{fog}-{job}")
+        sealed = keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, price, salt, driver.address(fog)]))
+        driver.as_(fog).fog_auction.commit_bid(task_id, job, sealed, value=task.fog_deposit)
+    driver.advance(task.bidding_duration + 1)
+    for fog, job, frequency, price, revealed in bids:
         if revealed:
             driver.as_(fog).fog_auction.reveal_bid(task_id, job, frequency, price, _salt(f"bid-{fog}-{job}"))
-    driver.advance(params.reveal_duration + 1)
-    for index, client in enumerate(CLIENTS):
-        bids = [RevealedBid(f, p) if revealed else None for _, job, f, p, revealed in BIDS if job == index]
-        price = choose_winner(mechanism, mechanism.initial_reputation, DATA_SIZES[index], bids).price
-        driver.as_(client).fog_auction.close_auction(task_id, index, value=price * params.rounds)
-        data = store.put(f"job data of client {index}".encode())
-        driver.as_(client).data_handoff.commit_data(task_id, index, data)
-    publisher.task_registry.start_task(task_id)
+    driver.advance(task.reveal_duration + 1)
+    for index, (client, size) in enumerate(zip(CLIENTS, sizes)):
+        offers = [RevealedBid(f, p) if revealed else None for _, job, f, p, revealed in bids if job == index]
+        price = choose_winner(mechanism, mechanism.initial_reputation, size, offers).price
+        driver.as_(client).fog_auction.close_auction(task_id, index, value=price * task.rounds)
+        driver.as_(client).data_handoff.commit_data(task_id, index, store.put(f"job data of client {index}".encode()))
+    driver.as_(PUBLISHER).task_registry.start_task(task_id)
+    return task_id, task
 
-    param_spec = spec.param_spec()
+
+def commit_update(
+    driver: Driver, store: BlobStore, spec: TaskSpec, task_id: int, round_number: int, index: int, delta: torch.Tensor, at: int
+) -> UpdateCommitted:
+    """The job's current winner stores ``delta`` as its update and commits its hash at block time ``at``."""
+    auction = driver.as_(AGGREGATOR).fog_auction
+    winner = auction.bids(task_id, index)[auction.job(task_id, index).winner].bidder
+    fog = next(account for account, *_ in BIDS if driver.address(account) == winner)
+    meta = update_meta(spec, task_id, round_number, index, driver.address(CLIENTS[index]))
+    update = store_update(store, unflatten(delta, spec.param_spec()), meta)
+    driver.set_next_timestamp(at)
+    return driver.as_(fog).fog_auction.commit_update(task_id, index, round_number, update).events_of(UpdateCommitted)[0]
+
+
+def settle_everything(driver: Driver, task_id: int, jobs: int, withdrawers: tuple[int, ...]) -> None:
+    """Settle the task and every job, then let ``withdrawers`` take their money out."""
+    driver.as_(DEPLOYER).round_ledger.settle(task_id)
+    for index in range(jobs):
+        driver.as_(DEPLOYER).fog_auction.settle_job(task_id, index)
+    for account in withdrawers:
+        driver.as_(account).treasury.withdraw()
+
+
+def drive_task(driver: Driver, store: BlobStore) -> int:
+    """Run the module docstring's task (qualities posted as given, not measured) to withdrawals; returns its id."""
+    spec = TaskSpec(dataset="mnist", model="lenet5", validation=ValidationSpec(size=64))
+    task_id, params = staff_task(driver, store, spec, PARAMS, DATA_SIZES, BIDS)
+    aggregator = driver.as_(AGGREGATOR)
     generator = torch.Generator().manual_seed(7)
     global_params = torch.cat([t.reshape(-1) for t in spec.initial_params().values()])
     for round_number, qualities in enumerate(QUALITIES, start=1):
-        commits: dict[int, UpdateCommitted] = {}
         started = aggregator.task_registry.state(task_id).round_started_at
-        for index in sorted(qualities, key=COMMIT_OFFSETS.__getitem__):
-            job = driver.as_(AGGREGATOR).fog_auction.job(task_id, index)
-            winner = driver.as_(AGGREGATOR).fog_auction.bids(task_id, index)[job.winner].bidder
-            fog = next(account for account, *_ in BIDS if driver.address(account) == winner)
-            delta = unflatten(torch.randn(param_spec.numel, generator=generator) * 0.01, param_spec)
-            meta = update_meta(spec, task_id, round_number, index, driver.address(CLIENTS[index]))
-            update = store_update(store, delta, meta)
-            driver.set_next_timestamp(started + COMMIT_OFFSETS[index])
-            receipt = driver.as_(fog).fog_auction.commit_update(task_id, index, round_number, update)
-            commits[index] = receipt.events_of(UpdateCommitted)[0]
+        commits = {
+            index: commit_update(driver, store, spec, task_id, round_number, index,
+                                 torch.randn(global_params.numel(), generator=generator) * 0.01, started + COMMIT_OFFSETS[index])
+            for index in sorted(qualities, key=COMMIT_OFFSETS.__getitem__)
+        }
         if round_number == 2:  # job 2's fog node missed the round: after the deadline anyone reports it
             driver.advance(params.round_duration + 1)
             aggregator.fog_auction.report_missed_round(task_id, 2)
-        state = aggregator.task_registry.state(task_id)
         measurements = [
             Measurement(
                 quality=0 if qualities.get(i) is None else qualities[i],
-                round_time=commits[i].committed_at - state.round_started_at if i in commits else 0,
+                round_time=commits[i].committed_at - started if i in commits else 0,
                 accepted=qualities.get(i) is not None,
             )
             for i in range(len(CLIENTS))
         ]
         global_params = global_params + 0.001 * round_number
-        model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, param_spec))
+        model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))
         aggregator.round_ledger.post_round(task_id, round_number, model_hash, 9 * WAD // 10, measurements)
+    settle_everything(driver, task_id, len(CLIENTS), WITHDRAWERS)
+    return task_id
 
-    driver.as_(DEPLOYER).round_ledger.settle(task_id)
-    for index in range(len(CLIENTS)):
-        driver.as_(DEPLOYER).fog_auction.settle_job(task_id, index)
-    for account in WITHDRAWERS:
-        driver.as_(account).treasury.withdraw()
+
+def drive_scored_task(driver: Driver, store: BlobStore) -> int:
+    """A two-round fedavg task whose rounds are scored as the aggregator scores them; client 2's update is NaN.
+
+    The driver keeps every update in memory and scores with the aggregator's
+    :func:`~fedchain.aggregator.scoring.score_round` on the publisher's
+    validation set; the audit must reproduce the posted numbers from the chain
+    and the store alone.
+    """
+    from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round
+    from fedchain.fl.strategy import get_strategy
+    from fedchain.taskspec import load_validation
+
+    spec = TaskSpec(dataset="mnist", model="lenet5", strategy="fedavg", seed=3, validation=ValidationSpec(size=64))
+    sizes = DATA_SIZES[:3]
+    task_id, params = staff_task(driver, store, spec, dict(PARAMS, rounds=2), sizes, BIDS[:3])
+    aggregator = driver.as_(AGGREGATOR)
+    strategy, evaluator = get_strategy("fedavg"), Evaluator(spec.model_spec(), load_validation(spec), "cpu")
+    generator = torch.Generator().manual_seed(11)
+    global_params = torch.cat([t.reshape(-1) for t in spec.initial_params().values()])
+    state, active = None, [True] * len(sizes)
+    for round_number in (1, 2):
+        started = aggregator.task_registry.state(task_id).round_started_at
+        deltas = [torch.randn(global_params.numel(), generator=generator) * scale for scale in (0.01, 0.05, 0.02)]
+        deltas[2][0] = math.nan  # client 2's update is malformed: the aggregator rejects it
+        inputs = []
+        for index, delta in enumerate(deltas):
+            if not active[index]:
+                inputs.append(ClientInput(update=None, data_size=sizes[index], round_time=None, active=False))
+                continue
+            commit = commit_update(driver, store, spec, task_id, round_number, index, delta, started + 60 * (index + 1))
+            usable = delta if torch.isfinite(delta).all() else None
+            inputs.append(ClientInput(update=usable, data_size=sizes[index], round_time=commit.committed_at - started))
+        outcome = score_round(strategy, global_params, inputs, evaluator, state, quality="loss")
+        global_params, state = outcome.global_params, outcome.state
+        model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))
+        receipt = aggregator.round_ledger.post_round(task_id, round_number, model_hash, outcome.accuracy_wad, list(outcome.measurements))
+        removed = {e.client_index for e in receipt.events if type(e).__name__ == "ClientRemoved"}
+        active = [a and i not in removed for i, a in enumerate(active)]
+    settle_everything(driver, task_id, len(sizes), ())
     return task_id
 
 
@@ -197,13 +261,39 @@ def audit_node() -> Iterator[AnvilNode]:
         yield node
 
 
+@dataclass(frozen=True)
+class AuditChain:
+    """The audit tests' deployment and blob store."""
+
+    node: AnvilNode
+    deployment: Deployment
+    deployment_file: Path
+    store_url: Path
+    driver: Driver
+
+
 @pytest.fixture(scope="session")
-def driven_task(audit_node: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> DrivenTask:
-    """The module docstring's task, driven once per session, and the audit's readings of it."""
+def audit_chain(audit_node: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> AuditChain:
     folder = tmp_path_factory.mktemp("audit")
-    w3 = audit_node.web3()
-    deployment = deploy(w3, audit_node.dev_account(DEPLOYER), rpc_url=audit_node.rpc_url, rehearse_first=False)
-    deployment_file = deployment.save(folder / "deployment.json")
-    store_url = folder / "store"
-    task_id = drive_task(Driver(audit_node, deployment), open_store(store_url))
-    return DrivenTask(audit_node, w3, deployment, deployment_file, store_url, task_id, read_chain(w3, deployment, task_id))
+    deployment = deploy(audit_node.web3(), audit_node.dev_account(DEPLOYER), rpc_url=audit_node.rpc_url, rehearse_first=False)
+    return AuditChain(audit_node, deployment, deployment.save(folder / "deployment.json"), folder / "store",
+                      Driver(audit_node, deployment))
+
+
+def _driven(chain: AuditChain, drive) -> DrivenTask:
+    task_id = drive(chain.driver, open_store(chain.store_url))
+    w3 = chain.node.web3()
+    return DrivenTask(chain.node, w3, chain.deployment, chain.deployment_file, chain.store_url, task_id,
+                      read_chain(w3, chain.deployment, task_id))
+
+
+@pytest.fixture(scope="session")
+def driven_task(audit_chain: AuditChain) -> DrivenTask:
+    """The module docstring's task, driven once per session, and the audit's readings of it."""
+    return _driven(audit_chain, drive_task)
+
+
+@pytest.fixture(scope="session")
+def scored_task(audit_chain: AuditChain) -> DrivenTask:
+    """:func:`drive_scored_task`'s task, driven once per session, and the audit's readings of it."""
+    return _driven(audit_chain, drive_scored_task)

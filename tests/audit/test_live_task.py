@@ -94,16 +94,17 @@ def test_a_corrupted_posted_quality_fails_the_reputation_recomputation(driven_ta
     assert "client 1" in messages
 
 
-def test_the_command_prints_json_writes_html_and_exits_0(driven_task: DrivenTask, tmp_path: Path,
+def test_the_command_prints_json_writes_html_and_exits_0(scored_task: DrivenTask, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     html = tmp_path / "audit.html"
 
-    status = main(["audit", "--task", str(driven_task.task_id), "--deployment", str(driven_task.deployment_file),
-                   "--store", str(driven_task.store_url), "--json", "--html", str(html)])
+    status = main(["audit", "--task", str(scored_task.task_id), "--deployment", str(scored_task.deployment_file),
+                   "--store", str(scored_task.store_url), "--json", "--html", str(html), "--verify-scores"])
 
     assert status == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["passed"] is True and report["task_id"] == driven_task.task_id
+    assert report["passed"] is True and report["task_id"] == scored_task.task_id
+    assert {c["name"]: c["status"] for c in report["checks"]}["scores.reproduced"] == "pass"
     page = html.read_text()
     assert page.count("data:image/png;base64,") == 2 and "PASSED" in page
 
