@@ -20,7 +20,7 @@ from fedchain.chain.contract import Contract
 from fedchain.chain.deployment import Deployment
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.chain.tx import Receipt, Transactor
-from fedchain.errors import ChainError
+from fedchain.errors import ChainError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,12 @@ def read_views(w3: Web3, deployment: Deployment, task_id: int, events: tuple[Cha
     def at(contract: Contract, signature: str, *args: object) -> object:
         return contract.call(signature, *args, block=block)
 
+    tasks = int(at(registry, "taskCount"))  # type: ignore[call-overload]
+    if not 1 <= task_id <= tasks:
+        raise ConfigError(
+            f"task {task_id} does not exist on this deployment at block {block} ({tasks} task(s) so far)",
+            hint=f"pass --task with an id from 1 to {tasks}" if tasks else "create a task first (`fedchain task create`)",
+        )
     clients = int(at(ledger, "clientCount", task_id))  # type: ignore[call-overload]
     task = TaskViews(
         params=at(registry, "params", task_id),  # type: ignore[arg-type]

@@ -238,17 +238,17 @@ class _Replayer:
     # ------------------------------------------------------------------ dispatch
 
     def apply(self, event: ChainEvent) -> None:
-        handler: Callable[[Any], None] | None = getattr(self, f"on_{type(event).__name__}", None)
+        handler = _HANDLERS.get(type(event))
         if handler is None:
             return
         if self.created is None and not isinstance(event, b.TaskCreated):
             self.tally.fail(H, f"{type(event).__name__} before the task was created", event)
             return
-        handler(event)
+        handler(self, event)
 
     # ------------------------------------------------------------------ TaskRegistry
 
-    def on_TaskCreated(self, e: b.TaskCreated) -> None:
+    def on_task_created(self, e: b.TaskCreated) -> None:
         if not self.tally.require(H, self.created is None, "the task was created twice", e):
             return
         self.created = e
@@ -257,20 +257,20 @@ class _Replayer:
         self.budget_left = e.budget
         self.expected_deposits[(e.publisher, e.budget)] += 1
 
-    def on_TaskCancelled(self, e: b.TaskCancelled) -> None:
+    def on_task_cancelled(self, e: b.TaskCancelled) -> None:
         self._status(e, "Open")
         self.tally.expect(P, "cancellation refund", self.budget_left, e.refund, e)
         self._credit(self.publisher, e.refund, BUDGET_REFUND)
         self.budget_left = 0
         self.status = "Cancelled"
 
-    def on_TaskStarted(self, e: b.TaskStarted) -> None:
+    def on_task_started(self, e: b.TaskStarted) -> None:
         self._status(e, "Open")
         self.tally.expect(H, "clients at start", len(self.clients), e.clients, e)
         self.status, self.current_round = "Running", 1
         self.started_at = self.round_started_at = e.started_at
 
-    def on_RoundClosed(self, e: b.RoundClosed) -> None:
+    def on_round_closed(self, e: b.RoundClosed) -> None:
         if not self.tally.require(H, self.pending_close is not None and self.pending_close[0] == e.round,
                                   f"round {e.round} closed without being posted", e):
             return
@@ -286,7 +286,7 @@ class _Replayer:
             self.current_round += 1
             self.round_started_at = e.next_round_started_at
 
-    def on_TaskFinished(self, e: b.TaskFinished) -> None:
+    def on_task_finished(self, e: b.TaskFinished) -> None:
         self._status(e, "Running")
         self.tally.expect(H, "last round", self.current_round, e.last_round, e)
         target = self.params.target_accuracy
@@ -294,7 +294,7 @@ class _Replayer:
         self.tally.expect(H, "target reached", reached, e.target_reached, e)
         self.status, self.finished_at, self.target_reached = "Finished", e.finished_at, e.target_reached
 
-    def on_TaskSettled(self, e: b.TaskSettled) -> None:
+    def on_task_settled(self, e: b.TaskSettled) -> None:
         self._status(e, "Finished")
         self.tally.expect(P, "final bonuses", sum(self.expected_bonuses or ()), e.bonuses, e)
         self.tally.expect(P, "budget refund at settlement", self.budget_left - e.bonuses, e.refund, e)
@@ -305,7 +305,7 @@ class _Replayer:
 
     # ------------------------------------------------------------------ RoundLedger
 
-    def on_ClientJoined(self, e: b.ClientJoined) -> None:
+    def on_client_joined(self, e: b.ClientJoined) -> None:
         self._status(e, "Open")
         self.tally.expect(H, "join index", len(self.clients), e.client_index, e)
         self.tally.expect(H, f"deposit of client {e.client_index}", self.params.client_deposit, e.deposit, e)
@@ -316,10 +316,10 @@ class _Replayer:
         self.deposits_held += e.deposit
         self.expected_deposits[(e.client, e.deposit)] += 1
 
-    def on_ClientRemoved(self, e: b.ClientRemoved) -> None:
+    def on_client_removed(self, e: b.ClientRemoved) -> None:
         self.pending_removals.append(e)  # emitted before the RoundPosted of the same transaction
 
-    def on_RoundPosted(self, e: b.RoundPosted) -> None:
+    def on_round_posted(self, e: b.RoundPosted) -> None:
         mechanism = self.mechanism
         assert mechanism is not None
         self._status(e, "Running")
@@ -391,7 +391,7 @@ class _Replayer:
         for i, event in actual.items():
             self.tally.fail(R, f"client {i} was removed in round {e.round} without being scored in it", event)
 
-    def on_ClientSettled(self, e: b.ClientSettled) -> None:
+    def on_client_settled(self, e: b.ClientSettled) -> None:
         self._status(e, "Finished", "Cancelled")
         client = self._client(e.client_index, e)
         if client is None:
@@ -423,7 +423,7 @@ class _Replayer:
 
     # ------------------------------------------------------------------ FogAuction
 
-    def on_AuctionOpened(self, e: b.AuctionOpened) -> None:
+    def on_auction_opened(self, e: b.AuctionOpened) -> None:
         self._status(e, "Open")
         client = self._client(e.client_index, e)
         if client is None:
@@ -434,7 +434,7 @@ class _Replayer:
         client.data_size = e.data_size
         self.jobs[e.client_index] = _Job(e.client_index, e.data_size)
 
-    def on_BidCommitted(self, e: b.BidCommitted) -> None:
+    def on_bid_committed(self, e: b.BidCommitted) -> None:
         job = self._job(e.client_index, e, "bidding")
         if job is None:
             return
@@ -443,7 +443,7 @@ class _Replayer:
         self.auction_held += self.params.fog_deposit
         self.expected_deposits[(e.bidder, self.params.fog_deposit)] += 1
 
-    def on_BidRevealed(self, e: b.BidRevealed) -> None:
+    def on_bid_revealed(self, e: b.BidRevealed) -> None:
         job = self._job(e.client_index, e, "bidding")
         if job is None:
             return
@@ -453,7 +453,7 @@ class _Replayer:
             self.tally.require(H, not bid.revealed and e.frequency > 0, f"bid {e.bid_index} of job {e.client_index} revealed twice or at 0 Hz", e)
             bid.revealed, bid.frequency, bid.price = True, e.frequency, e.price
 
-    def on_AuctionClosed(self, e: b.AuctionClosed) -> None:
+    def on_auction_closed(self, e: b.AuctionClosed) -> None:
         job = self._job(e.client_index, e, "bidding")
         client = self._client(e.client_index, e)
         if job is None or client is None or self.mechanism is None:
@@ -474,7 +474,7 @@ class _Replayer:
         job.status = "vacant" if e.winner == NO_WINNER else "awarded"
         job.winner, job.price, job.winner_price, job.escrow = e.winner, e.price, e.price, e.escrow
 
-    def on_UpdateCommitted(self, e: b.UpdateCommitted) -> None:
+    def on_update_committed(self, e: b.UpdateCommitted) -> None:
         job = self._job(e.client_index, e, "awarded")
         client = self._client(e.client_index, e)
         if job is None or client is None:
@@ -495,7 +495,7 @@ class _Replayer:
         self._credit(e.fog, e.payment, FOG_PAYMENT)
         self.commits.append(CommitRecord(e.client_index, e.round, e.fog, e.update_hash, e.committed_at, e.payment))
 
-    def on_FogSlashed(self, e: b.FogSlashed) -> None:
+    def on_fog_slashed(self, e: b.FogSlashed) -> None:
         job = self._job(e.client_index, e, "awarded")
         client = self._client(e.client_index, e)
         if job is None or client is None:
@@ -510,7 +510,7 @@ class _Replayer:
         self._credit(client.account, e.forfeited, BID_FORFEIT)
         self.last_slash = e
 
-    def on_JobReassigned(self, e: b.JobReassigned) -> None:
+    def on_job_reassigned(self, e: b.JobReassigned) -> None:
         job = self._job(e.client_index, e, "awarded")
         client = self._client(e.client_index, e)
         slash, self.last_slash = self.last_slash, None
@@ -540,7 +540,7 @@ class _Replayer:
             None if e.winner == NO_WINNER else e.winner, e.price, e.from_round,
         ))
 
-    def on_JobSettled(self, e: b.JobSettled) -> None:
+    def on_job_settled(self, e: b.JobSettled) -> None:
         self._status(e, "Finished", "Settled", "Cancelled")
         job = self._job(e.client_index, e, "bidding", "awarded", "vacant")
         client = self._client(e.client_index, e)
@@ -572,19 +572,19 @@ class _Replayer:
 
     # ------------------------------------------------------------------ DataHandoff, Treasury
 
-    def on_DataCommitted(self, e: b.DataCommitted) -> None:
+    def on_data_committed(self, e: b.DataCommitted) -> None:
         client = self._client(e.client_index, e)
         if client is not None:
             self.tally.require(H, client.data_hash is None, f"client {e.client_index} committed its data twice", e)
             client.data_hash = e.data_hash
 
-    def on_Deposited(self, e: b.Deposited) -> None:
+    def on_deposited(self, e: b.Deposited) -> None:
         self.pool += e.amount
         self.deposited += e.amount
         self.tally.expect(E, "pool after a deposit", self.pool, e.held, e)
         self.actual_deposits.append(e)
 
-    def on_Credited(self, e: b.Credited) -> None:
+    def on_credited(self, e: b.Credited) -> None:
         self.tally.require(E, e.amount <= self.pool, f"{e.amount} wei credited from a pool of {self.pool} wei", e)
         self.pool -= e.amount
         self.credited += e.amount
@@ -670,6 +670,32 @@ class _Replayer:
             rounds=tuple(self.rounds), credits=credits,
             withdrawn=tuple(sorted((a, w) for a, w in withdrawn.items() if a in accounts)),
         )
+
+
+#: The replay's handler of each event type (events of other types do not change a task).
+_HANDLERS: dict[type[ChainEvent], Callable[[_Replayer, Any], None]] = {
+    b.TaskCreated: _Replayer.on_task_created,
+    b.TaskCancelled: _Replayer.on_task_cancelled,
+    b.TaskStarted: _Replayer.on_task_started,
+    b.RoundClosed: _Replayer.on_round_closed,
+    b.TaskFinished: _Replayer.on_task_finished,
+    b.TaskSettled: _Replayer.on_task_settled,
+    b.ClientJoined: _Replayer.on_client_joined,
+    b.ClientRemoved: _Replayer.on_client_removed,
+    b.RoundPosted: _Replayer.on_round_posted,
+    b.ClientSettled: _Replayer.on_client_settled,
+    b.AuctionOpened: _Replayer.on_auction_opened,
+    b.BidCommitted: _Replayer.on_bid_committed,
+    b.BidRevealed: _Replayer.on_bid_revealed,
+    b.AuctionClosed: _Replayer.on_auction_closed,
+    b.UpdateCommitted: _Replayer.on_update_committed,
+    b.FogSlashed: _Replayer.on_fog_slashed,
+    b.JobReassigned: _Replayer.on_job_reassigned,
+    b.JobSettled: _Replayer.on_job_settled,
+    b.DataCommitted: _Replayer.on_data_committed,
+    b.Deposited: _Replayer.on_deposited,
+    b.Credited: _Replayer.on_credited,
+}
 
 
 def replay_task(task_id: int, events: Iterable[ChainEvent], *, mechanism: MechanismParams | None = None) -> Replay:

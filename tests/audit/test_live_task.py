@@ -121,3 +121,10 @@ def test_the_command_exits_1_and_names_the_failed_check(driven_task: DrivenTask,
     assert status == 1
     output = capsys.readouterr()
     assert f"the audit of task {driven_task.task_id} failed: store.models" in output.err
+
+
+def test_the_command_refuses_a_task_that_does_not_exist(driven_task: DrivenTask, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["audit", "--task", "99", "--deployment", str(driven_task.deployment_file), "--store", str(driven_task.store_url)])
+
+    assert status == 1
+    assert "task 99 does not exist" in capsys.readouterr().err

@@ -183,3 +183,22 @@ def test_the_json_report_keeps_stable_keys_and_wei_as_strings() -> None:
     assert data["rounds"][0]["payments"] == [str(PAYMENT)]
     assert data["task"]["refund"] == str(REFUND)
     assert [c["name"] for c in data["checks"]] == [name.value for name in CheckName]
+
+
+def test_a_cancelled_task_returns_budget_and_deposits_and_passes() -> None:
+    t = dict(task_id=1)
+    log = EventLog()
+    log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=BUDGET, params=PARAMS)),
+           (b.Deposited, dict(t, from_=PUBLISHER, amount=BUDGET, held=BUDGET)))
+    log.tx((b.ClientJoined, dict(t, client=CLIENT, client_index=0, data_commitment=b"\x03" * 32, deposit=10**16)),
+           (b.Deposited, dict(t, from_=CLIENT, amount=10**16, held=BUDGET + 10**16)))
+    log.tx((b.TaskCancelled, dict(t, refund=BUDGET)),
+           (b.Credited, dict(t, to=PUBLISHER, amount=BUDGET, reason=reason("BUDGET_REFUND"))))
+    log.tx((b.ClientSettled, dict(t, client_index=0, earned=0, bonus=0, deposit_returned=10**16)),
+           (b.Credited, dict(t, to=CLIENT, amount=10**16, reason=reason("DEPOSIT_RETURN"))))
+
+    report = audit_task(1, log.events)
+
+    assert report.passed, [f.message for c in report.checks for f in c.findings]
+    assert report.history.task.status == "Cancelled"
+    assert report.history.clients[0].deposit_returned == 10**16
