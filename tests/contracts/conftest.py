@@ -1,7 +1,8 @@
 """Fixtures of the contract tests: one Anvil and one deployment per session, a snapshot per test.
 
 Every test starts from the same freshly deployed contracts: the session deploys
-once, each test runs between ``evm_snapshot`` and ``evm_revert``. Accounts by
+once, each test runs between ``evm_snapshot`` and ``evm_revert``. Reverts are
+raised as the typed exception classes of :mod:`fedchain.chain.bindings`. Accounts by
 role (Anvil's public test keys): 0 deployer, 1 publisher, 2 aggregator,
 3..8 clients, 9..14 fog nodes, 15 a stranger.
 """
@@ -20,6 +21,7 @@ from eth_utils import keccak
 from web3 import Web3
 
 from fedchain.chain.abi import AbiRegistry, CustomError, snake_case
+from fedchain.chain.bindings import REGISTRY
 from fedchain.chain.compile import Artifact, compile_contracts
 from fedchain.chain.contract import Contract
 from fedchain.chain.node import AnvilNode, AnvilSettings
@@ -101,7 +103,8 @@ class FedChain:
         self.w3 = w3
         self.addresses = dict(addresses)
         self.artifacts = artifacts
-        self.registry = AbiRegistry()
+        # The bindings' typed classes first: a revert raises e.g. bindings.LedgerNotAggregator.
+        self.registry = AbiRegistry().merged(REGISTRY)
         self._transactors: dict[int, Transactor] = {}
         for name in DEPLOYMENT_ORDER:
             self.registry.add_abi(artifacts[name].abi)
@@ -129,14 +132,12 @@ class FedChain:
             return as_namespace(outputs[0], result)
         return tuple(as_namespace(o, v) for o, v in zip(outputs, result))
 
-    def error(self, name: str) -> type[CustomError]:
-        return self.registry.error(name)
-
     @contextlib.contextmanager
-    def reverts(self, name: str, *values: Any) -> Iterator[None]:
-        """Assert that the block raises the custom error ``name`` with exactly ``values`` (all of them, when given)."""
-        with pytest.raises(self.error(name)) as caught:
+    def reverts(self, error: type[CustomError], *values: Any) -> Iterator[None]:
+        """Assert that the block raises exactly ``error`` (a class of the bindings) with ``values`` (all of them, when given)."""
+        with pytest.raises(error) as caught:
             yield
+        assert type(caught.value) is error
         if values:
             assert caught.value.values == values
 

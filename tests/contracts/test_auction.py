@@ -6,6 +6,7 @@ import dataclasses
 
 from eth_utils import keccak
 
+from fedchain.chain import bindings
 from fedchain.fl.reputation import WAD, RevealedBid, auction_utility, choose_winner
 from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams, bid_commitment, mechanism_of
 
@@ -23,9 +24,9 @@ def opened(chain: FedChain, params: TaskParams = PARAMS) -> int:
 def test_open_auction_reveals_the_committed_data_size(chain: FedChain) -> None:
     task = chain.create_task()
     chain.join(task, CLIENT, data_size=600)
-    with chain.reverts("AuctionDataSizeMismatch", task, 0, 601):
+    with chain.reverts(bindings.AuctionDataSizeMismatch, task, 0, 601):
         chain.send("FogAuction", "openAuction", task, 601, keccak(text=f"salt-{CLIENT}"), by=CLIENT)
-    with chain.reverts("LedgerNotClient", task, chain.account(STRANGER)):
+    with chain.reverts(bindings.LedgerNotClient, task, chain.account(STRANGER)):
         chain.open_auction(task, STRANGER)
     receipt = chain.send("FogAuction", "openAuction", task, 600, keccak(text=f"salt-{CLIENT}"), by=CLIENT)
     event = receipt.events_of(chain.registry.event("AuctionOpened"))[0]
@@ -33,25 +34,25 @@ def test_open_auction_reveals_the_committed_data_size(chain: FedChain) -> None:
     assert event.reveal_deadline - event.bidding_deadline == PARAMS.reveal_duration
     job = chain.view("FogAuction", "job", task, 0)
     assert (job.status, job.data_size, job.bidding_deadline) == (1, 600, event.bidding_deadline)
-    with chain.reverts("AuctionWrongJobStatus", task, 0, 1):
+    with chain.reverts(bindings.AuctionWrongJobStatus, task, 0, 1):
         chain.open_auction(task, CLIENT)
 
 
 def test_bids_need_the_fog_deposit_once_per_fog_before_the_deadline(chain: FedChain) -> None:
     task = opened(chain)
     commitment = bid_commitment(10**6, 10**14, b"\1" * 32, chain.account(FOGS[0]))
-    with chain.reverts("AuctionWrongValue", 1, PARAMS.fog_deposit):
+    with chain.reverts(bindings.AuctionWrongValue, 1, PARAMS.fog_deposit):
         chain.send("FogAuction", "commitBid", task, 0, commitment, by=FOGS[0], value=1)
     receipt = chain.send("FogAuction", "commitBid", task, 0, commitment, by=FOGS[0], value=PARAMS.fog_deposit)
     assert receipt.events_of(chain.registry.event("BidCommitted"))[0].commitment == commitment
     assert chain.view("FogAuction", "heldFor", task) == PARAMS.fog_deposit
-    with chain.reverts("AuctionAlreadyBid", task, 0, chain.account(FOGS[0])):
+    with chain.reverts(bindings.AuctionAlreadyBid, task, 0, chain.account(FOGS[0])):
         chain.send("FogAuction", "commitBid", task, 0, commitment, by=FOGS[0], value=PARAMS.fog_deposit)
-    with chain.reverts("AuctionWrongJobStatus", task, 1, 0):
+    with chain.reverts(bindings.AuctionWrongJobStatus, task, 1, 0):
         chain.send("FogAuction", "commitBid", task, 1, commitment, by=FOGS[1], value=PARAMS.fog_deposit)
     chain.advance(PARAMS.bidding_duration + 1)
     deadline = chain.view("FogAuction", "job", task, 0).bidding_deadline
-    error = chain.error("AuctionBidTooLate")
+    error = bindings.AuctionBidTooLate
     try:
         chain.send("FogAuction", "commitBid", task, 0, commitment, by=FOGS[1], value=PARAMS.fog_deposit)
     except error as err:
@@ -66,19 +67,19 @@ def test_reveals_must_match_the_commitment_inside_the_reveal_phase(chain: FedCha
     job = chain.view("FogAuction", "job", task, 0)
     try:
         chain.reveal_bid(task, 0, FOGS[0], 10**6, 10**14)
-    except chain.error("AuctionNotRevealPhase") as err:
+    except bindings.AuctionNotRevealPhase as err:
         assert err.values[:4] == (task, 0, job.bidding_deadline, job.reveal_deadline)
     else:
         raise AssertionError("a reveal during bidding was accepted")
     chain.advance(PARAMS.bidding_duration + 1)
-    with chain.reverts("AuctionBadReveal", task, 0, chain.account(FOGS[0])):
+    with chain.reverts(bindings.AuctionBadReveal, task, 0, chain.account(FOGS[0])):
         chain.reveal_bid(task, 0, FOGS[0], 10**6, 10**14 + 1)
-    with chain.reverts("AuctionBadReveal", task, 0, chain.account(FOGS[1])):
+    with chain.reverts(bindings.AuctionBadReveal, task, 0, chain.account(FOGS[1])):
         chain.reveal_bid(task, 0, FOGS[1], 10**6, 10**14)
     receipt = chain.reveal_bid(task, 0, FOGS[0], 10**6, 10**14)
     revealed = receipt.events_of(chain.registry.event("BidRevealed"))[0]
     assert (revealed.frequency, revealed.price) == (10**6, 10**14)
-    with chain.reverts("AuctionBadReveal", task, 0, chain.account(FOGS[0])):
+    with chain.reverts(bindings.AuctionBadReveal, task, 0, chain.account(FOGS[0])):
         chain.reveal_bid(task, 0, FOGS[0], 10**6, 10**14)
 
 
@@ -86,7 +87,7 @@ def test_a_zero_frequency_cannot_be_revealed(chain: FedChain) -> None:
     task = opened(chain)
     chain.commit_bid(task, 0, FOGS[0], 0, 10**14)
     chain.advance(PARAMS.bidding_duration + 1)
-    with chain.reverts("AuctionZeroFrequency", task, 0, chain.account(FOGS[0])):
+    with chain.reverts(bindings.AuctionZeroFrequency, task, 0, chain.account(FOGS[0])):
         chain.reveal_bid(task, 0, FOGS[0], 0, 10**14)
 
 
@@ -111,9 +112,9 @@ def test_the_winner_maximises_the_client_utility_and_a_non_revealer_forfeits(cha
     assert utilities[0] > utilities[1]
     assert chain.view("FogAuction", "utility", task, 0, bids[0][1], bids[0][2]) == utilities[0]
     chain.join(task, CLIENTS[1])
-    with chain.reverts("AuctionNotClient", task, 0, chain.account(CLIENTS[1])):
+    with chain.reverts(bindings.AuctionNotClient, task, 0, chain.account(CLIENTS[1])):
         chain.send("FogAuction", "closeAuction", task, 0, by=CLIENTS[1])
-    with chain.reverts("AuctionWrongValue", 0, 3 * 10**14 * PARAMS.rounds):
+    with chain.reverts(bindings.AuctionWrongValue, 0, 3 * 10**14 * PARAMS.rounds):
         chain.send("FogAuction", "closeAuction", task, 0, by=CLIENT)
     # Execute
     receipt = chain.close_auction(task, 0, CLIENT)
@@ -142,7 +143,7 @@ def test_closing_waits_for_the_reveal_deadline_and_an_auction_without_reveals_le
     job = chain.view("FogAuction", "job", task, 0)
     try:
         chain.send("FogAuction", "closeAuction", task, 0, by=CLIENT)
-    except chain.error("AuctionRevealNotOver") as err:
+    except bindings.AuctionRevealNotOver as err:
         assert err.values[:3] == (task, 0, job.reveal_deadline)
     else:
         raise AssertionError("an auction closed during bidding")
@@ -154,12 +155,12 @@ def test_closing_waits_for_the_reveal_deadline_and_an_auction_without_reveals_le
 
 def test_an_on_time_commit_releases_one_round_of_the_escrow_to_the_fog(chain: FedChain) -> None:
     task = chain.staffed_task(clients=(CLIENT,), price=10**14)
-    with chain.reverts("AuctionWrongTaskStatus", task, 1):
+    with chain.reverts(bindings.AuctionWrongTaskStatus, task, 1):
         chain.commit_update(task, 0, FOGS[0], 1)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    with chain.reverts("AuctionNotWinner", task, 0, chain.account(FOGS[1])):
+    with chain.reverts(bindings.AuctionNotWinner, task, 0, chain.account(FOGS[1])):
         chain.commit_update(task, 0, FOGS[1], 1)
-    with chain.reverts("AuctionWrongRound", task, 0, 2, 1):
+    with chain.reverts(bindings.AuctionWrongRound, task, 0, 2, 1):
         chain.commit_update(task, 0, FOGS[0], 2)
     receipt = chain.commit_update(task, 0, FOGS[0], 1)
     event = receipt.events_of(chain.registry.event("UpdateCommitted"))[0]
@@ -167,7 +168,7 @@ def test_an_on_time_commit_releases_one_round_of_the_escrow_to_the_fog(chain: Fe
     assert event.update_hash == keccak(text="update-0-1")
     assert chain.view("Treasury", "claimable", chain.account(FOGS[0])) == 10**14
     assert chain.view("FogAuction", "commitTimes", task, 1, 1) == [event.committed_at]
-    with chain.reverts("AuctionWrongRound", task, 0, 1, 1):
+    with chain.reverts(bindings.AuctionWrongRound, task, 0, 1, 1):
         chain.commit_update(task, 0, FOGS[0], 1)
 
 
@@ -176,14 +177,14 @@ def test_a_late_fog_is_slashed_to_the_client_and_the_job_goes_to_the_next_best_b
     task, bids = sealed_auction(chain, PARAMS)
     chain.close_auction(task, 0, CLIENT)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    with chain.reverts("AuctionNoMissedRound", task, 0):
+    with chain.reverts(bindings.AuctionNoMissedRound, task, 0):
         chain.send("FogAuction", "reportMissedRound", task, 0, by=STRANGER)
     # Fog 0 misses round 1's deadline.
     chain.advance(PARAMS.round_duration + 1)
     deadline = chain.view("TaskRegistry", "roundDeadline", task)
     try:
         chain.commit_update(task, 0, FOGS[0], 1)
-    except chain.error("AuctionCommitTooLate") as err:
+    except bindings.AuctionCommitTooLate as err:
         assert err.values[:3] == (task, 0, deadline)
     else:
         raise AssertionError("a late commit was accepted")
@@ -200,7 +201,7 @@ def test_a_late_fog_is_slashed_to_the_client_and_the_job_goes_to_the_next_best_b
     chain.post_round(task, 1, [(0, 0, False)])
     commit = chain.commit_update(task, 0, FOGS[1], 2).events_of(chain.registry.event("UpdateCommitted"))[0]
     assert commit.payment == bids[1][2]
-    with chain.reverts("AuctionNotWinner", task, 0, chain.account(FOGS[0])):
+    with chain.reverts(bindings.AuctionNotWinner, task, 0, chain.account(FOGS[0])):
         chain.commit_update(task, 0, FOGS[0], 2)
 
 
@@ -209,7 +210,7 @@ def test_settle_job_returns_deposits_and_the_unearned_escrow(chain: FedChain) ->
     params = dataclasses.replace(PARAMS, rounds=2)
     task, bids = sealed_auction(chain, params)
     chain.close_auction(task, 0, CLIENT)
-    with chain.reverts("AuctionWrongTaskStatus", task, 1):
+    with chain.reverts(bindings.AuctionWrongTaskStatus, task, 1):
         chain.send("FogAuction", "settleJob", task, 0, by=STRANGER)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     receipt = chain.commit_update(task, 0, FOGS[0], 1)
@@ -228,7 +229,7 @@ def test_settle_job_returns_deposits_and_the_unearned_escrow(chain: FedChain) ->
     assert chain.view("Treasury", "claimable", chain.account(CLIENT)) == client_before + bids[0][2] + params.fog_deposit
     assert chain.view("Treasury", "claimable", chain.account(FOGS[1])) == params.fog_deposit
     assert chain.view("FogAuction", "heldFor", task) == 0
-    with chain.reverts("AuctionWrongJobStatus", task, 0, 4):
+    with chain.reverts(bindings.AuctionWrongJobStatus, task, 0, 4):
         chain.send("FogAuction", "settleJob", task, 0, by=STRANGER)
 
 

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
+from fedchain.chain import bindings
 from fedchain.fl.reputation import (
     WAD,
     ClientReputation,
@@ -307,7 +308,7 @@ class FlowMachine(RuleBasedStateMachine):
     @rule(account=st.sampled_from(ACCOUNTS))
     def withdraw(self, account: int) -> None:
         if self.claimable[account] == 0:
-            with self.chain.reverts("TreasuryNothingToWithdraw", self.chain.account(account)):
+            with self.chain.reverts(bindings.TreasuryNothingToWithdraw, self.chain.account(account)):
                 self.chain.send("Treasury", "withdraw", by=account)
             return
         self.chain.send("Treasury", "withdraw", by=account)

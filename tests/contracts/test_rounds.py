@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from fedchain.chain import bindings
 from fedchain.fl.reputation import WAD, ClientReputation, final_bonus, scale_pro_rata, score_round
 from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
 
@@ -40,19 +41,19 @@ def test_join_takes_the_deposit_and_the_data_commitment(chain: FedChain) -> None
 
 def test_join_refuses_a_wrong_deposit_a_second_join_a_full_task_and_a_started_task(chain: FedChain) -> None:
     task = chain.create_task(dataclasses.replace(PARAMS, max_clients=1))
-    with chain.reverts("LedgerWrongDeposit", task, 1, PARAMS.client_deposit):
+    with chain.reverts(bindings.LedgerWrongDeposit, task, 1, PARAMS.client_deposit):
         chain.send("RoundLedger", "join", task, b"\0" * 32, by=CLIENTS[0], value=1)
     chain.join(task, CLIENTS[0])
-    with chain.reverts("LedgerAlreadyJoined", task, chain.account(CLIENTS[0])):
+    with chain.reverts(bindings.LedgerAlreadyJoined, task, chain.account(CLIENTS[0])):
         chain.join(task, CLIENTS[0])
-    with chain.reverts("LedgerTaskFull", task, 1):
+    with chain.reverts(bindings.LedgerTaskFull, task, 1):
         chain.join(task, CLIENTS[1])
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    with chain.reverts("LedgerWrongTaskStatus", task, 2):
+    with chain.reverts(bindings.LedgerWrongTaskStatus, task, 2):
         chain.join(task, CLIENTS[2])
-    with chain.reverts("LedgerNotClient", task, chain.account(STRANGER)):
+    with chain.reverts(bindings.LedgerNotClient, task, chain.account(STRANGER)):
         chain.view("RoundLedger", "clientIndex", task, chain.account(STRANGER))
-    with chain.reverts("LedgerUnknownClientIndex", task, 5):
+    with chain.reverts(bindings.LedgerUnknownClientIndex, task, 5):
         chain.view("RoundLedger", "client", task, 5)
 
 
@@ -90,25 +91,25 @@ def test_only_the_aggregator_posts_and_a_round_cannot_be_posted_twice(chain: Fed
     commit_at(chain, task, 0, 1, 50)
     commit_at(chain, task, 1, 1, 60)
     measurements = [(WAD, 50, True), (WAD, 60, True)]
-    with chain.reverts("LedgerNotAggregator", task, chain.account(STRANGER)):
+    with chain.reverts(bindings.LedgerNotAggregator, task, chain.account(STRANGER)):
         chain.send("RoundLedger", "postRound", task, 1, b"\0" * 32, 0, measurements, by=STRANGER)
     chain.post_round(task, 1, measurements)
-    with chain.reverts("LedgerWrongRound", task, 1, 2):
+    with chain.reverts(bindings.LedgerWrongRound, task, 1, 2):
         chain.post_round(task, 1, measurements)
 
 
 def test_post_round_checks_the_measurements_against_the_commits(chain: FedChain) -> None:
     task = started(chain)
-    with chain.reverts("LedgerWrongMeasurementCount", task, 1, 2):
+    with chain.reverts(bindings.LedgerWrongMeasurementCount, task, 1, 2):
         chain.post_round(task, 1, [(WAD, 50, True)])
     commit_at(chain, task, 0, 1, 50)
     deadline = chain.view("TaskRegistry", "roundDeadline", task)
-    with chain.reverts("LedgerRoundNotReady", task, 1, deadline):
+    with chain.reverts(bindings.LedgerRoundNotReady, task, 1, deadline):
         chain.post_round(task, 1, [(WAD, 50, True), (0, 0, False)])
-    with chain.reverts("LedgerRoundTimeMismatch", task, 0, 40, 50):
+    with chain.reverts(bindings.LedgerRoundTimeMismatch, task, 0, 40, 50):
         chain.post_round(task, 1, [(WAD, 40, True), (0, 0, False)])
     chain.advance(PARAMS.round_duration)
-    with chain.reverts("LedgerUncommittedUpdate", task, 1):
+    with chain.reverts(bindings.LedgerUncommittedUpdate, task, 1):
         chain.post_round(task, 1, [(WAD, 50, True), (WAD, 50, True)])
     # After the deadline a client without a commit is skipped: no reputation change, no payment.
     chain.post_round(task, 1, [(WAD, 50, True), (0, 0, False)])
@@ -129,7 +130,7 @@ def test_a_client_below_the_thresholds_is_removed_and_its_deposit_goes_to_the_pu
     assert chain.view("Treasury", "claimable", chain.account(PUBLISHER)) == PARAMS.client_deposit
     assert chain.view("RoundLedger", "depositsHeld", task) == PARAMS.client_deposit
     # A removed client's fog takes no more commits.
-    with chain.reverts("AuctionClientInactive", task, 1):
+    with chain.reverts(bindings.AuctionClientInactive, task, 1):
         chain.commit_update(task, 1, FOGS[1], 2)
 
 
@@ -182,14 +183,14 @@ def test_settlement_pays_eq16_bonuses_returns_deposits_and_refunds_the_rest(chai
     assert refund == 10**18 - sum(i.earned for i in infos) - sum(bonuses)
     assert chain.view("TaskRegistry", "state", task).status == 4
     assert chain.view("RoundLedger", "settled", task) is True
-    with chain.reverts("LedgerAlreadySettled", task):
+    with chain.reverts(bindings.LedgerAlreadySettled, task):
         chain.send("RoundLedger", "settle", task, by=STRANGER)
 
 
 def test_settlement_waits_for_the_end_and_a_cancelled_task_returns_every_deposit(chain: FedChain) -> None:
     task = chain.create_task()
     chain.join(task, CLIENTS[0])
-    with chain.reverts("LedgerWrongTaskStatus", task, 1):
+    with chain.reverts(bindings.LedgerWrongTaskStatus, task, 1):
         chain.send("RoundLedger", "settle", task, by=STRANGER)
     chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
     chain.send("RoundLedger", "settle", task, by=STRANGER)

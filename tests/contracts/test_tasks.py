@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from fedchain.chain import bindings
 from tests.contracts.conftest import AGGREGATOR, CLIENTS, PUBLISHER, STRANGER, FedChain, TaskParams
 
 
@@ -42,11 +43,11 @@ def test_create_task_rejects_out_of_range_parameters(chain: FedChain) -> None:
     }
     for field, params in cases.items():
         value = {"rounds": 0, "reputationCap": 11 * 10**18, "maxClients": 501, "roundDuration": 0}[field]
-        with chain.reverts("TaskInvalidParameter", field.encode().ljust(32, b"\0"), value):
+        with chain.reverts(bindings.TaskInvalidParameter, field.encode().ljust(32, b"\0"), value):
             chain.send("TaskRegistry", "createTask", params.as_tuple(), aggregator, by=PUBLISHER, value=1)
-    with chain.reverts("TaskInvalidParameter", b"budget".ljust(32, b"\0"), 0):
+    with chain.reverts(bindings.TaskInvalidParameter, b"budget".ljust(32, b"\0"), 0):
         chain.send("TaskRegistry", "createTask", TaskParams().as_tuple(), aggregator, by=PUBLISHER, value=0)
-    with chain.reverts("TaskInvalidAggregator", "0x0000000000000000000000000000000000000000"):
+    with chain.reverts(bindings.TaskInvalidAggregator, "0x0000000000000000000000000000000000000000"):
         chain.send("TaskRegistry", "createTask", TaskParams().as_tuple(), "0x" + "00" * 20, by=PUBLISHER, value=1)
 
 
@@ -61,20 +62,20 @@ def test_cancel_refunds_the_whole_budget_to_the_publisher(chain: FedChain) -> No
 
 def test_only_the_publisher_cancels_and_only_before_start(chain: FedChain) -> None:
     task = chain.create_task()
-    with chain.reverts("TaskNotPublisher", task, chain.account(STRANGER)):
+    with chain.reverts(bindings.TaskNotPublisher, task, chain.account(STRANGER)):
         chain.send("TaskRegistry", "cancelTask", task, by=STRANGER)
     chain.join(task, CLIENTS[0])
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    with chain.reverts("TaskWrongStatus", task, 2, 1):
+    with chain.reverts(bindings.TaskWrongStatus, task, 2, 1):
         chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
 
 
 def test_start_needs_a_client_and_the_publisher(chain: FedChain) -> None:
     task = chain.create_task()
-    with chain.reverts("TaskHasNoClients", task):
+    with chain.reverts(bindings.TaskHasNoClients, task):
         chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     chain.join(task, CLIENTS[0])
-    with chain.reverts("TaskNotPublisher", task, chain.account(STRANGER)):
+    with chain.reverts(bindings.TaskNotPublisher, task, chain.account(STRANGER)):
         chain.send("TaskRegistry", "startTask", task, by=STRANGER)
     receipt = chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     started = receipt.events_of(chain.registry.event("TaskStarted"))[0]
@@ -85,15 +86,15 @@ def test_start_needs_a_client_and_the_publisher(chain: FedChain) -> None:
 
 
 def test_unknown_tasks_are_refused_by_name(chain: FedChain) -> None:
-    with chain.reverts("TaskUnknown", 99):
+    with chain.reverts(bindings.TaskUnknown, 99):
         chain.view("TaskRegistry", "state", 99)
-    with chain.reverts("TaskUnknown", 99):
+    with chain.reverts(bindings.TaskUnknown, 99):
         chain.send("TaskRegistry", "startTask", 99, by=PUBLISHER)
 
 
 def test_only_the_ledger_moves_the_round_clock_and_spends_budget(chain: FedChain) -> None:
     task = chain.create_task()
-    with chain.reverts("TaskNotLedger", chain.account(STRANGER)):
+    with chain.reverts(bindings.TaskNotLedger, chain.account(STRANGER)):
         chain.send("TaskRegistry", "closeRound", task, 1, False, by=STRANGER)
-    with chain.reverts("TaskNotLedger", chain.account(STRANGER)):
+    with chain.reverts(bindings.TaskNotLedger, chain.account(STRANGER)):
         chain.send("TaskRegistry", "settleBudget", task, 0, by=STRANGER)

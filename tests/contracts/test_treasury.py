@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from fedchain.chain import bindings
 from fedchain.chain.contract import Contract
 from tests.contracts.conftest import CLIENTS, PUBLISHER, STRANGER, FedChain, TaskParams, data_commitment
 
 
 def test_only_the_modules_deposit_or_credit(chain: FedChain) -> None:
     stranger = chain.account(STRANGER)
-    with chain.reverts("TreasuryUnauthorized", stranger):
+    with chain.reverts(bindings.TreasuryUnauthorized, stranger):
         chain.send("Treasury", "deposit", 1, stranger, by=STRANGER, value=1)
-    with chain.reverts("TreasuryUnauthorized", stranger):
+    with chain.reverts(bindings.TreasuryUnauthorized, stranger):
         chain.send("Treasury", "credit", 1, stranger, 1, b"\0" * 32, by=STRANGER)
 
 
@@ -22,7 +23,7 @@ def test_withdraw_pays_the_whole_claimable_balance_once(chain: FedChain) -> None
     assert receipt.events_of(chain.registry.event("Withdrawn"))[0].amount == 10**18
     assert chain.balance(PUBLISHER) == before + 10**18 - receipt.fee_wei
     assert chain.view("Treasury", "claimable", chain.account(PUBLISHER)) == 0
-    with chain.reverts("TreasuryNothingToWithdraw", chain.account(PUBLISHER)):
+    with chain.reverts(bindings.TreasuryNothingToWithdraw, chain.account(PUBLISHER)):
         chain.send("Treasury", "withdraw", by=PUBLISHER)
     totals = chain.solvency()
     assert (totals.deposited, totals.withdrawn, totals.held, totals.claimable, totals.balance) == (10**18, 10**18, 0, 0, 0)
@@ -41,7 +42,7 @@ def test_a_reentrant_withdrawer_gains_nothing(chain: FedChain) -> None:
     assert chain.view("Treasury", "claimable", attacker.address) == deposit
     treasury_before = chain.solvency()
     # Execute: withdraw, re-entering from receive().
-    with chain.reverts("TreasuryTransferFailed", attacker.address, deposit):
+    with chain.reverts(bindings.TreasuryTransferFailed, attacker.address, deposit):
         attacker.transact("attack")
     # Assert: nothing moved.
     assert int(chain.w3.eth.get_balance(attacker.address)) == 0
