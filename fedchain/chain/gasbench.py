@@ -20,6 +20,7 @@ from eth_abi import encode as abi_encode
 from eth_utils import keccak
 from web3 import Web3
 
+from fedchain.chain.bindings import TaskParams, TaskState
 from fedchain.chain.compile import compile_contracts
 from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.chain.recipe import deploy_fedchain
@@ -33,7 +34,6 @@ DEFAULT_SIZES: tuple[int, ...] = (10, 50, 100)
 TARGET_GAS_PER_CLIENT_ROUND = 25_000
 WAD = 10**18
 
-#: Task parameters of the benchmark (ITaskRegistry.TaskParams order): 3 rounds, generous budget.
 BENCH_ROUNDS = 3
 CLIENT_DEPOSIT = 10**15
 FOG_DEPOSIT = 10**15
@@ -51,26 +51,30 @@ class GasRow:
     gas_per_client_round: int
 
 
-def task_params(max_clients: int) -> tuple[Any, ...]:
-    """The benchmark task's TaskParams tuple."""
-    return (
-        keccak(text="lenet5"), keccak(text="mnist"),
-        BENCH_ROUNDS,          # rounds
-        0,                     # targetAccuracy
-        3600,                  # expectedDuration, s
-        10**12,                # psi, wei
-        10**9,                 # phi, wei per second
-        WAD // 10, WAD // 10,  # r_a_min, r_t_min
-        WAD // 2,              # q_min
-        1800,                  # t_max, s
-        10 * WAD,              # reputation cap
-        CLIENT_DEPOSIT, FOG_DEPOSIT,
-        1000,                  # cycles per sample
-        3600,                  # round duration, s
-        BIDDING_S, REVEAL_S,
-        5,                     # time tolerance, s
-        max_clients,
-        False,                 # first price
+def task_params(max_clients: int) -> TaskParams:
+    """The benchmark task: 3 rounds, a budget that never runs short, first price."""
+    return TaskParams(
+        model_id=keccak(text="lenet5"),
+        dataset_id=keccak(text="mnist"),
+        rounds=BENCH_ROUNDS,
+        target_accuracy=0,
+        expected_duration=3600,
+        psi=10**12,
+        phi=10**9,
+        min_loss_reputation=WAD // 10,
+        min_time_reputation=WAD // 10,
+        min_quality=WAD // 2,
+        max_round_time=1800,
+        reputation_cap=10 * WAD,
+        client_deposit=CLIENT_DEPOSIT,
+        fog_deposit=FOG_DEPOSIT,
+        cycles_per_sample=1000,
+        round_duration=3600,
+        bidding_duration=BIDDING_S,
+        reveal_duration=REVEAL_S,
+        time_tolerance=5,
+        max_clients=max_clients,
+        second_price=False,
     )
 
 
@@ -118,7 +122,7 @@ class _Bench:
         self.batch([(auction.functions.closeAuction(task, i), m, PRICE * BENCH_ROUNDS) for i, m in enumerate(members)])
         self.batch([(registry.functions.startTask(task), publisher, 0)])
         self.batch([(auction.functions.commitUpdate(task, i, 1, keccak(text=f"u{i}")), fog, 0) for i in range(clients)])
-        start = registry.functions.state(task).call()[6]  # roundStartedAt
+        start = TaskState(*registry.functions.state(task).call()).round_started_at
         commits = auction.functions.commitTimes(task, 1, clients).call()
         measurements = [(WAD * (80 + i % 40) // 100, t - start, True) for i, t in enumerate(commits)]
         receipt = self.batch([(ledger.functions.postRound(task, 1, keccak(text="model-1"), WAD // 2, measurements), aggregator, 0)])[0]
