@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -32,7 +33,15 @@ from fedchain.errors import ConfigError
 from fedchain.fl.aggregate import ZERO_NORM, data_shares, normalise_weights, row_norms, unit_rows, weighted_sum
 from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON, loss_kl
 from fedchain.fl.rewards import sparsify_top_magnitude
-from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register
+from fedchain.fl.strategy import (
+    Evaluation,
+    RoundInputs,
+    RoundResult,
+    Strategy,
+    StrategyState,
+    check_state_size,
+    register,
+)
 
 
 @dataclass(frozen=True)
@@ -99,7 +108,7 @@ class FedAVE(Strategy[FedAVEState]):
                 f"invalid fedave settings: {'; '.join(problems)}", hint="e.g. tau: 0.5, alpha: 0.95, beta: 5"
             )
 
-    def divergences(self, inputs: RoundInputs, evaluations: list) -> torch.Tensor:
+    def divergences(self, inputs: RoundInputs, evaluations: Sequence[Evaluation | None]) -> torch.Tensor:
         """``KL_i`` floored at ``kl_floor`` for every evaluated client (NaN for rejected ones)."""
         local = inputs.validation.local_sample_losses
         if local is None or len(local) != inputs.n_clients:
