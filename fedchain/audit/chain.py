@@ -50,7 +50,9 @@ class ChainReadings:
     views: ChainViews
 
 
-def read_chain(w3: Web3, deployment: Deployment, task_id: int, *, to_block: int | None = None, page_size: int = 5_000) -> ChainReadings:
+def read_chain(
+    w3: Web3, deployment: Deployment, task_id: int, *, to_block: int | None = None, page_size: int = 5_000
+) -> ChainReadings:
     """Every event of the deployment from its first block to ``to_block`` (default: latest), and the views there."""
     block = int(w3.eth.block_number) if to_block is None else to_block
     query = LogQuery(tuple(deployment.addresses.values()), deployment.block_number, block, page_size)

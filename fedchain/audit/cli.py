@@ -19,15 +19,24 @@ log = logging.getLogger(__name__)
 @click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task id to audit.")
 @deployment_option
 @click.option("--rpc-url", help="JSON-RPC URL of the chain. Default: the one in the deployment file.")
-@click.option("--store", "store_url", default=DEFAULT_STORE_URL, show_default=True, help="Blob store: a folder or an fsspec URL.")
-@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path), help="Also write a self-contained HTML report here.")
+@click.option(
+    "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True, help="Blob store: a folder or an fsspec URL."
+)
+@click.option(
+    "--html", "html_file", type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained HTML report here.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (machine readable) instead of tables.")
-@click.option("--verify-scores", is_flag=True, help="Re-run the aggregator's scoring from the stored updates (needs the data root).")
+@click.option(
+    "--verify-scores", is_flag=True, help="Re-run the aggregator's scoring from the stored updates (needs the data root)."
+)
 @click.option(
     "--score-tolerance", type=click.FloatRange(min=0.0), default=None,
     help="Largest accepted |posted - reproduced| quality with --verify-scores. [default: 1e-3]",
 )
-@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder (default: FEDCHAIN_DATA_ROOT).")
+@click.option(
+    "--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder (default: FEDCHAIN_DATA_ROOT)."
+)
 @click.option("--to-block", type=click.IntRange(min=0), help="Audit the chain as of this block (default: the latest).")
 def audit(
     task_id: int,

@@ -32,7 +32,9 @@ def check_treasury(events: Iterable[ChainEvent], views: TreasuryViews | None) ->
         elif isinstance(event, b.Credited):
             credited += event.amount
             credited_to[event.to] = credited_to.get(event.to, 0) + event.amount
-            tally.require(T, credited <= deposited, f"{credited} wei credited in all, more than the {deposited} wei deposited", event)
+            tally.require(
+                T, credited <= deposited, f"{credited} wei credited in all, more than the {deposited} wei deposited", event
+            )
         elif isinstance(event, b.Withdrawn):
             withdrawn += event.amount
             before = withdrawn_by.get(event.account, 0)
@@ -40,7 +42,8 @@ def check_treasury(events: Iterable[ChainEvent], views: TreasuryViews | None) ->
             available = credited_to.get(event.account, 0) - before
             tally.require(
                 W, event.amount <= available,
-                f"{event.account} withdrew {event.amount} wei with only {available} wei credited and not yet withdrawn", event,
+                f"{event.account} withdrew {event.amount} wei with only {available} wei credited and not yet withdrawn",
+                event,
             )
     if views is None:
         tally.skip(T, "no Treasury views (events only)")

@@ -81,7 +81,10 @@ def tables(report: AuditReport) -> Group:
         checks.add_column(column, justify="right" if column == "compared" else "left")
     for check in report.checks:
         checks.add_row(
-            check.name.value, Text(check.status.value, style=STATUS_STYLE[check.status]), str(check.compared), _findings(check)
+            check.name.value,
+            Text(check.status.value, style=STATUS_STYLE[check.status]),
+            str(check.compared),
+            _findings(check),
         )
     style = "bold green" if report.passed else "bold red"
     return Group(clients, fogs, checks, Text(verdict(report), style=style))
@@ -197,9 +200,11 @@ def html_report(report: AuditReport) -> str:
         left=(0, 3, 4),
     )
     clients = _table(
-        ("#", "account", "status", "rounds", "r_a", "r_t", "r_at", "earned (ETH)", "bonus (ETH)", "deposit back (ETH)", "removed"),
+        ("#", "account", "status", "rounds", "r_a", "r_t", "r_at", "earned (ETH)", "bonus (ETH)", "deposit back (ETH)",
+         "removed"),
         [
-            (c.index, c.account, c.status, c.rounds, fixed(c.loss_reputation), fixed(c.time_reputation), fixed(c.total_reputation),
+            (c.index, c.account, c.status, c.rounds, fixed(c.loss_reputation), fixed(c.time_reputation),
+             fixed(c.total_reputation),
              ether(c.earned), ether(c.bonus), ether(c.deposit_returned), "-" if c.removed_round is None else c.removed_round)
             for c in history.clients
         ],

@@ -54,8 +54,14 @@ from fedchain.fl.reputation import (
 H, A, R, P, E = CheckName.HISTORY, CheckName.AUCTIONS, CheckName.REPUTATION, CheckName.PAYMENTS, CheckName.ESCROW_TASK
 
 #: ``Reasons`` codes of the Treasury's ``Credited`` events.
-BUDGET_REFUND, CLIENT_REWARD, DEPOSIT_RETURN, DEPOSIT_FORFEIT = "BUDGET_REFUND", "CLIENT_REWARD", "DEPOSIT_RETURN", "DEPOSIT_FORFEIT"
-FOG_PAYMENT, BID_REFUND, BID_FORFEIT, ESCROW_REFUND = "FOG_PAYMENT", "BID_REFUND", "BID_FORFEIT", "ESCROW_REFUND"
+BUDGET_REFUND = "BUDGET_REFUND"
+CLIENT_REWARD = "CLIENT_REWARD"
+DEPOSIT_RETURN = "DEPOSIT_RETURN"
+DEPOSIT_FORFEIT = "DEPOSIT_FORFEIT"
+FOG_PAYMENT = "FOG_PAYMENT"
+BID_REFUND = "BID_REFUND"
+BID_FORFEIT = "BID_FORFEIT"
+ESCROW_REFUND = "ESCROW_REFUND"
 
 
 def reason_name(reason: bytes) -> str:
@@ -450,7 +456,8 @@ class _Replayer:
         ok = 0 <= e.bid_index < len(job.bids) and job.bids[e.bid_index].bidder == e.bidder
         if self.tally.require(H, ok, f"bid {e.bid_index} of job {e.client_index} is not {e.bidder}'s", e):
             bid = job.bids[e.bid_index]
-            self.tally.require(H, not bid.revealed and e.frequency > 0, f"bid {e.bid_index} of job {e.client_index} revealed twice or at 0 Hz", e)
+            twice = f"bid {e.bid_index} of job {e.client_index} revealed twice or at 0 Hz"
+            self.tally.require(H, not bid.revealed and e.frequency > 0, twice, e)
             bid.revealed, bid.frequency, bid.price = True, e.frequency, e.price
 
     def on_auction_closed(self, e: b.AuctionClosed) -> None:
@@ -486,7 +493,8 @@ class _Replayer:
                            f"job {e.client_index} committed round {e.round} during round {self.current_round}", e)
         self.tally.require(H, client.active, f"job {e.client_index} committed for a removed client", e)
         deadline = self.round_started_at + self.params.round_duration
-        self.tally.require(H, e.committed_at <= deadline, f"job {e.client_index} committed at {e.committed_at}, after the deadline {deadline}", e)
+        late = f"job {e.client_index} committed at {e.committed_at}, after the deadline {deadline}"
+        self.tally.require(H, e.committed_at <= deadline, late, e)
         self.tally.expect(P, f"fog payment of job {e.client_index} round {e.round}", job.winner_price, e.payment, e)
         job.commits[e.round] = e
         job.paid_up_to = e.round
@@ -521,7 +529,8 @@ class _Replayer:
             return
         assert slash is not None
         eligible = [bid.revealed and not bid.settled for bid in job.bids]
-        best = standby_winner(self.mechanism, client.reputation.loss_reputation, job.data_size, self._revealed(job), eligible, job.price)
+        loss_rep = client.reputation.loss_reputation
+        best = standby_winner(self.mechanism, loss_rep, job.data_size, self._revealed(job), eligible, job.price)
         winner = NO_WINNER if best is None else best
         self.tally.expect(A, f"standby winner of job {e.client_index}", winner, e.winner, e)
         price = job.bids[e.winner].price if e.winner < len(job.bids) else 0
@@ -530,8 +539,10 @@ class _Replayer:
             self.tally.expect(H, f"first round of vacant job {e.client_index}", 0, e.from_round, e)
             job.status, job.winner_price = "vacant", 0
         else:
-            self.tally.require(H, e.from_round in (self.current_round, self.current_round + 1),
-                               f"job {e.client_index} reassigned from round {e.from_round} during round {self.current_round}", e)
+            self.tally.require(
+                H, e.from_round in (self.current_round, self.current_round + 1),
+                f"job {e.client_index} reassigned from round {e.from_round} during round {self.current_round}", e,
+            )
             job.paid_up_to = e.from_round - 1
             job.winner_price = e.price
         job.winner = e.winner
@@ -560,7 +571,8 @@ class _Replayer:
                 forfeited += deposit
             else:
                 refunded.append(bid.bidder)
-        self.tally.expect(P, f"fog deposits refunded by job {e.client_index}", len(refunded) * deposit, e.deposits_refunded, e)
+        refund = len(refunded) * deposit
+        self.tally.expect(P, f"fog deposits refunded by job {e.client_index}", refund, e.deposits_refunded, e)
         self.tally.expect(P, f"fog deposits forfeited by job {e.client_index}", forfeited, e.deposits_forfeited, e)
         self._credit(client.account, e.escrow_refund, ESCROW_REFUND)
         self._credit(client.account, e.deposits_forfeited, BID_FORFEIT)
@@ -598,7 +610,9 @@ class _Replayer:
         self._match_credits()
         self._match_deposits()
         history = self._history(withdrawn)
-        pool = PoolParts(self.budget_left, self.deposits_held, self.rewards_held, self.auction_held, self.deposited, self.credited)
+        pool = PoolParts(
+            self.budget_left, self.deposits_held, self.rewards_held, self.auction_held, self.deposited, self.credited
+        )
         if self.created is not None:
             self.tally.expect(E, "the pool (deposited - credited) against the modules' holdings rebuilt from their events",
                               pool.parts, pool.held)
@@ -609,7 +623,8 @@ class _Replayer:
         expected = Counter(self.expected_credits)
         for event, reason in self.actual_credits:
             key = (event.to, event.amount, reason)
-            if self.tally.require(P, expected[key] > 0, f"{reason} credit of {event.amount} wei to {event.to} is not explained by the task's events", event):
+            unexplained = f"{reason} credit of {event.amount} wei to {event.to} is not explained by the task's events"
+            if self.tally.require(P, expected[key] > 0, unexplained, event):
                 expected[key] -= 1
         for (account, amount, reason), count in expected.items():
             for _ in range(count):
@@ -620,7 +635,8 @@ class _Replayer:
         expected = Counter(self.expected_deposits)
         for event in self.actual_deposits:
             key = (event.from_, event.amount)
-            if self.tally.require(E, expected[key] > 0, f"deposit of {event.amount} wei from {event.from_} is not explained by the task's events", event):
+            unexplained = f"deposit of {event.amount} wei from {event.from_} is not explained by the task's events"
+            if self.tally.require(E, expected[key] > 0, unexplained, event):
                 expected[key] -= 1
         for (account, amount), count in expected.items():
             for _ in range(count):
@@ -655,7 +671,9 @@ class _Replayer:
         auctions = tuple(
             AuctionRecord(
                 client_index=index, data_size=job.data_size,
-                bids=tuple(BidRecord(i, bid.bidder, bid.revealed, bid.frequency, bid.price) for i, bid in enumerate(job.bids)),
+                bids=tuple(
+                    BidRecord(i, bid.bidder, bid.revealed, bid.frequency, bid.price) for i, bid in enumerate(job.bids)
+                ),
                 winner=None if job.winner == NO_WINNER else job.winner, price=job.price, escrow=job.escrow,
                 closed=job.status != "bidding",
             )

@@ -40,6 +40,8 @@ class RoundScore:
     #: Largest |posted - reproduced| over the clients, in 1e18 fixed point.
     largest_gap: int
     within_tolerance: bool
+    #: Why each client's update was rejected when the auditor decoded it (a ``RejectReason`` code), else None.
+    rejections: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,7 +229,9 @@ def _round_dict(posted: Any) -> dict[str, Any]:
 
 
 #: Keys whose integer values are wei or 1e18 fixed point (written as decimal strings).
-_MONEY_KEYS = frozenset({"price", "escrow", "payment", "forfeited", "new_price", "amount", "posted", "reproduced", "largest_gap"})
+_MONEY_KEYS = frozenset(
+    {"price", "escrow", "payment", "forfeited", "new_price", "amount", "posted", "reproduced", "largest_gap"}
+)
 
 
 def _jsonable(value: Any, *, money: Iterable[str] = (), key: str | None = None) -> Any:

@@ -26,9 +26,10 @@ from fedchain.audit.replay import replay_task
 from fedchain.audit.report import RoundScore
 from fedchain.chain.abi import ChainEvent
 from fedchain.errors import FedchainError, UpdateRejected
-from fedchain.fl.params import flatten
+from fedchain.fl.params import ParamSpec, flatten
 from fedchain.store import BlobStore
 from fedchain.store.digest import to_hex
+from fedchain.updates import UpdateMeta, fetch_update
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,10 @@ def verify_scores(
     data_root: str | Path | None = None,
     device: str = "cpu",
 ) -> tuple[Tally, tuple[RoundScore, ...], int]:
-    """Reproduce every posted round's scores; returns the tally, one :class:`RoundScore` per round, and the tolerance (1e18)."""
+    """Reproduce every posted round's scores.
+
+    Returns the tally, one :class:`RoundScore` per round, and the tolerance in 1e18 fixed point.
+    """
     history = replay_task(task_id, events).history
     tally = Tally()
     limit = int(round(tolerance * WAD))
@@ -66,7 +70,6 @@ def _reproduce(
     from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
     from fedchain.fl.strategy import get_strategy
     from fedchain.taskspec import load_model, load_spec, load_validation, update_meta
-    from fedchain.updates import fetch_update
 
     task = history.task
     if task.params is None or not history.rounds:
@@ -80,26 +83,25 @@ def _reproduce(
     sizes = {a.client_index: a.data_size for a in history.auctions}
     commits = {(c.client_index, c.round): c for c in history.commits}
     model_hash, state = task.params.model_id, None
-    log.info("reproducing %d rounds of task %d with %s (%s quality)", len(history.rounds), task.task_id, spec.strategy, quality)
+    log.info("reproducing %d rounds of task %d with %s (%s quality)",
+             len(history.rounds), task.task_id, spec.strategy, quality)
     for posted in history.rounds:
         n = posted.round
         global_params = flatten(
             load_model(store, spec, model_hash, task_id=task.task_id, round_number=n - 1), param_spec
         )[0]
-        clients = []
+        clients, rejections = [], []
         for client in history.clients:
             active = client.removed_round is None or client.removed_round >= n
             commit = commits.get((client.index, n))
-            update: torch.Tensor | None = None
+            update, reason = None, None
             if active and commit is not None:
                 expected = update_meta(spec, task.task_id, n, client.index, client.account)
-                try:
-                    decoded = fetch_update(store, commit.update_hash, param_spec, max_bytes, expected_meta=expected)
-                    update = flatten(decoded.params, param_spec)[0]
-                except UpdateRejected as err:
-                    log.info("round %d client %d: update %s rejected (%s)", n, client.index, to_hex(commit.update_hash), err.reason.value)
+                update, reason = _decoded_update(store, commit.update_hash, expected, param_spec, max_bytes)
+            rejections.append(reason)
             round_time = posted.measurements[client.index].round_time if commit is not None else None
-            clients.append(ClientInput(update=update, data_size=sizes.get(client.index, 0), round_time=round_time, active=active))
+            size = sizes.get(client.index, 0)
+            clients.append(ClientInput(update=update, data_size=size, round_time=round_time, active=active))
         outcome = score_round(strategy, global_params, clients, evaluator, state, quality=quality)
         state, model_hash = outcome.state, posted.model_hash
         reproduced: list[int | None] = []
@@ -126,4 +128,19 @@ def _reproduce(
             f"round {n}: posted accuracy {posted.accuracy / WAD:.6f}, reproduced {outcome.accuracy_wad / WAD:.6f}",
         )
         largest = max(gaps + [accuracy_gap])
-        yield RoundScore(n, tuple(m.quality for m in posted.measurements), tuple(reproduced), largest, largest <= limit)
+        yield RoundScore(
+            n, tuple(m.quality for m in posted.measurements), tuple(reproduced), largest, largest <= limit, tuple(rejections)
+        )
+
+
+def _decoded_update(
+    store: BlobStore, update_hash: bytes, expected: UpdateMeta, param_spec: ParamSpec, max_bytes: int
+) -> tuple[torch.Tensor | None, str | None]:
+    """The update as the aggregator decodes it (flat), or None with the reason code it is rejected for."""
+    try:
+        decoded = fetch_update(store, update_hash, param_spec, max_bytes, expected_meta=expected)
+    except UpdateRejected as err:
+        log.info("update %s of job %s round %d rejected (%s)",
+                 to_hex(update_hash), expected.job_id, expected.round, err.reason.value)
+        return None, err.reason.value
+    return flatten(decoded.params, param_spec)[0], None

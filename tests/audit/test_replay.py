@@ -47,41 +47,50 @@ class EventLog:
         self.events: list[Any] = []
 
     def tx(self, *entries: tuple[type, dict[str, Any]]) -> None:
+        """One transaction's events; a credit of 0 wei emits nothing, as in the Treasury."""
         block = len({e.block_number for e in self.events}) + 1
+        entries = tuple((cls, fields) for cls, fields in entries if not (cls is b.Credited and fields["amount"] == 0))
         for index, (cls, fields) in enumerate(entries):
             self.events.append(cls(block_number=block, log_index=index, transaction_hash=f"0x{block:064x}",
                                    address="0x" + "00" * 20, **fields))
 
 
-def one_round_task(*, paid: int = PAYMENT, quality: int = 8 * WAD // 10) -> list[Any]:
-    """The module docstring's task, from creation to withdrawals, as the contracts would emit it."""
+def one_round_task(*, budget: int = BUDGET, paid: int | None = None, quality: int = 8 * WAD // 10) -> list[Any]:
+    """The module docstring's task, from creation to withdrawals, as the contracts would emit it.
+
+    A budget below the payment scales it down to the budget (pro rata), and the bonus to what is left.
+    """
+    earned = min(PAYMENT, budget)
+    paid = earned if paid is None else paid
+    bonus = min(BONUS, budget - earned)
+    refund = budget - earned - bonus
     t = dict(task_id=1)
     log = EventLog()
-    log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=BUDGET, params=PARAMS)),
-           (b.Deposited, dict(t, from_=PUBLISHER, amount=BUDGET, held=BUDGET)))
+    log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=budget, params=PARAMS)),
+           (b.Deposited, dict(t, from_=PUBLISHER, amount=budget, held=budget)))
     log.tx((b.ClientJoined, dict(t, client=CLIENT, client_index=0, data_commitment=b"\x03" * 32, deposit=10**16)),
-           (b.Deposited, dict(t, from_=CLIENT, amount=10**16, held=BUDGET + 10**16)))
+           (b.Deposited, dict(t, from_=CLIENT, amount=10**16, held=budget + 10**16)))
     log.tx((b.AuctionOpened, dict(t, client_index=0, data_size=600, bidding_deadline=900, reveal_deadline=1000)),)
     log.tx((b.BidCommitted, dict(t, client_index=0, bidder=FOG, bid_index=0, commitment=b"\x04" * 32)),
-           (b.Deposited, dict(t, from_=FOG, amount=2 * 10**16, held=BUDGET + 3 * 10**16)))
+           (b.Deposited, dict(t, from_=FOG, amount=2 * 10**16, held=budget + 3 * 10**16)))
     log.tx((b.BidRevealed, dict(t, client_index=0, bidder=FOG, bid_index=0, frequency=5000, price=PRICE)),)
     log.tx((b.AuctionClosed, dict(t, client_index=0, winner=0, price=PRICE, escrow=PRICE)),
-           (b.Deposited, dict(t, from_=CLIENT, amount=PRICE, held=BUDGET + 3 * 10**16 + PRICE)))
+           (b.Deposited, dict(t, from_=CLIENT, amount=PRICE, held=budget + 3 * 10**16 + PRICE)))
     log.tx((b.TaskStarted, dict(t, started_at=1000, clients=1)),)
     log.tx((b.UpdateCommitted, dict(t, client_index=0, round=1, fog=FOG, update_hash=b"\x05" * 32, committed_at=1050, payment=PRICE)),
            (b.Credited, dict(t, to=FOG, amount=PRICE, reason=reason("FOG_PAYMENT"))))
     measurement = b.Measurement(quality=quality, round_time=50, accepted=True)
     log.tx((b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=(measurement,), paid=paid)),
-           (b.RoundClosed, dict(t, round=1, spent=paid, budget_left=BUDGET - paid, next_round_started_at=0)),
+           (b.RoundClosed, dict(t, round=1, spent=paid, budget_left=budget - paid, next_round_started_at=0)),
            (b.TaskFinished, dict(t, last_round=1, finished_at=1060, target_reached=False)))
-    log.tx((b.ClientSettled, dict(t, client_index=0, earned=PAYMENT, bonus=BONUS, deposit_returned=10**16)),
-           (b.Credited, dict(t, to=CLIENT, amount=PAYMENT + BONUS, reason=reason("CLIENT_REWARD"))),
+    log.tx((b.ClientSettled, dict(t, client_index=0, earned=earned, bonus=bonus, deposit_returned=10**16)),
+           (b.Credited, dict(t, to=CLIENT, amount=earned + bonus, reason=reason("CLIENT_REWARD"))),
            (b.Credited, dict(t, to=CLIENT, amount=10**16, reason=reason("DEPOSIT_RETURN"))),
-           (b.TaskSettled, dict(t, bonuses=BONUS, refund=REFUND)),
-           (b.Credited, dict(t, to=PUBLISHER, amount=REFUND, reason=reason("BUDGET_REFUND"))))
+           (b.TaskSettled, dict(t, bonuses=bonus, refund=refund)),
+           (b.Credited, dict(t, to=PUBLISHER, amount=refund, reason=reason("BUDGET_REFUND"))))
     log.tx((b.JobSettled, dict(t, client_index=0, escrow_refund=0, deposits_refunded=2 * 10**16, deposits_forfeited=0)),
            (b.Credited, dict(t, to=FOG, amount=2 * 10**16, reason=reason("BID_REFUND"))))
-    log.tx((b.Withdrawn, dict(account=CLIENT, amount=PAYMENT + BONUS + 10**16)),)
+    log.tx((b.Withdrawn, dict(account=CLIENT, amount=earned + bonus + 10**16)),)
     return log.events
 
 
@@ -101,6 +110,16 @@ def test_replay_recomputes_the_hand_computed_reputation_payment_and_bonus() -> N
     assert replay.history.task.status == "Settled" and replay.history.task.refund == REFUND
     assert replay.history.auctions[0].winner == 0 and replay.history.auctions[0].price == PRICE
     assert replay.pool.held == 0 and replay.pool.parts == 0
+
+
+def test_a_budget_short_of_the_payment_pays_it_pro_rata_and_no_bonus() -> None:
+    events = one_round_task(budget=10**15)
+
+    report = audit_task(1, events)
+
+    assert report.passed, [f.message for c in report.checks for f in c.findings]
+    client = report.history.clients[0]
+    assert (client.earned, client.bonus, report.history.task.refund) == (10**15, 0, 0)
 
 
 def test_audit_of_the_consistent_event_list_passes() -> None:

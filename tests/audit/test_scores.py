@@ -22,6 +22,7 @@ def test_scores_posted_by_the_aggregators_scoring_are_reproduced(scored_task: Dr
     assert [s.round for s in report.scores] == [1, 2]
     assert all(s.within_tolerance for s in report.scores)
     assert report.scores[0].reproduced[2] == 0  # the NaN update: rejected, quality 0, as posted
+    assert report.scores[0].rejections == (None, None, "non_finite")
     assert report.scores[1].reproduced[2] is None  # removed after round 1: not scored
 
 
