@@ -22,6 +22,8 @@ FAULT_COLOURS = {
 }
 #: Figure size in inches and resolution of the PNGs.
 FIGSIZE = (6.4, 4.0)
+#: Label every client on the x axis up to this many clients.
+MAX_TICKED_CLIENTS = 30
 DPI = 120
 
 
@@ -54,6 +56,8 @@ def plot_contribution(result: ExperimentResult, path: Path) -> Path:
     axes.bar(indices, contribution, color=colours)
     for fault in sorted({c.fault for c in result.clients}):
         axes.bar([], [], color=FAULT_COLOURS.get(fault, "black"), label=fault)
+    if len(indices) <= MAX_TICKED_CLIENTS:
+        axes.set_xticks(indices)
     axes.set_xlabel("client")
     axes.set_ylabel("mean contribution per round")
     axes.set_title(f"contribution per client ({result.config.strategy})")

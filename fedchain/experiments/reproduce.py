@@ -30,9 +30,10 @@ from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment
 from fedchain.experiments.federation import build_federation
 from fedchain.experiments.results import ExperimentResult, write_metrics
-from fedchain.experiments.simulate import apply_threads, fairness
+from fedchain.experiments.simulate import apply_threads
 from fedchain.trainer.config import ENGINES
 from fedchain.experiments.runner import run_experiment
+from fedchain.trainer import WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -103,17 +104,20 @@ def rounds_to_accuracy(
 ) -> list[RoundsRow]:
     """Rounds to ``base.target_accuracy`` for every (setting, strategy); each setting's data split is shared."""
     rows = []
-    for setting in settings:
-        config = base.with_changes(faults=SETTINGS[setting], stop_at_target=True)
-        federation = build_federation(config)
-        for strategy in strategies:
-            result = run_experiment(config.with_changes(strategy=strategy), federation=federation)
-            _save(result, output_dir, f"{setting}-{strategy}")
-            rows.append(
-                RoundsRow(setting, strategy, result.rounds_to_target, len(result.rounds), result.best_accuracy, result.seconds)
-            )
-            if on_run is not None:
-                on_run(f"{setting} {strategy}", result)
+    with WorkerPool() as pool:
+        for setting in settings:
+            config = base.with_changes(faults=SETTINGS[setting], stop_at_target=True)
+            federation = build_federation(config)
+            for strategy in strategies:
+                result = run_experiment(config.with_changes(strategy=strategy), federation=federation, pool=pool)
+                _save(result, output_dir, f"{setting}-{strategy}")
+                rows.append(
+                    RoundsRow(
+                        setting, strategy, result.rounds_to_target, len(result.rounds), result.best_accuracy, result.seconds
+                    )
+                )
+                if on_run is not None:
+                    on_run(f"{setting} {strategy}", result)
     return rows
 
 
@@ -128,26 +132,29 @@ def fairness_runs(
 ) -> list[FairnessRun]:
     """Every (partition, seed, strategy) run; standalone accuracies are computed once per (partition, seed)."""
     runs = []
-    for partition in partitions:
-        for seed in seeds:
-            config = base.with_changes(partition=partition, seed=seed, standalone=True)
-            federation = build_federation(config)
-            standalone: Sequence[float] | None = None
-            for strategy in strategies:
-                result = run_experiment(config.with_changes(strategy=strategy), federation=federation, standalone=standalone)
-                standalone = result.standalone_accuracy
-                _save(result, output_dir, f"{partition}-seed{seed}-{strategy}")
-                scores = fairness(result)
-                if scores is None:
-                    raise ConfigError(
-                        f"strategy {strategy!r} gives no rewarded models, so it has no fairness figure",
-                        hint="use reward-in-kind strategies: --strategies fedfaim,fedave",
+    with WorkerPool() as pool:
+        for partition in partitions:
+            for seed in seeds:
+                config = base.with_changes(partition=partition, seed=seed, standalone=True)
+                federation = build_federation(config)
+                standalone: Sequence[float] | None = None
+                for strategy in strategies:
+                    result = run_experiment(
+                        config.with_changes(strategy=strategy), federation=federation, standalone=standalone, pool=pool
                     )
-                runs.append(
-                    FairnessRun(partition, strategy, seed, scores[0], scores[1], result.final_accuracy, result.seconds)
-                )
-                if on_run is not None:
-                    on_run(f"{partition} seed {seed} {strategy}: Pearson {scores[0]:.3f}", result)
+                    standalone = result.standalone_accuracy
+                    _save(result, output_dir, f"{partition}-seed{seed}-{strategy}")
+                    scores = result.fairness()
+                    if scores is None:
+                        raise ConfigError(
+                            f"strategy {strategy!r} gives no rewarded models, so it has no fairness figure",
+                            hint="use reward-in-kind strategies: --strategies fedfaim,fedave",
+                        )
+                    runs.append(
+                        FairnessRun(partition, strategy, seed, scores[0], scores[1], result.final_accuracy, result.seconds)
+                    )
+                    if on_run is not None:
+                        on_run(f"{partition} seed {seed} {strategy}: Pearson {scores[0]:.3f}", result)
     return runs
 
 

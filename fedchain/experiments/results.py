@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from fedchain.experiments.config import ExperimentConfig
+from fedchain.fl.metrics import jain_index, pearson
 
 #: Columns of ``metrics.csv``, one row per (round, client).
 CSV_COLUMNS = ("round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted")
@@ -75,6 +76,12 @@ class ExperimentResult:
         """Best test accuracy of the global model over the rounds."""
         return max((r.test_accuracy for r in self.rounds), default=math.nan)
 
+    def fairness(self) -> tuple[float, float] | None:
+        """(Pearson of standalone vs reward accuracy, Jain's index of the reward accuracies), when both exist."""
+        if self.standalone_accuracy is None or self.reward_accuracy is None or len(self.clients) < 2:
+            return None
+        return pearson(self.standalone_accuracy, self.reward_accuracy), jain_index(self.reward_accuracy)
+
     def mean_contribution(self) -> tuple[float, ...]:
         """Each client's contribution averaged over the rounds."""
         return _column_mean([r.contribution for r in self.rounds], len(self.clients))
@@ -89,6 +96,7 @@ class ExperimentResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping of the whole result."""
+        fairness = self.fairness()
         return {
             "config": self.config.to_dict(),
             "clients": [{"index": c.index, "samples": c.samples, "fault": c.fault} for c in self.clients],
@@ -107,6 +115,7 @@ class ExperimentResult:
             "standalone_accuracy": _list_or_none(self.standalone_accuracy),
             "reward_accuracy": _list_or_none(self.reward_accuracy),
             "rounds_to_target": self.rounds_to_target,
+            "fairness": None if fairness is None else {"pearson": fairness[0], "jain": fairness[1]},
             "final_accuracy": self.final_accuracy,
             "best_accuracy": self.best_accuracy,
             "seconds": self.seconds,

@@ -31,7 +31,7 @@ from fedchain.data.datasets import ImageDataset, dataset_info
 from fedchain.data.faults import free_ride, scale_update
 from fedchain.fl import Evaluation, RoundResult, Strategy, Validation, get_strategy, round_quality
 from fedchain.models.registry import ModelSpec
-from fedchain.trainer import Trainer, TrainConfig, predict, standalone_accuracies
+from fedchain.trainer import Trainer, TrainConfig, WorkerPool, predict, standalone_accuracies
 from fedchain.experiments.config import ExperimentConfig
 from fedchain.experiments.federation import FREE_RIDER, SCALED, Federation, build_federation
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
@@ -139,6 +139,7 @@ def run_experiment(
     federation: Federation | None = None,
     standalone: Sequence[float] | None = None,
     on_round: RoundCallback | None = None,
+    pool: WorkerPool | None = None,
 ) -> ExperimentResult:
     """Run the experiment of ``config`` and return everything it measured.
 
@@ -147,6 +148,8 @@ def run_experiment(
         federation: the data, when the caller built it already (several strategies on the same split).
         standalone: precomputed standalone accuracies (they depend on the data, not on the strategy).
         on_round: called after every round with its record.
+        pool: worker processes to train with, kept by the caller across runs (their start-up
+            costs seconds); by default the trainer starts its own when its engine needs them.
     """
     began = time.perf_counter()
     strategy = build_strategy(config)
@@ -163,7 +166,7 @@ def run_experiment(
     sizes = torch.tensor(federation.data_sizes, dtype=torch.float64)
     records: list[RoundRecord] = []
     rounds_to_target: int | None = None
-    with Trainer(spec, train_config, engine=config.engine, device=device) as trainer:
+    with Trainer(spec, train_config, engine=config.engine, device=device, pool=pool) as trainer:
         evaluator = ModelEvaluator(spec, trainer.device)
         global_params = trainer.initial_params(config.seed).to(trainer.device)
         models = global_params.expand(len(clients), -1).clone() if own_models else None

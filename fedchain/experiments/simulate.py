@@ -25,7 +25,7 @@ from fedchain.experiments.config import ExperimentConfig, load_experiment
 from fedchain.experiments.plots import write_plots
 from fedchain.experiments.results import ExperimentResult, RoundRecord, write_metrics
 from fedchain.experiments.runner import run_experiment
-from fedchain.fl import jain_index, pearson, strategy_names
+from fedchain.fl import strategy_names
 from fedchain.models.registry import MODELS
 from fedchain.trainer.config import ENGINES
 
@@ -33,13 +33,6 @@ log = logging.getLogger(__name__)
 
 #: Show one row per client in the final table up to this many clients.
 MAX_CLIENT_ROWS = 20
-
-
-def fairness(result: ExperimentResult) -> tuple[float, float] | None:
-    """(Pearson of standalone vs reward accuracy, Jain's index of reward accuracies), when both exist."""
-    if result.standalone_accuracy is None or result.reward_accuracy is None or len(result.clients) < 2:
-        return None
-    return pearson(result.standalone_accuracy, result.reward_accuracy), jain_index(result.reward_accuracy)
 
 
 def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -90,7 +83,7 @@ def summary_table(result: ExperimentResult) -> Table:
     if result.config.target_accuracy is not None:
         reached = "not reached" if result.rounds_to_target is None else str(result.rounds_to_target)
         table.add_row(f"rounds to {100 * result.config.target_accuracy:g}%", reached)
-    scores = fairness(result)
+    scores = result.fairness()
     if scores is not None:
         table.add_row("Pearson(standalone, reward)", f"{scores[0]:.3f}")
         table.add_row("Jain index of reward accuracy", f"{scores[1]:.3f}")
@@ -188,7 +181,7 @@ def simulate(config_path: Path | None, strategy_options: tuple[str, ...], prunin
     console = Console(stderr=True)
     result = run_with_progress(config, console)
     paths = list(write_metrics(result, config.output_dir))
-    scores = fairness(result)
+    scores = result.fairness()
     if config.plots:
         paths += write_plots(result, config.output_dir, pearson=None if scores is None else scores[0])
     for path in paths:

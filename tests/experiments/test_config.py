@@ -6,6 +6,7 @@ import pytest
 
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, PruningConfig, load_experiment
+from fedchain.experiments.runner import build_strategy
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -92,3 +93,13 @@ def test_impossible_values_are_refused_with_the_reason(tmp_path: Path, text: str
 def test_a_missing_config_file_says_so(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_experiment(tmp_path / "nowhere.yaml")
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_config_loads(path: Path) -> None:
+    config = load_experiment(path)
+
+    strategy = build_strategy(config)  # its options are valid ones
+
+    assert strategy.name == config.strategy
+    assert config.output_dir.parts[0] == "runs"  # examples write into the ignored runs/ folder
