@@ -60,22 +60,16 @@ def audit(
     qualities are reproduced from the stored updates. The exit status is 1
     when any check fails.
     """
-    from fedchain.audit.chain import read_chain
+    from fedchain.audit.auditor import DEFAULT_SCORE_TOLERANCE, audit_on_chain
     from fedchain.audit.render import html_report, print_report
-    from fedchain.audit.report import audit_task
     from fedchain.chain.deployment import open_deployment
     from fedchain.store import open_store
 
     w3, deployment = open_deployment(deployment_file, rpc_url=rpc_url)
-    readings = read_chain(w3, deployment, task_id, to_block=to_block)
-    store = open_store(store_url)
-    scores = None
-    if verify_scores:
-        from fedchain.audit.scores import DEFAULT_TOLERANCE, verify_scores as verify
-
-        tolerance = DEFAULT_TOLERANCE if score_tolerance is None else score_tolerance
-        scores = verify(task_id, readings.events, store, tolerance=tolerance, data_root=data_root)
-    report = audit_task(task_id, readings.events, views=readings.views, store=store, scores=scores)
+    report = audit_on_chain(
+        w3, deployment, task_id, open_store(store_url), verify_scores=verify_scores, data_root=data_root,
+        score_tolerance=DEFAULT_SCORE_TOLERANCE if score_tolerance is None else score_tolerance, to_block=to_block,
+    )
     if html_file is not None:
         html_file.parent.mkdir(parents=True, exist_ok=True)
         html_file.write_text(html_report(report), encoding="utf-8")

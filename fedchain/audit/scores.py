@@ -20,6 +20,7 @@ from typing import Iterable
 
 import torch
 
+from fedchain.audit.auditor import DEFAULT_SCORE_TOLERANCE
 from fedchain.audit.checks import CheckName, Tally
 from fedchain.audit.history import TaskHistory
 from fedchain.audit.replay import replay_task
@@ -33,8 +34,6 @@ from fedchain.updates import UpdateMeta, fetch_update
 
 log = logging.getLogger(__name__)
 
-#: Default largest |posted - reproduced| quality (and accuracy), as a plain number (1e-3 = 0.1 %).
-DEFAULT_TOLERANCE = 1e-3
 WAD = 10**18
 
 
@@ -43,7 +42,7 @@ def verify_scores(
     events: Iterable[ChainEvent],
     store: BlobStore,
     *,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = DEFAULT_SCORE_TOLERANCE,
     data_root: str | Path | None = None,
     device: str = "cpu",
 ) -> tuple[Tally, tuple[RoundScore, ...], int]:
