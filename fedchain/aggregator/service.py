@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 import torch
 
-from fedchain.agent import Agent, AgentSettings, AgentState, BlockRange
+from fedchain.agent import Agent, AgentLogger, AgentSettings, AgentState, BlockRange
 from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
 from fedchain.aggregator.scoring import (
     ClientInput,
@@ -136,10 +136,12 @@ class Aggregator:
             handle=self.handle,
             idle=self.tick,
         )
-        self.log = self.agent.log.bind(task=settings.task_id)
+        self.log = AgentLogger(_log, agent=self.agent.settings.name, task=settings.task_id)
         self._context: _TaskContext | None = None
         self._waiting_logged: int | None = None
         self._active: tuple[int, list[bool]] | None = None
+        #: The last round scored: ((round, commit times), outcome, model hash), so a refused post is retried cheaply.
+        self._scored: tuple[tuple[int, tuple[int, ...]], RoundOutcome, bytes] | None = None
 
     # ------------------------------------------------------------------ the loop
 
@@ -249,17 +251,22 @@ class Aggregator:
         commits: tuple[int, ...],
     ) -> None:
         log = self.log.bind(round=round_number)
-        global_params = self._global_model(state, context, round_number)
-        clients = [
-            self._client_input(context, round_number, i, active[i], commits[i], task.round_started_at)
-            for i in range(len(active))
-        ]
-        previous = self._strategy_state(context, round_number - 1)
-        outcome = score_round(
-            context.strategy, global_params, clients, context.evaluator, previous,
-            quality=context.quality,  # type: ignore[arg-type]
-        )
-        model_hash = self._publish(context, round_number, outcome)
+        key = (round_number, tuple(commits))
+        if self._scored is not None and self._scored[0] == key:  # a retried post: the inputs are the same
+            outcome, model_hash = self._scored[1], self._scored[2]
+        else:
+            global_params = self._global_model(state, context, round_number)
+            clients = [
+                self._client_input(context, round_number, i, active[i], commits[i], task.round_started_at)
+                for i in range(len(active))
+            ]
+            previous = self._strategy_state(context, round_number - 1)
+            outcome = score_round(
+                context.strategy, global_params, clients, context.evaluator, previous,
+                quality=context.quality,  # type: ignore[arg-type]
+            )
+            model_hash = self._publish(context, round_number, outcome)
+            self._scored = (key, outcome, model_hash)
         try:
             receipt = self.session.contracts.round_ledger.post_round(
                 self.task_id, round_number, model_hash, outcome.accuracy_wad, list(outcome.measurements)
@@ -271,7 +278,7 @@ class Aggregator:
         state.data.setdefault("models", {})[str(round_number)] = to_hex(model_hash)
         log.info(
             "round posted", accuracy=round(outcome.accuracy, 4),
-            accepted=sum(m.accepted for m in outcome.measurements), clients=len(clients),
+            accepted=sum(m.accepted for m in outcome.measurements), clients=len(outcome.measurements),
             model=model_hash, tx=receipt.transaction_hash,
         )
 
