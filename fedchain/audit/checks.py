@@ -77,6 +77,8 @@ class CheckResult:
     findings: tuple[Finding, ...] = ()
     #: Why the check did not run (only when ``compared`` is 0).
     skipped_because: str | None = None
+    #: Things worth knowing that are not failures (e.g. a rejected update whose blob is gone).
+    notes: tuple[str, ...] = ()
 
     @property
     def status(self) -> CheckStatus:
@@ -103,6 +105,7 @@ class CheckResult:
             "compared": self.compared,
             "skipped_because": self.skipped_because,
             "findings": [f.to_dict() for f in self.findings],
+            "notes": list(self.notes),
         }
 
 
@@ -113,6 +116,7 @@ class Tally:
     compared: Counter[CheckName] = field(default_factory=Counter)
     findings: dict[CheckName, list[Finding]] = field(default_factory=dict)
     skipped: dict[CheckName, str] = field(default_factory=dict)
+    notes: dict[CheckName, list[str]] = field(default_factory=dict)
 
     def expect(self, check: CheckName, what: str, expected: Any, actual: Any, at: ChainEvent | None = None) -> bool:
         """Compare a recomputed ``expected`` value with the chain's ``actual`` one; a difference is a finding."""
@@ -135,6 +139,11 @@ class Tally:
         position = (at.block_number, at.log_index) if at is not None else (None, None)
         self.findings.setdefault(check, []).append(Finding(check, message, *position))
 
+    def note(self, check: CheckName, message: str) -> None:
+        """Record something worth reporting that is not a failure (counted as a comparison)."""
+        self.compared[check] += 1
+        self.notes.setdefault(check, []).append(message)
+
     def skip(self, check: CheckName, reason: str) -> None:
         """Note why ``check`` has nothing to compare."""
         self.skipped[check] = reason
@@ -145,6 +154,8 @@ class Tally:
         for source in (self, other):
             for check, found in source.findings.items():
                 merged.findings.setdefault(check, []).extend(found)
+            for check, notes in source.notes.items():
+                merged.notes.setdefault(check, []).extend(notes)
         return merged
 
     def results(self, checks: tuple[CheckName, ...] = tuple(CheckName)) -> tuple[CheckResult, ...]:
@@ -155,6 +166,7 @@ class Tally:
                 compared=self.compared[check],
                 findings=tuple(self.findings.get(check, ())),
                 skipped_because=None if self.compared[check] else self.skipped.get(check, "nothing to compare"),
+                notes=tuple(self.notes.get(check, ())),
             )
             for check in checks
         )

@@ -96,6 +96,8 @@ def _findings(check: CheckResult) -> str:
     lines = [f.message for f in check.findings[:FINDINGS_SHOWN]]
     if len(check.findings) > FINDINGS_SHOWN:
         lines.append(f"... and {len(check.findings) - FINDINGS_SHOWN} more")
+    if check.notes:
+        lines.append(f"({len(check.notes)} note(s): see --json or --html)")
     return "\n".join(lines)
 
 
@@ -193,7 +195,8 @@ def html_report(report: AuditReport) -> str:
         [
             (
                 c.name.value, _Raw(f'<span class="{c.status.value}">{c.status.value}</span>'), c.compared, c.description,
-                _Raw("<br>".join(html.escape(f.message) for f in c.findings) or html.escape(c.skipped_because or "")),
+                _Raw("<br>".join([html.escape(f.message) for f in c.findings]
+                                 + [f"note: {html.escape(n)}" for n in c.notes]) or html.escape(c.skipped_because or "")),
             )
             for c in report.checks
         ],

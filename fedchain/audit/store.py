@@ -1,11 +1,17 @@
 """The blob store against the chain: every hash the task committed names an intact object.
 
-Updates (``UpdateCommitted.updateHash``) and the clients' job data
-(``DataCommitted.dataHash``) fall under ``store.updates``; the task spec
-(``datasetId``), the initial model (``modelId``) and every round's global model
-(``RoundPosted.modelHash``) under ``store.models``. The store checks each
+Updates (``UpdateCommitted.updateHash``) fall under ``store.updates``; the task
+spec (``datasetId``), the initial model (``modelId``) and every round's global
+model (``RoundPosted.modelHash``) under ``store.models``. The store checks each
 object's bytes against its name on read, so a missing object and an altered
 one are told apart.
+
+An update the aggregator scored as accepted must be there intact: the posted
+score rests on it. An update it posted as rejected (or never scored: a removed
+client, a round not posted yet) may be missing or damaged; that is what the
+rejection says, so it is reported as a note, not a failure. The clients' job
+data (``DataCommitted.dataHash``) is private and may be deleted after the task:
+its state is a note too.
 """
 
 from __future__ import annotations
@@ -25,17 +31,27 @@ def check_store(history: TaskHistory, store: BlobStore) -> Tally:
     tally = Tally()
     verdicts: dict[bytes, str | None] = {}
 
-    def verify(check: CheckName, digest: bytes, what: str) -> None:
+    def verify(check: CheckName, digest: bytes, what: str, *, required: bool = True) -> None:
         if digest not in verdicts:
             verdicts[digest] = _verdict(store, digest)
         problem = verdicts[digest]
-        tally.require(check, problem is None, f"{what} {to_hex(digest)}: {problem}")
+        if problem is None or required:
+            tally.require(check, problem is None, f"{what} {to_hex(digest)}: {problem}")
+        else:
+            tally.note(check, f"{what} {to_hex(digest)}: {problem}")
 
+    accepted = {
+        (index, posted.round): scored and m.accepted
+        for posted in history.rounds
+        for index, (scored, m) in enumerate(zip(posted.scored, posted.measurements))
+    }
     for commit in history.commits:
-        verify(CheckName.STORE_UPDATES, commit.update_hash, f"update of client {commit.client_index} in round {commit.round}")
+        scored = accepted.get((commit.client_index, commit.round), False)
+        what = f"update of client {commit.client_index} in round {commit.round}"
+        verify(CheckName.STORE_UPDATES, commit.update_hash, what if scored else what + " (not accepted)", required=scored)
     for client in history.clients:
         if client.data_hash is not None:
-            verify(CheckName.STORE_UPDATES, client.data_hash, f"job data of client {client.index}")
+            verify(CheckName.STORE_UPDATES, client.data_hash, f"job data of client {client.index}", required=False)
     params = history.task.params
     if params is not None:
         verify(CheckName.STORE_MODELS, params.dataset_id, "task spec (datasetId)")

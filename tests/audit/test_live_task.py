@@ -44,16 +44,33 @@ def test_the_rebuilt_history_holds_the_slash_the_removal_and_the_forfeits(driven
     assert history.task.status == "Settled"
 
 
-def test_a_missing_update_blob_fails_the_store_check(driven_task: DrivenTask, tmp_path: Path) -> None:
+def commit_of(driven_task: DrivenTask, client: int, round_number: int):
+    commits = audit_task(driven_task.task_id, driven_task.readings.events).history.commits
+    return next(c for c in commits if (c.client_index, c.round) == (client, round_number))
+
+
+def test_a_missing_blob_of_an_accepted_update_fails_the_store_check(driven_task: DrivenTask, tmp_path: Path) -> None:
     store = driven_task.store_copy(tmp_path / "store")
-    commit = audit_task(driven_task.task_id, driven_task.readings.events).history.commits[0]
+    commit = commit_of(driven_task, client=0, round_number=2)
     store.fs.rm(store.path_of(commit.update_hash))
 
     report = audit_task(driven_task.task_id, driven_task.readings.events, views=driven_task.readings.views, store=store)
 
     assert failed(report) == {CheckName.STORE_UPDATES.value}
     [finding] = report.check(CheckName.STORE_UPDATES).findings
-    assert "missing" in finding.message and f"round {commit.round}" in finding.message
+    assert "missing" in finding.message and "client 0 in round 2" in finding.message
+
+
+def test_a_missing_blob_of_a_rejected_update_is_a_note_not_a_failure(driven_task: DrivenTask, tmp_path: Path) -> None:
+    store = driven_task.store_copy(tmp_path / "store")
+    commit = commit_of(driven_task, client=3, round_number=1)  # posted as rejected
+    store.fs.rm(store.path_of(commit.update_hash))
+
+    report = audit_task(driven_task.task_id, driven_task.readings.events, views=driven_task.readings.views, store=store)
+
+    assert report.passed
+    [note] = report.check(CheckName.STORE_UPDATES).notes
+    assert "client 3 in round 1 (not accepted)" in note and "missing" in note
 
 
 def test_an_altered_model_blob_fails_the_model_store_check(driven_task: DrivenTask, tmp_path: Path) -> None:
