@@ -27,8 +27,8 @@ Everything here is pure: no I/O, no chain, no logging.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Sequence
 
 #: 1.0 in 1e18 fixed point.
 WAD = 10**18
@@ -67,10 +67,19 @@ class MechanismParams:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
+    @classmethod
+    def of(cls, task_params: Any) -> "MechanismParams":
+        """The mechanism's parameters from anything with the contract's ``TaskParams`` field names
+        (the bindings' ``TaskParams``, a decoded event, a test's dataclass)."""
+        return cls(**{name: getattr(task_params, name) for name in _FIELDS})
+
     @property
     def initial_reputation(self) -> int:
         """r_a = r_t of a client before its first scored round: min(1, cap)."""
         return min(WAD, self.reputation_cap)
+
+
+_FIELDS = tuple(f.name for f in fields(MechanismParams))
 
 
 @dataclass(frozen=True)

@@ -66,12 +66,7 @@ class TaskParams:
 
     def mechanism(self) -> MechanismParams:
         """The subset fedchain.fl.reputation reads."""
-        return MechanismParams(
-            rounds=self.rounds, expected_duration=self.expected_duration, psi=self.psi, phi=self.phi,
-            min_loss_reputation=self.min_loss_reputation, min_time_reputation=self.min_time_reputation,
-            min_quality=self.min_quality, max_round_time=self.max_round_time, reputation_cap=self.reputation_cap,
-            cycles_per_sample=self.cycles_per_sample, second_price=self.second_price,
-        )
+        return MechanismParams.of(self)
 
 
 def data_commitment(data_size: int, salt: bytes) -> bytes:
@@ -193,7 +188,7 @@ class FedChain:
         from fedchain.fl.reputation import RevealedBid, choose_winner
 
         loss_rep, _ = self.view("RoundLedger", "reputation", task_id, index)
-        mechanism = mechanism_of(params)
+        mechanism = MechanismParams.of(params)
         revealed = [RevealedBid(b.frequency, b.price) if b.revealed else None for b in bids]
         return choose_winner(mechanism, loss_rep, job.data_size, revealed).price
 
@@ -227,16 +222,6 @@ class FedChain:
         totals = self.view("Treasury", "totals")
         totals.balance = int(self.w3.eth.get_balance(self.addresses["Treasury"]))
         return totals
-
-
-def mechanism_of(params: Any) -> MechanismParams:
-    """MechanismParams from the contract's params view (a namespace)."""
-    return MechanismParams(
-        rounds=params.rounds, expected_duration=params.expected_duration, psi=params.psi, phi=params.phi,
-        min_loss_reputation=params.min_loss_reputation, min_time_reputation=params.min_time_reputation,
-        min_quality=params.min_quality, max_round_time=params.max_round_time, reputation_cap=params.reputation_cap,
-        cycles_per_sample=params.cycles_per_sample, second_price=params.second_price,
-    )
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,8 @@ import dataclasses
 from eth_utils import keccak
 
 from fedchain.chain import bindings
-from fedchain.fl.reputation import WAD, RevealedBid, auction_utility, choose_winner
-from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams, bid_commitment, mechanism_of
+from fedchain.fl.reputation import WAD, MechanismParams, RevealedBid, auction_utility, choose_winner
+from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams, bid_commitment
 
 PARAMS = TaskParams()
 CLIENT = CLIENTS[0]
@@ -240,4 +240,4 @@ def test_cancelling_returns_every_bid_and_escrow(chain: FedChain) -> None:
     assert chain.view("Treasury", "claimable", chain.account(FOGS[0])) == PARAMS.fog_deposit
     assert chain.view("Treasury", "claimable", chain.account(CLIENT)) == 10**14 * PARAMS.rounds
     assert chain.view("FogAuction", "heldFor", task) == 0
-    assert mechanism_of(chain.view("TaskRegistry", "params", task)) == PARAMS.mechanism()
+    assert MechanismParams.of(chain.view("TaskRegistry", "params", task)) == PARAMS.mechanism()

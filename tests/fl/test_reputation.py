@@ -47,6 +47,13 @@ def params(**changes: int) -> MechanismParams:
     return MechanismParams(**base)
 
 
+def test_mechanism_params_are_read_by_field_name_from_task_params() -> None:
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(**vars(params()), model_id=b"\0" * 32, client_deposit=7)  # extra fields are ignored
+    assert MechanismParams.of(task) == params()
+
+
 def test_linear_weights_increase_strictly_and_sum_to_one() -> None:
     for n in (1, 2, 5, 40):
         weights = linear_weights(n)
