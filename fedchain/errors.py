@@ -195,6 +195,18 @@ class JobDataRejected(AgentError):
     hint = "the fog node does not train on it; the client must hand off the data it committed (same store, same bytes)"
 
 
+class ParticipantDied(AgentError):
+    """A participant's process (fog node, client, aggregator) exited while the system still needed it."""
+
+    hint = "read the tail of its log above (the whole log is in the run folder); fix the cause and run again"
+
+
+class SystemTimeout(FedchainError):
+    """A running system did not reach the state it was waited for in time."""
+
+    hint = "look at the participants' logs in the run folder; on a busy machine, allow more time or use smaller data"
+
+
 class AuditFailed(FedchainError):
     """An audit found at least one failed check: the chain, the store or the mechanism disagree."""
 
