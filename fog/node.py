@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -43,10 +43,12 @@ from fedchain.publisher.session import ChainSession
 from fedchain.store.digest import parse_digest, to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta
 from fedchain.trainer.config import TrainConfig
-from fedchain.trainer.trainer import Trainer
 from fedchain.updates import store_update
 from fog.bidding import decide_bid
 from fog.config import FogConfig
+
+if TYPE_CHECKING:  # loaded on the first job won: the trainer brings the dataset code and torchvision
+    from fedchain.trainer.trainer import Trainer
 
 _log = logging.getLogger(__name__)
 
@@ -392,6 +394,8 @@ class FogNode:
 
     def _trainer(self, model: ModelSpec) -> Trainer:
         if model not in self._trainers:
+            from fedchain.trainer.trainer import Trainer
+
             c = self.config
             self._trainers[model] = Trainer(model, engine=c.engine, device=c.device, threads=c.threads)
         return self._trainers[model]

@@ -1,29 +1,52 @@
 """The client's side: join a task, auction the training job, hand the data to the winner, settle.
 
 ``fedchain client run`` (:mod:`fedchain.client.cli`) runs a :class:`ClientAgent`.
-The job data codec (:mod:`fedchain.client.handoff`) and the commitments
-(:mod:`fedchain.client.commitments`) are shared with the fog node.
+The job data codec (:mod:`fedchain.client.handoff`), the commitments
+(:mod:`fedchain.client.commitments`) and the agents' loop and clock
+(:mod:`fedchain.client.runtime`) are shared with the fog node, which imports
+them without the dataset code: names here are imported on first use.
 """
 
-from fedchain.client.agent import Award, ClientAgent, winning_bid
-from fedchain.client.commitments import bid_commitment, data_commitment, derive_salt
-from fedchain.client.config import ClientConfig, load_client_config
-from fedchain.client.data import client_dataset
-from fedchain.client.handoff import JobData, JobDataMeta, decode_job_data, encode_job_data, fetch_job_data
+from __future__ import annotations
 
-__all__ = [
-    "Award",
-    "ClientAgent",
-    "ClientConfig",
-    "JobData",
-    "JobDataMeta",
-    "bid_commitment",
-    "client_dataset",
-    "data_commitment",
-    "decode_job_data",
-    "derive_salt",
-    "encode_job_data",
-    "fetch_job_data",
-    "load_client_config",
-    "winning_bid",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> defining module.
+_EXPORTS: dict[str, str] = {
+    "Award": "fedchain.client.agent",
+    "ClientAgent": "fedchain.client.agent",
+    "winning_bid": "fedchain.client.agent",
+    "bid_commitment": "fedchain.client.commitments",
+    "data_commitment": "fedchain.client.commitments",
+    "derive_salt": "fedchain.client.commitments",
+    "ClientConfig": "fedchain.client.config",
+    "load_client_config": "fedchain.client.config",
+    "client_dataset": "fedchain.client.data",
+    "JobData": "fedchain.client.handoff",
+    "JobDataMeta": "fedchain.client.handoff",
+    "decode_job_data": "fedchain.client.handoff",
+    "encode_job_data": "fedchain.client.handoff",
+    "fetch_job_data": "fedchain.client.handoff",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from fedchain.client.agent import Award, ClientAgent, winning_bid
+    from fedchain.client.commitments import bid_commitment, data_commitment, derive_salt
+    from fedchain.client.config import ClientConfig, load_client_config
+    from fedchain.client.data import client_dataset
+    from fedchain.client.handoff import JobData, JobDataMeta, decode_job_data, encode_job_data, fetch_job_data
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'fedchain.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
-from fedchain.data.datasets import ImageDataset
 from fedchain.errors import BlobCorrupted, BlobTooLarge, JobDataRejected
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, parse_digest, to_hex
+
+if TYPE_CHECKING:  # the dataset code loads torchvision, which a fog node does not need
+    from fedchain.data.datasets import ImageDataset
 
 #: Version tag written into every job data payload; a reader rejects any other.
 FORMAT = "fedchain-jobdata/1"
