@@ -243,35 +243,34 @@ class FogNode:
         job = state.jobs[key]
         task_id, index = job["task"], job["client"]
         log = self.log.bind(job=key)
-        if self.now() >= job["bidding_deadline"]:
-            job["phase"] = MISSED
-            log.info("auction already past its bidding deadline; no bid")
-            return
         params = self.task_params(task_id)
-        active = sum(1 for other in state.jobs.values() if other["phase"] in ACTIVE_PHASES and not other["settled"])
         decision = decide_bid(
             self.config.cost,
             data_size=job["data_size"],
             task_cycles_per_sample=params.cycles_per_sample,
             round_duration=params.round_duration,
             fog_deposit=params.fog_deposit,
-            active_jobs=active,
+            active_jobs=sum(1 for other in state.jobs.values() if other["phase"] in ACTIVE_PHASES and not other["settled"]),
             max_jobs=self.config.max_jobs,
             max_deposit=self.config.max_deposit,
         )
-        if not decision.bid:
-            job["phase"] = SKIPPED
-            log.info("no bid", reason=decision.reason)
-            return
         auction = self.contracts.fog_auction
         salt = derive_salt(self.session.transactor.account.key, BID_SALT, auction.address, task_id, index)
         commitment = bid_commitment(decision.frequency, decision.price, salt, self.address)
         job.update(frequency=decision.frequency, price=decision.price, cost=decision.cost, salt=to_hex(salt))
         existing = self._my_bid(task_id, index)
-        if existing is not None:  # sent before a crash that lost the state
+        if existing is not None:  # sent before a crash that lost the state: take it up again
             job.update(phase=REVEALED if existing[1].revealed else BID, bid_index=existing[0])
             if existing[1].commitment != commitment:
                 log.warning("the bid on chain was made with another cost model; it cannot be revealed")
+            return
+        if not decision.bid:
+            job["phase"] = SKIPPED
+            log.info("no bid", reason=decision.reason)
+            return
+        if self.now() >= job["bidding_deadline"]:
+            job["phase"] = MISSED
+            log.info("auction already past its bidding deadline; no bid")
             return
         try:
             receipt = auction.commit_bid(task_id, index, commitment, value=params.fog_deposit)

@@ -29,7 +29,7 @@ def test_client_joins_auctions_its_job_and_hands_off_its_committed_data(world: W
     client, fog = agents.client(0, task_id), agents.fog(0, task_id)
 
     # execute: join and open, the fog bids and reveals, then close and hand off
-    award(world, client, (fog,), start=False)
+    award(world, (client,), (fog,), start=False)
 
     # assert: the join committed to D = 48 with the key's salt; the escrow is the winning price x N
     contracts = world.publisher.contracts
@@ -54,7 +54,7 @@ def test_client_and_fog_settle_and_withdraw_what_they_are_owed_after_the_last_ro
     # prepare: a two-round task; the fog commits each round, the test posts it as the aggregator
     task_id = world.create()
     client, fog = agents.client(0, task_id), agents.fog(0, task_id)
-    award(world, client, (fog,))
+    award(world, (client,), (fog,))
     post_round(world, task_id, 1)
     fog.step()  # trains round 2 from the model posted with round 1
     post_round(world, task_id, 2)

@@ -48,22 +48,23 @@ class Agents:
         return ClientAgent(self.world.session(CLIENTS[number]), ClientConfig(**{**defaults, **options}))  # type: ignore[arg-type]
 
 
-def award(world: World, client: ClientAgent, fogs: tuple[FogNode, ...], *, start: bool = True) -> int:
-    """Run the client's auction among ``fogs`` to the data hand-off (and start the task); returns the task id."""
-    client.step()  # join, open the auction
+def award(world: World, clients: tuple[ClientAgent, ...], fogs: tuple[FogNode, ...], *, start: bool = True) -> None:
+    """Run the clients' auctions among ``fogs`` to the data hand-off, then start the task (unless told not to)."""
+    for client in clients:
+        client.step()  # join, open the auction
     for node in fogs:
         node.step()  # bid
     world.advance(TERMS.bidding_duration + 1)
     for node in fogs:
         node.step()  # reveal
     world.advance(TERMS.reveal_duration + 1)
-    client.step()  # close
-    client.step()  # hand off the data
+    for client in clients:
+        client.step()  # close
+        client.step()  # hand off the data
     if start:
-        start_task(world.publisher, client.task_id)
+        start_task(world.publisher, clients[0].task_id)
     for node in fogs:
-        node.step()  # see the award and the data (and train round 1 when started)
-    return client.task_id
+        node.step()  # see the awards and the data (and train round 1 when started)
 
 
 def post_round(world: World, task_id: int, round_number: int) -> None:

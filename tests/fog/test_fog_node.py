@@ -6,6 +6,10 @@ stepping their loops by hand and moving the chain's clock past deadlines.
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from fedchain.chain import bindings as b
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import bid_commitment
@@ -74,7 +78,7 @@ def test_the_winner_of_two_bidders_trains_the_handed_off_data_and_commits_round_
     client, cheap, dear = agents.client(0, task_id), agents.fog(0, task_id), agents.fog(1, task_id)
 
     # execute: the auction, the hand-off, the task's start; the winner trains round 1
-    award(world, client, (cheap, dear))
+    award(world, (client,), (cheap, dear))
 
     # assert: the cheaper node won, verified the data and committed its update for round 1
     contracts = world.publisher.contracts
@@ -92,7 +96,7 @@ def test_fog_refuses_data_that_does_not_hash_to_the_committed_hash_and_trains_no
     # prepare: the job is awarded and handed off, then the stored data is altered before the fog fetches it
     task_id = world.create()
     client, fog = agents.client(0, task_id), agents.fog(0, task_id)
-    award(world, client, (fog,), start=False)
+    award(world, (client,), (fog,), start=False)
     store = world.publisher.store
     path = store.path_of(client.state.data["data_hash"])
     store.fs.pipe_file(path, store.fs.cat_file(path)[:-4] + b"\x00\x00\x00\x01")
@@ -113,7 +117,7 @@ def test_restarted_fog_does_not_commit_a_round_twice(world: World, agents: Agent
     # prepare: the fog node committed round 1, then lost its state
     task_id = world.create()
     fog = agents.fog(0, task_id)
-    award(world, agents.client(0, task_id), (fog,))
+    award(world, (agents.client(0, task_id),), (fog,))
     fog.config.state_path.unlink()
 
     # execute: a new process replays every event from the deployment block and acts again
@@ -132,7 +136,7 @@ def test_fog_that_never_reveals_forfeits_its_deposit_and_wins_nothing(world: Wor
     task_id = world.create()
     client, fog = agents.client(0, task_id), agents.fog(0, task_id, never_reveal=True)
 
-    award(world, client, (fog,), start=False)
+    award(world, (client,), (fog,), start=False)
 
     contracts = world.publisher.contracts
     assert contracts.fog_auction.job(task_id, 0).status == 3  # Vacant
@@ -145,7 +149,7 @@ def test_lazy_fog_commits_an_all_zero_update_without_training(world: World, agen
     task_id = world.create()
     fog = agents.fog(0, task_id, lazy="zero")
 
-    award(world, agents.client(0, task_id), (fog,))
+    award(world, (agents.client(0, task_id),), (fog,))
 
     session = world.publisher
     job = session.contracts.fog_auction.job(task_id, 0)
@@ -159,7 +163,27 @@ def test_fog_stops_after_the_round_it_was_told_to_stop_after(world: World, agent
     task_id = world.create()
     fog = agents.fog(0, task_id, stop_after_round=1)
 
-    award(world, agents.client(0, task_id), (fog,))
+    award(world, (agents.client(0, task_id),), (fog,))
 
     assert fog.agent.stopping
     assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 1
+
+
+def test_a_fog_that_won_two_jobs_trains_them_together_in_one_pass(
+    world: World, agents: Agents, caplog: pytest.LogCaptureFixture
+) -> None:
+    # prepare: two clients of one task, one fog node bidding for both jobs
+    task_id = world.create()
+    fog = agents.fog(0, task_id)
+    award(world, (agents.client(0, task_id), agents.client(1, task_id)), (fog,), start=False)
+    start_task(world.publisher, task_id)
+
+    # execute
+    with caplog.at_level(logging.INFO, logger="fog.node"):
+        fog.step()
+
+    # assert: one training call for both jobs, and both committed round 1
+    trained = [record.fields for record in caplog.records if record.getMessage().startswith("trained")]
+    assert [(fields["jobs"], fields["round"]) for fields in trained] == [(2, 1)]
+    auction = world.publisher.contracts.fog_auction
+    assert [auction.job(task_id, index).paid_up_to for index in (0, 1)] == [1, 1]

@@ -1,0 +1,58 @@
+"""The fog and client commands: configuration from YAML and flags, and bad input refused before any chain access."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedchain.cli import main
+from fedchain.config import load_yaml
+from fog.bidding import CostModel
+from fog.cli import fog_overrides
+from fog.config import FogConfig, load_fog_config
+
+
+def test_flags_override_the_yaml_file_and_cost_flags_go_into_the_cost_model(tmp_path: Path) -> None:
+    # prepare: a file with a name, a job limit and part of the cost model; flags for another limit and f
+    config_file = tmp_path / "fog.yaml"
+    config_file.write_text("name: fog-a\nmax_jobs: 2\ncost:\n  alpha: 1.0e-12\n  margin: 0.3\n")
+    flags = {"name": None, "max_jobs": 5, "frequency": 3e9, "margin": None, "tasks": (), "never_reveal": None}
+
+    # execute
+    config = load_fog_config(None, fog_overrides(load_yaml(config_file), flags))
+
+    # assert: unset flags leave the file's values; the cost model merges both
+    assert config == FogConfig(name="fog-a", max_jobs=5, cost=CostModel(frequency=3 * 10**9, alpha=1e-12, margin=0.3))
+
+
+def test_fog_run_refuses_an_unknown_setting_with_the_known_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_file = tmp_path / "fog.yaml"
+    config_file.write_text("max_jobz: 2\n")
+
+    code = main(["fog", "run", "--config", str(config_file), "--deployment", str(tmp_path / "none.json")])
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "unknown setting(s) max_jobz" in err and "max_jobs" in err
+
+
+def test_fog_run_refuses_a_negative_margin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["fog", "run", "--margin", "-0.5", "--deployment", str(tmp_path / "none.json")])
+
+    assert code == 1
+    assert "margin" in capsys.readouterr().err
+
+
+def test_client_run_needs_a_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["client", "run", "--deployment", str(tmp_path / "none.json")])
+
+    assert code == 2
+    assert "--task" in capsys.readouterr().err
+
+
+def test_client_run_refuses_a_partition_index_outside_the_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["client", "run", "--task", "1", "--partitions", "4", "--partition-index", "4", "--deployment", str(tmp_path / "none.json")])
+
+    assert code == 1
+    assert "partition_index 4 is outside 0..3" in capsys.readouterr().err
