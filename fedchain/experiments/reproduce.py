@@ -29,6 +29,7 @@ from rich.table import Table
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment
 from fedchain.experiments.federation import build_federation
+from fedchain.experiments.plots import write_plots
 from fedchain.experiments.results import ExperimentResult, write_metrics
 from fedchain.experiments.simulate import apply_threads
 from fedchain.trainer.config import ENGINES
@@ -90,8 +91,11 @@ class FairnessRow:
 
 
 def _save(result: ExperimentResult, output_dir: Path | None, name: str) -> None:
+    """Write one run's metrics and plots into ``output_dir/name`` (nothing without an output folder)."""
     if output_dir is not None:
         write_metrics(result, output_dir / name)
+        scores = result.fairness()
+        write_plots(result, output_dir / name, pearson=None if scores is None else scores[0])
 
 
 def rounds_to_accuracy(

@@ -45,6 +45,9 @@ RoundCallback = Callable[[RoundRecord], None]
 #: the others use the Tian loss ratio.
 CONTRIBUTION_QUALITY = frozenset({"cgsv", "fedfaim", "fedave"})
 
+#: Strategies that reward in kind: by default their clients keep their own rewarded models.
+REWARD_IN_KIND = frozenset({"fedfaim", "fedave"})
+
 #: Mixes the experiment seed and the round number into the trainer's per-round seed.
 _ROUND_SEED_STRIDE = 1_000_003
 #: Offset of the generator that draws free riders' random updates.
@@ -69,7 +72,7 @@ def keeps_own_models(config: ExperimentConfig, strategy: Strategy) -> bool:
     """Whether clients train from their own rewarded models rather than from the global model."""
     if config.own_models is not None:
         return config.own_models
-    return strategy.name in {"fedfaim", "fedave"}
+    return strategy.name in REWARD_IN_KIND
 
 
 class ModelEvaluator:
@@ -159,7 +162,11 @@ def run_experiment(
     spec = model_spec(config, federation)
     own_models = keeps_own_models(config, strategy)
     train_config = TrainConfig(
-        lr=config.lr, momentum=config.momentum, batch_size=config.batch_size, local_epochs=config.local_epochs
+        lr=config.lr,
+        momentum=config.momentum,
+        batch_size=config.batch_size,
+        local_epochs=config.local_epochs,
+        seed=config.seed,
     )
     device = None if config.device == "auto" else config.device
     clients = federation.clients
@@ -254,6 +261,7 @@ def run_experiment(
 
 __all__ = [
     "CONTRIBUTION_QUALITY",
+    "REWARD_IN_KIND",
     "ModelEvaluator",
     "RoundCallback",
     "build_strategy",
