@@ -35,7 +35,15 @@ from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import JobData, fetch_job_data, max_job_data_bytes
 from fedchain.client.runtime import chain_now, session_agent, transact_when_due
-from fedchain.errors import BlobNotFound, ContractRevert, InsufficientFunds, JobDataRejected
+from fedchain.errors import (
+    BlobNotFound,
+    ContractRevert,
+    InsufficientFunds,
+    JobDataRejected,
+    StoreError,
+    TaskSpecError,
+    UpdateRejected,
+)
 from fedchain.fl.params import flatten, unflatten
 from fedchain.models.registry import ModelSpec
 from fedchain.publisher.service import JobStatus, TaskStatus, withdraw
@@ -320,15 +328,18 @@ class FogNode:
         for key, job in state.jobs.items():
             if job["phase"] != WON or job["data_hash"] is None or job["data_status"] == "rejected" or key in self._data:
                 continue
-            spec = self.task_spec(job["task"])
             try:
+                spec = self.task_spec(job["task"])
                 self._data[key] = fetch_job_data(
                     self.session.store, job["data_hash"], task_id=job["task"], client_index=job["client"],
                     data_size=job["data_size"], num_classes=spec.num_classes, in_channels=spec.in_channels,
                     max_bytes=max_job_data_bytes(job["data_size"], spec.in_channels),
                 )
             except BlobNotFound:
-                self.log.debug("job data not in the store yet", job=key, data=job["data_hash"])
+                self.log.debug("job data or task spec not in the store yet", job=key, data=job["data_hash"])
+                continue
+            except (StoreError, TaskSpecError) as err:  # the store is unreachable, or the publisher's spec is bad
+                self.log.warning("cannot fetch the job data", job=key, error=str(err.args[0]))
                 continue
             except JobDataRejected as err:
                 job.update(data_status="rejected", data_error=str(err.args[0]))
@@ -373,7 +384,11 @@ class FogNode:
             if int(self.contracts.fog_auction.job(task_id, job["client"]).paid_up_to) >= round_:
                 job["committed"].append(round_)
                 continue
-            start = self._global_model(state, task_id, round_)
+            try:
+                start = self._global_model(state, task_id, round_)
+            except (UpdateRejected, StoreError) as err:  # not (yet) in this store, or damaged: try again next poll
+                self.log.warning("global model unavailable", job=key, round=round_, error=str(err.args[0]))
+                continue
             if start is None or key not in self._data:
                 continue
             client = job.get("client_account") or self.contracts.round_ledger.client(task_id, job["client"]).account
@@ -404,7 +419,7 @@ class FogNode:
         trainer = self._trainer(model)
         starts = torch.stack([flatten(item.start, trainer.spec)[0] for item in jobs])
         if self.config.lazy is not None:
-            generator = torch.Generator().manual_seed(self.config.seed)
+            generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + jobs[0].round)
             if self.config.lazy == "zero":
                 deltas = torch.zeros_like(starts)
             else:

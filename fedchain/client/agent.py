@@ -132,8 +132,8 @@ class ClientAgent:
     def _act(self, state: AgentState) -> None:
         data = state.data
         task = self.contracts.task_registry.state(self.task_id)
-        if "client_index" not in data and not self._join(state, task):
-            return
+        if "client_index" not in data:
+            self._join(state, task)
         index = data["client_index"]
         job = self.contracts.fog_auction.job(self.task_id, index)
         if job.status == JobStatus.NONE and task.status == TaskStatus.OPEN:
@@ -149,8 +149,8 @@ class ClientAgent:
         if task.status in ENDED:
             self._settle(state, index)
 
-    def _join(self, state: AgentState, task: b.TaskState) -> bool:
-        """Join (or find the earlier join); False while there is nothing to do yet."""
+    def _join(self, state: AgentState, task: b.TaskState) -> None:
+        """Join the task, or find the join made before a restart."""
         ledger = self.contracts.round_ledger
         try:
             index = int(ledger.client_index(self.task_id, self.address))
@@ -166,7 +166,6 @@ class ClientAgent:
             index = int(receipt.events_of(b.ClientJoined)[0].client_index)
             self.log.info("joined", job=index, data_size=size, deposit=params.client_deposit, tx=receipt.transaction_hash)
         state.data.update(client_index=index, data_size=len(self.dataset))
-        return True
 
     def _close(self, state: AgentState, index: int, job: b.Job) -> None:
         auction = self.contracts.fog_auction
