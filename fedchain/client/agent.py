@@ -205,8 +205,7 @@ class ClientAgent:
 
     def _settle(self, state: AgentState, index: int) -> None:
         settlement = settle_task(self.session, self.task_id)
-        info = self.contracts.round_ledger.client(self.task_id, index)
         amount = withdraw(self.session)
         state.data.update(withdrawn=amount, settled_jobs=list(settlement.jobs))
-        self.log.info("settled and withdrew", job=index, wei=amount, earned=info.earned)
+        self.log.info("settled and withdrew", job=index, wei=amount)
         state.finished = True
