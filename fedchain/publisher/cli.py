@@ -109,10 +109,16 @@ def task() -> None:
 )
 @click.option("--budget", help="Reward budget escrowed with the task: wei, or with a unit (1ether, 500gwei). [default: 1ether]")
 @click.option("--aggregator", help="Address of the aggregator that will post rounds. [default: the publisher]")
+@click.option(
+    "--validation-size", type=click.IntRange(min=1),
+    help="Samples of the test split the aggregator scores every client's model on. [default: 1000]",
+)
 @_field_options(TaskTerms, None, "term_")
 @_field_options(TaskSpec, SPEC_FLAGS, "spec_")
 @session_options
-def create(config_path: Path | None, budget: str | None, aggregator: str | None, **options: Any) -> None:
+def create(
+    config_path: Path | None, budget: str | None, aggregator: str | None, validation_size: int | None, **options: Any
+) -> None:
     """Create a task: write its spec and initial model to the store, escrow the budget on chain.
 
     Amounts are wei unless a unit is given (0.01ether, 20gwei); fractions
@@ -121,6 +127,8 @@ def create(config_path: Path | None, budget: str | None, aggregator: str | None,
     """
     terms = {k.removeprefix("term_"): v for k, v in options.items() if k.startswith("term_")}
     spec = {k.removeprefix("spec_"): v for k, v in options.items() if k.startswith("spec_")}
+    if validation_size is not None:
+        spec["validation"] = {"size": validation_size}
     config = load_publish_config(config_path, terms=terms, spec=spec, budget=budget, aggregator=aggregator)
     session = session_from_options(**{k: options[k] for k in ("deployment_file", "rpc_url", "keystore", "store_url")})
     created = create_task(session, config)

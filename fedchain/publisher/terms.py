@@ -200,7 +200,11 @@ def load_publish_config(
         )
     term_data = {**{k: v for k, v in data.items() if k in term_names}, **dict(data.get("terms") or {})}
     term_data.update({k: v for k, v in (terms or {}).items() if v is not None})
-    spec_data = {**dict(data.get("spec") or {}), **{k: v for k, v in (spec or {}).items() if v is not None}}
+    file_spec = dict(data.get("spec") or {})
+    flag_spec = {k: v for k, v in (spec or {}).items() if v is not None}
+    spec_data = {**file_spec, **flag_spec}
+    if isinstance(file_spec.get("validation"), Mapping) and isinstance(flag_spec.get("validation"), Mapping):
+        spec_data["validation"] = {**file_spec["validation"], **flag_spec["validation"]}  # a flag changes one field
     config = {
         "terms": from_mapping(TaskTerms, _with_amounts(term_data), prefix="terms."),
         "spec": from_mapping(TaskSpec, spec_data, prefix="spec."),

@@ -9,7 +9,7 @@ import pytest
 from fedchain.cli import main
 from fedchain.publisher.service import TaskStatus
 from fedchain.store.digest import keccak256
-from fedchain.taskspec import TaskSpec, load_model, load_spec
+from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec
 
 from tests.aggregator.conftest import AGGREGATOR, CLIENTS, PUBLISHER, World
 
@@ -120,11 +120,16 @@ def test_task_create_reads_a_yaml_file_and_flags_override_it(
     world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
     config = tmp_path / "task.yaml"
-    config.write_text("rounds: 7\nbudget: 2ether\nterms: {round_duration: 90}\nspec: {model: lenet5, lr: 0.1}\n")
+    config.write_text(
+        "rounds: 7\nbudget: 2ether\nterms: {round_duration: 90}\nspec: {model: lenet5, lr: 0.1, validation: {seed: 4}}\n"
+    )
 
-    task_id = create_with_cli(world, monkeypatch, capsys, "--config", str(config), "--round-duration", "45")
+    task_id = create_with_cli(
+        world, monkeypatch, capsys, "--config", str(config), "--round-duration", "45", "--validation-size", "300"
+    )
 
     params = world.publisher.contracts.task_registry.params(task_id)
     assert (params.rounds, params.round_duration) == (3, 45)  # --rounds 3 and --round-duration win over the file
     assert world.publisher.contracts.task_registry.state(task_id).budget == 5 * 10**17
-    assert load_spec(world.publisher.store, params.dataset_id) == TaskSpec(model="lenet5", lr=0.1, strategy="cgsv")
+    expected = TaskSpec(model="lenet5", lr=0.1, strategy="cgsv", validation=ValidationSpec(size=300, seed=4))
+    assert load_spec(world.publisher.store, params.dataset_id) == expected
