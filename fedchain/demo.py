@@ -1,29 +1,376 @@
-"""``fedchain demo``: for now, the contracts deployed to a local chain it starts, printed.
+"""``fedchain demo``: the whole system end to end, as separate processes, on a local chain it starts.
 
-A later issue replaces this with the whole system end to end (publisher,
-clients, fog nodes, aggregator, auditor) on that chain.
+It starts a local Anvil (or uses ``--rpc-url`` with the key in
+``FEDCHAIN_PRIVATE_KEY``), deploys, creates a task as the publisher, starts
+the fog nodes, the aggregator and the clients as separate OS processes (each
+with its own key, state file and log under the run folder), shows the task's
+progress while they run, then audits the finished task and prints a table per
+participant and the audit's verdict. The exit status is 1 when the audit fails.
+
+The cast (:func:`fedchain.system.demo_roster`): clients of different sizes,
+every odd one with noisy labels; fog nodes with different frequencies, energy
+costs and margins, fog 0 a free rider that commits zero updates.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
 
 import click
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
 
-from fedchain.chain.commands import DeployRequest, run_deploy
-from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE
+from fedchain.errors import AuditFailed, ConfigError, SigningKeyError
+
+if TYPE_CHECKING:  # the command's --help must not load torch or web3
+    from fedchain.audit import AuditReport
+    from fedchain.publisher.terms import TaskTerms
+    from fedchain.system import Roster, SystemRun, TaskProgress
+    from fedchain.taskspec import TaskSpec
+
+log = logging.getLogger(__name__)
+
+WAD = 10**18
+#: T = T_ex / N, the expected seconds per round the publisher sets (the time reputation's yardstick).
+EXPECTED_ROUND_S = 40
+#: The cap on every reputation: a fog node committing within T / cap earns the client the full time reputation.
+REPUTATION_CAP = 2.0
+#: c, cycles per sample, of the demo's task (scales the frequencies the fog nodes bid).
+CYCLES_PER_SAMPLE = 5 * 10**8
+#: The reward budget the publisher escrows, wei.
+BUDGET_WEI = 10**17
+#: The wei a mid-sized job costs per round: well below the payments, so the auction rewards speed first.
+TARGET_PRICE_WEI = 5 * 10**13
+#: Columns of the tables when the output is not a terminal (a log file, a test).
+PIPED_WIDTH = 160
+#: Seconds between two redraws of the progress (each reads the chain).
+PROGRESS_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """What ``fedchain demo`` runs.
+
+    Attributes:
+        strategy: aggregation strategy of the task (fedavg, quality, cgsv, fedfaim).
+        dataset: mnist or fashion-mnist.
+        clients: number of client processes.
+        fogs: number of fog-node processes.
+        rounds: N.
+        samples_per_client: the mean client data size D (clients hold 0.5 to 1.5 times it).
+        rpc_url: an existing chain (with FEDCHAIN_PRIVATE_KEY funding everyone) instead of a local Anvil.
+        run_dir: the run folder (None: runs/demo-TIMESTAMP); must be empty or new.
+        keep_running: keep the chain and the fog nodes up after the summary, until Ctrl-C.
+        seed: the task's seed (initial model, training) and the clients' split and noise.
+        data_root: dataset folder (None: FEDCHAIN_DATA_ROOT).
+        validation_size: samples of the publisher's validation set.
+        round_duration: seconds from a round's start to its commit deadline.
+        auction_duration: seconds of sealed bidding, and again of reveals.
+        verify_scores: let the audit re-run the aggregator's scoring from the stored updates.
+    """
+
+    strategy: str = "fedavg"
+    dataset: str = "mnist"
+    clients: int = 5
+    fogs: int = 3
+    rounds: int = 3
+    samples_per_client: int = 64
+    rpc_url: str | None = None
+    run_dir: Path | None = None
+    keep_running: bool = False
+    seed: int = 0
+    data_root: Path | None = None
+    validation_size: int = 500
+    round_duration: int = 90
+    auction_duration: int = 15
+    verify_scores: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("clients", "fogs", "rounds", "validation_size", "round_duration", "auction_duration"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.samples_per_client < 2:
+            raise ConfigError(f"--samples-per-client must be at least 2, got {self.samples_per_client}")
+
+    def terms(self) -> TaskTerms:
+        """The task's on-chain terms."""
+        from fedchain.publisher.terms import TaskTerms
+
+        return TaskTerms(
+            rounds=self.rounds, expected_duration=EXPECTED_ROUND_S * self.rounds, psi=10**15, phi=10**12,
+            min_loss_reputation=0.1, min_time_reputation=0.1, min_quality=0.5, max_round_time=self.round_duration,
+            reputation_cap=REPUTATION_CAP, client_deposit=10**16, fog_deposit=2 * 10**16,
+            cycles_per_sample=CYCLES_PER_SAMPLE, round_duration=self.round_duration,
+            bidding_duration=self.auction_duration, reveal_duration=self.auction_duration, time_tolerance=5,
+        )
+
+    def spec(self) -> TaskSpec:
+        """The task spec every agent reads from the store."""
+        from fedchain.taskspec import TaskSpec, ValidationSpec
+
+        return TaskSpec(
+            dataset=self.dataset, model="lenet5", lr=0.1, batch_size=16, local_epochs=3, seed=self.seed,
+            strategy=self.strategy, validation=ValidationSpec(size=self.validation_size, seed=self.seed),
+        )
+
+    def roster(self) -> Roster:
+        """The clients and fog nodes (:func:`fedchain.system.demo_roster`)."""
+        from fedchain.system.roster import AuctionScale, demo_roster
+
+        scale = AuctionScale(CYCLES_PER_SAMPLE, EXPECTED_ROUND_S, REPUTATION_CAP, TARGET_PRICE_WEI)
+        return demo_roster(self.clients, self.fogs, self.samples_per_client, scale)
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What a demo run produced."""
+
+    task_id: int
+    run_dir: Path
+    report: AuditReport
+    #: Seconds from the start to the audit's verdict.
+    wall_s: float
+
+
+def run_demo(config: DemoConfig, console: Console) -> DemoResult:
+    """Run the demo (module docstring); SIGTERM and Ctrl-C stop every process it started."""
+    started = time.monotonic()
+    from fedchain.chain.keys import resolve_account
+    from fedchain.chain.node import AnvilNode, AnvilSettings, connect
+    from fedchain.data.datasets import load_dataset, resolve_data_root
+    from fedchain.publisher import PublishConfig
+    from fedchain.system import AGGREGATOR, PUBLISHER, AgentOptions, RunSettings, Supervisor, SystemRun, required_funds
+
+    data_root = resolve_data_root(config.data_root)
+    load_dataset(config.dataset, train=True, root=data_root)  # a missing dataset fails here, before any process
+    run_dir = _fresh_run_dir(config.run_dir)
+    roster, terms, spec = config.roster(), config.terms(), config.spec()
+    timeout = _timeouts(config)
+    with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+        if config.rpc_url is None:
+            node = stack.enter_context(AnvilNode(AnvilSettings(accounts=1)))
+            w3, rpc_url, funder = node.web3(), node.rpc_url, node.dev_account(0)
+            console.print(f"local chain: Anvil at {rpc_url}")
+        else:
+            funder = resolve_account()
+            if funder is None:
+                raise SigningKeyError("--rpc-url needs a funded key to deploy and pay the participants")
+            w3, rpc_url = connect(config.rpc_url), config.rpc_url
+            console.print(f"chain at {rpc_url}, funded by {funder.address}")
+        supervisor = stack.enter_context(Supervisor())
+        run = SystemRun(w3, funder, rpc_url, RunSettings(run_dir, AgentOptions(data_root, seed=config.seed)), supervisor)
+        run.deploy(rehearse=config.rpc_url is not None)
+        run.fund(required_funds(roster, terms, BUDGET_WEI, publisher=PUBLISHER, aggregator=AGGREGATOR))
+        task_id = run.create_task(PublishConfig(terms=terms, spec=spec, budget=BUDGET_WEI))
+        console.print(f"task {task_id} created: {config.rounds} rounds of {spec.strategy} on {spec.dataset}; "
+                      f"run folder {run_dir}")
+        display = ProgressDisplay(run, console)
+        with display:
+            run.start_fogs(roster.fogs, timeout_s=timeout["start"], tick=display.tick)
+            run.start_aggregator()
+            run.start_clients(roster.clients)
+            run.await_handoffs(len(roster.clients), timeout_s=timeout["auction"], tick=display.tick)
+            run.start_task()
+            run.await_settled([fog.name for fog in roster.fogs], timeout_s=timeout["rounds"], tick=display.tick)
+        report = run.audit(verify_scores=config.verify_scores)
+        wall_s = time.monotonic() - started
+        console.print(participants_table(roster, report, run))
+        console.print(*audit_verdict(report))
+        console.print(f"wall time {wall_s:.0f} s; logs, states, store and audit.json in {run_dir}")
+        if config.keep_running:
+            supervisor.stop([child.name for child in supervisor.children if child.spec.exits_when_done])
+            console.print(f"the chain ({rpc_url}) and the fog nodes keep running; deployment file "
+                          f"{run.folder.deployment_file}, store {run.folder.store_url}. Ctrl-C stops them.")
+            while True:
+                supervisor.check()
+                time.sleep(1.0)
+    return DemoResult(task_id, run_dir, report, wall_s)
+
+
+def _fresh_run_dir(requested: Path | None) -> Path:
+    if requested is None:
+        return Path("runs") / datetime.now(timezone.utc).strftime("demo-%Y%m%d-%H%M%S")
+    if requested.exists() and any(requested.iterdir()):
+        raise ConfigError(
+            f"the run folder {requested} is not empty",
+            hint="pass a new --run-dir (agents would resume from the states of another chain), or delete it",
+        )
+    return requested
+
+
+def _timeouts(config: DemoConfig) -> dict[str, float]:
+    """Generous bounds for each stage (process start-up on a busy CPU dominates)."""
+    return {
+        "start": 240.0,
+        "auction": 240.0 + 2 * config.auction_duration,
+        "rounds": 180.0 + config.rounds * (config.round_duration + 60.0),
+    }
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt, so both unwind the same way (every child stopped)."""
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class ProgressDisplay:
+    """The task's progress and the processes' states: live on a terminal, a line per change elsewhere."""
+
+    def __init__(self, run: SystemRun, console: Console) -> None:
+        self.run = run
+        self.console = console
+        self._live = Live(console=console, refresh_per_second=4) if console.is_terminal else None
+        self._last_read = 0.0
+        self._last_line = ""
+
+    def __enter__(self) -> "ProgressDisplay":
+        if self._live is not None:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc_info)
+
+    def tick(self) -> None:
+        """Read the chain (at most once per PROGRESS_EVERY_S) and redraw."""
+        now = time.monotonic()
+        if now - self._last_read < PROGRESS_EVERY_S:
+            return
+        self._last_read = now
+        progress = self.run.progress()
+        line = progress_line(progress)
+        if self._live is not None:
+            self._live.update(Group(Text(line, style="bold"), self.processes()))
+        elif line != self._last_line:
+            self.console.print(line)
+        self._last_line = line
+
+    def processes(self) -> Table:
+        table = Table(title="processes", title_justify="left", show_edge=False)
+        for column in ("name", "pid", "state", "last log line"):
+            table.add_column(column, overflow="ellipsis", no_wrap=column == "last log line")
+        for child in self.run.supervisor.children:
+            code = child.returncode
+            state = "running" if code is None else f"exited {code}"
+            table.add_row(child.name, str(child.pid), state, child.log_tail(1).strip()[-100:])
+        return table
+
+
+def progress_line(progress: TaskProgress) -> str:
+    """One line: status, round, jobs, commits, posts, accuracy."""
+    accuracy = "-" if progress.accuracy is None else f"{progress.accuracy:.1%}"
+    return (
+        f"task {progress.status.name.lower()}: round {progress.round}/{progress.rounds} | "
+        f"clients {progress.clients} | jobs awarded {progress.awarded}, data handed off {progress.handed_off} | "
+        f"commits {progress.commits}/{progress.active} | posted {progress.posted} | accuracy {accuracy}"
+    )
+
+
+def _ether(wei: int) -> str:
+    return f"{Decimal(wei) / WAD:.6f}"
+
+
+def _fixed(value: int) -> str:
+    return f"{Decimal(value) / WAD:.3f}"
+
+
+def participants_table(roster: Roster, report: AuditReport, run: SystemRun) -> Table:
+    """One row per participant: behaviour, reputation, payments, slashes, deposits and final accuracy."""
+    history = report.history
+    plans = {run.account(plan.name).address: plan for plan in (*roster.clients, *roster.fogs)}
+    client_names = {c.index: plans[c.account].name if c.account in plans else str(c.index) for c in history.clients}
+    final = history.rounds[-1].accuracy if history.rounds else None
+    table = Table(title=f"task {report.task_id}: who earned what (ETH; reputation 1.0 = 1e18)", title_justify="left")
+    for column in ("participant", "behaviour", "data / jobs", "r_a", "r_t", "paid", "slashes", "deposits", "final accuracy"):
+        table.add_column(column, justify="left" if column in ("participant", "behaviour", "deposits") else "right")
+    for client in sorted(history.clients, key=lambda c: client_names[c.index]):
+        plan = plans.get(client.account)
+        credited = history.credited_to(client.account)
+        paid = client.earned + (client.bonus or 0)
+        deposit = ("forfeited" if client.removed_round is not None
+                   else f"{_ether(credited.get('DEPOSIT_RETURN', 0))} back")
+        accuracy = "removed" if client.removed_round is not None or final is None else f"{final / WAD:.1%}"
+        table.add_row(
+            client_names[client.index], plan.behaviour if plan else "", f"{client.data_size} samples",
+            _fixed(client.loss_reputation), _fixed(client.time_reputation), _ether(paid), "-", deposit, accuracy,
+        )
+    fog_deposit = history.task.params.fog_deposit if history.task.params is not None else 0
+    for fog in sorted(history.fog_nodes, key=lambda address: plans[address].name if address in plans else address):
+        plan = plans.get(fog)
+        credited = history.credited_to(fog)
+        jobs = sorted({client_names[c.client_index] for c in history.commits if c.fog == fog})
+        slashes = [s for s in history.slashes if s.fog == fog]
+        unrevealed = sum(1 for a in history.auctions for bid in a.bids if bid.bidder == fog and not bid.revealed)
+        lost = sum(s.forfeited for s in slashes) + unrevealed * fog_deposit
+        deposits = f"{_ether(credited.get('BID_REFUND', 0))} back" + (f", {_ether(lost)} lost" if lost else "")
+        table.add_row(
+            plan.name if plan else fog, plan.behaviour if plan else "", ", ".join(jobs) or "no job", "", "",
+            _ether(credited.get("FOG_PAYMENT", 0)), str(len(slashes)), deposits, "",
+        )
+    publisher = history.credited_to(history.task.publisher)
+    table.add_row(
+        "publisher", f"budget {_ether(history.task.budget)}", "", "", "", "", "",
+        f"refund {_ether(publisher.get('BUDGET_REFUND', 0))}, forfeits {_ether(publisher.get('DEPOSIT_FORFEIT', 0))}",
+        "",
+    )
+    return table
+
+
+def audit_verdict(report: AuditReport) -> list[Any]:
+    """The audit's checks table and its verdict line (as ``fedchain audit`` prints them)."""
+    from fedchain.audit.render import tables
+
+    return list(tables(report).renderables[2:])
 
 
 @click.command()
-@click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DEPLOYMENT_FILE, show_default=True,
-    help="Where to write the deployment file.",
-)
-def demo(out: Path) -> None:
-    """Start a local chain, deploy the FedChain contracts, print the deployment, stop the chain."""
-    deployment = run_deploy(DeployRequest(out=out))
-    click.echo(f"FedChain deployed on a local chain (chain id {deployment.chain_id}) by {deployment.deployer}:")
-    width = max((len(c.name) for c in deployment.contracts), default=0)
-    for contract in deployment.contracts:
-        click.echo(f"  {contract.name:<{width}}  {contract.address}  code {contract.code_hash[:18]}...")
-    click.echo(f"deployment file: {out}; the local chain was stopped (its state is gone).")
+@click.option("--strategy", default=DemoConfig.strategy, show_default=True, help="Aggregation strategy: fedavg, quality, cgsv, fedfaim.")
+@click.option("--dataset", default=DemoConfig.dataset, show_default=True, help="mnist or fashion-mnist.")
+@click.option("--clients", type=int, default=DemoConfig.clients, show_default=True, help="Client processes.")
+@click.option("--fogs", type=int, default=DemoConfig.fogs, show_default=True, help="Fog-node processes (fog 0 is a free rider).")
+@click.option("--rounds", type=int, default=DemoConfig.rounds, show_default=True, help="Rounds N.")
+@click.option("--samples-per-client", type=int, default=DemoConfig.samples_per_client, show_default=True,
+              help="Mean samples per client (clients hold 0.5x to 1.5x).")
+@click.option("--rpc-url", help="Use this chain instead of a local Anvil; FEDCHAIN_PRIVATE_KEY deploys and funds everyone.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Run folder (new or empty).  [default: runs/demo-TIMESTAMP]")
+@click.option("--keep-running/--no-keep-running", default=False, show_default=True,
+              help="Keep the chain and the fog nodes up after the summary, until Ctrl-C.")
+@click.option("--seed", type=int, default=DemoConfig.seed, show_default=True, help="Seed of the model, training, split and noise.")
+@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder.  [default: FEDCHAIN_DATA_ROOT]")
+@click.option("--round-duration", type=int, default=DemoConfig.round_duration, show_default=True, help="Seconds per round before a missing commit is slashed.")
+@click.option("--auction-duration", type=int, default=DemoConfig.auction_duration, show_default=True, help="Seconds of bidding, and of reveals.")
+@click.option("--verify-scores/--no-verify-scores", default=True, show_default=True, help="Let the audit re-run the aggregator's scoring.")
+def demo(**options: Any) -> None:
+    """Run FedChain end to end: a local chain, a task, clients, fog nodes and the aggregator as
+    separate processes on real data; then the audit, and who earned what.
+
+    \b
+    Everything one run writes (deployment, blob store, agents' states and logs, audit.json)
+    goes to the run folder. The exit status is 1 when the audit fails. Ctrl-C stops every process.
+    """
+    config = DemoConfig(**options)
+    console = Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+    result = run_demo(config, console)
+    if not result.report.passed:
+        failed = ", ".join(name.value for name in result.report.failed_checks)
+        raise AuditFailed(f"the audit of task {result.task_id} failed: {failed}")

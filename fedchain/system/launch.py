@@ -1,0 +1,125 @@
+"""The run folder and the command lines of the participants' processes.
+
+A run folder holds everything one run writes::
+
+    RUN/deployment.json        the deployment every process reads (--deployment)
+    RUN/store/                 the blob store (--store): spec, models, updates, job data
+    RUN/state/NAME.json        each agent's state file (--state)
+    RUN/logs/NAME.log          each process's output
+
+Each participant is the project's own command (``python -m fedchain.cli fog
+run``, ``client run``, ``aggregator run``) with its key in
+``FEDCHAIN_PRIVATE_KEY``, never on the command line.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedchain.chain.keys import PRIVATE_KEY_ENV
+from fedchain.system.roster import ClientPlan, FogPlan
+from fedchain.system.supervisor import ProcessSpec
+
+#: Torch threads per participant: several processes share the CPU, so each keeps to one.
+THREADS_PER_PROCESS = 1
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """Where one run keeps its deployment, blob store, states and logs."""
+
+    root: Path
+
+    @property
+    def deployment_file(self) -> Path:
+        return self.root / "deployment.json"
+
+    @property
+    def store_url(self) -> str:
+        return str(self.root / "store")
+
+    def state(self, name: str) -> Path:
+        """The state file of agent ``name``."""
+        return self.root / "state" / f"{name}.json"
+
+    def log(self, name: str) -> Path:
+        """The log file of process ``name``."""
+        return self.root / "logs" / f"{name}.log"
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    """What every participant's command shares besides its task.
+
+    Attributes:
+        data_root: the dataset folder passed to clients and the aggregator (None: their environment's).
+        poll_interval_s: seconds between an agent's polls of the chain.
+        seed: seed of the clients' split and label noise.
+    """
+
+    data_root: Path | None = None
+    poll_interval_s: float = 0.2
+    seed: int = 0
+
+
+def _python(*args: str) -> tuple[str, ...]:
+    return (sys.executable, "-m", "fedchain.cli", *args)
+
+
+def _session_args(run: RunFolder, name: str) -> tuple[str, ...]:
+    return ("--deployment", str(run.deployment_file), "--store", run.store_url, "--state", str(run.state(name)))
+
+
+def _env(key: bytes) -> dict[str, str]:
+    threads = str(THREADS_PER_PROCESS)
+    return {PRIVATE_KEY_ENV: "0x" + bytes(key).hex(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+            "PYTHONUNBUFFERED": "1"}
+
+
+def fog_process(plan: FogPlan, run: RunFolder, key: bytes, task_id: int, options: AgentOptions) -> ProcessSpec:
+    """``fedchain fog run`` for ``plan``, watching only ``task_id``, training on one thread."""
+    cost = plan.cost
+    args = [
+        "fog", "run", "--name", plan.name, "--task", str(task_id),
+        "--frequency", str(cost.frequency), "--alpha", repr(cost.alpha), "--margin", repr(cost.margin),
+        "--engine", "sequential", "--threads", str(THREADS_PER_PROCESS), "--poll-interval", str(options.poll_interval_s),
+        *_session_args(run, plan.name),
+    ]
+    if plan.lazy is not None:
+        args += ["--lazy", plan.lazy]
+    if plan.never_reveal:
+        args.append("--never-reveal")
+    return ProcessSpec(plan.name, _python(*args), _env(key), run.log(plan.name))
+
+
+def client_process(
+    plan: ClientPlan, partitions: int, run: RunFolder, key: bytes, task_id: int, options: AgentOptions
+) -> ProcessSpec:
+    """``fedchain client run`` of ``task_id`` for ``plan``: part ``plan.partition_index`` of ``partitions`` of an IID split."""
+    args = [
+        "client", "run", "--task", str(task_id), "--name", plan.name,
+        "--partition-index", str(plan.partition_index), "--partitions", str(partitions),
+        "--partition-seed", str(options.seed), "--max-samples", str(plan.samples),
+        "--noisy-labels", repr(plan.noisy_labels), "--seed", str(options.seed + plan.partition_index),
+        "--poll-interval", str(options.poll_interval_s), *_session_args(run, plan.name),
+    ]
+    if options.data_root is not None:
+        args += ["--data-root", str(options.data_root)]
+    return ProcessSpec(plan.name, _python(*args), _env(key), run.log(plan.name), exits_when_done=True)
+
+
+def aggregator_process(
+    run: RunFolder, key: bytes, task_id: int, options: AgentOptions, *, strategy: str | None = None, name: str = "aggregator"
+) -> ProcessSpec:
+    """``fedchain aggregator run`` for ``task_id`` (``strategy`` None: the task spec's)."""
+    args = [
+        "aggregator", "run", "--task", str(task_id), "--poll-interval", str(options.poll_interval_s),
+        *_session_args(run, name),
+    ]
+    if strategy is not None:
+        args += ["--strategy", strategy]
+    if options.data_root is not None:
+        args += ["--data-root", str(options.data_root)]
+    return ProcessSpec(name, _python(*args), _env(key), run.log(name), exits_when_done=True)

@@ -1,0 +1,252 @@
+"""One run of the whole system: a deployment, one task, and its participants as separate processes.
+
+:class:`SystemRun` is what ``fedchain demo`` and the end-to-end and fault tests
+drive, step by step::
+
+    run = SystemRun(w3, funder, rpc_url, RunSettings(run_dir), supervisor)
+    run.deploy()                                   # contracts; participants' keys derive from the deployment
+    run.fund(required_funds(roster, terms, budget))
+    task_id = run.create_task(PublishConfig(terms=terms, spec=spec, budget=budget))   # as the publisher
+    run.start_fogs(roster.fogs); run.start_aggregator(); run.start_clients(roster.clients)
+    run.await_handoffs(len(roster.clients))       # auctions closed, data handed off
+    run.start_task()                               # the publisher starts round 1
+    run.await_settled([fog.name for fog in roster.fogs])
+    report = run.audit()
+
+The publisher acts in this process (through the same service functions as
+``fedchain task``); everyone else is a process of its own, started by the
+:class:`~fedchain.system.supervisor.Supervisor`, talking to the others only
+through the chain and the blob store. Every wait polls the chain and fails
+with :class:`~fedchain.errors.SystemTimeout` (what it waited for and where
+the logs are) or :class:`~fedchain.errors.ParticipantDied` (with the tail of
+the dead process's log).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+
+from fedchain.audit import AuditReport, audit_on_chain
+from fedchain.chain.deployment import Deployment, deploy
+from fedchain.chain.tx import Transactor
+from fedchain.errors import SystemTimeout
+from fedchain.publisher import ChainSession, PublishConfig, create_task, open_session, start_task
+from fedchain.publisher.service import JobStatus, TaskStatus
+from fedchain.system.launch import AgentOptions, RunFolder, aggregator_process, client_process, fog_process
+from fedchain.system.progress import EventLog, TaskProgress, read_progress
+from fedchain.system.roster import ClientPlan, FogPlan, participant_account
+from fedchain.system.supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: The publisher's and the aggregator's names (keys, logs, state files).
+PUBLISHER, AGGREGATOR = "publisher", "aggregator"
+#: Seconds between two looks at the chain while waiting.
+WAIT_POLL_S = 0.25
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Where a run writes, and the options its agents share.
+
+    Attributes:
+        run_dir: the run folder (deployment, store, states, logs); created if missing.
+        agents: data root, poll interval and seed handed to every participant's command.
+    """
+
+    run_dir: Path
+    agents: AgentOptions = field(default_factory=AgentOptions)
+
+
+class SystemRun:
+    """A deployment, one task on it, and the processes of its participants (see the module docstring)."""
+
+    def __init__(self, w3: Web3, funder: LocalAccount, rpc_url: str, settings: RunSettings, supervisor: Supervisor) -> None:
+        self.w3 = w3
+        self.funder = funder
+        self.rpc_url = rpc_url
+        self.settings = settings
+        self.supervisor = supervisor
+        self.folder = RunFolder(settings.run_dir)
+        self._deployment: Deployment | None = None
+        self._sessions: dict[str, ChainSession] = {}
+        self._events: EventLog | None = None
+        self.task_id: int | None = None
+        self.partitions = 0
+
+    # ------------------------------------------------------------------ chain and keys
+
+    @property
+    def deployment(self) -> Deployment:
+        if self._deployment is None:
+            raise RuntimeError("deploy() first")
+        return self._deployment
+
+    def deploy(self, *, rehearse: bool = False) -> Deployment:
+        """Deploy the contracts from the funding key and write the run's deployment file."""
+        self.folder.root.mkdir(parents=True, exist_ok=True)
+        self._deployment = deploy(self.w3, self.funder, rpc_url=self.rpc_url, rehearse_first=rehearse)
+        self._deployment.save(self.folder.deployment_file)
+        log.info("deployed to chain %d; deployment file %s", self._deployment.chain_id, self.folder.deployment_file)
+        return self._deployment
+
+    def account(self, name: str) -> LocalAccount:
+        """Participant ``name``'s key, derived from the funding key and this deployment."""
+        return participant_account(self.funder.key, self.deployment.contracts[0].address, name)
+
+    def fund(self, amounts: dict[str, int]) -> None:
+        """Top every named participant up to the given wei from the funding key."""
+        sender = Transactor(self.w3, self.funder)
+        for name, wanted in amounts.items():
+            address = self.account(name).address
+            missing = wanted - int(self.w3.eth.get_balance(address))
+            if missing > 0:
+                sender.send(address, b"", value=missing)
+                log.info("funded %s (%s) with %d wei", name, address, missing)
+
+    def session(self, name: str) -> ChainSession:
+        """An in-process session signing as participant ``name`` (the publisher's, or a test's look at the chain)."""
+        if name not in self._sessions:
+            self._sessions[name] = open_session(
+                self.folder.deployment_file, rpc_url=self.rpc_url, store_url=self.folder.store_url,
+                account=self.account(name),
+            )
+        return self._sessions[name]
+
+    @property
+    def events(self) -> EventLog:
+        """The deployment's events seen so far (call ``refresh()`` or use ``find``)."""
+        if self._events is None:
+            self._events = EventLog(self.session(PUBLISHER))
+        return self._events
+
+    # ------------------------------------------------------------------ the task
+
+    def create_task(self, config: PublishConfig) -> int:
+        """Create the run's task as the publisher, with the aggregator's account as its aggregator."""
+        config = PublishConfig(terms=config.terms, spec=config.spec, budget=config.budget,
+                               aggregator=self.account(AGGREGATOR).address)
+        self.task_id = create_task(self.session(PUBLISHER), config).task_id
+        return self.task_id
+
+    def start_task(self) -> None:
+        """Start round 1 as the publisher."""
+        start_task(self.session(PUBLISHER), self._task())
+
+    def progress(self) -> TaskProgress:
+        """Where the task is now."""
+        return read_progress(self.session(PUBLISHER), self._task(), self.events)
+
+    def _task(self) -> int:
+        if self.task_id is None:
+            raise RuntimeError("create_task() first")
+        return self.task_id
+
+    # ------------------------------------------------------------------ processes
+
+    def start_fogs(self, fogs: Sequence[FogPlan], *, timeout_s: float = 180.0, tick: Callable[[], None] | None = None) -> None:
+        """Start a process per fog node and wait until each has caught up with the chain (its state file exists)."""
+        for plan in fogs:
+            self.supervisor.start(
+                fog_process(plan, self.folder, self.account(plan.name).key, self._task(), self.settings.agents)
+            )
+        names = [plan.name for plan in fogs]
+        self.wait_until(
+            lambda: all(self.folder.state(name).exists() for name in names),
+            f"fog nodes {', '.join(names)} to start watching the chain", timeout_s, tick,
+        )
+
+    def start_aggregator(self, name: str = AGGREGATOR) -> None:
+        """Start the aggregator's process (it waits while the task is open)."""
+        key = self.account(AGGREGATOR).key
+        self.supervisor.start(aggregator_process(self.folder, key, self._task(), self.settings.agents, name=name))
+
+    def start_clients(self, clients: Sequence[ClientPlan], partitions: int | None = None) -> None:
+        """Start a process per client; the dataset is split into ``partitions`` parts (default: one per client)."""
+        self.partitions = partitions or len(clients)
+        for plan in clients:
+            key = self.account(plan.name).key
+            self.supervisor.start(
+                client_process(plan, self.partitions, self.folder, key, self._task(), self.settings.agents)
+            )
+
+    # ------------------------------------------------------------------ waiting
+
+    def wait_until(
+        self, condition: Callable[[], T | None], what: str, timeout_s: float, tick: Callable[[], None] | None = None
+    ) -> T:
+        """Poll ``condition`` until it returns something truthy (returned); between polls check that no
+        participant died and call ``tick`` (a progress display)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.supervisor.check()
+            result = condition()
+            if result:
+                return result
+            if tick is not None:
+                tick()
+            if time.monotonic() > deadline:
+                raise SystemTimeout(f"waited {timeout_s:.0f} s for {what}; the logs are in {self.folder.root / 'logs'}")
+            time.sleep(WAIT_POLL_S)
+
+    def await_handoffs(self, clients: int, *, timeout_s: float, tick: Callable[[], None] | None = None) -> None:
+        """Wait until ``clients`` clients joined and each job is awarded with its data handed off, or vacant."""
+        contracts = self.session(PUBLISHER).contracts
+        task_id = self._task()
+
+        def ready() -> bool:
+            if contracts.round_ledger.client_count(task_id) < clients:
+                return False
+            for index in range(clients):
+                job = contracts.fog_auction.job(task_id, index)
+                if job.status == JobStatus.VACANT:
+                    continue
+                if job.status != JobStatus.AWARDED or bytes(contracts.data_handoff.data_hash(task_id, index)) == bytes(32):
+                    return False
+            return True
+
+        self.wait_until(ready, f"{clients} clients to join, auction their jobs and hand off their data", timeout_s, tick)
+
+    def fog_withdrew(self, name: str) -> bool:
+        """Whether fog node ``name`` settled its jobs of the task and withdrew (from its state file)."""
+        try:
+            state = json.loads(self.folder.state(name).read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return False
+        task = state.get("data", {}).get("tasks", {}).get(str(self._task()), {})
+        return task.get("withdrawn") is not None
+
+    def await_settled(self, fogs: Sequence[str], *, timeout_s: float, tick: Callable[[], None] | None = None) -> None:
+        """Wait until the task is settled, the clients and the aggregator exited, and ``fogs`` withdrew."""
+        registry = self.session(PUBLISHER).contracts.task_registry
+        task_id = self._task()
+        finishing = [child for child in self.supervisor.children if child.spec.exits_when_done]
+
+        def done() -> bool:
+            if registry.state(task_id).status != TaskStatus.SETTLED:
+                return False
+            return all(not child.running for child in finishing) and all(self.fog_withdrew(name) for name in fogs)
+
+        self.wait_until(done, "the task to finish and every participant to settle and withdraw", timeout_s, tick)
+
+    # ------------------------------------------------------------------ the audit
+
+    def audit(self, *, verify_scores: bool = True) -> AuditReport:
+        """Audit the task from the chain and the store, as ``fedchain audit`` does; the JSON goes to the run folder."""
+        session = self.session(PUBLISHER)
+        report = audit_on_chain(
+            session.w3, session.deployment, self._task(), session.store, verify_scores=verify_scores,
+            data_root=self.settings.agents.data_root,
+        )
+        (self.folder.root / "audit.json").write_text(json.dumps(report.to_dict(), indent=2))
+        return report
