@@ -303,7 +303,15 @@ def fairness_command(
     config_path: Path | None, output_dir: Path | None, as_json: bool, seeds: int, strategies: str, partitions: str,
     **flags: Any,
 ) -> None:
-    """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave; 10 clients, POW/CLA/DIR (FedAVE)."""
+    """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave; 10 clients, POW/CLA/DIR (FedAVE).
+
+    \b
+    POW: power-law client sizes; CLA: client j holds j + 1 of the 10 classes
+    (class-number imbalance, unless the config sets classes_per_client);
+    DIR: Dirichlet(alpha) label skew. Clients keep their own models and
+    receive their rewards in kind (the CGSV/FedAVE protocol); each client's
+    standalone accuracy comes from training it alone for as many epochs.
+    """
     base = load_experiment(config_path, flags, defaults=FAIRNESS_DEFAULTS)
     apply_threads(base)
     console = Console(stderr=True)

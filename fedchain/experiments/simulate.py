@@ -120,7 +120,7 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--model", type=click.Choice(sorted(MODELS)), help="Model.")
 @click.option("--partition", type=click.Choice(["iid", "pow", "cla", "dir"]), help="How the training data is split among clients.")
 @click.option("--alpha", type=float, help="Dirichlet concentration of the dir partition.")
-@click.option("--classes-per-client", type=int, help="Classes per client of the cla partition.")
+@click.option("--classes-per-client", type=int, help="Classes per client of the cla partition (YAML null: client j holds 1..all classes, FedAVE's CLA).")
 @click.option("--power", type=float, help="Power-law exponent of the pow partition.")
 @click.option("--clients", type=int, help="Number of clients.")
 @click.option("--rounds", type=int, help="Number of rounds (at most, with --target-accuracy).")
