@@ -135,7 +135,8 @@ class Tally:
 
     def fail(self, check: CheckName, message: str, at: ChainEvent | None = None) -> None:
         """Record a finding (counted as a comparison too, so a failed check never reads as skipped)."""
-        self.compared[check] += 0 if self.compared[check] else 1
+        if not self.compared[check]:
+            self.compared[check] = 1
         position = (at.block_number, at.log_index) if at is not None else (None, None)
         self.findings.setdefault(check, []).append(Finding(check, message, *position))
 

@@ -192,7 +192,6 @@ class _Replayer:
         self.auction_held = 0
         self.deposited = 0
         self.credited = 0
-        self.pool = 0
         self.pending_removals: list[b.ClientRemoved] = []
         self.pending_close: tuple[int, int, bool] | None = None
         self.last_slash: b.FogSlashed | None = None
@@ -591,14 +590,13 @@ class _Replayer:
             client.data_hash = e.data_hash
 
     def on_deposited(self, e: b.Deposited) -> None:
-        self.pool += e.amount
         self.deposited += e.amount
-        self.tally.expect(E, "pool after a deposit", self.pool, e.held, e)
+        self.tally.expect(E, "pool after a deposit", self.deposited - self.credited, e.held, e)
         self.actual_deposits.append(e)
 
     def on_credited(self, e: b.Credited) -> None:
-        self.tally.require(E, e.amount <= self.pool, f"{e.amount} wei credited from a pool of {self.pool} wei", e)
-        self.pool -= e.amount
+        pool = self.deposited - self.credited
+        self.tally.require(E, e.amount <= pool, f"{e.amount} wei credited from a pool of {pool} wei", e)
         self.credited += e.amount
         self.actual_credits.append((e, reason_name(e.reason)))
 
