@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import multiprocessing
 import os
 import queue
 import threading
@@ -76,6 +77,18 @@ class _Job:
     out: torch.Tensor
 
 
+def _get_while_parent_lives(source: Any) -> Any:
+    """The next message from ``source``; exits the worker if the parent process has died meanwhile."""
+    parent = multiprocessing.parent_process()
+    while True:
+        try:
+            return source.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():
+                # Killed parents (SIGKILL, SIGTERM) run no clean-up; do not linger as orphans.
+                os._exit(0)
+
+
 def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -> None:
     """A worker's loop: take a job, train the clients it pulls from ``tasks`` until an end marker."""
     torch.set_num_threads(threads)
@@ -85,13 +98,13 @@ def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -
     models: dict[Any, nn.Module] = {}
     results.put(("ready", rank))
     while True:
-        job: _Job | None = jobs.get()
+        job: _Job | None = _get_while_parent_lives(jobs)
         if job is None:
             return
         model = models.get(job.model)
         if model is None:
             model = models[job.model] = job.model() if not isinstance(job.model, ModelSpec) else job.model.build()
-        while (position := tasks.get()) is not None:
+        while (position := _get_while_parent_lives(tasks)) is not None:
             try:
                 start = job.start[position if job.start.shape[0] > 1 else 0]
                 load_flat(model, start, job.spec)
