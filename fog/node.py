@@ -33,7 +33,7 @@ from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.chain import bindings as b
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
-from fedchain.client.handoff import JobData, fetch_job_data, max_job_data_bytes
+from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
 from fedchain.client.runtime import chain_now, session_agent, transact_when_due
 from fedchain.errors import (
     BlobNotFound,
@@ -330,11 +330,8 @@ class FogNode:
                 continue
             try:
                 spec = self.task_spec(job["task"])
-                self._data[key] = fetch_job_data(
-                    self.session.store, job["data_hash"], task_id=job["task"], client_index=job["client"],
-                    data_size=job["data_size"], num_classes=spec.num_classes, in_channels=spec.in_channels,
-                    max_bytes=max_job_data_bytes(job["data_size"], spec.in_channels),
-                )
+                expected = ExpectedJobData(job["task"], job["client"], job["data_size"], spec.num_classes, spec.in_channels)
+                self._data[key] = fetch_job_data(self.session.store, job["data_hash"], expected)
             except BlobNotFound:
                 self.log.debug("job data or task spec not in the store yet", job=key, data=job["data_hash"])
                 continue

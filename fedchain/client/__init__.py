@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "ClientConfig": "fedchain.client.config",
     "load_client_config": "fedchain.client.config",
     "client_dataset": "fedchain.client.data",
+    "ExpectedJobData": "fedchain.client.handoff",
     "JobData": "fedchain.client.handoff",
     "JobDataMeta": "fedchain.client.handoff",
     "decode_job_data": "fedchain.client.handoff",
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from fedchain.client.commitments import bid_commitment, data_commitment, derive_salt
     from fedchain.client.config import ClientConfig, load_client_config
     from fedchain.client.data import client_dataset
-    from fedchain.client.handoff import JobData, JobDataMeta, decode_job_data, encode_job_data, fetch_job_data
+    from fedchain.client.handoff import ExpectedJobData, JobData, JobDataMeta, decode_job_data, encode_job_data, fetch_job_data
 
 
 def __getattr__(name: str) -> Any:

@@ -75,9 +75,29 @@ class JobData:
         return int(self.labels.shape[0])
 
 
-def max_job_data_bytes(data_size: int, in_channels: int, side: int = MAX_IMAGE_SIDE) -> int:
-    """The most bytes job data of ``data_size`` float32 images (``in_channels`` x ``side`` x ``side``) may take."""
-    return data_size * (4 * in_channels * side * side + LABEL_BYTES) + HEADER_SLACK_BYTES
+@dataclass(frozen=True)
+class ExpectedJobData:
+    """What a fog node knows of a job's data before it sees it: from the chain and the task spec.
+
+    Attributes:
+        task_id: the task.
+        client_index: the job's client.
+        data_size: D, the samples the client revealed when it opened its auction.
+        num_classes: the task's classes (labels must lie in ``0..num_classes-1``).
+        in_channels: the task's image channels.
+    """
+
+    task_id: int
+    client_index: int
+    data_size: int
+    num_classes: int
+    in_channels: int
+
+    @property
+    def max_bytes(self) -> int:
+        """The most bytes the data may take: D float32 images of up to MAX_IMAGE_SIDE squared pixels per channel."""
+        pixels = self.in_channels * MAX_IMAGE_SIDE * MAX_IMAGE_SIDE
+        return self.data_size * (4 * pixels + LABEL_BYTES) + HEADER_SLACK_BYTES
 
 
 def encode_job_data(dataset: ImageDataset, meta: JobDataMeta) -> bytes:
@@ -89,21 +109,12 @@ def encode_job_data(dataset: ImageDataset, meta: JobDataMeta) -> bytes:
     return save_safetensors(tensors, metadata={METADATA_KEY: meta.to_json()})
 
 
-def decode_job_data(
-    data: bytes,
-    expected_hash: bytes | str,
-    *,
-    task_id: int,
-    client_index: int,
-    data_size: int,
-    num_classes: int,
-    in_channels: int,
-) -> JobData:
+def decode_job_data(data: bytes, expected_hash: bytes | str, expected: ExpectedJobData) -> JobData:
     """Check untrusted job data against the on-chain hash and data size; see the module's list of refusals."""
-    expected = parse_digest(expected_hash)
+    committed = parse_digest(expected_hash)
     digest = keccak256(data)
-    if digest != expected:
-        raise JobDataRejected(f"the job data hashes to {to_hex(digest)}, but the client committed {to_hex(expected)}")
+    if digest != committed:
+        raise JobDataRejected(f"the job data hashes to {to_hex(digest)}, but the client committed {to_hex(committed)}")
     try:
         tensors = load_safetensors(bytes(data))
         header_length = int.from_bytes(data[:8], "little")
@@ -111,42 +122,34 @@ def decode_job_data(
     except Exception as err:  # safetensors raises several kinds of errors on bad input
         raise JobDataRejected(f"the job data is not a safetensors file: {err}") from err
     meta = _meta(header.get("__metadata__"))
-    if (meta.task_id, meta.client_index) != (task_id, client_index):
+    if (meta.task_id, meta.client_index) != (expected.task_id, expected.client_index):
         raise JobDataRejected(
-            f"the job data is for task {meta.task_id} client {meta.client_index}, not task {task_id} client {client_index}"
+            f"the job data is for task {meta.task_id} client {meta.client_index}, "
+            f"not task {expected.task_id} client {expected.client_index}"
         )
     if set(tensors) != {"images", "labels"}:
         raise JobDataRejected(f"the job data holds tensors {sorted(tensors)}, expected images and labels")
     images, labels = tensors["images"], tensors["labels"]
-    if images.dtype != torch.float32 or images.ndim != 4 or images.shape[1] != in_channels:
+    if images.dtype != torch.float32 or images.ndim != 4 or images.shape[1] != expected.in_channels:
         raise JobDataRejected(
-            f"the job data's images are {images.dtype} of shape {tuple(images.shape)}, expected float32 [N, {in_channels}, H, W]"
+            f"the job data's images are {images.dtype} of shape {tuple(images.shape)}, expected float32 [N, {expected.in_channels}, H, W]"
         )
     if labels.dtype != torch.int64 or labels.ndim != 1:
         raise JobDataRejected(f"the job data's labels are {labels.dtype} of shape {tuple(labels.shape)}, expected int64 [N]")
-    if images.shape[0] != data_size or labels.shape[0] != data_size:
+    size = expected.data_size
+    if images.shape[0] != size or labels.shape[0] != size:
         raise JobDataRejected(
             f"the job data has {images.shape[0]} images and {labels.shape[0]} labels, "
-            f"but the client revealed a data size of {data_size} in its auction"
+            f"but the client revealed a data size of {size} in its auction"
         )
-    if data_size and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
-        raise JobDataRejected(f"the job data has labels outside 0..{num_classes - 1}")
+    if size and (int(labels.min()) < 0 or int(labels.max()) >= expected.num_classes):
+        raise JobDataRejected(f"the job data has labels outside 0..{expected.num_classes - 1}")
     if not bool(np.isfinite(images.numpy()).all()):
         raise JobDataRejected("the job data's images hold NaN or infinite values")
     return JobData(images=images, labels=labels, meta=meta, digest=digest)
 
 
-def fetch_job_data(
-    store: BlobStore,
-    expected_hash: bytes | str,
-    *,
-    task_id: int,
-    client_index: int,
-    data_size: int,
-    num_classes: int,
-    in_channels: int,
-    max_bytes: int,
-) -> JobData:
+def fetch_job_data(store: BlobStore, expected_hash: bytes | str, expected: ExpectedJobData) -> JobData:
     """Fetch the job data committed as ``expected_hash`` and check it like :func:`decode_job_data`.
 
     An object that is absent raises :class:`~fedchain.errors.BlobNotFound` (the
@@ -155,13 +158,10 @@ def fetch_job_data(
     """
     name = to_hex(parse_digest(expected_hash))
     try:
-        data = store.get(expected_hash, max_bytes=max_bytes)
+        data = store.get(expected_hash, max_bytes=expected.max_bytes)
     except (BlobCorrupted, BlobTooLarge) as err:
         raise JobDataRejected(f"job data {name}: {err.args[0]}") from err
-    return decode_job_data(
-        data, expected_hash, task_id=task_id, client_index=client_index, data_size=data_size,
-        num_classes=num_classes, in_channels=in_channels,
-    )
+    return decode_job_data(data, expected_hash, expected)
 
 
 def _meta(metadata: object) -> JobDataMeta:

@@ -13,6 +13,7 @@ from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client import data_commitment, decode_job_data
 from fedchain.client.commitments import DATA_SIZE_SALT, derive_salt
 from fedchain.client.data import client_dataset
+from fedchain.client.handoff import ExpectedJobData
 from tests.aggregator.conftest import TERMS, World
 from tests.fog.conftest import SAMPLES, Agents, award, post_round
 
@@ -44,7 +45,7 @@ def test_client_joins_auctions_its_job_and_hands_off_its_committed_data(world: W
     # the committed hash names the stored bytes, which are the client's data
     digest = contracts.data_handoff.data_hash(task_id, 0)
     data = world.publisher.store.get(digest)
-    decoded = decode_job_data(data, keccak(data), task_id=task_id, client_index=0, data_size=SAMPLES, num_classes=10, in_channels=1)
+    decoded = decode_job_data(data, keccak(data), ExpectedJobData(task_id, 0, SAMPLES, num_classes=10, in_channels=1))
     expected = client_dataset(client.spec, client.config)
     assert digest == keccak(data)
     assert (decoded.images == expected.images).all() and (decoded.labels == expected.labels).all()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import pytest
@@ -11,6 +12,7 @@ from eth_utils import keccak
 
 from fedchain.client import JobDataMeta, bid_commitment, data_commitment, decode_job_data, derive_salt, encode_job_data, winning_bid
 from fedchain.client.commitments import BID_SALT, DATA_SIZE_SALT
+from fedchain.client.handoff import ExpectedJobData, JobData
 from fedchain.data.datasets import ImageDataset
 from fedchain.errors import JobDataRejected
 
@@ -28,9 +30,9 @@ def encoded(n: int = 5, task_id: int = 3, client_index: int = 1) -> bytes:
     return encode_job_data(dataset(n), JobDataMeta(task_id=task_id, client_index=client_index, dataset="mnist", epsilon=2.0))
 
 
-def decode(data: bytes, expected_hash: bytes | None = None, **changes: int):
-    checks = {"task_id": 3, "client_index": 1, "data_size": 5, "num_classes": 10, "in_channels": 1, **changes}
-    return decode_job_data(data, expected_hash if expected_hash is not None else keccak(data), **checks)
+def decode(data: bytes, expected_hash: bytes | None = None, **changes: int) -> JobData:
+    expected = dataclasses.replace(ExpectedJobData(task_id=3, client_index=1, data_size=5, num_classes=10, in_channels=1), **changes)
+    return decode_job_data(data, expected_hash if expected_hash is not None else keccak(data), expected)
 
 
 def test_job_data_round_trips_with_its_hash_and_is_deterministic() -> None:
