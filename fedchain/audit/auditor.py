@@ -28,17 +28,23 @@ def audit_on_chain(
     verify_scores: bool = False,
     score_tolerance: float = DEFAULT_SCORE_TOLERANCE,
     data_root: str | Path | None = None,
+    strategy: str | None = None,
+    quality: str = "auto",
     to_block: int | None = None,
 ) -> AuditReport:
     """Audit task ``task_id`` of ``deployment`` as of ``to_block`` (default: the latest block).
 
     With ``verify_scores`` the aggregator's scoring is re-run from the stored
-    updates on the validation set under ``data_root`` (default: ``FEDCHAIN_DATA_ROOT``).
+    updates on the validation set under ``data_root`` (default: ``FEDCHAIN_DATA_ROOT``),
+    with the task spec's strategy unless ``strategy`` (and ``quality``) say what the aggregator ran.
     """
     readings = read_chain(w3, deployment, task_id, to_block=to_block)
     scores = None
     if verify_scores:
         from fedchain.audit.scores import verify_scores as reproduce
 
-        scores = reproduce(task_id, readings.events, store, tolerance=score_tolerance, data_root=data_root)
+        scores = reproduce(
+            task_id, readings.events, store, tolerance=score_tolerance, data_root=data_root, strategy=strategy,
+            quality=quality,
+        )
     return audit_task(task_id, readings.events, views=readings.views, store=store, scores=scores)

@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
     "--score-tolerance", type=click.FloatRange(min=0.0), default=None,
     help="Largest accepted |posted - reproduced| quality with --verify-scores. [default: 1e-3]",
 )
+@click.option("--strategy", help="With --verify-scores: the strategy the aggregator ran. [default: the task spec's]")
+@click.option(
+    "--quality", type=click.Choice(["auto", "loss", "contribution"]), default="auto", show_default=True,
+    help="With --verify-scores: the aggregator's --quality (auto: contribution for cgsv and fedfaim, else loss).",
+)
 @click.option(
     "--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder (default: FEDCHAIN_DATA_ROOT)."
 )
@@ -47,6 +52,8 @@ def audit(
     as_json: bool,
     verify_scores: bool,
     score_tolerance: float | None,
+    strategy: str | None,
+    quality: str,
     data_root: Path | None,
     to_block: int | None,
 ) -> None:
@@ -68,6 +75,7 @@ def audit(
     w3, deployment = open_deployment(deployment_file, rpc_url=rpc_url)
     report = audit_on_chain(
         w3, deployment, task_id, open_store(store_url), verify_scores=verify_scores, data_root=data_root,
+        strategy=strategy, quality=quality,
         score_tolerance=DEFAULT_SCORE_TOLERANCE if score_tolerance is None else score_tolerance, to_block=to_block,
     )
     if html_file is not None:

@@ -45,16 +45,21 @@ def verify_scores(
     tolerance: float = DEFAULT_SCORE_TOLERANCE,
     data_root: str | Path | None = None,
     device: str = "cpu",
+    strategy: str | None = None,
+    quality: str = "auto",
 ) -> tuple[Tally, tuple[RoundScore, ...], int]:
     """Reproduce every posted round's scores.
 
+    ``strategy`` and ``quality`` are what the aggregator ran with when it did not
+    use the task spec's strategy (its ``--strategy``, ``--quality``; the spec's
+    options go with the spec's strategy only, as in the aggregator).
     Returns the tally, one :class:`RoundScore` per round, and the tolerance in 1e18 fixed point.
     """
     history = replay_task(task_id, events).history
     tally = Tally()
     limit = int(round(tolerance * WAD))
     try:
-        rounds = tuple(_reproduce(history, store, tally, limit, data_root, device))
+        rounds = tuple(_reproduce(history, store, tally, limit, data_root, device, strategy, quality))
     except FedchainError as err:
         tally.fail(CheckName.SCORES, f"cannot reproduce the scores: {str(err).splitlines()[0]}")
         rounds = ()
@@ -64,7 +69,8 @@ def verify_scores(
 
 
 def _reproduce(
-    history: TaskHistory, store: BlobStore, tally: Tally, limit: int, data_root: str | Path | None, device: str
+    history: TaskHistory, store: BlobStore, tally: Tally, limit: int, data_root: str | Path | None, device: str,
+    strategy_name: str | None, quality_choice: str,
 ) -> Iterable[RoundScore]:
     from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
     from fedchain.fl.strategy import get_strategy
@@ -74,16 +80,16 @@ def _reproduce(
     if task.params is None or not history.rounds:
         return
     spec = load_spec(store, task.params.dataset_id)
-    check_supported(spec.strategy)
-    strategy = get_strategy(spec.strategy, **dict(spec.strategy_options))
-    quality = quality_source(spec.strategy)
+    name = strategy_name or spec.strategy
+    check_supported(name)
+    strategy = get_strategy(name, **(dict(spec.strategy_options) if name == spec.strategy else {}))
+    quality = quality_source(name, quality_choice)  # type: ignore[arg-type]
     evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
     param_spec, max_bytes = spec.param_spec(), spec.max_payload_bytes()
     sizes = {a.client_index: a.data_size for a in history.auctions}
     commits = {(c.client_index, c.round): c for c in history.commits}
     model_hash, state = task.params.model_id, None
-    log.info("reproducing %d rounds of task %d with %s (%s quality)",
-             len(history.rounds), task.task_id, spec.strategy, quality)
+    log.info("reproducing %d rounds of task %d with %s (%s quality)", len(history.rounds), task.task_id, name, quality)
     for posted in history.rounds:
         n = posted.round
         global_params = flatten(

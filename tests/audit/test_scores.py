@@ -38,3 +38,12 @@ def test_a_round_posted_with_a_quality_it_cannot_reproduce_is_flagged(scored_tas
     assert finding.message.startswith("round 2 client 0: posted quality")
     assert [r.within_tolerance for r in rounds] == [True, False]
 
+
+
+def test_reproducing_with_another_strategy_than_the_aggregator_ran_flags_the_rounds(scored_task: DrivenTask) -> None:
+    readings = scored_task.readings
+
+    tally, rounds, _ = verify_scores(scored_task.task_id, readings.events, scored_task.store(), strategy="cgsv")
+
+    assert tally.findings[CheckName.SCORES]
+    assert not all(r.within_tolerance for r in rounds)
