@@ -132,6 +132,8 @@ class TaskSpec:
 
         object.__setattr__(self, "dataset", dataset_info(self.dataset).name)
         object.__setattr__(self, "model", ModelSpec(self.model, self.num_classes, self.in_channels).name)
+        if isinstance(self.validation, Mapping):  # TaskSpec(validation={"size": 500}) from Python
+            object.__setattr__(self, "validation", ValidationSpec(**self.validation))
         options = json.loads(json.dumps(dict(self.strategy_options), sort_keys=True))  # JSON values only
         object.__setattr__(self, "strategy_options", MappingProxyType(options))
         self.train_config(0)  # validates lr, momentum, batch_size, local_epochs

@@ -115,6 +115,10 @@ def test_model_and_update_metadata_name_task_round_and_job() -> None:
     assert (meta.task_id, meta.round, meta.job_id, meta.client, meta.kind, meta.model) == (5, 3, 2, "0xabcdef", "update", "cnn")
 
 
+def test_validation_given_as_a_mapping_becomes_a_validation_spec() -> None:
+    assert TaskSpec(validation={"size": 50, "seed": 2}).validation == ValidationSpec(size=50, seed=2)  # type: ignore[arg-type]
+
+
 def test_round_seeds_differ_per_round_and_task_seed() -> None:
     seeds = {TaskSpec(seed=s).train_config(r).seed for s in (0, 1) for r in (1, 2, 3)}
     assert len(seeds) == 6
