@@ -1,4 +1,4 @@
-"""The chain commands end to end: `fedchain chain start` stays up until Ctrl-C, `deploy` and `demo` deploy the real contracts."""
+"""The chain commands end to end: `fedchain chain start` stays up until Ctrl-C, `deploy` deploys the real contracts."""
 
 from __future__ import annotations
 
@@ -57,16 +57,6 @@ def test_deploy_without_rpc_url_prints_the_deployment_and_says_the_chain_stopped
     assert tuple(c["name"] for c in printed["contracts"]) == DEPLOYMENT_ORDER
     assert load_deployment(out).to_dict() == printed
     assert "local chain was stopped" in captured.err
-
-
-def test_demo_deploys_to_a_local_chain_and_lists_the_contracts(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
-
-    code = main(["demo", "--out", str(tmp_path / "d.json")])
-
-    output = capsys.readouterr().out
-    assert code == 0
-    assert all(name in output for name in DEPLOYMENT_ORDER)
 
 
 def test_deploy_error_is_printed_with_its_hint(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
