@@ -101,9 +101,17 @@ def _findings(check: CheckResult) -> str:
     return "\n".join(lines)
 
 
+#: Width of the tables when the output is not a terminal (a pipe or a log would otherwise get 80 columns).
+PIPE_WIDTH = 132
+
+
 def print_report(report: AuditReport, console: Console | None = None) -> None:
     """Print the terminal tables."""
-    (console or Console()).print(tables(report))
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=PIPE_WIDTH)
+    console.print(tables(report))
 
 
 # --------------------------------------------------------------------------- plots
