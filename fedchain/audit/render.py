@@ -20,7 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from fedchain.audit.checks import CheckResult, CheckStatus
-from fedchain.audit.report import AuditReport, fog_summary
+from fedchain.audit.history import BidRecord
+from fedchain.audit.report import AuditReport, account_summary, fog_summary
 
 WAD = 10**18
 #: Findings listed per check in the terminal table (the JSON and HTML reports list all).
@@ -195,6 +196,11 @@ class _Raw(str):
     """Markup already escaped."""
 
 
+def _bid(bid: BidRecord) -> str:
+    terms = f"{bid.frequency}, {ether(bid.price)}" if bid.revealed else "not revealed"
+    return f"{bid.index}: {bid.bidder}, {terms}"
+
+
 def html_report(report: AuditReport) -> str:
     """One self-contained HTML page: verdict, checks with every finding, tables and the two plots."""
     history = report.history
@@ -233,6 +239,26 @@ def html_report(report: AuditReport) -> str:
           ether(s.new_price), s.from_round or "-") for s in history.slashes],
         left=(1,),
     )
+    auctions = _table(
+        ("job (client)", "data size", "bids: bidder, frequency (Hz), price (ETH)", "winner (bid)", "price (ETH)",
+         "escrow (ETH)"),
+        [
+            (a.client_index, a.data_size, _Raw("<br>".join(html.escape(_bid(b)) for b in a.bids)),
+             "-" if a.winner is None else a.winner, ether(a.price), ether(a.escrow))
+            for a in history.auctions
+        ],
+        left=(2,),
+    )
+    accounts = _table(
+        ("account", "roles", "credited by reason (ETH)", "withdrawn (ETH, all tasks)"),
+        [
+            (row["account"], ", ".join(row["roles"]),
+             _Raw("<br>".join(html.escape(f"{why}: {ether(wei)}") for why, wei in row["credited"].items()) or "-"),
+             ether(row["withdrawn"]))
+            for row in account_summary(history)
+        ],
+        left=(0, 1, 2),
+    )
     rounds = _table(
         ("round", "model hash", "accuracy", "paid (ETH)", "removed"),
         [(r.round, "0x" + r.model_hash.hex(), fixed(r.accuracy), ether(r.paid), ",".join(map(str, r.removed)) or "-")
@@ -255,8 +281,10 @@ budget {ether(task.budget)} ETH; {task.last_round} round(s) posted.</p>
 <h2>Checks</h2>{checks}
 <h2>Clients</h2>{clients}
 <h2>Fog nodes</h2>{fogs}
+<h2>Auctions</h2>{auctions}
 <h2>Slashes</h2>{slashes}
 <h2>Rounds</h2>{rounds}
+<h2>Money by account</h2>{accounts}
 <h2>Reputation and payments per round</h2>{plots}
 </body></html>
 """

@@ -221,3 +221,14 @@ def test_a_cancelled_task_returns_budget_and_deposits_and_passes() -> None:
     assert report.passed, [f.message for c in report.checks for f in c.findings]
     assert report.history.task.status == "Cancelled"
     assert report.history.clients[0].deposit_returned == 10**16
+
+
+def test_the_html_report_is_one_self_contained_page_with_the_tables_and_two_plots() -> None:
+    from fedchain.audit.render import html_report
+
+    page = html_report(audit_task(1, one_round_task()))
+
+    assert page.startswith("<!DOCTYPE html>") and page.count('src="data:image/png;base64,') == 2
+    for section in ("Checks", "Clients", "Fog nodes", "Auctions", "Slashes", "Rounds", "Money by account"):
+        assert f"<h2>{section}</h2>" in page
+    assert "http" not in page.replace("http-equiv", "")  # nothing fetched from elsewhere
