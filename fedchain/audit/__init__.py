@@ -10,38 +10,31 @@ it runs the same on a live chain and on a hand-made event list::
     readings = read_chain(w3, deployment, task_id)                 # the only chain access
     report = audit_task(task_id, readings.events, views=readings.views, store=store)
 
-``fedchain audit --task ID`` is the command line over it (:mod:`fedchain.audit.cli`).
+``fedchain audit --task ID`` is the command line over it (:mod:`fedchain.audit.cli`). The names
+below are loaded on first use, so that ``fedchain audit --help`` does not load torch.
 """
 
-from fedchain.audit.auditor import DEFAULT_SCORE_TOLERANCE, audit_on_chain
-from fedchain.audit.chain import ChainReadings, read_chain, read_views
-from fedchain.audit.checks import CheckName, CheckResult, CheckStatus, Finding, Tally
-from fedchain.audit.history import TaskHistory
-from fedchain.audit.replay import PoolParts, Replay, mechanism_of, replay_task
-from fedchain.audit.report import FORMAT, AuditReport, RoundScore, audit_task
-from fedchain.audit.views import ChainViews, TaskViews, TreasuryViews
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_SCORE_TOLERANCE",
-    "FORMAT",
-    "AuditReport",
-    "ChainReadings",
-    "ChainViews",
-    "CheckName",
-    "CheckResult",
-    "CheckStatus",
-    "Finding",
-    "PoolParts",
-    "Replay",
-    "RoundScore",
-    "Tally",
-    "TaskHistory",
-    "TaskViews",
-    "TreasuryViews",
-    "audit_on_chain",
-    "audit_task",
-    "mechanism_of",
-    "read_chain",
-    "read_views",
-    "replay_task",
-]
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_SCORE_TOLERANCE": "auditor", "audit_on_chain": "auditor",
+    "ChainReadings": "chain", "read_chain": "chain", "read_views": "chain",
+    "CheckName": "checks", "CheckResult": "checks", "CheckStatus": "checks", "Finding": "checks", "Tally": "checks",
+    "TaskHistory": "history",
+    "PoolParts": "replay", "Replay": "replay", "mechanism_of": "replay", "replay_task": "replay",
+    "FORMAT": "report", "AuditReport": "report", "RoundScore": "report", "audit_task": "report",
+    "ChainViews": "views", "TaskViews": "views", "TreasuryViews": "views",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
