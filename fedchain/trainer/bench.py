@@ -27,6 +27,7 @@ import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Callable
 
 import click
@@ -57,6 +58,10 @@ class Contender:
     seconds_per_round: float
     samples_per_second: float
     rounds: tuple[float, ...]
+    #: CPU seconds per round (this process and the workers, median), or None where unknown.
+    cpu_seconds_per_round: float | None
+    #: Samples per CPU second: efficiency independent of how busy the machine is.
+    samples_per_cpu_second: float | None
 
 
 def _workload(clients: int, samples: int, data_root: str | None, seed: int) -> tuple[Clients, str]:
@@ -103,19 +108,40 @@ def _plain_round(spec: ModelSpec, start: torch.Tensor, clients: Clients, config:
         torch.cuda.synchronize(device)
 
 
-def _timed(run: Callable[[], None], device: torch.device) -> float:
+def _cpu_seconds(pids: list[int]) -> float | None:
+    """CPU seconds used so far by this process and the processes ``pids`` (Linux /proc), else None."""
+    total = time.process_time()
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return total
+
+
+def _timed(run: Callable[[], None], device: torch.device, pids: list[int]) -> tuple[float, float | None]:
+    """(wall seconds, CPU seconds) of ``run``."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    cpu_before = _cpu_seconds(pids)
     began = time.perf_counter()
     run()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter() - began
+    wall = time.perf_counter() - began
+    cpu_after = _cpu_seconds(pids)
+    return wall, (cpu_after - cpu_before) if cpu_before is not None and cpu_after is not None else None
 
 
-def _contender(name: str, times: list[float], samples: int) -> Contender:
+def _contender(name: str, times: list[float], cpu: list[float | None], samples: int) -> Contender:
     median = statistics.median(times)
-    return Contender(name, median, samples / median, tuple(round(t, 4) for t in times))
+    known = [c for c in cpu if c is not None]
+    cpu_median = statistics.median(known) if len(known) == len(cpu) and known else None
+    return Contender(
+        name, median, samples / median, tuple(round(t, 4) for t in times),
+        cpu_median, samples / cpu_median if cpu_median else None,
+    )
 
 
 def run_train_bench(
@@ -149,6 +175,8 @@ def run_train_bench(
             fast.start()
             startup = fast.pool.start_seconds if fast.pool is not None else 0.0
             timings: dict[str, list[float]] = {"plain": [], "sequential": [], "fedchain": []}
+            cpu: dict[str, list[float | None]] = {"plain": [], "sequential": [], "fedchain": []}
+            pids = fast.pool.pids if fast.pool is not None else []
             runs = {
                 "plain": lambda: _plain_round(spec, start, data, config, torch_device),
                 "sequential": lambda: reference.train(start, data),
@@ -156,15 +184,16 @@ def run_train_bench(
             }
             for round_index in range(rounds + 1):
                 for name, run in runs.items():
-                    seconds = _timed(run, torch_device)
+                    seconds, cpu_seconds = _timed(run, torch_device, pids if name == "fedchain" else [])
                     if round_index > 0:  # round 0 warms up caches, allocators and kernels
                         timings[name].append(seconds)
+                        cpu[name].append(cpu_seconds)
     finally:
         torch.set_num_threads(threads_before)
     total = clients * samples
-    plain = _contender("plain PyTorch loop (DataLoader, torch.optim.SGD)", timings["plain"], total)
-    sequential = _contender("FedChain sequential engine", timings["sequential"], total)
-    chosen = _contender(f"FedChain trainer ({fast.engine})", timings["fedchain"], total)
+    plain = _contender("plain PyTorch loop (DataLoader, torch.optim.SGD)", timings["plain"], cpu["plain"], total)
+    sequential = _contender("FedChain sequential engine", timings["sequential"], cpu["sequential"], total)
+    chosen = _contender(f"FedChain trainer ({fast.engine})", timings["fedchain"], cpu["fedchain"], total)
     return {
         "workload": {
             "clients": clients,
@@ -247,7 +276,10 @@ def train(
         click.echo(f"worker start-up (once, not counted): {report['worker_start_seconds']:.1f} s")
     for key in ("plain", "sequential", "fedchain"):
         row = report[key]
-        click.echo(f"  {row['name']:<52} {row['seconds_per_round']:7.3f} s/round {row['samples_per_second']:9.0f} samples/s")
+        cpu_figure = f"{row['samples_per_cpu_second']:9.0f} samples/CPU-s" if row["samples_per_cpu_second"] else ""
+        click.echo(
+            f"  {row['name']:<50} {row['seconds_per_round']:7.3f} s/round {row['samples_per_second']:8.0f} samples/s {cpu_figure}"
+        )
     click.echo(
         f"speed-up: {report['speedup_vs_plain']:.2f}x the plain loop, "
         f"{report['speedup_vs_sequential_engine']:.2f}x FedChain's sequential engine"

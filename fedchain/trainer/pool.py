@@ -38,7 +38,7 @@ from fedchain.errors import TrainingError
 from fedchain.fl.params import ParamSpec
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import TrainConfig
-from fedchain.trainer.local import client_generator, flat_state, load_flat, train_one_client
+from fedchain.trainer.local import client_generator, flat_state, load_flat, prepare_model, train_one_client
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,8 @@ def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -
             return
         model = models.get(job.model)
         if model is None:
-            model = models[job.model] = job.model() if not isinstance(job.model, ModelSpec) else job.model.build()
+            fresh = job.model() if not isinstance(job.model, ModelSpec) else job.model.build()
+            model = models[job.model] = prepare_model(fresh, torch.device("cpu"))
         while (position := _get_while_parent_lives(tasks)) is not None:
             try:
                 start = job.start[position if job.start.shape[0] > 1 else 0]
@@ -144,6 +145,11 @@ class WorkerPool:
         self._arena: tuple[torch.Tensor, torch.Tensor] | None = None
         #: Seconds the last start took (spawning and importing torch in the workers).
         self.start_seconds: float | None = None
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the running workers (for measuring their CPU time)."""
+        return [p.pid for p in self._processes if p.pid is not None]
 
     @property
     def started(self) -> bool:

@@ -37,7 +37,14 @@ from fedchain.errors import ConfigError, DataError, TrainingError
 from fedchain.fl.params import ParamSpec, flatten
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import ENGINES, Engine, TrainConfig
-from fedchain.trainer.local import client_generator, flat_state, load_flat, model_spec_of, train_one_client
+from fedchain.trainer.local import (
+    client_generator,
+    flat_state,
+    load_flat,
+    model_spec_of,
+    prepare_model,
+    train_one_client,
+)
 from fedchain.trainer.pool import WorkerPool, available_cores
 from fedchain.trainer.vectorised import train_vectorised
 
@@ -143,7 +150,7 @@ class Trainer:
         self.model = ModelSpec(model) if isinstance(model, str) else model
         self.config = config or TrainConfig()
         self.device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        self._module = (self.model.build() if isinstance(self.model, ModelSpec) else self.model()).to(self.device)
+        self._module = prepare_model(self.model.build() if isinstance(self.model, ModelSpec) else self.model(), self.device)
         #: Names, shapes and dtypes of the flat parameter vector (the model's state dict).
         self.spec: ParamSpec = model_spec_of(self._module)
         has_buffers = any(True for _ in self._module.buffers())
