@@ -52,12 +52,14 @@ from fedchain.chain.bindings import (
     AuctionWrongJobStatus,
     FogSlashed,
     JobReassigned,
+    LedgerRoundNotReady,
     RoundPosted,
     TaskParams,
     TaskState,
     UpdateCommitted,
 )
 from fedchain.chain.events import LogQuery, iter_events
+from fedchain.client.runtime import transact_when_due
 from fedchain.errors import AgentError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
 from fedchain.fl.strategy import Strategy, get_strategy
@@ -68,6 +70,11 @@ from fedchain.taskspec import TaskSpec, load_model, load_spec, load_validation, 
 from fedchain.updates import fetch_update
 
 _log = logging.getLogger(__name__)
+
+#: Gas limits of a missed-round report and of a post sent without an estimate: after a deadline on an
+#: automining dev chain, the estimate runs on a block from before it and is refused (fedchain.client.runtime).
+REPORT_MISSED_GAS = 500_000
+POST_ROUND_GAS_BASE, POST_ROUND_GAS_PER_CLIENT = 200_000, 60_000
 
 
 @dataclass(frozen=True)
@@ -236,7 +243,10 @@ class Aggregator:
             if auction.job(self.task_id, index).status != JobStatus.AWARDED:
                 continue
             try:
-                receipt = auction.report_missed_round(self.task_id, index)
+                receipt = transact_when_due(
+                    auction, "reportMissedRound(uint256,uint256)", self.task_id, index,
+                    gas=REPORT_MISSED_GAS, too_early=(AuctionNoMissedRound,),
+                )
             except (AuctionNoMissedRound, AuctionWrongJobStatus):
                 continue  # someone else reported it first
             self.log.warning("missed deadline reported", round=round_number, job=index, tx=receipt.transaction_hash)
@@ -268,8 +278,11 @@ class Aggregator:
             model_hash = self._publish(context, round_number, outcome)
             self._scored = (key, outcome, model_hash)
         try:
-            receipt = self.session.contracts.round_ledger.post_round(
-                self.task_id, round_number, model_hash, outcome.accuracy_wad, list(outcome.measurements)
+            receipt = transact_when_due(
+                self.session.contracts.round_ledger, "postRound(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[])",
+                self.task_id, round_number, model_hash, outcome.accuracy_wad, list(outcome.measurements),
+                gas=POST_ROUND_GAS_BASE + POST_ROUND_GAS_PER_CLIENT * len(outcome.measurements),
+                too_early=(LedgerRoundNotReady,),
             )
         except ContractRevert as err:
             # Not ready after all (a commit raced the deadline), or posted meanwhile: the next step re-reads the chain.
