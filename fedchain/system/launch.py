@@ -65,7 +65,8 @@ class AgentOptions:
 
 
 def _python(*args: str) -> tuple[str, ...]:
-    return (sys.executable, "-m", "fedchain.cli", *args)
+    """``fedchain -v ...``: every agent logs its work (round, job, transaction) at INFO."""
+    return (sys.executable, "-m", "fedchain.cli", "-v", *args)
 
 
 def _session_args(run: RunFolder, name: str) -> tuple[str, ...]:

@@ -183,13 +183,19 @@ class Supervisor:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + self.stop_grace_s
-        for child in running:
-            try:
-                child.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
-            except subprocess.TimeoutExpired:
-                log.warning("%s did not stop within %.0f s of SIGTERM; killing it", child.name, self.stop_grace_s)
-                child.process.kill()
-                child.process.wait()
+        try:
+            for child in running:
+                try:
+                    child.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+                except subprocess.TimeoutExpired:
+                    log.warning("%s did not stop within %.0f s of SIGTERM; killing it", child.name, self.stop_grace_s)
+                    child.process.kill()
+                    child.process.wait()
+        except KeyboardInterrupt:  # a second Ctrl-C: no more waiting, but no process is left behind
+            for child in running:
+                if child.running:
+                    child.process.kill()
+            raise
 
     def __enter__(self) -> "Supervisor":
         return self

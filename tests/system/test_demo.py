@@ -1,0 +1,103 @@
+"""End to end: `fedchain demo` runs a whole task as separate processes on a real chain, then the audit passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fedchain.audit import CheckName
+from fedchain.chain.keys import PRIVATE_KEY_ENV
+from fedchain.chain.node import AnvilNode
+from tests.system.conftest import FUNDER
+
+#: A small demo: 2 clients (12 and 36 samples), 2 fog nodes (one a free rider), 2 rounds.
+DEMO_ARGS = (
+    "--clients", "2", "--fogs", "2", "--rounds", "2", "--samples-per-client", "24",
+    "--auction-duration", "10", "--round-duration", "60", "--no-verify-scores",
+)
+#: The most a small demo may take on a busy 2-core machine (process start-up dominates).
+DEMO_TIMEOUT_S = 480
+
+
+def fedchain(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fedchain.cli", *args], env=env, capture_output=True, text=True, timeout=DEMO_TIMEOUT_S
+    )
+
+
+@pytest.mark.slow
+def test_demo_runs_a_task_end_to_end_on_an_existing_chain_and_the_audit_passes(
+    anvil: AnvilNode, system_data_root: Path, tmp_path: Path
+) -> None:
+    # prepare: the session's chain, funded by one test key (as with --rpc-url on any chain)
+    run_dir = tmp_path / "demo"
+    env = {**os.environ, PRIVATE_KEY_ENV: "0x" + anvil.dev_account(FUNDER).key.hex()}
+
+    # execute: the demo, then the audit command on the task it ran, with every check asked for
+    demo = fedchain("demo", "--rpc-url", anvil.rpc_url, "--run-dir", str(run_dir), "--data-root", str(system_data_root),
+                    *DEMO_ARGS, env=env)
+    audit = fedchain(
+        "audit", "--task", "1", "--deployment", str(run_dir / "deployment.json"), "--store", str(run_dir / "store"),
+        "--json", "--verify-scores", "--data-root", str(system_data_root),
+    )
+
+    # assert: the demo finished with its verdict; every participant ran as its own process with its own log
+    assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
+    assert "who earned what" in demo.stdout and "audit of task 1" in demo.stdout and "PASSED" in demo.stdout
+    logs = sorted(path.name for path in (run_dir / "logs").iterdir())
+    assert logs == ["aggregator.log", "client-0.log", "client-1.log", "fog-0.log", "fog-1.log"]
+    # and the independent audit passes every check, scores reproduced included
+    assert audit.returncode == 0, f"audit failed:\n{audit.stdout[-4000:]}\n{audit.stderr[-4000:]}"
+    report = json.loads(audit.stdout)
+    assert report["passed"] is True
+    assert {check["name"]: check["status"] for check in report["checks"]} == {name.value: "pass" for name in CheckName}
+    assert report["task"]["status"] == "Settled" and [r["round"] for r in report["rounds"]] == [1, 2]
+    assert len(report["clients"]) == 2 and all(client["status"] == "active" for client in report["clients"])
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of the running processes that contain ``text``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended meanwhile
+            continue
+        if text in line:
+            found.append(line)
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_demo_its_local_chain_and_every_process_it_started(system_data_root: Path, tmp_path: Path) -> None:
+    # prepare: the default path, a local Anvil of the demo's own; wait until its fog node runs
+    run_dir = tmp_path / "demo"
+    command = [sys.executable, "-m", "fedchain.cli", "demo", "--run-dir", str(run_dir), "--data-root", str(system_data_root),
+               "--clients", "1", "--fogs", "1", "--samples-per-client", "8"]
+    demo = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + DEMO_TIMEOUT_S
+    while not (run_dir / "state" / "fog-0.json").exists():
+        assert demo.poll() is None, f"the demo ended early:\n{demo.communicate()[1][-4000:]}"
+        assert time.monotonic() < deadline, "the demo's fog node never started"
+        time.sleep(0.2)
+
+    # execute
+    demo.send_signal(signal.SIGTERM)
+    out, err = demo.communicate(timeout=DEMO_TIMEOUT_S)
+
+    # assert: the demo unwound as on Ctrl-C; the fog node stopped cleanly; no process of the run and no chain is left
+    assert demo.returncode == 130 and "interrupted" in err, err[-4000:]
+    assert "stopped agent=fog-0" in (run_dir / "logs" / "fog-0.log").read_text()
+    assert processes_mentioning(str(run_dir)) == []
+    port = re.search(r"Anvil at http://127\.0\.0\.1:(\d+)", out)
+    assert port is not None, out
+    assert processes_mentioning(f"--port {port.group(1)} ") == []

@@ -1,0 +1,54 @@
+"""`fedchain demo` refuses bad input with a hint before it starts a chain or a process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedchain.cli import main
+from fedchain.data import DATA_ROOT_ENV
+
+
+def test_demo_without_a_data_root_says_how_to_give_one_and_starts_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(DATA_ROOT_ENV, raising=False)
+    run_dir = tmp_path / "run"
+
+    status = main(["demo", "--run-dir", str(run_dir)])
+
+    err = capsys.readouterr().err
+    assert status == 1
+    assert DATA_ROOT_ENV in err and "--data-root" in err and "hint:" in err
+    assert not run_dir.exists()
+
+
+def test_demo_with_a_data_root_lacking_the_dataset_names_the_missing_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "data"
+    empty.mkdir()
+
+    status = main(["demo", "--run-dir", str(tmp_path / "run"), "--data-root", str(empty)])
+
+    err = capsys.readouterr().err
+    assert status == 1 and "mnist" in err and "hint:" in err
+
+
+def test_demo_refuses_a_run_folder_that_is_not_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "deployment.json").write_text("{}")
+
+    status = main(["demo", "--run-dir", str(run_dir)])
+
+    err = capsys.readouterr().err
+    assert status == 1 and "is not empty" in err and "--run-dir" in err
+
+
+@pytest.mark.parametrize("flag", ["--clients", "--fogs", "--rounds"])
+def test_demo_refuses_zero_participants_or_rounds(flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["demo", "--run-dir", str(tmp_path / "run"), flag, "0"])
+
+    assert status == 1 and f"{flag} must be at least 1" in capsys.readouterr().err
