@@ -187,8 +187,8 @@ contract FogAuction is IFogAuction {
         if (missed == 0 || !_ledger.isActive(taskId, index)) revert AuctionNoMissedRound(taskId, index);
 
         Bid[] storage bids_ = _bids[taskId][index];
-        Bid storage loser = bids_[j.winner];
-        loser.settled = true;
+        Bid storage slashed = bids_[j.winner];
+        slashed.settled = true;
         _held[taskId] -= p.fogDeposit;
         (uint64 lossRep,) = _ledger.reputation(taskId, index);
         uint256 next = _bestStandby(p, lossRep, j, bids_);
@@ -204,7 +204,7 @@ contract FogAuction is IFogAuction {
             j.winnerPrice = bids_[next].price;
         }
         address client_ = _ledger.client(taskId, index).account;
-        emit FogSlashed(taskId, index, loser.bidder, missed, p.fogDeposit);
+        emit FogSlashed(taskId, index, slashed.bidder, missed, p.fogDeposit);
         emit JobReassigned(taskId, index, uint32(next), j.winnerPrice, next == NO_WINNER ? 0 : fromRound);
         _treasury.credit(taskId, client_, p.fogDeposit, Reasons.BID_FORFEIT);
     }
