@@ -145,3 +145,40 @@ def test_the_command_refuses_a_task_that_does_not_exist(driven_task: DrivenTask,
 
     assert status == 1
     assert "task 99 does not exist" in capsys.readouterr().err
+
+
+#: Event fields that carry wei or 1e18 fixed-point values.
+MONEY_FIELDS = frozenset({
+    "amount", "held", "budget", "deposit", "price", "escrow", "payment", "forfeited", "paid", "spent", "budget_left",
+    "earned", "bonus", "deposit_returned", "escrow_refund", "deposits_refunded", "deposits_forfeited", "refund",
+    "bonuses", "loss_reputation", "time_reputation",
+})
+
+
+def one_unit_changes(events: tuple, task_id: int):
+    """Every copy of ``events`` with one money or reputation field, or one posted measurement, changed by one unit."""
+    for i, event in enumerate(events):
+        if getattr(event, "task_id", task_id) != task_id:
+            continue
+        for field in dataclasses.fields(event):
+            if field.name in MONEY_FIELDS:
+                changed = dataclasses.replace(event, **{field.name: getattr(event, field.name) + 1})
+                yield f"{type(event).__name__}.{field.name}", (*events[:i], changed, *events[i + 1:])
+        if isinstance(event, RoundPosted):
+            for client, m in enumerate(event.measurements):
+                for name in ("quality", "round_time"):
+                    if m.accepted:
+                        bumped = list(event.measurements)
+                        bumped[client] = m._replace(**{name: getattr(m, name) + 1})
+                        changed = dataclasses.replace(event, measurements=tuple(bumped))
+                        yield f"round {event.round} client {client} {name}", (*events[:i], changed, *events[i + 1:])
+
+
+def test_any_one_unit_change_to_money_reputation_or_a_measurement_fails_the_audit(driven_task: DrivenTask) -> None:
+    readings = driven_task.readings
+    changes = list(one_unit_changes(readings.events, driven_task.task_id))
+
+    undetected = [what for what, events in changes if audit_task(driven_task.task_id, events, views=readings.views).passed]
+
+    assert len(changes) > 100
+    assert undetected == []
