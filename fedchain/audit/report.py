@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from fedchain.audit.checks import CheckName, CheckResult, CheckStatus, Tally
+from fedchain.audit.checks import CheckName, CheckResult, Tally
 from fedchain.audit.history import TaskHistory
 from fedchain.audit.money import check_treasury
 from fedchain.audit.replay import replay_task
@@ -250,4 +250,4 @@ def _jsonable(value: Any, *, money: Iterable[str] = (), key: str | None = None) 
     return value
 
 
-__all__ = ["FORMAT", "AuditReport", "CheckStatus", "RoundScore", "account_summary", "audit_task", "fog_summary"]
+__all__ = ["FORMAT", "AuditReport", "RoundScore", "account_summary", "audit_task", "fog_summary"]
