@@ -61,6 +61,17 @@ def test_bids_need_the_fog_deposit_once_per_fog_before_the_deadline(chain: FedCh
         raise AssertionError("a late bid was accepted")
 
 
+def test_a_job_takes_at_most_max_bids_bids(chain: FedChain) -> None:
+    task = opened(chain)
+    max_bids = chain.view("FogAuction", "MAX_BIDS")
+    bidders = [i for i in range(20) if i != CLIENT][: max_bids + 1]
+    for fog in bidders[:max_bids]:
+        chain.commit_bid(task, 0, fog, 10**6, 10**14)
+    with chain.reverts(bindings.AuctionTooManyBids, task, 0, max_bids):
+        chain.commit_bid(task, 0, bidders[max_bids], 10**6, 10**14)
+    assert len(chain.view("FogAuction", "bids", task, 0)) == max_bids
+
+
 def test_reveals_must_match_the_commitment_inside_the_reveal_phase(chain: FedChain) -> None:
     task = opened(chain)
     chain.commit_bid(task, 0, FOGS[0], 10**6, 10**14)

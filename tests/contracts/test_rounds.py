@@ -33,6 +33,7 @@ def test_join_takes_the_deposit_and_the_data_commitment(chain: FedChain) -> None
     assert (joined.client, joined.client_index, joined.deposit) == (chain.account(CLIENTS[0]), 0, PARAMS.client_deposit)
     assert chain.view("RoundLedger", "dataCommitment", task, 0) == b"\x11" * 32
     assert chain.view("RoundLedger", "clientIndex", task, chain.account(CLIENTS[0])) == 0
+    assert chain.view("RoundLedger", "clientCount", task) == 1
     assert chain.view("RoundLedger", "isActive", task, 0) is True
     assert chain.view("RoundLedger", "reputation", task, 0) == (WAD, WAD)
     assert chain.view("RoundLedger", "depositsHeld", task) == PARAMS.client_deposit

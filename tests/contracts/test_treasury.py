@@ -15,6 +15,19 @@ def test_only_the_modules_deposit_or_credit(chain: FedChain) -> None:
         chain.send("Treasury", "credit", 1, stranger, 1, b"\0" * 32, by=STRANGER)
 
 
+def test_a_module_cannot_pay_out_more_than_the_task_pool_holds(chain: FedChain) -> None:
+    # Prepare: a Treasury of its own whose "modules" are the stranger's account, so that it can call credit directly.
+    stranger = chain.account(STRANGER)
+    artifact = chain.artifacts["Treasury"]
+    treasury = Contract.deploy(chain.transactor(STRANGER), artifact.bytecode, stranger, stranger, stranger, abi=artifact.abi)
+    treasury.transact("deposit", 7, stranger, value=100)
+    # Execute / assert
+    with chain.reverts(bindings.TreasuryPoolExhausted, 7, 101, 100):
+        treasury.transact("credit", 7, stranger, 101, b"\0" * 32)
+    treasury.transact("credit", 7, stranger, 100, b"\0" * 32)
+    assert treasury.call("claimable", stranger) == 100 and treasury.call("held", 7) == 0
+
+
 def test_withdraw_pays_the_whole_claimable_balance_once(chain: FedChain) -> None:
     task = chain.create_task(budget=10**18)
     chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
