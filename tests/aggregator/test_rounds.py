@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -10,17 +11,18 @@ import pytest
 import torch
 
 from fedchain.aggregator import Aggregator, AggregatorSettings
-from fedchain.chain.bindings import ClientRemoved, FogSlashed, JobReassigned, RoundPosted, TaskSettled
+from fedchain.chain.bindings import ClientRemoved, FogSlashed, JobReassigned, RoundPosted, TaskFinished, TaskSettled
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.data.datasets import load_dataset
 from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
+from fedchain.publisher import start_task
 from fedchain.publisher.service import ClientStatus, JobStatus, TaskStatus
 from fedchain.fl.quality import to_wad
 from fedchain.taskspec import load_spec, load_validation
 from fedchain.trainer.evaluation import predict
 
-from tests.aggregator.conftest import FOGS, TERMS, World
+from tests.aggregator.conftest import CLIENTS, FOGS, TERMS, World
 
 PRICE = 10**14
 
@@ -145,3 +147,31 @@ def test_aggregator_refuses_a_task_it_is_not_the_aggregator_of(world: World, tmp
         impostor.step()
 
     assert "key" in caught.value.hint
+
+
+def test_task_finishes_early_once_the_target_accuracy_is_reached_and_is_settled(
+    world: World, tmp_path: Path, mnist_slices: list
+) -> None:
+    # prepare: a 2-round task whose target (1% accuracy) any model reaches after round 1
+    terms = dataclasses.replace(TERMS, target_accuracy=0.01)
+    task_id = world.create(terms)
+    world.join_and_auction(task_id, CLIENTS[0], 64)
+    world.bid(task_id, 0, FOGS[0], 10**9, PRICE)
+    world.advance(TERMS.bidding_duration + 1)
+    world.reveal(task_id, 0, FOGS[0], 10**9, PRICE)
+    world.advance(TERMS.reveal_duration + 1)
+    world.close(task_id, 0, CLIENTS[0])
+    start_task(world.publisher, task_id)
+    registry = world.publisher.contracts.task_registry
+    world.commit_trained_update(task_id, 0, FOGS[0], 1, world.global_model(task_id, registry.params(task_id).model_id, 0),
+                                *mnist_slices[0])
+    aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
+
+    # execute
+    step_until(aggregator, lambda: aggregator.state.finished)
+
+    # assert: one round posted, the task finished with the target reached, then settled
+    (finished,) = task_events(world, task_id, TaskFinished)
+    assert (finished.last_round, finished.target_reached) == (1, True)
+    assert [p.round for p in task_events(world, task_id, RoundPosted)] == [1]
+    assert registry.state(task_id).status == TaskStatus.SETTLED
