@@ -115,9 +115,11 @@ class World:
         price = choose_winner(mechanism, loss_rep, job.data_size, revealed).price
         contracts.fog_auction.close_auction(task_id, index, value=price * params.rounds)
 
-    def staffed_task(self, bids: dict[int, list[tuple[int, int]]], *, data_size: int = 64, start: bool = True) -> int:
+    def staffed_task(
+        self, bids: dict[int, list[tuple[int, int]]], *, terms: TaskTerms = TERMS, data_size: int = 64, start: bool = True
+    ) -> int:
         """A task whose client ``i`` (account CLIENTS[i]) auctioned its job to ``bids[i]`` = [(fog, price), ...]."""
-        task_id = self.create()
+        task_id = self.create(terms)
         for index in bids:
             self.join_and_auction(task_id, CLIENTS[index], data_size)
         for index, offers in bids.items():

@@ -16,13 +16,12 @@ from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.data.datasets import load_dataset
 from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
-from fedchain.publisher import start_task
 from fedchain.publisher.service import ClientStatus, JobStatus, TaskStatus
 from fedchain.fl.quality import to_wad
 from fedchain.taskspec import load_spec, load_validation
 from fedchain.trainer.evaluation import predict
 
-from tests.aggregator.conftest import CLIENTS, FOGS, TERMS, World
+from tests.aggregator.conftest import FOGS, TERMS, World
 
 PRICE = 10**14
 
@@ -153,15 +152,7 @@ def test_task_finishes_early_once_the_target_accuracy_is_reached_and_is_settled(
     world: World, tmp_path: Path, mnist_slices: list
 ) -> None:
     # prepare: a 2-round task whose target (1% accuracy) any model reaches after round 1
-    terms = dataclasses.replace(TERMS, target_accuracy=0.01)
-    task_id = world.create(terms)
-    world.join_and_auction(task_id, CLIENTS[0], 64)
-    world.bid(task_id, 0, FOGS[0], 10**9, PRICE)
-    world.advance(TERMS.bidding_duration + 1)
-    world.reveal(task_id, 0, FOGS[0], 10**9, PRICE)
-    world.advance(TERMS.reveal_duration + 1)
-    world.close(task_id, 0, CLIENTS[0])
-    start_task(world.publisher, task_id)
+    task_id = world.staffed_task({0: [(FOGS[0], PRICE)]}, terms=dataclasses.replace(TERMS, target_accuracy=0.01))
     registry = world.publisher.contracts.task_registry
     world.commit_trained_update(task_id, 0, FOGS[0], 1, world.global_model(task_id, registry.params(task_id).model_id, 0),
                                 *mnist_slices[0])
