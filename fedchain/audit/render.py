@@ -58,7 +58,7 @@ def verdict(report: AuditReport) -> str:
 
 
 def tables(report: AuditReport) -> Group:
-    """The report as rich renderables: clients, fog nodes, checks and the verdict."""
+    """The report as rich renderables, in this order: clients, fog nodes, checks (:func:`checks_table`), verdict."""
     history = report.history
     clients = Table(title="Clients (reputation 1e18 = 1.0; money in ETH)", title_justify="left")
     for column in ("#", "account", "status", "rounds", "r_a", "r_t", "r_at", "earned", "bonus", "deposit back", "removed"):
@@ -77,6 +77,11 @@ def tables(report: AuditReport) -> Group:
             short(row["account"]), str(row["bids"]), ",".join(map(str, row["jobs"])) or "-", str(row["rounds_committed"]),
             ether(row["payments"]), str(row["slashes"]), ether(row["forfeited"]),
         )
+    return Group(clients, fogs, checks_table(report), verdict_line(report))
+
+
+def checks_table(report: AuditReport) -> Table:
+    """Every check with its result, number of comparisons and first findings."""
     checks = Table(title="Checks", title_justify="left")
     for column in ("check", "result", "compared", "findings"):
         checks.add_column(column, justify="right" if column == "compared" else "left")
@@ -87,8 +92,12 @@ def tables(report: AuditReport) -> Group:
             str(check.compared),
             _findings(check),
         )
-    style = "bold green" if report.passed else "bold red"
-    return Group(clients, fogs, checks, Text(verdict(report), style=style))
+    return checks
+
+
+def verdict_line(report: AuditReport) -> Text:
+    """The verdict, green or red."""
+    return Text(verdict(report), style="bold green" if report.passed else "bold red")
 
 
 def _findings(check: CheckResult) -> str:
