@@ -219,7 +219,8 @@ def render_task(view: TaskView) -> list[Table]:
         winner = c.winner
         clients.add_row(
             str(c.index), c.info.account, ClientStatus(c.info.status).name.lower(), str(c.info.rounds),
-            _fraction(c.info.loss_reputation), _fraction(c.info.time_reputation), str(c.info.earned),
+            *((_fraction(c.info.loss_reputation), _fraction(c.info.time_reputation)) if c.info.rounds else ("-", "-")),
+            str(c.info.earned),
             JobStatus(c.job.status).name.lower(), winner.bidder if winner else "-", str(c.job.winner_price),
             str(c.job.paid_up_to),
         )
