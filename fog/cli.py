@@ -9,12 +9,22 @@ from typing import Any
 
 import click
 
+from fedchain.client.cli import SESSION_OPTIONS, merge_flags
 from fedchain.config import load_yaml
 from fedchain.publisher.session import session_from_options, session_options
 from fedchain.trainer.config import ENGINES
 
-#: Flags that set fields of the nested cost model (``cost:`` in the YAML file).
-COST_FLAGS = ("frequency", "alpha", "cycles_per_sample", "margin")
+#: Flags that set fields of the nested cost model (``cost:`` in the YAML file): flag -> field.
+COST_FLAGS = {name: name for name in ("frequency", "alpha", "cycles_per_sample", "margin")}
+
+
+def _whole(_ctx: click.Context, _param: click.Parameter, value: float | None) -> int | None:
+    """A whole number given in any float notation (``2e9``)."""
+    if value is None:
+        return None
+    if value != int(value):
+        raise click.BadParameter(f"{value} is not a whole number")
+    return int(value)
 
 
 @click.group()
@@ -33,7 +43,7 @@ def fog() -> None:
 @click.option("--name", help="The agent's name in logs and state.  [default: fog]")
 @click.option("--state", "state_path", type=click.Path(dir_okay=False, path_type=Path), help="State file.  [default: .fedchain/fog.json]")
 @click.option("--task", "tasks", type=click.IntRange(min=1), multiple=True, help="Only this task (repeatable). Default: every task.")
-@click.option("--frequency", type=float, help="f, cycles per second it bids.")
+@click.option("--frequency", type=float, callback=_whole, help="f, cycles per second it bids (2e9 is allowed).")
 @click.option("--alpha", type=float, help="Energy coefficient of eq. 12, wei per cycle per (cycle/s)^2.")
 @click.option("--cycles-per-sample", type=int, help="c of its hardware. Default: the task's.")
 @click.option("--margin", type=float, help="Profit over cost (0.1: price = 1.1 x cost); never negative.")
@@ -52,31 +62,14 @@ def run(config_path: Path | None, **options: Any) -> None:
     from fog.config import FogConfig, load_fog_config
     from fog.node import FogNode
 
-    session_keys = ("deployment_file", "rpc_url", "keystore", "store_url")
-    session = {key: options.pop(key) for key in session_keys}
-    overrides = fog_overrides(load_yaml(config_path) if config_path else {}, options)
+    session = {key: options.pop(key) for key in SESSION_OPTIONS}
+    overrides = merge_flags(load_yaml(config_path) if config_path else {}, options, "cost", COST_FLAGS)
     config: FogConfig = load_fog_config(None, overrides)
     root = logging.getLogger()
     root.setLevel(min(root.level, logging.INFO))  # an agent's log lines are its output
     state = FogNode(session_from_options(**session), config).run()
     won = sum(1 for job in state.jobs.values() if job["phase"] == "won")
     click.echo(f"{config.name} stopped at block {state.last_block}: {len(state.jobs)} auctions seen, {won} jobs won")
-
-
-def fog_overrides(base: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
-    """The YAML mapping updated by the given flags; cost flags go into its ``cost`` mapping."""
-    data = dict(base)
-    cost = dict(data.get("cost") or {})
-    for key in COST_FLAGS:
-        value = flags.pop(key, None)
-        if value is not None:
-            cost[key] = int(value) if key == "frequency" else value
-    if cost:
-        data["cost"] = cost
-    if not flags.get("tasks"):
-        flags.pop("tasks", None)
-    data.update({key: value for key, value in flags.items() if value is not None})
-    return data
 
 
 def main(argv: list[str] | None = None) -> int:

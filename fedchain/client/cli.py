@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
@@ -13,6 +13,27 @@ from fedchain.publisher.session import session_from_options, session_options
 
 #: Flags that set fields of the nested partition config (``partition:`` in the YAML file).
 PARTITION_FLAGS = {"partitions": "n_clients", "partition": "kind", "partition_seed": "seed", "dirichlet_alpha": "alpha"}
+
+
+#: The options of :func:`~fedchain.publisher.session.session_options`, which open the chain session.
+SESSION_OPTIONS = ("deployment_file", "rpc_url", "keystore", "store_url")
+
+
+def merge_flags(base: Mapping[str, Any], flags: Mapping[str, Any], nested: str, nested_flags: Mapping[str, str]) -> dict[str, Any]:
+    """The YAML mapping ``base`` updated by the flags given (neither None nor empty); the flags named in
+    ``nested_flags`` (flag -> field) update the nested mapping ``base[nested]`` instead."""
+    data = dict(base)
+    inner = dict(data.get(nested) or {})
+    for flag, value in flags.items():
+        if value is None or value == ():
+            continue
+        if flag in nested_flags:
+            inner[nested_flags[flag]] = value
+        else:
+            data[flag] = value
+    if inner:
+        data[nested] = inner
+    return data
 
 
 @click.group()
@@ -48,16 +69,8 @@ def run(config_path: Path | None, **options: Any) -> None:
     from fedchain.client.agent import ClientAgent
     from fedchain.client.config import load_client_config
 
-    session = {key: options.pop(key) for key in ("deployment_file", "rpc_url", "keystore", "store_url")}
-    data = load_yaml(config_path) if config_path else {}
-    partition = dict(data.get("partition") or {})
-    for flag, field_name in PARTITION_FLAGS.items():
-        value = options.pop(flag)
-        if value is not None:
-            partition[field_name] = value
-    if partition:
-        data["partition"] = partition
-    data.update({key: value for key, value in options.items() if value is not None})
+    session = {key: options.pop(key) for key in SESSION_OPTIONS}
+    data = merge_flags(load_yaml(config_path) if config_path else {}, options, "partition", PARTITION_FLAGS)
     if "task_id" not in data:
         raise click.UsageError("give the task to join: --task ID (or task_id in --config)")
     config = load_client_config(None, data)

@@ -9,7 +9,10 @@ import pytest
 from fedchain.cli import main
 from fedchain.config import load_yaml
 from fog.bidding import CostModel
-from fog.cli import fog_overrides
+from fedchain.client.cli import PARTITION_FLAGS, merge_flags
+from fedchain.client.config import ClientConfig, load_client_config
+from fedchain.data.partition import PartitionConfig
+from fog.cli import COST_FLAGS
 from fog.config import FogConfig, load_fog_config
 
 
@@ -17,10 +20,10 @@ def test_flags_override_the_yaml_file_and_cost_flags_go_into_the_cost_model(tmp_
     # prepare: a file with a name, a job limit and part of the cost model; flags for another limit and f
     config_file = tmp_path / "fog.yaml"
     config_file.write_text("name: fog-a\nmax_jobs: 2\ncost:\n  alpha: 1.0e-12\n  margin: 0.3\n")
-    flags = {"name": None, "max_jobs": 5, "frequency": 3e9, "margin": None, "tasks": (), "never_reveal": None}
+    flags = {"name": None, "max_jobs": 5, "frequency": 3 * 10**9, "margin": None, "tasks": (), "never_reveal": None}
 
     # execute
-    config = load_fog_config(None, fog_overrides(load_yaml(config_file), flags))
+    config = load_fog_config(None, merge_flags(load_yaml(config_file), flags, "cost", COST_FLAGS))
 
     # assert: unset flags leave the file's values; the cost model merges both
     assert config == FogConfig(name="fog-a", max_jobs=5, cost=CostModel(frequency=3 * 10**9, alpha=1e-12, margin=0.3))
@@ -56,3 +59,13 @@ def test_client_run_refuses_a_partition_index_outside_the_split(tmp_path: Path, 
 
     assert code == 1
     assert "partition_index 4 is outside 0..3" in capsys.readouterr().err
+
+
+def test_client_flags_override_the_yaml_file_and_partition_flags_go_into_the_partition(tmp_path: Path) -> None:
+    config_file = tmp_path / "client.yaml"
+    config_file.write_text("task_id: 2\nmax_samples: 100\npartition:\n  kind: dir\n  alpha: 0.3\n")
+    flags = {"task_id": None, "max_samples": 50, "partitions": 8, "partition": None, "partition_index": 7}
+
+    config = load_client_config(None, merge_flags(load_yaml(config_file), flags, "partition", PARTITION_FLAGS))
+
+    assert config == ClientConfig(task_id=2, max_samples=50, partition_index=7, partition=PartitionConfig(kind="dir", n_clients=8, alpha=0.3))
