@@ -25,7 +25,8 @@ _EXPORTS: dict[str, str] = {
     "CheckName": "checks", "CheckResult": "checks", "CheckStatus": "checks", "Finding": "checks", "Tally": "checks",
     "TaskHistory": "history",
     "PoolParts": "replay", "Replay": "replay", "mechanism_of": "replay", "replay_task": "replay",
-    "FORMAT": "report", "AuditReport": "report", "RoundScore": "report", "audit_task": "report",
+    "FORMAT": "report", "AuditReport": "report", "RoundScore": "report", "ScoreVerification": "report",
+    "audit_task": "report",
     "ChainViews": "views", "TaskViews": "views", "TreasuryViews": "views",
 }
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from fedchain.audit.checks import CheckName, CheckResult, Tally
 from fedchain.audit.history import TaskHistory
@@ -42,6 +42,17 @@ class RoundScore:
     within_tolerance: bool
     #: Why each client's update was rejected when the auditor decoded it (a ``RejectReason`` code), else None.
     rejections: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScoreVerification:
+    """What ``--verify-scores`` found (:func:`fedchain.audit.scores.verify_scores`)."""
+
+    #: The comparisons and findings of the ``scores.reproduced`` check.
+    tally: Tally
+    rounds: tuple[RoundScore, ...]
+    #: The largest accepted |posted - reproduced|, 1e18 fixed point.
+    tolerance: int
 
 
 @dataclass(frozen=True)
@@ -100,14 +111,14 @@ def audit_task(
     views: ChainViews | None = None,
     store: BlobStore | None = None,
     mechanism: MechanismParams | None = None,
-    scores: tuple[Tally, Sequence[RoundScore], int] | None = None,
+    scores: ScoreVerification | None = None,
 ) -> AuditReport:
     """Audit task ``task_id`` from a deployment's ``events`` (every task's: the Treasury checks need them all).
 
     ``views`` (the contracts' views at the events' last block) add the
     comparisons with the chain's state; ``store`` adds the blob checks;
-    ``mechanism`` overrides the task's parameters; ``scores`` is the outcome of
-    :func:`fedchain.audit.scores.verify_scores` (its tally, rounds and tolerance).
+    ``mechanism`` overrides the task's parameters; ``scores`` is what
+    :func:`fedchain.audit.scores.verify_scores` found.
     """
     events = sorted(events)
     replay = replay_task(task_id, events, mechanism=mechanism)
@@ -122,11 +133,8 @@ def audit_task(
     else:
         tally.skip(CheckName.STORE_UPDATES, "no blob store given")
         tally.skip(CheckName.STORE_MODELS, "no blob store given")
-    rounds: Sequence[RoundScore] = ()
-    tolerance = None
     if scores is not None:
-        score_tally, rounds, tolerance = scores
-        tally = tally.merge(score_tally)
+        tally = tally.merge(scores.tally)
     else:
         tally.skip(CheckName.SCORES, "not asked for (--verify-scores)")
     return AuditReport(
@@ -135,8 +143,8 @@ def audit_task(
         history=replay.history,
         checks=tally.results(),
         mechanism=replay.mechanism,
-        scores=tuple(rounds),
-        score_tolerance=tolerance,
+        scores=scores.rounds if scores is not None else (),
+        score_tolerance=scores.tolerance if scores is not None else None,
     )
 
 
@@ -250,4 +258,4 @@ def _jsonable(value: Any, *, money: Iterable[str] = (), key: str | None = None) 
     return value
 
 
-__all__ = ["FORMAT", "AuditReport", "RoundScore", "account_summary", "audit_task", "fog_summary"]
+__all__ = ["FORMAT", "AuditReport", "RoundScore", "ScoreVerification", "account_summary", "audit_task", "fog_summary"]

@@ -24,7 +24,7 @@ from fedchain.audit.auditor import DEFAULT_SCORE_TOLERANCE
 from fedchain.audit.checks import CheckName, Tally
 from fedchain.audit.history import TaskHistory
 from fedchain.audit.replay import replay_task
-from fedchain.audit.report import RoundScore
+from fedchain.audit.report import RoundScore, ScoreVerification
 from fedchain.chain.abi import ChainEvent
 from fedchain.errors import FedchainError, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten
@@ -47,13 +47,12 @@ def verify_scores(
     device: str = "cpu",
     strategy: str | None = None,
     quality: str = "auto",
-) -> tuple[Tally, tuple[RoundScore, ...], int]:
+) -> ScoreVerification:
     """Reproduce every posted round's scores.
 
     ``strategy`` and ``quality`` are what the aggregator ran with when it did not
     use the task spec's strategy (its ``--strategy``, ``--quality``; the spec's
     options go with the spec's strategy only, as in the aggregator).
-    Returns the tally, one :class:`RoundScore` per round, and the tolerance in 1e18 fixed point.
     """
     history = replay_task(task_id, events).history
     tally = Tally()
@@ -65,7 +64,7 @@ def verify_scores(
         rounds = ()
     if not history.rounds:
         tally.skip(CheckName.SCORES, "no round was posted")
-    return tally, rounds, limit
+    return ScoreVerification(tally=tally, rounds=rounds, tolerance=limit)
 
 
 def _reproduce(

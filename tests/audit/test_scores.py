@@ -32,18 +32,18 @@ def test_a_round_posted_with_a_quality_it_cannot_reproduce_is_flagged(scored_tas
     inflated = (posted.measurements[0]._replace(quality=posted.measurements[0].quality + 10**16), *posted.measurements[1:])
     events = tuple(dataclasses.replace(e, measurements=inflated) if e is posted else e for e in readings.events)
 
-    tally, rounds, _ = verify_scores(scored_task.task_id, events, scored_task.store())
+    found = verify_scores(scored_task.task_id, events, scored_task.store())
 
-    [finding] = tally.findings[CheckName.SCORES]
+    [finding] = found.tally.findings[CheckName.SCORES]
     assert finding.message.startswith("round 2 client 0: posted quality")
-    assert [r.within_tolerance for r in rounds] == [True, False]
+    assert [r.within_tolerance for r in found.rounds] == [True, False]
 
 
 
 def test_reproducing_with_another_strategy_than_the_aggregator_ran_flags_the_rounds(scored_task: DrivenTask) -> None:
     readings = scored_task.readings
 
-    tally, rounds, _ = verify_scores(scored_task.task_id, readings.events, scored_task.store(), strategy="cgsv")
+    found = verify_scores(scored_task.task_id, readings.events, scored_task.store(), strategy="cgsv")
 
-    assert tally.findings[CheckName.SCORES]
-    assert not all(r.within_tolerance for r in rounds)
+    assert found.tally.findings[CheckName.SCORES]
+    assert not all(r.within_tolerance for r in found.rounds)
