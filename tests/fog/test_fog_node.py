@@ -6,6 +6,7 @@ stepping their loops by hand and moving the chain's clock past deadlines.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -17,9 +18,10 @@ from fedchain.publisher import start_task
 from fedchain.store.digest import parse_digest
 from fedchain.taskspec import load_spec
 from fedchain.updates import fetch_update
+from fog.bidding import CostModel
 from fog.node import REVEALED, WON
 from tests.aggregator.conftest import TERMS, World
-from tests.fog.conftest import Agents, award
+from tests.fog.conftest import Agents, award, post_round
 
 
 def open_auction(world: World, agents: Agents) -> tuple[int, object]:
@@ -187,3 +189,29 @@ def test_a_fog_that_won_two_jobs_trains_them_together_in_one_pass(
     assert [(fields["jobs"], fields["round"]) for fields in trained] == [(2, 1)]
     auction = world.publisher.contracts.fog_auction
     assert [auction.job(task_id, index).paid_up_to for index in (0, 1)] == [1, 1]
+
+
+def test_a_standby_fog_takes_over_the_job_of_a_winner_that_left_and_trains_the_next_round(
+    world: World, agents: Agents
+) -> None:
+    # prepare: a three-round task; two nodes bid the same (the escrow caps a standby's price), the earlier
+    # bid wins, commits round 1 and leaves; the other waits on standby
+    terms = dataclasses.replace(TERMS, rounds=3)
+    task_id = world.create(terms)
+    same = CostModel(frequency=10**9, alpha=1e-13, margin=0.25)
+    leaver, standby = agents.fog(0, task_id, stop_after_round=1, cost=same), agents.fog(1, task_id, cost=same)
+    award(world, (agents.client(0, task_id),), (leaver, standby))
+    post_round(world, task_id, 1)
+    world.advance(terms.round_duration + 1)
+    world.aggregator.contracts.fog_auction.report_missed_round(task_id, 0)  # round 2 missed: slashed, re-awarded
+    post_round(world, task_id, 2)
+
+    # execute
+    standby.step()
+
+    # assert: the standby node won the job from round 3 on and committed round 3
+    job = world.publisher.contracts.fog_auction.job(task_id, 0)
+    assert standby.state.jobs[f"{task_id}:0"]["phase"] == WON
+    assert standby.state.jobs[f"{task_id}:0"]["from_round"] == 3
+    assert (job.winner, job.paid_up_to) == (1, 3)
+    assert standby.state.jobs[f"{task_id}:0"]["committed"] == [3]
