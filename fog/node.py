@@ -167,16 +167,19 @@ class FogNode:
         return chain_now(self.session)
 
     def task_params(self, task_id: int) -> b.TaskParams:
+        """A task's on-chain parameters (fixed at creation, so read once)."""
         if task_id not in self._params:
             self._params[task_id] = self.contracts.task_registry.params(task_id)
         return self._params[task_id]
 
     def task_spec(self, task_id: int) -> TaskSpec:
+        """A task's spec, from the store by its on-chain ``datasetId`` (read once)."""
         if task_id not in self._specs:
             self._specs[task_id] = load_spec(self.session.store, self.task_params(task_id).dataset_id)
         return self._specs[task_id]
 
     def _my_bid(self, task_id: int, client_index: int) -> tuple[int, b.Bid] | None:
+        """This node's bid for a job on chain, with its index, if it made one."""
         for index, bid in enumerate(self.contracts.fog_auction.bids(task_id, client_index)):
             if bid.bidder == self.address:
                 return index, bid
@@ -444,10 +447,12 @@ class FogNode:
             if int(self.contracts.fog_auction.job(item.task_id, item.client_index).paid_up_to) >= item.round:
                 job["committed"].append(item.round)
             return
-        except (b.AuctionCommitTooLate, b.AuctionNotWinner, b.AuctionClientInactive, b.AuctionWrongJobStatus) as err:
+        except (b.AuctionNotWinner, b.AuctionClientInactive, b.AuctionWrongJobStatus) as err:
+            job["phase"] = LOST  # slashed and re-awarded, or the client was removed: no more rounds
+            log.warning("commit refused; the job is over for this node", error=type(err).__name__)
+            return
+        except ContractRevert as err:  # too late (the contract slashes a missed round), or mined after the deadline
             log.warning("commit refused", error=type(err).__name__)
-            if not isinstance(err, b.AuctionCommitTooLate):
-                job["phase"] = LOST
             return
         job["committed"].append(item.round)
         event = receipt.events_of(b.UpdateCommitted)[0]
