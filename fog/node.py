@@ -419,7 +419,7 @@ class FogNode:
         trainer = self._trainer(model)
         starts = torch.stack([flatten(item.start, trainer.spec)[0] for item in jobs])
         if self.config.lazy is not None:
-            generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + jobs[0].round)
+            generator = torch.Generator().manual_seed(self.config.seed + train_config.seed)  # new noise each round
             if self.config.lazy == "zero":
                 deltas = torch.zeros_like(starts)
             else:
