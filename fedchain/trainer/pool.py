@@ -273,8 +273,15 @@ class WorkerPool:
             steps = torch.zeros(n, dtype=torch.int64)
             failures: list[tuple[int, str]] = []
             # Collect every client's answer, failed or not, so the pool is ready for the next call.
-            for _ in range(n):
-                message = self._get()
+            answered = 0
+            while answered < n:
+                try:
+                    message = self._get()
+                except BaseException:
+                    # Interrupted mid-call: queued tasks would confuse the next call; restart then.
+                    self.close()
+                    raise
+                answered += 1
                 if message[0] == "error":
                     failures.append((message[2], message[3]))
                     continue
