@@ -35,18 +35,18 @@ def fedchain(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 @pytest.mark.slow
 def test_demo_runs_a_task_end_to_end_on_an_existing_chain_and_the_audit_passes(
-    anvil: AnvilNode, system_data_root: Path, tmp_path: Path
+    anvil: AnvilNode, data_root: Path, tmp_path: Path
 ) -> None:
     # prepare: the session's chain, funded by one test key (as with --rpc-url on any chain)
     run_dir = tmp_path / "demo"
     env = {**os.environ, PRIVATE_KEY_ENV: "0x" + anvil.dev_account(FUNDER).key.hex()}
 
     # execute: the demo, then the audit command on the task it ran, with every check asked for
-    demo = fedchain("demo", "--rpc-url", anvil.rpc_url, "--run-dir", str(run_dir), "--data-root", str(system_data_root),
+    demo = fedchain("demo", "--rpc-url", anvil.rpc_url, "--run-dir", str(run_dir), "--data-root", str(data_root),
                     *DEMO_ARGS, env=env)
     audit = fedchain(
         "audit", "--task", "1", "--deployment", str(run_dir / "deployment.json"), "--store", str(run_dir / "store"),
-        "--json", "--verify-scores", "--data-root", str(system_data_root),
+        "--json", "--verify-scores", "--data-root", str(data_root),
     )
 
     # assert: the demo finished with its verdict; every participant ran as its own process with its own log
@@ -77,10 +77,10 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_sigterm_stops_the_demo_its_local_chain_and_every_process_it_started(system_data_root: Path, tmp_path: Path) -> None:
+def test_sigterm_stops_the_demo_its_local_chain_and_every_process_it_started(data_root: Path, tmp_path: Path) -> None:
     # prepare: the default path, a local Anvil of the demo's own; wait until its fog node runs
     run_dir = tmp_path / "demo"
-    command = [sys.executable, "-m", "fedchain.cli", "demo", "--run-dir", str(run_dir), "--data-root", str(system_data_root),
+    command = [sys.executable, "-m", "fedchain.cli", "demo", "--run-dir", str(run_dir), "--data-root", str(data_root),
                "--clients", "1", "--fogs", "1", "--samples-per-client", "8"]
     demo = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -95,7 +95,7 @@ def test_sigterm_stops_the_demo_its_local_chain_and_every_process_it_started(sys
     out, err = demo.communicate(timeout=DEMO_TIMEOUT_S)
 
     # assert: the demo unwound as on Ctrl-C; the fog node stopped cleanly; no process of the run and no chain is left
-    assert demo.returncode == 130 and "interrupted" in err, err[-4000:]
+    assert demo.returncode == 130, err[-4000:]  # the status of an interrupted command
     assert "stopped agent=fog-0" in (run_dir / "logs" / "fog-0.log").read_text()
     assert processes_mentioning(str(run_dir)) == []
     port = re.search(r"Anvil at http://127\.0\.0\.1:(\d+)", out)

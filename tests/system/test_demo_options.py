@@ -24,18 +24,6 @@ def test_demo_without_a_data_root_says_how_to_give_one_and_starts_nothing(
     assert not run_dir.exists()
 
 
-def test_demo_with_a_data_root_lacking_the_dataset_names_the_missing_files(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    empty = tmp_path / "data"
-    empty.mkdir()
-
-    status = main(["demo", "--run-dir", str(tmp_path / "run"), "--data-root", str(empty)])
-
-    err = capsys.readouterr().err
-    assert status == 1 and "mnist" in err and "hint:" in err
-
-
 def test_demo_refuses_a_run_folder_that_is_not_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -97,11 +97,11 @@ def corrupt(store_url: str, digest: bytes) -> None:
 
 
 @pytest.fixture(scope="module")
-def faulty_task(anvil: AnvilNode, system_data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyTask]:
+def faulty_task(anvil: AnvilNode, data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyTask]:
     run_dir = tmp_path_factory.mktemp("faults")
     with Supervisor() as supervisor:
         run = SystemRun(anvil.web3(), anvil.dev_account(FUNDER), anvil.rpc_url,
-                        RunSettings(run_dir, AgentOptions(system_data_root)), supervisor)
+                        RunSettings(run_dir, AgentOptions(data_root)), supervisor)
         run.deploy()
         run.fund(required_funds(ROSTER, TERMS, BUDGET, publisher=PUBLISHER, aggregator=AGGREGATOR))
         task_id = run.create_task(PublishConfig(terms=TERMS, spec=SPEC, budget=BUDGET))
