@@ -185,7 +185,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
             run.await_settled([fog.name for fog in roster.fogs], timeout_s=timeout["rounds"], tick=display.tick)
         report = run.audit(verify_scores=config.verify_scores)
         wall_s = time.monotonic() - started
-        console.print(participants_table(roster, report, run))
+        console.print(participant_tables(roster, report, run))
         console.print(*audit_verdict(report))
         console.print(f"wall time {wall_s:.0f} s; logs, states, store and audit.json in {run_dir}")
         if config.keep_running:
@@ -287,53 +287,62 @@ def progress_line(progress: TaskProgress) -> str:
 
 
 def _ether(wei: int) -> str:
-    return f"{Decimal(wei) / WAD:.6f}"
+    return f"{Decimal(wei) / WAD:.5f}"
 
 
 def _fixed(value: int) -> str:
     return f"{Decimal(value) / WAD:.3f}"
 
 
-def participants_table(roster: Roster, report: AuditReport, run: SystemRun) -> Table:
-    """One row per participant: behaviour, reputation, payments, slashes, deposits and final accuracy."""
+def _table(title: str, columns: tuple[str, ...], left: int) -> Table:
+    """A compact table whose first ``left`` columns are text (left-aligned), the rest numbers."""
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i < left else "right", no_wrap=i == 0)
+    return table
+
+
+def participant_tables(roster: Roster, report: AuditReport, run: SystemRun) -> Group:
+    """Who earned what: a row per client (data, reputation, payments, deposit, final accuracy), a row per
+    fog node (jobs, payments, slashes, deposits), and the publisher's budget and refund. Money in ETH."""
     history = report.history
     plans = {run.account(plan.name).address: plan for plan in (*roster.clients, *roster.fogs)}
-    client_names = {c.index: plans[c.account].name if c.account in plans else str(c.index) for c in history.clients}
+    names = {c.index: plans[c.account].name if c.account in plans else c.account for c in history.clients}
     final = history.rounds[-1].accuracy if history.rounds else None
-    table = Table(title=f"task {report.task_id}: who earned what (ETH; reputation 1.0 = 1e18)", title_justify="left")
-    for column in ("participant", "behaviour", "data / jobs", "r_a", "r_t", "paid", "slashes", "deposits", "final accuracy"):
-        table.add_column(column, justify="left" if column in ("participant", "behaviour", "deposits") else "right")
-    for client in sorted(history.clients, key=lambda c: client_names[c.index]):
+    clients = _table(
+        f"task {report.task_id}: clients (ETH; reputation 1.0 = 1e18)",
+        ("client", "data", "samples", "r_a", "r_t", "paid", "deposit back", "final accuracy"), 2,
+    )
+    for client in sorted(history.clients, key=lambda c: names[c.index]):
         plan = plans.get(client.account)
-        credited = history.credited_to(client.account)
-        paid = client.earned + (client.bonus or 0)
-        deposit = ("forfeited" if client.removed_round is not None
-                   else f"{_ether(credited.get('DEPOSIT_RETURN', 0))} back")
-        accuracy = "removed" if client.removed_round is not None or final is None else f"{final / WAD:.1%}"
-        table.add_row(
-            client_names[client.index], plan.behaviour if plan else "", f"{client.data_size} samples",
-            _fixed(client.loss_reputation), _fixed(client.time_reputation), _ether(paid), "-", deposit, accuracy,
+        removed = client.removed_round is not None
+        clients.add_row(
+            names[client.index], plan.behaviour if plan else "", str(client.data_size),
+            _fixed(client.loss_reputation), _fixed(client.time_reputation), _ether(client.earned + (client.bonus or 0)),
+            f"0 (removed in round {client.removed_round})" if removed
+            else _ether(history.credited_to(client.account).get("DEPOSIT_RETURN", 0)),
+            "-" if removed or final is None else f"{final / WAD:.1%}",
         )
+    fogs = _table("fog nodes (ETH)", ("fog", "behaviour", "jobs", "paid", "slashes", "deposits back", "lost"), 3)
     fog_deposit = history.task.params.fog_deposit if history.task.params is not None else 0
     for fog in sorted(history.fog_nodes, key=lambda address: plans[address].name if address in plans else address):
         plan = plans.get(fog)
         credited = history.credited_to(fog)
-        jobs = sorted({client_names[c.client_index] for c in history.commits if c.fog == fog})
+        jobs = sorted({names[c.client_index] for c in history.commits if c.fog == fog})
         slashes = [s for s in history.slashes if s.fog == fog]
         unrevealed = sum(1 for a in history.auctions for bid in a.bids if bid.bidder == fog and not bid.revealed)
-        lost = sum(s.forfeited for s in slashes) + unrevealed * fog_deposit
-        deposits = f"{_ether(credited.get('BID_REFUND', 0))} back" + (f", {_ether(lost)} lost" if lost else "")
-        table.add_row(
-            plan.name if plan else fog, plan.behaviour if plan else "", ", ".join(jobs) or "no job", "", "",
-            _ether(credited.get("FOG_PAYMENT", 0)), str(len(slashes)), deposits, "",
+        fogs.add_row(
+            plan.name if plan else fog, plan.behaviour if plan else "", ", ".join(jobs) or "-",
+            _ether(credited.get("FOG_PAYMENT", 0)), str(len(slashes)), _ether(credited.get("BID_REFUND", 0)),
+            _ether(sum(s.forfeited for s in slashes) + unrevealed * fog_deposit),
         )
     publisher = history.credited_to(history.task.publisher)
-    table.add_row(
-        "publisher", f"budget {_ether(history.task.budget)}", "", "", "", "", "",
-        f"refund {_ether(publisher.get('BUDGET_REFUND', 0))}, forfeits {_ether(publisher.get('DEPOSIT_FORFEIT', 0))}",
-        "",
+    summary = Text(
+        f"publisher: budget {_ether(history.task.budget)}, refunded {_ether(publisher.get('BUDGET_REFUND', 0))}, "
+        f"forfeited deposits received {_ether(publisher.get('DEPOSIT_FORFEIT', 0))}; "
+        f"final accuracy {'-' if final is None else f'{final / WAD:.1%}'} after {len(history.rounds)} round(s)"
     )
-    return table
+    return Group(clients, Text(""), fogs, Text(""), summary)
 
 
 def audit_verdict(report: AuditReport) -> list[Any]:

@@ -60,7 +60,7 @@ class ClientPlan:
     @property
     def behaviour(self) -> str:
         """One phrase for tables."""
-        return f"{self.noisy_labels:.0%} noisy labels" if self.noisy_labels else "clean data"
+        return f"{self.noisy_labels:.0%} noisy labels" if self.noisy_labels else "clean"
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,9 @@ class FogPlan:
     def behaviour(self) -> str:
         """One phrase for tables."""
         if self.never_reveal:
-            return "never reveals its bids"
+            return "never reveals"
         if self.lazy is not None:
-            return f"free rider ({self.lazy} updates)"
+            return f"free rider ({self.lazy})"
         return "honest"
 
 
