@@ -29,7 +29,8 @@ from torch import nn
 
 from fedchain.data.datasets import ImageDataset, dataset_info
 from fedchain.data.faults import free_ride, scale_update
-from fedchain.fl import Evaluation, RoundResult, Strategy, Validation, get_strategy, round_quality
+from fedchain.errors import ConfigError
+from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer import Trainer, TrainConfig, WorkerPool, predict, standalone_accuracies
 from fedchain.experiments.config import ExperimentConfig
@@ -70,9 +71,13 @@ def build_strategy(config: ExperimentConfig) -> Strategy:
 
 def keeps_own_models(config: ExperimentConfig, strategy: Strategy) -> bool:
     """Whether clients train from their own rewarded models rather than from the global model."""
-    if config.own_models is not None:
-        return config.own_models
-    return strategy.name in REWARD_IN_KIND
+    rewards = strategy.name in REWARD_IN_KIND
+    if config.own_models and not rewards:
+        raise ConfigError(
+            f"own_models needs a strategy that rewards in kind; {strategy.name!r} gives clients no models",
+            hint=f"use one of {', '.join(sorted(REWARD_IN_KIND))}, or leave own_models unset",
+        )
+    return rewards if config.own_models is None else config.own_models
 
 
 class ModelEvaluator:
@@ -136,6 +141,37 @@ def quality_source(strategy: Strategy) -> str:
     return "contribution" if strategy.name in CONTRIBUTION_QUALITY else "loss"
 
 
+def score_round(
+    strategy: Strategy,
+    evaluator: ModelEvaluator,
+    federation: Federation,
+    global_params: torch.Tensor,
+    local_models: torch.Tensor,
+    updates: torch.Tensor,
+    state: StrategyState | None,
+    client_params: torch.Tensor | None,
+) -> tuple[RoundResult, tuple[float, ...]]:
+    """The aggregator's side of one round: validation inputs, the strategy's round, the chain's quality.
+
+    ``local_models`` are the models the clients sent (``start + updates``); ``client_params`` the
+    models they trained from when they keep their own (else ``None``). Returns the strategy's
+    result and every client's quality q_i.
+    """
+    by_loss = quality_source(strategy) == "loss"
+    client_evaluations = evaluator.evaluations(local_models, federation.validation) if by_loss else None
+    validation = Validation(
+        evaluate=lambda params: evaluator.evaluate(params, federation.validation),
+        client_evaluations=client_evaluations,
+        local_sample_losses=_LocalLosses(evaluator, local_models, federation.clients),
+    )
+    sizes = torch.tensor(federation.data_sizes, dtype=torch.float64)
+    result = strategy.round(global_params, updates, sizes, state, validation, client_params=client_params)
+    losses = None
+    if client_evaluations is not None and result.client_losses is None:
+        losses = torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
+    return result, round_quality(result, source=quality_source(strategy), client_losses=losses).values
+
+
 def run_experiment(
     config: ExperimentConfig,
     *,
@@ -158,9 +194,9 @@ def run_experiment(
     strategy = build_strategy(config)
     dataset_info(config.dataset)  # unknown names fail here, before any data is read
     ModelSpec(config.model)
+    own_models = keeps_own_models(config, strategy)
     federation = federation if federation is not None else build_federation(config)
     spec = model_spec(config, federation)
-    own_models = keeps_own_models(config, strategy)
     train_config = TrainConfig(
         lr=config.lr,
         momentum=config.momentum,
@@ -170,7 +206,6 @@ def run_experiment(
     )
     device = None if config.device == "auto" else config.device
     clients = federation.clients
-    sizes = torch.tensor(federation.data_sizes, dtype=torch.float64)
     records: list[RoundRecord] = []
     rounds_to_target: int | None = None
     with Trainer(spec, train_config, engine=config.engine, device=device, pool=pool) as trainer:
@@ -199,22 +234,12 @@ def run_experiment(
             seed = config.seed * _ROUND_SEED_STRIDE + round_number
             trained = trainer.train(start, clients, config=dataclasses.replace(train_config, seed=seed))
             updates = tamper(trained.updates(start), federation.faults, config, round_number)
-            local_models = start + updates
-            by_loss = quality_source(strategy) == "loss"
-            client_evaluations = evaluator.evaluations(local_models, federation.validation) if by_loss else None
-            validation = Validation(
-                evaluate=lambda params: evaluator.evaluate(params, federation.validation),
-                client_evaluations=client_evaluations,
-                local_sample_losses=_LocalLosses(evaluator, local_models, clients),
+            result, quality = score_round(
+                strategy, evaluator, federation, global_params, start + updates, updates, state, models
             )
-            result = strategy.round(global_params, updates, sizes, state, validation, client_params=models)
             state, global_params, last_result = result.state, result.global_params, result
             if models is not None and result.rewards is not None:
                 models = result.rewards
-            losses = None
-            if client_evaluations is not None and result.client_losses is None:
-                losses = torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
-            quality = round_quality(result, source=quality_source(strategy), client_losses=losses).values
             rejected = [i for i, ok in enumerate(result.accepted.tolist()) if not ok]
             if rejected:
                 log.info("round %d: updates of clients %s were not aggregated", round_number, rejected)
@@ -269,5 +294,6 @@ __all__ = [
     "model_spec",
     "quality_source",
     "run_experiment",
+    "score_round",
     "tamper",
 ]

@@ -172,3 +172,10 @@ def test_class_imbalance_gives_client_j_of_ten_j_plus_one_classes() -> None:
     every = np.concatenate(parts)
     assert len(every) == len(np.unique(every))  # disjoint
     assert all(len(p) == 1000 // (2 * 10) for p in parts)  # 50 each: no class ran out here
+
+
+def test_own_models_with_a_strategy_that_gives_no_models_is_refused() -> None:
+    config = load_experiment(None, {**TINY, "strategy": "fedavg", "own_models": True})
+
+    with pytest.raises(ConfigError, match="own_models needs a strategy that rewards in kind"):
+        run_experiment(config)
