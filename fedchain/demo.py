@@ -192,9 +192,12 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
             supervisor.stop([child.name for child in supervisor.children if child.spec.exits_when_done])
             console.print(f"the chain ({rpc_url}) and the fog nodes keep running; deployment file "
                           f"{run.folder.deployment_file}, store {run.folder.store_url}. Ctrl-C stops them.")
-            while True:
-                supervisor.check()
-                time.sleep(1.0)
+            try:
+                while True:
+                    supervisor.check()
+                    time.sleep(1.0)
+            except KeyboardInterrupt:  # the way out of --keep-running: the verdict above stands
+                console.print("stopping the chain and the fog nodes")
     return DemoResult(task_id, run_dir, report, wall_s)
 
 
