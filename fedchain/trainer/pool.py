@@ -77,20 +77,26 @@ class _Job:
     out: torch.Tensor
 
 
-def _get_while_parent_lives(source: Any) -> Any:
-    """The next message from ``source``; exits the worker if the parent process has died meanwhile."""
+def _exit_with_parent() -> None:
+    """Exit this worker as soon as its parent process ends, whatever the main thread is blocked on.
+
+    A killed parent (SIGKILL, SIGTERM, a test timeout) runs no clean-up; without
+    this its workers would wait on their queues, or on a half-written message, forever.
+    """
     parent = multiprocessing.parent_process()
-    while True:
-        try:
-            return source.get(timeout=_POLL_SECONDS)
-        except queue.Empty:
-            if parent is not None and not parent.is_alive():
-                # Killed parents (SIGKILL, SIGTERM) run no clean-up; do not linger as orphans.
-                os._exit(0)
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(0)
+
+    threading.Thread(target=watch, name="fedchain-parent-watch", daemon=True).start()
 
 
 def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -> None:
     """A worker's loop: take a job, train the clients it pulls from ``tasks`` until an end marker."""
+    _exit_with_parent()
     torch.set_num_threads(threads)
     # The first optimiser a process builds imports torch's compiler stack (seconds);
     # pay that while starting, not in the first round.
@@ -98,14 +104,14 @@ def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -
     models: dict[Any, nn.Module] = {}
     results.put(("ready", rank))
     while True:
-        job: _Job | None = _get_while_parent_lives(jobs)
+        job: _Job | None = jobs.get()
         if job is None:
             return
         model = models.get(job.model)
         if model is None:
             fresh = job.model() if not isinstance(job.model, ModelSpec) else job.model.build()
             model = models[job.model] = prepare_model(fresh, torch.device("cpu"))
-        while (position := _get_while_parent_lives(tasks)) is not None:
+        while (position := tasks.get()) is not None:
             try:
                 start = job.start[position if job.start.shape[0] > 1 else 0]
                 load_flat(model, start, job.spec)
