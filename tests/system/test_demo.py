@@ -51,7 +51,8 @@ def test_demo_runs_a_task_end_to_end_on_an_existing_chain_and_the_audit_passes(
 
     # assert: the demo finished with its verdict; every participant ran as its own process with its own log
     assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
-    assert "who earned what" in demo.stdout and "audit of task 1" in demo.stdout and "PASSED" in demo.stdout
+    assert "task 1: clients" in demo.stdout and "fog nodes" in demo.stdout
+    assert "audit of task 1" in demo.stdout and "PASSED" in demo.stdout
     logs = sorted(path.name for path in (run_dir / "logs").iterdir())
     assert logs == ["aggregator.log", "client-0.log", "client-1.log", "fog-0.log", "fog-1.log"]
     # and the independent audit passes every check, scores reproduced included
