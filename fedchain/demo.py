@@ -355,23 +355,31 @@ def audit_verdict(report: AuditReport) -> list[Any]:
     return list(tables(report).renderables[2:])
 
 
+def _default(name: str, text: str, kind: type = str) -> Any:
+    """A click option for the DemoConfig field ``name``, with its default shown."""
+    return click.option(f"--{name.replace('_', '-')}", type=kind, default=getattr(DemoConfig, name), show_default=True,
+                        help=text)
+
+
 @click.command()
-@click.option("--strategy", default=DemoConfig.strategy, show_default=True, help="Aggregation strategy: fedavg, quality, cgsv, fedfaim.")
-@click.option("--dataset", default=DemoConfig.dataset, show_default=True, help="mnist or fashion-mnist.")
-@click.option("--clients", type=int, default=DemoConfig.clients, show_default=True, help="Client processes.")
-@click.option("--fogs", type=int, default=DemoConfig.fogs, show_default=True, help="Fog-node processes (fog 0 is a free rider).")
-@click.option("--rounds", type=int, default=DemoConfig.rounds, show_default=True, help="Rounds N.")
-@click.option("--samples-per-client", type=int, default=DemoConfig.samples_per_client, show_default=True,
-              help="Mean samples per client (clients hold 0.5x to 1.5x).")
+@_default("strategy", "Aggregation strategy: fedavg, quality, cgsv, fedfaim.")
+@_default("dataset", "mnist or fashion-mnist.")
+@_default("clients", "Client processes.", int)
+@_default("fogs", "Fog-node processes (fog 0 is a free rider).", int)
+@_default("rounds", "Rounds N.", int)
+@_default("samples_per_client", "Mean samples per client (clients hold 0.5x to 1.5x).", int)
 @click.option("--rpc-url", help="Use this chain instead of a local Anvil; FEDCHAIN_PRIVATE_KEY deploys and funds everyone.")
-@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Run folder (new or empty).  [default: runs/demo-TIMESTAMP]")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Run folder (new or empty).  [default: runs/demo-TIMESTAMP]")
 @click.option("--keep-running/--no-keep-running", default=False, show_default=True,
               help="Keep the chain and the fog nodes up after the summary, until Ctrl-C.")
-@click.option("--seed", type=int, default=DemoConfig.seed, show_default=True, help="Seed of the model, training, split and noise.")
-@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder.  [default: FEDCHAIN_DATA_ROOT]")
-@click.option("--round-duration", type=int, default=DemoConfig.round_duration, show_default=True, help="Seconds per round before a missing commit is slashed.")
-@click.option("--auction-duration", type=int, default=DemoConfig.auction_duration, show_default=True, help="Seconds of bidding, and of reveals.")
-@click.option("--verify-scores/--no-verify-scores", default=True, show_default=True, help="Let the audit re-run the aggregator's scoring.")
+@_default("seed", "Seed of the model, training, split and noise.", int)
+@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path),
+              help="Dataset folder.  [default: FEDCHAIN_DATA_ROOT]")
+@_default("round_duration", "Seconds per round before a missing commit is slashed.", int)
+@_default("auction_duration", "Seconds of bidding, and of reveals.", int)
+@click.option("--verify-scores/--no-verify-scores", default=True, show_default=True,
+              help="Let the audit re-run the aggregator's scoring.")
 def demo(**options: Any) -> None:
     """Run FedChain end to end: a local chain, a task, clients, fog nodes and the aggregator as
     separate processes on real data; then the audit, and who earned what.

@@ -43,8 +43,18 @@ from fedchain.fl.reputation import WAD
 from fedchain.publisher import PublishConfig, TaskTerms
 from fedchain.publisher.service import TaskStatus
 from fedchain.store import open_store
-from fedchain.system import AGGREGATOR, PUBLISHER, AgentOptions, ClientPlan, FogPlan, Roster, RunSettings, Supervisor, SystemRun
-from fedchain.system.roster import required_funds
+from fedchain.system import (
+    AGGREGATOR,
+    PUBLISHER,
+    AgentOptions,
+    ClientPlan,
+    FogPlan,
+    Roster,
+    RunSettings,
+    Supervisor,
+    SystemRun,
+    required_funds,
+)
 from fedchain.taskspec import TaskSpec, ValidationSpec
 from fog.bidding import CostModel
 from tests.system.conftest import FUNDER
@@ -153,7 +163,8 @@ def test_a_fog_node_killed_mid_task_is_slashed_its_job_re_awarded_to_the_standby
     (reassigned,) = t.events(b.JobReassigned)
     bids = {bid.bidder: i for i, bid in enumerate(t.run.session(PUBLISHER).contracts.fog_auction.bids(t.task_id, job))}
 
-    assert (slash.client_index, slash.fog, slash.round, slash.forfeited) == (job, t.addresses["fog-fast"], 2, TERMS.fog_deposit)
+    assert (slash.client_index, slash.fog, slash.round) == (job, t.addresses["fog-fast"], 2)
+    assert slash.forfeited == TERMS.fog_deposit
     assert (reassigned.client_index, reassigned.winner, reassigned.from_round) == (job, bids[t.addresses["fog-slow"]], 3)
     assert [(c.round, c.fog) for c in t.events(b.UpdateCommitted, client_index=job)] == [
         (1, t.addresses["fog-fast"]), (3, t.addresses["fog-slow"])
@@ -164,7 +175,9 @@ def test_a_fog_node_killed_mid_task_is_slashed_its_job_re_awarded_to_the_standby
 
 
 @pytest.mark.slow
-def test_an_aggregator_killed_after_the_commits_and_restarted_posts_every_round_exactly_once(faulty_task: FaultyTask) -> None:
+def test_an_aggregator_killed_after_the_commits_and_restarted_posts_every_round_exactly_once(
+    faulty_task: FaultyTask,
+) -> None:
     t = faulty_task
     # killed after it saw round 2's commits and before its post ...
     assert t.posted_at_kill == (1,)
@@ -206,13 +219,16 @@ def test_a_bidder_that_never_reveals_forfeits_its_deposits_and_the_auctions_stil
 
 
 @pytest.mark.slow
-def test_the_audit_of_the_faulty_task_passes_with_the_money_intact_and_notes_the_altered_blob(faulty_task: FaultyTask) -> None:
+def test_the_audit_of_the_faulty_task_passes_with_the_money_intact_and_notes_the_altered_blob(
+    faulty_task: FaultyTask,
+) -> None:
     t = faulty_task
     report = t.report
     store_notes = report.check(CheckName.STORE_UPDATES).notes
 
     assert report.passed, report.failed_checks
     assert {c.name: c.status for c in report.checks} == {name: CheckStatus.PASS for name in CheckName}
-    assert any(f"client {t.jobs['client-2']} in round 2 (not accepted)" in note and "altered" in note for note in store_notes)
+    altered = f"client {t.jobs['client-2']} in round 2 (not accepted)"
+    assert any(altered in note and "altered" in note for note in store_notes)
     assert report.history.task.bonuses is not None and report.history.task.refund is not None
     assert sum(r.accuracy for r in report.history.rounds) > 0 and all(r.accuracy <= WAD for r in report.history.rounds)
