@@ -112,7 +112,13 @@ def client_process(
 
 
 def aggregator_process(
-    run: RunFolder, key: bytes, task_id: int, options: AgentOptions, *, strategy: str | None = None, name: str = "aggregator"
+    run: RunFolder,
+    key: bytes,
+    task_id: int,
+    options: AgentOptions,
+    *,
+    strategy: str | None = None,
+    name: str = "aggregator",
 ) -> ProcessSpec:
     """``fedchain aggregator run`` for ``task_id`` (``strategy`` None: the task spec's)."""
     args = [

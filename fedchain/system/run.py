@@ -154,7 +154,9 @@ class SystemRun:
 
     # ------------------------------------------------------------------ processes
 
-    def start_fogs(self, fogs: Sequence[FogPlan], *, timeout_s: float = 180.0, tick: Callable[[], None] | None = None) -> None:
+    def start_fogs(
+        self, fogs: Sequence[FogPlan], *, timeout_s: float = 180.0, tick: Callable[[], None] | None = None
+    ) -> None:
         """Start a process per fog node and wait until each has caught up with the chain (its state file exists)."""
         for plan in fogs:
             self.supervisor.start(
