@@ -49,15 +49,18 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
         args = typing.get_args(annotation)
         if value is None and type(None) in args:
             return None
-        errors = []
+        errors: list[ConfigError] = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _coerce(name, value, arg)
             except ConfigError as err:
-                errors.append(str(err))
-        raise ConfigError(f"{name}={value!r} matches none of {annotation}")
+                errors.append(err)
+        if len(errors) == 1:  # an optional value: its one alternative's error is the error
+            raise errors[0]
+        reasons = "; ".join(err.args[0] for err in errors)
+        raise ConfigError(f"{name}={value!r} matches none of {annotation}: {reasons}")
     if origin is typing.Literal:
         allowed = typing.get_args(annotation)
         if value not in allowed:
@@ -76,12 +79,13 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
             return value.lower() in ("true", "yes", "1")
         raise ConfigError(f"{name} must be true or false, got {value!r}")
     if annotation in (int, float, str):
+        kind = {int: "an integer", float: "a number", str: "a string"}[annotation]
         if isinstance(value, bool) and annotation is not str:
-            raise ConfigError(f"{name} must be a {annotation.__name__}, got {value!r}")
+            raise ConfigError(f"{name} must be {kind}, got {value!r}")
         try:
             converted = annotation(value)
         except (TypeError, ValueError) as err:
-            raise ConfigError(f"{name} must be a {annotation.__name__}, got {value!r}") from err
+            raise ConfigError(f"{name} must be {kind}, got {value!r}") from err
         if annotation is int and isinstance(value, float) and converted != value:
             raise ConfigError(f"{name} must be an integer, got {value!r}")
         return converted

@@ -250,7 +250,10 @@ def _read_mnist_like(
             candidates.append(root / info.vendored_folder)
         candidates.append(root / info.torchvision_class / "raw")
     tv_raw = cache / info.torchvision_class / "raw"
-    candidates.append(tv_raw)
+    if root is None:
+        # Only without a data root do earlier downloads in the cache count as the source:
+        # a data root that lacks the files is a mistake to report, not to paper over.
+        candidates.append(tv_raw)
     for folder in candidates:
         if all((folder / f).is_file() for f in files) and folder.name == "raw":
             tv_root = folder.parent.parent
@@ -315,9 +318,11 @@ def _read_cifar10(
     info: DatasetInfo, train: bool, root: Path | None, cache: Path, download: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     all_files = tuple(n for n, _ in _PresentCIFAR10.train_list + _PresentCIFAR10.test_list)
-    searched = [r / info.torchvision_class for r in (root, cache) if r is not None]
-    for base in (root, cache):
-        if base is not None and all((base / info.torchvision_class / f).is_file() for f in all_files):
+    # As for MNIST: the cache is a source (earlier downloads) only when no data root is given.
+    sources = (root,) if root is not None else (cache,)
+    searched = [r / info.torchvision_class for r in sources]
+    for base in sources:
+        if all((base / info.torchvision_class / f).is_file() for f in all_files):
             break
     else:
         if not download:

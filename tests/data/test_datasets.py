@@ -84,6 +84,17 @@ def test_missing_files_name_the_folders_searched_and_the_files_expected(tmp_path
     assert "train-images-idx3-ubyte" in message and "hint:" in message
 
 
+def test_a_data_root_without_the_files_is_refused_even_when_the_cache_holds_them(
+    mnist_test: ImageDataset, dataset_cache: Path, tmp_path: Path
+) -> None:
+    # mnist_test prepared torchvision's layout in dataset_cache; an empty root must still be an error.
+    empty_root = tmp_path / "empty-root"
+    empty_root.mkdir()
+
+    with pytest.raises(DataError, match="files not found"):
+        load_dataset("mnist", train=False, root=empty_root, cache_dir=dataset_cache)
+
+
 def test_no_data_root_says_how_to_set_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DATA_ROOT_ENV, raising=False)
 

@@ -69,7 +69,7 @@ def test_unknown_fault_is_named_with_its_section(tmp_path: Path) -> None:
 
 
 def test_a_value_of_the_wrong_type_names_the_setting(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="clients must be a int"):
+    with pytest.raises(ConfigError, match="clients must be an integer"):
         load_experiment(_write(tmp_path, "clients: many\n"))
 
 
