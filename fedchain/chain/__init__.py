@@ -15,8 +15,8 @@ The public API, importable from here (loaded on first use, so that importing
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fedchain._lazy import lazy_exports
+
 
 _EXPORTS: dict[str, str] = {
     "AnvilNode": "node", "AnvilSettings": "node", "InProcessChain": "node", "connect": "node", "free_port": "node",
@@ -32,10 +32,4 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -9,8 +9,9 @@ them without the dataset code: names here are imported on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fedchain._lazy import lazy_exports
 
 #: public name -> defining module.
 _EXPORTS: dict[str, str] = {
@@ -40,14 +41,4 @@ if TYPE_CHECKING:
     from fedchain.client.data import client_dataset
     from fedchain.client.handoff import ExpectedJobData, JobData, JobDataMeta, decode_job_data, encode_job_data, fetch_job_data
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'fedchain.client' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -7,8 +7,9 @@ loading torchvision and the dataset code.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fedchain._lazy import lazy_exports
 
 #: public name -> defining module.
 _EXPORTS: dict[str, str] = {
@@ -40,14 +41,4 @@ if TYPE_CHECKING:
     from fedchain.trainer.pool import WorkerPool, available_cores
     from fedchain.trainer.trainer import ClientData, TrainResult, Trainer, initial_params, train_clients
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'fedchain.trainer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
