@@ -63,7 +63,7 @@ class DemoConfig:
     """What ``fedchain demo`` runs.
 
     Attributes:
-        strategy: aggregation strategy of the task (fedavg, quality, cgsv, fedfaim).
+        strategy: aggregation strategy of the task (fedavg, quality, cgsv, fedfaim, fedave).
         dataset: mnist or fashion-mnist.
         clients: number of client processes.
         fogs: number of fog-node processes.
@@ -362,7 +362,7 @@ def _default(name: str, text: str, kind: type = str) -> Any:
 
 
 @click.command()
-@_default("strategy", "Aggregation strategy: fedavg, quality, cgsv, fedfaim.")
+@_default("strategy", "Aggregation strategy: fedavg, quality, cgsv, fedfaim, fedave.")
 @_default("dataset", "mnist or fashion-mnist.")
 @_default("clients", "Client processes.", int)
 @_default("fogs", "Fog-node processes (fog 0 is a free rider).", int)

@@ -67,6 +67,7 @@ class RejectReason(str, enum.Enum):
     WRONG_SHAPE = "wrong_shape"
     WRONG_DTYPE = "wrong_dtype"
     NON_FINITE = "non_finite"
+    BAD_LOCAL_LOSSES = "bad_local_losses"
 
 
 class UpdateRejected(FedchainError):
@@ -123,6 +124,13 @@ class UpdateNonFinite(UpdateRejected):
     """The update holds NaN or infinite values."""
 
     reason = RejectReason.NON_FINITE
+
+
+class UpdateLocalLossesRejected(UpdateRejected):
+    """The update's per-sample local losses (fedave) are missing, unexpected, or malformed."""
+
+    reason = RejectReason.BAD_LOCAL_LOSSES
+    hint = "a fog node ships the local losses of its trained model only for tasks whose strategy needs them"
 
 
 class StoreError(FedchainError):

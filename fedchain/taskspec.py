@@ -14,7 +14,10 @@ the client's privacy budget and the publisher's validation set) is a
   ``RoundPosted(n).modelHash`` (:func:`model_meta` is its metadata);
 * a fog node's update for client ``i`` in round ``n`` is the parameters' delta
   (trained minus the global model it started from), written with
-  :func:`fedchain.updates.store_update` and :func:`update_meta` (job id = client index).
+  :func:`fedchain.updates.store_update` and :func:`update_meta` (job id = client index);
+  when the spec's strategy needs local losses (fedave), the payload also carries
+  the per-sample losses of the trained model on the job's data
+  (:meth:`TaskSpec.local_loss_count`; read back with :func:`load_update`).
 
 So any agent that knows a task id reads the task's params on chain, then the
 spec and the current global model from the store, and verifies both by hash.
@@ -41,7 +44,14 @@ from fedchain.models.registry import ModelSpec
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
 from fedchain.trainer.config import TrainConfig
-from fedchain.updates import UpdateMeta, fetch_update, store_update
+from fedchain.updates import (
+    DecodedUpdate,
+    UpdateMeta,
+    fetch_update,
+    local_loss_count,
+    local_losses_bytes,
+    store_update,
+)
 
 if TYPE_CHECKING:
     from fedchain.data.datasets import ImageDataset
@@ -200,11 +210,22 @@ class TaskSpec:
         """Names, shapes and dtypes of the model's parameters (what every update and global model must have)."""
         return ParamSpec.of(self.model_spec().build().state_dict())
 
-    def max_payload_bytes(self) -> int:
-        """The size limit of an update or a global model of this task, bytes."""
+    def max_payload_bytes(self, local_losses: int | None = None) -> int:
+        """The size limit of an update (carrying ``local_losses`` losses) or a global model of this task, bytes."""
         spec = self.param_spec()
         widest = max((torch.empty((), dtype=dtype).element_size() for dtype in spec.dtypes), default=4)
-        return spec.numel * widest + PAYLOAD_HEADER_SLACK_BYTES
+        return spec.numel * widest + local_losses_bytes(local_losses) + PAYLOAD_HEADER_SLACK_BYTES
+
+    def local_loss_count(self, data_size: int) -> int | None:
+        """How many local losses an update of a job of ``data_size`` samples carries; None when the strategy needs none.
+
+        The payload format follows the spec's strategy (not an aggregator's override), so every agent agrees on it.
+        """
+        from fedchain.fl.strategy import get_strategy
+
+        if not get_strategy(self.strategy, **self.strategy_options).needs_local_losses:
+            return None
+        return local_loss_count(data_size)
 
     def initial_params(self) -> Params:
         """The initial global model: the architecture's default initialisation under the task's seed."""
@@ -234,6 +255,30 @@ def update_meta(spec: TaskSpec, task_id: int, round_number: int, client_index: i
     rejects an update whose metadata differs (``wrong_metadata``).
     """
     return UpdateMeta(task_id=task_id, round=round_number, kind="update", job_id=client_index, client=client, model=spec.model)
+
+
+def load_update(
+    store: BlobStore,
+    spec: TaskSpec,
+    update_hash: bytes | str,
+    *,
+    task_id: int,
+    round_number: int,
+    client_index: int,
+    client: str,
+    data_size: int,
+) -> DecodedUpdate:
+    """Fetch and check the update committed for client ``client_index`` (address ``client``) in a round.
+
+    What the aggregator and the auditor both decode: the metadata of :func:`update_meta`, the
+    model's tensors and, when the spec's strategy needs them, ``spec.local_loss_count(data_size)``
+    local losses. Raises an :class:`~fedchain.errors.UpdateRejected` subclass for a malformed update.
+    """
+    losses = spec.local_loss_count(data_size)
+    return fetch_update(
+        store, update_hash, spec.param_spec(), spec.max_payload_bytes(losses),
+        expected_meta=update_meta(spec, task_id, round_number, client_index, client), expected_local_losses=losses,
+    )
 
 
 def put_spec(store: BlobStore, spec: TaskSpec) -> bytes:
@@ -284,6 +329,7 @@ __all__ = [
     "ValidationSpec",
     "load_model",
     "load_spec",
+    "load_update",
     "load_validation",
     "model_meta",
     "put_initial_model",

@@ -24,7 +24,15 @@ subclass whose ``reason`` the aggregator records as the failed quality check:
 ``wrong_shape``        a tensor's shape differs
 ``wrong_dtype``        a tensor's dtype differs
 ``non_finite``         a NaN or an infinity
+``bad_local_losses``   local losses missing, unexpected, or not a finite,
+                       non-negative float32 vector of the expected length
 =====================  ==================================================
+
+Local losses (fedave): an update of a task whose strategy needs them carries,
+besides the model's tensors, one extra tensor :data:`LOCAL_LOSSES`: the
+per-sample cross-entropy of the fog node's trained model on the first
+:func:`local_loss_count` samples of the job's data, float32 ``[count]``.
+Inside the payload, the on-chain hash covers it like the parameters.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from fedchain.errors import (
     RejectReason,
     StoreError,
     UpdateHashMismatch,
+    UpdateLocalLossesRejected,
     UpdateMetadataMismatch,
     UpdateMissing,
     UpdateNonFinite,
@@ -63,6 +72,11 @@ FORMAT = "fedchain-params/1"
 METADATA_KEY = "fedchain"
 #: safetensors files start with an 8-byte little-endian header length.
 HEADER_LENGTH_BYTES = 8
+
+#: Name of the extra tensor holding an update's per-sample local losses (fedave).
+LOCAL_LOSSES = "__local_losses__"
+#: The most local losses an update carries (4 bytes each): a larger job ships its first this many samples' losses.
+MAX_LOCAL_LOSSES = 65_536
 
 #: What a payload holds: a client's trained update, or a round's global model.
 PayloadKind = Literal["update", "model"]
@@ -126,6 +140,18 @@ class DecodedUpdate:
     params: Params
     meta: UpdateMeta
     digest: bytes
+    #: Per-sample local losses ``[count]`` float32 when the payload had to carry them, else None.
+    local_losses: torch.Tensor | None = None
+
+
+def local_loss_count(data_size: int) -> int:
+    """How many per-sample local losses an update of a job of ``data_size`` samples carries."""
+    return max(0, min(int(data_size), MAX_LOCAL_LOSSES))
+
+
+def local_losses_bytes(count: int | None) -> int:
+    """Bytes that ``count`` local losses add to a payload (add them to its size limit)."""
+    return 4 * (count or 0)
 
 
 def update_hash(data: bytes) -> bytes:
@@ -133,9 +159,16 @@ def update_hash(data: bytes) -> bytes:
     return keccak256(data)
 
 
-def encode_update(params: Mapping[str, torch.Tensor], meta: UpdateMeta) -> bytes:
-    """Serialise ``params`` with ``meta`` as deterministic safetensors bytes (tensors moved to CPU)."""
+def encode_update(
+    params: Mapping[str, torch.Tensor], meta: UpdateMeta, *, local_losses: torch.Tensor | None = None
+) -> bytes:
+    """Serialise ``params`` with ``meta`` as deterministic safetensors bytes (tensors moved to CPU).
+
+    ``local_losses``, when given, goes in as the float32 vector :data:`LOCAL_LOSSES`.
+    """
     tensors = {name: tensor.detach().to("cpu").contiguous() for name, tensor in params.items()}
+    if local_losses is not None:
+        tensors[LOCAL_LOSSES] = local_losses.detach().to("cpu", torch.float32).reshape(-1).contiguous()
     return save_safetensors(tensors, metadata={METADATA_KEY: meta.to_json()})
 
 
@@ -196,12 +229,14 @@ def decode_update(
     max_bytes: int,
     *,
     expected_meta: UpdateMeta | None = None,
+    expected_local_losses: int | None = None,
 ) -> DecodedUpdate:
     """Check an untrusted payload and return its parameters; never unpickles.
 
     ``expected_hash`` is the hash committed on chain (``None`` only when the
     caller has verified the bytes already). ``expected_meta``, when given,
-    must equal the payload's metadata. Raises an
+    must equal the payload's metadata. ``expected_local_losses`` is the number
+    of local losses the payload must carry (None: it must carry none). Raises an
     :class:`~fedchain.errors.UpdateRejected` subclass whose ``reason`` says
     what was wrong (see the module's table).
     """
@@ -212,13 +247,33 @@ def decode_update(
         raise UpdateHashMismatch(
             f"the update hashes to {to_hex(digest)}, but {to_hex(parse_digest(expected_hash))} was committed"
         )
-    return _decode_hashed(data, digest, expected_spec, expected_meta)
+    return _decode_hashed(data, digest, expected_spec, expected_meta, expected_local_losses)
+
+
+def _check_local_losses(losses: torch.Tensor | None, expected: int | None) -> None:
+    """Raise :class:`UpdateLocalLossesRejected` unless ``losses`` is what ``expected`` asks for."""
+    if expected is None:
+        if losses is not None:
+            raise UpdateLocalLossesRejected(f"the update carries {LOCAL_LOSSES!r}, which this task's updates must not")
+        return
+    if losses is None:
+        raise UpdateLocalLossesRejected(f"the update carries no {LOCAL_LOSSES!r}: {expected} local losses expected")
+    if losses.dtype != torch.float32 or tuple(losses.shape) != (expected,):
+        raise UpdateLocalLossesRejected(
+            f"the update's local losses are {losses.dtype} of shape {tuple(losses.shape)}, expected float32 ({expected},)"
+        )
+    if not _all_finite(losses) or bool((losses < 0).any()):
+        raise UpdateLocalLossesRejected("the update's local losses must be finite and non-negative (cross-entropies)")
 
 
 def _decode_hashed(
-    data: bytes, digest: bytes, expected_spec: ParamSpec, expected_meta: UpdateMeta | None
+    data: bytes,
+    digest: bytes,
+    expected_spec: ParamSpec,
+    expected_meta: UpdateMeta | None,
+    expected_local_losses: int | None = None,
 ) -> DecodedUpdate:
-    """The checks after size and hash: format, metadata, tensor spec, finiteness."""
+    """The checks after size and hash: format, metadata, tensor spec, finiteness, local losses."""
     header = _header(data)
     try:
         tensors = load_safetensors(bytes(data))
@@ -230,11 +285,15 @@ def _decode_hashed(
     meta = UpdateMeta.from_json(metadata[METADATA_KEY])
     if expected_meta is not None and meta != expected_meta:
         raise UpdateMetadataMismatch(f"the update is for {meta}, expected {expected_meta}")
+    local_losses = tensors.pop(LOCAL_LOSSES, None)
     _check_spec(tensors, expected_spec)
     for name in expected_spec.names:
         if not _all_finite(tensors[name]):
             raise UpdateNonFinite(f"tensor {name!r} holds NaN or infinite values")
-    return DecodedUpdate(params={name: tensors[name] for name in expected_spec.names}, meta=meta, digest=digest)
+    _check_local_losses(local_losses, expected_local_losses)
+    return DecodedUpdate(
+        params={name: tensors[name] for name in expected_spec.names}, meta=meta, digest=digest, local_losses=local_losses
+    )
 
 
 def _require_canonical(store: BlobStore) -> None:
@@ -246,10 +305,12 @@ def _require_canonical(store: BlobStore) -> None:
         )
 
 
-def store_update(store: BlobStore, params: Mapping[str, torch.Tensor], meta: UpdateMeta) -> bytes:
-    """Encode ``params`` and put them in ``store``; returns the hash to commit on chain."""
+def store_update(
+    store: BlobStore, params: Mapping[str, torch.Tensor], meta: UpdateMeta, *, local_losses: torch.Tensor | None = None
+) -> bytes:
+    """Encode ``params`` (and ``local_losses``) and put them in ``store``; returns the hash to commit on chain."""
     _require_canonical(store)
-    return store.put(encode_update(params, meta))
+    return store.put(encode_update(params, meta, local_losses=local_losses))
 
 
 def fetch_update(
@@ -259,6 +320,7 @@ def fetch_update(
     max_bytes: int,
     *,
     expected_meta: UpdateMeta | None = None,
+    expected_local_losses: int | None = None,
 ) -> DecodedUpdate:
     """Fetch the payload committed as ``expected_hash`` from ``store`` and check it like :func:`decode_update`.
 
@@ -276,4 +338,4 @@ def fetch_update(
     except BlobCorrupted as err:
         raise UpdateHashMismatch(f"update {name}: {err.args[0]}") from err
     # The store has just checked the size and verified the bytes against expected_hash: do not hash twice.
-    return _decode_hashed(data, parse_digest(expected_hash), expected_spec, expected_meta)
+    return _decode_hashed(data, parse_digest(expected_hash), expected_spec, expected_meta, expected_local_losses)

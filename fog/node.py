@@ -9,8 +9,9 @@ AuctionOpened      decide (:func:`fog.bidding.decide_bid`) and commit a sealed b
 AuctionClosed      the job is won (or lost, or held on standby)
 JobReassigned      a standby bid of this node took over a slashed job
 DataCommitted      fetch the client's data from the store; refuse it unless it matches the hash and size
-(round running)    train every due job in one pass of the multi-client trainer; store each update and
-                   commit its hash before the round's deadline
+(round running)    train every due job in one pass of the multi-client trainer; store each update (with
+                   the trained model's per-sample losses on the job's data when the task's strategy,
+                   fedave, needs them) and commit its hash before the round's deadline
 Task ended         settle its jobs (deposits back), then withdraw what the Treasury credited
 =================  =====================================================================
 
@@ -357,9 +358,9 @@ class FogNode:
         for item in due:
             groups.setdefault((item.spec.model_spec(), item.spec.train_config(item.round)), []).append(item)
         for (model, train_config), jobs in groups.items():
-            deltas = self._train(model, train_config, jobs)
-            for item, delta in zip(jobs, deltas):
-                self._commit(state, item, delta)
+            trained = self._train(model, train_config, jobs)
+            for item, (delta, losses) in zip(jobs, trained):
+                self._commit(state, item, delta, losses)
 
     def _due_jobs(self, state: AgentState) -> list[DueJob]:
         won = [(key, job) for key, job in state.jobs.items() if job["phase"] == WON and job["data_status"] == "ok"]
@@ -414,8 +415,11 @@ class FogNode:
             self._trainers[model] = Trainer(model, engine=c.engine, device=c.device, threads=c.threads)
         return self._trainers[model]
 
-    def _train(self, model: ModelSpec, train_config: TrainConfig, jobs: list[DueJob]) -> list[dict[str, torch.Tensor]]:
-        """The updates (trained minus start parameters) of ``jobs``, all trained in one pass."""
+    def _train(
+        self, model: ModelSpec, train_config: TrainConfig, jobs: list[DueJob]
+    ) -> list[tuple[dict[str, torch.Tensor], torch.Tensor | None]]:
+        """The updates (trained minus start parameters) of ``jobs``, all trained in one pass, each with
+        the local losses of its trained model when the task's strategy needs them (else None)."""
         trainer = self._trainer(model)
         starts = torch.stack([flatten(item.start, trainer.spec)[0] for item in jobs])
         if self.config.lazy is not None:
@@ -434,13 +438,26 @@ class FogNode:
             self.log.info(
                 "trained", jobs=len(jobs), round=jobs[0].round, engine=result.engine, seconds=round(result.seconds, 2),
             )
-        return [unflatten(row, trainer.spec) for row in deltas]
+        return [
+            (unflatten(row, trainer.spec), self._local_losses(trainer, item, start + row))
+            for item, start, row in zip(jobs, starts, deltas)
+        ]
 
-    def _commit(self, state: AgentState, item: DueJob, delta: dict[str, torch.Tensor]) -> None:
+    def _local_losses(self, trainer: Trainer, item: DueJob, trained: torch.Tensor) -> torch.Tensor | None:
+        """What the update of ``item`` carries for fedave: its trained model's losses on the job's data."""
+        if item.spec.local_loss_count(len(item.data)) is None:
+            return None
+        from fedchain.trainer.evaluation import local_losses
+
+        return local_losses(trainer.model, trained, (item.data.images, item.data.labels), device=trainer.device)
+
+    def _commit(
+        self, state: AgentState, item: DueJob, delta: dict[str, torch.Tensor], local_losses: torch.Tensor | None
+    ) -> None:
         job = state.jobs[item.key]
         log = self.log.bind(job=item.key, round=item.round)
         meta = update_meta(item.spec, item.task_id, item.round, item.client_index, item.client)
-        digest = store_update(self.session.store, delta, meta)
+        digest = store_update(self.session.store, delta, meta, local_losses=local_losses)
         try:
             receipt = self.contracts.fog_auction.commit_update(item.task_id, item.client_index, item.round, digest)
         except b.AuctionWrongRound:

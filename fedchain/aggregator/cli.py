@@ -21,7 +21,7 @@ def aggregator() -> None:
 
 @aggregator.command()
 @click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task to aggregate.")
-@click.option("--strategy", help="Aggregation strategy (fedavg, quality, cgsv, fedfaim). [default: the task spec's]")
+@click.option("--strategy", help="Aggregation strategy (fedavg, quality, cgsv, fedfaim, fedave). [default: the task spec's]")
 @click.option(
     "--strategy-options", type=click.Path(dir_okay=False, path_type=Path),
     help="YAML file with the strategy's options. [default: the task spec's]",
@@ -29,7 +29,7 @@ def aggregator() -> None:
 @click.option(
     "--quality", type=click.Choice(["auto", "loss", "contribution"]), default="auto", show_default=True,
     help="The chain's q_i: Tian's validation-loss ratio, the strategy's rescaled contribution, or auto "
-    "(contribution for cgsv and fedfaim).",
+    "(contribution for cgsv, fedfaim and fedave).",
 )
 @click.option("--data-root", help="Folder with the validation dataset. [default: $FEDCHAIN_DATA_ROOT]")
 @click.option("--device", default="auto", show_default=True, help="Torch device for evaluation (auto: CUDA when present).")

@@ -7,6 +7,15 @@ evaluates each client's updated model on the publisher's validation set
 and returns the new global model with the chain's measurement of every client:
 quality ``q_i`` (Tian's loss ratio or the strategy's rescaled contribution,
 :mod:`fedchain.fl.quality`), round time and acceptance.
+
+fedave also needs each client's per-sample losses on its own data, which only
+its fog node has: they come inside the update's payload
+(:func:`fedchain.taskspec.load_update`), so the on-chain hash covers them. They
+are the one input the trainer reports itself; a fog node that forges them can
+raise its client's reputation ``Acc_i / KL_i`` at most to ``Acc_i / kl_floor``.
+fedave rewards in kind, but the running system publishes one global model:
+clients train from it every round and the sparsified per-client rewards are
+not distributed; aggregation, contribution and quality are the seed's.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from fedchain.errors import ConfigError
 from fedchain.fl.quality import QualitySource, round_quality, to_wad
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
+from fedchain.taskspec import TaskSpec
 from fedchain.trainer.evaluation import predict
 
 #: Largest value of the contract's ``uint64`` quality (about 18.4 in 1e18 fixed point); the contract caps lower.
@@ -31,9 +41,6 @@ MAX_QUALITY_WAD = 2**64 - 1
 
 #: Strategies whose per-round contribution is the chain's quality by default (DESIGN.md).
 CONTRIBUTION_STRATEGIES = frozenset({"cgsv", "fedfaim", "fedave"})
-
-#: Strategies the aggregator cannot run: they need what only the clients hold.
-UNSUPPORTED_STRATEGIES = {"fedave": "it needs per-sample losses of each client's model on the client's own data"}
 
 QualityChoice = Literal["auto", "loss", "contribution"]
 
@@ -47,12 +54,18 @@ def quality_source(strategy: str, choice: QualityChoice = "auto") -> QualitySour
     return choice
 
 
-def check_supported(strategy: str) -> None:
-    """A :class:`ConfigError` for strategies the aggregator cannot run."""
-    if strategy in UNSUPPORTED_STRATEGIES:
+def check_supported(strategy: Strategy, spec: TaskSpec) -> None:
+    """A :class:`ConfigError` when the task's updates lack what ``strategy`` needs.
+
+    Fog nodes ship local losses only for a task whose spec's strategy needs them
+    (:meth:`TaskSpec.local_loss_count`), so a strategy that needs them cannot be
+    chosen for a task created with another one.
+    """
+    if strategy.needs_local_losses and spec.local_loss_count(1) is None:
         raise ConfigError(
-            f"the aggregator cannot run strategy {strategy!r}: {UNSUPPORTED_STRATEGIES[strategy]}",
-            hint="use fedavg, quality, cgsv or fedfaim (fedave runs in `fedchain simulate`)",
+            f"strategy {strategy.name!r} needs each client's local losses, but the fog nodes of this task "
+            f"(strategy {spec.strategy!r}) do not ship them",
+            hint=f"create the task with strategy {strategy.name!r}, or run the task spec's strategy",
         )
 
 
@@ -85,12 +98,14 @@ class ClientInput:
         data_size: D_i, samples (from its auction).
         round_time: seconds from the round's start to its fog commit's block; None when nothing was committed.
         active: whether the client is still in the task (entries of removed clients are ignored on chain).
+        local_losses: per-sample losses of the client's trained model on its own data (what fedave needs), or None.
     """
 
     update: torch.Tensor | None
     data_size: int
     round_time: int | None
     active: bool = True
+    local_losses: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -122,9 +137,13 @@ def score_round(
     """Evaluate every usable update, aggregate them, and measure every client for the chain (module docstring).
 
     With no usable update the global model and the strategy's state stay as they were and every quality is 0.
+    For a strategy that needs local losses, an update without them is not usable.
     """
     n = len(clients)
-    usable = [c.update is not None and c.active for c in clients]
+    needs_losses = strategy.needs_local_losses
+    usable = [
+        c.update is not None and c.active and (c.local_losses is not None or not needs_losses) for c in clients
+    ]
     losses = [math.nan] * n
     qualities = [0.0] * n
     new_global, new_state = global_params, state
@@ -140,9 +159,12 @@ def score_round(
             evaluations[i] = evaluation
             losses[i] = evaluation.loss
         sizes = [float(c.data_size) for c in clients]
-        result = strategy.round(
-            global_params, updates, sizes, state, Validation(evaluate=evaluator, client_evaluations=evaluations)
+        validation = Validation(
+            evaluate=evaluator,
+            client_evaluations=evaluations,
+            local_sample_losses=[c.local_losses for c in clients] if needs_losses else None,
         )
+        result = strategy.round(global_params, updates, sizes, state, validation)
         # A loss that is not finite (an update that blows the model up) fails the quality check too.
         accepted = result.accepted & torch.tensor([math.isfinite(x) for x in losses])
         result = dataclasses.replace(result, accepted=accepted)

@@ -8,8 +8,9 @@ Every round ``n``:
    (``FogAuction.reportMissedRound``): the contract slashes the fog node and
    hands the job to the best standby bid; the round still completes;
 3. fetch each committed update from the store, verify it against its on-chain
-   hash and decode it (:mod:`fedchain.updates`); a malformed update is a failed
-   quality check (``accepted = false``);
+   hash and decode it (:func:`fedchain.taskspec.load_update`, with the local
+   losses fedave needs); a malformed update is a failed quality check
+   (``accepted = false``);
 4. evaluate, aggregate and score (:func:`fedchain.aggregator.scoring.score_round`),
    with round time = block time of the commit - the round's start;
 5. write the new global model to the store, save the strategy's state, and
@@ -66,8 +67,7 @@ from fedchain.fl.strategy import Strategy, get_strategy
 from fedchain.publisher.service import JobStatus, TaskStatus, settle_task
 from fedchain.publisher.session import ChainSession
 from fedchain.store.digest import to_hex
-from fedchain.taskspec import TaskSpec, load_model, load_spec, load_validation, put_model, update_meta
-from fedchain.updates import fetch_update
+from fedchain.taskspec import TaskSpec, load_model, load_spec, load_update, load_validation, put_model
 
 _log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class AggregatorSettings:
         strategy: the aggregation strategy; None: the task spec's.
         strategy_options: the strategy's options; None: the task spec's.
         quality: the chain's q_i: ``loss`` (Tian's loss ratio), ``contribution`` (the strategy's, rescaled),
-            or ``auto`` (contribution for cgsv and fedfaim, loss otherwise).
+            or ``auto`` (contribution for cgsv, fedfaim and fedave, loss otherwise).
         data_root: where the validation dataset is (None: ``$FEDCHAIN_DATA_ROOT``).
         device: torch device for evaluation (``auto``: CUDA when present).
         poll_interval_s: seconds between polls of the chain when nothing happens.
@@ -120,7 +120,6 @@ class _TaskContext:
     evaluator: Evaluator
     quality: str
     param_spec: ParamSpec
-    max_bytes: int
     clients: list[str] = field(default_factory=list)
 
 
@@ -314,13 +313,13 @@ class Aggregator:
                            else (spec.strategy_options if name == spec.strategy else {}))
             if name != spec.strategy:
                 self.log.warning("strategy differs from the task spec's", strategy=name, spec_strategy=spec.strategy)
-            check_supported(name)
+            strategy = get_strategy(name, **options)
+            check_supported(strategy, spec)
             device = ("cuda" if torch.cuda.is_available() else "cpu") if self.settings.device == "auto" else self.settings.device
             evaluator = Evaluator(spec.model_spec(), load_validation(spec, self.settings.data_root), device)
             self._context = _TaskContext(
-                params=params, spec=spec, strategy=get_strategy(name, **options), evaluator=evaluator,
-                quality=quality_source(name, self.settings.quality),
-                param_spec=spec.param_spec(), max_bytes=spec.max_payload_bytes(),
+                params=params, spec=spec, strategy=strategy, evaluator=evaluator,
+                quality=quality_source(name, self.settings.quality), param_spec=spec.param_spec(),
             )
             self.log.info("task loaded", dataset=spec.dataset, model=spec.model, strategy=name,
                           quality=self._context.quality, validation=len(evaluator.dataset))
@@ -361,17 +360,19 @@ class Aggregator:
         if index >= len(context.clients):
             ledger = self.session.contracts.round_ledger
             context.clients.extend(ledger.client(self.task_id, i).account for i in range(len(context.clients), index + 1))
-        expected = update_meta(context.spec, self.task_id, round_number, index, context.clients[index])
         try:
-            decoded = fetch_update(
-                self.session.store, job.update_hash, context.param_spec, context.max_bytes, expected_meta=expected
+            decoded = load_update(
+                self.session.store, context.spec, job.update_hash, task_id=self.task_id, round_number=round_number,
+                client_index=index, client=context.clients[index], data_size=job.data_size,
             )
-            update: torch.Tensor | None = flatten(decoded.params, context.param_spec)[0]
         except UpdateRejected as err:
             self.log.warning("update rejected", round=round_number, job=index, reason=err.reason.value,
                              update=job.update_hash, error=str(err.args[0]))
-            update = None
-        return ClientInput(update=update, data_size=job.data_size, round_time=committed_at - round_start, active=True)
+            return ClientInput(update=None, data_size=job.data_size, round_time=committed_at - round_start)
+        return ClientInput(
+            update=flatten(decoded.params, context.param_spec)[0], data_size=job.data_size,
+            round_time=committed_at - round_start, local_losses=decoded.local_losses,
+        )
 
     def _strategy_state(self, context: _TaskContext, round_number: int) -> Any:
         """The strategy's state after ``round_number`` (None before round 1 or when no checkpoint exists)."""

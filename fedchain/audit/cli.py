@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 @click.option("--strategy", help="With --verify-scores: the strategy the aggregator ran. [default: the task spec's]")
 @click.option(
     "--quality", type=click.Choice(["auto", "loss", "contribution"]), default="auto", show_default=True,
-    help="With --verify-scores: the aggregator's --quality (auto: contribution for cgsv and fedfaim, else loss).",
+    help="With --verify-scores: the aggregator's --quality (auto: contribution for cgsv, fedfaim and fedave, else loss).",
 )
 @click.option(
     "--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder (default: FEDCHAIN_DATA_ROOT)."

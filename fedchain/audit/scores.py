@@ -3,8 +3,8 @@
 For round ``n`` the auditor takes what the aggregator had: the task spec
 (``datasetId``), the global model the clients trained from (``modelId`` for
 round 1, ``RoundPosted(n-1).modelHash`` after), every committed update of the
-round (verified and decoded as the aggregator does, a malformed one counting as
-rejected), the data sizes from the auctions, the publisher's validation set
+round (verified and decoded as the aggregator does, with the local losses fedave
+needs, a malformed one counting as rejected), the data sizes from the auctions, the publisher's validation set
 from the data root, and the strategy's state carried from the previous rounds
 of this reproduction. It then calls the aggregator's own scoring function,
 :func:`fedchain.aggregator.scoring.score_round`, and compares the posted
@@ -14,11 +14,10 @@ in floating point, so qualities match within a tolerance, not to the wei.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
-from typing import Iterable
-
-import torch
+from typing import TYPE_CHECKING, Iterable
 
 from fedchain.audit.auditor import DEFAULT_SCORE_TOLERANCE
 from fedchain.audit.checks import CheckName, Tally
@@ -30,7 +29,10 @@ from fedchain.errors import FedchainError, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten
 from fedchain.store import BlobStore
 from fedchain.store.digest import to_hex
-from fedchain.updates import UpdateMeta, fetch_update
+
+if TYPE_CHECKING:
+    from fedchain.aggregator.scoring import ClientInput
+    from fedchain.taskspec import TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -73,18 +75,18 @@ def _reproduce(
 ) -> Iterable[RoundScore]:
     from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
     from fedchain.fl.strategy import get_strategy
-    from fedchain.taskspec import load_model, load_spec, load_validation, update_meta
+    from fedchain.taskspec import load_model, load_spec, load_validation
 
     task = history.task
     if task.params is None or not history.rounds:
         return
     spec = load_spec(store, task.params.dataset_id)
     name = strategy_name or spec.strategy
-    check_supported(name)
     strategy = get_strategy(name, **(dict(spec.strategy_options) if name == spec.strategy else {}))
+    check_supported(strategy, spec)
     quality = quality_source(name, quality_choice)  # type: ignore[arg-type]
     evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
-    param_spec, max_bytes = spec.param_spec(), spec.max_payload_bytes()
+    param_spec = spec.param_spec()
     sizes = {a.client_index: a.data_size for a in history.auctions}
     commits = {(c.client_index, c.round): c for c in history.commits}
     model_hash, state = task.params.model_id, None
@@ -98,14 +100,15 @@ def _reproduce(
         for client in history.clients:
             active = client.removed_round is None or client.removed_round >= n
             commit = commits.get((client.index, n))
-            update, reason = None, None
-            if active and commit is not None:
-                expected = update_meta(spec, task.task_id, n, client.index, client.account)
-                update, reason = _decoded_update(store, commit.update_hash, expected, param_spec, max_bytes)
-            rejections.append(reason)
             round_time = posted.measurements[client.index].round_time if commit is not None else None
             size = sizes.get(client.index, 0)
-            clients.append(ClientInput(update=update, data_size=size, round_time=round_time, active=active))
+            entry = ClientInput(update=None, data_size=size, round_time=round_time, active=active)
+            reason = None
+            if active and commit is not None:
+                entry, reason = _decoded_update(store, spec, param_spec, task.task_id, n, client.index,
+                                                client.account, commit.update_hash, entry)
+            rejections.append(reason)
+            clients.append(entry)
         outcome = score_round(strategy, global_params, clients, evaluator, state, quality=quality)
         state, model_hash = outcome.state, posted.model_hash
         reproduced: list[int | None] = []
@@ -138,13 +141,18 @@ def _reproduce(
 
 
 def _decoded_update(
-    store: BlobStore, update_hash: bytes, expected: UpdateMeta, param_spec: ParamSpec, max_bytes: int
-) -> tuple[torch.Tensor | None, str | None]:
-    """The update as the aggregator decodes it (flat), or None with the reason code it is rejected for."""
+    store: BlobStore, spec: "TaskSpec", param_spec: ParamSpec, task_id: int, round_number: int, index: int,
+    account: str, update_hash: bytes, entry: "ClientInput",
+) -> tuple["ClientInput", str | None]:
+    """``entry`` with the update (flat) and local losses as the aggregator decodes them, or unchanged with
+    the reason code the update is rejected for."""
+    from fedchain.taskspec import load_update
+
     try:
-        decoded = fetch_update(store, update_hash, param_spec, max_bytes, expected_meta=expected)
+        decoded = load_update(store, spec, update_hash, task_id=task_id, round_number=round_number,
+                              client_index=index, client=account, data_size=entry.data_size)
     except UpdateRejected as err:
-        log.info("update %s of job %s round %d rejected (%s)",
-                 to_hex(update_hash), expected.job_id, expected.round, err.reason.value)
-        return None, err.reason.value
-    return flatten(decoded.params, param_spec)[0], None
+        log.info("update %s of job %d round %d rejected (%s)", to_hex(update_hash), index, round_number, err.reason.value)
+        return entry, err.reason.value
+    update = flatten(decoded.params, param_spec)[0]
+    return dataclasses.replace(entry, update=update, local_losses=decoded.local_losses), None

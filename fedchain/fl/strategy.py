@@ -71,8 +71,9 @@ class Validation:
     #: Precomputed evaluations of every client's updated model (the model it
     #: trained from plus ``Delta_i``); when None they are computed with :attr:`evaluate`.
     client_evaluations: Sequence[Evaluation] | None = None
-    #: fedave: per-sample losses of client i's updated model on client i's own data.
-    local_sample_losses: Sequence[torch.Tensor] | None = None
+    #: fedave: per-sample losses of client i's updated model on client i's own data
+    #: (None, or anything, for a client without a usable update: only finite clients' are read).
+    local_sample_losses: Sequence[torch.Tensor | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,8 @@ class Strategy(ABC, Generic[S]):
     name: ClassVar[str]
     #: The state class this strategy carries.
     state_type: ClassVar[type[StrategyState]] = StrategyState
+    #: Whether it needs :attr:`Validation.local_sample_losses` (losses only the trainer of a client's data can compute).
+    needs_local_losses: ClassVar[bool] = False
 
     #: Dynamic-topology pruning of the model sent to clients; None = dense.
     pruning: Pruning | None = None

@@ -19,7 +19,8 @@ from fedchain.data.datasets import ImageDataset
 from fedchain.fl.params import ParamSpec
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer.local import load_flat, model_spec_of
-from fedchain.trainer.trainer import Trainer
+from fedchain.trainer.trainer import ClientData, Trainer, as_pair
+from fedchain.updates import local_loss_count
 
 #: Samples per forward pass when evaluating.
 EVAL_BATCH_SIZE = 1000
@@ -60,27 +61,43 @@ def _module(model: ModelSpec | Callable[[], nn.Module] | nn.Module) -> nn.Module
 def predict(
     model: ModelSpec | Callable[[], nn.Module] | nn.Module,
     params: torch.Tensor,
-    dataset: ImageDataset,
+    dataset: ClientData,
     *,
     device: torch.device | str | None = None,
     batch_size: int = EVAL_BATCH_SIZE,
 ) -> Predictions:
-    """Per-sample cross-entropy and correctness of each model ``params`` (``[d]`` or ``[n, d]``) on ``dataset``."""
+    """Per-sample cross-entropy and correctness of each model ``params`` (``[d]`` or ``[n, d]``) on ``dataset``
+    (an :class:`ImageDataset` or an ``(images, labels)`` pair)."""
     device = torch.device(device) if device is not None else params.device
     module = _module(model).to(device).eval()
     spec: ParamSpec = model_spec_of(module)
     rows = params.reshape(-1, spec.numel)
-    losses = torch.empty(rows.shape[0], len(dataset), dtype=torch.float32)
-    correct = torch.empty(rows.shape[0], len(dataset), dtype=torch.bool)
-    images, labels = dataset.images.to(device), dataset.labels.to(device)
+    images, labels = (tensor.to(device) for tensor in as_pair(dataset))
+    size = int(labels.shape[0])
+    losses = torch.empty(rows.shape[0], size, dtype=torch.float32)
+    correct = torch.empty(rows.shape[0], size, dtype=torch.bool)
     for r in range(rows.shape[0]):
         load_flat(module, rows[r].to(device), spec)
-        for begin in range(0, len(dataset), batch_size):
+        for begin in range(0, size, batch_size):
             x, y = images[begin : begin + batch_size], labels[begin : begin + batch_size]
             logits = module(x)
             losses[r, begin : begin + len(y)] = F.cross_entropy(logits, y, reduction="none").cpu()
             correct[r, begin : begin + len(y)] = (logits.argmax(dim=-1) == y).cpu()
     return Predictions(losses, correct)
+
+
+def local_losses(
+    model: ModelSpec | Callable[[], nn.Module] | nn.Module,
+    params: torch.Tensor,
+    data: ClientData,
+    *,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The local losses an update carries (fedave): per-sample cross-entropy of the trained model ``params``
+    ``[d]`` on the first :func:`~fedchain.updates.local_loss_count` samples of the job's ``data``, float32."""
+    images, labels = as_pair(data)
+    count = local_loss_count(int(labels.shape[0]))
+    return predict(model, params, (images[:count], labels[:count]), device=device).losses[0]
 
 
 def evaluate(

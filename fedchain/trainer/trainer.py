@@ -88,7 +88,8 @@ def initial_params(model: ModelSpec | Callable[[], nn.Module], seed: int = 0) ->
     return flatten(module.state_dict())[0]
 
 
-def _as_pair(client: ClientData) -> tuple[torch.Tensor, torch.Tensor]:
+def as_pair(client: ClientData) -> tuple[torch.Tensor, torch.Tensor]:
+    """A client's data as an ``(images, labels)`` pair."""
     if isinstance(client, ImageDataset):
         return client.images, client.labels
     images, labels = client
@@ -236,7 +237,7 @@ class Trainer:
         generator, so a client keeps its batches wherever it sits in the list.
         """
         config = config or self.config
-        pairs = [_as_pair(c) for c in clients]
+        pairs = [as_pair(c) for c in clients]
         n = len(pairs)
         if n == 0:
             raise DataError("no clients to train", hint="pass at least one client's data")

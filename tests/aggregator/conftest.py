@@ -23,6 +23,7 @@ from fedchain.client.commitments import bid_commitment, data_commitment
 from fedchain.fl.reputation import RevealedBid, choose_winner
 from fedchain.publisher import ChainSession, PublishConfig, TaskTerms, create_task, open_session, start_task
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec, update_meta
+from fedchain.trainer.evaluation import local_losses
 from fedchain.trainer.local import client_generator, train_one_client
 from fedchain.updates import store_update
 
@@ -116,10 +117,11 @@ class World:
         contracts.fog_auction.close_auction(task_id, index, value=price * params.rounds)
 
     def staffed_task(
-        self, bids: dict[int, list[tuple[int, int]]], *, terms: TaskTerms = TERMS, data_size: int = 64, start: bool = True
+        self, bids: dict[int, list[tuple[int, int]]], *, terms: TaskTerms = TERMS, data_size: int = 64, start: bool = True,
+        spec: TaskSpec = SPEC,
     ) -> int:
         """A task whose client ``i`` (account CLIENTS[i]) auctioned its job to ``bids[i]`` = [(fog, price), ...]."""
-        task_id = self.create(terms)
+        task_id = self.create(terms, spec)
         for index in bids:
             self.join_and_auction(task_id, CLIENTS[index], data_size)
         for index, offers in bids.items():
@@ -145,20 +147,26 @@ class World:
         self, task_id: int, index: int, fog: int, round_number: int, start: torch.Tensor, images: torch.Tensor,
         labels: torch.Tensor,
     ) -> bytes:
-        """Train client ``index``'s job from ``start`` as its fog node would, store the delta and commit its hash."""
+        """Train client ``index``'s job from ``start`` as its fog node would, store the delta (with the trained
+        model's local losses when the task's strategy needs them) and commit its hash."""
         spec = load_spec(self.publisher.store, self.publisher.contracts.task_registry.params(task_id).dataset_id)
         model = spec.model_spec().build()
         param_spec = spec.param_spec()
         model.load_state_dict(unflatten(start, param_spec))
         train_one_client(model, images, labels, spec.train_config(round_number), client_generator(spec.seed, index))
-        delta = unflatten(flatten(model.state_dict(), param_spec)[0] - start, param_spec)
-        return self.commit_params(task_id, index, fog, round_number, delta, spec)
+        flat_delta = flatten(model.state_dict(), param_spec)[0] - start
+        losses = None
+        if spec.local_loss_count(len(labels)) is not None:
+            losses = local_losses(spec.model_spec(), start + flat_delta, (images, labels))
+        return self.commit_params(task_id, index, fog, round_number, unflatten(flat_delta, param_spec), spec, losses)
 
     def commit_params(
-        self, task_id: int, index: int, fog: int, round_number: int, params: dict[str, torch.Tensor], spec: TaskSpec
+        self, task_id: int, index: int, fog: int, round_number: int, params: dict[str, torch.Tensor], spec: TaskSpec,
+        losses: torch.Tensor | None = None,
     ) -> bytes:
         client = self.session(CLIENTS[index]).address
-        digest = store_update(self.session(fog).store, params, update_meta(spec, task_id, round_number, index, client))
+        meta = update_meta(spec, task_id, round_number, index, client)
+        digest = store_update(self.session(fog).store, params, meta, local_losses=losses)
         self.session(fog).contracts.fog_auction.commit_update(task_id, index, round_number, digest)
         return digest
 

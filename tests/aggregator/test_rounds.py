@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from fedchain.aggregator import Aggregator, AggregatorSettings
+from fedchain.audit import CheckName, read_chain
+from fedchain.audit.scores import verify_scores
 from fedchain.chain.bindings import ClientRemoved, FogSlashed, JobReassigned, RoundPosted, TaskFinished, TaskSettled
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.data.datasets import load_dataset
@@ -19,9 +21,9 @@ from fedchain.fl.params import unflatten
 from fedchain.publisher.service import ClientStatus, JobStatus, TaskStatus
 from fedchain.fl.quality import to_wad
 from fedchain.taskspec import load_spec, load_validation
-from fedchain.trainer.evaluation import predict
+from fedchain.trainer.evaluation import local_losses, predict
 
-from tests.aggregator.conftest import FOGS, TERMS, World
+from tests.aggregator.conftest import FOGS, SPEC, TERMS, World
 
 PRICE = 10**14
 
@@ -166,3 +168,33 @@ def test_task_finishes_early_once_the_target_accuracy_is_reached_and_is_settled(
     assert (finished.last_round, finished.target_reached) == (1, True)
     assert [p.round for p in task_events(world, task_id, RoundPosted)] == [1]
     assert registry.state(task_id).status == TaskStatus.SETTLED
+
+
+def test_fedave_round_scores_the_fog_nodes_local_losses_rejects_malformed_ones_and_the_audit_reproduces_it(
+    world: World, tmp_path: Path, mnist_slices: list
+) -> None:
+    # prepare: a fedave task; clients 0 and 1 honest, client 2's fog node ships one local loss too few
+    spec = dataclasses.replace(SPEC, strategy="fedave")
+    task_id = world.staffed_task({i: [(FOGS[i], PRICE)] for i in range(3)}, spec=spec)
+    registry = world.publisher.contracts.task_registry
+    start = world.global_model(task_id, registry.params(task_id).model_id, 0)
+    for index in (0, 1):
+        world.commit_trained_update(task_id, index, FOGS[index], 1, start, *mnist_slices[index])
+    images, labels = mnist_slices[2]
+    short = local_losses(spec.model_spec(), start, (images, labels))[:-1]
+    world.commit_params(task_id, 2, FOGS[2], 1, unflatten(torch.zeros_like(start), spec.param_spec()), spec, short)
+    aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
+
+    # execute
+    step_until(aggregator, lambda: registry.state(task_id).current_round == 2)
+
+    # assert: the honest clients scored by their normalised reputation (mean 1), the short losses rejected
+    (posted,) = task_events(world, task_id, RoundPosted)
+    assert [m.accepted for m in posted.measurements] == [True, True, False]
+    assert sum(m.quality for m in posted.measurements) == pytest.approx(2 * 10**18, rel=1e-12)
+    assert posted.measurements[0].quality != posted.measurements[1].quality
+    readings = read_chain(world.publisher.w3, world.publisher.deployment, task_id)
+    scores = verify_scores(task_id, readings.events, world.publisher.store)
+    assert scores.tally.findings.get(CheckName.SCORES, []) == []
+    [reproduced] = scores.rounds
+    assert reproduced.within_tolerance and reproduced.rejections == (None, None, "bad_local_losses")

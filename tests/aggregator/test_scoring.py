@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
 from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
 from fedchain.errors import AgentError, ConfigError
+from fedchain.fl.divergence import loss_kl
 from fedchain.fl.quality import to_wad
 from fedchain.fl.strategies.cgsv import CGSVState
 from fedchain.fl.strategy import StrategyState, get_strategy
@@ -71,17 +73,47 @@ def test_contribution_quality_is_rescaled_to_mean_one_over_accepted_clients(eval
 
 
 def test_quality_source_defaults_to_contribution_only_for_contribution_strategies() -> None:
-    assert [quality_source(name) for name in ("fedavg", "quality", "cgsv", "fedfaim")] == [
-        "loss", "loss", "contribution", "contribution"]
+    assert [quality_source(name) for name in ("fedavg", "quality", "cgsv", "fedfaim", "fedave")] == [
+        "loss", "loss", "contribution", "contribution", "contribution"]
     assert quality_source("cgsv", "loss") == "loss"
     with pytest.raises(ConfigError):
         quality_source("fedavg", "median")  # type: ignore[arg-type]
 
 
-def test_fedave_is_refused_with_a_hint_because_it_needs_the_clients_data() -> None:
-    with pytest.raises(ConfigError, match="fedave") as caught:
-        check_supported("fedave")
-    assert "fedavg" in caught.value.hint
+def test_fedave_is_refused_for_a_task_whose_fog_nodes_ship_no_local_losses() -> None:
+    fedave = get_strategy("fedave")
+
+    with pytest.raises(ConfigError, match="local losses") as caught:
+        check_supported(fedave, SPEC)  # a fedavg task: its updates carry no local losses
+
+    assert "strategy 'fedave'" in caught.value.hint
+    check_supported(fedave, dataclasses.replace(SPEC, strategy="fedave"))
+    check_supported(get_strategy("cgsv"), SPEC)
+
+
+def test_fedave_round_scores_acc_over_kl_of_the_shipped_local_losses_and_drops_an_update_without_them(
+    evaluator: Evaluator,
+) -> None:
+    # prepare: two updates with local losses (data sizes 100 and 300), a third whose losses are missing
+    g = initial_params(SPEC.model_spec(), seed=4)
+    generator = torch.Generator().manual_seed(4)
+    u0, u1, u2 = (torch.randn(g.numel(), generator=generator) * 0.01 for _ in range(3))
+    local = [torch.rand(50, generator=generator) * 3, torch.rand(80, generator=generator) + 2]
+    clients = [ClientInput(u0, 100, 4, local_losses=local[0]), ClientInput(u1, 300, 5, local_losses=local[1]),
+               ClientInput(u2, 100, 6)]
+    fedave = get_strategy("fedave")
+
+    # execute
+    outcome = score_round(fedave, g, clients, evaluator, None, quality=quality_source("fedave"))
+
+    # assert: r~_i = Acc_i / max(KL_i, kl_floor) from an independent evaluation; q = r rescaled to mean 1
+    predicted = predict(SPEC.model_spec(), torch.stack([g + u0, g + u1]), evaluator.dataset)
+    kl = [max(loss_kl(local[i], predicted.losses[i]), fedave.kl_floor) for i in (0, 1)]
+    instant = [float(predicted.accuracies[i]) / kl[i] for i in (0, 1)]
+    assert outcome.qualities[:2] == pytest.approx([2 * r / sum(instant) for r in instant], rel=1e-9)
+    assert [m.accepted for m in outcome.measurements] == [True, True, False] and outcome.qualities[2] == 0
+    step = 0.25 * u0 / u0.norm() + 0.75 * u1 / u1.norm()
+    torch.testing.assert_close(outcome.global_params, g + fedave.tau * step)
 
 
 def test_strategy_state_checkpoint_round_trips_tensors_none_and_counters(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from fedchain.errors import (
     RejectReason,
     StoreError,
     UpdateHashMismatch,
+    UpdateLocalLossesRejected,
     UpdateMetadataMismatch,
     UpdateMissing,
     UpdateNonFinite,
@@ -27,10 +28,13 @@ from fedchain.errors import (
 from fedchain.fl.params import ParamSpec
 from fedchain.store import keccak256, open_store
 from fedchain.updates import (
+    LOCAL_LOSSES,
+    MAX_LOCAL_LOSSES,
     UpdateMeta,
     decode_update,
     encode_update,
     fetch_update,
+    local_loss_count,
     store_update,
     update_hash,
 )
@@ -327,3 +331,51 @@ def test_integer_tensors_pass_the_finiteness_check() -> None:
     update = decode_update(data, keccak256(data), ParamSpec.of(params), LIMIT)
 
     assert update.params["steps"].tolist() == [3]
+
+
+LOSSES = torch.tensor([0.5, 0.0, 2.25], dtype=torch.float32)
+
+
+def test_local_losses_travel_inside_the_payload_and_change_its_hash() -> None:
+    data = encode_update(tiny_params(), META, local_losses=LOSSES)
+
+    update = decode(data, expected_local_losses=3)
+
+    assert update.local_losses is not None and torch.equal(update.local_losses, LOSSES)
+    assert update_hash(data) != update_hash(encode_update(tiny_params(), META, local_losses=LOSSES * 2))
+    assert decode(encode_update(tiny_params(), META)).local_losses is None
+
+
+def test_local_loss_count_is_the_data_size_capped_at_the_limit() -> None:
+    assert [local_loss_count(n) for n in (0, 64, MAX_LOCAL_LOSSES, MAX_LOCAL_LOSSES + 1)] == [
+        0, 64, MAX_LOCAL_LOSSES, MAX_LOCAL_LOSSES]
+
+
+BAD_LOSSES = [
+    ("missing", None, 3),
+    ("unexpected", LOSSES, None),
+    ("too-short", LOSSES[:2], 3),
+    ("too-long", torch.cat([LOSSES, LOSSES]), 3),
+    ("nan", torch.tensor([0.5, float("nan"), 1.0]), 3),
+    ("inf", torch.tensor([0.5, float("inf"), 1.0]), 3),
+    ("negative", torch.tensor([0.5, -0.1, 1.0]), 3),
+]
+
+
+@pytest.mark.parametrize(("losses", "expected"), [c[1:] for c in BAD_LOSSES], ids=[c[0] for c in BAD_LOSSES])
+def test_malformed_local_losses_reject_the_update(losses: torch.Tensor | None, expected: int | None) -> None:
+    data = encode_update(tiny_params(), META, local_losses=losses)
+
+    with pytest.raises(UpdateLocalLossesRejected) as raised:
+        decode(data, expected_local_losses=expected)
+
+    assert raised.value.reason is RejectReason.BAD_LOCAL_LOSSES
+
+
+@pytest.mark.parametrize("losses", [LOSSES.double(), LOSSES.reshape(3, 1)], ids=["float64", "2-d"])
+def test_local_losses_of_another_dtype_or_rank_reject_the_update(losses: torch.Tensor) -> None:
+    tensors = tiny_params() | {LOCAL_LOSSES: losses}
+    data = save_safetensors(tensors, metadata={"fedchain": META.to_json()})
+
+    with pytest.raises(UpdateLocalLossesRejected, match="float32"):
+        decode(data, expected_local_losses=3)

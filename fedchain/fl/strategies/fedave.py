@@ -73,6 +73,7 @@ class FedAVE(Strategy[FedAVEState]):
 
     name = "fedave"
     state_type = FedAVEState
+    needs_local_losses = True
 
     #: Length tau of every normalised update.
     tau: float = 0.5
