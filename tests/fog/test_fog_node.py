@@ -10,17 +10,21 @@ import dataclasses
 import logging
 
 import pytest
+import torch
 
 from fedchain.chain import bindings as b
 from fedchain.chain.events import LogQuery, fetch_events
+from fedchain.client.handoff import ExpectedJobData, fetch_job_data
 from fedchain.client.commitments import bid_commitment
 from fedchain.publisher import start_task
 from fedchain.store.digest import parse_digest
-from fedchain.taskspec import load_spec
+from fedchain.fl.params import flatten
+from fedchain.taskspec import load_spec, load_update
+from fedchain.trainer.evaluation import local_losses
 from fedchain.updates import fetch_update
 from fog.bidding import CostModel
 from fog.node import REVEALED, WON
-from tests.aggregator.conftest import TERMS, World
+from tests.aggregator.conftest import SPEC, TERMS, World
 from tests.fog.conftest import Agents, award, post_round
 
 
@@ -215,3 +219,27 @@ def test_a_standby_fog_takes_over_the_job_of_a_winner_that_left_and_trains_the_n
     assert standby.state.jobs[f"{task_id}:0"]["from_round"] == 3
     assert (job.winner, job.paid_up_to) == (1, 3)
     assert standby.state.jobs[f"{task_id}:0"]["committed"] == [3]
+
+
+def test_on_a_fedave_task_the_fog_ships_its_trained_models_losses_on_the_job_data_inside_the_update(
+    world: World, agents: Agents
+) -> None:
+    # prepare: a task whose strategy, fedave, needs the clients' local losses
+    spec = dataclasses.replace(SPEC, strategy="fedave")
+    task_id = world.create(spec=spec)
+    client, fog = agents.client(0, task_id), agents.fog(0, task_id)
+
+    # execute: the auction, the hand-off, the task's start; the winner trains round 1
+    award(world, (client,), (fog,))
+
+    # assert: the committed update carries one loss per job sample: those of start + delta, recomputed here
+    contracts = world.publisher.contracts
+    job = contracts.fog_auction.job(task_id, 0)
+    update = load_update(world.publisher.store, spec, job.update_hash, task_id=task_id, round_number=1, client_index=0,
+                         client=client.address, data_size=job.data_size)
+    expected = ExpectedJobData(task_id, 0, job.data_size, spec.num_classes, spec.in_channels)
+    data = fetch_job_data(world.publisher.store, client.state.data["data_hash"], expected)
+    start = flatten(spec.initial_params(), spec.param_spec())[0]
+    trained = start + flatten(update.params, spec.param_spec())[0]
+    assert update.local_losses is not None and update.local_losses.shape == (job.data_size,)
+    torch.testing.assert_close(update.local_losses, local_losses(spec.model_spec(), trained, (data.images, data.labels)))
