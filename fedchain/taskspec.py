@@ -216,16 +216,19 @@ class TaskSpec:
         widest = max((torch.empty((), dtype=dtype).element_size() for dtype in spec.dtypes), default=4)
         return spec.numel * widest + local_losses_bytes(local_losses) + PAYLOAD_HEADER_SLACK_BYTES
 
-    def local_loss_count(self, data_size: int) -> int | None:
-        """How many local losses an update of a job of ``data_size`` samples carries; None when the strategy needs none.
+    @property
+    def ships_local_losses(self) -> bool:
+        """Whether this task's updates carry local losses: when the spec's strategy needs them (fedave).
 
         The payload format follows the spec's strategy (not an aggregator's override), so every agent agrees on it.
         """
         from fedchain.fl.strategy import get_strategy
 
-        if not get_strategy(self.strategy, **self.strategy_options).needs_local_losses:
-            return None
-        return local_loss_count(data_size)
+        return get_strategy(self.strategy, **self.strategy_options).needs_local_losses
+
+    def local_loss_count(self, data_size: int) -> int | None:
+        """How many local losses an update of a job of ``data_size`` samples carries; None when it carries none."""
+        return local_loss_count(data_size) if self.ships_local_losses else None
 
     def initial_params(self) -> Params:
         """The initial global model: the architecture's default initialisation under the task's seed."""

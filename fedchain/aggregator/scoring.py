@@ -58,10 +58,10 @@ def check_supported(strategy: Strategy, spec: TaskSpec) -> None:
     """A :class:`ConfigError` when the task's updates lack what ``strategy`` needs.
 
     Fog nodes ship local losses only for a task whose spec's strategy needs them
-    (:meth:`TaskSpec.local_loss_count`), so a strategy that needs them cannot be
+    (:attr:`TaskSpec.ships_local_losses`), so a strategy that needs them cannot be
     chosen for a task created with another one.
     """
-    if strategy.needs_local_losses and spec.local_loss_count(1) is None:
+    if strategy.needs_local_losses and not spec.ships_local_losses:
         raise ConfigError(
             f"strategy {strategy.name!r} needs each client's local losses, but the fog nodes of this task "
             f"(strategy {spec.strategy!r}) do not ship them",
