@@ -10,6 +10,7 @@ The public strategy API::
 See :mod:`fedchain.fl.strategy` for the conventions (shapes, devices, NaN rules).
 """
 
+from fedchain.fl.crosstask import CrossTaskPriors, FinishedTask, history_priors, task_similarity
 from fedchain.fl.divergence import loss_histogram, loss_kl
 from fedchain.fl.metrics import jain_index, pearson
 from fedchain.fl.pruning import Pruning, topology_mask
@@ -29,8 +30,10 @@ from fedchain.fl.strategy import (
 
 __all__ = [
     "BatchEvaluator",
+    "CrossTaskPriors",
     "Evaluation",
     "Evaluator",
+    "FinishedTask",
     "Pruning",
     "RoundInputs",
     "RoundQuality",
@@ -39,6 +42,7 @@ __all__ = [
     "StrategyState",
     "Validation",
     "get_strategy",
+    "history_priors",
     "jain_index",
     "loss_histogram",
     "loss_kl",
@@ -47,6 +51,7 @@ __all__ = [
     "rescaled_contribution",
     "round_quality",
     "strategy_names",
+    "task_similarity",
     "to_wad",
     "topology_mask",
 ]
