@@ -212,17 +212,17 @@ contract FogAuction is IFogAuction {
     /// @inheritdoc IFogAuction
     function settleJob(uint256 taskId, uint256 index) external {
         ITaskRegistry.TaskState memory s = _registry.state(taskId);
-        if (
-            s.status != ITaskRegistry.TaskStatus.Finished && s.status != ITaskRegistry.TaskStatus.Settled
-                && s.status != ITaskRegistry.TaskStatus.Cancelled
-        ) revert AuctionWrongTaskStatus(taskId, uint8(s.status));
+        // A cancelled or abandoned task slashes nobody at settlement: every deposit goes back.
+        bool ended = s.status == ITaskRegistry.TaskStatus.Cancelled || s.status == ITaskRegistry.TaskStatus.Abandoned;
+        if (!ended && s.status != ITaskRegistry.TaskStatus.Finished && s.status != ITaskRegistry.TaskStatus.Settled) {
+            revert AuctionWrongTaskStatus(taskId, uint8(s.status));
+        }
         Job storage j = _jobs[taskId][index];
         JobStatus status = j.status;
         if (status == JobStatus.None || status == JobStatus.Settled) revert AuctionWrongJobStatus(taskId, index, status);
         uint256 deposit = _registry.params(taskId).fogDeposit;
         // A winner that still owes the last round of a finished task loses its deposit, as in reportMissedRound.
-        bool winnerMissed = status == JobStatus.Awarded && s.status != ITaskRegistry.TaskStatus.Cancelled
-            && j.paidUpTo < s.currentRound && _ledger.isActive(taskId, index);
+        bool winnerMissed = status == JobStatus.Awarded && !ended && j.paidUpTo < s.currentRound && _ledger.isActive(taskId, index);
         Bid[] storage bids_ = _bids[taskId][index];
         uint256 n = bids_.length;
         uint256 escrowRefund = j.escrow - j.released;

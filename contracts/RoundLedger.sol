@@ -128,8 +128,9 @@ contract RoundLedger is IRoundLedger {
     function settle(uint256 taskId) external {
         ITaskRegistry.TaskState memory s = _registry.state(taskId);
         if (_settled[taskId]) revert LedgerAlreadySettled(taskId);
-        bool cancelled = s.status == ITaskRegistry.TaskStatus.Cancelled;
-        if (!cancelled) _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Finished);
+        // A cancelled or abandoned task refunded its budget already and pays no final bonus.
+        bool ended = s.status == ITaskRegistry.TaskStatus.Cancelled || s.status == ITaskRegistry.TaskStatus.Abandoned;
+        if (!ended) _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Finished);
         _settled[taskId] = true;
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
         ClientSlot[] storage clients = _clients[taskId];
@@ -137,7 +138,7 @@ contract RoundLedger is IRoundLedger {
 
         uint256[] memory bonuses = new uint256[](n);
         uint256 total;
-        if (!cancelled) {
+        if (!ended) {
             uint256 actualDuration = s.finishedAt - s.startedAt;
             for (uint256 i; i < n; ++i) {
                 ClientSlot storage c = clients[i];
@@ -164,7 +165,7 @@ contract RoundLedger is IRoundLedger {
             _treasury.credit(taskId, accounts[i], earned + bonus, Reasons.CLIENT_REWARD);
             _treasury.credit(taskId, accounts[i], deposit, Reasons.DEPOSIT_RETURN);
         }
-        if (!cancelled) _registry.settleBudget(taskId, bonusesPaid);
+        if (!ended) _registry.settleBudget(taskId, bonusesPaid);
     }
 
     /// @inheritdoc IRoundLedger

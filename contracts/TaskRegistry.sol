@@ -11,6 +11,9 @@ import {ReputationMath} from "./libraries/ReputationMath.sol";
 contract TaskRegistry is ITaskRegistry {
     /// @notice The most clients a task may admit (bounds the gas of one round's post).
     uint16 public constant MAX_CLIENTS = 500;
+    /// @notice Seconds after a round's deadline during which only its aggregator can move the task on;
+    /// after them anyone may abandon it (see abandonTask).
+    uint64 public constant ABANDON_GRACE = 1 days;
 
     ITreasury private immutable _treasury;
     IRoundLedger private immutable _ledger;
@@ -60,6 +63,20 @@ contract TaskRegistry is ITaskRegistry {
         s.status = TaskStatus.Cancelled;
         s.budgetLeft = 0;
         emit TaskCancelled(taskId, refund);
+        _treasury.credit(taskId, s.publisher, refund, Reasons.BUDGET_REFUND);
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function abandonTask(uint256 taskId) external {
+        TaskState storage s = _states[taskId];
+        _requireStatus(taskId, s.status, TaskStatus.Running);
+        uint64 abandonableAfter = s.roundStartedAt + _params[taskId].roundDuration + ABANDON_GRACE;
+        uint64 now_ = uint64(block.timestamp);
+        if (now_ <= abandonableAfter) revert TaskAbandonTooEarly(taskId, abandonableAfter, now_);
+        uint256 refund = s.budgetLeft;
+        s.status = TaskStatus.Abandoned;
+        s.budgetLeft = 0;
+        emit TaskAbandoned(taskId, s.currentRound, now_, refund);
         _treasury.credit(taskId, s.publisher, refund, Reasons.BUDGET_REFUND);
     }
 

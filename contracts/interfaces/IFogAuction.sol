@@ -180,8 +180,8 @@ interface IFogAuction {
     /// @notice Slash a winner that missed a round deadline and hand the job to the best eligible standby bid. Anyone.
     function reportMissedRound(uint256 taskId, uint256 clientIndex) external;
 
-    /// @notice After the task ended (`Finished`, `Settled` or `Cancelled`): return the fog deposits
-    /// and the unearned escrow. Anyone, once per job.
+    /// @notice After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the fog
+    /// deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. Anyone, once per job.
     function settleJob(uint256 taskId, uint256 clientIndex) external;
 
     /// @notice Eq. 18 for one revealed bid: the client's utility P_i(r_a, r_t_x) - price, wei (may be negative).

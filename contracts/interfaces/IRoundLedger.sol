@@ -150,8 +150,9 @@ interface IRoundLedger {
     function postRound(uint256 taskId, uint16 round, bytes32 modelHash, uint64 accuracy, Measurement[] calldata measurements)
         external;
 
-    /// @notice Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded) or a
-    /// `Cancelled` one (deposits back). Anyone may call it, once.
+    /// @notice Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a
+    /// `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good
+    /// standing back, no final bonus: the task did not complete). Anyone may call it, once.
     function settle(uint256 taskId) external;
 
     /// @notice A client's state.

@@ -6,7 +6,9 @@ pragma solidity ^0.8.24;
 /// the reward budget (ether) in the same transaction. Life cycle:
 /// `Open` (clients join, fog auctions run) -> `Running` (rounds 1..N) -> `Finished` (after round N or
 /// the target accuracy) -> `Settled` (bonus paid, deposits returned, unspent budget refunded);
-/// or `Open` -> `Cancelled` (full refund). Fixed point values are 1e18 = 1.0.
+/// or `Open` -> `Cancelled` (full refund); or `Running` -> `Abandoned` when the aggregator stops posting
+/// (anyone may call `abandonTask` once the current round is ABANDON_GRACE seconds past its deadline:
+/// unspent budget refunded, no final bonus). Fixed point values are 1e18 = 1.0.
 interface ITaskRegistry {
     /// @notice Where a task is in its life cycle.
     enum TaskStatus {
@@ -15,7 +17,8 @@ interface ITaskRegistry {
         Running,
         Finished,
         Settled,
-        Cancelled
+        Cancelled,
+        Abandoned
     }
 
     /// @notice Everything a publisher fixes when it creates a task.
@@ -68,7 +71,7 @@ interface ITaskRegistry {
     /// @param publisher who created it and receives refunds and forfeited deposits
     /// @param aggregator the only account that may post rounds
     /// @param status life-cycle stage
-    /// @param currentRound the round being trained (1-based; 0 before start; N or the last posted round once finished)
+    /// @param currentRound the round being trained (1-based; 0 before start; N or the last posted round once finished; the unposted round once abandoned)
     /// @param budget wei escrowed at creation
     /// @param budgetLeft wei of the budget not yet credited to anyone
     /// @param startedAt block time of `startTask`, seconds (0 before)
@@ -103,6 +106,12 @@ interface ITaskRegistry {
     /// @param status its status now
     /// @param required the status the call needs
     error TaskWrongStatus(uint256 taskId, TaskStatus status, TaskStatus required);
+    /// @notice The task cannot be abandoned yet: its current round is not past deadline + ABANDON_GRACE; the
+    /// aggregator may still post it. Call again after `abandonableAfter`.
+    /// @param taskId the task
+    /// @param abandonableAfter the block time after which `abandonTask` succeeds, seconds
+    /// @param now_ the block time now, seconds
+    error TaskAbandonTooEarly(uint256 taskId, uint64 abandonableAfter, uint64 now_);
     /// @notice A task cannot start without clients.
     error TaskHasNoClients(uint256 taskId);
     /// @notice Only the RoundLedger may move the round clock and spend the budget.
@@ -126,6 +135,13 @@ interface ITaskRegistry {
     /// @param taskId the task
     /// @param refund wei credited to the publisher
     event TaskCancelled(uint256 indexed taskId, uint256 refund);
+    /// @notice A running task's aggregator did not post `round` in time; the task is `Abandoned` and its
+    /// unspent budget went back to the publisher.
+    /// @param taskId the task
+    /// @param round the round that was never posted
+    /// @param abandonedAt block time, seconds
+    /// @param refund wei credited to the publisher
+    event TaskAbandoned(uint256 indexed taskId, uint16 round, uint64 abandonedAt, uint256 refund);
     /// @notice Round 1 began.
     /// @param taskId the task
     /// @param startedAt block time, seconds
@@ -159,6 +175,13 @@ interface ITaskRegistry {
     /// @notice Cancel an `Open` task; its whole budget is credited back to the publisher. Publisher only.
     /// Clients then take their deposits back through RoundLedger.settle, fog nodes theirs through FogAuction.settleJob.
     function cancelTask(uint256 taskId) external;
+
+    /// @notice Abandon a `Running` task whose current round was not posted by its deadline plus
+    /// ABANDON_GRACE seconds. Anyone may call it. The unspent budget is credited back to the publisher
+    /// and the task becomes `Abandoned`; clients then take their earnings and deposits back through
+    /// RoundLedger.settle (no final bonus: the task did not complete), fog nodes their deposits and
+    /// the unearned escrow through FogAuction.settleJob.
+    function abandonTask(uint256 taskId) external;
 
     /// @notice Start round 1 of an `Open` task with at least one client. Publisher only.
     function startTask(uint256 taskId) external;

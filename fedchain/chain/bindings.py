@@ -788,6 +788,24 @@ class SafeCastOverflowedUintToInt(CustomError):
     value: int
 
 
+class TaskAbandonTooEarly(CustomError):
+    """The task cannot be abandoned yet: its current round is not past deadline + ABANDON_GRACE; the aggregator may still post it. Call again after `abandonableAfter`.
+
+    ``TaskAbandonTooEarly(uint256,uint64,uint64)``
+
+    - ``task_id``: the task
+    - ``abandonable_after``: the block time after which `abandonTask` succeeds, seconds
+    - ``now_``: the block time now, seconds
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'abandonableAfter', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'now_', 'type': 'uint64'}], 'name': 'TaskAbandonTooEarly', 'type': 'error'}
+    structs = STRUCTS
+    hint = 'The task cannot be abandoned yet: its current round is not past deadline + ABANDON_GRACE; the aggregator may still post it. Call again after `abandonableAfter`.'
+    task_id: int
+    abandonable_after: int
+    now_: int
+
+
 class TaskBudgetExceeded(CustomError):
     """The ledger tried to spend more budget than is left.
 
@@ -1319,6 +1337,27 @@ class RoundPosted(ChainEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TaskAbandoned(ChainEvent):
+    """A running task's aggregator did not post `round` in time; the task is `Abandoned` and its unspent budget went back to the publisher.
+
+    ``TaskAbandoned(uint256,uint16,uint64,uint256)``
+
+    - ``task_id``: the task (indexed)
+    - ``round``: the round that was never posted
+    - ``abandoned_at``: block time, seconds
+    - ``refund``: wei credited to the publisher
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint64', 'name': 'abandonedAt', 'type': 'uint64'}, {'indexed': False, 'internalType': 'uint256', 'name': 'refund', 'type': 'uint256'}], 'name': 'TaskAbandoned', 'type': 'event'}
+    structs: ClassVar[Mapping[str, type]] = STRUCTS
+
+    task_id: int
+    round: int
+    abandoned_at: int
+    refund: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskCancelled(ChainEvent):
     """The publisher cancelled an open task; the budget went back to it.
 
@@ -1662,7 +1701,7 @@ class FogAuction(Contract):
         return self.transact('revealBid(uint256,uint256,uint64,uint96,bytes32)', task_id, index, frequency, price, salt)  # type: ignore[no-any-return]
 
     def settle_job(self, task_id: int, index: int) -> Receipt:
-        """After the task ended (`Finished`, `Settled` or `Cancelled`): return the fog deposits and the unearned escrow. Anyone, once per job.
+        """After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the fog deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. Anyone, once per job.
 
         ``settleJob(uint256,uint256)``
 
@@ -1817,7 +1856,7 @@ class RoundLedger(Contract):
         return self.call('rewardsHeld(uint256)', task_id)  # type: ignore[no-any-return]
 
     def settle(self, task_id: int) -> Receipt:
-        """Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded) or a `Cancelled` one (deposits back). Anyone may call it, once.
+        """Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good standing back, no final bonus: the task did not complete). Anyone may call it, once.
 
         ``settle(uint256)``
 
@@ -1841,7 +1880,9 @@ class TaskRegistry(Contract):
     NAME = 'TaskRegistry'
     ABI = (
         {'inputs': [{'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'contract IRoundLedger', 'name': 'ledger', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [], 'name': 'ABANDON_GRACE', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'MAX_CLIENTS', 'outputs': [{'internalType': 'uint16', 'name': '', 'type': 'uint16'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'abandonTask', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'cancelTask', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'spent', 'type': 'uint256'}, {'internalType': 'bool', 'name': 'targetReached', 'type': 'bool'}], 'name': 'closeRound', 'outputs': [{'internalType': 'bool', 'name': 'finished', 'type': 'bool'}], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'address', 'name': 'aggregator', 'type': 'address'}], 'name': 'createTask', 'outputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
@@ -1855,12 +1896,28 @@ class TaskRegistry(Contract):
     )
     STRUCTS = STRUCTS
 
+    def abandon_grace(self) -> int:
+        """Seconds after a round's deadline during which only its aggregator can move the task on; after them anyone may abandon it (see abandonTask).
+
+        ``ABANDON_GRACE()`` (view: an eth_call)
+        """
+        return self.call('ABANDON_GRACE()')  # type: ignore[no-any-return]
+
     def max_clients(self) -> int:
         """The most clients a task may admit (bounds the gas of one round's post).
 
         ``MAX_CLIENTS()`` (view: an eth_call)
         """
         return self.call('MAX_CLIENTS()')  # type: ignore[no-any-return]
+
+    def abandon_task(self, task_id: int) -> Receipt:
+        """Abandon a `Running` task whose current round was not posted by its deadline plus ABANDON_GRACE seconds. Anyone may call it. The unspent budget is credited back to the publisher and the task becomes `Abandoned`; clients then take their earnings and deposits back through RoundLedger.settle (no final bonus: the task did not complete), fog nodes their deposits and the unearned escrow through FogAuction.settleJob.
+
+        ``abandonTask(uint256)``
+
+        - ``task_id``
+        """
+        return self.transact('abandonTask(uint256)', task_id)  # type: ignore[no-any-return]
 
     def cancel_task(self, task_id: int) -> Receipt:
         """Cancel an `Open` task; its whole budget is credited back to the publisher. Publisher only. Clients then take their deposits back through RoundLedger.settle, fog nodes theirs through FogAuction.settleJob.
@@ -2039,8 +2096,8 @@ class Treasury(Contract):
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerNotAggregator, LedgerNotClient, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongRound, LedgerWrongTaskStatus, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
-    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, DataCommitted, Deposited, FogSlashed, JobReassigned, JobSettled, RoundClosed, RoundPosted, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerNotAggregator, LedgerNotClient, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongRound, LedgerWrongTaskStatus, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskAbandonTooEarly, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
+    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, DataCommitted, Deposited, FogSlashed, JobReassigned, JobSettled, RoundClosed, RoundPosted, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
 )
 
 #: Contract classes by contract name.

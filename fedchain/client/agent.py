@@ -41,7 +41,7 @@ _log = logging.getLogger(__name__)
 CLOSE_AUCTION_GAS = 2_000_000
 
 #: Task statuses after which nothing but settlement is left.
-ENDED = (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED)
+ENDED = (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED, TaskStatus.ABANDONED)
 
 
 @dataclass(frozen=True)

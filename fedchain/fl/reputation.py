@@ -36,6 +36,10 @@ WAD = 10**18
 MAX_REPUTATION_CAP = 10 * WAD
 #: The largest number of rounds (ReputationMath.MAX_ROUNDS).
 MAX_ROUNDS = 1000
+#: Seconds after a round's deadline during which only the aggregator can move a running task on; after
+#: them anyone may abandon it (TaskRegistry.ABANDON_GRACE). An abandoned task refunds its unspent budget,
+#: returns the deposits and earnings of clients in good standing and pays no final bonus.
+ABANDON_GRACE = 86_400
 
 
 @dataclass(frozen=True)

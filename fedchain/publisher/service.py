@@ -40,6 +40,8 @@ class TaskStatus(enum.IntEnum):
     FINISHED = 3
     SETTLED = 4
     CANCELLED = 5
+    #: The aggregator stopped posting and anyone abandoned the task after the grace period.
+    ABANDONED = 6
 
 
 class ClientStatus(enum.IntEnum):
@@ -108,7 +110,7 @@ class Settlement:
 
 
 def settle_task(session: ChainSession, task_id: int) -> Settlement:
-    """Settle a finished or cancelled task: the clients (RoundLedger.settle), then every job (FogAuction.settleJob).
+    """Settle a finished, cancelled or abandoned task: the clients (RoundLedger.settle), then every job (FogAuction.settleJob).
 
     Idempotent: what was settled before (by anyone) is skipped.
     """

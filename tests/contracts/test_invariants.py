@@ -2,7 +2,8 @@
 
 A Hypothesis state machine drives one task on the real chain through joins,
 auctions (bids, reveals, non-revealers), start, fog commits, missed rounds
-(slash and re-award), round posts, cancellation, settlement and withdrawals.
+(slash and re-award), round posts, cancellation, an aggregator that vanishes
+(the task abandoned after the grace period), settlement and withdrawals.
 A model of its own, built on :mod:`fedchain.fl.reputation`, predicts every
 account's claimable balance, the budget, each client's reputation and the
 treasury's totals; after every step the chain must agree to the wei, and the
@@ -268,9 +269,25 @@ class FlowMachine(RuleBasedStateMachine):
             self.round += 1
             self.round_started_at = state.round_started_at
 
+    @precondition(lambda self: self.status == "Running")
+    @rule(data=st.data(), dice=st.integers(0, 2))
+    def aggregator_vanishes(self, data: st.DataObject, dice: int) -> None:
+        """Some fog nodes still commit, the aggregator never posts; after the grace period a stranger abandons the task."""
+        if dice != 2:  # now and then: most flows should finish
+            return
+        for i in self.committable_jobs():
+            if data.draw(st.booleans()):
+                self._commit(i)
+        grace = self.chain.view("TaskRegistry", "ABANDON_GRACE")
+        self.jump(self.deadline() + grace + MARGIN)
+        self.chain.send("TaskRegistry", "abandonTask", self.task, by=STRANGER)
+        self.credit(PUBLISHER, self.budget_left)
+        self.budget_left = 0
+        self.status = "Abandoned"
+
     # ------------------------------------------------------------------ settlement and withdrawals
 
-    @precondition(lambda self: self.status in ("Finished", "Cancelled") and not self.settled)
+    @precondition(lambda self: self.status in ("Finished", "Cancelled", "Abandoned") and not self.settled)
     @rule()
     def settle(self) -> None:
         self.chain.send("RoundLedger", "settle", self.task, by=STRANGER)
@@ -288,14 +305,15 @@ class FlowMachine(RuleBasedStateMachine):
             self.status = "Settled"
 
     @precondition(
-        lambda self: self.status in ("Finished", "Settled", "Cancelled") and any(j.status != "Settled" for j in self.jobs.values())
+        lambda self: self.status in ("Finished", "Settled", "Cancelled", "Abandoned") and any(j.status != "Settled" for j in self.jobs.values())
     )
     @rule(data=st.data())
     def settle_job(self, data: st.DataObject) -> None:
         index = data.draw(st.sampled_from([i for i, j in self.jobs.items() if j.status != "Settled"]))
         job = self.jobs[index]
         self.chain.send("FogAuction", "settleJob", self.task, index, by=STRANGER)
-        winner_missed = job.status == "Awarded" and self.status != "Cancelled" and job.paid_up_to < self.round and self.active[index]
+        ended = self.status in ("Cancelled", "Abandoned")  # nobody is slashed at their settlement
+        winner_missed = job.status == "Awarded" and not ended and job.paid_up_to < self.round and self.active[index]
         self.credit(self.clients[index], job.escrow - job.released)
         for number, bid in enumerate(job.bids):
             if bid.settled:

@@ -1,0 +1,145 @@
+"""A running task whose aggregator vanishes: anyone abandons it after the grace period and no wei stays locked."""
+
+from __future__ import annotations
+
+from fedchain.audit import CheckName, CheckStatus, audit_task, read_chain
+from fedchain.chain import bindings
+from fedchain.chain.deployment import DeployedContract, Deployment
+from fedchain.fl.reputation import ABANDON_GRACE, WAD
+from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+
+PARAMS = TaskParams(rounds=3)
+PRICE = 10**14
+BUDGET = 10**17
+ABANDONED = 6  # ITaskRegistry.TaskStatus.Abandoned
+
+
+def _run_one_round_then_vanish(chain: FedChain) -> int:
+    """Two clients; round 1 posted; in round 2 only client 0's fog commits and the aggregator never posts."""
+    task = chain.staffed_task(PARAMS, budget=BUDGET, price=PRICE)
+    chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
+    start = chain.view("TaskRegistry", "state", task).round_started_at
+    for index in range(2):
+        chain.set_next_timestamp(start + 100 + index)
+        chain.commit_update(task, index, FOGS[index], 1)
+    chain.post_round(task, 1, [(WAD, 100, True), (WAD, 101, True)])
+    chain.commit_update(task, 0, FOGS[0], 2)
+    return task
+
+
+def _abandonable_after(chain: FedChain, task: int) -> int:
+    return chain.view("TaskRegistry", "roundDeadline", task) + chain.view("TaskRegistry", "ABANDON_GRACE")
+
+
+def _advance_to(chain: FedChain, timestamp: int) -> None:
+    """Mine a block at ``timestamp``: calls are checked (gas estimation) at the latest block's time."""
+    chain.set_next_timestamp(timestamp)
+    chain.advance(0)
+
+
+def test_abandoned_task_returns_deposits_earnings_escrow_and_budget_without_bonus(chain: FedChain) -> None:
+    # ---- prepare: a task whose aggregator stopped after round 1, past its round 2 deadline plus the grace.
+    task = _run_one_round_then_vanish(chain)
+    earned = [chain.view("RoundLedger", "client", task, i).earned for i in range(2)]
+    budget_left = chain.view("TaskRegistry", "state", task).budget_left
+    after = _abandonable_after(chain, task)
+    _advance_to(chain, after + 1)
+
+    # ---- execute: a stranger abandons it; anyone settles the clients and the jobs.
+    receipt = chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
+    chain.send("RoundLedger", "settle", task, by=STRANGER)
+    for index in range(2):
+        chain.send("FogAuction", "settleJob", task, index, by=STRANGER)
+
+    # ---- assert: the event, the terminal status, and every account's claim to the wei.
+    event = receipt.events_of(chain.registry.event("TaskAbandoned"))[0]
+    mined_at = chain.w3.eth.get_block(receipt.block_number)["timestamp"]
+    assert (event.task_id, event.round, event.abandoned_at, event.refund) == (task, 2, mined_at, budget_left)
+    assert mined_at > after
+    state = chain.view("TaskRegistry", "state", task)
+    assert (state.status, state.budget_left, state.current_round) == (ABANDONED, 0, 2)
+    assert chain.view("RoundLedger", "settled", task)
+    assert earned[0] > 0 and earned[1] > 0
+    expected = {
+        # earnings of round 1 + deposit back + escrow of the rounds its fog did not train; no bonus.
+        CLIENTS[0]: earned[0] + PARAMS.client_deposit + PRICE * (PARAMS.rounds - 2),
+        CLIENTS[1]: earned[1] + PARAMS.client_deposit + PRICE * (PARAMS.rounds - 1),
+        PUBLISHER: BUDGET - earned[0] - earned[1],
+        # a fog that missed round 2 of an abandoned task is not slashed at settlement.
+        FOGS[0]: 2 * PRICE + PARAMS.fog_deposit,
+        FOGS[1]: PRICE + PARAMS.fog_deposit,
+    }
+    for account, amount in expected.items():
+        assert chain.view("Treasury", "claimable", chain.account(account)) == amount, account
+    assert budget_left == BUDGET - earned[0] - earned[1]
+    totals = chain.solvency()
+    assert totals.held == 0
+    assert totals.claimable == totals.balance == sum(expected.values())
+
+
+def test_abandon_reverts_until_the_grace_period_after_the_deadline_has_passed(chain: FedChain) -> None:
+    # ---- prepare: the last second of the grace period.
+    task = _run_one_round_then_vanish(chain)
+    after = _abandonable_after(chain, task)
+    _advance_to(chain, after)
+
+    # ---- execute / assert
+    with chain.reverts(bindings.TaskAbandonTooEarly, task, after, after):
+        chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
+
+
+def test_abandon_reverts_for_a_task_that_is_not_running(chain: FedChain) -> None:
+    # ---- prepare: an open task, long past any deadline.
+    task = chain.staffed_task(PARAMS, budget=BUDGET, price=PRICE)
+    chain.advance(PARAMS.round_duration + ABANDON_GRACE + 1)
+
+    # ---- execute / assert: Open (1) is not Running (2); nor is an unknown task.
+    with chain.reverts(bindings.TaskWrongStatus, task, 1, 2):
+        chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
+    with chain.reverts(bindings.TaskUnknown, task + 1):
+        chain.send("TaskRegistry", "abandonTask", task + 1, by=STRANGER)
+
+
+def test_abandon_reverts_once_the_task_is_abandoned_and_the_aggregator_can_no_longer_post(chain: FedChain) -> None:
+    # ---- prepare: an abandoned task.
+    task = _run_one_round_then_vanish(chain)
+    _advance_to(chain, _abandonable_after(chain, task) + 1)
+    chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
+
+    # ---- execute / assert: a second abandon, the aggregator's late post and a late fog commit all revert.
+    with chain.reverts(bindings.TaskWrongStatus, task, ABANDONED, 2):
+        chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
+    with chain.reverts(bindings.LedgerWrongTaskStatus, task, ABANDONED):
+        chain.post_round(task, 2, [(WAD, 100, True), (0, 0, False)])
+    with chain.reverts(bindings.AuctionWrongTaskStatus, task, ABANDONED):
+        chain.commit_update(task, 1, FOGS[1], 2)
+
+
+def test_the_python_model_knows_the_contract_grace_period(chain: FedChain) -> None:
+    assert chain.view("TaskRegistry", "ABANDON_GRACE") == ABANDON_GRACE
+
+
+def test_an_abandoned_task_audits_clean_from_the_chain_events_and_views(chain: FedChain) -> None:
+    # ---- prepare: abandon, settle everything, everyone withdraws.
+    task = _run_one_round_then_vanish(chain)
+    _advance_to(chain, _abandonable_after(chain, task) + 1)
+    chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
+    chain.send("RoundLedger", "settle", task, by=STRANGER)
+    for index in range(2):
+        chain.send("FogAuction", "settleJob", task, index, by=STRANGER)
+    for account in (PUBLISHER, *CLIENTS[:2], *FOGS[:2]):
+        chain.send("Treasury", "withdraw", by=account)
+    deployment = Deployment(
+        chain_id=chain.w3.eth.chain_id, rpc_url=None, deployer=chain.account(0), block_number=0, compiler="",
+        contracts=tuple(DeployedContract(name, address, "") for name, address in chain.addresses.items()),
+    )
+
+    # ---- execute
+    readings = read_chain(chain.w3, deployment, task)
+    report = audit_task(task, readings.events, views=readings.views)
+
+    # ---- assert: every check that applies passes; the history ends Abandoned.
+    assert {c.name.value: [f.message for f in c.findings] for c in report.checks if c.failed} == {}
+    statuses = {c.name: c.status for c in report.checks}
+    assert statuses[CheckName.PAYMENTS] is CheckStatus.PASS and statuses[CheckName.HISTORY] is CheckStatus.PASS
+    assert report.history.task.status == "Abandoned"
