@@ -25,10 +25,12 @@ class TaskRecord:
     budget: int
     #: None when the task's creation is not among the events.
     params: TaskParams | None
-    #: ``Open``, ``Running``, ``Finished``, ``Settled`` or ``Cancelled``.
+    #: ``Open``, ``Running``, ``Finished``, ``Settled``, ``Cancelled`` or ``Abandoned``.
     status: str
     started_at: int | None
     finished_at: int | None
+    #: Block time at which a stranded task was abandoned (None otherwise).
+    abandoned_at: int | None
     last_round: int
     target_reached: bool
     #: Wei credited as final bonuses and refunded to the publisher at settlement (None before).

@@ -41,6 +41,7 @@ from fedchain.audit.history import (
 from fedchain.chain import bindings as b
 from fedchain.chain.abi import ChainEvent
 from fedchain.fl.reputation import (
+    ABANDON_GRACE,
     ClientReputation,
     MechanismParams,
     RevealedBid,
@@ -183,6 +184,7 @@ class _Replayer:
         self.round_started_at = 0
         self.started_at: int | None = None
         self.finished_at: int | None = None
+        self.abandoned_at: int | None = None
         self.target_reached = False
         self.settled_bonuses: int | None = None
         self.settled_refund: int | None = None
@@ -268,6 +270,17 @@ class _Replayer:
         self._credit(self.publisher, e.refund, BUDGET_REFUND)
         self.budget_left = 0
         self.status = "Cancelled"
+
+    def on_task_abandoned(self, e: b.TaskAbandoned) -> None:
+        self._status(e, "Running")
+        self.tally.expect(H, "abandoned round", self.current_round, e.round, e)
+        after = self.round_started_at + self.params.round_duration + ABANDON_GRACE
+        self.tally.require(H, e.abandoned_at > after,
+                           f"task abandoned at {e.abandoned_at}, not after its round's deadline plus the grace ({after})", e)
+        self.tally.expect(P, "refund at abandonment", self.budget_left, e.refund, e)
+        self._credit(self.publisher, e.refund, BUDGET_REFUND)
+        self.budget_left = 0
+        self.status, self.abandoned_at = "Abandoned", e.abandoned_at
 
     def on_task_started(self, e: b.TaskStarted) -> None:
         self._status(e, "Open")
@@ -397,7 +410,7 @@ class _Replayer:
             self.tally.fail(R, f"client {i} was removed in round {e.round} without being scored in it", event)
 
     def on_client_settled(self, e: b.ClientSettled) -> None:
-        self._status(e, "Finished", "Cancelled")
+        self._status(e, "Finished", "Cancelled", "Abandoned")
         client = self._client(e.client_index, e)
         if client is None:
             return
@@ -414,7 +427,7 @@ class _Replayer:
         self.rewards_held -= e.earned
 
     def _bonuses(self) -> list[int]:
-        """Eq. 16 for every client at settlement, scaled pro rata to the budget left (0 for a cancelled task)."""
+        """Eq. 16 for every client at settlement, scaled pro rata to the budget left (0 for a cancelled or abandoned task)."""
         if self.status != "Finished" or self.started_at is None or self.finished_at is None:
             return [0] * len(self.clients)
         duration = self.finished_at - self.started_at
@@ -551,14 +564,15 @@ class _Replayer:
         ))
 
     def on_job_settled(self, e: b.JobSettled) -> None:
-        self._status(e, "Finished", "Settled", "Cancelled")
+        self._status(e, "Finished", "Settled", "Cancelled", "Abandoned")
         job = self._job(e.client_index, e, "bidding", "awarded", "vacant")
         client = self._client(e.client_index, e)
         if job is None or client is None:
             return
         self.tally.expect(P, f"escrow refund of job {e.client_index}", job.escrow - job.released, e.escrow_refund, e)
-        missed = (job.status == "awarded" and self.status != "Cancelled" and job.paid_up_to < self.current_round
-                  and client.active)
+        # A cancelled or abandoned task slashes nobody at settlement.
+        missed = (job.status == "awarded" and self.status not in ("Cancelled", "Abandoned")
+                  and job.paid_up_to < self.current_round and client.active)
         deposit = self.params.fog_deposit
         refunded: list[str] = []
         forfeited = 0
@@ -651,6 +665,7 @@ class _Replayer:
             status=self.status,
             started_at=self.started_at,
             finished_at=self.finished_at,
+            abandoned_at=self.abandoned_at,
             last_round=self.rounds[-1].round if self.rounds else 0,
             target_reached=self.target_reached,
             bonuses=self.settled_bonuses,
@@ -692,6 +707,7 @@ class _Replayer:
 _HANDLERS: dict[type[ChainEvent], Callable[[_Replayer, Any], None]] = {
     b.TaskCreated: _Replayer.on_task_created,
     b.TaskCancelled: _Replayer.on_task_cancelled,
+    b.TaskAbandoned: _Replayer.on_task_abandoned,
     b.TaskStarted: _Replayer.on_task_started,
     b.RoundClosed: _Replayer.on_round_closed,
     b.TaskFinished: _Replayer.on_task_finished,

@@ -203,6 +203,7 @@ def _task_dict(history: TaskHistory) -> dict[str, Any]:
         "budget": task.budget,
         "started_at": task.started_at,
         "finished_at": task.finished_at,
+        "abandoned_at": task.abandoned_at,
         "last_round": task.last_round,
         "target_reached": task.target_reached,
         "bonuses": task.bonuses,

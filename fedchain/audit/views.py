@@ -17,7 +17,7 @@ from fedchain.audit.replay import Replay
 from fedchain.chain.bindings import ClientInfo, Job, TaskParams, TaskState, Totals
 
 #: ``ITaskRegistry.TaskStatus`` by its uint8 value.
-TASK_STATUS = ("None", "Open", "Running", "Finished", "Settled", "Cancelled")
+TASK_STATUS = ("None", "Open", "Running", "Finished", "Settled", "Cancelled", "Abandoned")
 #: ``IRoundLedger.ClientStatus`` by its uint8 value.
 CLIENT_STATUS = ("none", "active", "removed")
 

@@ -22,7 +22,7 @@ import pytest
 
 from fedchain.audit import CheckName, CheckStatus, audit_task, replay_task
 from fedchain.chain import bindings as b
-from fedchain.fl.reputation import WAD
+from fedchain.fl.reputation import ABANDON_GRACE, WAD
 
 PUBLISHER, AGGREGATOR, CLIENT, FOG, STRANGER = (f"0x{n:040x}" for n in (0xA1, 0xA2, 0xC1, 0xF1, 0xEE))
 #: Field order of ITaskRegistry.TaskParams: modelId, datasetId, rounds, targetAccuracy, expectedDuration, psi, phi,
@@ -55,15 +55,8 @@ class EventLog:
                                    address="0x" + "00" * 20, **fields))
 
 
-def one_round_task(*, budget: int = BUDGET, paid: int | None = None, quality: int = 8 * WAD // 10) -> list[Any]:
-    """The module docstring's task, from creation to withdrawals, as the contracts would emit it.
-
-    A budget below the payment scales it down to the budget (pro rata), and the bonus to what is left.
-    """
-    earned = min(PAYMENT, budget)
-    paid = earned if paid is None else paid
-    bonus = min(BONUS, budget - earned)
-    refund = budget - earned - bonus
+def started_task(budget: int) -> EventLog:
+    """The module docstring's task from creation to the fog's commit of round 1 (t = 1050)."""
     t = dict(task_id=1)
     log = EventLog()
     log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=budget, params=PARAMS)),
@@ -79,6 +72,20 @@ def one_round_task(*, budget: int = BUDGET, paid: int | None = None, quality: in
     log.tx((b.TaskStarted, dict(t, started_at=1000, clients=1)),)
     log.tx((b.UpdateCommitted, dict(t, client_index=0, round=1, fog=FOG, update_hash=b"\x05" * 32, committed_at=1050, payment=PRICE)),
            (b.Credited, dict(t, to=FOG, amount=PRICE, reason=reason("FOG_PAYMENT"))))
+    return log
+
+
+def one_round_task(*, budget: int = BUDGET, paid: int | None = None, quality: int = 8 * WAD // 10) -> list[Any]:
+    """The module docstring's task, from creation to withdrawals, as the contracts would emit it.
+
+    A budget below the payment scales it down to the budget (pro rata), and the bonus to what is left.
+    """
+    earned = min(PAYMENT, budget)
+    paid = earned if paid is None else paid
+    bonus = min(BONUS, budget - earned)
+    refund = budget - earned - bonus
+    t = dict(task_id=1)
+    log = started_task(budget)
     measurement = b.Measurement(quality=quality, round_time=50, accepted=True)
     log.tx((b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=(measurement,), paid=paid)),
            (b.RoundClosed, dict(t, round=1, spent=paid, budget_left=budget - paid, next_round_started_at=0)),
@@ -232,3 +239,50 @@ def test_the_html_report_is_one_self_contained_page_with_the_tables_and_two_plot
     for section in ("Checks", "Clients", "Fog nodes", "Auctions", "Slashes", "Rounds", "Money by account"):
         assert f"<h2>{section}</h2>" in page
     assert "http" not in page.replace("http-equiv", "")  # nothing fetched from elsewhere
+
+
+def abandoned_task(*, abandoned_at: int = 1000 + 400 + ABANDON_GRACE + 1, refund: int = BUDGET) -> list[Any]:
+    """The module docstring's task up to the fog's commit of round 1; the aggregator never posts and a stranger
+    abandons the task after the round's deadline (t = 1400) plus the grace; then the client and the job settle."""
+    t = dict(task_id=1)
+    log = started_task(BUDGET)
+    log.tx((b.TaskAbandoned, dict(t, round=1, abandoned_at=abandoned_at, refund=refund)),
+           (b.Credited, dict(t, to=PUBLISHER, amount=refund, reason=reason("BUDGET_REFUND"))))
+    log.tx((b.ClientSettled, dict(t, client_index=0, earned=0, bonus=0, deposit_returned=10**16)),
+           (b.Credited, dict(t, to=CLIENT, amount=10**16, reason=reason("DEPOSIT_RETURN"))))
+    log.tx((b.JobSettled, dict(t, client_index=0, escrow_refund=0, deposits_refunded=2 * 10**16, deposits_forfeited=0)),
+           (b.Credited, dict(t, to=FOG, amount=2 * 10**16, reason=reason("BID_REFUND"))))
+    return log.events
+
+
+def test_an_abandoned_task_refunds_budget_and_deposits_without_bonus_and_passes() -> None:
+    events = abandoned_task()
+
+    report = audit_task(1, events)
+
+    assert report.passed, [f.message for c in report.checks for f in c.findings]
+    task = report.history.task
+    assert (task.status, task.abandoned_at, task.last_round) == ("Abandoned", 1000 + 400 + ABANDON_GRACE + 1, 0)
+    client = report.history.clients[0]
+    assert (client.earned, client.bonus, client.deposit_returned) == (0, 0, 10**16)
+    pool = replay_task(1, events).pool
+    assert pool.held == 0 and pool.parts == 0
+
+
+def test_a_task_abandoned_within_the_grace_period_fails_the_history_check() -> None:
+    events = abandoned_task(abandoned_at=1000 + 400 + ABANDON_GRACE)
+
+    report = audit_task(1, events)
+
+    assert failed(report) == {CheckName.HISTORY.value}
+
+
+def test_an_abandonment_that_keeps_one_wei_of_the_budget_fails_the_payment_check() -> None:
+    events = abandoned_task(refund=BUDGET - 1)
+
+    report = audit_task(1, events)
+
+    assert CheckName.PAYMENTS in report.failed_checks
+    assert f"refund at abandonment: recomputed {BUDGET}, chain has {BUDGET - 1}" in [
+        f.message for f in report.check(CheckName.PAYMENTS).findings
+    ]
