@@ -120,6 +120,7 @@ class FogNode:
             b.TaskFinished: self._on_task_ended,
             b.TaskSettled: self._on_task_ended,
             b.TaskCancelled: self._on_task_ended,
+            b.TaskAbandoned: self._on_task_ended,
         }
 
     # ------------------------------------------------------------------ running

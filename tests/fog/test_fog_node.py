@@ -17,6 +17,7 @@ from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.handoff import ExpectedJobData, fetch_job_data
 from fedchain.client.commitments import bid_commitment
 from fedchain.publisher import start_task
+from fedchain.publisher.service import JobStatus
 from fedchain.store.digest import parse_digest
 from fedchain.fl.params import flatten
 from fedchain.taskspec import load_spec, load_update
@@ -243,3 +244,25 @@ def test_on_a_fedave_task_the_fog_ships_its_trained_models_losses_on_the_job_dat
     trained = start + flatten(update.params, spec.param_spec())[0]
     assert update.local_losses is not None and update.local_losses.shape == (job.data_size,)
     torch.testing.assert_close(update.local_losses, local_losses(spec.model_spec(), trained, (data.images, data.labels)))
+
+
+def test_when_a_task_is_abandoned_the_fog_settles_its_job_and_withdraws_its_deposit_and_earnings(
+    world: World, agents: Agents
+) -> None:
+    # prepare: the fog node won the job and committed round 1; the aggregator never posts it
+    task_id = world.create()
+    fog = agents.fog(0, task_id)
+    award(world, (agents.client(0, task_id),), (fog,))
+    registry = world.publisher.contracts.task_registry
+    world.advance(TERMS.round_duration + registry.abandon_grace() + 1)
+    world.publisher.contracts.task_registry.abandon_task(task_id)  # anyone may; here the publisher
+
+    # execute
+    fog.step()
+
+    # assert: the job is settled (deposit back, round 1's price already released) and the node withdrew it all
+    job = world.publisher.contracts.fog_auction.job(task_id, 0)
+    assert job.status == JobStatus.SETTLED
+    task_state = fog.state.data["tasks"][str(task_id)]
+    assert task_state["ended"] and task_state["withdrawn"] > 0
+    assert world.publisher.contracts.treasury.claimable(fog.address) == 0
