@@ -7,10 +7,11 @@ import {ITreasury} from "./interfaces/ITreasury.sol";
 import {IFogAuction} from "./interfaces/IFogAuction.sol";
 import {Reasons} from "./libraries/Reasons.sol";
 import {ReputationMath} from "./libraries/ReputationMath.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 /// @title RoundLedger: clients, reputation, per-round payments and settlement of FedChain tasks
 /// @notice Per client and task two storage slots: (sumQuality, sumTimeRatio, lossReputation) and
-/// (timeReputation, earned, rounds, status). A round's post reads and writes each once.
+/// (timeReputation, earned, rounds, status, prior). A round's post reads and writes each once.
 contract RoundLedger is IRoundLedger {
     using ReputationMath for uint256;
 
@@ -20,9 +21,10 @@ contract RoundLedger is IRoundLedger {
         uint96 sumTimeRatio;
         uint64 lossReputation;
         uint64 timeReputation;
-        uint128 earned;
+        uint96 earned;
         uint16 rounds;
         ClientStatus status;
+        uint64 prior;
     }
 
     ITaskRegistry private immutable _registry;
@@ -36,6 +38,7 @@ contract RoundLedger is IRoundLedger {
     mapping(uint256 taskId => uint256 wei_) private _depositsHeld;
     mapping(uint256 taskId => uint256 wei_) private _rewardsHeld;
     mapping(uint256 taskId => bool) private _settled;
+    mapping(uint256 taskId => bool) private _priorsPosted;
 
     /// @param registry the TaskRegistry
     /// @param treasury the Treasury
@@ -58,7 +61,7 @@ contract RoundLedger is IRoundLedger {
         // The initial reputation makes both slots non-zero now, so the first round's post pays the
         // cheap non-zero to non-zero SSTORE instead of a fresh slot's 20,000 gas: the client pays it here.
         uint64 initial = uint64(_min(ReputationMath.ONE, p.reputationCap));
-        _clients[taskId].push(ClientSlot(0, 0, initial, initial, 0, 0, ClientStatus.Active));
+        _clients[taskId].push(ClientSlot(0, 0, initial, initial, 0, 0, ClientStatus.Active, 0));
         _accounts[taskId].push(msg.sender);
         _dataCommitments[taskId].push(commitment);
         _indexPlusOne[taskId][msg.sender] = index + 1;
@@ -109,8 +112,9 @@ contract RoundLedger is IRoundLedger {
             ClientSlot memory c = next[i];
             if (payments[i] != 0) {
                 uint256 payment = payments[i].scaled(total, available);
-                // payment <= budget < 2^128 wei (the treasury holds it), so earned cannot wrap.
-                c.earned += uint128(payment);
+                // Checked: the sum of a client's payments is at most the task's budget; a budget of 2^96 wei
+                // (about 7.9e10 ether) or more reverts here rather than wrapping.
+                c.earned = SafeCast.toUint96(c.earned + payment);
                 paid += payment;
             }
             clients[i] = c;
@@ -122,6 +126,25 @@ contract RoundLedger is IRoundLedger {
         emit RoundPosted(taskId, round, modelHash, accuracy, measurements, paid);
         _registry.closeRound(taskId, paid, p.targetAccuracy != 0 && accuracy >= p.targetAccuracy);
         _treasury.credit(taskId, s.publisher, forfeited, Reasons.DEPOSIT_FORFEIT);
+    }
+
+    /// @inheritdoc IRoundLedger
+    function postPriors(uint256 taskId, uint64[] calldata priors) external {
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Running);
+        if (msg.sender != s.aggregator) revert LedgerNotAggregator(taskId, msg.sender);
+        if (_priorsPosted[taskId]) revert LedgerPriorsAlreadyPosted(taskId);
+        if (s.currentRound != 1) revert LedgerPriorsTooLate(taskId, s.currentRound);
+        ClientSlot[] storage clients = _clients[taskId];
+        uint256 n = clients.length;
+        if (priors.length != n) revert LedgerWrongPriorCount(taskId, priors.length, n);
+        uint64 cap = _registry.params(taskId).reputationCap;
+        for (uint256 i; i < n; ++i) {
+            if (priors[i] > cap) revert LedgerPriorAboveCap(taskId, i, priors[i], cap);
+            clients[i].prior = priors[i];
+        }
+        _priorsPosted[taskId] = true;
+        emit PriorsPosted(taskId, priors);
     }
 
     /// @inheritdoc IRoundLedger
@@ -213,6 +236,16 @@ contract RoundLedger is IRoundLedger {
     }
 
     /// @inheritdoc IRoundLedger
+    function prior(uint256 taskId, uint256 index) external view returns (uint64) {
+        return _slot(taskId, index).prior;
+    }
+
+    /// @inheritdoc IRoundLedger
+    function priorsPosted(uint256 taskId) external view returns (bool) {
+        return _priorsPosted[taskId];
+    }
+
+    /// @inheritdoc IRoundLedger
     function depositsHeld(uint256 taskId) external view returns (uint256) {
         return _depositsHeld[taskId];
     }
@@ -245,7 +278,8 @@ contract RoundLedger is IRoundLedger {
         uint256 k = uint256(c.rounds) + 1;
         uint256 sumQuality = c.sumQuality + k * quality;
         uint256 sumTimeRatio = c.sumTimeRatio + k * ReputationMath.timeRatio(p.expectedDuration, p.rounds, timeFp, cap);
-        uint256 lossRep = ReputationMath.lossReputation(sumQuality, k, quality, p.minQuality, cap);
+        // Eq. 8: the cross-task prior plus the (decayed) weighted mean, capped.
+        uint256 lossRep = _min(cap, c.prior + ReputationMath.lossReputation(sumQuality, k, quality, p.minQuality, cap));
         uint256 timeRep = ReputationMath.timeReputation(sumTimeRatio, k, p.maxRoundTime, timeFp, cap);
         // k <= MAX_ROUNDS and every term <= MAX_REPUTATION_CAP, so the sums stay below 2^96;
         // the reputations are capped at MAX_REPUTATION_CAP < 2^64.

@@ -97,6 +97,23 @@ interface IRoundLedger {
     error LedgerRoundTimeMismatch(uint256 taskId, uint256 clientIndex, uint32 posted, uint64 observed);
     /// @notice The task's clients were already settled.
     error LedgerAlreadySettled(uint256 taskId);
+    /// @notice The task's cross-task priors were already posted (they are posted once).
+    error LedgerPriorsAlreadyPosted(uint256 taskId);
+    /// @notice Priors can only be posted while the task runs round 1, before it is posted.
+    /// @param taskId the task
+    /// @param currentRound the task's current round
+    error LedgerPriorsTooLate(uint256 taskId, uint16 currentRound);
+    /// @notice There must be exactly one prior per client, in join order.
+    /// @param taskId the task
+    /// @param posted priors posted
+    /// @param clients clients of the task
+    error LedgerWrongPriorCount(uint256 taskId, uint256 posted, uint256 clients);
+    /// @notice A prior exceeds the task's reputation cap.
+    /// @param taskId the task
+    /// @param clientIndex the client
+    /// @param prior the posted prior, 1e18 fixed point
+    /// @param cap the task's reputation cap, 1e18 fixed point
+    error LedgerPriorAboveCap(uint256 taskId, uint256 clientIndex, uint64 prior, uint64 cap);
 
     /// @notice A client joined a task and deposited d.
     /// @param taskId the task
@@ -123,6 +140,11 @@ interface IRoundLedger {
     /// @param lossReputation its r_a, 1e18 fixed point
     /// @param timeReputation its r_t, 1e18 fixed point
     event ClientRemoved(uint256 indexed taskId, uint256 indexed clientIndex, uint16 indexed round, uint64 lossReputation, uint64 timeReputation);
+    /// @notice The aggregator posted the task's cross-task priors H_i (eq. 6), computed off chain from earlier
+    /// similar tasks (fedchain/fl/crosstask.py) and re-checked by the auditor.
+    /// @param taskId the task
+    /// @param priors one per client in join order, 1e18 fixed point (all zeros when no earlier task is similar)
+    event PriorsPosted(uint256 indexed taskId, uint64[] priors);
     /// @notice A client was settled: its rewards and (in good standing) its deposit were credited.
     /// @param taskId the task
     /// @param clientIndex the client
@@ -150,6 +172,13 @@ interface IRoundLedger {
     function postRound(uint256 taskId, uint16 round, bytes32 modelHash, uint64 accuracy, Measurement[] calldata measurements)
         external;
 
+    /// @notice Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before
+    /// it is posted. Aggregator only. From then on a client's loss reputation is min(cap, H_i + the
+    /// weighted mean of eq. 8). Without this call every prior is 0.
+    /// @param taskId the task
+    /// @param priors one per client in join order, each at most the task's reputation cap, 1e18 fixed point
+    function postPriors(uint256 taskId, uint64[] calldata priors) external;
+
     /// @notice Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a
     /// `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good
     /// standing back, no final bonus: the task did not complete). Anyone may call it, once.
@@ -172,6 +201,12 @@ interface IRoundLedger {
 
     /// @notice The client's current loss and time reputation (min(1e18, cap) before its first scored round), 1e18 fixed point.
     function reputation(uint256 taskId, uint256 clientIndex) external view returns (uint64 lossReputation, uint64 timeReputation);
+
+    /// @notice The client's cross-task prior H_i (0 unless posted), 1e18 fixed point.
+    function prior(uint256 taskId, uint256 clientIndex) external view returns (uint64);
+
+    /// @notice Whether the task's priors were posted.
+    function priorsPosted(uint256 taskId) external view returns (bool);
 
     /// @notice Wei of client deposits the ledger holds for the task now (active clients, before settlement).
     function depositsHeld(uint256 taskId) external view returns (uint256);

@@ -566,6 +566,56 @@ class LedgerNotClient(CustomError):
     account: str
 
 
+class LedgerPriorAboveCap(CustomError):
+    """A prior exceeds the task's reputation cap.
+
+    ``LedgerPriorAboveCap(uint256,uint256,uint64,uint64)``
+
+    - ``task_id``: the task
+    - ``client_index``: the client
+    - ``prior``: the posted prior, 1e18 fixed point
+    - ``cap``: the task's reputation cap, 1e18 fixed point
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'prior', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'cap', 'type': 'uint64'}], 'name': 'LedgerPriorAboveCap', 'type': 'error'}
+    structs = STRUCTS
+    hint = "A prior exceeds the task's reputation cap."
+    task_id: int
+    client_index: int
+    prior: int
+    cap: int
+
+
+class LedgerPriorsAlreadyPosted(CustomError):
+    """The task's cross-task priors were already posted (they are posted once).
+
+    ``LedgerPriorsAlreadyPosted(uint256)``
+
+    - ``task_id``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'LedgerPriorsAlreadyPosted', 'type': 'error'}
+    structs = STRUCTS
+    hint = "The task's cross-task priors were already posted (they are posted once)."
+    task_id: int
+
+
+class LedgerPriorsTooLate(CustomError):
+    """Priors can only be posted while the task runs round 1, before it is posted.
+
+    ``LedgerPriorsTooLate(uint256,uint16)``
+
+    - ``task_id``: the task
+    - ``current_round``: the task's current round
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'currentRound', 'type': 'uint16'}], 'name': 'LedgerPriorsTooLate', 'type': 'error'}
+    structs = STRUCTS
+    hint = 'Priors can only be posted while the task runs round 1, before it is posted.'
+    task_id: int
+    current_round: int
+
+
 class LedgerRoundNotReady(CustomError):
     """The round cannot be posted yet: an active client's fog node has not committed and the deadline has not passed.
 
@@ -683,6 +733,24 @@ class LedgerWrongMeasurementCount(CustomError):
     abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'posted', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'LedgerWrongMeasurementCount', 'type': 'error'}
     structs = STRUCTS
     hint = 'There must be exactly one measurement per client, in join order.'
+    task_id: int
+    posted: int
+    clients: int
+
+
+class LedgerWrongPriorCount(CustomError):
+    """There must be exactly one prior per client, in join order.
+
+    ``LedgerWrongPriorCount(uint256,uint256,uint256)``
+
+    - ``task_id``: the task
+    - ``posted``: priors posted
+    - ``clients``: clients of the task
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'posted', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'LedgerWrongPriorCount', 'type': 'error'}
+    structs = STRUCTS
+    hint = 'There must be exactly one prior per client, in join order.'
     task_id: int
     posted: int
     clients: int
@@ -1289,6 +1357,23 @@ class JobSettled(ChainEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PriorsPosted(ChainEvent):
+    """The aggregator posted the task's cross-task priors H_i (eq. 6), computed off chain from earlier similar tasks (fedchain/fl/crosstask.py) and re-checked by the auditor.
+
+    ``PriorsPosted(uint256,uint64[])``
+
+    - ``task_id``: the task (indexed)
+    - ``priors``: one per client in join order, 1e18 fixed point (all zeros when no earlier task is similar)
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint64[]', 'name': 'priors', 'type': 'uint64[]'}], 'name': 'PriorsPosted', 'type': 'event'}
+    structs: ClassVar[Mapping[str, type]] = STRUCTS
+
+    task_id: int
+    priors: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class RoundClosed(ChainEvent):
     """A round was posted; the budget paid for it and the clock moved on.
 
@@ -1725,7 +1810,7 @@ class FogAuction(Contract):
 
 class RoundLedger(Contract):
     """The ``RoundLedger`` contract (contracts/RoundLedger.sol).
-    Per client and task two storage slots: (sumQuality, sumTimeRatio, lossReputation) and (timeReputation, earned, rounds, status). A round's post reads and writes each once.
+    Per client and task two storage slots: (sumQuality, sumTimeRatio, lossReputation) and (timeReputation, earned, rounds, status, prior). A round's post reads and writes each once.
     """
 
     NAME = 'RoundLedger'
@@ -1739,7 +1824,10 @@ class RoundLedger(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'depositsHeld', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'isActive', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}], 'name': 'join', 'outputs': [{'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64[]', 'name': 'priors', 'type': 'uint64[]'}], 'name': 'postPriors', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'postRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'prior', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'priorsPosted', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'reputation', 'outputs': [{'internalType': 'uint64', 'name': 'lossRep', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'timeRep', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'rewardsHeld', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'settle', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
@@ -1823,6 +1911,16 @@ class RoundLedger(Contract):
         """
         return self.transact('join(uint256,bytes32)', task_id, commitment, value=value)  # type: ignore[no-any-return]
 
+    def post_priors(self, task_id: int, priors: Sequence[int]) -> Receipt:
+        """Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before it is posted. Aggregator only. From then on a client's loss reputation is min(cap, H_i + the weighted mean of eq. 8). Without this call every prior is 0.
+
+        ``postPriors(uint256,uint64[])``
+
+        - ``task_id``: the task
+        - ``priors``: one per client in join order, each at most the task's reputation cap, 1e18 fixed point
+        """
+        return self.transact('postPriors(uint256,uint64[])', task_id, priors)  # type: ignore[no-any-return]
+
     def post_round(self, task_id: int, round: int, model_hash: bytes, accuracy: int, measurements: Sequence[Measurement]) -> Receipt:
         """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client's fog node committed, or after the round's deadline. An accepted measurement needs a commit in this round whose block time minus the round's start is within the task's time tolerance of `roundTime`. A client without a commit is skipped (no reputation change, no payment); a rejected update counts with quality 0.
 
@@ -1835,6 +1933,25 @@ class RoundLedger(Contract):
         - ``measurements``: one per client in join order
         """
         return self.transact('postRound(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[])', task_id, round, model_hash, accuracy, measurements)  # type: ignore[no-any-return]
+
+    def prior(self, task_id: int, index: int) -> int:
+        """The client's cross-task prior H_i (0 unless posted), 1e18 fixed point.
+
+        ``prior(uint256,uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``index``
+        """
+        return self.call('prior(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+
+    def priors_posted(self, task_id: int) -> bool:
+        """Whether the task's priors were posted.
+
+        ``priorsPosted(uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        """
+        return self.call('priorsPosted(uint256)', task_id)  # type: ignore[no-any-return]
 
     def reputation(self, task_id: int, index: int) -> tuple[int, int]:
         """The client's current loss and time reputation (min(1e18, cap) before its first scored round), 1e18 fixed point.
@@ -2096,8 +2213,8 @@ class Treasury(Contract):
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerNotAggregator, LedgerNotClient, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongRound, LedgerWrongTaskStatus, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskAbandonTooEarly, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
-    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, DataCommitted, Deposited, FogSlashed, JobReassigned, JobSettled, RoundClosed, RoundPosted, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerNotAggregator, LedgerNotClient, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskAbandonTooEarly, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
+    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, DataCommitted, Deposited, FogSlashed, JobReassigned, JobSettled, PriorsPosted, RoundClosed, RoundPosted, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
 )
 
 #: Contract classes by contract name.

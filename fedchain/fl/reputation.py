@@ -198,12 +198,14 @@ def job_time(cycles_per_sample: int, data_size: int, frequency: int) -> int:
 
 
 def score_round(
-    state: ClientReputation, params: MechanismParams, quality: int, round_time: int, accepted: bool
+    state: ClientReputation, params: MechanismParams, quality: int, round_time: int, accepted: bool, prior: int = 0
 ) -> RoundScore:
     """One committed measurement of one round: new reputation, unscaled payment, removal (Algorithm 1).
 
     ``quality`` is q (fixed point), ``round_time`` t (whole seconds); a rejected
-    update (``accepted`` false) scores quality 0.
+    update (``accepted`` false) scores quality 0. ``prior`` is the client's
+    cross-task history term H_i posted for the task (eq. 8, :mod:`fedchain.fl.crosstask`):
+    r_a = min(cap, prior + the decayed weighted mean).
     """
     cap = params.reputation_cap
     q = min(quality, cap) if accepted else 0
@@ -211,7 +213,7 @@ def score_round(
     k = state.rounds + 1
     sum_quality = state.sum_quality + k * q
     sum_time_ratio = state.sum_time_ratio + k * time_ratio(params.expected_duration, params.rounds, time_fp, cap)
-    loss_rep = loss_reputation(sum_quality, k, q, params.min_quality, cap)
+    loss_rep = min(cap, prior + loss_reputation(sum_quality, k, q, params.min_quality, cap))
     time_rep = time_reputation(sum_time_ratio, k, params.max_round_time, time_fp, cap)
     reputation = ClientReputation(k, sum_quality, sum_time_ratio, loss_rep, time_rep)
     removed = loss_rep < params.min_loss_reputation or time_rep < params.min_time_reputation

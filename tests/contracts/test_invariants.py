@@ -36,7 +36,7 @@ from fedchain.fl.reputation import (
     score_round,
     standby_winner,
 )
-from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
 
 PARAMS = TaskParams(
     rounds=3, expected_duration=9000, round_duration=2000, bidding_duration=1000, reveal_duration=1000,
@@ -96,6 +96,8 @@ class FlowMachine(RuleBasedStateMachine):
         self.reputation: list[ClientReputation] = []
         self.active: list[bool] = []
         self.earned: list[int] = []
+        #: The posted cross-task priors (None: not posted, every prior 0).
+        self.priors: list[int] | None = None
         self.jobs: dict[int, JobModel] = {}
         self.status = "Open"
         self.round = 0
@@ -222,6 +224,14 @@ class FlowMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ rounds
 
+    @precondition(lambda self: self.status == "Running" and self.round == 1 and self.priors is None)
+    @rule(data=st.data())
+    def post_priors(self, data: st.DataObject) -> None:
+        """The aggregator posts cross-task priors before round 1 (each at most the cap)."""
+        priors = [data.draw(st.sampled_from([0, WAD // 4, WAD])) for _ in self.clients]
+        self.chain.send("RoundLedger", "postPriors", self.task, priors, by=AGGREGATOR)
+        self.priors = priors
+
     @precondition(lambda self: self.missed_jobs())
     @rule(data=st.data())
     def report_missed(self, data: st.DataObject) -> None:
@@ -251,7 +261,8 @@ class FlowMachine(RuleBasedStateMachine):
                 continue
             seconds = self.jobs[i].committed_at - self.round_started_at
             measurements.append((quality, seconds, quality > 0))
-            scored.append((i, score_round(self.reputation[i], MECHANISM, quality, seconds, quality > 0)))
+            prior = self.priors[i] if self.priors is not None else 0
+            scored.append((i, score_round(self.reputation[i], MECHANISM, quality, seconds, quality > 0, prior)))
         self.chain.post_round(self.task, self.round, measurements)
         payments = scale_pro_rata([s.payment for _, s in scored], self.budget_left)
         for (i, score), payment in zip(scored, payments):
