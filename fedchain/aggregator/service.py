@@ -16,6 +16,9 @@ Every round ``n``:
 5. write the new global model to the store, save the strategy's state, and
    post the round in ONE transaction (``RoundLedger.postRound``).
 
+Before round 1 it posts the task's cross-task priors once (eq. 6,
+:mod:`fedchain.aggregator.priors`), all zeros when no earlier task is similar.
+
 After the last round (or the target accuracy) it settles the task
 (``RoundLedger.settle`` and every job's ``settleJob``) and stops.
 
@@ -39,6 +42,7 @@ import torch
 
 from fedchain.agent import Agent, AgentLogger, AgentSettings, AgentState, BlockRange
 from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
+from fedchain.aggregator.priors import chain_priors
 from fedchain.aggregator.scoring import (
     ClientInput,
     Evaluator,
@@ -53,6 +57,8 @@ from fedchain.chain.bindings import (
     AuctionWrongJobStatus,
     FogSlashed,
     JobReassigned,
+    LedgerPriorsAlreadyPosted,
+    LedgerPriorsTooLate,
     LedgerRoundNotReady,
     RoundPosted,
     TaskParams,
@@ -210,6 +216,8 @@ class Aggregator:
                 self.log.info("task settled", tx=result.ledger.transaction_hash)
             state.finished = True
             return
+        if task.current_round == 1 and not self.session.contracts.round_ledger.priors_posted(self.task_id):
+            self._post_priors(task)
         context = self._load_context()
         round_number = task.current_round
         deadline = task.round_started_at + context.params.round_duration
@@ -226,6 +234,17 @@ class Aggregator:
         if awaited:
             self._report_missed(round_number, awaited)
         self._post_round(state, context, task, round_number, active, commits)
+
+    def _post_priors(self, task: TaskState) -> None:
+        """Post the task's cross-task priors (eq. 6) once, before round 1; all zeros when no earlier task is similar."""
+        contracts = self.session.contracts
+        result = chain_priors(contracts.task_registry, contracts.round_ledger, self.task_id, task)
+        try:
+            receipt = contracts.round_ledger.post_priors(self.task_id, list(result.priors))
+        except (LedgerPriorsAlreadyPosted, LedgerPriorsTooLate):
+            return  # posted meanwhile (a restart), or round 1 went first: the chain keeps what it has
+        self.log.info("priors posted", priors=list(result.priors), similar=[task_id for task_id, _ in result.similar],
+                      tx=receipt.transaction_hash)
 
     def _active_clients(self, round_number: int) -> list[bool]:
         """Which clients are active in ``round_number`` (read once per round: only a posted round removes clients)."""

@@ -13,7 +13,15 @@ import torch
 from fedchain.aggregator import Aggregator, AggregatorSettings
 from fedchain.audit import CheckName, read_chain
 from fedchain.audit.scores import verify_scores
-from fedchain.chain.bindings import ClientRemoved, FogSlashed, JobReassigned, RoundPosted, TaskFinished, TaskSettled
+from fedchain.chain.bindings import (
+    ClientRemoved,
+    FogSlashed,
+    JobReassigned,
+    PriorsPosted,
+    RoundPosted,
+    TaskFinished,
+    TaskSettled,
+)
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.data.datasets import load_dataset
 from fedchain.errors import AgentError
@@ -131,7 +139,8 @@ def test_restarted_aggregator_resumes_from_the_chain_without_posting_twice_and_s
         world.commit_trained_update(task_id, index, FOGS[index], 2, round_1_model, *mnist_slices[index])
     step_until(second, lambda: second.state.finished, limit=40)
 
-    # assert: each round posted once, round 2 trained from round 1's model, the task settled
+    # assert: the priors and each round posted once, round 2 trained from round 1's model, the task settled
+    assert len(task_events(world, task_id, PriorsPosted)) == 1
     posted = task_events(world, task_id, RoundPosted)
     assert [p.round for p in posted] == [1, 2]
     assert all(m.accepted for p in posted for m in p.measurements)
