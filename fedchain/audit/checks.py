@@ -22,6 +22,7 @@ class CheckName(str, enum.Enum):
     HISTORY = "history.consistent"
     AUCTIONS = "auctions.recomputed"
     REPUTATION = "reputation.recomputed"
+    CROSS_TASK = "reputation.cross_task"
     PAYMENTS = "payments.recomputed"
     ESCROW_TASK = "escrow.task"
     ESCROW_TREASURY = "escrow.treasury"
@@ -36,6 +37,7 @@ DESCRIPTIONS: Mapping[CheckName, str] = {
     CheckName.HISTORY: "the task's events form a valid history (order, indices, rounds, commits, round times)",
     CheckName.AUCTIONS: "every winner, price, escrow and reassignment follows eq. 18 from the revealed bids",
     CheckName.REPUTATION: "every reputation and removal recomputed from the posted measurements matches the chain",
+    CheckName.CROSS_TASK: "the posted cross-task priors (eq. 6) match those recomputed from earlier tasks' events",
     CheckName.PAYMENTS: "every payment, bonus, refund and forfeit recomputed to the wei matches the chain's credits",
     CheckName.ESCROW_TASK: "deposited == credited + held for the task, and the pool's parts add up to it",
     CheckName.ESCROW_TREASURY: "the Treasury's balance == claimable + held, and its totals match all events",

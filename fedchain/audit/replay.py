@@ -8,8 +8,9 @@ fixed point) and records any difference in a :class:`~fedchain.audit.checks.Tall
 
 * auctions: the winner and price of eq. 18 from the revealed bids, the escrow,
   and the standby bid that takes a slashed job over;
-* reputation: r_a and r_t of every scored client after every round, and who
-  falls below the thresholds and is removed;
+* reputation: r_a and r_t of every scored client after every round (with the
+  posted cross-task priors of eq. 8 applied), and who falls below the
+  thresholds and is removed;
 * payments: each round's eq. 15 payments after pro-rata scaling, the budget
   left, fog payments, the final bonuses of eq. 16, refunds and forfeits; and
   that every ``Credited`` event is one of these (and each of these has one).
@@ -195,6 +196,8 @@ class _Replayer:
         self.deposited = 0
         self.credited = 0
         self.pending_removals: list[b.ClientRemoved] = []
+        #: The posted cross-task priors H_i (eq. 8), one per client; None until PriorsPosted (all 0).
+        self.priors: tuple[int, ...] | None = None
         self.pending_close: tuple[int, int, bool] | None = None
         self.last_slash: b.FogSlashed | None = None
         self.expected_credits: Counter[tuple[str, int, str]] = Counter()
@@ -337,6 +340,15 @@ class _Replayer:
     def on_client_removed(self, e: b.ClientRemoved) -> None:
         self.pending_removals.append(e)  # emitted before the RoundPosted of the same transaction
 
+    def on_priors_posted(self, e: b.PriorsPosted) -> None:
+        self._status(e, "Running")
+        self.tally.require(H, self.priors is None, "priors posted twice", e)
+        self.tally.require(H, not self.rounds, "priors posted after round 1", e)
+        self.tally.expect(H, "priors posted", len(self.clients), len(e.priors), e)
+        cap = self.params.reputation_cap
+        self.tally.require(R, all(p <= cap for p in e.priors), f"a prior above the reputation cap {cap}", e)
+        self.priors = tuple(e.priors)
+
     def on_round_posted(self, e: b.RoundPosted) -> None:
         mechanism = self.mechanism
         assert mechanism is not None
@@ -364,7 +376,8 @@ class _Replayer:
                 H, abs(m.round_time - observed) <= tolerance,
                 f"client {i} round {e.round}: posted round time {m.round_time} s, its commit came after {observed} s", e,
             )
-            score = score_round(client.reputation, mechanism, m.quality, m.round_time, m.accepted)
+            prior = self.priors[i] if self.priors is not None and i < len(self.priors) else 0
+            score = score_round(client.reputation, mechanism, m.quality, m.round_time, m.accepted, prior)
             client.reputation, scored[i], payments[i] = score.reputation, True, score.payment
             if score.removed:
                 client.active, client.removed_round = False, e.round
@@ -715,6 +728,7 @@ _HANDLERS: dict[type[ChainEvent], Callable[[_Replayer, Any], None]] = {
     b.ClientJoined: _Replayer.on_client_joined,
     b.ClientRemoved: _Replayer.on_client_removed,
     b.RoundPosted: _Replayer.on_round_posted,
+    b.PriorsPosted: _Replayer.on_priors_posted,
     b.ClientSettled: _Replayer.on_client_settled,
     b.AuctionOpened: _Replayer.on_auction_opened,
     b.BidCommitted: _Replayer.on_bid_committed,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from fedchain.audit.checks import CheckName, CheckResult, Tally
+from fedchain.audit.crosstask import check_cross_task
 from fedchain.audit.history import TaskHistory
 from fedchain.audit.money import check_treasury
 from fedchain.audit.replay import replay_task
@@ -128,6 +129,7 @@ def audit_task(
     else:
         tally.skip(CheckName.ESCROW_TASK, "no views")
     tally = tally.merge(check_treasury(events, views.treasury if views is not None else None))
+    tally = tally.merge(check_cross_task(replay.history, events))
     if store is not None:
         tally = tally.merge(check_store(replay.history, store))
     else:

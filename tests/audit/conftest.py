@@ -59,6 +59,8 @@ QUALITIES = (
 )
 #: Seconds after the round's start at which each client's fog node commits (t_max is 300 s, the deadline 400 s).
 COMMIT_OFFSETS = {0: 100, 1: 250, 2: 350, 3: 50}
+#: The scored task's clients: none of the first task's, so its cross-task priors are 0 whichever task runs first.
+SCORED_CLIENTS = (7, 8, 16)
 #: Accounts that withdraw at the end.
 WITHDRAWERS = (PUBLISHER, CLIENTS[0], 9, 11)
 
@@ -130,13 +132,16 @@ def _salt(label: str) -> bytes:
     return keccak(text=label)
 
 
-def staff_task(driver: Driver, store: BlobStore, spec: TaskSpec, params: dict, sizes: tuple[int, ...], bids: tuple) -> tuple[int, TaskParams]:
-    """Create a task for ``spec``, let clients 3.. join with ``sizes``, run the auctions of ``bids``, hand off data, start."""
+def staff_task(
+    driver: Driver, store: BlobStore, spec: TaskSpec, params: dict, sizes: tuple[int, ...], bids: tuple,
+    clients: tuple[int, ...] = CLIENTS,
+) -> tuple[int, TaskParams]:
+    """Create a task for ``spec``, let ``clients`` join with ``sizes``, run the auctions of ``bids``, hand off data, start."""
     task = TaskParams(model_id=put_initial_model(store, spec), dataset_id=put_spec(store, spec), **params)
     mechanism = mechanism_of(task)
     receipt = driver.as_(PUBLISHER).task_registry.create_task(task, driver.address(AGGREGATOR), value=10**18)
     task_id = receipt.events_of(TaskCreated)[0].task_id
-    for client, size in zip(CLIENTS, sizes):
+    for client, size in zip(clients, sizes):
         commitment = keccak(abi_encode(["uint256", "bytes32"], [size, _salt(f"data-{client}")]))
         driver.as_(client).round_ledger.join(task_id, commitment, value=task.client_deposit)
         driver.as_(client).fog_auction.open_auction(task_id, size, _salt(f"data-{client}"))
@@ -149,7 +154,7 @@ def staff_task(driver: Driver, store: BlobStore, spec: TaskSpec, params: dict, s
         if revealed:
             driver.as_(fog).fog_auction.reveal_bid(task_id, job, frequency, price, _salt(f"bid-{fog}-{job}"))
     driver.advance(task.reveal_duration + 1)
-    for index, (client, size) in enumerate(zip(CLIENTS, sizes)):
+    for index, (client, size) in enumerate(zip(clients, sizes)):
         offers = [RevealedBid(f, p) if revealed else None for _, job, f, p, revealed in bids if job == index]
         price = choose_winner(mechanism, mechanism.initial_reputation, size, offers).price
         driver.as_(client).fog_auction.close_auction(task_id, index, value=price * task.rounds)
@@ -159,13 +164,14 @@ def staff_task(driver: Driver, store: BlobStore, spec: TaskSpec, params: dict, s
 
 
 def commit_update(
-    driver: Driver, store: BlobStore, spec: TaskSpec, task_id: int, round_number: int, index: int, delta: torch.Tensor, at: int
+    driver: Driver, store: BlobStore, spec: TaskSpec, task_id: int, round_number: int, index: int, delta: torch.Tensor, at: int,
+    clients: tuple[int, ...] = CLIENTS,
 ) -> UpdateCommitted:
     """The job's current winner stores ``delta`` as its update and commits its hash at block time ``at``."""
     auction = driver.as_(AGGREGATOR).fog_auction
     winner = auction.bids(task_id, index)[auction.job(task_id, index).winner].bidder
     fog = next(account for account, *_ in BIDS if driver.address(account) == winner)
-    meta = update_meta(spec, task_id, round_number, index, driver.address(CLIENTS[index]))
+    meta = update_meta(spec, task_id, round_number, index, driver.address(clients[index]))
     update = store_update(store, unflatten(delta, spec.param_spec()), meta)
     driver.set_next_timestamp(at)
     return driver.as_(fog).fog_auction.commit_update(task_id, index, round_number, update).events_of(UpdateCommitted)[0]
@@ -220,14 +226,19 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
     validation set; the audit must reproduce the posted numbers from the chain
     and the store alone.
     """
+    from fedchain.aggregator.priors import chain_priors
     from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round
     from fedchain.fl.strategy import get_strategy
     from fedchain.taskspec import load_validation
 
     spec = TaskSpec(dataset="mnist", model="lenet5", strategy="fedavg", seed=3, validation=ValidationSpec(size=64))
     sizes = DATA_SIZES[:3]
-    task_id, params = staff_task(driver, store, spec, dict(PARAMS, rounds=2), sizes, BIDS[:3])
+    task_id, params = staff_task(driver, store, spec, dict(PARAMS, rounds=2), sizes, BIDS[:3], SCORED_CLIENTS)
     aggregator = driver.as_(AGGREGATOR)
+    # As the aggregator does before round 1: the cross-task priors (all 0: no earlier task shares its clients).
+    state = aggregator.task_registry.state(task_id)
+    priors = chain_priors(aggregator.task_registry, aggregator.round_ledger, task_id, state).priors
+    aggregator.round_ledger.post_priors(task_id, list(priors))
     strategy, evaluator = get_strategy("fedavg"), Evaluator(spec.model_spec(), load_validation(spec), "cpu")
     generator = torch.Generator().manual_seed(11)
     global_params = torch.cat([t.reshape(-1) for t in spec.initial_params().values()])
@@ -241,7 +252,8 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
             if not active[index]:
                 inputs.append(ClientInput(update=None, data_size=sizes[index], round_time=None, active=False))
                 continue
-            commit = commit_update(driver, store, spec, task_id, round_number, index, delta, started + 60 * (index + 1))
+            at = started + 60 * (index + 1)
+            commit = commit_update(driver, store, spec, task_id, round_number, index, delta, at, SCORED_CLIENTS)
             usable = delta if torch.isfinite(delta).all() else None
             inputs.append(ClientInput(update=usable, data_size=sizes[index], round_time=commit.committed_at - started))
         outcome = score_round(strategy, global_params, inputs, evaluator, state, quality="loss")

@@ -1,0 +1,60 @@
+"""The ``reputation.cross_task`` check: the posted priors of eq. 8, recomputed from earlier tasks' events.
+
+The aggregator posts each task's cross-task priors H_i once, before round 1
+(``PriorsPosted``). The auditor rebuilds every earlier task of the deployment
+from its own events (:func:`fedchain.audit.replay.replay_task`: final loss
+reputations and finish times, not the aggregator's word), recomputes H_i with
+:func:`fedchain.fl.crosstask.history_priors` and flags any difference. A task
+that ran round 1 without posting priors counts as having posted all zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fedchain.audit.checks import CheckName, Tally
+from fedchain.audit.history import TaskHistory
+from fedchain.audit.replay import replay_task
+from fedchain.chain import bindings as b
+from fedchain.chain.abi import ChainEvent
+from fedchain.fl.crosstask import FinishedTask, history_priors
+
+C = CheckName.CROSS_TASK
+
+#: The statuses of a replayed task whose final reputations count as history.
+FINISHED_STATUSES = ("Finished", "Settled")
+
+
+def earlier_tasks(events: Sequence[ChainEvent], *, before: int, exclude: int) -> list[FinishedTask]:
+    """Every task of ``events`` other than ``exclude`` that finished (or settled) at or before ``before``, replayed."""
+    task_ids = sorted({e.task_id for e in events if isinstance(e, b.TaskCreated)} - {exclude})
+    tasks = []
+    for task_id in task_ids:
+        history = replay_task(task_id, events).history
+        finished_at = history.task.finished_at
+        if history.task.status not in FINISHED_STATUSES or finished_at is None or finished_at > before:
+            continue
+        tasks.append(FinishedTask(task_id, finished_at, {c.account: c.loss_reputation for c in history.clients}))
+    return tasks
+
+
+def check_cross_task(history: TaskHistory, events: Sequence[ChainEvent]) -> Tally:
+    """Compare the task's posted priors with those recomputed from the earlier tasks' events."""
+    tally = Tally()
+    task = history.task
+    if task.started_at is None or task.params is None:
+        tally.skip(C, "the task has not started")
+        return tally
+    posted_events = [e for e in events if isinstance(e, b.PriorsPosted) and e.task_id == task.task_id]
+    if not posted_events and task.last_round == 0:
+        tally.skip(C, "no priors posted yet (they are posted before round 1)")
+        return tally
+    clients = [c.account for c in history.clients]
+    posted = tuple(posted_events[0].priors) if posted_events else (0,) * len(clients)
+    at = posted_events[0] if posted_events else None
+    earlier = earlier_tasks(events, before=task.started_at, exclude=task.task_id)
+    expected = history_priors(clients, current_task_id=task.task_id, started_at=task.started_at, earlier=earlier,
+                              reputation_cap=task.params.reputation_cap)
+    similar = ", ".join(f"task {t} (sim {s / 10**18:.4f})" for t, s in expected.similar) or "none"
+    tally.expect(C, f"priors (similar earlier tasks: {similar})", expected.priors, posted, at)
+    return tally

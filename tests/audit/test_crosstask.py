@@ -1,0 +1,110 @@
+"""The ``reputation.cross_task`` check over hand-made event lists: two tasks sharing clients.
+
+Task 1 (one round, the parameters of test_replay's task): clients A and B score
+quality 1.2 and 0.6 in its only round, so they finish with r_a = 1.2 and 0.6;
+it finishes at t = 1060. Task 2 starts at t = 2000 with A, B and a newcomer C.
+Their latest known reputations are 1.2, 0.6 and 1.0 (C's initial one), whose
+adjusted cosine with task 1's over A and B is sqrt(0.18 / 0.18667) > 0, so U =
+{task 1} and the priors are H = (1.2, 0.6, 0): each client's final r_a in
+task 1, and 0 for C, who was not in it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fedchain.audit import CheckName, CheckStatus, audit_task
+from fedchain.chain import bindings as b
+from fedchain.fl.reputation import WAD
+from tests.audit.test_replay import PARAMS, PRICE, EventLog
+
+A, B, C, FOG = (f"0x{n:040x}" for n in (0xC1, 0xC2, 0xC3, 0xF1))
+PUBLISHER, AGGREGATOR = (f"0x{n:040x}" for n in (0xA1, 0xA2))
+
+
+def task_events(log: EventLog, task_id: int, qualities: dict[str, int | None], started_at: int) -> None:
+    """Task ``task_id`` from creation to its start at ``started_at``; each client of ``qualities`` wins a job."""
+    t = dict(task_id=task_id)
+    log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=10**18, params=PARAMS)),)
+    for index, client in enumerate(qualities):
+        joined = dict(t, client=client, client_index=index, data_commitment=b"\x03" * 32, deposit=10**16)
+        log.tx((b.ClientJoined, joined),)
+        log.tx((b.AuctionOpened, dict(t, client_index=index, data_size=600, bidding_deadline=started_at - 100,
+                                      reveal_deadline=started_at)),)
+        log.tx((b.BidCommitted, dict(t, client_index=index, bidder=FOG, bid_index=0, commitment=b"\x04" * 32)),)
+        log.tx((b.BidRevealed, dict(t, client_index=index, bidder=FOG, bid_index=0, frequency=5000, price=PRICE)),)
+        log.tx((b.AuctionClosed, dict(t, client_index=index, winner=0, price=PRICE, escrow=PRICE)),)
+    log.tx((b.TaskStarted, dict(t, started_at=started_at, clients=len(qualities))),)
+
+
+def post_round(log: EventLog, task_id: int, qualities: dict[str, int], started_at: int, *, finish: bool) -> None:
+    """Round 1 of task ``task_id``: every fog commits 50 s after the start; posted (and the task finishes)."""
+    t = dict(task_id=task_id)
+    for index in range(len(qualities)):
+        log.tx((b.UpdateCommitted, dict(t, client_index=index, round=1, fog=FOG, update_hash=b"\x05" * 32,
+                                        committed_at=started_at + 50, payment=PRICE)),)
+    measurements = tuple(b.Measurement(quality=q, round_time=50, accepted=True) for q in qualities.values())
+    entries: list[tuple[type, dict[str, Any]]] = [
+        (b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=measurements,
+                             paid=0)),
+    ]
+    if finish:
+        entries.append((b.RoundClosed, dict(t, round=1, spent=0, budget_left=10**18, next_round_started_at=0)))
+        entries.append((b.TaskFinished, dict(t, last_round=1, finished_at=started_at + 60, target_reached=False)))
+    log.tx(*entries)
+
+
+def two_tasks(priors: tuple[int, ...] | None, *, round_1: bool = False) -> list[Any]:
+    """Task 1 finished with A 1.2 and B 0.6; task 2 started with A, B, C and posted ``priors`` (None: no post)."""
+    log = EventLog()
+    first = {A: 12 * WAD // 10, B: 6 * WAD // 10}
+    task_events(log, 1, first, started_at=1000)
+    post_round(log, 1, first, 1000, finish=True)
+    second = {A: WAD, B: WAD, C: WAD}
+    task_events(log, 2, second, started_at=2000)
+    if priors is not None:
+        log.tx((b.PriorsPosted, dict(task_id=2, priors=priors)),)
+    if round_1:
+        post_round(log, 2, second, 2000, finish=False)
+    return log.events
+
+
+def cross_task(report: Any) -> Any:
+    return next(check for check in report.checks if check.name is CheckName.CROSS_TASK)
+
+
+def test_priors_recomputed_from_the_earlier_task_pass_the_cross_task_check() -> None:
+    # prepare
+    events = two_tasks((12 * WAD // 10, 6 * WAD // 10, 0), round_1=True)
+    # execute
+    report = audit_task(2, events)
+    # assert: the check passed, and the round's r_a carries the prior (A: 1.2 + 1.0 = 2.2)
+    assert cross_task(report).status is CheckStatus.PASS, cross_task(report).findings
+    assert report.history.clients[0].loss_reputation == 22 * WAD // 10
+    statuses = {c.name: c.status for c in report.checks}
+    assert statuses[CheckName.REPUTATION] is not CheckStatus.FAIL
+
+
+def test_priors_that_differ_from_the_recomputed_ones_fail_the_cross_task_check() -> None:
+    # prepare: the aggregator posted zeros although task 1 is similar
+    events = two_tasks((0, 0, 0))
+    # execute
+    report = audit_task(2, events)
+    # assert
+    check = cross_task(report)
+    assert check.status is CheckStatus.FAIL
+    assert "task 1" in check.findings[0].message
+
+
+def test_a_round_posted_without_priors_counts_as_all_zeros_and_fails_when_history_says_otherwise() -> None:
+    # prepare
+    events = two_tasks(None, round_1=True)
+    # execute
+    report = audit_task(2, events)
+    # assert
+    assert cross_task(report).status is CheckStatus.FAIL
+
+
+def test_the_cross_task_check_is_skipped_before_priors_or_round_1() -> None:
+    report = audit_task(2, two_tasks(None))
+    assert cross_task(report).status is CheckStatus.SKIPPED
