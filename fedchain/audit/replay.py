@@ -73,19 +73,7 @@ def reason_name(reason: bytes) -> str:
 
 def mechanism_of(params: b.TaskParams) -> MechanismParams:
     """The mechanism parameters of a task, from its on-chain ``TaskParams``."""
-    return MechanismParams(
-        rounds=params.rounds,
-        expected_duration=params.expected_duration,
-        psi=params.psi,
-        phi=params.phi,
-        min_loss_reputation=params.min_loss_reputation,
-        min_time_reputation=params.min_time_reputation,
-        min_quality=params.min_quality,
-        max_round_time=params.max_round_time,
-        reputation_cap=params.reputation_cap,
-        cycles_per_sample=params.cycles_per_sample,
-        second_price=params.second_price,
-    )
+    return MechanismParams.of(params)
 
 
 @dataclass(frozen=True)
