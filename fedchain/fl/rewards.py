@@ -7,6 +7,7 @@ outside ``[0, d]`` are clamped.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -30,6 +31,28 @@ def keep_top(update: torch.Tensor, rank: torch.Tensor, counts: Sequence[int]) ->
 def sparsify_top_magnitude(update: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
     """FedAVE's ``sparsify`` for every count: the ``k`` largest-magnitude entries of ``update``, one sort for all."""
     return keep_top(update, descending_rank(update.abs()), counts)
+
+
+def sparsify_top_magnitude_by_layer(
+    update: torch.Tensor, fractions: Sequence[float], layer_sizes: Sequence[int]
+) -> torch.Tensor:
+    """Layer-wise ``sparsify`` ``[len(fractions), d]``: row i keeps, in every layer (consecutive
+    slices of ``layer_sizes`` entries), its ``ceil(fractions[i] * size)`` largest magnitudes.
+
+    The FedAVE and CGSV authors' code masks this way: every layer of a rewarded model
+    moves, where the whole-vector top-k would hand a small quota to the few layers with
+    the largest updates. One sort per layer serves every client.
+    """
+    if sum(layer_sizes) != update.numel() or any(size <= 0 for size in layer_sizes):
+        raise ValueError(f"layer sizes {list(layer_sizes)} do not split a vector of {update.numel()} entries")
+    parts = []
+    offset = 0
+    for size in layer_sizes:
+        layer = update[offset : offset + size]
+        counts = [math.ceil(min(max(f, 0.0), 1.0) * size) for f in fractions]
+        parts.append(keep_top(layer, descending_rank(layer.abs()), counts))
+        offset += size
+    return torch.cat(parts, dim=1)
 
 
 def distribution_scores(vector: torch.Tensor) -> torch.Tensor:

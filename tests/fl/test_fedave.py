@@ -7,7 +7,7 @@ import torch
 
 from fedchain.errors import ConfigError
 from fedchain.fl import Evaluation, Validation, get_strategy
-from fedchain.fl.rewards import sparsify_top_magnitude
+from fedchain.fl.rewards import sparsify_top_magnitude, sparsify_top_magnitude_by_layer
 
 F64 = torch.float64
 #: Losses 0 and 1 over 2 bins [0, 0.5), [0.5, 1]: a histogram is the fraction of ones.
@@ -36,7 +36,7 @@ def test_fedave_round_matches_hand_computed_reputation_and_quotas() -> None:
     quota_A = 10 tanh(0.465762) / (tanh(0.534238) * 1.757780) = 5.0621 -> 5; quota_B = 19.58 -> clamped to 10.
     u_G = 0.5 * Delta / sqrt(385) (both units equal): A keeps its 5 largest entries (the first five).
     """
-    strategy = get_strategy("fedave", tau=0.5, beta=1.0, bins=2, histogram_epsilon=1e-12)
+    strategy = get_strategy("fedave", tau=0.5, beta=1.0, bins=2, histogram_epsilon=1e-12, relative_divergence=False)
     updates = torch.stack([DESCENDING, DESCENDING])
 
     result = strategy.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
@@ -54,14 +54,39 @@ def test_fedave_relative_divergence_divides_quotas_by_kl_over_the_smallest_kl() 
     """Same round as above with relative_divergence: KL_A / min KL = 1.757780 / 0.510826 = 3.441040, KL_B / min KL = 1.
     quota_A = 10 tanh(0.465762) / tanh(0.534238) / 3.441040 = 10 * 0.434769 / 0.488614 / 3.441040 = 2.5858 -> 2;
     quota_B = 10. The reputation itself still uses the raw KL."""
-    strategy = get_strategy("fedave", tau=0.5, beta=1.0, bins=2, histogram_epsilon=1e-12, relative_divergence=True)
+    strategy = get_strategy("fedave", tau=0.5, beta=1.0, bins=2, histogram_epsilon=1e-12)
     updates = torch.stack([DESCENDING, DESCENDING])
 
     result = strategy.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
 
+    assert strategy.relative_divergence  # the default, as in the authors' code
     assert (result.reward_updates[0] != 0).sum().item() == 2
     assert (result.reward_updates[1] != 0).sum().item() == 10
     torch.testing.assert_close(result.contribution, torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
+
+
+def test_fedave_layer_sizes_apply_the_quota_fraction_to_every_layer() -> None:
+    """Same round, d = 10 split into layers of 6 and 4: quota_A = 2 is 20% of the entries, so A keeps
+    ceil(0.2 * 6) = 2 entries of the first layer (10, 9) and ceil(0.2 * 4) = 1 of the second (4):
+    the whole-vector top-2 would have kept only the first layer's 10 and 9."""
+    strategy = get_strategy("fedave", tau=0.5, beta=1.0, bins=2, histogram_epsilon=1e-12, layer_sizes=(6, 4))
+    updates = torch.stack([DESCENDING, DESCENDING])
+
+    result = strategy.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
+
+    expected_global = 0.5 * DESCENDING / DESCENDING.norm()
+    kept = torch.tensor([1, 1, 0, 0, 0, 0, 1, 0, 0, 0], dtype=torch.bool)
+    torch.testing.assert_close(result.reward_updates[0], torch.where(kept, expected_global, torch.zeros(10)))
+    torch.testing.assert_close(result.reward_updates[1], expected_global)
+
+
+def test_fedave_layer_sizes_that_do_not_fit_the_model_say_what_to_give() -> None:
+    strategy = get_strategy("fedave", bins=2, layer_sizes=(6, 3))
+
+    with pytest.raises(ConfigError, match="add up to 9 entries, the model has 10"):
+        strategy.round(torch.zeros(10), torch.stack([DESCENDING, DESCENDING]), [1, 3], None, two_client_validation())
+    with pytest.raises(ConfigError, match="must all be positive"):
+        get_strategy("fedave", layer_sizes=(10, 0))
 
 
 def test_fedave_smooths_the_reputation_with_alpha() -> None:
@@ -125,3 +150,18 @@ def test_sparsify_keeps_the_largest_magnitudes_with_ties_to_the_earlier_entry() 
         [0.5, -2.0, 2.0, 0.0, 1.0],
         [0.0, 0.0, 0.0, 0.0, 0.0],
     ]
+
+
+def test_sparsify_by_layer_keeps_a_rounded_up_share_of_each_layer() -> None:
+    """Layers [3, -1, 2] and [0.5, -4]: 50% keeps ceil(1.5) = 2 and 1 entries; 0 and 100% keep none and all."""
+    update = torch.tensor([3.0, -1.0, 2.0, 0.5, -4.0])
+
+    kept = sparsify_top_magnitude_by_layer(update, [0.5, 0.0, 1.0], [3, 2])
+
+    assert kept.tolist() == [
+        [3.0, 0.0, 2.0, 0.0, -4.0],
+        [0.0, 0.0, 0.0, 0.0, 0.0],
+        [3.0, -1.0, 2.0, 0.5, -4.0],
+    ]
+    with pytest.raises(ValueError, match="do not split"):
+        sparsify_top_magnitude_by_layer(update, [0.5], [3, 3])

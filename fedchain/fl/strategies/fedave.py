@@ -11,10 +11,20 @@ Round t:
   as in the authors' code), then normalised to sum 1.
 - Dynamic gradient reward (DGR): ``quota_i = d tanh(beta r_i) / (max_j tanh(beta r_j) KL_i)``,
   clamped to ``[0, d]`` and rounded down; client i receives the ``quota_i``
-  largest-magnitude entries of ``u_G``. With ``relative_divergence`` the quota
-  divides by ``KL_i / min_j KL_j`` instead of ``KL_i``, as the authors' published
-  code does: when every KL is below 1 (similar data), the seed's formula gives
-  every client the whole update, the relative one still ranks them.
+  largest-magnitude entries of ``u_G``.
+
+Two choices of the authors' published code, both defaults here (set them off
+for the seed's literal formulas):
+
+- ``relative_divergence``: the quota divides by ``KL_i / min_j KL_j`` instead of
+  ``KL_i``. When every KL is below 1 (similar data), the seed's formula gives
+  every client the whole update; the relative one still ranks them.
+- ``layer_sizes`` (filled in by the experiment runner from the model): the
+  reward keeps ``quota_i / d`` of every layer's largest entries rather than the
+  ``quota_i`` largest of the whole vector, so every layer of a rewarded model
+  moves. Whole-vector top-k hands even a 5% quota nearly all of the update's
+  effect (on 10 MNIST clients, 5% of the entries reached 99% of the full
+  update's accuracy), so the rewards hardly differ.
 
 Our rules where the seed is silent: a rejected (non-finite) client and a zero
 update (no direction, nothing contributed) get ``r~_i = 0`` and no reward.
@@ -32,7 +42,7 @@ import torch
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregate import ZERO_NORM, data_shares, normalise_weights, row_norms, unit_rows, weighted_sum
 from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON, loss_kl
-from fedchain.fl.rewards import sparsify_top_magnitude
+from fedchain.fl.rewards import sparsify_top_magnitude, sparsify_top_magnitude_by_layer
 from fedchain.fl.strategy import (
     Evaluation,
     RoundInputs,
@@ -88,7 +98,10 @@ class FedAVE(Strategy[FedAVEState]):
     #: Probability added to every histogram bin.
     histogram_epsilon: float = HISTOGRAM_EPSILON
     #: Divide the reward quota by KL_i / min_j KL_j (authors' code) rather than by KL_i (the seed's formula).
-    relative_divergence: bool = False
+    relative_divergence: bool = True
+    #: Sizes of the model's parameter tensors in flat order: reward quotas apply per layer
+    #: (authors' code). Empty: the largest entries of the whole vector (the seed's sparsify).
+    layer_sizes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         problems = []
@@ -104,6 +117,8 @@ class FedAVE(Strategy[FedAVEState]):
             problems.append(f"bins={self.bins} must be at least 1")
         if not self.histogram_epsilon > 0:
             problems.append(f"histogram_epsilon={self.histogram_epsilon} must be positive")
+        if any(size <= 0 for size in self.layer_sizes):
+            problems.append(f"layer_sizes={list(self.layer_sizes)} must all be positive")
         if problems:
             raise ConfigError(
                 f"invalid fedave settings: {'; '.join(problems)}", hint="e.g. tau: 0.5, alpha: 0.95, beta: 5"
@@ -130,6 +145,18 @@ class FedAVE(Strategy[FedAVEState]):
             divergence[i] = max(kl, self.kl_floor)
         return divergence
 
+    def sparsify(self, global_update: torch.Tensor, quotas: Sequence[int]) -> torch.Tensor:
+        """Every client's reward ``[n, d]``: whole-vector top-``quota_i``, or per layer with ``layer_sizes``."""
+        size = global_update.numel()
+        if not self.layer_sizes:
+            return sparsify_top_magnitude(global_update, quotas)
+        if sum(self.layer_sizes) != size:
+            raise ConfigError(
+                f"fedave layer_sizes add up to {sum(self.layer_sizes)} entries, the model has {size}",
+                hint="give the sizes of the model's parameter tensors in order, or leave layer_sizes empty",
+            )
+        return sparsify_top_magnitude_by_layer(global_update, [q / size for q in quotas], self.layer_sizes)
+
     def aggregate(self, inputs: RoundInputs, state: FedAVEState) -> RoundResult[FedAVEState]:
         check_state_size(self.name, state.reputation, inputs.n_clients)
         evaluations = inputs.client_evaluations(self.name)
@@ -153,7 +180,7 @@ class FedAVE(Strategy[FedAVEState]):
             global_update.numel(),
             self.beta,
         )
-        reward_updates = sparsify_top_magnitude(global_update, quotas)
+        reward_updates = self.sparsify(global_update, quotas)
         return RoundResult(
             global_params=inputs.global_params + global_update,
             contribution=reputation,
