@@ -69,6 +69,15 @@ def build_strategy(config: ExperimentConfig) -> Strategy:
     return get_strategy(config.strategy, **options)
 
 
+def with_layer_sizes(strategy: Strategy, spec: ModelSpec) -> Strategy:
+    """``strategy`` with the model's layer sizes when it masks rewards per layer and none were given."""
+    fields = {f.name for f in dataclasses.fields(strategy)}
+    if "layer_sizes" not in fields or getattr(strategy, "layer_sizes"):
+        return strategy
+    sizes = tuple(tensor.numel() for tensor in spec.build().state_dict().values())  # the flat vector's order
+    return dataclasses.replace(strategy, layer_sizes=sizes)  # type: ignore[type-var]
+
+
 def keeps_own_models(config: ExperimentConfig, strategy: Strategy) -> bool:
     """Whether clients train from their own rewarded models rather than from the global model."""
     rewards = strategy.name in REWARD_IN_KIND
@@ -197,6 +206,7 @@ def run_experiment(
     own_models = keeps_own_models(config, strategy)
     federation = federation if federation is not None else build_federation(config)
     spec = model_spec(config, federation)
+    strategy = with_layer_sizes(strategy, spec)
     train_config = TrainConfig(
         lr=config.lr,
         momentum=config.momentum,
@@ -296,4 +306,5 @@ __all__ = [
     "run_experiment",
     "score_round",
     "tamper",
+    "with_layer_sizes",
 ]
