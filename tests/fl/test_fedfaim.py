@@ -60,7 +60,7 @@ def test_gompertz_quality_matches_the_seed_constants() -> None:
 
 
 def test_fedfaim_zero_update_gets_no_reward() -> None:
-    """A free rider's zero update has ||u|| = 0, so phi = 0, z = 0, r = 0 and num = 0."""
+    """A free rider's zero update has ||u|| = 0, so phi = 0, z = 0, r = floor = 1e-3 and num = floor(2e-3) = 0."""
     updates = torch.tensor([[1.0, 1.0], [0.5, 1.0], [0.0, 0.0]])
     strategy = get_strategy("fedfaim", delta=-10.0)
 
@@ -116,3 +116,26 @@ def test_fedfaim_batched_evaluation_gives_the_same_round_in_one_call() -> None:
     assert batches == [4]
     torch.testing.assert_close(batched.global_params, one_by_one.global_params)
     torch.testing.assert_close(batched.contribution, one_by_one.contribution)
+
+
+def test_fedfaim_reputation_floor_keeps_a_failing_client_rewarded() -> None:
+    """d = 4000; client 1's update is harmful (fails, r = q z = 0): with the default floor its
+    reputation is 1e-3, so it still receives floor(1e-3 / r_0 * 4000) entries, r_0 = q(x=1) = 0.995922:
+    4 entries. With reputation_floor = 0 (the unclamped formula) it receives none."""
+    d = 4000
+    target = torch.ones(d)
+
+    def loss(params: torch.Tensor) -> Evaluation:
+        return Evaluation(loss=float(((params - target) ** 2).sum()), accuracy=0.0)
+
+    updates = torch.stack([torch.ones(d), -torch.ones(d)])
+    validation = Validation(evaluate=loss)
+
+    floored = get_strategy("fedfaim").round(torch.zeros(d), updates, [1, 1], None, validation)
+    unclamped = get_strategy("fedfaim", reputation_floor=0.0).round(torch.zeros(d), updates, [1, 1], None, validation)
+
+    assert floored.accepted.tolist() == [True, False]
+    assert (floored.reward_updates[1] != 0).sum().item() == math.floor(1e-3 / math.exp(-math.exp(-5.5)) * d) == 4
+    assert (unclamped.reward_updates[1] != 0).sum().item() == 0
+    with pytest.raises(ConfigError, match="reputation_floor"):
+        get_strategy("fedfaim", reputation_floor=1.5)

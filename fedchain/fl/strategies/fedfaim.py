@@ -11,7 +11,11 @@ Round t, over the finite updates (N of them):
 3. Contribution (eq. 4.10): ``phi_i = ||u_i|| cos(u_i, u_G)`` for passing clients, 0 otherwise.
 4. Reputation (eqs. 4.11-4.15): ``c_i = max(0, sum_t phi_i)``, ``z_i = c_i / max_j c_j``,
    ``x_i = (n_pass - n_fail) / (n_pass + n_fail)``, Gompertz ``q_i = exp(-exp(-5.5 x_i))``
-   (a = 1, b = -1, c = -5.5; our reading, the seed's formula is an image), ``r_i = q_i z_i``.
+   (a = 1, b = -1, c = -5.5; our reading, the seed's formula is an image), ``r_i = q_i z_i``,
+   at least ``reputation_floor``: the seed states ``r_i in (0, 1]``. Without a floor a
+   client that fails its first checks gets ``r_i = 0``, no reward, so it keeps its
+   starting model and its later updates fail too; it never recovers. 1e-3 is the
+   floor of the CGSV and FedAVE authors' code (0.1% of the entries, 61 of LeNet-5's).
 5. Reward (eqs. 4.16-4.19): ``num_i = floor(r_i / max_j r_j * d)`` entries of ``u_G``
    with the highest ``s_ij * s_Gj``, ``s_ij = |u_ij| / sum_j |u_ij|``,
    ``s_Gj = |u_Gj| / sum_j |u_Gj|``.
@@ -84,8 +88,14 @@ class FedFAIM(Strategy[FedFAIMState]):
     delta: float = 0.0
     #: Softmax temperature gamma of the aggregation weights (loss differences are small: large gamma).
     gamma: float = 10.0
+    #: Smallest reputation r_i (the seed's r_i in (0, 1]); 0 gives the unclamped q_i z_i.
+    reputation_floor: float = 1e-3
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.reputation_floor <= 1.0:
+            raise ConfigError(
+                f"fedfaim reputation_floor={self.reputation_floor} must be in [0, 1]", hint="e.g. reputation_floor: 0.001"
+            )
         if not math.isfinite(self.delta) or not math.isfinite(self.gamma) or self.gamma < 0:
             raise ConfigError(
                 f"fedfaim needs a finite delta and a finite gamma >= 0, got delta={self.delta}, gamma={self.gamma}",
@@ -131,7 +141,7 @@ class FedFAIM(Strategy[FedFAIMState]):
         cumulative = state.cumulative_contribution + contribution
         n_passed = state.passed + passed.to(torch.int64)
         n_failed = state.failed + (~passed).to(torch.int64)
-        reputation = fedfaim_reputation(cumulative, n_passed, n_failed)
+        reputation = fedfaim_reputation(cumulative, n_passed, n_failed).clamp_min(self.reputation_floor)
         counts = reward_counts(reputation, global_update.numel())
         reward_updates = select_by_agreement(global_update, inputs.updates, counts)
         return RoundResult(
