@@ -22,6 +22,9 @@ from fedchain.trainer.local import load_flat, model_spec_of
 from fedchain.trainer.trainer import ClientData, Trainer, as_pair
 from fedchain.updates import local_loss_count
 
+#: Mixes the seed and the epoch number of a standalone run.
+_EPOCH_SEED_STRIDE = 10_007
+
 #: Samples per forward pass when evaluating.
 EVAL_BATCH_SIZE = 1000
 
@@ -119,12 +122,23 @@ def standalone_accuracies(
     test: ImageDataset,
     *,
     epochs: int,
+    best: bool = True,
 ) -> torch.Tensor:
     """Each client's accuracy on ``test`` after training alone from ``initial`` for ``epochs`` epochs, ``[n]``.
 
     The fairness reference of FedAVE/CFFL: what a client could reach without
-    the federation. Computed with the trainer's own engine, all clients at once.
+    the federation. Computed with the trainer's own engine, all clients at once,
+    one epoch at a time. With ``best`` (the default) a client's figure is its
+    best test accuracy over the epochs, so a run that collapses late (a large
+    learning rate on a small dataset) still counts what the client's data
+    could reach; otherwise it is the accuracy after the last epoch.
     """
-    result = trainer.train(initial, clients, config=replace(trainer.config, local_epochs=epochs))
-    return evaluate(trainer.model, result.params, test)[1]
-
+    params = initial.reshape(1, -1).expand(len(clients), -1).clone() if initial.ndim == 1 else initial
+    top = torch.zeros(len(clients), dtype=torch.float64)
+    accuracies = top
+    for epoch in range(epochs):
+        config = replace(trainer.config, local_epochs=1, seed=trainer.config.seed * _EPOCH_SEED_STRIDE + epoch)
+        params = trainer.train(params, clients, config=config).params
+        accuracies = evaluate(trainer.model, params, test)[1].to(torch.float64).cpu()
+        top = torch.maximum(top, accuracies)
+    return top if best else accuracies

@@ -41,8 +41,23 @@ def test_standalone_accuracy_is_computed_by_training_each_client_alone(mnist_tes
     mixed = mnist_test.subset(iid(mnist_test.labels[:5000], 5, seed=0)[0])
     trainer = Trainer(ModelSpec("lenet5"), TrainConfig(lr=0.05, momentum=0.9, batch_size=32), engine="sequential", device="cpu")
 
-    result = standalone_accuracies(trainer, initial_params(trainer.model, 0), [zeros_only, mixed], evaluation, epochs=2)
+    result = standalone_accuracies(trainer, initial_params(trainer.model, 0), [zeros_only, mixed], evaluation, epochs=4)
 
     share_of_zeros = float((evaluation.labels == 0).double().mean())
     assert result[0].item() == pytest.approx(share_of_zeros)
     assert result[1].item() > 0.8
+
+
+def test_standalone_accuracy_is_the_best_epoch_unless_asked_for_the_last(mnist_test: ImageDataset) -> None:
+    # The same seeded run scored two ways: the best epoch is never below the last one,
+    # and the last-epoch figure is exactly what evaluating the trained models gives.
+    evaluation = mnist_test.subset(np.arange(5000, 6000))
+    clients = [mnist_test.subset(part) for part in iid(mnist_test.labels[:600], 2, seed=1)]
+    trainer = Trainer(ModelSpec("lenet5"), TrainConfig(lr=0.5, batch_size=16), engine="sequential", device="cpu")
+    start = initial_params(trainer.model, 0)
+
+    best = standalone_accuracies(trainer, start, clients, evaluation, epochs=3)
+    last = standalone_accuracies(trainer, start, clients, evaluation, epochs=3, best=False)
+
+    assert (best >= last).all()
+    assert best.dtype == torch.float64 and best.shape == (2,)
