@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import Callable
@@ -33,6 +34,7 @@ from fedchain.errors import ConfigError
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer import Trainer, TrainConfig, WorkerPool, predict, standalone_accuracies
+from fedchain.trainer.local import model_spec_of
 from fedchain.experiments.config import ExperimentConfig
 from fedchain.experiments.federation import FREE_RIDER, SCALED, Federation, build_federation
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
@@ -74,7 +76,7 @@ def with_layer_sizes(strategy: Strategy, spec: ModelSpec) -> Strategy:
     fields = {f.name for f in dataclasses.fields(strategy)}
     if "layer_sizes" not in fields or getattr(strategy, "layer_sizes"):
         return strategy
-    sizes = tuple(tensor.numel() for tensor in spec.build().state_dict().values())  # the flat vector's order
+    sizes = tuple(math.prod(shape) for shape in model_spec_of(spec.build()).shapes)
     return dataclasses.replace(strategy, layer_sizes=sizes)  # type: ignore[type-var]
 
 

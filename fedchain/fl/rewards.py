@@ -49,7 +49,7 @@ def sparsify_top_magnitude_by_layer(
     offset = 0
     for size in layer_sizes:
         layer = update[offset : offset + size]
-        counts = [math.ceil(min(max(f, 0.0), 1.0) * size) for f in fractions]
+        counts = [math.ceil(f * size) for f in fractions]  # keep_top clamps them to [0, size]
         parts.append(keep_top(layer, descending_rank(layer.abs()), counts))
         offset += size
     return torch.cat(parts, dim=1)

@@ -133,7 +133,7 @@ def standalone_accuracies(
     learning rate on a small dataset) still counts what the client's data
     could reach; otherwise it is the accuracy after the last epoch.
     """
-    params = initial.reshape(1, -1).expand(len(clients), -1).clone() if initial.ndim == 1 else initial
+    params = initial
     top = torch.zeros(len(clients), dtype=torch.float64)
     accuracies = top
     for epoch in range(epochs):
