@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -71,7 +72,10 @@ class FairnessRun:
     partition: str
     strategy: str
     seed: int
+    #: Pearson(standalone accuracy, rewarded model accuracy): the fairness figure.
     pearson: float
+    #: Pearson(standalone accuracy, mean contribution): whether the strategy ranks the clients right.
+    contribution_pearson: float
     jain: float
     final_accuracy: float
     seconds: float
@@ -85,6 +89,7 @@ class FairnessRow:
     strategy: str
     pearson_mean: float
     pearson_std: float
+    contribution_pearson_mean: float
     jain_mean: float
     accuracy_mean: float
     seeds: int
@@ -154,8 +159,18 @@ def fairness_runs(
                             f"strategy {strategy!r} gives no rewarded models, so it has no fairness figure",
                             hint="use reward-in-kind strategies: --strategies fedfaim,fedave",
                         )
+                    ranking = result.contribution_pearson()
                     runs.append(
-                        FairnessRun(partition, strategy, seed, scores[0], scores[1], result.final_accuracy, result.seconds)
+                        FairnessRun(
+                            partition,
+                            strategy,
+                            seed,
+                            pearson=scores[0],
+                            contribution_pearson=math.nan if ranking is None else ranking,
+                            jain=scores[1],
+                            final_accuracy=result.final_accuracy,
+                            seconds=result.seconds,
+                        )
                     )
                     if on_run is not None:
                         on_run(f"{partition} seed {seed} {strategy}: Pearson {scores[0]:.3f}", result)
@@ -176,6 +191,7 @@ def summarise_fairness(runs: Sequence[FairnessRun]) -> list[FairnessRow]:
                 strategy=strategy,
                 pearson_mean=statistics.fmean(pearsons),
                 pearson_std=statistics.stdev(pearsons) if len(pearsons) > 1 else 0.0,
+                contribution_pearson_mean=statistics.fmean(m.contribution_pearson for m in members),
                 jain_mean=statistics.fmean(m.jain for m in members),
                 accuracy_mean=statistics.fmean(m.final_accuracy for m in members),
                 seeds=len(members),
@@ -316,6 +332,9 @@ def fairness_command(
     DIR: Dirichlet(alpha) label skew. Clients keep their own models and
     receive their rewards in kind (the CGSV/FedAVE protocol); each client's
     standalone accuracy comes from training it alone for as many epochs.
+    "contribution Pearson" correlates standalone accuracy with the mean
+    contribution instead: whether the strategy ranks clients as their data
+    deserves, before the rewards in kind turn that ranking into models.
     """
     base = load_experiment(config_path, flags, defaults=FAIRNESS_DEFAULTS)
     apply_threads(base)
@@ -329,11 +348,16 @@ def fairness_command(
         click.echo(json.dumps({"runs": [r.__dict__ for r in runs], "summary": [r.__dict__ for r in rows]}, indent=2))
         return
     table = Table(title=f"fairness: Pearson(standalone, reward), MNIST, {base.clients} clients, {base.rounds} rounds")
-    for column in ("partition", "strategy", "Pearson mean", "Pearson std", "Jain mean", "global accuracy", "seeds"):
+    columns = (
+        "partition", "strategy", "Pearson mean", "Pearson std", "contribution Pearson", "Jain mean", "global accuracy",
+        "seeds",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column in ("partition", "strategy") else "right")
     for row in rows:
         table.add_row(
-            row.partition, row.strategy, f"{row.pearson_mean:.3f}", f"{row.pearson_std:.3f}", f"{row.jain_mean:.3f}",
+            row.partition, row.strategy, f"{row.pearson_mean:.3f}", f"{row.pearson_std:.3f}",
+            f"{row.contribution_pearson_mean:.3f}", f"{row.jain_mean:.3f}",
             f"{100 * row.accuracy_mean:.2f}%", str(row.seeds),
         )
     Console().print(table)

@@ -82,6 +82,16 @@ class ExperimentResult:
             return None
         return pearson(self.standalone_accuracy, self.reward_accuracy), jain_index(self.reward_accuracy)
 
+    def contribution_pearson(self) -> float | None:
+        """Pearson of standalone accuracy vs mean contribution over the rounds, when standalone was computed.
+
+        Read beside :meth:`fairness`: this says whether the strategy *ranks* clients the way
+        their data deserves; the reward Pearson, whether the rewarded models express that ranking.
+        """
+        if self.standalone_accuracy is None or len(self.clients) < 2:
+            return None
+        return pearson(self.standalone_accuracy, self.mean_contribution())
+
     def mean_contribution(self) -> tuple[float, ...]:
         """Each client's contribution averaged over the rounds."""
         return _column_mean([r.contribution for r in self.rounds], len(self.clients))
@@ -97,6 +107,7 @@ class ExperimentResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping of the whole result."""
         fairness = self.fairness()
+        ranking = self.contribution_pearson()
         return {
             "config": self.config.to_dict(),
             "clients": [{"index": c.index, "samples": c.samples, "fault": c.fault} for c in self.clients],
@@ -115,7 +126,9 @@ class ExperimentResult:
             "standalone_accuracy": _list_or_none(self.standalone_accuracy),
             "reward_accuracy": _list_or_none(self.reward_accuracy),
             "rounds_to_target": self.rounds_to_target,
-            "fairness": None if fairness is None else {"pearson": fairness[0], "jain": fairness[1]},
+            "fairness": None
+            if fairness is None
+            else {"pearson": fairness[0], "jain": fairness[1], "contribution_pearson": ranking},
             "final_accuracy": self.final_accuracy,
             "best_accuracy": self.best_accuracy,
             "seconds": self.seconds,

@@ -86,6 +86,10 @@ def summary_table(result: ExperimentResult) -> Table:
     scores = result.fairness()
     if scores is not None:
         table.add_row("Pearson(standalone, reward)", f"{scores[0]:.3f}")
+    ranking = result.contribution_pearson()
+    if ranking is not None:
+        table.add_row("Pearson(standalone, mean contribution)", f"{ranking:.3f}")
+    if scores is not None:
         table.add_row("Jain index of reward accuracy", f"{scores[1]:.3f}")
     table.add_row("wall-clock time", f"{result.seconds:.1f} s")
     return table

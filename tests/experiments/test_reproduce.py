@@ -21,9 +21,12 @@ def test_reproduce_offers_both_tables() -> None:
 def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_and_strategy() -> None:
     # prepare: three seeds of fedave on pow, one of fedfaim on dir
     runs = [
-        FairnessRun("pow", "fedave", seed, pearson, jain=1.0 - seed / 10, final_accuracy=0.9, seconds=1.0)
+        FairnessRun(
+            "pow", "fedave", seed, pearson, contribution_pearson=pearson + 0.1, jain=1.0 - seed / 10,
+            final_accuracy=0.9, seconds=1.0,
+        )
         for seed, pearson in enumerate((0.5, 0.7, 0.9))
-    ] + [FairnessRun("dir", "fedfaim", 0, 0.3, jain=0.8, final_accuracy=0.8, seconds=1.0)]
+    ] + [FairnessRun("dir", "fedfaim", 0, 0.3, contribution_pearson=0.2, jain=0.8, final_accuracy=0.8, seconds=1.0)]
 
     # execute
     rows = summarise_fairness(runs)
@@ -32,5 +35,6 @@ def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_an
     assert [(r.partition, r.strategy, r.seeds) for r in rows] == [("pow", "fedave", 3), ("dir", "fedfaim", 1)]
     assert rows[0].pearson_mean == pytest.approx(0.7)
     assert rows[0].pearson_std == pytest.approx(0.2)
+    assert rows[0].contribution_pearson_mean == pytest.approx(0.8)
     assert rows[0].jain_mean == pytest.approx(0.9)
     assert rows[1].pearson_std == 0.0  # one seed: no spread

@@ -58,6 +58,9 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     assert metrics["final_accuracy"] > 2 * CHANCE
     assert metrics["config"]["strategy"] == "fedave"
     assert len(metrics["standalone_accuracy"]) == len(metrics["reward_accuracy"]) == 3
+    mean_contribution = np.mean([r["contribution"] for r in metrics["rounds"]], axis=0)
+    expected = np.corrcoef(metrics["standalone_accuracy"], mean_contribution)[0, 1]
+    assert metrics["fairness"]["contribution_pearson"] == pytest.approx(expected)
     with (out / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * 3
@@ -65,6 +68,7 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     for plot in ("accuracy.png", "contribution.png", "reward_vs_standalone.png"):
         assert (out / plot).read_bytes().startswith(b"\x89PNG")
     assert "final test accuracy" in result.output
+    assert "Pearson(standalone, mean contribution)" in result.output
 
 
 def test_an_infinite_update_is_rejected_and_never_averaged_in() -> None:
