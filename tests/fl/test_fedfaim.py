@@ -10,6 +10,7 @@ import torch
 from fedchain.errors import ConfigError
 from fedchain.fl import Evaluation, Validation, get_strategy
 from fedchain.fl.strategies.fedfaim import gompertz_quality
+from fedchain.fl.strategy import RoundInputs
 
 F64 = torch.float64
 TARGET = torch.tensor([1.0, 1.0])
@@ -23,8 +24,16 @@ def squared_distance(params: torch.Tensor) -> Evaluation:
 VALIDATION = Validation(evaluate=squared_distance)
 
 
+def _inputs(updates: torch.Tensor) -> RoundInputs:
+    """A round's inputs from the global model 0 with equal data sizes and the quadratic validation."""
+    n = updates.shape[0]
+    sizes, finite = torch.ones(n, dtype=F64), torch.ones(n, dtype=torch.bool)
+    return RoundInputs(torch.zeros(updates.shape[1]), updates, sizes, finite, VALIDATION)
+
+
 def test_fedfaim_round_matches_hand_computed_values() -> None:
-    """u_1 = [1, 1] (good), u_2 = [1, 0], u_3 = [-1, -1] (harmful); global 0; delta = 0, gamma = 1.
+    """u_1 = [1, 1] (good), u_2 = [1, 0], u_3 = [-1, -1] (harmful); global 0; delta = 0, gamma = 1;
+    the seed's renormalised leave-one-out models.
 
     l = loss(mean = [1/3, 0]) = 4/9 + 1 = 13/9.
     l_{-1} = loss([0, -1/2]) = 1 + 9/4 -> delta_1 = 13/4 - 13/9 = 1.805556.
@@ -38,7 +47,9 @@ def test_fedfaim_round_matches_hand_computed_values() -> None:
     """
     updates = torch.tensor([[1.0, 1.0], [1.0, 0.0], [-1.0, -1.0]])
 
-    result = get_strategy("fedfaim", delta=0.0, gamma=1.0).round(torch.zeros(2), updates, [5, 5, 5], None, VALIDATION)
+    strategy = get_strategy("fedfaim", delta=0.0, gamma=1.0, renormalise_leave_one_out=True)
+
+    result = strategy.round(torch.zeros(2), updates, [5, 5, 5], None, VALIDATION)
 
     assert result.accepted.tolist() == [True, True, False]
     torch.testing.assert_close(result.weights, torch.tensor([0.777300, 0.222700, 0.0], dtype=F64), atol=1e-6, rtol=0)
@@ -50,6 +61,32 @@ def test_fedfaim_round_matches_hand_computed_values() -> None:
     torch.testing.assert_close(result.rewards[2], torch.zeros(2))
     assert result.state.passed.tolist() == [1, 1, 0]
     assert result.state.failed.tolist() == [0, 0, 1]
+
+
+def test_a_small_helpful_update_passes_unless_the_leave_one_out_model_is_renormalised() -> None:
+    """u_1 = [1, 1], u_2 = [0.1, 0.1]: both point at the best model [1, 1]; global 0.
+
+    Default: l = loss([0.55, 0.55]) = 2 * 0.45^2 = 0.405; l_{-2} = loss([0.5, 0.5]) = 0.5,
+    delta_2 = 0.095 (passes); l_{-1} = loss([0.05, 0.05]) = 1.805, delta_1 = 1.4.
+    Renormalised (the seed): l_{-1} = loss([0.1, 0.1]) = 1.62, delta_1 = 1.215; l_{-2} = loss([1, 1]) = 0,
+    delta_2 = -0.405: the small update fails although it helps, because leaving it out doubles
+    the weight of the large one.
+    """
+    updates = torch.tensor([[1.0, 1.0], [0.1, 0.1]])
+
+    default = get_strategy("fedfaim")
+    renormalised = get_strategy("fedfaim", renormalise_leave_one_out=True)
+
+    result = default.round(torch.zeros(2), updates, [5, 5], None, VALIDATION)
+
+    torch.testing.assert_close(
+        default.marginal_losses(_inputs(updates)), torch.tensor([1.4, 0.095], dtype=F64), atol=1e-6, rtol=0
+    )
+    torch.testing.assert_close(
+        renormalised.marginal_losses(_inputs(updates)), torch.tensor([1.215, -0.405], dtype=F64), atol=1e-6, rtol=0
+    )
+    assert result.accepted.tolist() == [True, True]
+    assert renormalised.round(torch.zeros(2), updates, [5, 5], None, VALIDATION).accepted.tolist() == [True, False]
 
 
 def test_gompertz_quality_matches_the_seed_constants() -> None:

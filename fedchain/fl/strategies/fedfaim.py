@@ -3,9 +3,15 @@
 Round t, over the finite updates (N of them):
 
 1. Quality detection (eqs. 4.1-4.3): ``l`` is the validation loss of
-   ``global + mean_j u_j`` and ``l_{-i}`` that of ``global + mean_{j != i} u_j``
-   (of ``global`` when N = 1); ``delta_i = l_{-i} - l``; client i passes when
-   ``delta_i >= delta``.
+   ``global + (1/N) sum_j u_j`` and ``l_{-i}`` that of ``global + (1/N) sum_{j != i} u_j``:
+   the same model without client i's term; ``delta_i = l_{-i} - l``; client i
+   passes when ``delta_i >= delta``. The seed renormalises the leave-one-out
+   model to ``1/(N-1)`` (``renormalise_leave_one_out``): that scales every other
+   update up by N/(N-1), so when updates differ in size, leaving out a small
+   one moves the model further along the large ones and lowers the loss.
+   Every client whose update is smaller than average then fails, good or
+   not: in round 1 of ``reproduce fairness`` (POW, seed 2), 8 of 10 clients
+   failed, all of them the smaller ones, and most never recovered.
 2. Aggregation (eqs. 4.4-4.6): ``alpha_i = softmax(gamma * delta)`` over the
    passing clients; ``u_G = sum_i alpha_i u_i``; the new global model is ``global + u_G``.
 3. Contribution (eq. 4.10): ``phi_i = ||u_i|| cos(u_i, u_G)`` for passing clients, 0 otherwise.
@@ -90,6 +96,9 @@ class FedFAIM(Strategy[FedFAIMState]):
     gamma: float = 10.0
     #: Smallest reputation r_i (the seed's r_i in (0, 1]); 0 gives the unclamped q_i z_i.
     reputation_floor: float = 1e-3
+    #: Leave-one-out model of the quality check: True, the seed's ``mean_{j != i} u_j``
+    #: (weights 1/(N-1)); False, ``(1/N) sum_{j != i} u_j`` (client i's term removed).
+    renormalise_leave_one_out: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reputation_floor <= 1.0:
@@ -108,7 +117,11 @@ class FedFAIM(Strategy[FedFAIMState]):
         return FedFAIMState(cumulative_contribution=torch.zeros(n, dtype=torch.float64), passed=zeros, failed=zeros)
 
     def marginal_losses(self, inputs: RoundInputs) -> torch.Tensor:
-        """``delta_i = l_{-i} - l`` for the finite clients (NaN for the others), float64 ``[n]``."""
+        """``delta_i = l_{-i} - l`` for the finite clients (NaN for the others), float64 ``[n]``.
+
+        With ``renormalise_leave_one_out`` the model without i is ``global + mean_{j != i} u_j``
+        (``global`` when N = 1); otherwise ``global + (1/N) sum_{j != i} u_j``.
+        """
         deltas = torch.full((inputs.n_clients,), math.nan, dtype=torch.float64)
         rows = torch.nonzero(inputs.finite).flatten()
         count = rows.numel()
@@ -116,7 +129,9 @@ class FedFAIM(Strategy[FedFAIMState]):
             return deltas
         finite_updates = inputs.updates[rows.to(inputs.updates.device)]
         total = finite_updates.sum(dim=0)
-        if count > 1:
+        if not self.renormalise_leave_one_out:
+            without = (total[None, :] - finite_updates) / count
+        elif count > 1:
             without = (total[None, :] - finite_updates) / (count - 1)
         else:
             without = torch.zeros_like(finite_updates)
