@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -96,6 +97,13 @@ class ValidationSpec:
         """The chosen sample indices ``[min(size, n_samples)]`` int64, in permutation order."""
         generator = torch.Generator().manual_seed(self.seed)
         return torch.randperm(n_samples, generator=generator)[: min(self.size, n_samples)]
+
+
+@functools.lru_cache(maxsize=16)
+def _param_spec_of(model: ModelSpec) -> ParamSpec:
+    """The parameter spec of an architecture, built once: every update decoded (:func:`load_update`)
+    needs it, and building a ResNet-18 to read it takes over half a second on a 2-core CPU."""
+    return ParamSpec.of(model.build().state_dict())
 
 
 @dataclass(frozen=True)
@@ -208,7 +216,7 @@ class TaskSpec:
 
     def param_spec(self) -> ParamSpec:
         """Names, shapes and dtypes of the model's parameters (what every update and global model must have)."""
-        return ParamSpec.of(self.model_spec().build().state_dict())
+        return _param_spec_of(self.model_spec())
 
     def max_payload_bytes(self, local_losses: int | None = None) -> int:
         """The size limit of an update (carrying ``local_losses`` losses) or a global model of this task, bytes."""
