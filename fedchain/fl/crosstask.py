@@ -257,10 +257,3 @@ def history_priors_float(
             weights += weight
         priors.append(min(reputation_cap, weighted / weights) if weights else 0.0)
     return tuple(priors)
-
-
-def loss_reputation_with_prior(prior: int, mean_term: int, reputation_cap: int) -> int:
-    """Eq. 8: the loss reputation min(cap, H_i + mean term), where the mean term already carries the q_min decay."""
-    if prior < 0 or mean_term < 0:
-        raise ValueError(f"prior and mean term must be non-negative, got {prior} and {mean_term}")
-    return min(reputation_cap, prior + mean_term)

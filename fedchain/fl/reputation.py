@@ -158,6 +158,14 @@ def loss_reputation(weighted_sum: int, k: int, quality: int, min_quality: int, c
     return min(reputation, cap)
 
 
+def loss_reputation_with_prior(prior: int, mean_term: int, reputation_cap: int) -> int:
+    """Eq. 8: the loss reputation min(cap, H_i + mean term), where the mean term (:func:`loss_reputation`)
+    already carries the q_min decay and H_i is the cross-task prior (:mod:`fedchain.fl.crosstask`)."""
+    if prior < 0 or mean_term < 0:
+        raise ValueError(f"prior and mean term must be non-negative, got {prior} and {mean_term}")
+    return min(reputation_cap, prior + mean_term)
+
+
 def time_reputation(weighted_sum: int, k: int, max_round_time: int, last_time_fp: int, cap: int) -> int:
     """Eq. 9: the linear mean of T / t_j, times t_max / t_n when t_n > t_max, capped."""
     return min(time_penalty(linear_mean(weighted_sum, k), max_round_time, last_time_fp), cap)
@@ -213,7 +221,7 @@ def score_round(
     k = state.rounds + 1
     sum_quality = state.sum_quality + k * q
     sum_time_ratio = state.sum_time_ratio + k * time_ratio(params.expected_duration, params.rounds, time_fp, cap)
-    loss_rep = min(cap, prior + loss_reputation(sum_quality, k, q, params.min_quality, cap))
+    loss_rep = loss_reputation_with_prior(prior, loss_reputation(sum_quality, k, q, params.min_quality, cap), cap)
     time_rep = time_reputation(sum_time_ratio, k, params.max_round_time, time_fp, cap)
     reputation = ClientReputation(k, sum_quality, sum_time_ratio, loss_rep, time_rep)
     removed = loss_rep < params.min_loss_reputation or time_rep < params.min_time_reputation

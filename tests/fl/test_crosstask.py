@@ -12,12 +12,11 @@ from fedchain.fl.crosstask import (
     current_reputations,
     history_priors,
     history_priors_float,
-    loss_reputation_with_prior,
     task_similarity,
     task_similarity_float,
     time_gap,
 )
-from fedchain.fl.reputation import WAD
+from fedchain.fl.reputation import WAD, loss_reputation_with_prior
 
 A, B, C, D, E = (f"0x{digit * 40}" for digit in "abcde")
 #: Client A's address written in upper case (a checksummed address differs from the lower-case one the same way).
