@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from fedchain.data.datasets import ImageDataset
-from fedchain.errors import ConfigError, DataError, TrainingError
+from fedchain.errors import ConfigError, DataError
 from fedchain.fl.params import ParamSpec, flatten
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import ENGINES, Engine, TrainConfig

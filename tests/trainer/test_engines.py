@@ -63,6 +63,20 @@ def test_fast_engines_match_with_one_starting_point_per_client(engine: str, pool
     assert torch.allclose(result.params, reference.params, atol=1e-5, rtol=0)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_auto_picks_vmap_and_it_matches_the_sequential_loop_on_the_same_device() -> None:
+    clients = random_clients([50, 37, 64, 9], (1, 28, 28), 10, seed=0)
+    start = initial_params(LENET, seed=1)
+    reference = Trainer(LENET, CONFIG, engine="sequential", device="cuda").train(start, clients)
+
+    trainer = Trainer(LENET, CONFIG, engine="auto", device="cuda")
+    result = trainer.train(start, clients)
+
+    assert trainer.engine == result.engine == "vmap"
+    assert torch.allclose(result.params.cpu(), reference.params.cpu(), atol=1e-4, rtol=0)
+    assert torch.allclose(result.losses.cpu(), reference.losses.cpu(), atol=1e-4)
+
+
 def test_process_engine_carries_batch_norm_buffers_like_the_sequential_loop(pool: WorkerPool) -> None:
     clients = random_clients([24, 13], (1, 6, 6), 3, seed=2)
     trainer = _engine_trainer("sequential", tiny_batchnorm_net, pool)
