@@ -89,6 +89,45 @@ def test_a_small_helpful_update_passes_unless_the_leave_one_out_model_is_renorma
     assert renormalised.round(torch.zeros(2), updates, [5, 5], None, VALIDATION).accepted.tolist() == [True, False]
 
 
+def _two_sample_losses(params: torch.Tensor) -> Evaluation:
+    """Per-sample losses (p - 0)^2 and (p - 2)^2 of a one-parameter model: their mean is best at p = 1."""
+    losses = torch.stack([params[0] ** 2, (params[0] - 2) ** 2]).double()
+    return Evaluation(loss=float(losses.mean()), accuracy=0.0, sample_losses=losses)
+
+
+def test_significance_passes_a_slightly_negative_marginal_loss_within_its_standard_error() -> None:
+    """u_1 = 1, u_2 = -0.1, global 0; full model 0.45, without 1: -0.05, without 2: 0.5.
+
+    Client 2: per-sample differences l_{-2}(x) - l(x) = [0.25 - 0.2025, 2.25 - 2.4025] = [0.0475, -0.1525]:
+    delta_2 = -0.0525, std = 0.2 / sqrt(2), se_2 = std / sqrt(2) = 0.1.
+    Client 1: [0.0025 - 0.2025, 4.2025 - 2.4025] = [-0.2, 1.8]: delta_1 = 0.8, se_1 = 1.
+    The plain check fails client 2; one standard error of tolerance (threshold -0.1) passes it,
+    half of one (threshold -0.05) does not.
+    """
+    updates = torch.tensor([[1.0], [-0.1]])
+    validation = Validation(evaluate=_two_sample_losses)
+    inputs = RoundInputs(torch.zeros(1), updates, torch.ones(2, dtype=F64), torch.ones(2, dtype=torch.bool), validation)
+
+    deltas, errors = get_strategy("fedfaim", significance=1.0).marginal_loss_test(inputs)
+
+    torch.testing.assert_close(deltas, torch.tensor([0.8, -0.0525], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(errors, torch.tensor([1.0, 0.1], dtype=F64), atol=1e-6, rtol=0)
+    accepted = {
+        z: get_strategy("fedfaim", significance=z).round(torch.zeros(1), updates, [1, 1], None, validation).accepted
+        for z in (0.0, 0.5, 1.0)
+    }
+    assert accepted[0.0].tolist() == [True, False]
+    assert accepted[0.5].tolist() == [True, False]
+    assert accepted[1.0].tolist() == [True, True]
+
+
+def test_significance_needs_per_sample_losses_and_a_sensible_value() -> None:
+    with pytest.raises(ConfigError, match="per-sample validation losses"):
+        get_strategy("fedfaim", significance=2.0).round(torch.zeros(2), torch.ones(2, 2), [1, 1], None, VALIDATION)
+    with pytest.raises(ConfigError, match="significance"):
+        get_strategy("fedfaim", significance=-1.0)
+
+
 def test_gompertz_quality_matches_the_seed_constants() -> None:
     """3 passes, 1 failure: x = 1/2, q = exp(-exp(-2.75)) = 0.938073; no checks yet: x = 0, q = e^-1."""
     quality = gompertz_quality(torch.tensor([3, 0]), torch.tensor([1, 0]))

@@ -12,6 +12,9 @@ Round t, over the finite updates (N of them):
    Every client whose update is smaller than average then fails, good or
    not: in round 1 of ``reproduce fairness`` (POW, seed 2), 8 of 10 clients
    failed, all of them the smaller ones, and most never recovered.
+   Near convergence the differences are small against their sampling noise;
+   ``significance`` (off by default) fails a client only when ``delta_i`` is
+   that many standard errors of the paired per-sample loss differences below ``delta``.
 2. Aggregation (eqs. 4.4-4.6): ``alpha_i = softmax(gamma * delta)`` over the
    passing clients; ``u_G = sum_i alpha_i u_i``; the new global model is ``global + u_G``.
 3. Contribution (eq. 4.10): ``phi_i = ||u_i|| cos(u_i, u_G)`` for passing clients, 0 otherwise.
@@ -41,7 +44,15 @@ import torch
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregate import cosine_to, row_norms, weighted_sum
 from fedchain.fl.rewards import select_by_agreement
-from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register
+from fedchain.fl.strategy import (
+    Evaluation,
+    RoundInputs,
+    RoundResult,
+    Strategy,
+    StrategyState,
+    check_state_size,
+    register,
+)
 
 #: Growth rate c of FedFAIM's Gompertz function q = a exp(b exp(c x)), a = 1, b = -1.
 GOMPERTZ_RATE = 5.5
@@ -79,6 +90,21 @@ def reward_counts(reputation: torch.Tensor, size: int) -> list[int]:
     return [min(size, math.floor(ratio * size)) for ratio in (reputation / top).tolist()]
 
 
+def _paired_standard_errors(evaluations: list[Evaluation]) -> torch.Tensor:
+    """Standard error of the mean of ``losses_k(x) - losses_0(x)`` for every model k > 0, float64 ``[m - 1]``."""
+    if any(e.sample_losses is None for e in evaluations):
+        raise ConfigError(
+            "fedfaim with significance > 0 needs per-sample validation losses",
+            hint="return Evaluation(..., sample_losses=...) from the evaluator, or set significance: 0",
+        )
+    losses = torch.stack([torch.as_tensor(e.sample_losses, dtype=torch.float64).cpu() for e in evaluations])
+    samples = losses.shape[1]
+    if samples < 2:
+        return torch.zeros(losses.shape[0] - 1, dtype=torch.float64)
+    differences = losses[1:] - losses[0]
+    return differences.std(dim=1) / math.sqrt(samples)
+
+
 @register
 @dataclass(frozen=True, kw_only=True)
 class FedFAIM(Strategy[FedFAIMState]):
@@ -99,11 +125,21 @@ class FedFAIM(Strategy[FedFAIMState]):
     #: Leave-one-out model of the quality check: True, the seed's ``mean_{j != i} u_j``
     #: (weights 1/(N-1)); False, ``(1/N) sum_{j != i} u_j`` (client i's term removed).
     renormalise_leave_one_out: bool = False
+    #: Tolerance of the quality check in standard errors: client i fails only when
+    #: ``delta_i < delta - significance * se_i``, with ``se_i`` the standard error of the mean of
+    #: the paired per-sample loss differences ``l_{-i}(x) - l(x)`` over the validation set.
+    #: 0 is the seed's plain comparison. Needs per-sample validation losses when positive.
+    significance: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.reputation_floor <= 1.0:
             raise ConfigError(
                 f"fedfaim reputation_floor={self.reputation_floor} must be in [0, 1]", hint="e.g. reputation_floor: 0.001"
+            )
+        if not (math.isfinite(self.significance) and self.significance >= 0):
+            raise ConfigError(
+                f"fedfaim significance={self.significance} must be a finite number >= 0",
+                hint="e.g. significance: 2 (standard errors), or 0 for the seed's plain check",
             )
         if not math.isfinite(self.delta) or not math.isfinite(self.gamma) or self.gamma < 0:
             raise ConfigError(
@@ -122,11 +158,20 @@ class FedFAIM(Strategy[FedFAIMState]):
         With ``renormalise_leave_one_out`` the model without i is ``global + mean_{j != i} u_j``
         (``global`` when N = 1); otherwise ``global + (1/N) sum_{j != i} u_j``.
         """
+        return self.marginal_loss_test(inputs)[0]
+
+    def marginal_loss_test(self, inputs: RoundInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        """(``delta_i``, its standard error ``se_i``), float64 ``[n]`` each, NaN for non-finite clients.
+
+        ``se_i = std_x(l_{-i}(x) - l(x)) / sqrt(m)`` over the m validation samples; zeros
+        when ``significance`` is 0 (the plain check needs no per-sample losses).
+        """
         deltas = torch.full((inputs.n_clients,), math.nan, dtype=torch.float64)
+        errors = deltas.clone()
         rows = torch.nonzero(inputs.finite).flatten()
         count = rows.numel()
         if count == 0:
-            return deltas
+            return deltas, errors
         finite_updates = inputs.updates[rows.to(inputs.updates.device)]
         total = finite_updates.sum(dim=0)
         if not self.renormalise_leave_one_out:
@@ -136,17 +181,21 @@ class FedFAIM(Strategy[FedFAIMState]):
         else:
             without = torch.zeros_like(finite_updates)
         models = inputs.global_params + torch.cat([(total / count)[None, :], without])
-        losses = torch.tensor([float(e.loss) for e in inputs.evaluate_models(self.name, models)], dtype=torch.float64)
+        evaluations = inputs.evaluate_models(self.name, models)
+        losses = torch.tensor([float(e.loss) for e in evaluations], dtype=torch.float64)
         deltas[rows] = losses[1:] - losses[0]
-        return deltas
+        errors[rows] = 0.0
+        if self.significance > 0:
+            errors[rows] = _paired_standard_errors(evaluations)
+        return deltas, errors
 
     def aggregate(self, inputs: RoundInputs, state: FedFAIMState) -> RoundResult[FedFAIMState]:
         if state.cumulative_contribution is None:
             state = dataclasses.replace(self.init_state(inputs.data_sizes), round=state.round)
         for vector in (state.cumulative_contribution, state.passed, state.failed):
             check_state_size(self.name, vector, inputs.n_clients)
-        deltas = self.marginal_losses(inputs)
-        passed = inputs.finite & torch.isfinite(deltas) & (deltas >= self.delta)
+        deltas, errors = self.marginal_loss_test(inputs)
+        passed = inputs.finite & torch.isfinite(deltas) & (deltas >= self.delta - self.significance * errors)
         logits = torch.where(passed, self.gamma * deltas, torch.full_like(deltas, -math.inf))
         weights = torch.softmax(logits, dim=0) if passed.any() else torch.zeros_like(deltas)
         global_update = weighted_sum(inputs.updates, weights)
