@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Sequence
 from typing import Callable
@@ -76,7 +75,7 @@ def with_layer_sizes(strategy: Strategy, spec: ModelSpec) -> Strategy:
     fields = {f.name for f in dataclasses.fields(strategy)}
     if "layer_sizes" not in fields or getattr(strategy, "layer_sizes"):
         return strategy
-    sizes = tuple(math.prod(shape) for shape in model_spec_of(spec.build()).shapes)
+    sizes = model_spec_of(spec.build()).sizes
     return dataclasses.replace(strategy, layer_sizes=sizes)  # type: ignore[type-var]
 
 

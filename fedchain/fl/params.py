@@ -27,9 +27,14 @@ class ParamSpec:
     dtypes: tuple[torch.dtype, ...]
 
     @property
+    def sizes(self) -> tuple[int, ...]:
+        """Number of scalars of each tensor, in the flat vector's order."""
+        return tuple(math.prod(shape) for shape in self.shapes)
+
+    @property
     def numel(self) -> int:
         """Total number of scalars."""
-        return sum(math.prod(shape) for shape in self.shapes)
+        return sum(self.sizes)
 
     @classmethod
     def of(cls, params: Mapping[str, torch.Tensor]) -> "ParamSpec":
@@ -55,8 +60,7 @@ def unflatten(vector: torch.Tensor, spec: ParamSpec) -> Params:
         raise ValueError(f"vector of shape {tuple(vector.shape)} does not match a spec of {spec.numel} scalars")
     params: Params = {}
     offset = 0
-    for name, shape, dtype in zip(spec.names, spec.shapes, spec.dtypes):
-        size = math.prod(shape)
+    for name, shape, dtype, size in zip(spec.names, spec.shapes, spec.dtypes, spec.sizes):
         params[name] = vector[offset : offset + size].reshape(shape).to(dtype)
         offset += size
     return params
