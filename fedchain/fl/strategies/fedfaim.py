@@ -184,9 +184,7 @@ class FedFAIM(Strategy[FedFAIMState]):
         evaluations = inputs.evaluate_models(self.name, models)
         losses = torch.tensor([float(e.loss) for e in evaluations], dtype=torch.float64)
         deltas[rows] = losses[1:] - losses[0]
-        errors[rows] = 0.0
-        if self.significance > 0:
-            errors[rows] = _paired_standard_errors(evaluations)
+        errors[rows] = _paired_standard_errors(evaluations) if self.significance > 0 else 0.0
         return deltas, errors
 
     def aggregate(self, inputs: RoundInputs, state: FedFAIMState) -> RoundResult[FedFAIMState]:
