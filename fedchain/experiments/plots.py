@@ -69,7 +69,10 @@ def plot_contribution(result: ExperimentResult, path: Path) -> Path:
 
 
 def plot_reward(result: ExperimentResult, path: Path, pearson: float) -> Path:
-    """Accuracy of each client's rewarded model against its standalone accuracy."""
+    """Accuracy of each client's rewarded model against its standalone accuracy.
+
+    The dashed diagonal is "no gain": a client below it ended worse than alone.
+    """
     if result.standalone_accuracy is None or result.reward_accuracy is None:
         raise ValueError("plot_reward needs both standalone and reward accuracies")
     figure = Figure(figsize=FIGSIZE, dpi=DPI)
@@ -79,6 +82,9 @@ def plot_reward(result: ExperimentResult, path: Path, pearson: float) -> Path:
     axes.scatter(standalone, reward, c=[FAULT_COLOURS.get(c.fault, "black") for c in result.clients])
     for client, x, y in zip(result.clients, standalone, reward):
         axes.annotate(str(client.index), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
+    low, high = min(standalone + reward), max(standalone + reward)
+    axes.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1, label="no gain")
+    axes.legend(loc="lower right")
     axes.set_xlabel("standalone accuracy (%)")
     axes.set_ylabel("rewarded model accuracy (%)")
     axes.set_title(f"reward vs standalone ({result.config.strategy}), Pearson {pearson:.3f}")

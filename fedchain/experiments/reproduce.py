@@ -79,6 +79,10 @@ class FairnessRun:
     jain: float
     final_accuracy: float
     seconds: float
+    #: Mean over clients of rewarded minus standalone accuracy: what collaborating earned.
+    gain_mean: float
+    #: The smallest client gain (negative: that client ended below its standalone model).
+    gain_worst: float
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,10 @@ class FairnessRow:
     jain_mean: float
     accuracy_mean: float
     seeds: int
+    #: Mean over seeds of the mean client gain (rewarded minus standalone accuracy).
+    gain_mean: float
+    #: The worst client gain over all seeds.
+    gain_worst: float
 
 
 def _save(result: ExperimentResult, output_dir: Path | None, name: str) -> None:
@@ -160,6 +168,7 @@ def fairness_runs(
                             hint="use reward-in-kind strategies: --strategies fedfaim,fedave",
                         )
                     ranking = result.contribution_pearson()
+                    gain = result.collaboration_gain() or (math.nan, math.nan)
                     runs.append(
                         FairnessRun(
                             partition,
@@ -170,6 +179,8 @@ def fairness_runs(
                             jain=scores[1],
                             final_accuracy=result.final_accuracy,
                             seconds=result.seconds,
+                            gain_mean=gain[0],
+                            gain_worst=gain[1],
                         )
                     )
                     if on_run is not None:
@@ -195,6 +206,8 @@ def summarise_fairness(runs: Sequence[FairnessRun]) -> list[FairnessRow]:
                 jain_mean=statistics.fmean(m.jain for m in members),
                 accuracy_mean=statistics.fmean(m.final_accuracy for m in members),
                 seeds=len(members),
+                gain_mean=statistics.fmean(m.gain_mean for m in members),
+                gain_worst=min(m.gain_worst for m in members),
             )
         )
     return rows
@@ -335,6 +348,9 @@ def fairness_command(
     "contribution Pearson" correlates standalone accuracy with the mean
     contribution instead: whether the strategy ranks clients as their data
     deserves, before the rewards in kind turn that ranking into models.
+    "gain" is rewarded minus standalone accuracy per client (mean, and the
+    worst client over all seeds): a Pearson near 1 from rewards that merely
+    equal the standalone models would show as a gain near zero.
     """
     base = load_experiment(config_path, flags, defaults=FAIRNESS_DEFAULTS)
     apply_threads(base)
@@ -349,8 +365,8 @@ def fairness_command(
         return
     table = Table(title=f"fairness: Pearson(standalone, reward), MNIST, {base.clients} clients, {base.rounds} rounds")
     columns = (
-        "partition", "strategy", "Pearson mean", "Pearson std", "contribution Pearson", "Jain mean", "global accuracy",
-        "seeds",
+        "partition", "strategy", "Pearson mean", "Pearson std", "contribution Pearson", "Jain mean", "mean gain",
+        "worst gain", "global accuracy", "seeds",
     )
     for column in columns:
         table.add_column(column, justify="left" if column in ("partition", "strategy") else "right")
@@ -358,6 +374,7 @@ def fairness_command(
         table.add_row(
             row.partition, row.strategy, f"{row.pearson_mean:.3f}", f"{row.pearson_std:.3f}",
             f"{row.contribution_pearson_mean:.3f}", f"{row.jain_mean:.3f}",
+            f"{100 * row.gain_mean:+.1f} pt", f"{100 * row.gain_worst:+.1f} pt",
             f"{100 * row.accuracy_mean:.2f}%", str(row.seeds),
         )
     Console().print(table)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -82,6 +83,18 @@ class ExperimentResult:
             return None
         return pearson(self.standalone_accuracy, self.reward_accuracy), jain_index(self.reward_accuracy)
 
+    def collaboration_gain(self) -> tuple[float, float] | None:
+        """(mean, worst) over clients of rewarded minus standalone accuracy, when both exist.
+
+        Read beside :meth:`fairness`: rewards that merely equal the standalone models
+        correlate perfectly with them and earn nothing; a negative worst gain means some
+        client ended below what its own data reaches alone.
+        """
+        if self.standalone_accuracy is None or self.reward_accuracy is None or not self.clients:
+            return None
+        gains = [r - s for r, s in zip(self.reward_accuracy, self.standalone_accuracy)]
+        return statistics.fmean(gains), min(gains)
+
     def contribution_pearson(self) -> float | None:
         """Pearson of standalone accuracy vs mean contribution over the rounds, when standalone was computed.
 
@@ -108,6 +121,7 @@ class ExperimentResult:
         """A JSON-ready mapping of the whole result."""
         fairness = self.fairness()
         ranking = self.contribution_pearson()
+        gain = self.collaboration_gain() or (math.nan, math.nan)
         return {
             "config": self.config.to_dict(),
             "clients": [{"index": c.index, "samples": c.samples, "fault": c.fault} for c in self.clients],
@@ -128,7 +142,13 @@ class ExperimentResult:
             "rounds_to_target": self.rounds_to_target,
             "fairness": None
             if fairness is None
-            else {"pearson": fairness[0], "jain": fairness[1], "contribution_pearson": ranking},
+            else {
+                "pearson": fairness[0],
+                "jain": fairness[1],
+                "contribution_pearson": ranking,
+                "gain_mean": gain[0],
+                "gain_worst": gain[1],
+            },
             "final_accuracy": self.final_accuracy,
             "best_accuracy": self.best_accuracy,
             "seconds": self.seconds,

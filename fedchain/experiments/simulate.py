@@ -91,6 +91,9 @@ def summary_table(result: ExperimentResult) -> Table:
         table.add_row("Pearson(standalone, mean contribution)", f"{ranking:.3f}")
     if scores is not None:
         table.add_row("Jain index of reward accuracy", f"{scores[1]:.3f}")
+    gain = result.collaboration_gain()
+    if gain is not None:
+        table.add_row("gain over standalone (mean, worst)", f"{100 * gain[0]:+.1f} pt, {100 * gain[1]:+.1f} pt")
     table.add_row("wall-clock time", f"{result.seconds:.1f} s")
     return table
 

@@ -23,10 +23,13 @@ def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_an
     runs = [
         FairnessRun(
             "pow", "fedave", seed, pearson, contribution_pearson=pearson + 0.1, jain=1.0 - seed / 10,
-            final_accuracy=0.9, seconds=1.0,
+            final_accuracy=0.9, seconds=1.0, gain_mean=0.01 * seed, gain_worst=-0.01 * seed,
         )
         for seed, pearson in enumerate((0.5, 0.7, 0.9))
-    ] + [FairnessRun("dir", "fedfaim", 0, 0.3, contribution_pearson=0.2, jain=0.8, final_accuracy=0.8, seconds=1.0)]
+    ] + [FairnessRun(
+        "dir", "fedfaim", 0, 0.3, contribution_pearson=0.2, jain=0.8, final_accuracy=0.8, seconds=1.0,
+        gain_mean=0.05, gain_worst=0.02,
+    )]
 
     # execute
     rows = summarise_fairness(runs)
@@ -37,4 +40,6 @@ def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_an
     assert rows[0].pearson_std == pytest.approx(0.2)
     assert rows[0].contribution_pearson_mean == pytest.approx(0.8)
     assert rows[0].jain_mean == pytest.approx(0.9)
+    assert rows[0].gain_mean == pytest.approx(0.01)  # mean of 0, 0.01, 0.02
+    assert rows[0].gain_worst == pytest.approx(-0.02)  # the worst client of any seed
     assert rows[1].pearson_std == 0.0  # one seed: no spread

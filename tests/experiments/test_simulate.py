@@ -61,6 +61,9 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     mean_contribution = np.mean([r["contribution"] for r in metrics["rounds"]], axis=0)
     expected = np.corrcoef(metrics["standalone_accuracy"], mean_contribution)[0, 1]
     assert metrics["fairness"]["contribution_pearson"] == pytest.approx(expected)
+    gains = np.subtract(metrics["reward_accuracy"], metrics["standalone_accuracy"])
+    assert metrics["fairness"]["gain_mean"] == pytest.approx(gains.mean())
+    assert metrics["fairness"]["gain_worst"] == pytest.approx(gains.min())
     with (out / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * 3
@@ -69,6 +72,7 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
         assert (out / plot).read_bytes().startswith(b"\x89PNG")
     assert "final test accuracy" in result.output
     assert "Pearson(standalone, mean contribution)" in result.output
+    assert "gain over standalone" in result.output
 
 
 def test_an_infinite_update_is_rejected_and_never_averaged_in() -> None:
