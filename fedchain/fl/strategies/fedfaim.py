@@ -152,17 +152,11 @@ class FedFAIM(Strategy[FedFAIMState]):
         zeros = torch.zeros(n, dtype=torch.int64)
         return FedFAIMState(cumulative_contribution=torch.zeros(n, dtype=torch.float64), passed=zeros, failed=zeros)
 
-    def marginal_losses(self, inputs: RoundInputs) -> torch.Tensor:
-        """``delta_i = l_{-i} - l`` for the finite clients (NaN for the others), float64 ``[n]``.
+    def marginal_loss_test(self, inputs: RoundInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        """(``delta_i = l_{-i} - l``, its standard error ``se_i``), float64 ``[n]`` each, NaN for non-finite clients.
 
         With ``renormalise_leave_one_out`` the model without i is ``global + mean_{j != i} u_j``
         (``global`` when N = 1); otherwise ``global + (1/N) sum_{j != i} u_j``.
-        """
-        return self.marginal_loss_test(inputs)[0]
-
-    def marginal_loss_test(self, inputs: RoundInputs) -> tuple[torch.Tensor, torch.Tensor]:
-        """(``delta_i``, its standard error ``se_i``), float64 ``[n]`` each, NaN for non-finite clients.
-
         ``se_i = std_x(l_{-i}(x) - l(x)) / sqrt(m)`` over the m validation samples; zeros
         when ``significance`` is 0 (the plain check needs no per-sample losses).
         """
