@@ -153,6 +153,10 @@ class ExperimentConfig:
     test_samples: int | None = None
     #: Train every client alone too (standalone accuracy); needed for the fairness figures.
     standalone: bool = False
+    #: Also test every client's rewarded model every this many rounds (reward-in-kind
+    #: strategies), for the fairness figures per round; 0: after the last round only.
+    #: Costs one pass over the test set per client each time.
+    fairness_every: int = 0
     #: Seed of everything random in the run: partition, faults, initial model, batches.
     seed: int = 0
     #: Training engine (``auto`` picks the fastest correct one for the device).
@@ -183,6 +187,8 @@ class ExperimentConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name}={value} must be at least 1 (or unset for all)")
+        if self.fairness_every < 0:
+            raise ValueError(f"fairness_every={self.fairness_every} must be 0 (last round only) or a number of rounds")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise ValueError(f"target_accuracy={self.target_accuracy} must lie in (0, 1]")
         if not isinstance(self.strategy_options, Mapping):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from fedchain.experiments.results import ExperimentResult
+from fedchain.experiments.results import ExperimentResult, gain_over_standalone
 
 #: Colour of honest clients and of each injected fault in the contribution plot.
 FAULT_COLOURS = {
@@ -94,6 +94,42 @@ def plot_reward(result: ExperimentResult, path: Path, pearson: float) -> Path:
     return path
 
 
+def plot_fairness_by_round(result: ExperimentResult, path: Path) -> Path:
+    """Pearson(standalone, rewarded accuracy) and the clients' gain over standalone, per tested round.
+
+    Shows whether fairness holds through training or only at some rounds
+    (rewards that saturate at the global model's accuracy lose the ranking).
+    """
+    by_round = result.fairness_by_round()
+    if not by_round or result.standalone_accuracy is None:
+        raise ValueError("plot_fairness_by_round needs rewarded accuracies per round (fairness_every) and standalone ones")
+    gains = [
+        gain_over_standalone(r.reward_accuracy, result.standalone_accuracy)
+        for r in result.rounds
+        if r.reward_accuracy is not None
+    ]
+    rounds = [entry[0] for entry in by_round]
+    figure = Figure(figsize=(2 * FIGSIZE[0], FIGSIZE[1]), dpi=DPI)
+    left, right = figure.subplots(1, 2)
+    left.plot(rounds, [entry[1] for entry in by_round], marker="o")
+    left.set_ylim(-1.05, 1.05)
+    left.set_xlabel("round")
+    left.set_ylabel("Pearson(standalone, rewarded accuracy)")
+    left.set_title(f"fairness per round ({result.config.strategy})")
+    left.grid(alpha=0.3)
+    right.plot(rounds, [100 * g[0] for g in gains], marker="o", label="mean client")
+    right.plot(rounds, [100 * g[1] for g in gains], marker="v", label="worst client")
+    right.axhline(0, linestyle="--", color="grey", linewidth=1)
+    right.set_xlabel("round")
+    right.set_ylabel("rewarded minus standalone accuracy (pt)")
+    right.set_title("gain over standalone")
+    right.grid(alpha=0.3)
+    right.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+    return path
+
+
 def write_plots(result: ExperimentResult, output_dir: Path, pearson: float | None = None) -> list[Path]:
     """Write every plot that applies to ``result`` into ``output_dir``; returns their paths."""
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -103,4 +139,6 @@ def write_plots(result: ExperimentResult, output_dir: Path, pearson: float | Non
     ]
     if pearson is not None and result.standalone_accuracy is not None and result.reward_accuracy is not None:
         paths.append(plot_reward(result, output_dir / "reward_vs_standalone.png", pearson))
+    if result.fairness_by_round():
+        paths.append(plot_fairness_by_round(result, output_dir / "fairness_by_round.png"))
     return paths

@@ -21,7 +21,9 @@ from fedchain.experiments.config import ExperimentConfig
 from fedchain.fl.metrics import jain_index, pearson
 
 #: Columns of ``metrics.csv``, one row per (round, client).
-CSV_COLUMNS = ("round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted")
+CSV_COLUMNS = (
+    "round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted", "reward_accuracy",
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class RoundRecord:
     accepted: tuple[bool, ...]
     #: Wall-clock seconds of the round (training, scoring, aggregation, evaluation).
     seconds: float
+    #: Test accuracy of each client's rewarded model after this round, when measured
+    #: (``ExperimentConfig.fairness_every``); ``None`` otherwise.
+    reward_accuracy: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,27 @@ class ExperimentResult:
             return None
         return pearson(self.standalone_accuracy, self.reward_accuracy), jain_index(self.reward_accuracy)
 
+    def fairness_by_round(self) -> tuple[tuple[int, float], ...]:
+        """``(round, Pearson(standalone, rewarded accuracy))`` for every round whose rewarded models were tested.
+
+        Empty without standalone accuracies or without ``ExperimentConfig.fairness_every``.
+        """
+        if self.standalone_accuracy is None or len(self.clients) < 2:
+            return ()
+        return tuple(
+            (r.round, pearson(self.standalone_accuracy, r.reward_accuracy))
+            for r in self.rounds
+            if r.reward_accuracy is not None
+        )
+
+    def best_round_fairness(self) -> tuple[int, float] | None:
+        """The round with the highest Pearson in :meth:`fairness_by_round`, and that Pearson.
+
+        The FedAVE authors' code reports this figure; :meth:`fairness` is the last round's.
+        The best of many rounds is biased upwards, so read it only beside the last round's.
+        """
+        return max(self.fairness_by_round(), key=lambda entry: entry[1], default=None)
+
     def collaboration_gain(self) -> tuple[float, float] | None:
         """(mean, worst) over clients of rewarded minus standalone accuracy, when both exist.
 
@@ -92,8 +118,7 @@ class ExperimentResult:
         """
         if self.standalone_accuracy is None or self.reward_accuracy is None or not self.clients:
             return None
-        gains = [r - s for r, s in zip(self.reward_accuracy, self.standalone_accuracy)]
-        return statistics.fmean(gains), min(gains)
+        return gain_over_standalone(self.reward_accuracy, self.standalone_accuracy)
 
     def contribution_pearson(self) -> float | None:
         """Pearson of standalone accuracy vs mean contribution over the rounds, when standalone was computed.
@@ -122,6 +147,7 @@ class ExperimentResult:
         fairness = self.fairness()
         ranking = self.contribution_pearson()
         gain = self.collaboration_gain() or (math.nan, math.nan)
+        best = self.best_round_fairness()
         return {
             "config": self.config.to_dict(),
             "clients": [{"index": c.index, "samples": c.samples, "fault": c.fault} for c in self.clients],
@@ -134,6 +160,7 @@ class ExperimentResult:
                     "quality": list(r.quality),
                     "accepted": list(r.accepted),
                     "seconds": r.seconds,
+                    "reward_accuracy": _list_or_none(r.reward_accuracy),
                 }
                 for r in self.rounds
             ],
@@ -148,11 +175,19 @@ class ExperimentResult:
                 "contribution_pearson": ranking,
                 "gain_mean": gain[0],
                 "gain_worst": gain[1],
+                "best_round": None if best is None else best[0],
+                "pearson_best_round": None if best is None else best[1],
             },
             "final_accuracy": self.final_accuracy,
             "best_accuracy": self.best_accuracy,
             "seconds": self.seconds,
         }
+
+
+def gain_over_standalone(reward: Sequence[float], standalone: Sequence[float]) -> tuple[float, float]:
+    """(mean, worst) over clients of rewarded minus standalone accuracy."""
+    gains = [r - s for r, s in zip(reward, standalone, strict=True)]
+    return statistics.fmean(gains), min(gains)
 
 
 def _list_or_none(values: Sequence[float] | None) -> list[float] | None:
@@ -186,6 +221,7 @@ def write_metrics(result: ExperimentResult, output_dir: Path) -> tuple[Path, Pat
                         f"{record.contribution[i]:.6g}",
                         f"{record.quality[i]:.6g}",
                         int(record.accepted[i]),
+                        "" if record.reward_accuracy is None else f"{record.reward_accuracy[i]:.6f}",
                     )
                 )
     return json_path, csv_path

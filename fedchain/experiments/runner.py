@@ -255,6 +255,9 @@ def run_experiment(
             if rejected:
                 log.info("round %d: updates of clients %s were not aggregated", round_number, rejected)
             test = evaluator.evaluate(global_params, federation.test)
+            round_rewards = None
+            if result.rewards is not None and config.fairness_every and round_number % config.fairness_every == 0:
+                round_rewards = evaluator.accuracies(result.rewards, federation.test)
             record = RoundRecord(
                 round=round_number,
                 test_accuracy=test.accuracy,
@@ -263,6 +266,7 @@ def run_experiment(
                 quality=quality,
                 accepted=tuple(bool(a) for a in result.accepted.tolist()),
                 seconds=time.perf_counter() - round_began,
+                reward_accuracy=round_rewards,
             )
             records.append(record)
             log.info(
@@ -282,7 +286,7 @@ def run_experiment(
                     break
         reward_accuracy = None
         if last_result is not None and last_result.rewards is not None:
-            reward_accuracy = evaluator.accuracies(last_result.rewards, federation.test)
+            reward_accuracy = records[-1].reward_accuracy or evaluator.accuracies(last_result.rewards, federation.test)
     infos = tuple(ClientInfo(i, n, fault) for i, (n, fault) in enumerate(zip(federation.data_sizes, federation.faults)))
     return ExperimentResult(
         config=config,

@@ -89,6 +89,9 @@ def summary_table(result: ExperimentResult) -> Table:
     ranking = result.contribution_pearson()
     if ranking is not None:
         table.add_row("Pearson(standalone, mean contribution)", f"{ranking:.3f}")
+    best = result.best_round_fairness()
+    if best is not None:
+        table.add_row("best round's Pearson (FedAVE authors' figure)", f"{best[1]:.3f} (round {best[0]})")
     if scores is not None:
         table.add_row("Jain index of reward accuracy", f"{scores[1]:.3f}")
     gain = result.collaboration_gain()
@@ -152,6 +155,7 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--test-samples", type=int, help="Use only this many test samples.")
 @click.option("--validation-samples", type=int, help="Training samples held out as the aggregator's validation set.")
 @click.option("--standalone/--no-standalone", default=None, help="Also train every client alone (fairness figures).")
+@click.option("--fairness-every", type=int, help="Test every client's rewarded model every N rounds too (fairness per round; 0: last round only).")
 @click.option("--seed", type=int, help="Seed of the run.")
 @click.option("--engine", type=click.Choice(ENGINES), help="Training engine.")
 @click.option("--device", help="Torch device (auto, cpu, cuda, cuda:1).")
@@ -169,7 +173,8 @@ def simulate(config_path: Path | None, strategy_options: tuple[str, ...], prunin
       fedchain simulate --strategy cgsv --clients 20 --noisy-clients 0.3 --noise-rate 0.5
 
     Writes metrics.json, metrics.csv and plots (accuracy.png, contribution.png
-    and, with rewards in kind and --standalone, reward_vs_standalone.png).
+    and, with rewards in kind and --standalone, reward_vs_standalone.png;
+    with --fairness-every too, fairness_by_round.png).
     """
     renames = {
         "noisy_clients": "faults.noisy_clients",

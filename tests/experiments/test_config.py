@@ -83,6 +83,7 @@ def test_a_value_of_the_wrong_type_names_the_setting(tmp_path: Path) -> None:
         ("faults:\n  noise_rate: 1.5\n", "noise_rate=1.5 must lie in"),
         ("strategy_options: fast\n", "strategy_options must be a mapping"),
         ("pruning:\n  sparsity: 1.0\n", "sparsity must be in"),
+        ("fairness_every: -1\n", "fairness_every=-1 must be 0"),
     ],
 )
 def test_impossible_values_are_refused_with_the_reason(tmp_path: Path, text: str, message: str) -> None:

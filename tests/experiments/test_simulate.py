@@ -49,7 +49,9 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     out = tmp_path / "run"
 
     # execute
-    result = CliRunner().invoke(cli, ["simulate", "--config", str(config), "--output-dir", str(out)])
+    result = CliRunner().invoke(
+        cli, ["simulate", "--config", str(config), "--output-dir", str(out), "--fairness-every", "1"]
+    )
 
     # assert
     assert result.exit_code == 0, result.output
@@ -64,15 +66,24 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     gains = np.subtract(metrics["reward_accuracy"], metrics["standalone_accuracy"])
     assert metrics["fairness"]["gain_mean"] == pytest.approx(gains.mean())
     assert metrics["fairness"]["gain_worst"] == pytest.approx(gains.min())
+    per_round = [r["reward_accuracy"] for r in metrics["rounds"]]
+    assert per_round[-1] == metrics["reward_accuracy"]  # the last round's rewarded models are the final ones
+    pearsons = [np.corrcoef(metrics["standalone_accuracy"], accuracy)[0, 1] for accuracy in per_round]
+    assert metrics["fairness"]["pearson_best_round"] == pytest.approx(max(pearsons))
+    assert metrics["fairness"]["best_round"] == 1 + int(np.argmax(pearsons))
     with (out / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * 3
-    assert set(rows[0]) == {"round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted"}
-    for plot in ("accuracy.png", "contribution.png", "reward_vs_standalone.png"):
+    assert set(rows[0]) == {
+        "round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted", "reward_accuracy",
+    }
+    assert [float(row["reward_accuracy"]) for row in rows] == pytest.approx([a for r in per_round for a in r], abs=1e-6)
+    for plot in ("accuracy.png", "contribution.png", "reward_vs_standalone.png", "fairness_by_round.png"):
         assert (out / plot).read_bytes().startswith(b"\x89PNG")
     assert "final test accuracy" in result.output
     assert "Pearson(standalone, mean contribution)" in result.output
     assert "gain over standalone" in result.output
+    assert "best round's Pearson" in result.output
 
 
 def test_an_infinite_update_is_rejected_and_never_averaged_in() -> None:

@@ -1,0 +1,59 @@
+"""What an :class:`ExperimentResult` computes from its records: the fairness figures per round."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedchain.experiments.config import ExperimentConfig
+from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord, gain_over_standalone
+
+STANDALONE = (0.5, 0.7, 0.9)
+
+
+def _result(per_round: list[tuple[float, ...] | None], standalone: tuple[float, ...] | None = STANDALONE) -> ExperimentResult:
+    rounds = tuple(
+        RoundRecord(
+            round=i + 1, test_accuracy=0.9, test_loss=0.3, contribution=(1 / 3,) * 3, quality=(1.0,) * 3,
+            accepted=(True,) * 3, seconds=1.0, reward_accuracy=accuracy,
+        )
+        for i, accuracy in enumerate(per_round)
+    )
+    return ExperimentResult(
+        config=ExperimentConfig(strategy="fedave"),
+        clients=tuple(ClientInfo(i, 100) for i in range(3)),
+        rounds=rounds,
+        standalone_accuracy=standalone,
+        reward_accuracy=per_round[-1],
+        rounds_to_target=None,
+        seconds=3.0,
+    )
+
+
+def test_fairness_by_round_correlates_every_tested_round_and_skips_the_others() -> None:
+    # prepare: round 1 linear in standalone (Pearson 1), round 2 untested, round 3 reversed (-1), round 4 mixed
+    mixed = (0.9, 0.8, 0.95)
+    result = _result([(0.6, 0.8, 1.0), None, (1.0, 0.8, 0.6), mixed])
+
+    # execute
+    by_round = result.fairness_by_round()
+
+    # assert
+    assert [r for r, _ in by_round] == [1, 3, 4]
+    assert [p for _, p in by_round] == pytest.approx([1.0, -1.0, np.corrcoef(STANDALONE, mixed)[0, 1]])
+    assert result.best_round_fairness() == (1, pytest.approx(1.0))
+
+
+def test_without_per_round_tests_or_standalone_accuracies_there_is_no_best_round() -> None:
+    assert _result([None, None, (0.6, 0.8, 1.0)]).fairness_by_round() == ((3, pytest.approx(1.0)),)
+    assert _result([None, None]).best_round_fairness() is None
+    assert _result([(0.6, 0.8, 0.95)], standalone=None).best_round_fairness() is None
+
+
+def test_gain_over_standalone_is_the_mean_and_the_smallest_difference() -> None:
+    mean, worst = gain_over_standalone((0.6, 0.65, 0.95), STANDALONE)
+
+    assert mean == pytest.approx((0.1 - 0.05 + 0.05) / 3)
+    assert worst == pytest.approx(-0.05)
+    with pytest.raises(ValueError):
+        gain_over_standalone((0.6, 0.65), STANDALONE)  # one accuracy per client, or a clear failure
