@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from fedchain.experiments.results import ExperimentResult, gain_over_standalone
+from fedchain.experiments.results import ExperimentResult
 
 #: Colour of honest clients and of each injected fault in the contribution plot.
 FAULT_COLOURS = {
@@ -37,6 +38,7 @@ def plot_accuracy(result: ExperimentResult, path: Path) -> Path:
     if target is not None:
         axes.axhline(100 * target, linestyle="--", color="tab:gray", label=f"target {100 * target:g}%")
     axes.set_xlabel("round")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_ylabel("test accuracy (%)")
     axes.set_title(f"{result.config.dataset}, {result.config.partition}, {len(result.clients)} clients")
     axes.grid(alpha=0.3)
@@ -101,29 +103,25 @@ def plot_fairness_by_round(result: ExperimentResult, path: Path) -> Path:
     (rewards that saturate at the global model's accuracy lose the ranking).
     """
     by_round = result.fairness_by_round()
-    if not by_round or result.standalone_accuracy is None:
+    if not by_round:
         raise ValueError("plot_fairness_by_round needs rewarded accuracies per round (fairness_every) and standalone ones")
-    gains = [
-        gain_over_standalone(r.reward_accuracy, result.standalone_accuracy)
-        for r in result.rounds
-        if r.reward_accuracy is not None
-    ]
     rounds = [entry[0] for entry in by_round]
+    gains = [result.gain_in_round(r) for r in rounds]
     figure = Figure(figsize=(2 * FIGSIZE[0], FIGSIZE[1]), dpi=DPI)
     left, right = figure.subplots(1, 2)
     left.plot(rounds, [entry[1] for entry in by_round], marker="o")
     left.set_ylim(-1.05, 1.05)
-    left.set_xlabel("round")
+    for axes in (left, right):
+        axes.set_xlabel("round")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.grid(alpha=0.3)
     left.set_ylabel("Pearson(standalone, rewarded accuracy)")
     left.set_title(f"fairness per round ({result.config.strategy})")
-    left.grid(alpha=0.3)
     right.plot(rounds, [100 * g[0] for g in gains], marker="o", label="mean client")
     right.plot(rounds, [100 * g[1] for g in gains], marker="v", label="worst client")
     right.axhline(0, linestyle="--", color="grey", linewidth=1)
-    right.set_xlabel("round")
     right.set_ylabel("rewarded minus standalone accuracy (pt)")
-    right.set_title("gain over standalone")
-    right.grid(alpha=0.3)
+    right.set_title("gain over final standalone model")
     right.legend()
     figure.tight_layout()
     figure.savefig(path)

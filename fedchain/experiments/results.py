@@ -109,6 +109,17 @@ class ExperimentResult:
         """
         return max(self.fairness_by_round(), key=lambda entry: entry[1], default=None)
 
+    def gain_in_round(self, round_number: int) -> tuple[float, float] | None:
+        """(mean, worst) gain of the rewarded models tested after ``round_number`` over standalone.
+
+        Standalone accuracies are the final ones (each client trained alone for all
+        rounds' epochs), so early rounds show what the rewards reach by then.
+        """
+        record = next((r for r in self.rounds if r.round == round_number), None)
+        if record is None or record.reward_accuracy is None or self.standalone_accuracy is None:
+            return None
+        return gain_over_standalone(record.reward_accuracy, self.standalone_accuracy)
+
     def collaboration_gain(self) -> tuple[float, float] | None:
         """(mean, worst) over clients of rewarded minus standalone accuracy, when both exist.
 
@@ -148,6 +159,7 @@ class ExperimentResult:
         ranking = self.contribution_pearson()
         gain = self.collaboration_gain() or (math.nan, math.nan)
         best = self.best_round_fairness()
+        best_gain = None if best is None else self.gain_in_round(best[0])
         return {
             "config": self.config.to_dict(),
             "clients": [{"index": c.index, "samples": c.samples, "fault": c.fault} for c in self.clients],
@@ -177,6 +189,7 @@ class ExperimentResult:
                 "gain_worst": gain[1],
                 "best_round": None if best is None else best[0],
                 "pearson_best_round": None if best is None else best[1],
+                "gain_mean_best_round": None if best_gain is None else best_gain[0],
             },
             "final_accuracy": self.final_accuracy,
             "best_accuracy": self.best_accuracy,

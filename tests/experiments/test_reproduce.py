@@ -26,7 +26,7 @@ def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_an
         FairnessRun(
             "pow", "fedave", seed, pearson, contribution_pearson=pearson + 0.1, jain=1.0 - seed / 10,
             final_accuracy=0.9, seconds=1.0, gain_mean=0.01 * seed, gain_worst=-0.01 * seed,
-            best_round_pearson=pearson + 0.05,
+            best_round_pearson=pearson + 0.05, best_round_gain_mean=-0.1 * seed,
         )
         for seed, pearson in enumerate((0.5, 0.7, 0.9))
     ] + [FairnessRun(
@@ -46,5 +46,6 @@ def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_an
     assert rows[0].gain_mean == pytest.approx(0.01)  # mean of 0, 0.01, 0.02
     assert rows[0].gain_worst == pytest.approx(-0.02)  # the worst client of any seed
     assert rows[0].best_round_pearson_mean == pytest.approx(0.75)
+    assert rows[0].best_round_gain_mean == pytest.approx(-0.1)  # mean of 0, -0.1, -0.2
     assert rows[1].pearson_std == 0.0  # one seed: no spread
     assert math.isnan(rows[1].best_round_pearson_mean)  # rewarded models not tested per round

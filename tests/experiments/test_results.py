@@ -50,6 +50,14 @@ def test_without_per_round_tests_or_standalone_accuracies_there_is_no_best_round
     assert _result([(0.6, 0.8, 0.95)], standalone=None).best_round_fairness() is None
 
 
+def test_the_gain_in_a_round_compares_that_rounds_rewarded_models_with_standalone() -> None:
+    result = _result([(0.4, 0.7, 0.95), None])
+
+    assert result.gain_in_round(1) == (pytest.approx((-0.1 + 0.0 + 0.05) / 3), pytest.approx(-0.1))
+    assert result.gain_in_round(2) is None  # not tested that round
+    assert result.gain_in_round(3) is None  # no such round
+
+
 def test_gain_over_standalone_is_the_mean_and_the_smallest_difference() -> None:
     mean, worst = gain_over_standalone((0.6, 0.65, 0.95), STANDALONE)
 

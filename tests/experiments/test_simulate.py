@@ -71,6 +71,9 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     pearsons = [np.corrcoef(metrics["standalone_accuracy"], accuracy)[0, 1] for accuracy in per_round]
     assert metrics["fairness"]["pearson_best_round"] == pytest.approx(max(pearsons))
     assert metrics["fairness"]["best_round"] == 1 + int(np.argmax(pearsons))
+    best_rewards = per_round[int(np.argmax(pearsons))]
+    expected_gain = np.mean(np.subtract(best_rewards, metrics["standalone_accuracy"]))
+    assert metrics["fairness"]["gain_mean_best_round"] == pytest.approx(expected_gain)
     with (out / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * 3
