@@ -20,7 +20,7 @@ export FEDCHAIN_DATA_ROOT
 # Extra arguments: make demo ARGS="--rounds 3", make test ARGS="-k auction".
 ARGS ?=
 
-.PHONY: setup demo test clean brownie brownie-compile bindings
+.PHONY: setup demo test clean brownie brownie-compile bindings bench-flower
 .DEFAULT_GOAL := demo
 
 setup: $(VENV)/.installed node_modules/.installed
@@ -58,9 +58,25 @@ brownie-compile: brownie node_modules/.installed
 	@test -e $(SOLCX_BRIDGE) || { mkdir -p $(dir $(SOLCX_BRIDGE)) && ln -s $(abspath fedchain/chain/solc_bridge.js) $(SOLCX_BRIDGE); }
 	$(BROWNIE_VENV)/bin/brownie compile
 
+# Flower 1.41 (the issue's baseline) pins rich < 15 and packaging < 26, so it gets
+# an environment of its own layered on .venv: a .pth file adds .venv's packages
+# behind Flower's, so torch and FedChain are not installed twice.
+FLOWER_VENV := .venv-flower
+
+$(FLOWER_VENV)/.installed: $(VENV)/.installed
+	@test -x $(FLOWER_VENV)/bin/python || $(PYTHON) -m venv $(FLOWER_VENV)
+	$(FLOWER_VENV)/bin/python -c "import site, sys; open(site.getsitepackages()[0] + '/fedchain-base.pth', 'w').write('import site; site.addsitedir(%r)\n' % sys.argv[1])" \
+		"$$($(PY) -c 'import site; print(site.getsitepackages()[0])')"
+	$(FLOWER_VENV)/bin/python -m pip install $(PIP_FLAGS) 'flwr[simulation]==1.41.0'
+	@touch $@
+
+# FedChain's trainer against the plain loop and Flower's simulation engine, same run.
+bench-flower: setup $(FLOWER_VENV)/.installed
+	$(FLOWER_VENV)/bin/python -m fedchain.cli bench train --flower $(ARGS)
+
 # Regenerate the typed contract bindings after changing contracts/.
 bindings: setup
 	$(PY) -m fedchain.chain.codegen
 
 clean:
-	rm -rf $(VENV) $(BROWNIE_VENV) node_modules build .fedchain
+	rm -rf $(VENV) $(BROWNIE_VENV) $(FLOWER_VENV) node_modules build .fedchain

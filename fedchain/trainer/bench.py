@@ -11,7 +11,10 @@ every client from the same global model:
 * FedChain's sequential engine (tensor indexing instead of a DataLoader), as
   a second reference;
 * the FedChain trainer with the chosen engine (``auto``: worker processes on a
-  CPU, vectorised clients on a GPU).
+  CPU, vectorised clients on a GPU);
+* with ``--flower``, Flower 1.41's simulation engine (Ray) training the plain
+  loop's clients (:mod:`fedchain.trainer.flower_baseline`), after the others:
+  it runs its rounds in one go.
 
 Rounds alternate between the contenders so that they see the same machine
 load; the first round of each is a warm-up and not counted. Worker start-up
@@ -33,15 +36,14 @@ from typing import Callable
 import click
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
 
 from fedchain.data.datasets import DATA_ROOT_ENV, load_dataset
 from fedchain.data.partition import iid
-from fedchain.errors import DataError
+from fedchain.errors import ConfigError, DataError
 from fedchain.fl.params import ParamSpec, unflatten
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import ENGINES, TrainConfig
+from fedchain.trainer.flower_baseline import FLOWER_VERSION, fit_client, flower_round_seconds, require_flower
 from fedchain.trainer.pool import available_cores
 from fedchain.trainer.trainer import Trainer, initial_params
 
@@ -91,19 +93,7 @@ def _plain_round(spec: ModelSpec, start: torch.Tensor, clients: Clients, config:
     global_state = unflatten(start.to(device), ParamSpec.of(model.state_dict()))
     for client, (images, labels) in enumerate(clients):
         model.load_state_dict(global_state)
-        optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum)
-        loader = DataLoader(
-            TensorDataset(images.to(device), labels.to(device)),
-            batch_size=config.batch_size,
-            shuffle=True,
-            generator=torch.Generator().manual_seed(config.seed + client),
-        )
-        model.train()
-        for _ in range(config.local_epochs):
-            for x, y in loader:
-                optimizer.zero_grad()
-                F.cross_entropy(model(x), y).backward()
-                optimizer.step()
+        fit_client(model, images.to(device), labels.to(device), config, config.seed + client)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -156,9 +146,16 @@ def run_train_bench(
     workers: int | None = None,
     threads: int | None = None,
     seed: int = 0,
+    flower: bool = False,
 ) -> dict:
-    """Run the benchmark and return its figures as a JSON-ready dict."""
+    """Run the benchmark and return its figures as a JSON-ready dict (``flower``: Flower as a fourth contender)."""
     torch_device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if flower:
+        if torch_device.type != "cpu":
+            raise ConfigError(
+                f"the Flower contender runs on the CPU, not {torch_device}", hint="add --device cpu to compare with Flower"
+            )
+        require_flower()
     data, source = _workload(clients, samples, data_root, seed)
     spec = ModelSpec("lenet5")
     config = TrainConfig(lr=0.01, momentum=0.9, batch_size=batch_size, local_epochs=1, seed=seed)
@@ -188,13 +185,16 @@ def run_train_bench(
                     if round_index > 0:  # round 0 warms up caches, allocators and kernels
                         timings[name].append(seconds)
                         cpu[name].append(cpu_seconds)
+        flower_first = None
+        if flower:
+            flower_first, flower_times = flower_round_seconds(spec, start, data, config, rounds, actors=cores)
     finally:
         torch.set_num_threads(threads_before)
     total = clients * samples
     plain = _contender("plain PyTorch loop (DataLoader, torch.optim.SGD)", timings["plain"], cpu["plain"], total)
     sequential = _contender("FedChain sequential engine", timings["sequential"], cpu["sequential"], total)
     chosen = _contender(f"FedChain trainer ({fast.engine})", timings["fedchain"], cpu["fedchain"], total)
-    return {
+    report = {
         "workload": {
             "clients": clients,
             "samples_per_client": samples,
@@ -229,6 +229,15 @@ def run_train_bench(
         "speedup_vs_plain": chosen.samples_per_second / plain.samples_per_second,
         "speedup_vs_sequential_engine": chosen.samples_per_second / sequential.samples_per_second,
     }
+    if flower_first is not None:
+        baseline = _contender(
+            f"Flower {FLOWER_VERSION} simulation engine (Ray)", flower_times, [None] * len(flower_times), total
+        )
+        report["threads"]["flower"] = f"{cores} Ray actors x 1 thread"
+        report["flower_first_round_seconds"] = flower_first
+        report["flower"] = asdict(baseline)
+        report["speedup_vs_flower"] = chosen.samples_per_second / baseline.samples_per_second
+    return report
 
 
 @click.command("train")
@@ -242,6 +251,7 @@ def run_train_bench(
 @click.option("--workers", default=None, type=click.IntRange(1), help="Processes of the process engine (default: usable cores).")
 @click.option("--threads", default=None, type=click.IntRange(1), help="torch threads of the in-process loops (default: usable cores).")
 @click.option("--data-root", default=None, type=click.Path(file_okay=False), help=f"MNIST location (default: ${DATA_ROOT_ENV}; random data without one).")
+@click.option("--flower", is_flag=True, help=f"Measure Flower {FLOWER_VERSION}'s simulation engine too (needs flwr[simulation]: make bench-flower).")
 def train(
     as_json: bool,
     clients: int,
@@ -253,11 +263,12 @@ def train(
     workers: int | None,
     threads: int | None,
     data_root: str | None,
+    flower: bool,
 ) -> None:
     """Samples/s of the FedChain trainer against the plain sequential PyTorch loop (LeNet-5, MNIST-shaped)."""
     report = run_train_bench(
         clients=clients, samples=samples, rounds=rounds, engine=engine, batch_size=batch_size,
-        device=device, data_root=data_root, workers=workers, threads=threads,
+        device=device, data_root=data_root, workers=workers, threads=threads, flower=flower,
     )
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -271,10 +282,15 @@ def train(
         f"machine: {machine['device']}, {machine['usable_cores']} usable cores, torch {report['software']['torch']}, "
         f"load average {machine['load_average_before'][0]} -> {machine['load_average_after'][0]}"
     )
-    click.echo(f"threads: plain loop {report['threads']['plain_loop']}, FedChain {report['threads']['fedchain']}")
+    threads_line = f"threads: plain loop {report['threads']['plain_loop']}, FedChain {report['threads']['fedchain']}"
+    click.echo(threads_line + (f", Flower {report['threads']['flower']}" if "flower" in report else ""))
     if report["worker_start_seconds"]:
         click.echo(f"worker start-up (once, not counted): {report['worker_start_seconds']:.1f} s")
-    for key in ("plain", "sequential", "fedchain"):
+    if "flower" in report:
+        click.echo(f"Flower's first round (actor start-up, not counted): {report['flower_first_round_seconds']:.1f} s")
+    for key in ("plain", "sequential", "fedchain", "flower"):
+        if key not in report:
+            continue
         row = report[key]
         cpu_figure = f"{row['samples_per_cpu_second']:9.0f} samples/CPU-s" if row["samples_per_cpu_second"] else ""
         click.echo(
@@ -283,4 +299,5 @@ def train(
     click.echo(
         f"speed-up: {report['speedup_vs_plain']:.2f}x the plain loop, "
         f"{report['speedup_vs_sequential_engine']:.2f}x FedChain's sequential engine"
+        + (f", {report['speedup_vs_flower']:.2f}x Flower" if "flower" in report else "")
     )
