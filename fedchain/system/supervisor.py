@@ -16,7 +16,10 @@ import os
 import signal
 import subprocess
 import time
+import threading
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -29,6 +32,38 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 20.0
 #: Lines of a log shown when its process died.
 LOG_TAIL_LINES = 25
+
+
+#: The signals that stop a supervising program (Ctrl-C, and SIGTERM where it is turned into one).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def signals_held(signums: Sequence[int] = STOP_SIGNALS) -> Iterator[None]:
+    """Hold ``signums`` until the block ends, then deliver them to the handlers they had.
+
+    A Ctrl-C (or a SIGTERM turned into KeyboardInterrupt) that lands inside
+    ``Popen`` after the fork would raise out of it with the child already
+    running and never registered, so no :meth:`Supervisor.stop` would stop
+    it. Held, it arrives once the child is registered. Outside the main thread
+    (where Python runs signal handlers) this holds nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {}
+    for signum in signums:
+        handler = signal.getsignal(signum)
+        if callable(handler):  # a Python handler to defer (not SIG_DFL, SIG_IGN or one set from C)
+            previous[signum] = signal.signal(signum, lambda received, _frame: pending.append(received))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in pending:
+            signal.raise_signal(signum)
 
 
 @dataclass(frozen=True)
@@ -113,7 +148,7 @@ class Supervisor:
         if previous is not None and previous.running:
             raise ValueError(f"{spec.name} is already running (pid {previous.pid})")
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with spec.log_path.open("ab") as output:
+        with spec.log_path.open("ab") as output, signals_held():
             process = subprocess.Popen(
                 list(spec.argv),
                 env={**os.environ, **spec.env},
@@ -122,8 +157,8 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a terminal's Ctrl-C reaches the supervisor only; it stops the children
             )
-        child = Child(spec, process)
-        self._children[spec.name] = child
+            child = Child(spec, process)
+            self._children[spec.name] = child
         log.info("started %s (pid %d), log %s", spec.name, process.pid, spec.log_path)
         return child
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -113,3 +115,35 @@ def test_a_killed_process_is_expected_to_be_gone_and_can_be_restarted_with_its_l
         assert first.returncode == -9 and second.running and second.pid != first.pid
         with pytest.raises(ValueError, match="already running"):
             supervisor.start(spec)
+
+
+def test_a_stop_signal_that_lands_while_a_child_starts_arrives_after_the_child_is_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # prepare: SIGTERM raises KeyboardInterrupt (as in the demo) and lands just after Popen forked the child
+    spec = python(tmp_path, "client-0", POLITE)
+    real_popen = subprocess.Popen
+
+    def popen_then_sigterm(*args, **kwargs):  # type: ignore[no-untyped-def]
+        process = real_popen(*args, **kwargs)
+        signal.raise_signal(signal.SIGTERM)
+        return process
+
+    def interrupt(signum, frame):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", popen_then_sigterm)
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        with Supervisor() as supervisor:
+            # execute
+            with pytest.raises(KeyboardInterrupt):
+                supervisor.start(spec)
+
+            # assert: the interrupt came out of start with the child registered, so stopping reaches it
+            child = supervisor.child("client-0")
+            wait_for_line(spec, "up")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert child.returncode == 0
+    assert "stopping on SIGTERM" in spec.log_path.read_text()
