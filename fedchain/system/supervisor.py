@@ -15,8 +15,8 @@ import logging
 import os
 import signal
 import subprocess
-import time
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager

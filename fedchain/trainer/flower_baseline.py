@@ -42,25 +42,6 @@ INSTALL_HINT = (
 Clients = Sequence[tuple[torch.Tensor, torch.Tensor]]
 
 
-def fit_client(
-    model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, config: TrainConfig, seed: int
-) -> None:
-    """The plain PyTorch loop's local training of one client, in place on ``model``."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(images, labels),
-        batch_size=config.batch_size,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(seed),
-    )
-    model.train()
-    for _ in range(config.local_epochs):
-        for x, y in loader:
-            optimizer.zero_grad()
-            torch.nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()
-
-
 def require_flower() -> None:
     """Fail with the way to install Flower unless ``flwr[simulation]`` can be imported here."""
     try:
@@ -87,6 +68,8 @@ def flower_round_seconds(
     from flwr.server import ServerApp, ServerAppComponents, ServerConfig
     from flwr.server.strategy import FedAvg
     from flwr.simulation import run_simulation
+
+    from fedchain.trainer.bench import fit_client  # here: bench imports this module
 
     state = unflatten(start.cpu(), ParamSpec.of(spec.build().state_dict()))
     names = list(state)
