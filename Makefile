@@ -1,6 +1,6 @@
 # FedChain's two commands (README.md):
 #   make demo   set everything up, then run the demo on a local chain it starts
-#   make test   set everything up, then run the whole test suite
+#   make test   set everything up, lint (ruff), then run the whole test suite
 # Set-up is idempotent: the Python environment (.venv) and the npm chain tools
 # (node_modules) are rebuilt only when pyproject.toml or package-lock.json change.
 # npm install (not npm ci) because npm 11 rejects lock files whose optional
@@ -20,7 +20,7 @@ export FEDCHAIN_DATA_ROOT
 # Extra arguments: make demo ARGS="--rounds 3", make test ARGS="-k auction".
 ARGS ?=
 
-.PHONY: setup demo test clean brownie brownie-compile bindings bench-flower
+.PHONY: setup demo test lint clean brownie brownie-compile bindings bench-flower
 .DEFAULT_GOAL := demo
 
 setup: $(VENV)/.installed node_modules/.installed
@@ -38,8 +38,12 @@ node_modules/.installed: package.json package-lock.json
 demo: setup
 	$(VENV)/bin/fedchain demo $(ARGS)
 
-test: setup
+test: lint
 	$(PY) -m pytest $(ARGS)
+
+# The rules are in pyproject.toml ([tool.ruff]); `$(VENV)/bin/ruff check --fix .` mends most findings.
+lint: setup
+	$(VENV)/bin/ruff check .
 
 # Brownie pins ~70 exact versions (web3, hypothesis, pytest...), so it gets an
 # environment of its own. Offline, the npm compiler stands in for solc: the

@@ -15,7 +15,8 @@ A module may be named relative to the package ("trainer") or in full
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def lazy_exports(

@@ -5,9 +5,9 @@ Each benchmark lives beside what it measures; this group only gathers them.
 
 from __future__ import annotations
 
-from fedchain.cli import LazyGroup
-
 import click
+
+from fedchain.cli import LazyGroup
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "gas": ("fedchain.chain.gasbench:gas", "Gas of posting one round for 10, 50 and 100 clients."),

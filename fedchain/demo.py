@@ -19,11 +19,12 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console, Group
@@ -203,7 +204,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
 
 def _fresh_run_dir(requested: Path | None) -> Path:
     if requested is None:
-        return Path("runs") / datetime.now(timezone.utc).strftime("demo-%Y%m%d-%H%M%S")
+        return Path("runs") / datetime.now(UTC).strftime("demo-%Y%m%d-%H%M%S")
     if requested.exists() and any(requested.iterdir()):
         raise ConfigError(
             f"the run folder {requested} is not empty",
@@ -245,7 +246,7 @@ class ProgressDisplay:
         self._last_read = 0.0
         self._last_line = ""
 
-    def __enter__(self) -> "ProgressDisplay":
+    def __enter__(self) -> ProgressDisplay:
         if self._live is not None:
             self._live.__enter__()
         return self

@@ -33,9 +33,10 @@ import dataclasses
 import functools
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -178,7 +179,7 @@ class TaskSpec:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "TaskSpec":
+    def from_bytes(cls, data: bytes) -> TaskSpec:
         """Parse :meth:`to_bytes`'s output; anything else raises :class:`~fedchain.errors.TaskSpecError`."""
         from fedchain.config import from_mapping
 
@@ -245,7 +246,7 @@ class TaskSpec:
         return unflatten(initial_params(self.model_spec(), self.seed), self.param_spec())
 
 
-def load_validation(spec: TaskSpec, data_root: str | None = None) -> "ImageDataset":
+def load_validation(spec: TaskSpec, data_root: str | None = None) -> ImageDataset:
     """The publisher's validation set of ``spec`` from the data root (``--data-root`` or ``FEDCHAIN_DATA_ROOT``)."""
     from fedchain.data.datasets import load_dataset
 

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -111,7 +112,7 @@ class UpdateMeta:
         return json.dumps({"format": FORMAT, **dataclasses.asdict(self)}, sort_keys=True, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "UpdateMeta":
+    def from_json(cls, text: str) -> UpdateMeta:
         """Parse :meth:`to_json`'s output; anything else raises :class:`UpdateMetadataMismatch`."""
         try:
             fields = json.loads(text)
@@ -200,7 +201,7 @@ def _check_spec(tensors: Mapping[str, torch.Tensor], spec: ParamSpec) -> None:
             f"the update's tensors differ from the model's: missing {missing}, unexpected {extra}",
             reason=RejectReason.WRONG_NAMES,
         )
-    for name, shape, dtype in zip(spec.names, spec.shapes, spec.dtypes):
+    for name, shape, dtype in zip(spec.names, spec.shapes, spec.dtypes, strict=True):
         tensor = tensors[name]
         if tuple(tensor.shape) != tuple(shape):
             raise UpdateSpecMismatch(

@@ -25,8 +25,9 @@ committed just before a crash can still be revealed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -360,7 +361,7 @@ class FogNode:
             groups.setdefault((item.spec.model_spec(), item.spec.train_config(item.round)), []).append(item)
         for (model, train_config), jobs in groups.items():
             trained = self._train(model, train_config, jobs)
-            for item, (delta, losses) in zip(jobs, trained):
+            for item, (delta, losses) in zip(jobs, trained, strict=True):
                 self._commit(state, item, delta, losses)
 
     def _due_jobs(self, state: AgentState) -> list[DueJob]:
@@ -441,7 +442,7 @@ class FogNode:
             )
         return [
             (unflatten(row, trainer.spec), self._local_losses(trainer, item, start + row))
-            for item, start, row in zip(jobs, starts, deltas)
+            for item, start, row in zip(jobs, starts, deltas, strict=True)
         ]
 
     def _local_losses(self, trainer: Trainer, item: DueJob, trained: torch.Tensor) -> torch.Tensor | None:

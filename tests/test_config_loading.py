@@ -40,7 +40,7 @@ def test_unknown_key_is_refused_with_the_known_ones_as_hint() -> None:
 
 
 def test_wrong_types_name_the_key() -> None:
-    with pytest.raises(ConfigError, match="rounds must be an integer, got 2.5"):
+    with pytest.raises(ConfigError, match=r"rounds must be an integer, got 2\.5"):
         from_mapping(Experiment, {"rounds": 2.5})
     with pytest.raises(ConfigError, match="strategy='fedprox' is not one of 'fedavg', 'cgsv'"):
         from_mapping(Experiment, {"strategy": "fedprox"})
@@ -49,9 +49,9 @@ def test_wrong_types_name_the_key() -> None:
 
 
 def test_an_error_inside_an_optional_section_keeps_its_reason_and_hint() -> None:
-    with pytest.raises(ConfigError, match="pruning.sparsity must be a number"):
+    with pytest.raises(ConfigError, match=r"pruning\.sparsity must be a number"):
         from_mapping(Experiment, {"pruning": {"sparsity": "half"}})
-    with pytest.raises(ConfigError, match="unknown setting\\(s\\) pruning.density") as caught:
+    with pytest.raises(ConfigError, match=r"unknown setting\(s\) pruning\.density") as caught:
         from_mapping(Experiment, {"pruning": {"density": 0.5}})
     assert "pruning.sparsity" in caught.value.hint
 

@@ -16,7 +16,8 @@ JSON lines.
 from __future__ import annotations
 
 import logging
-from typing import Any, MutableMapping
+from collections.abc import MutableMapping
+from typing import Any
 
 #: Keyword arguments that belong to :meth:`logging.Logger.log` itself, not to the fields.
 LOGGING_KEYWORDS = frozenset({"exc_info", "stack_info", "stacklevel", "extra"})
@@ -40,7 +41,7 @@ class AgentLogger(logging.LoggerAdapter):
     def __init__(self, logger: logging.Logger, **fields: Any) -> None:
         super().__init__(logger, fields)
 
-    def bind(self, **fields: Any) -> "AgentLogger":
+    def bind(self, **fields: Any) -> AgentLogger:
         """A logger with ``fields`` added to (or replacing) the bound ones."""
         return AgentLogger(self.logger, **{**self.extra, **fields})
 

@@ -27,9 +27,9 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from fedchain.agent.logs import AgentLogger
 from fedchain.agent.state import AgentState, load_state, save_state

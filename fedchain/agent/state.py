@@ -61,7 +61,7 @@ class AgentState:
             ) from err
 
     @classmethod
-    def from_json(cls, text: str, *, source: str = "the state file") -> "AgentState":
+    def from_json(cls, text: str, *, source: str = "the state file") -> AgentState:
         """Parse :meth:`to_json`'s output."""
         try:
             raw = json.loads(text)
@@ -96,7 +96,7 @@ class AgentState:
         """Forget a pending transaction (mined or dropped); returns what was recorded, if anything."""
         return self.pending_txs.pop(_tx_key(tx_hash), None)
 
-    def copy(self) -> "AgentState":
+    def copy(self) -> AgentState:
         """A deep copy (through JSON, so it also proves the state can be saved)."""
         return AgentState.from_json(self.to_json())
 

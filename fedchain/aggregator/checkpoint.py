@@ -57,7 +57,7 @@ def load_strategy_state(folder: Path, round_number: int, state_type: type[Strate
         return None
     with safe_open(str(path), framework="pt") as file:
         fields = json.loads((file.metadata() or {}).get(FIELDS_KEY, "{}"))
-        tensors = {name: file.get_tensor(name) for name in file.keys()}
+        tensors = {name: file.get_tensor(name) for name in file.keys()}  # noqa: SIM118 - safe_open has keys() but is not iterable
     try:
         return state_type(**fields, **tensors)
     except TypeError as err:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import torch
 
@@ -82,7 +83,7 @@ class Evaluator:
         result = predict(self.model, params.reshape(-1, params.shape[-1]), self.dataset, device=self.device)
         return [
             Evaluation(loss=float(loss), accuracy=float(acc), sample_losses=result.losses[r])
-            for r, (loss, acc) in enumerate(zip(result.mean_losses.tolist(), result.accuracies.tolist()))
+            for r, (loss, acc) in enumerate(zip(result.mean_losses.tolist(), result.accuracies.tolist(), strict=True))
         ]
 
     def __call__(self, params: torch.Tensor) -> Evaluation:
@@ -155,7 +156,7 @@ def score_round(
         evaluated = evaluator.evaluations(global_params + updates[rows])
         placeholder = Evaluation(loss=math.nan, accuracy=0.0)
         evaluations = [placeholder] * n
-        for i, evaluation in zip(rows, evaluated):
+        for i, evaluation in zip(rows, evaluated, strict=True):
             evaluations[i] = evaluation
             losses[i] = evaluation.loss
         sizes = [float(c.data_size) for c in clients]

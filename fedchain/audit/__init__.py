@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from fedchain._lazy import lazy_exports
 
-
 _EXPORTS: dict[str, str] = {
     "DEFAULT_SCORE_TOLERANCE": "auditor", "audit_on_chain": "auditor",
     "ChainReadings": "chain", "read_chain": "chain", "read_views": "chain",

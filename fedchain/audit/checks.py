@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from fedchain.chain.abi import ChainEvent
 
@@ -151,7 +152,7 @@ class Tally:
         """Note why ``check`` has nothing to compare."""
         self.skipped[check] = reason
 
-    def merge(self, other: "Tally") -> "Tally":
+    def merge(self, other: Tally) -> Tally:
         """Both tallies' comparisons and findings."""
         merged = Tally(self.compared + other.compared, {}, {**self.skipped, **other.skipped})
         for source in (self, other):

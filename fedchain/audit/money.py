@@ -11,7 +11,7 @@ and views in, findings out.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from fedchain.audit.checks import CheckName, Tally
 from fedchain.audit.views import TreasuryViews

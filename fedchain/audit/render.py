@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any
 
 from matplotlib.figure import Figure
 from rich.console import Console, Group

@@ -23,8 +23,9 @@ in, history and findings out.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from fedchain.audit.checks import CheckName, Tally
 from fedchain.audit.history import (
@@ -350,7 +351,7 @@ class _Replayer:
         scored = [False] * n
         removed: list[int] = []
         tolerance = self.params.time_tolerance
-        for client, m in zip(self.clients, e.measurements):
+        for client, m in zip(self.clients, e.measurements, strict=True):
             i = client.index
             job = self.jobs.get(i)
             commit = job.commits.get(e.round) if job is not None else None
@@ -371,7 +372,7 @@ class _Replayer:
                 client.active, client.removed_round = False, e.round
                 removed.append(i)
         scaled = scale_pro_rata(payments, self.budget_left)
-        for client, payment in zip(self.clients, scaled):
+        for client, payment in zip(self.clients, scaled, strict=True):
             client.earned += payment
         paid = sum(scaled)
         self.tally.expect(P, f"round {e.round} paid", paid, e.paid, e)

@@ -12,8 +12,9 @@ indices, rounds, seconds and blocks are numbers, hashes are 0x-prefixed hex.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from fedchain.audit.checks import CheckName, CheckResult, Tally
 from fedchain.audit.crosstask import check_cross_task

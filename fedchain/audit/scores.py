@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from fedchain.audit.auditor import DEFAULT_SCORE_TOLERANCE
 from fedchain.audit.checks import CheckName, Tally
@@ -58,7 +59,7 @@ def verify_scores(
     """
     history = replay_task(task_id, events).history
     tally = Tally()
-    limit = int(round(tolerance * WAD))
+    limit = round(tolerance * WAD)
     try:
         rounds = tuple(_reproduce(history, store, tally, limit, data_root, device, strategy, quality))
     except FedchainError as err:
@@ -113,7 +114,7 @@ def _reproduce(
         state, model_hash = outcome.state, posted.model_hash
         reproduced: list[int | None] = []
         gaps = []
-        for client, mine, theirs in zip(history.clients, outcome.measurements, posted.measurements):
+        for client, mine, theirs in zip(history.clients, outcome.measurements, posted.measurements, strict=True):
             if not posted.scored[client.index]:
                 reproduced.append(None)
                 continue
@@ -134,16 +135,16 @@ def _reproduce(
             CheckName.SCORES, accuracy_gap <= limit,
             f"round {n}: posted accuracy {posted.accuracy / WAD:.6f}, reproduced {outcome.accuracy_wad / WAD:.6f}",
         )
-        largest = max(gaps + [accuracy_gap])
+        largest = max([*gaps, accuracy_gap])
         yield RoundScore(
             n, tuple(m.quality for m in posted.measurements), tuple(reproduced), largest, largest <= limit, tuple(rejections)
         )
 
 
 def _decoded_update(
-    store: BlobStore, spec: "TaskSpec", param_spec: ParamSpec, task_id: int, round_number: int, index: int,
-    account: str, update_hash: bytes, entry: "ClientInput",
-) -> tuple["ClientInput", str | None]:
+    store: BlobStore, spec: TaskSpec, param_spec: ParamSpec, task_id: int, round_number: int, index: int,
+    account: str, update_hash: bytes, entry: ClientInput,
+) -> tuple[ClientInput, str | None]:
     """``entry`` with the update (flat) and local losses as the aggregator decodes them, or unchanged with
     the reason code the update is rejected for."""
     from fedchain.taskspec import load_update

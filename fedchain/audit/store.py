@@ -43,7 +43,7 @@ def check_store(history: TaskHistory, store: BlobStore) -> Tally:
     accepted = {
         (index, posted.round): scored and m.accepted
         for posted in history.rounds
-        for index, (scored, m) in enumerate(zip(posted.scored, posted.measurements))
+        for index, (scored, m) in enumerate(zip(posted.scored, posted.measurements, strict=True))
     }
     for commit in history.commits:
         scored = accepted.get((commit.client_index, commit.round), False)

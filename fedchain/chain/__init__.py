@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from fedchain._lazy import lazy_exports
 
-
 _EXPORTS: dict[str, str] = {
     "AnvilNode": "node", "AnvilSettings": "node", "InProcessChain": "node", "connect": "node", "free_port": "node",
     "resolve_account": "keys",

@@ -24,8 +24,9 @@ import dataclasses
 import keyword
 import re
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 from eth_abi import decode as abi_decode
 from eth_abi.exceptions import DecodingError
@@ -111,7 +112,7 @@ def to_python(param: Mapping[str, Any], value: Any, structs: Mapping[str, type] 
         return tuple(to_python(element, item, structs) for item in value)
     if kind == "tuple":
         components = param.get("components", ())
-        items = tuple(to_python(c, v, structs) for c, v in zip(components, value))
+        items = tuple(to_python(c, v, structs) for c, v in zip(components, value, strict=True))
         cls = (structs or {}).get(struct_name(param) or "")
         return cls(*items) if cls is not None else items
     if kind == "address":
@@ -122,7 +123,7 @@ def to_python(param: Mapping[str, Any], value: Any, structs: Mapping[str, type] 
 def decode_values(params: Sequence[Mapping[str, Any]], data: bytes, structs: Mapping[str, type] | None = None) -> tuple[Any, ...]:
     """Decode ABI-encoded ``data`` for ``params`` into Python values (see :func:`to_python`)."""
     raw = abi_decode([canonical_type(p) for p in params], data)
-    return tuple(to_python(p, v, structs) for p, v in zip(params, raw))
+    return tuple(to_python(p, v, structs) for p, v in zip(params, raw, strict=True))
 
 
 # --------------------------------------------------------------------------- errors
@@ -177,11 +178,11 @@ class CustomError(ContractRevert):
     def __init__(self, *values: Any, data: bytes = b"") -> None:
         if len(values) != len(self.fields):
             raise TypeError(f"{type(self).__name__} takes {len(self.fields)} values, got {len(values)}")
-        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self.fields, values))
+        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self.fields, values, strict=True))
         super().__init__(f"reverted with {self.abi['name']}({shown})")
         self.values = values
         self.data = data
-        for name, value in zip(self.fields, values):
+        for name, value in zip(self.fields, values, strict=True):
             setattr(self, name, value)
 
     @classmethod
@@ -195,7 +196,7 @@ class CustomError(ContractRevert):
         return selector(cls.abi)
 
     @classmethod
-    def decode(cls, data: bytes) -> "CustomError":
+    def decode(cls, data: bytes) -> CustomError:
         """Build the exception from revert data (selector included)."""
         return cls(*decode_values(cls.abi.get("inputs", ()), data[4:], cls.structs), data=data)
 
@@ -255,7 +256,7 @@ class ChainEvent:
         """(block number, log index): the event's place in the chain's history."""
         return (self.block_number, self.log_index)
 
-    def __lt__(self, other: "ChainEvent") -> bool:
+    def __lt__(self, other: ChainEvent) -> bool:
         if not isinstance(other, ChainEvent):
             return NotImplemented
         return self.position < other.position
@@ -266,7 +267,7 @@ class ChainEvent:
         return topic(cls.abi)
 
     @classmethod
-    def from_log(cls, log: Mapping[str, Any]) -> "ChainEvent":
+    def from_log(cls, log: Mapping[str, Any]) -> ChainEvent:
         """Decode one log (as web3 returns it) whose topic 0 is this event's."""
         inputs = cls.abi.get("inputs", ())
         topics = [bytes(t) for t in log["topics"]][1:]
@@ -277,7 +278,7 @@ class ChainEvent:
         plain_values = iter(decode_values(plain, bytes(log["data"]), cls.structs))
         topic_values = iter(topics)
         values: dict[str, Any] = {}
-        for name, param in zip(cls.fields, inputs):
+        for name, param in zip(cls.fields, inputs, strict=True):
             if not param.get("indexed"):
                 values[name] = next(plain_values)
             elif _is_value_type(param):
@@ -327,7 +328,7 @@ def event_class(entry: Mapping[str, Any], *, doc: str = "", structs: Mapping[str
     inputs = entry.get("inputs", ())
     cls = dataclasses.make_dataclass(
         str(entry["name"]),
-        [(name, python_type(p, structs)) for name, p in zip(field_names(inputs), inputs)],
+        [(name, python_type(p, structs)) for name, p in zip(field_names(inputs), inputs, strict=True)],
         bases=(ChainEvent,),
         frozen=True,
         kw_only=True,
@@ -367,7 +368,7 @@ class AbiRegistry:
             elif entry.get("type") == "event" and not entry.get("anonymous") and topic(entry) not in self._events:
                 self.register_event(event_class(entry))
 
-    def merged(self, other: "AbiRegistry") -> "AbiRegistry":
+    def merged(self, other: AbiRegistry) -> AbiRegistry:
         """A registry that knows both; ``self``'s classes win on collisions."""
         return AbiRegistry([*self.errors, *other.errors], [*self.events, *other.events])
 

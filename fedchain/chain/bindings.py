@@ -7,11 +7,11 @@ A test fails when this file is stale; regenerate it after changing contracts/.
 >>> receipt = fedchain.task_registry.create_task(params, aggregator, value=budget)   # doctest: +SKIP
 """
 
-# ruff: noqa: E501
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
+from typing import Any, ClassVar, NamedTuple
 
 from fedchain.chain.abi import AbiRegistry, ChainEvent, CustomError
 from fedchain.chain.contract import Contract
@@ -2232,7 +2232,7 @@ class FedChainContracts:
     treasury: Treasury
 
     @classmethod
-    def bind(cls, deployment: Deployment, transactor: Transactor) -> "FedChainContracts":
+    def bind(cls, deployment: Deployment, transactor: Transactor) -> FedChainContracts:
         """The deployment's contracts at their addresses (registering FedChain's errors and events)."""
         for error in REGISTRY.errors:
             transactor.registry.register_error(error)

@@ -17,9 +17,10 @@ import argparse
 import json
 import keyword
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from fedchain.chain.abi import field_names, signature, snake_case, struct_name
 from fedchain.chain.compile import Artifact, compile_contracts
@@ -184,10 +185,10 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         ">>> fedchain = FedChainContracts.bind(deployment, transactor)   # doctest: +SKIP\n"
         ">>> receipt = fedchain.task_registry.create_task(params, aggregator, value=budget)   # doctest: +SKIP\n"
         '"""\n\n'
-        "# ruff: noqa: E501\n"
         "from __future__ import annotations\n\n"
+        "from collections.abc import Mapping, Sequence\n"
         "from dataclasses import dataclass\n"
-        "from typing import Any, ClassVar, Mapping, NamedTuple, Sequence\n\n"
+        "from typing import Any, ClassVar, NamedTuple\n\n"
         "from fedchain.chain.abi import AbiRegistry, ChainEvent, CustomError\n"
         "from fedchain.chain.contract import Contract\n"
         "from fedchain.chain.deployment import Deployment\n"
@@ -200,7 +201,7 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         out.append(f"\nclass {structs[qualified]}(NamedTuple):\n")
         out.append(_doc([f"Solidity struct ``{qualified}``."], "    "))
         out.append("\n")
-        for name, component in zip(field_names(components), components):
+        for name, component in zip(field_names(components), components, strict=True):
             out.append(f"    {name}: {_py_type(component, structs)}\n")
         out.append("\n")
     out.append(f"\nSTRUCTS: Mapping[str, type] = {{{', '.join(f'{q!r}: {n}' for q, n in structs.items())}}}\n\n")
@@ -210,7 +211,7 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         inputs = entry.get("inputs", ())
         notice = docs.notice("errors", sig)
         lines = [_escape(notice or f"The contracts' custom error ``{sig}``."), "", f"``{sig}``"]
-        params = [_param_line(n, docs.param("errors", sig, p.get("name", ""))) for n, p in zip(field_names(inputs), inputs)]
+        params = [_param_line(n, docs.param("errors", sig, p.get("name", ""))) for n, p in zip(field_names(inputs), inputs, strict=True)]
         if params:
             lines += ["", *params]
         out.append(f"\nclass {error_names[sig]}(CustomError):\n")
@@ -220,7 +221,7 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         out.append("    structs = STRUCTS\n")
         if notice:
             out.append(f"    hint = {notice!r}\n")
-        for name, param in zip(field_names(inputs), inputs):
+        for name, param in zip(field_names(inputs), inputs, strict=True):
             out.append(f"    {name}: {_py_type(param, structs)}\n")
         out.append("\n")
 
@@ -230,7 +231,7 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         lines = [_escape(docs.notice("events", sig) or f"The contracts' event ``{sig}``."), "", f"``{sig}``"]
         params = [
             _param_line(n, docs.param("events", sig, p.get("name", "")) + (" (indexed)" if p.get("indexed") else ""))
-            for n, p in zip(field_names(inputs), inputs)
+            for n, p in zip(field_names(inputs), inputs, strict=True)
         ]
         if params:
             lines += ["", *params]
@@ -240,7 +241,7 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         out.append("\n")
         out.append(f"    abi: ClassVar[Mapping[str, Any]] = {_literal(entry)}\n")
         out.append("    structs: ClassVar[Mapping[str, type]] = STRUCTS\n\n")
-        for name, param in zip(field_names(inputs), inputs):
+        for name, param in zip(field_names(inputs), inputs, strict=True):
             out.append(f"    {name}: {_event_field_type(param, structs)}\n")
         out.append("\n")
 
@@ -280,7 +281,7 @@ def _render_contract(artifact: Artifact, class_name: str, structs: Mapping[str, 
         method = _method_name(entry["name"] + (f"_{len(entry.get('inputs', ()))}" if entry["name"] in overloaded else ""), taken)
         inputs = entry.get("inputs", ())
         arg_names = field_names(inputs)
-        args = [f"{n}: {_py_type(p, structs, argument=True)}" for n, p in zip(arg_names, inputs)]
+        args = [f"{n}: {_py_type(p, structs, argument=True)}" for n, p in zip(arg_names, inputs, strict=True)]
         view = entry.get("stateMutability") in ("view", "pure")
         payable = entry.get("stateMutability") == "payable"
         outputs = entry.get("outputs", ())
@@ -292,7 +293,7 @@ def _render_contract(artifact: Artifact, class_name: str, structs: Mapping[str, 
         if payable:
             args.append("*, value: int = 0")
         lines = [_escape(docs.notice("methods", sig) or f"``{sig}``"), "", f"``{sig}``" + (" (view: an eth_call)" if view else "")]
-        params = [_param_line(n, docs.param("methods", sig, p.get("name", ""))) for n, p in zip(arg_names, inputs)]
+        params = [_param_line(n, docs.param("methods", sig, p.get("name", ""))) for n, p in zip(arg_names, inputs, strict=True)]
         if payable:
             params.append("- ``value``: wei sent with the call")
         if params:
@@ -316,7 +317,7 @@ def _render_bundle(bound: Sequence[Artifact], contract_names: Mapping[str, str])
     for artifact in bound:
         out.append(f"    {snake_case(artifact.name)}: {contract_names[artifact.name]}\n")
     out.append("\n    @classmethod\n")
-    out.append('    def bind(cls, deployment: Deployment, transactor: Transactor) -> "FedChainContracts":\n')
+    out.append('    def bind(cls, deployment: Deployment, transactor: Transactor) -> FedChainContracts:\n')
     out.append('        """The deployment\'s contracts at their addresses (registering FedChain\'s errors and events)."""\n')
     out.append("        for error in REGISTRY.errors:\n            transactor.registry.register_error(error)\n")
     out.append("        for event in REGISTRY.events:\n            transactor.registry.register_event(event)\n")

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import click
 
-from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE, Deployment, Recipe, deploy as deploy_with
+from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE, Deployment, Recipe
+from fedchain.chain.deployment import deploy as deploy_with
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
 from fedchain.chain.node import DEFAULT_CHAIN_ID, DEFAULT_MNEMONIC, AnvilNode, AnvilSettings, connect, mnemonic_account
 from fedchain.errors import SigningKeyError

@@ -13,7 +13,8 @@ subclass: each generated method is one line over :meth:`Contract.transact` or
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping, TypeVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
 
 from eth_abi import encode as abi_encode
 from eth_utils import to_checksum_address
@@ -88,7 +89,7 @@ class Contract:
         raw = self.transactor.call(self.address, self.encode(name, *args), value=value, block=block)
         outputs = entry.get("outputs", ())
         values = decode_values(outputs, raw, self.STRUCTS)
-        return values[0] if len(values) == 1 else (None if not values else values)
+        return values[0] if len(values) == 1 else (values if values else None)
 
     def estimate_gas(self, name: str, *args: Any, value: int = 0) -> int:
         """Gas ``name(args)`` would use now; a revert is raised as its decoded exception."""
@@ -102,7 +103,7 @@ def _encode_args(entry: Mapping[str, Any], args: tuple[Any, ...]) -> bytes:
         raise ChainError(f"{name} takes {len(inputs)} arguments ({signature(dict(entry, name=name))}), got {len(args)}")
     try:
         return abi_encode([canonical_type(p) for p in inputs], list(args))
-    except Exception as err:  # noqa: BLE001 - eth_abi raises many kinds of encoding errors
+    except Exception as err:  # eth_abi raises many kinds of encoding errors
         raise ChainError(
             f"cannot encode the arguments of {entry.get('name', 'constructor')}: {err}",
             hint="pass values of the ABI types (int for uintN, checksum str for address, bytes for bytesN)",

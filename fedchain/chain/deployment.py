@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import is_checksum_address, keccak, to_checksum_address
@@ -105,7 +106,7 @@ class Deployment:
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: str = "deployment") -> "Deployment":
+    def from_dict(cls, data: Any, *, source: str = "deployment") -> Deployment:
         """Parse and check a deployment mapping; a DeploymentError names the first bad field."""
 
         def bad(what: str) -> DeploymentError:

@@ -8,8 +8,9 @@ or logs one request may cover) and halves a page the node refuses as too large.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from eth_utils import to_checksum_address
 from web3 import Web3
@@ -35,7 +36,7 @@ class LogQuery:
     page_size: int = 5_000
 
     @classmethod
-    def of(cls, deployment: "Deployment", *, to_block: int | None = None, page_size: int = 5_000) -> "LogQuery":
+    def of(cls, deployment: Deployment, *, to_block: int | None = None, page_size: int = 5_000) -> LogQuery:
         """Every contract of ``deployment``, from its first block to ``to_block`` (None: the latest)."""
         return cls(tuple(c.address for c in deployment.contracts), deployment.block_number, to_block, page_size)
 
@@ -65,7 +66,7 @@ def iter_events(w3: Web3, registry: AbiRegistry, query: LogQuery) -> Iterator[Ch
         end = min(start + size - 1, last)
         try:
             logs = w3.eth.get_logs({"address": addresses, "fromBlock": start, "toBlock": end, "topics": [topics]})
-        except Exception as err:  # noqa: BLE001 - a node's "range too large" comes in many shapes
+        except Exception as err:  # a node's "range too large" comes in many shapes
             if size == 1:
                 raise ChainError(f"eth_getLogs failed for block {start}: {err}") from err
             size = max(1, size // 2)

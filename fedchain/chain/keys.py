@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount

@@ -104,7 +104,7 @@ class AnvilNode:
         """HTTP JSON-RPC endpoint of the node."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "AnvilNode":
+    def start(self) -> AnvilNode:
         """Start Anvil and wait until it answers JSON-RPC."""
         s = self.settings
         command = [
@@ -182,17 +182,17 @@ class AnvilNode:
     def chain_id(self) -> int:
         return self.settings.chain_id
 
-    def web3(self) -> "Web3":
+    def web3(self) -> Web3:
         """A web3.py client connected to this node."""
         return http_web3(self.rpc_url)
 
-    def dev_account(self, index: int = 0) -> "LocalAccount":
+    def dev_account(self, index: int = 0) -> LocalAccount:
         """Public test account ``index`` of the node's mnemonic (funded with ``balance_eth``)."""
         if not 0 <= index < self.settings.accounts:
             raise NodeError(f"the node has {self.settings.accounts} accounts, not an account {index}")
         return mnemonic_account(self.settings.mnemonic, index)
 
-    def __enter__(self) -> "AnvilNode":
+    def __enter__(self) -> AnvilNode:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -211,13 +211,13 @@ class ChainNode(Protocol):
     @property
     def running(self) -> bool: ...
 
-    def start(self) -> "ChainNode": ...
+    def start(self) -> ChainNode: ...
 
     def stop(self) -> None: ...
 
-    def web3(self) -> "Web3": ...
+    def web3(self) -> Web3: ...
 
-    def dev_account(self, index: int = 0) -> "LocalAccount": ...
+    def dev_account(self, index: int = 0) -> LocalAccount: ...
 
 
 class InProcessChain:
@@ -233,9 +233,9 @@ class InProcessChain:
     ACCOUNTS = 10
 
     def __init__(self) -> None:
-        self._w3: "Web3 | None" = None
+        self._w3: Web3 | None = None
 
-    def start(self) -> "InProcessChain":
+    def start(self) -> InProcessChain:
         try:
             from eth_tester import EthereumTester, PyEVMBackend
             from web3 import EthereumTesterProvider, Web3
@@ -258,12 +258,12 @@ class InProcessChain:
     def chain_id(self) -> int:
         return int(self.web3().eth.chain_id)
 
-    def web3(self) -> "Web3":
+    def web3(self) -> Web3:
         if self._w3 is None:
             raise NodeError("the in-process chain is not started", hint="call start() or use it as a context manager")
         return self._w3
 
-    def dev_account(self, index: int = 0) -> "LocalAccount":
+    def dev_account(self, index: int = 0) -> LocalAccount:
         """Test account ``index``: eth-tester funds the keys 1, 2, 3, ..."""
         from eth_account import Account
 
@@ -271,14 +271,14 @@ class InProcessChain:
             raise NodeError(f"the in-process chain has {self.ACCOUNTS} accounts, not an account {index}")
         return Account.from_key((index + 1).to_bytes(32, "big"))
 
-    def __enter__(self) -> "InProcessChain":
+    def __enter__(self) -> InProcessChain:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 
-def mnemonic_account(mnemonic: str, index: int) -> "LocalAccount":
+def mnemonic_account(mnemonic: str, index: int) -> LocalAccount:
     """Account ``index`` of a BIP-39 mnemonic on Ethereum's standard path m/44'/60'/0'/0/index."""
     from eth_account import Account
 
@@ -286,7 +286,7 @@ def mnemonic_account(mnemonic: str, index: int) -> "LocalAccount":
     return Account.from_mnemonic(mnemonic, account_path=f"m/44'/60'/0'/0/{index}")
 
 
-def http_web3(rpc_url: str, *, timeout_s: float = RPC_TIMEOUT_S) -> "Web3":
+def http_web3(rpc_url: str, *, timeout_s: float = RPC_TIMEOUT_S) -> Web3:
     """A web3 client over HTTP that fails at once instead of retrying an unreachable node."""
     from web3 import Web3
 
@@ -294,7 +294,7 @@ def http_web3(rpc_url: str, *, timeout_s: float = RPC_TIMEOUT_S) -> "Web3":
     return Web3(provider)
 
 
-def connect(rpc_url: str, *, chain_id: int | None = None, timeout_s: float = 10.0) -> "Web3":
+def connect(rpc_url: str, *, chain_id: int | None = None, timeout_s: float = 10.0) -> Web3:
     """A web3 client for the node at ``rpc_url``, checked to answer (and to serve ``chain_id`` when given).
 
     Raises :class:`~fedchain.errors.ChainError` for a URL that is not HTTP(S),
@@ -306,7 +306,7 @@ def connect(rpc_url: str, *, chain_id: int | None = None, timeout_s: float = 10.
     w3 = http_web3(rpc_url, timeout_s=timeout_s)
     try:
         actual = int(w3.eth.chain_id)
-    except Exception as err:  # noqa: BLE001 - any transport failure means "unreachable"
+    except Exception as err:  # any transport failure means "unreachable"
         raise ChainError(
             f"no Ethereum node answers at {rpc_url} ({type(err).__name__})",
             hint="start one (`fedchain chain start` prints its URL) or fix --rpc-url",

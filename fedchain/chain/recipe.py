@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import rlp
 from eth_utils import keccak, to_canonical_address, to_checksum_address

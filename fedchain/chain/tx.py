@@ -21,8 +21,9 @@ import ast
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address

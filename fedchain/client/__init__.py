@@ -39,6 +39,13 @@ if TYPE_CHECKING:
     from fedchain.client.commitments import bid_commitment, data_commitment, derive_salt
     from fedchain.client.config import ClientConfig, load_client_config
     from fedchain.client.data import client_dataset
-    from fedchain.client.handoff import ExpectedJobData, JobData, JobDataMeta, decode_job_data, encode_job_data, fetch_job_data
+    from fedchain.client.handoff import (
+        ExpectedJobData,
+        JobData,
+        JobDataMeta,
+        decode_job_data,
+        encode_job_data,
+        fetch_job_data,
+    )
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -18,8 +18,8 @@ client killed between joining and saving its state can still open its auction.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.chain import bindings as b

@@ -29,9 +29,9 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -83,12 +83,12 @@ class ImageDataset:
         """Number of image channels (1 for MNIST-like data, 3 for CIFAR-10)."""
         return int(self.images.shape[1])
 
-    def subset(self, indices: np.ndarray | torch.Tensor | Sequence[int]) -> "ImageDataset":
+    def subset(self, indices: np.ndarray | torch.Tensor | Sequence[int]) -> ImageDataset:
         """The samples at ``indices`` (a copy), e.g. one client's partition."""
         index = torch.as_tensor(np.asarray(indices, dtype=np.int64), device=self.images.device)
         return self.with_tensors(self.images.index_select(0, index), self.labels.index_select(0, index))
 
-    def with_tensors(self, images: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> "ImageDataset":
+    def with_tensors(self, images: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> ImageDataset:
         """The same dataset with ``images`` and/or ``labels`` replaced."""
         return ImageDataset(
             name=self.name,
@@ -99,7 +99,7 @@ class ImageDataset:
             std=self.std,
         )
 
-    def to(self, device: torch.device | str) -> "ImageDataset":
+    def to(self, device: torch.device | str) -> ImageDataset:
         """The dataset on ``device`` (itself when it is there already)."""
         device = torch.device(device)
         if self.images.device == device and self.labels.device == device:
@@ -143,7 +143,7 @@ DATASETS: dict[str, DatasetInfo] = {
         "cifar10",
         None,
         "cifar-10-batches-py",
-        tuple(f"data_batch_{i}" for i in range(1, 6)) + ("batches.meta",),
+        (*tuple(f"data_batch_{i}" for i in range(1, 6)), "batches.meta"),
         ("test_batch", "batches.meta"),
         10,
         (0.4914, 0.4822, 0.4465),

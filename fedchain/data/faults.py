@@ -28,7 +28,7 @@ def noisy_labels(
     if num_classes < 2:
         raise ConfigError(f"noisy labels need at least 2 classes, got {num_classes}")
     n = labels.shape[0]
-    count = int(round(fraction * n))
+    count = round(fraction * n)
     chosen = torch.randperm(n, generator=generator)[:count].to(labels.device)
     # An offset in 1..C-1 modulo C always lands on another class, uniformly.
     offsets = torch.randint(1, num_classes, (count,), generator=generator).to(labels.device)

@@ -162,7 +162,7 @@ def classes_per_client(
                 f"class {cls} has {len(members)} samples for {len(owners)} clients that hold it",
                 hint="use fewer clients or fewer classes per client",
             )
-        for owner, chunk in zip(owners, np.array_split(members, len(owners))):
+        for owner, chunk in zip(owners, np.array_split(members, len(owners)), strict=True):
             parts[owner].append(chunk)
     return _finish([np.concatenate(p) for p in parts])
 

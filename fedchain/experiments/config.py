@@ -21,9 +21,10 @@ Example (``configs/mnist-fedavg-iid.yaml``)::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from fedchain.config import from_mapping, load_yaml
 from fedchain.data.partition import PartitionKind
@@ -196,7 +197,7 @@ class ExperimentConfig:
         if self.epsilon is not None and not self.epsilon > 0:
             raise ValueError(f"epsilon={self.epsilon} must be positive (or unset for no local noise)")
 
-    def with_changes(self, **changes: Any) -> "ExperimentConfig":
+    def with_changes(self, **changes: Any) -> ExperimentConfig:
         """A copy with ``changes`` applied (validated like the original)."""
         try:
             return dataclasses.replace(self, **changes)

@@ -72,7 +72,7 @@ def assign_faults(n_clients: int, faults: FaultConfig, seed: int) -> tuple[str, 
         (FREE_RIDER, faults.free_riders),
         (SCALED, faults.scaled_clients),
     ):
-        count = int(round(fraction * n_clients))
+        count = round(fraction * n_clients)
         for client in order[start : start + count]:
             labels[int(client)] = fault
         start += count
@@ -97,7 +97,7 @@ def imbalanced_classes(labels: np.ndarray, n_clients: int, num_classes: int, see
     for k in counts:
         classes = rng.choice(num_classes, size=k, replace=False)
         taken = []
-        for share, c in zip(np.array_split(np.arange(wanted), k), classes):
+        for share, c in zip(np.array_split(np.arange(wanted), k), classes, strict=True):
             taken.extend(pools[c][: len(share)])
             del pools[c][: len(share)]
         if not taken:
@@ -152,7 +152,7 @@ def build_federation(config: ExperimentConfig) -> Federation:
     label_generator = torch.Generator().manual_seed(config.seed * 1000 + _SEED_LABELS)
     privacy_generator = torch.Generator().manual_seed(config.seed * 1000 + _SEED_PRIVACY)
     clients = []
-    for part, fault in zip(parts, faults):
+    for part, fault in zip(parts, faults, strict=True):
         local = train.subset(local_pool[part])
         if fault == NOISY:
             local = local.with_tensors(

@@ -82,7 +82,7 @@ def plot_reward(result: ExperimentResult, path: Path, pearson: float) -> Path:
     standalone = [100 * a for a in result.standalone_accuracy]
     reward = [100 * a for a in result.reward_accuracy]
     axes.scatter(standalone, reward, c=[FAULT_COLOURS.get(c.fault, "black") for c in result.clients])
-    for client, x, y in zip(result.clients, standalone, reward):
+    for client, x, y in zip(result.clients, standalone, reward, strict=True):
         axes.annotate(str(client.index), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
     low, high = min(standalone + reward), max(standalone + reward)
     axes.plot([low, high], [low, high], linestyle="--", color="grey", linewidth=1, label="no gain")

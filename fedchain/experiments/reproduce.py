@@ -19,9 +19,10 @@ import logging
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import click
 from rich.console import Console
@@ -32,10 +33,10 @@ from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_expe
 from fedchain.experiments.federation import build_federation
 from fedchain.experiments.plots import write_plots
 from fedchain.experiments.results import ExperimentResult, write_metrics
-from fedchain.experiments.simulate import apply_threads
-from fedchain.trainer.config import ENGINES
 from fedchain.experiments.runner import run_experiment
+from fedchain.experiments.simulate import apply_threads
 from fedchain.trainer import WorkerPool
+from fedchain.trainer.config import ENGINES
 
 log = logging.getLogger(__name__)
 

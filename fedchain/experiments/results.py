@@ -13,9 +13,10 @@ import csv
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from fedchain.experiments.config import ExperimentConfig
 from fedchain.fl.metrics import jain_index, pearson

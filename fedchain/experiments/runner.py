@@ -21,8 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
-from typing import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -30,13 +29,13 @@ from torch import nn
 from fedchain.data.datasets import ImageDataset, dataset_info
 from fedchain.data.faults import free_ride, scale_update
 from fedchain.errors import ConfigError
-from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
-from fedchain.models.registry import ModelSpec
-from fedchain.trainer import Trainer, TrainConfig, WorkerPool, predict, standalone_accuracies
-from fedchain.trainer.local import model_spec_of
 from fedchain.experiments.config import ExperimentConfig
 from fedchain.experiments.federation import FREE_RIDER, SCALED, Federation, build_federation
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
+from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
+from fedchain.models.registry import ModelSpec
+from fedchain.trainer import TrainConfig, Trainer, WorkerPool, predict, standalone_accuracies
+from fedchain.trainer.local import model_spec_of
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ def build_strategy(config: ExperimentConfig) -> Strategy:
 def with_layer_sizes(strategy: Strategy, spec: ModelSpec) -> Strategy:
     """``strategy`` with the model's layer sizes when it masks rewards per layer and none were given."""
     fields = {f.name for f in dataclasses.fields(strategy)}
-    if "layer_sizes" not in fields or getattr(strategy, "layer_sizes"):
+    if "layer_sizes" not in fields or strategy.layer_sizes:
         return strategy
     sizes = model_spec_of(spec.build()).sizes
     return dataclasses.replace(strategy, layer_sizes=sizes)  # type: ignore[type-var]
@@ -102,7 +101,7 @@ class ModelEvaluator:
         result = predict(self._module, params, dataset, device=self.device)
         return [
             Evaluation(loss=float(loss), accuracy=float(acc), sample_losses=result.losses[i])
-            for i, (loss, acc) in enumerate(zip(result.mean_losses.tolist(), result.accuracies.tolist()))
+            for i, (loss, acc) in enumerate(zip(result.mean_losses.tolist(), result.accuracies.tolist(), strict=True))
         ]
 
     def evaluate(self, params: torch.Tensor, dataset: ImageDataset) -> Evaluation:
@@ -287,7 +286,7 @@ def run_experiment(
         reward_accuracy = None
         if last_result is not None and last_result.rewards is not None:
             reward_accuracy = records[-1].reward_accuracy or evaluator.accuracies(last_result.rewards, federation.test)
-    infos = tuple(ClientInfo(i, n, fault) for i, (n, fault) in enumerate(zip(federation.data_sizes, federation.faults)))
+    infos = tuple(ClientInfo(i, n, fault) for i, (n, fault) in enumerate(zip(federation.data_sizes, federation.faults, strict=True)))
     return ExperimentResult(
         config=config,
         clients=infos,

@@ -5,7 +5,7 @@ Pure functions of two (or one) sequences of numbers, computed in float64.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -9,8 +9,8 @@ remembers names, shapes and dtypes so a vector turns back into a state dict.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import torch
 
@@ -37,7 +37,7 @@ class ParamSpec:
         return sum(self.sizes)
 
     @classmethod
-    def of(cls, params: Mapping[str, torch.Tensor]) -> "ParamSpec":
+    def of(cls, params: Mapping[str, torch.Tensor]) -> ParamSpec:
         """The spec of ``params`` (in its own key order)."""
         names = tuple(params)
         return cls(
@@ -60,7 +60,7 @@ def unflatten(vector: torch.Tensor, spec: ParamSpec) -> Params:
         raise ValueError(f"vector of shape {tuple(vector.shape)} does not match a spec of {spec.numel} scalars")
     params: Params = {}
     offset = 0
-    for name, shape, dtype, size in zip(spec.names, spec.shapes, spec.dtypes, spec.sizes):
+    for name, shape, dtype, size in zip(spec.names, spec.shapes, spec.dtypes, spec.sizes, strict=True):
         params[name] = vector[offset : offset + size].reshape(shape).to(dtype)
         offset += size
     return params

@@ -20,9 +20,10 @@ rounded half to even.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Literal, Sequence
+from typing import Literal
 
 import torch
 

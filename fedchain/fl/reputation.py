@@ -27,8 +27,9 @@ Everything here is pure: no I/O, no chain, no logging.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Sequence
+from typing import Any
 
 #: 1.0 in 1e18 fixed point.
 WAD = 10**18
@@ -72,7 +73,7 @@ class MechanismParams:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
     @classmethod
-    def of(cls, task_params: Any) -> "MechanismParams":
+    def of(cls, task_params: Any) -> MechanismParams:
         """The mechanism's parameters from anything with the contract's ``TaskParams`` field names
         (the bindings' ``TaskParams``, a decoded event, a test's dataclass)."""
         return cls(**{name: getattr(task_params, name) for name in _FIELDS})
@@ -107,7 +108,7 @@ class ClientReputation:
         return total_reputation(self.loss_reputation, self.time_reputation)
 
     @classmethod
-    def joined(cls, params: MechanismParams) -> "ClientReputation":
+    def joined(cls, params: MechanismParams) -> ClientReputation:
         """The state of a client that just joined: no rounds, r_a = r_t = min(1, cap)."""
         return cls(loss_reputation=params.initial_reputation, time_reputation=params.initial_reputation)
 
@@ -320,7 +321,7 @@ def linear_weights(n: int) -> tuple[float, ...]:
 def loss_reputation_float(qualities: Sequence[float], min_quality: float, cap: float = math.inf) -> float:
     """Eqs. 5 and 8 over a history q_1..q_n (each capped): weighted mean, times q_n when q_n < q_min, capped."""
     capped = [min(q, cap) for q in qualities]
-    mean = sum(w * q for w, q in zip(linear_weights(len(capped)), capped))
+    mean = sum(w * q for w, q in zip(linear_weights(len(capped)), capped, strict=True))
     if capped[-1] < min_quality:
         mean *= capped[-1]
     return min(mean, cap)
@@ -331,7 +332,7 @@ def time_reputation_float(
 ) -> float:
     """Eq. 9 over round times t_1..t_n: weighted mean of min(cap, T / t_j), times t_max / t_n when t_n > t_max, capped."""
     ratios = [min(expected_round_time / t, cap) for t in times]
-    mean = sum(w * r for w, r in zip(linear_weights(len(ratios)), ratios))
+    mean = sum(w * r for w, r in zip(linear_weights(len(ratios)), ratios, strict=True))
     if times[-1] > max_round_time:
         mean *= max_round_time / times[-1]
     return min(mean, cap)

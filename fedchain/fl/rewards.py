@@ -8,7 +8,7 @@ outside ``[0, d]`` are clamped.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -71,6 +71,6 @@ def select_by_agreement(
     return torch.cat(
         [
             keep_top(global_update, descending_rank(distribution_scores(local) * global_scores), [count])
-            for local, count in zip(local_updates, counts)
+            for local, count in zip(local_updates, counts, strict=True)
         ]
     )

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Generic, Sequence, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 
@@ -171,7 +172,7 @@ class RoundInputs:
                     f"strategy {strategy!r} got {len(given)} client evaluations for {self.n_clients} updates",
                     hint="pass one Evaluation per client, in the order of the updates",
                 )
-            return [evaluation if ok else None for evaluation, ok in zip(given, self.finite.tolist())]
+            return [evaluation if ok else None for evaluation, ok in zip(given, self.finite.tolist(), strict=True)]
         rows = torch.nonzero(self.finite).flatten().to(self.updates.device)
         evaluated = iter(self.evaluate_models(strategy, self.client_models(rows)) if rows.numel() else [])
         return [next(evaluated) if ok else None for ok in self.finite.tolist()]

@@ -5,4 +5,4 @@ from fedchain.models.lenet import LeNet5
 from fedchain.models.registry import MODELS, ModelSpec, build_model
 from fedchain.models.resnet import resnet18
 
-__all__ = ["LeNet5", "MODELS", "ModelSpec", "SmallCNN", "build_model", "resnet18"]
+__all__ = ["MODELS", "LeNet5", "ModelSpec", "SmallCNN", "build_model", "resnet18"]

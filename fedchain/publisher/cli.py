@@ -6,8 +6,9 @@ import dataclasses
 import re
 import sys
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 from rich.console import Console
@@ -22,6 +23,8 @@ from fedchain.publisher.service import (
     settle_task,
     start_task,
     task_view,
+)
+from fedchain.publisher.service import (
     withdraw as withdraw_balance,
 )
 from fedchain.publisher.session import session_from_options, session_options

@@ -16,10 +16,11 @@ the budget and the aggregator; it loads from a YAML file with flag overrides::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from fedchain.chain.bindings import TaskParams
 from fedchain.config import from_mapping, load_yaml

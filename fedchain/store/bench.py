@@ -11,7 +11,7 @@ import json
 import statistics
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import click
 import torch

@@ -22,8 +22,9 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import fsspec
 import fsspec.core
@@ -99,7 +100,7 @@ class BlobStore:
         hash_name: HashName = CANONICAL_HASH,
         max_bytes: int = DEFAULT_MAX_BYTES,
         storage_options: Mapping[str, Any] | None = None,
-    ) -> "BlobStore":
+    ) -> BlobStore:
         """Open the store at ``url``: a folder path, ``file://``, ``memory://``, ``s3://bucket/prefix``...
 
         ``storage_options`` go to the fsspec backend (credentials, endpoint).

@@ -15,7 +15,8 @@ or bare hex that logs, events and command lines carry.
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from eth_hash.auto import keccak
 

@@ -7,8 +7,9 @@ task is from the contracts' views and the events seen so far. Both only read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from fedchain.chain import bindings as b
 from fedchain.chain.abi import ChainEvent

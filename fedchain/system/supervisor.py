@@ -18,11 +18,10 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from fedchain.errors import ParticipantDied
 
@@ -213,10 +212,8 @@ class Supervisor:
         for child in chosen:
             child.stopped_on_purpose = True
         for child in running:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(child.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + self.stop_grace_s
         try:
             for child in running:
@@ -232,7 +229,7 @@ class Supervisor:
                     child.process.kill()
             raise
 
-    def __enter__(self) -> "Supervisor":
+    def __enter__(self) -> Supervisor:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

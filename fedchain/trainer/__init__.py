@@ -39,6 +39,6 @@ if TYPE_CHECKING:
     from fedchain.trainer.evaluation import Predictions, accuracy, evaluate, predict, standalone_accuracies
     from fedchain.trainer.local import client_generator, train_one_client
     from fedchain.trainer.pool import WorkerPool, available_cores
-    from fedchain.trainer.trainer import ClientData, TrainResult, Trainer, initial_params, train_clients
+    from fedchain.trainer.trainer import ClientData, Trainer, TrainResult, initial_params, train_clients
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

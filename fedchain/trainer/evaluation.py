@@ -8,8 +8,8 @@ each client's standalone accuracy. All of it comes from :func:`predict`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F

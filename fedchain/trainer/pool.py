@@ -27,8 +27,9 @@ import queue
 import threading
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.multiprocessing as torch_mp
@@ -125,7 +126,7 @@ def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -
                 )
                 job.out[position].copy_(flat_state(model, job.spec))
                 results.put(("done", job.job_id, position, loss, steps))
-            except Exception:  # reported to the parent, which raises TrainingError
+            except Exception:  # noqa: BLE001 - reported to the parent, which raises TrainingError
                 results.put(("error", job.job_id, position, traceback.format_exc()))
 
 
@@ -201,7 +202,7 @@ class WorkerPool:
         self._jobs = []
         self._arena_key, self._arena = (), None
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         self.start()
         return self
 
@@ -229,7 +230,7 @@ class WorkerPool:
         """All clients' samples, concatenated in shared memory; reused while the same tensors come back."""
         key = tuple(t for pair in clients for t in pair)
         if self._arena is not None and len(key) == len(self._arena_key) and all(
-            a is b for a, b in zip(key, self._arena_key)
+            a is b for a, b in zip(key, self._arena_key, strict=True)
         ):
             return self._arena
         images = torch.cat([x.cpu() for x, _ in clients]).share_memory_()

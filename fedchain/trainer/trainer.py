@@ -26,8 +26,8 @@ import contextlib
 import logging
 import pickle
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -113,7 +113,7 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
 def _picklable(obj: object) -> bool:
     try:
         pickle.dumps(obj)
-    except Exception:
+    except Exception:  # noqa: BLE001 - PicklingError, TypeError, AttributeError...: all mean "not picklable"
         return False
     return True
 
@@ -200,7 +200,7 @@ class Trainer:
         if self._own_pool and self._pool is not None:
             self._pool.close()
 
-    def __enter__(self) -> "Trainer":
+    def __enter__(self) -> Trainer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -43,7 +43,7 @@ def _schedule(
     """Global sample indices ``[S, n, B]`` and a 0/1 mask ``[S, n, B]`` for S steps of n clients."""
     batch = config.batch_size
     per_client = []
-    for size, offset, generator in zip(sizes, offsets, generators):
+    for size, offset, generator in zip(sizes, offsets, generators, strict=True):
         orders = epoch_permutations(size, config.local_epochs, generator) + offset
         # Pad each epoch to a whole number of batches, so batches never straddle epochs.
         steps = -(-size // batch)
@@ -115,7 +115,7 @@ def train_vectorised(
 def _columns(flat: torch.Tensor, spec: ParamSpec):
     """(name, column block of ``flat``, shape) for every tensor of ``spec``; blocks are views."""
     offset = 0
-    for name, shape in zip(spec.names, spec.shapes):
+    for name, shape in zip(spec.names, spec.shapes, strict=True):
         size = 1
         for dim in shape:
             size *= dim

@@ -39,7 +39,7 @@ def emit(w3: Web3, emitter: str, *topics: int) -> None:
 
 def start_agent(node: AnvilNode, state: Path, journal: Path, step_delay: float) -> subprocess.Popen[str]:
     command = [sys.executable, str(AGENT), "--rpc-url", node.rpc_url, "--state", str(state), "--journal", str(journal)]
-    return subprocess.Popen(command + ["--step-delay", str(step_delay)], stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([*command, "--step-delay", str(step_delay)], stderr=subprocess.PIPE, text=True)
 
 
 def wait_until(condition, timeout_s: float = 30.0) -> None:

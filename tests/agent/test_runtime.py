@@ -68,7 +68,7 @@ def test_steps_hand_confirmed_blocks_to_the_handler_and_save_the_last_one(tmp_pa
 
     ranges = [agent.step(), agent.step(), agent.step()]
 
-    assert ranges == seen + [None] == [BlockRange(start, start + 2), BlockRange(start + 3, start + 4), None]
+    assert ranges == [*seen, None] == [BlockRange(start, start + 2), BlockRange(start + 3, start + 4), None]
     assert saved(settings).last_block == start + 4
 
 

@@ -7,9 +7,9 @@ public test keys): 0 deployer, 1 publisher, 2 aggregator, 3..8 clients, 9..14 fo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import torch
@@ -18,8 +18,8 @@ from eth_utils import keccak
 from fedchain.audit.replay import mechanism_of
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.node import AnvilNode, AnvilSettings
-from fedchain.fl.params import flatten, unflatten
 from fedchain.client.commitments import bid_commitment, data_commitment
+from fedchain.fl.params import flatten, unflatten
 from fedchain.fl.reputation import RevealedBid, choose_winner
 from fedchain.publisher import ChainSession, PublishConfig, TaskTerms, create_task, open_session, start_task
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec, update_meta

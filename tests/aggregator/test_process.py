@@ -11,13 +11,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from fedchain.aggregator import Aggregator, AggregatorSettings
 from fedchain.data.datasets import load_dataset
 from fedchain.publisher.service import TaskStatus
-
 from tests.aggregator.conftest import AGGREGATOR, FOGS, World
 
 #: Seconds a process may take to get somewhere (it imports torch and loads MNIST on a busy 2-core machine).

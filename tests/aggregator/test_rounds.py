@@ -26,11 +26,10 @@ from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.data.datasets import load_dataset
 from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
-from fedchain.publisher.service import ClientStatus, JobStatus, TaskStatus
 from fedchain.fl.quality import to_wad
+from fedchain.publisher.service import ClientStatus, JobStatus, TaskStatus
 from fedchain.taskspec import load_spec, load_validation
 from fedchain.trainer.evaluation import local_losses, predict
-
 from tests.aggregator.conftest import FOGS, SPEC, TERMS, World
 
 PRICE = 10**14

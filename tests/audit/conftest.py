@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import torch
@@ -64,12 +64,12 @@ SCORED_CLIENTS = (7, 8, 16)
 #: Accounts that withdraw at the end.
 WITHDRAWERS = (PUBLISHER, CLIENTS[0], 9, 11)
 
-PARAMS = dict(
-    rounds=3, target_accuracy=0, expected_duration=600, psi=10**15, phi=10**12, min_loss_reputation=WAD // 10,
-    min_time_reputation=WAD // 10, min_quality=WAD // 2, max_round_time=300, reputation_cap=10 * WAD,
-    client_deposit=10**16, fog_deposit=2 * 10**16, cycles_per_sample=1000, round_duration=400, bidding_duration=100,
-    reveal_duration=100, time_tolerance=5, max_clients=10, second_price=False,
-)
+PARAMS = {
+    "rounds": 3, "target_accuracy": 0, "expected_duration": 600, "psi": 10**15, "phi": 10**12, "min_loss_reputation": WAD // 10,
+    "min_time_reputation": WAD // 10, "min_quality": WAD // 2, "max_round_time": 300, "reputation_cap": 10 * WAD,
+    "client_deposit": 10**16, "fog_deposit": 2 * 10**16, "cycles_per_sample": 1000, "round_duration": 400, "bidding_duration": 100,
+    "reveal_duration": 100, "time_tolerance": 5, "max_clients": 10, "second_price": False,
+}
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def staff_task(
     mechanism = mechanism_of(task)
     receipt = driver.as_(PUBLISHER).task_registry.create_task(task, driver.address(AGGREGATOR), value=10**18)
     task_id = receipt.events_of(TaskCreated)[0].task_id
-    for client, size in zip(clients, sizes):
+    for client, size in zip(clients, sizes, strict=True):
         commitment = keccak(abi_encode(["uint256", "bytes32"], [size, _salt(f"data-{client}")]))
         driver.as_(client).round_ledger.join(task_id, commitment, value=task.client_deposit)
         driver.as_(client).fog_auction.open_auction(task_id, size, _salt(f"data-{client}"))
@@ -154,7 +154,7 @@ def staff_task(
         if revealed:
             driver.as_(fog).fog_auction.reveal_bid(task_id, job, frequency, price, _salt(f"bid-{fog}-{job}"))
     driver.advance(task.reveal_duration + 1)
-    for index, (client, size) in enumerate(zip(clients, sizes)):
+    for index, (client, size) in enumerate(zip(clients, sizes, strict=True)):
         offers = [RevealedBid(f, p) if revealed else None for _, job, f, p, revealed in bids if job == index]
         price = choose_winner(mechanism, mechanism.initial_reputation, size, offers).price
         driver.as_(client).fog_auction.close_auction(task_id, index, value=price * task.rounds)
@@ -233,7 +233,7 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
 
     spec = TaskSpec(dataset="mnist", model="lenet5", strategy="fedavg", seed=3, validation=ValidationSpec(size=64))
     sizes = DATA_SIZES[:3]
-    task_id, params = staff_task(driver, store, spec, dict(PARAMS, rounds=2), sizes, BIDS[:3], SCORED_CLIENTS)
+    task_id, _ = staff_task(driver, store, spec, dict(PARAMS, rounds=2), sizes, BIDS[:3], SCORED_CLIENTS)
     aggregator = driver.as_(AGGREGATOR)
     # As the aggregator does before round 1: the cross-task priors (all 0: no earlier task shares its clients).
     state = aggregator.task_registry.state(task_id)

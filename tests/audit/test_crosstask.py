@@ -24,7 +24,7 @@ PUBLISHER, AGGREGATOR = (f"0x{n:040x}" for n in (0xA1, 0xA2))
 
 def task_events(log: EventLog, task_id: int, qualities: dict[str, int | None], started_at: int) -> None:
     """Task ``task_id`` from creation to its start at ``started_at``; each client of ``qualities`` wins a job."""
-    t = dict(task_id=task_id)
+    t = {"task_id": task_id}
     log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=10**18, params=PARAMS)),)
     for index, client in enumerate(qualities):
         joined = dict(t, client=client, client_index=index, data_commitment=b"\x03" * 32, deposit=10**16)
@@ -39,7 +39,7 @@ def task_events(log: EventLog, task_id: int, qualities: dict[str, int | None], s
 
 def post_round(log: EventLog, task_id: int, qualities: dict[str, int], started_at: int, *, finish: bool) -> None:
     """Round 1 of task ``task_id``: every fog commits 50 s after the start; posted (and the task finishes)."""
-    t = dict(task_id=task_id)
+    t = {"task_id": task_id}
     for index in range(len(qualities)):
         log.tx((b.UpdateCommitted, dict(t, client_index=index, round=1, fog=FOG, update_hash=b"\x05" * 32,
                                         committed_at=started_at + 50, payment=PRICE)),)
@@ -63,7 +63,7 @@ def two_tasks(priors: tuple[int, ...] | None, *, round_1: bool = False) -> list[
     second = {A: WAD, B: WAD, C: WAD}
     task_events(log, 2, second, started_at=2000)
     if priors is not None:
-        log.tx((b.PriorsPosted, dict(task_id=2, priors=priors)),)
+        log.tx((b.PriorsPosted, {"task_id": 2, "priors": priors}),)
     if round_1:
         post_round(log, 2, second, 2000, finish=False)
     return log.events

@@ -11,7 +11,6 @@ import pytest
 from fedchain.audit import CheckName, CheckStatus, audit_task, mechanism_of
 from fedchain.chain.bindings import Measurement, RoundPosted
 from fedchain.cli import main
-
 from tests.audit.conftest import DrivenTask
 
 
@@ -95,6 +94,18 @@ def test_a_wrong_mechanism_parameter_fails_the_payment_recomputation(driven_task
     report = audit_task(driven_task.task_id, readings.events, views=readings.views, mechanism=wrong)
 
     assert CheckName.PAYMENTS in report.failed_checks
+    assert CheckName.REPUTATION not in report.failed_checks
+
+
+def test_views_missing_a_client_fail_the_history_check_and_still_compare_the_others(driven_task: DrivenTask) -> None:
+    readings = driven_task.readings
+    task_views = dataclasses.replace(readings.views.task, clients=readings.views.task.clients[:-1])
+    views = dataclasses.replace(readings.views, task=task_views)
+
+    report = audit_task(driven_task.task_id, readings.events, views=views)
+
+    assert CheckName.HISTORY in report.failed_checks
+    assert "clients" in " ".join(f.message for f in report.check(CheckName.HISTORY).findings)
     assert CheckName.REPUTATION not in report.failed_checks
 
 

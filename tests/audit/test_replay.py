@@ -57,7 +57,7 @@ class EventLog:
 
 def started_task(budget: int) -> EventLog:
     """The module docstring's task from creation to the fog's commit of round 1 (t = 1050)."""
-    t = dict(task_id=1)
+    t = {"task_id": 1}
     log = EventLog()
     log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=budget, params=PARAMS)),
            (b.Deposited, dict(t, from_=PUBLISHER, amount=budget, held=budget)))
@@ -84,7 +84,7 @@ def one_round_task(*, budget: int = BUDGET, paid: int | None = None, quality: in
     paid = earned if paid is None else paid
     bonus = min(BONUS, budget - earned)
     refund = budget - earned - bonus
-    t = dict(task_id=1)
+    t = {"task_id": 1}
     log = started_task(budget)
     measurement = b.Measurement(quality=quality, round_time=50, accepted=True)
     log.tx((b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=(measurement,), paid=paid)),
@@ -97,7 +97,7 @@ def one_round_task(*, budget: int = BUDGET, paid: int | None = None, quality: in
            (b.Credited, dict(t, to=PUBLISHER, amount=refund, reason=reason("BUDGET_REFUND"))))
     log.tx((b.JobSettled, dict(t, client_index=0, escrow_refund=0, deposits_refunded=2 * 10**16, deposits_forfeited=0)),
            (b.Credited, dict(t, to=FOG, amount=2 * 10**16, reason=reason("BID_REFUND"))))
-    log.tx((b.Withdrawn, dict(account=CLIENT, amount=earned + bonus + 10**16)),)
+    log.tx((b.Withdrawn, {"account": CLIENT, "amount": earned + bonus + 10**16}),)
     return log.events
 
 
@@ -212,7 +212,7 @@ def test_the_json_report_keeps_stable_keys_and_wei_as_strings() -> None:
 
 
 def test_a_cancelled_task_returns_budget_and_deposits_and_passes() -> None:
-    t = dict(task_id=1)
+    t = {"task_id": 1}
     log = EventLog()
     log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=BUDGET, params=PARAMS)),
            (b.Deposited, dict(t, from_=PUBLISHER, amount=BUDGET, held=BUDGET)))
@@ -244,7 +244,7 @@ def test_the_html_report_is_one_self_contained_page_with_the_tables_and_two_plot
 def abandoned_task(*, abandoned_at: int = 1000 + 400 + ABANDON_GRACE + 1, refund: int = BUDGET) -> list[Any]:
     """The module docstring's task up to the fog's commit of round 1; the aggregator never posts and a stranger
     abandons the task after the round's deadline (t = 1400) plus the grace; then the client and the job settle."""
-    t = dict(task_id=1)
+    t = {"task_id": 1}
     log = started_task(BUDGET)
     log.tx((b.TaskAbandoned, dict(t, round=1, abandoned_at=abandoned_at, refund=refund)),
            (b.Credited, dict(t, to=PUBLISHER, amount=refund, reason=reason("BUDGET_REFUND"))))

@@ -7,7 +7,6 @@ import dataclasses
 from fedchain.audit import CheckName, audit_task
 from fedchain.audit.scores import verify_scores
 from fedchain.chain.bindings import RoundPosted
-
 from tests.audit.conftest import DrivenTask
 
 

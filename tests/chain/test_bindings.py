@@ -13,7 +13,8 @@ from web3 import Web3
 
 from fedchain.chain import bindings
 from fedchain.chain.bindings import FedChainContracts, TaskCreated, TaskParams, TaskUnknown
-from fedchain.chain.codegen import BINDINGS_PATH, main as codegen_main, render
+from fedchain.chain.codegen import BINDINGS_PATH, render
+from fedchain.chain.codegen import main as codegen_main
 from fedchain.chain.compile import PROJECT_ROOT, compile_contracts
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.events import LogQuery, fetch_events

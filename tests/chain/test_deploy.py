@@ -4,8 +4,9 @@ bad input is refused with a clear error and changes nothing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 from eth_account import Account
@@ -87,9 +88,9 @@ def test_verify_refuses_a_chain_with_another_id(deployed: Deployment, w3: Web3) 
 
 
 def test_verify_refuses_a_reset_chain(deployed: Deployment) -> None:
-    with AnvilNode() as fresh:  # same chain id, but it forgot everything
-        with pytest.raises(DeploymentError, match="has no code"):
-            deployed.verify(fresh.web3())
+    # A fresh node: same chain id, but it forgot everything.
+    with AnvilNode() as fresh, pytest.raises(DeploymentError, match="has no code"):
+        deployed.verify(fresh.web3())
 
 
 def test_unknown_contract_name_is_a_deployment_error(deployed: Deployment) -> None:

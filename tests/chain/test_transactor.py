@@ -104,7 +104,7 @@ def test_payable_value_reaches_the_contract(probe: Contract, w3: Web3) -> None:
     receipt = probe.transact("pay", value=1234)
 
     assert receipt.events[0].amount == 1234
-    assert getattr(receipt.events[0], "from_") == probe.transactor.address
+    assert receipt.events[0].from_ == probe.transactor.address
     assert w3.eth.get_balance(probe.address) == 1234
 
 

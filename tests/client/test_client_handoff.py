@@ -10,7 +10,15 @@ import torch
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 
-from fedchain.client import JobDataMeta, bid_commitment, data_commitment, decode_job_data, derive_salt, encode_job_data, winning_bid
+from fedchain.client import (
+    JobDataMeta,
+    bid_commitment,
+    data_commitment,
+    decode_job_data,
+    derive_salt,
+    encode_job_data,
+    winning_bid,
+)
 from fedchain.client.commitments import BID_SALT, DATA_SIZE_SALT
 from fedchain.client.handoff import ExpectedJobData, JobData
 from fedchain.data.datasets import ImageDataset

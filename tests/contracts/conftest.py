@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import pytest
 from eth_abi import encode as abi_encode
@@ -86,7 +87,7 @@ def as_namespace(params: Any, value: Any) -> Any:
         element = dict(params, type=kind[: kind.rindex("[")])
         return [as_namespace(element, item) for item in value]
     if kind == "tuple":
-        return SimpleNamespace(**{snake_case(c["name"]): as_namespace(c, v) for c, v in zip(params["components"], value)})
+        return SimpleNamespace(**{snake_case(c["name"]): as_namespace(c, v) for c, v in zip(params["components"], value, strict=True)})
     return value
 
 
@@ -125,7 +126,7 @@ class FedChain:
         result = contract.call(function, *args)
         if len(outputs) == 1:
             return as_namespace(outputs[0], result)
-        return tuple(as_namespace(o, v) for o, v in zip(outputs, result))
+        return tuple(as_namespace(o, v) for o, v in zip(outputs, result, strict=True))
 
     @contextlib.contextmanager
     def reverts(self, error: type[CustomError], *values: Any) -> Iterator[None]:
@@ -207,10 +208,10 @@ class FedChain:
         for client in clients:
             self.join(task_id, client, params=params)
             self.open_auction(task_id, client)
-        for offset, client in enumerate(clients):
+        for offset in range(len(clients)):
             self.commit_bid(task_id, offset, FOGS[offset], 10**6, price, params)
         self.advance(params.bidding_duration + 1)
-        for offset, client in enumerate(clients):
+        for offset in range(len(clients)):
             self.reveal_bid(task_id, offset, FOGS[offset], 10**6, price)
         self.advance(params.reveal_duration + 1)
         for offset, client in enumerate(clients):

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from fedchain.chain import bindings
 from fedchain.fl.reputation import (
@@ -144,7 +151,7 @@ class FlowMachine(RuleBasedStateMachine):
     def postable(self) -> bool:
         if self.status != "Running":
             return False
-        waiting = any(a and not c for a, c in zip(self.active, self.committed()))
+        waiting = any(a and not c for a, c in zip(self.active, self.committed(), strict=True))
         return not waiting or self.now() > self.deadline() + MARGIN
 
     def deadline(self) -> int:
@@ -265,7 +272,7 @@ class FlowMachine(RuleBasedStateMachine):
             scored.append((i, score_round(self.reputation[i], MECHANISM, quality, seconds, quality > 0, prior)))
         self.chain.post_round(self.task, self.round, measurements)
         payments = scale_pro_rata([s.payment for _, s in scored], self.budget_left)
-        for (i, score), payment in zip(scored, payments):
+        for (i, score), payment in zip(scored, payments, strict=True):
             self.reputation[i] = score.reputation
             self.earned[i] += payment
             if score.removed:
@@ -305,7 +312,7 @@ class FlowMachine(RuleBasedStateMachine):
         self.settled = True
         bonuses = [0] * len(self.clients)
         if self.status == "Finished":
-            raw = [r.bonus(MECHANISM, self.duration) if a else 0 for r, a in zip(self.reputation, self.active)]
+            raw = [r.bonus(MECHANISM, self.duration) if a else 0 for r, a in zip(self.reputation, self.active, strict=True)]
             bonuses = scale_pro_rata(raw, self.budget_left)
         for i, client in enumerate(self.clients):
             self.credit(client, self.earned[i] + bonuses[i] + (PARAMS.client_deposit if self.active[i] else 0))

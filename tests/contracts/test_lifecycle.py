@@ -65,7 +65,7 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
             scores.append((index, score))
         chain.post_round(task, round_, measurements)
         payments = scale_pro_rata([s.payment for _, s in scores], budget_left)
-        for (index, score), payment in zip(scores, payments):
+        for (index, score), payment in zip(scores, payments, strict=True):
             model[index] = score.reputation
             paid_to[("earned", index)] += payment
             active[index] = active[index] and not score.removed
@@ -84,7 +84,7 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
     for index in range(3):
         chain.send("FogAuction", "settleJob", task, index, by=STRANGER)
     bonuses = scale_pro_rata(
-        [m.bonus(mechanism, state.finished_at - state.started_at) if a else 0 for m, a in zip(model, active)],
+        [m.bonus(mechanism, state.finished_at - state.started_at) if a else 0 for m, a in zip(model, active, strict=True)],
         budget_left,
     )
     expected = {

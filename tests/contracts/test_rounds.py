@@ -177,8 +177,8 @@ def test_settlement_pays_eq16_bonuses_returns_deposits_and_refunds_the_rest(chai
     bonuses = [final_bonus(params.phi, params.expected_duration, actual, i.loss_reputation * i.time_reputation // WAD) for i in infos]
     settled = receipt.events_of(chain.registry.event("ClientSettled"))
     assert [(e.earned, e.bonus, e.deposit_returned) for e in settled] == [
-        (i.earned, b, params.client_deposit) for i, b in zip(infos, bonuses)]
-    for client, info, bonus in zip(CLIENTS, infos, bonuses):
+        (i.earned, b, params.client_deposit) for i, b in zip(infos, bonuses, strict=True)]
+    for client, info, bonus in zip(CLIENTS[:2], infos, bonuses, strict=True):
         assert chain.view("Treasury", "claimable", chain.account(client)) == info.earned + bonus + params.client_deposit
     refund = receipt.events_of(chain.registry.event("TaskSettled"))[0].refund
     assert refund == 10**18 - sum(i.earned for i in infos) - sum(bonuses)

@@ -41,8 +41,8 @@ def test_every_partition_is_reproducible_from_its_seed() -> None:
         again = partition(LABELS, PartitionConfig(kind=kind, n_clients=5, seed=7))
         other = partition(LABELS, PartitionConfig(kind=kind, n_clients=5, seed=8))
 
-        assert all(np.array_equal(a, b) for a, b in zip(first, again)), kind
-        assert not all(np.array_equal(a, b) for a, b in zip(first, other)), kind
+        assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True)), kind
+        assert not all(np.array_equal(a, b) for a, b in zip(first, other, strict=True)), kind
 
 
 def test_power_law_sizes_match_the_hand_computed_split() -> None:

@@ -64,7 +64,7 @@ def test_unknown_setting_is_named_and_the_known_ones_listed(tmp_path: Path) -> N
 
 
 def test_unknown_fault_is_named_with_its_section(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="faults.byzantine"):
+    with pytest.raises(ConfigError, match=r"faults\.byzantine"):
         load_experiment(_write(tmp_path, "faults:\n  byzantine: 0.1\n"))
 
 

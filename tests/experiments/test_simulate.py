@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from fedchain.cli import cli
 from fedchain.errors import ConfigError, DataError
 from fedchain.experiments import build_federation, load_experiment, run_experiment
-from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults, imbalanced_classes
 from fedchain.experiments.config import FaultConfig
+from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults, imbalanced_classes
 from fedchain.experiments.runner import tamper
 
 #: A tiny run: 3 clients of ~130 samples, a 100-sample validation set, 300 test samples.

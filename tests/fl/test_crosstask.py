@@ -202,7 +202,7 @@ def test_history_term_lies_between_the_clients_own_reputations_in_similar_tasks(
         )
         # assert
         similar = {task_id for task_id, _ in result.similar}
-        for client, prior in zip(clients, result.priors):
+        for client, prior in zip(clients, result.priors, strict=True):
             own = [t.reputations[client] for t in earlier if t.task_id in similar and client in t.reputations]
             assert (min(own) <= prior <= max(own)) if own else prior == 0
 

@@ -69,5 +69,5 @@ def test_unknown_strategy_lists_the_known_ones() -> None:
 
 
 def test_unknown_option_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="fedavg.learning_rate"):
+    with pytest.raises(ConfigError, match=r"fedavg\.learning_rate"):
         get_strategy("fedavg", learning_rate=0.1)

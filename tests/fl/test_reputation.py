@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -32,17 +33,17 @@ from fedchain.fl.reputation import (
 
 
 def params(**changes: int) -> MechanismParams:
-    base = dict(
-        rounds=3,
-        expected_duration=600,  # T = 200 s per round
-        psi=10**15,
-        phi=10**12,
-        min_loss_reputation=WAD // 10,
-        min_time_reputation=WAD // 10,
-        min_quality=WAD // 2,
-        max_round_time=300,
-        reputation_cap=10 * WAD,
-    )
+    base = {
+        "rounds": 3,
+        "expected_duration": 600,  # T = 200 s per round
+        "psi": 10**15,
+        "phi": 10**12,
+        "min_loss_reputation": WAD // 10,
+        "min_time_reputation": WAD // 10,
+        "min_quality": WAD // 2,
+        "max_round_time": 300,
+        "reputation_cap": 10 * WAD,
+    }
     base.update(changes)
     return MechanismParams(**base)
 
@@ -58,7 +59,7 @@ def test_linear_weights_increase_strictly_and_sum_to_one() -> None:
     for n in (1, 2, 5, 40):
         weights = linear_weights(n)
         assert math.isclose(sum(weights), 1.0)
-        assert all(a < b for a, b in zip(weights, weights[1:]))
+        assert all(a < b for a, b in itertools.pairwise(weights))
     assert linear_weights(3) == pytest.approx((1 / 6, 2 / 6, 3 / 6))
 
 
@@ -214,4 +215,4 @@ def test_pro_rata_scaling_pays_at_most_the_budget(amounts: list[int], available:
         assert scaled == amounts
     else:
         assert sum(scaled) <= available
-    assert all(0 <= s <= a for s, a in zip(scaled, amounts))
+    assert all(0 <= s <= a for s, a in zip(scaled, amounts, strict=True))

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from fedchain.cli import main
-from fedchain.config import load_yaml
-from fog.bidding import CostModel
 from fedchain.client.cli import PARTITION_FLAGS, merge_flags
 from fedchain.client.config import ClientConfig, load_client_config
+from fedchain.config import load_yaml
 from fedchain.data.partition import PartitionConfig
+from fog.bidding import CostModel
 from fog.cli import COST_FLAGS
 from fog.config import FogConfig, load_fog_config
 

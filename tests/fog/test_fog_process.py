@@ -9,8 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from fedchain.chain.keys import PRIVATE_KEY_ENV
 from tests.aggregator.conftest import FOGS, TERMS, World

@@ -10,7 +10,6 @@ from fedchain.cli import main
 from fedchain.publisher.service import TaskStatus
 from fedchain.store.digest import keccak256
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec
-
 from tests.aggregator.conftest import AGGREGATOR, CLIENTS, PUBLISHER, World
 
 

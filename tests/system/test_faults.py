@@ -30,9 +30,9 @@ posted as rejected, so its bytes being wrong is what the chain already says
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -227,7 +227,7 @@ def test_the_audit_of_the_faulty_task_passes_with_the_money_intact_and_notes_the
     store_notes = report.check(CheckName.STORE_UPDATES).notes
 
     assert report.passed, report.failed_checks
-    assert {c.name: c.status for c in report.checks} == {name: CheckStatus.PASS for name in CheckName}
+    assert {c.name: c.status for c in report.checks} == dict.fromkeys(CheckName, CheckStatus.PASS)
     altered = f"client {t.jobs['client-2']} in round 2 (not accepted)"
     assert any(altered in note and "altered" in note for note in store_notes)
     assert report.history.task.bonuses is not None and report.history.task.refund is not None
