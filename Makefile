@@ -1,6 +1,6 @@
 # FedChain's two commands (README.md):
 #   make demo   set everything up, then run the demo on a local chain it starts
-#   make test   set everything up, lint (ruff), then run the whole test suite
+#   make test   set everything up, lint (ruff, mypy), then run the whole test suite
 # Set-up is idempotent: the Python environment (.venv) and the npm chain tools
 # (node_modules) are rebuilt only when pyproject.toml or package-lock.json change.
 # npm install (not npm ci) because npm 11 rejects lock files whose optional
@@ -41,9 +41,11 @@ demo: setup
 test: lint
 	$(PY) -m pytest $(ARGS)
 
-# The rules are in pyproject.toml ([tool.ruff]); `$(VENV)/bin/ruff check --fix .` mends most findings.
+# The rules are in pyproject.toml ([tool.ruff], [tool.mypy]); `$(VENV)/bin/ruff check --fix .`
+# mends most of ruff's findings.
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # Brownie pins ~70 exact versions (web3, hypothesis, pytest...), so it gets an
 # environment of its own. Offline, the npm compiler stands in for solc: the

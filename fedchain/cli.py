@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
+from typing import Any
 
 import click
 
@@ -36,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
-    def __init__(self, *args, lazy: dict[str, tuple[str, str]], **kwargs) -> None:
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._lazy = lazy
 

@@ -40,7 +40,7 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
     origin = typing.get_origin(annotation)
     if annotation is Any:
         return value
-    if dataclasses.is_dataclass(annotation):
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         if isinstance(value, annotation):
             return value
         if not isinstance(value, Mapping):

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the command's --help must not load torch or web3
     from fedchain.audit import AuditReport
     from fedchain.publisher.terms import TaskTerms
     from fedchain.system import Roster, SystemRun, TaskProgress
+    from fedchain.system.roster import ClientPlan, FogPlan
     from fedchain.taskspec import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -251,7 +252,7 @@ class ProgressDisplay:
             self._live.__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, *exc_info: Any) -> None:
         if self._live is not None:
             self._live.__exit__(*exc_info)
 
@@ -310,7 +311,8 @@ def participant_tables(roster: Roster, report: AuditReport, run: SystemRun) -> G
     """Who earned what: a row per client (data, reputation, payments, deposit, final accuracy), a row per
     fog node (jobs, payments, slashes, deposits), and the publisher's budget and refund. Money in ETH."""
     history = report.history
-    plans = {run.account(plan.name).address: plan for plan in (*roster.clients, *roster.fogs)}
+    members: tuple[ClientPlan | FogPlan, ...] = (*roster.clients, *roster.fogs)
+    plans = {run.account(plan.name).address: plan for plan in members}
     names = {c.index: plans[c.account].name if c.account in plans else c.account for c in history.clients}
     final = history.rounds[-1].accuracy if history.rounds else None
     clients = _table(

@@ -153,7 +153,7 @@ class FogNode:
         query = LogQuery(addresses=self._addresses, from_block=blocks.first, to_block=blocks.last)
         for event in fetch_events(self.session.w3, b.REGISTRY, query):
             handler = self._handlers.get(type(event))
-            if handler is not None and self.config.watches(event.task_id):
+            if handler is not None and self.config.watches(event.task_id):  # type: ignore[attr-defined]  # every handled event names its task
                 handler(event, state)
         self._act(state)
 

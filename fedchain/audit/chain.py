@@ -32,7 +32,7 @@ class _ReadOnly(Transactor):
     """A transactor for views only: calls come from the zero address; sending is refused."""
 
     def __init__(self, w3: Web3) -> None:
-        super().__init__(w3, account=None, registry=AbiRegistry().merged(b.REGISTRY))  # type: ignore[arg-type]
+        super().__init__(w3, account=None, registry=AbiRegistry().merged(b.REGISTRY))
 
     @property
     def address(self) -> str:

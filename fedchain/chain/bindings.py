@@ -1611,7 +1611,7 @@ class DataHandoff(Contract):
         - ``client_index``: the caller's client index in the task
         - ``data_hash_``
         """
-        return self.transact('commitData(uint256,uint256,bytes32)', task_id, client_index, data_hash_)  # type: ignore[no-any-return]
+        return self.transact('commitData(uint256,uint256,bytes32)', task_id, client_index, data_hash_)
 
     def data_hash(self, task_id: int, client_index: int) -> bytes:
         """The committed data hash of a job, or zero before the client committed it.
@@ -1621,14 +1621,14 @@ class DataHandoff(Contract):
         - ``task_id``: the task
         - ``client_index``: the job's client
         """
-        return self.call('dataHash(uint256,uint256)', task_id, client_index)  # type: ignore[no-any-return]
+        return self.call('dataHash(uint256,uint256)', task_id, client_index)
 
     def dependencies(self) -> tuple[str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
         """
-        return self.call('dependencies()')  # type: ignore[no-any-return]
+        return self.call('dependencies()')
 
 
 class FogAuction(Contract):
@@ -1660,14 +1660,14 @@ class FogAuction(Contract):
 
         ``MAX_BIDS()`` (view: an eth_call)
         """
-        return self.call('MAX_BIDS()')  # type: ignore[no-any-return]
+        return self.call('MAX_BIDS()')
 
     def no_winner(self) -> int:
         """`winner` value meaning "no winner".
 
         ``NO_WINNER()`` (view: an eth_call)
         """
-        return self.call('NO_WINNER()')  # type: ignore[no-any-return]
+        return self.call('NO_WINNER()')
 
     def bids(self, task_id: int, index: int) -> tuple[Bid, ...]:
         """A job's bids in commit order.
@@ -1677,7 +1677,7 @@ class FogAuction(Contract):
         - ``task_id``
         - ``index``
         """
-        return self.call('bids(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+        return self.call('bids(uint256,uint256)', task_id, index)
 
     def close_auction(self, task_id: int, index: int, *, value: int = 0) -> Receipt:
         """Close the caller's auction after the reveal deadline, escrowing `msg.value` == price * N (0 when no bid was revealed). Unrevealed deposits are credited to the client.
@@ -1688,7 +1688,7 @@ class FogAuction(Contract):
         - ``index``
         - ``value``: wei sent with the call
         """
-        return self.transact('closeAuction(uint256,uint256)', task_id, index, value=value)  # type: ignore[no-any-return]
+        return self.transact('closeAuction(uint256,uint256)', task_id, index, value=value)
 
     def commit_bid(self, task_id: int, index: int, commitment: bytes, *, value: int = 0) -> Receipt:
         """Commit a sealed bid with `msg.value` == r before the bidding deadline.
@@ -1700,7 +1700,7 @@ class FogAuction(Contract):
         - ``commitment``: keccak256(abi.encode(uint64 frequency, uint96 price, bytes32 salt, address bidder))
         - ``value``: wei sent with the call
         """
-        return self.transact('commitBid(uint256,uint256,bytes32)', task_id, index, commitment, value=value)  # type: ignore[no-any-return]
+        return self.transact('commitBid(uint256,uint256,bytes32)', task_id, index, commitment, value=value)
 
     def commit_times(self, task_id: int, round: int, clients: int) -> tuple[int, ...]:
         """For every client of the task in join order: the block time of its job's commit for `round`, seconds, or 0 when there is none. RoundLedger reads it when a round is posted.
@@ -1711,7 +1711,7 @@ class FogAuction(Contract):
         - ``round``
         - ``clients``
         """
-        return self.call('commitTimes(uint256,uint16,uint256)', task_id, round, clients)  # type: ignore[no-any-return]
+        return self.call('commitTimes(uint256,uint16,uint256)', task_id, round, clients)
 
     def commit_update(self, task_id: int, index: int, round: int, update_hash: bytes) -> Receipt:
         """Commit the update hash of the current round as the job's winner; on time, one round's price is released.
@@ -1723,14 +1723,14 @@ class FogAuction(Contract):
         - ``round``
         - ``update_hash``
         """
-        return self.transact('commitUpdate(uint256,uint256,uint16,bytes32)', task_id, index, round, update_hash)  # type: ignore[no-any-return]
+        return self.transact('commitUpdate(uint256,uint256,uint16,bytes32)', task_id, index, round, update_hash)
 
     def dependencies(self) -> tuple[str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
         """
-        return self.call('dependencies()')  # type: ignore[no-any-return]
+        return self.call('dependencies()')
 
     def held_for(self, task_id: int) -> int:
         """Wei the auction holds for the task now (fog deposits not yet paid out plus unreleased escrow).
@@ -1739,7 +1739,7 @@ class FogAuction(Contract):
 
         - ``task_id``
         """
-        return self.call('heldFor(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('heldFor(uint256)', task_id)
 
     def job(self, task_id: int, index: int) -> Job:
         """A job.
@@ -1749,7 +1749,7 @@ class FogAuction(Contract):
         - ``task_id``
         - ``index``
         """
-        return self.call('job(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+        return self.call('job(uint256,uint256)', task_id, index)
 
     def open_auction(self, task_id: int, data_size: int, salt: bytes) -> Receipt:
         """Open the auction of the caller's job while the task is `Open`.
@@ -1760,7 +1760,7 @@ class FogAuction(Contract):
         - ``data_size``: D, samples; must match the join commitment with `salt`
         - ``salt``: the salt of the join commitment
         """
-        return self.transact('openAuction(uint256,uint64,bytes32)', task_id, data_size, salt)  # type: ignore[no-any-return]
+        return self.transact('openAuction(uint256,uint64,bytes32)', task_id, data_size, salt)
 
     def report_missed_round(self, task_id: int, index: int) -> Receipt:
         """Slash a winner that missed a round deadline and hand the job to the best eligible standby bid. Anyone.
@@ -1770,7 +1770,7 @@ class FogAuction(Contract):
         - ``task_id``
         - ``index``
         """
-        return self.transact('reportMissedRound(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+        return self.transact('reportMissedRound(uint256,uint256)', task_id, index)
 
     def reveal_bid(self, task_id: int, index: int, frequency: int, price: int, salt: bytes) -> Receipt:
         """Reveal the caller's bid between the bidding and reveal deadlines.
@@ -1783,7 +1783,7 @@ class FogAuction(Contract):
         - ``price``: P_x, wei per round
         - ``salt``: the commitment's salt
         """
-        return self.transact('revealBid(uint256,uint256,uint64,uint96,bytes32)', task_id, index, frequency, price, salt)  # type: ignore[no-any-return]
+        return self.transact('revealBid(uint256,uint256,uint64,uint96,bytes32)', task_id, index, frequency, price, salt)
 
     def settle_job(self, task_id: int, index: int) -> Receipt:
         """After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the fog deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. Anyone, once per job.
@@ -1793,7 +1793,7 @@ class FogAuction(Contract):
         - ``task_id``
         - ``index``
         """
-        return self.transact('settleJob(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+        return self.transact('settleJob(uint256,uint256)', task_id, index)
 
     def utility(self, task_id: int, index: int, frequency: int, price: int) -> int:
         """Eq. 18 for one revealed bid: the client's utility P_i(r_a, r_t_x) - price, wei (may be negative).
@@ -1805,7 +1805,7 @@ class FogAuction(Contract):
         - ``frequency``
         - ``price``
         """
-        return self.call('utility(uint256,uint256,uint64,uint96)', task_id, index, frequency, price)  # type: ignore[no-any-return]
+        return self.call('utility(uint256,uint256,uint64,uint96)', task_id, index, frequency, price)
 
 
 class RoundLedger(Contract):
@@ -1843,7 +1843,7 @@ class RoundLedger(Contract):
         - ``task_id``
         - ``index``
         """
-        return self.call('client(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+        return self.call('client(uint256,uint256)', task_id, index)
 
     def client_count(self, task_id: int) -> int:
         """Number of clients that joined the task.
@@ -1852,7 +1852,7 @@ class RoundLedger(Contract):
 
         - ``task_id``
         """
-        return self.call('clientCount(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('clientCount(uint256)', task_id)
 
     def client_index(self, task_id: int, account: str) -> int:
         """A client's index; reverts with LedgerNotClient if `account` did not join.
@@ -1862,7 +1862,7 @@ class RoundLedger(Contract):
         - ``task_id``
         - ``account``
         """
-        return self.call('clientIndex(uint256,address)', task_id, account)  # type: ignore[no-any-return]
+        return self.call('clientIndex(uint256,address)', task_id, account)
 
     def data_commitment(self, task_id: int, index: int) -> bytes:
         """The client's data-size commitment from `join`.
@@ -1872,14 +1872,14 @@ class RoundLedger(Contract):
         - ``task_id``
         - ``index``
         """
-        return self.call('dataCommitment(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+        return self.call('dataCommitment(uint256,uint256)', task_id, index)
 
     def dependencies(self) -> tuple[str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
         """
-        return self.call('dependencies()')  # type: ignore[no-any-return]
+        return self.call('dependencies()')
 
     def deposits_held(self, task_id: int) -> int:
         """Wei of client deposits the ledger holds for the task now (active clients, before settlement).
@@ -1888,7 +1888,7 @@ class RoundLedger(Contract):
 
         - ``task_id``
         """
-        return self.call('depositsHeld(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('depositsHeld(uint256)', task_id)
 
     def is_active(self, task_id: int, index: int) -> bool:
         """Whether the client is `Active` (joined and not removed).
@@ -1898,7 +1898,7 @@ class RoundLedger(Contract):
         - ``task_id``
         - ``index``
         """
-        return self.call('isActive(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+        return self.call('isActive(uint256,uint256)', task_id, index)
 
     def join(self, task_id: int, commitment: bytes, *, value: int = 0) -> Receipt:
         """Join an `Open` task with `msg.value` == d.
@@ -1909,7 +1909,7 @@ class RoundLedger(Contract):
         - ``commitment``
         - ``value``: wei sent with the call
         """
-        return self.transact('join(uint256,bytes32)', task_id, commitment, value=value)  # type: ignore[no-any-return]
+        return self.transact('join(uint256,bytes32)', task_id, commitment, value=value)
 
     def post_priors(self, task_id: int, priors: Sequence[int]) -> Receipt:
         """Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before it is posted. Aggregator only. From then on a client's loss reputation is min(cap, H_i + the weighted mean of eq. 8). Without this call every prior is 0.
@@ -1919,7 +1919,7 @@ class RoundLedger(Contract):
         - ``task_id``: the task
         - ``priors``: one per client in join order, each at most the task's reputation cap, 1e18 fixed point
         """
-        return self.transact('postPriors(uint256,uint64[])', task_id, priors)  # type: ignore[no-any-return]
+        return self.transact('postPriors(uint256,uint64[])', task_id, priors)
 
     def post_round(self, task_id: int, round: int, model_hash: bytes, accuracy: int, measurements: Sequence[Measurement]) -> Receipt:
         """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client's fog node committed, or after the round's deadline. An accepted measurement needs a commit in this round whose block time minus the round's start is within the task's time tolerance of `roundTime`. A client without a commit is skipped (no reputation change, no payment); a rejected update counts with quality 0.
@@ -1932,7 +1932,7 @@ class RoundLedger(Contract):
         - ``accuracy``: the global model's validation accuracy, 1e18 fixed point; at or above the target the task finishes
         - ``measurements``: one per client in join order
         """
-        return self.transact('postRound(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[])', task_id, round, model_hash, accuracy, measurements)  # type: ignore[no-any-return]
+        return self.transact('postRound(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[])', task_id, round, model_hash, accuracy, measurements)
 
     def prior(self, task_id: int, index: int) -> int:
         """The client's cross-task prior H_i (0 unless posted), 1e18 fixed point.
@@ -1942,7 +1942,7 @@ class RoundLedger(Contract):
         - ``task_id``
         - ``index``
         """
-        return self.call('prior(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+        return self.call('prior(uint256,uint256)', task_id, index)
 
     def priors_posted(self, task_id: int) -> bool:
         """Whether the task's priors were posted.
@@ -1951,7 +1951,7 @@ class RoundLedger(Contract):
 
         - ``task_id``
         """
-        return self.call('priorsPosted(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('priorsPosted(uint256)', task_id)
 
     def reputation(self, task_id: int, index: int) -> tuple[int, int]:
         """The client's current loss and time reputation (min(1e18, cap) before its first scored round), 1e18 fixed point.
@@ -1961,7 +1961,7 @@ class RoundLedger(Contract):
         - ``task_id``
         - ``index``
         """
-        return self.call('reputation(uint256,uint256)', task_id, index)  # type: ignore[no-any-return]
+        return self.call('reputation(uint256,uint256)', task_id, index)
 
     def rewards_held(self, task_id: int) -> int:
         """Wei of per-round payments credited to the task's clients and not yet paid out (they are paid at settlement).
@@ -1970,7 +1970,7 @@ class RoundLedger(Contract):
 
         - ``task_id``
         """
-        return self.call('rewardsHeld(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('rewardsHeld(uint256)', task_id)
 
     def settle(self, task_id: int) -> Receipt:
         """Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good standing back, no final bonus: the task did not complete). Anyone may call it, once.
@@ -1979,7 +1979,7 @@ class RoundLedger(Contract):
 
         - ``task_id``
         """
-        return self.transact('settle(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.transact('settle(uint256)', task_id)
 
     def settled(self, task_id: int) -> bool:
         """Whether `settle` ran for the task.
@@ -1988,7 +1988,7 @@ class RoundLedger(Contract):
 
         - ``task_id``
         """
-        return self.call('settled(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('settled(uint256)', task_id)
 
 
 class TaskRegistry(Contract):
@@ -2018,14 +2018,14 @@ class TaskRegistry(Contract):
 
         ``ABANDON_GRACE()`` (view: an eth_call)
         """
-        return self.call('ABANDON_GRACE()')  # type: ignore[no-any-return]
+        return self.call('ABANDON_GRACE()')
 
     def max_clients(self) -> int:
         """The most clients a task may admit (bounds the gas of one round's post).
 
         ``MAX_CLIENTS()`` (view: an eth_call)
         """
-        return self.call('MAX_CLIENTS()')  # type: ignore[no-any-return]
+        return self.call('MAX_CLIENTS()')
 
     def abandon_task(self, task_id: int) -> Receipt:
         """Abandon a `Running` task whose current round was not posted by its deadline plus ABANDON_GRACE seconds. Anyone may call it. The unspent budget is credited back to the publisher and the task becomes `Abandoned`; clients then take their earnings and deposits back through RoundLedger.settle (no final bonus: the task did not complete), fog nodes their deposits and the unearned escrow through FogAuction.settleJob.
@@ -2034,7 +2034,7 @@ class TaskRegistry(Contract):
 
         - ``task_id``
         """
-        return self.transact('abandonTask(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.transact('abandonTask(uint256)', task_id)
 
     def cancel_task(self, task_id: int) -> Receipt:
         """Cancel an `Open` task; its whole budget is credited back to the publisher. Publisher only. Clients then take their deposits back through RoundLedger.settle, fog nodes theirs through FogAuction.settleJob.
@@ -2043,7 +2043,7 @@ class TaskRegistry(Contract):
 
         - ``task_id``
         """
-        return self.transact('cancelTask(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.transact('cancelTask(uint256)', task_id)
 
     def close_round(self, task_id: int, spent: int, target_reached: bool) -> Receipt:
         """Close the current round: spend `spent` wei of budget and move the clock on, or finish the task after round N or when `targetReached`. RoundLedger only.
@@ -2054,7 +2054,7 @@ class TaskRegistry(Contract):
         - ``spent``
         - ``target_reached``
         """
-        return self.transact('closeRound(uint256,uint256,bool)', task_id, spent, target_reached)  # type: ignore[no-any-return]
+        return self.transact('closeRound(uint256,uint256,bool)', task_id, spent, target_reached)
 
     def create_task(self, p: TaskParams, aggregator: str, *, value: int = 0) -> Receipt:
         """Create a task, escrowing `msg.value` wei as its budget.
@@ -2065,14 +2065,14 @@ class TaskRegistry(Contract):
         - ``aggregator``: the account that will post rounds
         - ``value``: wei sent with the call
         """
-        return self.transact('createTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool),address)', p, aggregator, value=value)  # type: ignore[no-any-return]
+        return self.transact('createTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool),address)', p, aggregator, value=value)
 
     def dependencies(self) -> tuple[str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
         """
-        return self.call('dependencies()')  # type: ignore[no-any-return]
+        return self.call('dependencies()')
 
     def params(self, task_id: int) -> TaskParams:
         """A task's parameters.
@@ -2081,7 +2081,7 @@ class TaskRegistry(Contract):
 
         - ``task_id``
         """
-        return self.call('params(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('params(uint256)', task_id)
 
     def round_deadline(self, task_id: int) -> int:
         """The deadline of the current round for fog commits: roundStartedAt + roundDuration, seconds.
@@ -2090,7 +2090,7 @@ class TaskRegistry(Contract):
 
         - ``task_id``
         """
-        return self.call('roundDeadline(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('roundDeadline(uint256)', task_id)
 
     def settle_budget(self, task_id: int, bonuses: int) -> Receipt:
         """Spend `bonuses` wei of budget, refund the rest to the publisher and mark the task `Settled`. RoundLedger only.
@@ -2100,7 +2100,7 @@ class TaskRegistry(Contract):
         - ``task_id``
         - ``bonuses``
         """
-        return self.transact('settleBudget(uint256,uint256)', task_id, bonuses)  # type: ignore[no-any-return]
+        return self.transact('settleBudget(uint256,uint256)', task_id, bonuses)
 
     def start_task(self, task_id: int) -> Receipt:
         """Start round 1 of an `Open` task with at least one client. Publisher only.
@@ -2109,7 +2109,7 @@ class TaskRegistry(Contract):
 
         - ``task_id``
         """
-        return self.transact('startTask(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.transact('startTask(uint256)', task_id)
 
     def state(self, task_id: int) -> TaskState:
         """A task's state.
@@ -2118,14 +2118,14 @@ class TaskRegistry(Contract):
 
         - ``task_id``
         """
-        return self.call('state(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('state(uint256)', task_id)
 
     def task_count(self) -> int:
         """Number of tasks created so far (ids are 1..taskCount).
 
         ``taskCount()`` (view: an eth_call)
         """
-        return self.call('taskCount()')  # type: ignore[no-any-return]
+        return self.call('taskCount()')
 
 
 class Treasury(Contract):
@@ -2153,7 +2153,7 @@ class Treasury(Contract):
 
         - ``account``
         """
-        return self.call('claimable(address)', account)  # type: ignore[no-any-return]
+        return self.call('claimable(address)', account)
 
     def credit(self, task_id: int, to: str, amount: int, reason: bytes) -> Receipt:
         """Move `amount` wei from `taskId`'s pool to `to`'s claimable balance. Modules only.
@@ -2165,7 +2165,7 @@ class Treasury(Contract):
         - ``amount``: wei (0 is a no-op without event)
         - ``reason``: why, a code of the `Reasons` library
         """
-        return self.transact('credit(uint256,address,uint256,bytes32)', task_id, to, amount, reason)  # type: ignore[no-any-return]
+        return self.transact('credit(uint256,address,uint256,bytes32)', task_id, to, amount, reason)
 
     def deposit(self, task_id: int, from_: str, *, value: int = 0) -> Receipt:
         """Put `msg.value` into `taskId`'s pool on behalf of `from`. Modules only.
@@ -2176,7 +2176,7 @@ class Treasury(Contract):
         - ``from_``: the payer, recorded in the event
         - ``value``: wei sent with the call
         """
-        return self.transact('deposit(uint256,address)', task_id, from_, value=value)  # type: ignore[no-any-return]
+        return self.transact('deposit(uint256,address)', task_id, from_, value=value)
 
     def held(self, task_id: int) -> int:
         """Wei held in `taskId`'s pool.
@@ -2185,28 +2185,28 @@ class Treasury(Contract):
 
         - ``task_id``
         """
-        return self.call('held(uint256)', task_id)  # type: ignore[no-any-return]
+        return self.call('held(uint256)', task_id)
 
     def modules(self) -> tuple[str, str, str]:
         """The three modules allowed to move money: (TaskRegistry, RoundLedger, FogAuction).
 
         ``modules()`` (view: an eth_call)
         """
-        return self.call('modules()')  # type: ignore[no-any-return]
+        return self.call('modules()')
 
     def totals(self) -> Totals:
         """The accounting totals (see `Totals`).
 
         ``totals()`` (view: an eth_call)
         """
-        return self.call('totals()')  # type: ignore[no-any-return]
+        return self.call('totals()')
 
     def withdraw(self) -> Receipt:
         """Send the caller its whole claimable balance.
 
         ``withdraw()``
         """
-        return self.transact('withdraw()')  # type: ignore[no-any-return]
+        return self.transact('withdraw()')
 
 
 # --------------------------------------------------------------------------- registry

@@ -83,7 +83,7 @@ def _py_type(param: Mapping[str, Any], structs: Mapping[str, str], *, argument: 
         return f"Sequence[{inner}]" if argument else f"tuple[{inner}, ...]"
     if kind == "tuple":
         qualified = struct_name(param)
-        if qualified in structs:
+        if qualified is not None and qualified in structs:
             return structs[qualified]
         return "tuple[" + ", ".join(_py_type(c, structs, argument=argument) for c in param.get("components", ())) + "]"
     if kind == "bool":
@@ -156,6 +156,7 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
                     struct_defs[qualified] = param
 
     for artifact in ordered:
+        entry: Mapping[str, Any]
         for entry in artifact.abi:
             collect(entry.get("inputs", ()))
             collect(entry.get("outputs", ()))
@@ -221,8 +222,8 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         out.append("    structs = STRUCTS\n")
         if notice:
             out.append(f"    hint = {notice!r}\n")
-        for name, param in zip(field_names(inputs), inputs, strict=True):
-            out.append(f"    {name}: {_py_type(param, structs)}\n")
+        for name, field_abi in zip(field_names(inputs), inputs, strict=True):
+            out.append(f"    {name}: {_py_type(field_abi, structs)}\n")
         out.append("\n")
 
     out.append("\n# " + "-" * 75 + " events\n\n")
@@ -306,7 +307,7 @@ def _render_contract(artifact: Artifact, class_name: str, structs: Mapping[str, 
         if view and not outputs:
             out.append(f"        {result}\n")
         else:
-            out.append(f"        return {result}  # type: ignore[no-any-return]\n")
+            out.append(f"        return {result}\n")
     out.append("\n")
     return "".join(out)
 

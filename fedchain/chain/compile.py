@@ -87,11 +87,12 @@ def standard_input(contracts_dir: Path = CONTRACTS_DIR) -> dict[str, Any]:
 def _solc_binary() -> Path:
     """A native solc of the pinned version if py-solc-x has one, else the Node bridge."""
     try:
-        import solcx
+        from solcx import get_installed_solc_versions
+        from solcx.install import get_executable
 
-        for version in solcx.get_installed_solc_versions():
+        for version in get_installed_solc_versions():
             if str(version) == SOLC_VERSION:
-                return Path(solcx.get_executable(version))
+                return Path(get_executable(version))
     except Exception:  # py-solc-x missing or its folder unreadable: fall back to the bridge
         log.debug("no native solc %s from py-solc-x", SOLC_VERSION, exc_info=True)
     if shutil.which("node") is None:

@@ -54,7 +54,7 @@ class Contract:
     def deploy(cls: type[C], transactor: Transactor, bytecode: str, *args: Any, value: int = 0, abi: Abi | None = None) -> C:
         """Create the contract from ``bytecode`` with constructor ``args`` and return it bound to its address."""
         entries = abi if abi is not None else cls.ABI
-        constructor = next((e for e in entries if e.get("type") == "constructor"), {"inputs": []})
+        constructor: Mapping[str, Any] = next((e for e in entries if e.get("type") == "constructor"), {"inputs": []})
         receipt = transactor.deploy(bytecode, _encode_args(constructor, args), value=value)
         if receipt.contract_address is None:
             raise ChainError(f"deploying {cls.NAME or 'the contract'} returned no contract address")

@@ -259,7 +259,7 @@ def rehearse(rpc_url: str, deployer: str, recipe: Recipe, *, registry: AbiRegist
     settings = AnvilSettings(chain_id=chain_id, accounts=1, fork_url=rpc_url, auto_impersonate=True)
     with AnvilNode(settings) as fork:
         w3 = fork.web3()
-        w3.provider.make_request("anvil_setBalance", [deployer, hex(10**30)])  # type: ignore[arg-type]
+        w3.provider.make_request("anvil_setBalance", [deployer, hex(10**30)])
         start = int(w3.eth.block_number)
         _run_recipe(recipe, w3, deployer, 0, registry)
         gas = 0

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
@@ -34,6 +34,9 @@ from fedchain.chain.abi import AbiRegistry, ChainEvent, RevertReason
 from fedchain.errors import ChainError, ContractRevert, InsufficientFunds
 
 log = logging.getLogger(__name__)
+
+#: An event type, for :meth:`Receipt.events_of`.
+E = TypeVar("E", bound=ChainEvent)
 
 #: Tip per gas when the node cannot suggest one (1 gwei).
 DEFAULT_PRIORITY_FEE_WEI = 10**9
@@ -82,7 +85,7 @@ class Receipt:
         """What the sender paid for gas."""
         return self.gas_used * self.effective_gas_price
 
-    def events_of(self, cls: type[ChainEvent]) -> tuple[ChainEvent, ...]:
+    def events_of(self, cls: type[E]) -> tuple[E, ...]:
         """The emitted events of type ``cls``."""
         return tuple(e for e in self.events if isinstance(e, cls))
 

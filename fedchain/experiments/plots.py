@@ -6,6 +6,7 @@ Figures are built with :class:`matplotlib.figure.Figure` directly (no
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -106,7 +107,7 @@ def plot_fairness_by_round(result: ExperimentResult, path: Path) -> Path:
     if not by_round:
         raise ValueError("plot_fairness_by_round needs rewarded accuracies per round (fairness_every) and standalone ones")
     rounds = [entry[0] for entry in by_round]
-    gains = [result.gain_in_round(r) for r in rounds]
+    gains = [result.gain_in_round(r) or (math.nan, math.nan) for r in rounds]
     figure = Figure(figsize=(2 * FIGSIZE[0], FIGSIZE[1]), dpi=DPI)
     left, right = figure.subplots(1, 2)
     left.plot(rounds, [entry[1] for entry in by_round], marker="o")

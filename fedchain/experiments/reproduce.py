@@ -316,6 +316,9 @@ def rounds_to_accuracy_command(
         raise click.BadParameter(f"unknown setting(s) {', '.join(unknown)}; use {', '.join(SETTINGS)}", param_hint="--settings")
     flags.update(rounds=max_rounds, target_accuracy=target)
     base = load_experiment(config_path, flags, defaults=ROUNDS_DEFAULTS)
+    target_accuracy = base.target_accuracy
+    if target_accuracy is None:
+        raise click.UsageError("rounds to what? The config sets target_accuracy to null; give --target 0.96 or a number there")
     apply_threads(base)
     console = Console(stderr=True)
     began = time.perf_counter()
@@ -323,7 +326,7 @@ def rounds_to_accuracy_command(
     if as_json:
         click.echo(json.dumps([row.__dict__ for row in rows], indent=2))
         return
-    table = Table(title=f"rounds to {100 * base.target_accuracy:g}% test accuracy, MNIST, LeNet-5, {base.clients} clients")
+    table = Table(title=f"rounds to {100 * target_accuracy:g}% test accuracy, MNIST, LeNet-5, {base.clients} clients")
     for column in ("setting", "strategy", "rounds", "best accuracy", "time"):
         table.add_column(column, justify="left" if column in ("setting", "strategy") else "right")
     for row in rows:

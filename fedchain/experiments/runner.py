@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import overload
 
 import torch
 from torch import nn
@@ -33,6 +34,8 @@ from fedchain.experiments.config import ExperimentConfig
 from fedchain.experiments.federation import FREE_RIDER, SCALED, Federation, build_federation
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
+from fedchain.fl.quality import QualitySource
+from fedchain.fl.strategies.fedave import FedAVE
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer import TrainConfig, Trainer, WorkerPool, predict, standalone_accuracies
 from fedchain.trainer.local import model_spec_of
@@ -71,11 +74,9 @@ def build_strategy(config: ExperimentConfig) -> Strategy:
 
 def with_layer_sizes(strategy: Strategy, spec: ModelSpec) -> Strategy:
     """``strategy`` with the model's layer sizes when it masks rewards per layer and none were given."""
-    fields = {f.name for f in dataclasses.fields(strategy)}
-    if "layer_sizes" not in fields or strategy.layer_sizes:
+    if not isinstance(strategy, FedAVE) or strategy.layer_sizes:
         return strategy
-    sizes = model_spec_of(spec.build()).sizes
-    return dataclasses.replace(strategy, layer_sizes=sizes)  # type: ignore[type-var]
+    return dataclasses.replace(strategy, layer_sizes=model_spec_of(spec.build()).sizes)
 
 
 def keeps_own_models(config: ExperimentConfig, strategy: Strategy) -> bool:
@@ -123,7 +124,13 @@ class _LocalLosses(Sequence[torch.Tensor]):
     def __len__(self) -> int:
         return len(self._clients)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> torch.Tensor: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[torch.Tensor]: ...
+
+    def __getitem__(self, i: int | slice) -> torch.Tensor | list[torch.Tensor]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i not in self._cache:
@@ -145,7 +152,7 @@ def tamper(updates: torch.Tensor, faults: Sequence[str], config: ExperimentConfi
     return sent
 
 
-def quality_source(strategy: Strategy) -> str:
+def quality_source(strategy: Strategy) -> QualitySource:
     """Where the chain's per-round quality comes from: ``contribution`` or the Tian ``loss`` ratio."""
     return "contribution" if strategy.name in CONTRIBUTION_QUALITY else "loss"
 

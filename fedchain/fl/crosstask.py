@@ -55,6 +55,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
+from typing import Any, TypeVar
 
 from fedchain.fl.reputation import WAD
 
@@ -65,10 +66,15 @@ MIN_COMMON_CLIENTS = 2
 #: The shortest time gap T_x, in seconds (a task finishing in the very block the next starts).
 MIN_TIME_GAP = 1
 
+#: A reputation: an integer in 1e18 fixed point (the exact functions) or a float (the ``*_float`` ones).
+N = TypeVar("N", bound=float)
+#: A task similarity: the exact functions' integer, or a float.
+S = TypeVar("S", int, float)
 
-def _normalised(reputations: Mapping[str, int | float]) -> Mapping[str, int | float]:
+
+def _normalised(reputations: Mapping[str, N]) -> Mapping[str, N]:
     """``reputations`` keyed by lower-case address; a negative value or a duplicate address is refused."""
-    normalised: dict[str, int | float] = {}
+    normalised: dict[str, N] = {}
     for address, value in reputations.items():
         key = address.lower()
         if key in normalised:
@@ -181,8 +187,8 @@ def _similar_tasks(
     started_at: int,
     earlier: Sequence[FinishedTask],
     initial: float,
-    similarity: Callable[[Mapping[str, int | float], Mapping[str, int | float]], int | float],
-) -> list[tuple[FinishedTask, int | float]]:
+    similarity: Callable[[Mapping[str, Any], Mapping[str, Any]], S],
+) -> list[tuple[FinishedTask, S]]:
     """U with each task's similarity, ordered by (finish time, task id)."""
     candidates = [t for t in earlier if t.task_id != current_task_id and t.finished_at <= started_at]
     current = current_reputations(clients, candidates, initial)
@@ -223,7 +229,7 @@ def history_priors(
             if reputation is None:
                 continue
             weight = Fraction(sim, time_gap(started_at, task.finished_at))
-            weighted += weight * reputation
+            weighted += weight * Fraction(reputation)
             weights += weight
         prior = math.floor(weighted / weights) if weights else 0
         priors.append(min(reputation_cap, prior))

@@ -206,10 +206,9 @@ def load_publish_config(
     spec_data = {**file_spec, **flag_spec}
     if isinstance(file_spec.get("validation"), Mapping) and isinstance(flag_spec.get("validation"), Mapping):
         spec_data["validation"] = {**file_spec["validation"], **flag_spec["validation"]}  # a flag changes one field
-    config = {
-        "terms": from_mapping(TaskTerms, _with_amounts(term_data), prefix="terms."),
-        "spec": from_mapping(TaskSpec, spec_data, prefix="spec."),
-        "budget": parse_wei(budget if budget is not None else data.get("budget", PublishConfig.budget)),
-        "aggregator": aggregator if aggregator is not None else data.get("aggregator"),
-    }
-    return PublishConfig(**config)
+    return PublishConfig(
+        terms=from_mapping(TaskTerms, _with_amounts(term_data), prefix="terms."),
+        spec=from_mapping(TaskSpec, spec_data, prefix="spec."),
+        budget=parse_wei(budget if budget is not None else data.get("budget", PublishConfig.budget)),
+        aggregator=aggregator if aggregator is not None else data.get("aggregator"),
+    )

@@ -97,7 +97,8 @@ class Roster:
     fogs: tuple[FogPlan, ...]
 
     def __post_init__(self) -> None:
-        names = [p.name for p in (*self.clients, *self.fogs)]
+        members: tuple[ClientPlan | FogPlan, ...] = (*self.clients, *self.fogs)
+        names = [p.name for p in members]
         if len(set(names)) != len(names):
             raise ConfigError(f"participant names must be unique, got {names}")
 

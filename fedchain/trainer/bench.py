@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -129,7 +130,7 @@ def _cpu_seconds(pids: list[int]) -> float | None:
     return total
 
 
-def _timed(run: Callable[[], None], device: torch.device, pids: list[int]) -> tuple[float, float | None]:
+def _timed(run: Callable[[], object], device: torch.device, pids: list[int]) -> tuple[float, float | None]:
     """(wall seconds, CPU seconds) of ``run``."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -213,7 +214,7 @@ def run_train_bench(
     plain = _contender("plain PyTorch loop (DataLoader, torch.optim.SGD)", timings["plain"], cpu["plain"], total)
     sequential = _contender("FedChain sequential engine", timings["sequential"], cpu["sequential"], total)
     chosen = _contender(f"FedChain trainer ({fast.engine})", timings["fedchain"], cpu["fedchain"], total)
-    report = {
+    report: dict[str, Any] = {
         "workload": {
             "clients": clients,
             "samples_per_client": samples,

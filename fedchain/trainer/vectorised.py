@@ -16,6 +16,8 @@ running statistics would need in-place updates under ``vmap``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -52,8 +54,8 @@ def _schedule(
         per_client.append(padded.reshape(-1, batch))
     total_steps = max(p.shape[0] for p in per_client)
     index = torch.full((total_steps, len(sizes), batch), -1, dtype=torch.int64)
-    for client, steps in enumerate(per_client):
-        index[: steps.shape[0], client] = steps
+    for client, schedule in enumerate(per_client):
+        index[: schedule.shape[0], client] = schedule
     mask = index >= 0
     return index.clamp_min(0), mask
 
@@ -83,7 +85,9 @@ def train_vectorised(
     index, mask = _schedule(sizes, offsets, generators, config)
     index, mask = index.to(device), mask.to(device=device, dtype=images.dtype)
 
-    def loss_of(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, m: torch.Tensor):
+    def loss_of(
+        params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, m: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         logits = functional_call(model, params, (x,))
         per_sample = F.cross_entropy(logits, y, reduction="none") * m
         loss = per_sample.sum() / m.sum().clamp_min(1.0)
@@ -112,7 +116,7 @@ def train_vectorised(
     return flat, loss_sum / steps.clamp_min(1), steps
 
 
-def _columns(flat: torch.Tensor, spec: ParamSpec):
+def _columns(flat: torch.Tensor, spec: ParamSpec) -> Iterator[tuple[str, torch.Tensor, tuple[int, ...]]]:
     """(name, column block of ``flat``, shape) for every tensor of ``spec``; blocks are views."""
     offset = 0
     for name, shape in zip(spec.names, spec.shapes, strict=True):

@@ -5,6 +5,7 @@ print a table, not tests (see their --help).
 """
 
 import math
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -18,6 +19,16 @@ def test_reproduce_offers_both_tables() -> None:
 
     assert result.exit_code == 0
     assert "rounds-to-accuracy" in result.output and "fairness" in result.output
+
+
+def test_rounds_to_accuracy_refuses_a_config_without_a_target(tmp_path: Path) -> None:
+    config = tmp_path / "no-target.yaml"
+    config.write_text("target_accuracy: null\n")
+
+    result = CliRunner().invoke(cli, ["reproduce", "rounds-to-accuracy", "--config", str(config)])
+
+    assert result.exit_code == 2
+    assert "--target" in result.output
 
 
 def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_and_strategy() -> None:

@@ -137,6 +137,15 @@ def test_fedave_without_local_losses_says_what_to_pass() -> None:
         get_strategy("fedave").round(torch.zeros(10), torch.ones(2, 10), [1, 1], None, validation)
 
 
+def test_fedave_client_with_an_update_but_no_local_losses_is_named() -> None:
+    validation = Validation(
+        client_evaluations=two_client_validation().client_evaluations, local_sample_losses=[ONES_10, None]
+    )
+
+    with pytest.raises(ConfigError, match="client 1 has an update but no local per-sample losses"):
+        get_strategy("fedave").round(torch.zeros(10), torch.ones(2, 10), [1, 1], None, validation)
+
+
 def test_sparsify_keeps_the_largest_magnitudes_with_ties_to_the_earlier_entry() -> None:
     """|-2| = |2|: the earlier entry wins; quotas beyond [0, d] are clamped."""
     update = torch.tensor([0.5, -2.0, 2.0, 0.0, 1.0])

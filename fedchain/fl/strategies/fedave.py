@@ -141,7 +141,13 @@ class FedAVE(Strategy[FedAVEState]):
                     f"strategy {self.name!r} needs per-sample validation losses",
                     hint="return Evaluation(..., sample_losses=...) from the evaluator",
                 )
-            kl = loss_kl(local[i], evaluation.sample_losses, self.bins, self.histogram_epsilon)
+            losses = local[i]
+            if losses is None:
+                raise ConfigError(
+                    f"client {i} has an update but no local per-sample losses, which {self.name!r} needs",
+                    hint="give every client with an update its losses in Validation.local_sample_losses",
+                )
+            kl = loss_kl(losses, evaluation.sample_losses, self.bins, self.histogram_epsilon)
             divergence[i] = max(kl, self.kl_floor)
         return divergence
 

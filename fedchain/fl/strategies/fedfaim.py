@@ -184,6 +184,7 @@ class FedFAIM(Strategy[FedFAIMState]):
     def aggregate(self, inputs: RoundInputs, state: FedFAIMState) -> RoundResult[FedFAIMState]:
         if state.cumulative_contribution is None:
             state = dataclasses.replace(self.init_state(inputs.data_sizes), round=state.round)
+        assert state.cumulative_contribution is not None and state.passed is not None and state.failed is not None
         for vector in (state.cumulative_contribution, state.passed, state.failed):
             check_state_size(self.name, vector, inputs.n_clients)
         deltas, errors = self.marginal_loss_test(inputs)
