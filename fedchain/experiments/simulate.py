@@ -22,6 +22,7 @@ from rich.table import Table
 from fedchain.data.datasets import DATASETS
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, load_experiment
+from fedchain.experiments.federation import build_federation
 from fedchain.experiments.plots import write_plots
 from fedchain.experiments.results import ExperimentResult, RoundRecord, write_metrics
 from fedchain.experiments.runner import run_experiment
@@ -53,7 +54,12 @@ def apply_threads(config: ExperimentConfig) -> None:
 
 
 def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentResult:
-    """:func:`run_experiment` with a rich progress bar over the rounds (on ``console``)."""
+    """:func:`run_experiment` with a rich progress bar over the rounds (on ``console``).
+
+    The data is read and split first, so a missing file or an impossible
+    partition is reported before any bar is drawn.
+    """
+    federation = build_federation(config)
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -67,7 +73,7 @@ def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentR
         def advance(record: RoundRecord) -> None:
             progress.update(task, advance=1, accuracy=f"{100 * record.test_accuracy:.2f}%")
 
-        result = run_experiment(config, on_round=advance)
+        result = run_experiment(config, federation=federation, on_round=advance)
         progress.update(task, total=len(result.rounds))
     return result
 

@@ -175,6 +175,16 @@ def test_a_data_root_without_the_files_says_what_is_missing(tmp_path: Path, monk
     assert "data-root" in raised.value.hint
 
 
+def test_the_command_reports_an_impossible_partition_before_drawing_a_progress_bar() -> None:
+    flags = [f"--{key.replace('_', '-')}={value}" for key, value in TINY.items() if key in ("clients", "rounds")]
+
+    result = CliRunner().invoke(cli, ["simulate", *flags, "--partition", "cla", "--classes-per-client", "11"])
+
+    assert isinstance(result.exception, DataError)  # `fedchain` prints it as "error: ..." with its hint
+    assert "11 distinct classes" in str(result.exception)
+    assert "0/" not in result.output  # no bar was started
+
+
 def test_more_classes_per_client_than_exist_is_refused() -> None:
     config = load_experiment(None, {**TINY, "partition": "cla", "classes_per_client": 11})
 
