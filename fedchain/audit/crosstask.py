@@ -10,6 +10,7 @@ that ran round 1 without posting priors counts as having posted all zeros.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 from fedchain.audit.checks import CheckName, Tally
@@ -26,11 +27,21 @@ FINISHED_STATUSES = ("Finished", "Settled")
 
 
 def earlier_tasks(events: Sequence[ChainEvent], *, before: int, exclude: int) -> list[FinishedTask]:
-    """Every task of ``events`` other than ``exclude`` that finished (or settled) at or before ``before``, replayed."""
-    task_ids = sorted({e.task_id for e in events if isinstance(e, b.TaskCreated)} - {exclude})
+    """Every task of ``events`` other than ``exclude`` that finished (or settled) at or before ``before``, replayed.
+
+    The events are split by task once and each task is replayed from its own
+    events only (withdrawals, which name no task, do not move reputations), so
+    the check reads the deployment's events once rather than once per task.
+    """
+    by_task: dict[int, list[ChainEvent]] = defaultdict(list)
+    for event in events:
+        task_id = getattr(event, "task_id", None)
+        if task_id is not None and task_id != exclude:
+            by_task[task_id].append(event)
+    created = sorted(task_id for task_id, own in by_task.items() if any(isinstance(e, b.TaskCreated) for e in own))
     tasks = []
-    for task_id in task_ids:
-        history = replay_task(task_id, events).history
+    for task_id in created:
+        history = replay_task(task_id, by_task[task_id]).history
         finished_at = history.task.finished_at
         if history.task.status not in FINISHED_STATUSES or finished_at is None or finished_at > before:
             continue
