@@ -85,9 +85,15 @@ def cli(verbose: int) -> None:
     \b
     Typical session on a local chain:
       fedchain demo                      # everything, end to end, in a few minutes
-      fedchain deploy                    # contracts on a chain it starts (or --rpc-url URL)
-      fedchain simulate --config exp.yaml  # an FL experiment without a chain
-      fedchain bench gas                 # gas per client-round
+      fedchain chain start               # a local chain that stays up (prints its URL)
+      fedchain deploy --rpc-url URL      # the contracts (writes .fedchain/deployment.json)
+      fedchain task create --config task.yaml   # as the publisher; then clients join,
+      fedchain client run / fog run / aggregator run  # each in its own terminal
+      fedchain audit --task 1            # replay the chain, recompute every wei
+    Without a chain:
+      fedchain simulate --config configs/mnist-fedave-dir.yaml  # one experiment: metrics, plots
+      fedchain reproduce fairness        # the papers' tables on real MNIST
+      fedchain bench train               # trainer speed against a plain loop
 
     Every command has its own --help.
     """
