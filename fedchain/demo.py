@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from fedchain.console import stdout_console
 from fedchain.errors import AuditFailed, ConfigError, SigningKeyError
 
 if TYPE_CHECKING:  # the command's --help must not load torch or web3
@@ -392,7 +392,7 @@ def demo(**options: Any) -> None:
     goes to the run folder. The exit status is 1 when the audit fails. Ctrl-C stops every process.
     """
     config = DemoConfig(**options)
-    console = Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+    console = stdout_console(PIPED_WIDTH)
     result = run_demo(config, console)
     if not result.report.passed:
         failed = ", ".join(name.value for name in result.report.failed_checks)

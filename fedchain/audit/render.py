@@ -23,6 +23,7 @@ from rich.text import Text
 from fedchain.audit.checks import CheckResult, CheckStatus
 from fedchain.audit.history import BidRecord
 from fedchain.audit.report import AuditReport, account_summary, fog_summary
+from fedchain.console import stdout_console
 
 WAD = 10**18
 #: Findings listed per check in the terminal table (the JSON and HTML reports list all).
@@ -119,9 +120,7 @@ PIPE_WIDTH = 132
 def print_report(report: AuditReport, console: Console | None = None) -> None:
     """Print the terminal tables."""
     if console is None:
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=PIPE_WIDTH)
+        console = stdout_console(PIPE_WIDTH)
     console.print(tables(report))
 
 

@@ -28,6 +28,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from fedchain.console import stdout_console
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment
 from fedchain.experiments.federation import build_federation
@@ -261,12 +262,6 @@ _common = [
 PIPED_WIDTH = 160
 
 
-def _stdout() -> Console:
-    """The console for the tables: the terminal's width, or :data:`PIPED_WIDTH` into a file or pipe."""
-    console = Console()
-    return console if console.is_terminal else Console(width=PIPED_WIDTH)
-
-
 def _with_common(command: Callable) -> Callable:
     for option in reversed(_common):
         command = option(command)
@@ -332,7 +327,7 @@ def rounds_to_accuracy_command(
     for row in rows:
         rounds = str(row.rounds) if row.rounds is not None else f">{row.rounds_run}"
         table.add_row(row.setting, row.strategy, rounds, f"{100 * row.best_accuracy:.2f}%", f"{row.seconds:.0f} s")
-    out = _stdout()
+    out = stdout_console(PIPED_WIDTH)
     out.print(table)
     out.print(f"paper (Tian et al. 2023, Table 4, clean IID): FedAvg 20 rounds, theirs 16; total {time.perf_counter() - began:.0f} s")
 
@@ -417,7 +412,7 @@ def fairness_command(
             f"{100 * row.gain_mean:+.1f} pt", f"{100 * row.gain_worst:+.1f} pt",
             f"{100 * row.accuracy_mean:.2f}%", str(row.seeds),
         )
-    out = _stdout()
+    out = stdout_console(PIPED_WIDTH)
     out.print(table)
     out.print(
         f"FedAVE reports above 0.84; our target is {FAIRNESS_TARGET}; total {time.perf_counter() - began:.0f} s"

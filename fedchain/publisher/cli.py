@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from fedchain.console import stdout_console
 from fedchain.publisher.service import (
     ClientStatus,
     JobStatus,
@@ -177,7 +176,7 @@ def settle(task_id: int, **options: Any) -> None:
 def show(task_id: int, **options: Any) -> None:
     """Show a task's parameters, state, clients and jobs."""
     # Piped output is not cut to 80 columns: addresses and hashes stay whole for scripts.
-    console = Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
+    console = stdout_console(PIPED_WIDTH)
     console.print(*render_task(task_view(session_from_options(**options), task_id)))
 
 
