@@ -193,6 +193,7 @@ def run_experiment(
     *,
     federation: Federation | None = None,
     standalone: Sequence[float] | None = None,
+    on_start: Callable[[], None] | None = None,
     on_round: RoundCallback | None = None,
     pool: WorkerPool | None = None,
 ) -> ExperimentResult:
@@ -202,6 +203,8 @@ def run_experiment(
         config: the experiment.
         federation: the data, when the caller built it already (several strategies on the same split).
         standalone: precomputed standalone accuracies (they depend on the data, not on the strategy).
+        on_start: called once everything is set up (names checked, data read and split, the
+            trainer ready), before the standalone models and the first round.
         on_round: called after every round with its record.
         pool: worker processes to train with, kept by the caller across runs (their start-up
             costs seconds); by default the trainer starts its own when its engine needs them.
@@ -238,6 +241,8 @@ def run_experiment(
             trainer.engine,
             "their own models" if own_models else "the global model",
         )
+        if on_start is not None:
+            on_start()
         if standalone is None and config.standalone:
             standalone = tuple(
                 standalone_accuracies(

@@ -22,7 +22,6 @@ from rich.table import Table
 from fedchain.data.datasets import DATASETS
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, load_experiment
-from fedchain.experiments.federation import build_federation
 from fedchain.experiments.plots import write_plots
 from fedchain.experiments.results import ExperimentResult, RoundRecord, write_metrics
 from fedchain.experiments.runner import run_experiment
@@ -56,10 +55,9 @@ def apply_threads(config: ExperimentConfig) -> None:
 def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentResult:
     """:func:`run_experiment` with a rich progress bar over the rounds (on ``console``).
 
-    The data is read and split first, so a missing file or an impossible
-    partition is reported before any bar is drawn.
+    The bar starts once the experiment is set up, so an unknown name, a
+    missing file or an impossible partition is reported without an empty bar.
     """
-    federation = build_federation(config)
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -67,14 +65,18 @@ def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentR
         TextColumn("acc {task.fields[accuracy]}"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(config.strategy, total=config.rounds, accuracy="-")
+    progress = Progress(*columns, console=console, transient=False)
+    task = progress.add_task(config.strategy, total=config.rounds, accuracy="-")
 
-        def advance(record: RoundRecord) -> None:
-            progress.update(task, advance=1, accuracy=f"{100 * record.test_accuracy:.2f}%")
+    def advance(record: RoundRecord) -> None:
+        progress.update(task, advance=1, accuracy=f"{100 * record.test_accuracy:.2f}%")
 
-        result = run_experiment(config, federation=federation, on_round=advance)
+    try:
+        result = run_experiment(config, on_start=progress.start, on_round=advance)
         progress.update(task, total=len(result.rounds))
+    finally:
+        if progress.live.is_started:  # not when set-up failed (stopping would print an empty line)
+            progress.stop()
     return result
 
 

@@ -175,14 +175,23 @@ def test_a_data_root_without_the_files_says_what_is_missing(tmp_path: Path, monk
     assert "data-root" in raised.value.hint
 
 
-def test_the_command_reports_an_impossible_partition_before_drawing_a_progress_bar() -> None:
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (["--partition", "cla", "--classes-per-client", "11"], DataError, "11 distinct classes"),
+        (["--strategy", "fedave", "--option", "beta=-1"], ConfigError, "beta=-1.0 must be positive"),
+    ],
+)
+def test_the_command_reports_a_set_up_error_without_drawing_a_progress_bar(
+    args: list[str], error: type[Exception], message: str
+) -> None:
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in TINY.items() if key in ("clients", "rounds")]
 
-    result = CliRunner().invoke(cli, ["simulate", *flags, "--partition", "cla", "--classes-per-client", "11"])
+    result = CliRunner().invoke(cli, ["simulate", *flags, *args])
 
-    assert isinstance(result.exception, DataError)  # `fedchain` prints it as "error: ..." with its hint
-    assert "11 distinct classes" in str(result.exception)
-    assert "0/" not in result.output  # no bar was started
+    assert isinstance(result.exception, error)  # `fedchain` prints it as "error: ..." with its hint
+    assert message in str(result.exception)
+    assert result.output == ""  # no bar was started, not even an empty line
 
 
 def test_more_classes_per_client_than_exist_is_refused() -> None:
