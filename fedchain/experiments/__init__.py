@@ -11,10 +11,11 @@ The public API::
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, PruningConfig, load_experiment
 from fedchain.experiments.federation import Federation, assign_faults, build_federation
 from fedchain.experiments.plots import write_plots
-from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord, write_metrics
+from fedchain.experiments.results import BestRound, ClientInfo, ExperimentResult, RoundRecord, write_metrics
 from fedchain.experiments.runner import run_experiment
 
 __all__ = [
+    "BestRound",
     "ClientInfo",
     "ExperimentConfig",
     "ExperimentResult",

@@ -181,7 +181,6 @@ def fairness_runs(
                     ranking = result.contribution_pearson()
                     gain = result.collaboration_gain() or (math.nan, math.nan)
                     best = result.best_round_fairness()
-                    best_gain = None if best is None else result.gain_in_round(best[0])
                     runs.append(
                         FairnessRun(
                             partition,
@@ -194,8 +193,8 @@ def fairness_runs(
                             seconds=result.seconds,
                             gain_mean=gain[0],
                             gain_worst=gain[1],
-                            best_round_pearson=math.nan if best is None else best[1],
-                            best_round_gain_mean=math.nan if best_gain is None else best_gain[0],
+                            best_round_pearson=math.nan if best is None else best.pearson,
+                            best_round_gain_mean=math.nan if best is None else best.gain_mean,
                         )
                     )
                     if on_run is not None:

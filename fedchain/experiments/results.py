@@ -28,6 +28,18 @@ CSV_COLUMNS = (
 
 
 @dataclass(frozen=True)
+class BestRound:
+    """The tested round with the highest Pearson(standalone, rewarded accuracy), and the gain there."""
+
+    round: int
+    pearson: float
+    #: Mean over clients of rewarded minus standalone accuracy after that round.
+    gain_mean: float
+    #: The lowest client's rewarded minus standalone accuracy after that round.
+    gain_worst: float
+
+
+@dataclass(frozen=True)
 class ClientInfo:
     """A client of the experiment: its index, local sample count and injected fault."""
 
@@ -102,13 +114,19 @@ class ExperimentResult:
             if r.reward_accuracy is not None
         )
 
-    def best_round_fairness(self) -> tuple[int, float] | None:
-        """The round with the highest Pearson in :meth:`fairness_by_round`, and that Pearson.
+    def best_round_fairness(self) -> BestRound | None:
+        """The round with the highest Pearson in :meth:`fairness_by_round`, its Pearson and the gain there.
 
         The FedAVE authors' code reports this figure; :meth:`fairness` is the last round's.
-        The best of many rounds is biased upwards, so read it only beside the last round's.
+        The best of many rounds is biased upwards, so read it only beside the last round's,
+        and beside its gain: early rounds rank clients by how fast their rewards learn.
         """
-        return max(self.fairness_by_round(), key=lambda entry: entry[1], default=None)
+        best = max(self.fairness_by_round(), key=lambda entry: entry[1], default=None)
+        if best is None:
+            return None
+        gain = self.gain_in_round(best[0])
+        assert gain is not None  # fairness_by_round lists only rounds with rewarded accuracies
+        return BestRound(best[0], best[1], *gain)
 
     def gain_in_round(self, round_number: int) -> tuple[float, float] | None:
         """(mean, worst) gain of the rewarded models tested after ``round_number`` over standalone.
@@ -160,7 +178,6 @@ class ExperimentResult:
         ranking = self.contribution_pearson()
         gain = self.collaboration_gain() or (math.nan, math.nan)
         best = self.best_round_fairness()
-        best_gain = None if best is None else self.gain_in_round(best[0])
         return {
             "config": self.config.to_dict(),
             "clients": [{"index": c.index, "samples": c.samples, "fault": c.fault} for c in self.clients],
@@ -188,9 +205,9 @@ class ExperimentResult:
                 "contribution_pearson": ranking,
                 "gain_mean": gain[0],
                 "gain_worst": gain[1],
-                "best_round": None if best is None else best[0],
-                "pearson_best_round": None if best is None else best[1],
-                "gain_mean_best_round": None if best_gain is None else best_gain[0],
+                "best_round": None if best is None else best.round,
+                "pearson_best_round": None if best is None else best.pearson,
+                "gain_mean_best_round": None if best is None else best.gain_mean,
             },
             "final_accuracy": self.final_accuracy,
             "best_accuracy": self.best_accuracy,

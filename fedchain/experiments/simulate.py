@@ -99,7 +99,7 @@ def summary_table(result: ExperimentResult) -> Table:
         table.add_row("Pearson(standalone, mean contribution)", f"{ranking:.3f}")
     best = result.best_round_fairness()
     if best is not None:
-        table.add_row("best round's Pearson (FedAVE authors' figure)", f"{best[1]:.3f} (round {best[0]})")
+        table.add_row("best round's Pearson (FedAVE authors' figure)", f"{best.pearson:.3f} (round {best.round})")
     if scores is not None:
         table.add_row("Jain index of reward accuracy", f"{scores[1]:.3f}")
     gain = result.collaboration_gain()

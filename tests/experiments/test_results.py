@@ -41,7 +41,10 @@ def test_fairness_by_round_correlates_every_tested_round_and_skips_the_others() 
     # assert
     assert [r for r, _ in by_round] == [1, 3, 4]
     assert [p for _, p in by_round] == pytest.approx([1.0, -1.0, np.corrcoef(STANDALONE, mixed)[0, 1]])
-    assert result.best_round_fairness() == (1, pytest.approx(1.0))
+    best = result.best_round_fairness()
+    assert best is not None
+    assert (best.round, best.pearson) == (1, pytest.approx(1.0))
+    assert (best.gain_mean, best.gain_worst) == result.gain_in_round(1)
 
 
 def test_without_per_round_tests_or_standalone_accuracies_there_is_no_best_round() -> None:
