@@ -149,27 +149,62 @@ def rounds_to_accuracy(
     return rows
 
 
+#: Label of the fedave runs whose quotas come from the measured standalone accuracies.
+ORACLE = "fedave-oracle"
+
+
+def oracle_quota_fractions(standalone: Sequence[float], floor: float) -> tuple[float, ...]:
+    """Reward quotas from the true ranking: ``floor ** (1 - z_i)``, z the standalone accuracy rescaled to [0, 1].
+
+    The least accurate client alone gets ``floor`` of every layer's update, the most
+    accurate all of it, and the quota grows geometrically in between (the accuracy a
+    quota buys grows about with its logarithm). Equal standalone accuracies: all 1.
+    """
+    if not 0.0 < floor <= 1.0:
+        raise ConfigError(f"oracle floor {floor} must lie in (0, 1]", hint="e.g. --oracle-floor 0.05")
+    low, high = min(standalone), max(standalone)
+    if high == low:
+        return tuple(1.0 for _ in standalone)
+    return tuple(floor ** (1 - (s - low) / (high - low)) for s in standalone)
+
+
 def fairness_runs(
     base: ExperimentConfig,
     strategies: Sequence[str],
     partitions: Sequence[str],
     seeds: Sequence[int],
     *,
+    oracle_floor: float | None = None,
     output_dir: Path | None = None,
     on_run: RunCallback | None = None,
 ) -> list[FairnessRun]:
-    """Every (partition, seed, strategy) run; standalone accuracies are computed once per (partition, seed)."""
+    """Every (partition, seed, strategy) run; standalone accuracies are computed once per (partition, seed).
+
+    With ``oracle_floor``, every (partition, seed) also runs fedave with
+    :func:`oracle_quota_fractions` of the standalone accuracies (label :data:`ORACLE`):
+    what the rewards in kind reach when the ranking is perfect.
+    """
+    if oracle_floor is not None and not strategies:
+        raise ConfigError(
+            "the oracle run takes its quotas from standalone accuracies measured by a strategy's run",
+            hint="run at least one strategy with it, e.g. --strategies fedave --oracle-floor 0.05",
+        )
     runs = []
+    labels = [*strategies, *([ORACLE] if oracle_floor is not None else [])]
     with WorkerPool() as pool:
         for partition in partitions:
             for seed in seeds:
                 config = base.with_changes(partition=partition, seed=seed, standalone=True)
                 federation = build_federation(config)
                 standalone: Sequence[float] | None = None
-                for strategy in strategies:
-                    result = run_experiment(
-                        config.with_changes(strategy=strategy), federation=federation, standalone=standalone, pool=pool
-                    )
+                for strategy in labels:
+                    run_config = config.with_changes(strategy=strategy)
+                    if strategy == ORACLE:
+                        assert standalone is not None and oracle_floor is not None
+                        quotas = list(oracle_quota_fractions(standalone, oracle_floor))
+                        options = {**config.strategy_options, "quota_fractions": quotas}
+                        run_config = config.with_changes(strategy="fedave", strategy_options=options)
+                    result = run_experiment(run_config, federation=federation, standalone=standalone, pool=pool)
                     standalone = result.standalone_accuracy
                     _save(result, output_dir, f"{partition}-seed{seed}-{strategy}")
                     scores = result.fairness()
@@ -361,9 +396,14 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
     "--fairness-every", type=int,
     help="Test the rewarded models every N rounds too, for the best round's Pearson (the FedAVE authors' figure).",
 )
+@click.option(
+    "--oracle-floor", type=click.FloatRange(0.0, 1.0, min_open=True),
+    help="Also run fedave with quotas from the measured standalone accuracies (row fedave-oracle): "
+    "the least accurate client gets this fraction of every layer's update, the most accurate all of it.",
+)
 def fairness_command(
     config_path: Path | None, output_dir: Path | None, as_json: bool, seeds: int, strategies: str, partitions: str,
-    **flags: Any,
+    oracle_floor: float | None, **flags: Any,
 ) -> None:
     """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave; 10 clients, POW/CLA/DIR (FedAVE).
 
@@ -383,13 +423,22 @@ def fairness_command(
     tested rounds, as the FedAVE authors' code reports it, with the mean
     client gain at that round; the best of many rounds is biased upwards,
     so the target is judged on the last round.
+    With --oracle-floor F, a fedave-oracle row shows what the rewards in kind
+    reach with the perfect ranking: fedave's rewards, with client i's quota
+    F^(1 - z_i), z_i its standalone accuracy rescaled to [0, 1].
     """
     base = load_experiment(config_path, flags, defaults=FAIRNESS_DEFAULTS)
     apply_threads(base)
     console = Console(stderr=True)
     began = time.perf_counter()
     runs = fairness_runs(
-        base, _split(strategies), _split(partitions), list(range(seeds)), output_dir=output_dir, on_run=_progress(console)
+        base,
+        _split(strategies),
+        _split(partitions),
+        list(range(seeds)),
+        oracle_floor=oracle_floor,
+        output_dir=output_dir,
+        on_run=_progress(console),
     )
     rows = summarise_fairness(runs)
     if as_json:

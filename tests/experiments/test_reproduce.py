@@ -4,6 +4,7 @@ The experiments themselves take minutes to hours; they are commands that
 print a table, not tests (see their --help).
 """
 
+import json
 import math
 from pathlib import Path
 
@@ -11,7 +12,16 @@ import pytest
 from click.testing import CliRunner
 
 from fedchain.cli import cli
-from fedchain.experiments.reproduce import FairnessRun, summarise_fairness
+from fedchain.errors import ConfigError
+from fedchain.experiments import load_experiment
+from fedchain.experiments.reproduce import (
+    FAIRNESS_DEFAULTS,
+    ORACLE,
+    FairnessRun,
+    fairness_runs,
+    oracle_quota_fractions,
+    summarise_fairness,
+)
 
 
 def test_reproduce_offers_both_tables() -> None:
@@ -60,3 +70,48 @@ def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_an
     assert rows[0].best_round_gain_mean == pytest.approx(-0.1)  # mean of 0, -0.1, -0.2
     assert rows[1].pearson_std == 0.0  # one seed: no spread
     assert math.isnan(rows[1].best_round_pearson_mean)  # rewarded models not tested per round
+
+
+def test_oracle_quotas_grow_geometrically_from_the_floor_with_standalone_accuracy() -> None:
+    # z = [0, 0.5, 1]: 0.04 ** 1, 0.04 ** 0.5, 0.04 ** 0
+    assert oracle_quota_fractions([0.8, 0.9, 1.0], 0.04) == pytest.approx((0.04, 0.2, 1.0))
+    assert oracle_quota_fractions([0.9, 0.7], 0.5) == pytest.approx((1.0, 0.5))
+    assert oracle_quota_fractions([0.9, 0.9], 0.05) == (1.0, 1.0)  # no ranking to express
+    with pytest.raises(ConfigError, match="must lie in"):
+        oracle_quota_fractions([0.8, 0.9], 0.0)
+
+
+def test_the_oracle_run_is_fedave_with_quotas_from_the_measured_standalone_accuracies(tmp_path: Path) -> None:
+    # prepare: 3 clients, 1 round on a small real MNIST subset
+    base = load_experiment(
+        None,
+        {"clients": 3, "rounds": 1, "train_samples": 500, "validation_samples": 100, "test_samples": 200,
+         "engine": "sequential", "device": "cpu", "threads": 1, "plots": False},
+        defaults=FAIRNESS_DEFAULTS,
+    )
+
+    # execute
+    runs = fairness_runs(base, ["fedave"], ["pow"], [0], oracle_floor=0.05, output_dir=tmp_path)
+
+    # assert
+    assert [r.strategy for r in runs] == ["fedave", ORACLE]
+    fedave = json.loads((tmp_path / "pow-seed0-fedave" / "metrics.json").read_text())
+    oracle = json.loads((tmp_path / f"pow-seed0-{ORACLE}" / "metrics.json").read_text())
+    assert oracle["config"]["strategy"] == "fedave"
+    assert oracle["standalone_accuracy"] == fedave["standalone_accuracy"]
+    expected = oracle_quota_fractions(fedave["standalone_accuracy"], 0.05)
+    assert oracle["config"]["strategy_options"]["quota_fractions"] == pytest.approx(list(expected))
+    assert min(expected) == pytest.approx(0.05) and max(expected) == 1.0
+
+
+def test_the_oracle_run_needs_a_strategy_run_for_its_standalone_accuracies() -> None:
+    with pytest.raises(ConfigError, match="standalone accuracies") as caught:
+        fairness_runs(load_experiment(None, {}, defaults=FAIRNESS_DEFAULTS), [], ["pow"], [0], oracle_floor=0.05)
+    assert "--strategies fedave" in (caught.value.hint or "")
+
+
+def test_the_fairness_command_refuses_an_oracle_floor_outside_0_1() -> None:
+    result = CliRunner().invoke(cli, ["reproduce", "fairness", "--oracle-floor", "0"])
+
+    assert result.exit_code == 2
+    assert "--oracle-floor" in result.output

@@ -89,6 +89,42 @@ def test_fedave_layer_sizes_that_do_not_fit_the_model_say_what_to_give() -> None
         get_strategy("fedave", layer_sizes=(10, 0))
 
 
+def test_fedave_fixed_quota_fractions_replace_the_dynamic_quotas_but_not_the_reputation() -> None:
+    """Same round as the first test with quota_fractions 0.3 and 1: A keeps floor(0.3 * 10) = 3 entries
+    (the dynamic quota gave 5), B all 10; the reputation is the hand-computed one."""
+    strategy = get_strategy(
+        "fedave", tau=0.5, beta=1.0, bins=2, histogram_epsilon=1e-12, relative_divergence=False, quota_fractions=[0.3, 1.0]
+    )
+    updates = torch.stack([DESCENDING, DESCENDING])
+
+    result = strategy.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
+
+    expected_global = 0.5 * DESCENDING / DESCENDING.norm()
+    torch.testing.assert_close(result.reward_updates[0][:3], expected_global[:3])
+    assert (result.reward_updates[0] != 0).sum().item() == 3
+    torch.testing.assert_close(result.reward_updates[1], expected_global)
+    torch.testing.assert_close(result.contribution, torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
+
+
+def test_fedave_fixed_quota_fractions_still_give_a_zero_update_nothing() -> None:
+    updates = torch.stack([DESCENDING, torch.zeros(10)])
+    strategy = get_strategy("fedave", bins=2, quota_fractions=[1.0, 1.0])
+
+    result = strategy.round(torch.zeros(10), updates, [1, 1], None, two_client_validation())
+
+    torch.testing.assert_close(result.reward_updates[1], torch.zeros(10))
+    assert (result.reward_updates[0] != 0).sum().item() == 10
+
+
+def test_fedave_quota_fractions_out_of_range_or_of_the_wrong_count_say_what_to_give() -> None:
+    with pytest.raises(ConfigError, match=r"quota_fractions=\[0.5, 1.5\] must all lie in \[0, 1\]"):
+        get_strategy("fedave", quota_fractions=[0.5, 1.5])
+    strategy = get_strategy("fedave", bins=2, quota_fractions=[0.5, 0.5, 0.5])
+    with pytest.raises(ConfigError, match="3 quota_fractions for 2 clients") as caught:
+        strategy.round(torch.zeros(10), torch.stack([DESCENDING, DESCENDING]), [1, 3], None, two_client_validation())
+    assert "one fraction per client" in (caught.value.hint or "")
+
+
 def test_fedave_smooths_the_reputation_with_alpha() -> None:
     """Round 2 with r^1 = [0.465762, 0.534238], the same r~ and alpha = 0.5: r = (r^1 + r~)/2 normalised.
 

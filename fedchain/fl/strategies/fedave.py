@@ -28,6 +28,12 @@ for the seed's literal formulas):
 
 Our rules where the seed is silent: a rejected (non-finite) client and a zero
 update (no direction, nothing contributed) get ``r~_i = 0`` and no reward.
+
+``quota_fractions`` replaces the dynamic quotas with fixed ones, a fraction of
+the update per client, while the reputation is computed as always. It is for
+studying the reward protocol apart from the reputation: ``fedchain reproduce
+fairness --oracle-floor`` sets them from the clients' measured standalone
+accuracies, the best ranking there is.
 """
 
 from __future__ import annotations
@@ -102,6 +108,9 @@ class FedAVE(Strategy[FedAVEState]):
     #: Sizes of the model's parameter tensors in flat order: reward quotas apply per layer
     #: (authors' code). Empty: the largest entries of the whole vector (the seed's sparsify).
     layer_sizes: tuple[int, ...] = ()
+    #: Fixed reward quotas, one fraction of the update in [0, 1] per client, instead of the
+    #: reputation's (an oracle or a reward policy under study). Empty: the dynamic quotas.
+    quota_fractions: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         problems = []
@@ -119,6 +128,8 @@ class FedAVE(Strategy[FedAVEState]):
             problems.append(f"histogram_epsilon={self.histogram_epsilon} must be positive")
         if any(size <= 0 for size in self.layer_sizes):
             problems.append(f"layer_sizes={list(self.layer_sizes)} must all be positive")
+        if not all(0.0 <= f <= 1.0 for f in self.quota_fractions):
+            problems.append(f"quota_fractions={list(self.quota_fractions)} must all lie in [0, 1]")
         if problems:
             raise ConfigError(
                 f"invalid fedave settings: {'; '.join(problems)}", hint="e.g. tau: 0.5, alpha: 0.95, beta: 5"
@@ -163,6 +174,22 @@ class FedAVE(Strategy[FedAVEState]):
             )
         return sparsify_top_magnitude_by_layer(global_update, [q / size for q in quotas], self.layer_sizes)
 
+    def quotas(self, reputation: torch.Tensor, divergence: torch.Tensor, eligible: torch.Tensor, size: int) -> list[int]:
+        """Every client's reward quota (entries of the update): dynamic, or ``quota_fractions``; 0 if not eligible."""
+        if not self.quota_fractions:
+            return reward_quotas(
+                torch.where(eligible, reputation, torch.zeros_like(reputation)),
+                torch.where(eligible, divergence, torch.ones_like(divergence)),
+                size,
+                self.beta,
+            )
+        if len(self.quota_fractions) != eligible.numel():
+            raise ConfigError(
+                f"fedave has {len(self.quota_fractions)} quota_fractions for {eligible.numel()} clients",
+                hint="give one fraction per client, or leave quota_fractions empty for the dynamic quotas",
+            )
+        return [math.floor(f * size) if ok else 0 for f, ok in zip(self.quota_fractions, eligible.tolist(), strict=True)]
+
     def aggregate(self, inputs: RoundInputs, state: FedAVEState) -> RoundResult[FedAVEState]:
         check_state_size(self.name, state.reputation, inputs.n_clients)
         evaluations = inputs.client_evaluations(self.name)
@@ -180,12 +207,7 @@ class FedAVE(Strategy[FedAVEState]):
         global_update = weighted_sum(unit_rows(inputs.updates, self.tau), weights)
         if self.relative_divergence and eligible.any():
             divergence = divergence / divergence[eligible].min()
-        quotas = reward_quotas(
-            torch.where(eligible, reputation, torch.zeros_like(reputation)),
-            torch.where(eligible, divergence, torch.ones_like(divergence)),
-            global_update.numel(),
-            self.beta,
-        )
+        quotas = self.quotas(reputation, divergence, eligible, global_update.numel())
         reward_updates = self.sparsify(global_update, quotas)
         return RoundResult(
             global_params=inputs.global_params + global_update,
