@@ -217,6 +217,8 @@ def run_experiment(
     federation = federation if federation is not None else build_federation(config)
     spec = model_spec(config, federation)
     strategy = with_layer_sizes(strategy, spec)
+    if isinstance(strategy, FedAVE):
+        strategy.check_client_count(len(federation.clients))
     train_config = TrainConfig(
         lr=config.lr,
         momentum=config.momentum,

@@ -180,6 +180,7 @@ def test_a_data_root_without_the_files_says_what_is_missing(tmp_path: Path, monk
     [
         (["--partition", "cla", "--classes-per-client", "11"], DataError, "11 distinct classes"),
         (["--strategy", "fedave", "--option", "beta=-1"], ConfigError, "beta=-1.0 must be positive"),
+        (["--strategy", "fedave", "--option", "quota_fractions=[0.1, 1]"], ConfigError, "2 quota_fractions for 3 clients"),
     ],
 )
 def test_the_command_reports_a_set_up_error_without_drawing_a_progress_bar(

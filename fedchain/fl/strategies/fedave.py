@@ -174,6 +174,14 @@ class FedAVE(Strategy[FedAVEState]):
             )
         return sparsify_top_magnitude_by_layer(global_update, [q / size for q in quotas], self.layer_sizes)
 
+    def check_client_count(self, n_clients: int) -> None:
+        """Raise :class:`ConfigError` unless ``quota_fractions`` is empty or has one fraction per client."""
+        if self.quota_fractions and len(self.quota_fractions) != n_clients:
+            raise ConfigError(
+                f"fedave has {len(self.quota_fractions)} quota_fractions for {n_clients} clients",
+                hint="give one fraction per client, or leave quota_fractions empty for the dynamic quotas",
+            )
+
     def quotas(self, reputation: torch.Tensor, divergence: torch.Tensor, eligible: torch.Tensor, size: int) -> list[int]:
         """Every client's reward quota (entries of the update): dynamic, or ``quota_fractions``; 0 if not eligible."""
         if not self.quota_fractions:
@@ -183,11 +191,7 @@ class FedAVE(Strategy[FedAVEState]):
                 size,
                 self.beta,
             )
-        if len(self.quota_fractions) != eligible.numel():
-            raise ConfigError(
-                f"fedave has {len(self.quota_fractions)} quota_fractions for {eligible.numel()} clients",
-                hint="give one fraction per client, or leave quota_fractions empty for the dynamic quotas",
-            )
+        self.check_client_count(eligible.numel())
         return [math.floor(f * size) if ok else 0 for f, ok in zip(self.quota_fractions, eligible.tolist(), strict=True)]
 
     def aggregate(self, inputs: RoundInputs, state: FedAVEState) -> RoundResult[FedAVEState]:
