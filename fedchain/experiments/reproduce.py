@@ -198,12 +198,13 @@ def fairness_runs(
                 federation = build_federation(config)
                 standalone: Sequence[float] | None = None
                 for strategy in labels:
-                    run_config = config.with_changes(strategy=strategy)
                     if strategy == ORACLE:
                         assert standalone is not None and oracle_floor is not None
                         quotas = list(oracle_quota_fractions(standalone, oracle_floor))
                         options = {**config.strategy_options, "quota_fractions": quotas}
                         run_config = config.with_changes(strategy="fedave", strategy_options=options)
+                    else:
+                        run_config = config.with_changes(strategy=strategy)
                     result = run_experiment(run_config, federation=federation, standalone=standalone, pool=pool)
                     standalone = result.standalone_accuracy
                     _save(result, output_dir, f"{partition}-seed{seed}-{strategy}")
