@@ -72,9 +72,16 @@ def build_strategy(config: ExperimentConfig) -> Strategy:
     return get_strategy(config.strategy, **options)
 
 
-def with_layer_sizes(strategy: Strategy, spec: ModelSpec) -> Strategy:
-    """``strategy`` with the model's layer sizes when it masks rewards per layer and none were given."""
-    if not isinstance(strategy, FedAVE) or strategy.layer_sizes:
+def fit_strategy(strategy: Strategy, spec: ModelSpec, n_clients: int) -> Strategy:
+    """``strategy`` fitted to the model and the federation, at set-up rather than in round 1.
+
+    fedave gets the model's layer sizes when none were given (it masks rewards per
+    layer), and its fixed ``quota_fractions``, if any, must name every client.
+    """
+    if not isinstance(strategy, FedAVE):
+        return strategy
+    strategy.check_client_count(n_clients)
+    if strategy.layer_sizes:
         return strategy
     return dataclasses.replace(strategy, layer_sizes=model_spec_of(spec.build()).sizes)
 
@@ -216,9 +223,7 @@ def run_experiment(
     own_models = keeps_own_models(config, strategy)
     federation = federation if federation is not None else build_federation(config)
     spec = model_spec(config, federation)
-    strategy = with_layer_sizes(strategy, spec)
-    if isinstance(strategy, FedAVE):
-        strategy.check_client_count(len(federation.clients))
+    strategy = fit_strategy(strategy, spec, len(federation.clients))
     train_config = TrainConfig(
         lr=config.lr,
         momentum=config.momentum,
@@ -318,11 +323,11 @@ __all__ = [
     "ModelEvaluator",
     "RoundCallback",
     "build_strategy",
+    "fit_strategy",
     "keeps_own_models",
     "model_spec",
     "quality_source",
     "run_experiment",
     "score_round",
     "tamper",
-    "with_layer_sizes",
 ]
