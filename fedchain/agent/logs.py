@@ -41,14 +41,17 @@ class AgentLogger(logging.LoggerAdapter):
     def __init__(self, logger: logging.Logger, **fields: Any) -> None:
         super().__init__(logger, fields)
 
+    def merged(self, **fields: Any) -> dict[str, Any]:
+        """The bound fields updated by ``fields``."""
+        return {**(self.extra or {}), **fields}
+
     def bind(self, **fields: Any) -> AgentLogger:
         """A logger with ``fields`` added to (or replacing) the bound ones."""
-        return AgentLogger(self.logger, **{**(self.extra or {}), **fields})
+        return AgentLogger(self.logger, **self.merged(**fields))
 
     def fields_text(self, **fields: Any) -> str:
         """``key=value`` text of the bound fields updated by ``fields`` (``None`` values left out)."""
-        merged = {**(self.extra or {}), **fields}
-        return " ".join(f"{key}={format_value(value)}" for key, value in merged.items() if value is not None)
+        return " ".join(f"{key}={format_value(value)}" for key, value in self.merged(**fields).items() if value is not None)
 
     def format(self, msg: str, **fields: Any) -> str:
         """The line :meth:`info` and friends would log for ``msg`` and ``fields``."""
@@ -57,7 +60,7 @@ class AgentLogger(logging.LoggerAdapter):
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
         fields = {key: kwargs.pop(key) for key in list(kwargs) if key not in LOGGING_KEYWORDS}
-        kwargs["extra"] = {**(kwargs.get("extra") or {}), "fields": {**(self.extra or {}), **fields}}
+        kwargs["extra"] = {**(kwargs.get("extra") or {}), "fields": self.merged(**fields)}
         # The text is appended after the message's %-placeholders: a literal % in a value must stay literal.
         text = self.fields_text(**fields).replace("%", "%%")
         return (f"{msg} {text}" if text else msg), kwargs
