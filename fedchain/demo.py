@@ -18,7 +18,6 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -33,6 +32,7 @@ from rich.text import Text
 
 from fedchain.console import stdout_console
 from fedchain.errors import AuditFailed, ConfigError, SigningKeyError
+from fedchain.signals import handlers_set
 
 if TYPE_CHECKING:  # the command's --help must not load torch or web3
     from fedchain.audit import AuditReport
@@ -223,18 +223,13 @@ def _timeouts(config: DemoConfig) -> dict[str, float]:
     }
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _sigterm_as_interrupt() -> contextlib.AbstractContextManager[bool]:
     """Turn SIGTERM into KeyboardInterrupt, so both unwind the same way (every child stopped)."""
 
     def interrupt(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return handlers_set({signal.SIGTERM: interrupt})
 
 
 class ProgressDisplay:

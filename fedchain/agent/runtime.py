@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from pathlib import Path
 from fedchain.agent.logs import AgentLogger
 from fedchain.agent.state import AgentState, load_state, save_state
 from fedchain.errors import AgentError, ConfigError
+from fedchain.signals import STOP_SIGNALS, handlers_set
 
 _log = logging.getLogger(__name__)
 
@@ -218,24 +218,12 @@ class Agent:
         while not self._stop_requested and (remaining := deadline - time.monotonic()) > 0:
             time.sleep(min(remaining, STOP_CHECK_INTERVAL_S))
 
-    @contextlib.contextmanager
-    def _stop_on_signals(self) -> Iterator[None]:
+    def _stop_on_signals(self) -> contextlib.AbstractContextManager[bool]:
         """Turn SIGTERM and SIGINT into :meth:`stop` while the loop runs (main thread only)."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        signals = (signal.SIGTERM, signal.SIGINT)
-        previous = {sig: signal.getsignal(sig) for sig in signals}
 
         def on_signal(signum: int, _frame: object) -> None:
             if self._stop_requested:
                 raise KeyboardInterrupt  # a second signal: leave now; the saved state is consistent
             self.stop(signal.Signals(signum).name)
 
-        for sig in signals:
-            signal.signal(sig, on_signal)
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        return handlers_set(dict.fromkeys(STOP_SIGNALS, on_signal))

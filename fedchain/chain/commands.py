@@ -6,7 +6,6 @@ Later commands read the deployment through :func:`deployment_option` (a
 
 from __future__ import annotations
 
-import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from fedchain.chain.deployment import deploy as deploy_with
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
 from fedchain.chain.node import DEFAULT_CHAIN_ID, DEFAULT_MNEMONIC, AnvilNode, AnvilSettings, connect, mnemonic_account
 from fedchain.errors import SigningKeyError
+from fedchain.signals import STOP_SIGNALS, handlers_set
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -129,9 +129,10 @@ def chain() -> None:
 def start(port: int, chain_id: int, block_time: float | None) -> None:
     """Start a local Anvil and keep it up until Ctrl-C, printing its URL."""
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    with AnvilNode(AnvilSettings(port=port, chain_id=chain_id, block_time=block_time)) as node:
+    with (
+        handlers_set(dict.fromkeys(STOP_SIGNALS, lambda *_: stop.set())),
+        AnvilNode(AnvilSettings(port=port, chain_id=chain_id, block_time=block_time)) as node,
+    ):
         account = mnemonic_account(DEFAULT_MNEMONIC, 0)
         click.echo(node.rpc_url)
         click.echo(

@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedchain.errors import ParticipantDied
+from fedchain.signals import STOP_SIGNALS, handlers_set
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,6 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 20.0
 #: Lines of a log shown when its process died.
 LOG_TAIL_LINES = 25
-
-
-#: The signals that stop a supervising program (Ctrl-C, and SIGTERM where it is turned into one).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
@@ -47,20 +43,13 @@ def signals_held(signums: Sequence[int] = STOP_SIGNALS) -> Iterator[None]:
     it. Held, it arrives once the child is registered. Outside the main thread
     (where Python runs signal handlers) this holds nothing.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     pending: list[int] = []
-    previous = {}
-    for signum in signums:
-        handler = signal.getsignal(signum)
-        if callable(handler):  # a Python handler to defer (not SIG_DFL, SIG_IGN or one set from C)
-            previous[signum] = signal.signal(signum, lambda received, _frame: pending.append(received))
+    # Only a Python handler is deferred: not SIG_DFL, SIG_IGN or one set from C.
+    deferred = [signum for signum in signums if callable(signal.getsignal(signum))]
     try:
-        yield
+        with handlers_set(dict.fromkeys(deferred, lambda received, _frame: pending.append(received))):
+            yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         for signum in pending:
             signal.raise_signal(signum)
 
