@@ -173,6 +173,8 @@ class ContractRevert(ChainError):
     """A transaction or call reverted; subclasses are named after the contract's custom error."""
 
     hint = "the contract refused the call; the error's name and arguments say why"
+    #: The revert data as the node returned it (selector, then the ABI-encoded arguments); empty if none.
+    data: bytes = b""
 
 
 class InsufficientFunds(ChainError):

@@ -19,7 +19,7 @@ A minimal agent that follows a contract's logs::
     Agent(settings, head=lambda: w3.eth.block_number, handle=handle).run()
 """
 
-from fedchain.agent.logs import AgentLogger
+from fedchain.agent.logs import AgentLogger, record_fields
 from fedchain.agent.runtime import Agent, AgentSettings, BlockRange, Handler, IdleHandler, next_range
 from fedchain.agent.state import AgentState, load_state, save_state, write_atomic
 
@@ -33,6 +33,7 @@ __all__ = [
     "IdleHandler",
     "load_state",
     "next_range",
+    "record_fields",
     "save_state",
     "write_atomic",
 ]

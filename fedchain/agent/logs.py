@@ -9,8 +9,8 @@ through bids, training and commits across processes::
     >>> log.bind(round=3).format("update committed", job=7, tx=bytes.fromhex("abcd"))
     'update committed agent=fog-1 round=3 job=7 tx=0xabcd'
 
-The fields also travel as ``record.fields`` (a dict) for handlers that write
-JSON lines.
+The fields also travel as ``record.fields`` (a dict), which
+:func:`record_fields` reads, for handlers that write JSON lines.
 """
 
 from __future__ import annotations
@@ -64,3 +64,9 @@ class AgentLogger(logging.LoggerAdapter):
         # The text is appended after the message's %-placeholders: a literal % in a value must stay literal.
         text = self.fields_text(**fields).replace("%", "%%")
         return (f"{msg} {text}" if text else msg), kwargs
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The fields an :class:`AgentLogger` attached to ``record`` (empty for a record from a plain logger)."""
+    fields = getattr(record, "fields", None)
+    return dict(fields) if isinstance(fields, dict) else {}

@@ -20,7 +20,7 @@ from safetensors.torch import save as save_safetensors
 
 from fedchain.agent.state import write_atomic
 from fedchain.errors import AgentError
-from fedchain.fl.strategy import StrategyState
+from fedchain.fl.strategy import S, StrategyState
 
 #: The metadata key holding the non-tensor fields.
 FIELDS_KEY = "fields"
@@ -50,7 +50,7 @@ def save_strategy_state(folder: Path, round_number: int, state: StrategyState) -
     return path
 
 
-def load_strategy_state(folder: Path, round_number: int, state_type: type[StrategyState]) -> StrategyState | None:
+def load_strategy_state(folder: Path, round_number: int, state_type: type[S]) -> S | None:
     """The state after ``round_number`` saved by :func:`save_strategy_state`, or None if there is none."""
     path = checkpoint_path(folder, round_number)
     if not path.is_file():

@@ -417,7 +417,7 @@ class AbiRegistry:
             hint="the revert data matches no known custom error; regenerate the bindings "
             "(python -m fedchain.chain.codegen) or check the contract address",
         )
-        generic.data = raw  # type: ignore[attr-defined]
+        generic.data = raw
         return generic
 
     def decode_log(self, log: Mapping[str, Any]) -> ChainEvent | None:

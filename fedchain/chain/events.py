@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from eth_utils import to_checksum_address
 from web3 import Web3
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from fedchain.chain.deployment import Deployment
 
 log = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=ChainEvent)
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,6 @@ def iter_events(w3: Web3, registry: AbiRegistry, query: LogQuery) -> Iterator[Ch
         start = end + 1
 
 
-def events_of(events: Iterable[ChainEvent], cls: type[ChainEvent]) -> list[ChainEvent]:
+def events_of(events: Iterable[ChainEvent], cls: type[E]) -> list[E]:
     """The events of type ``cls``, in the given order."""
     return [e for e in events if isinstance(e, cls)]

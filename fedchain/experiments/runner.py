@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import overload
+from typing import TypeVar, overload
 
 import torch
 from torch import nn
@@ -41,6 +41,9 @@ from fedchain.trainer import TrainConfig, Trainer, WorkerPool, predict, standalo
 from fedchain.trainer.local import model_spec_of
 
 log = logging.getLogger(__name__)
+
+#: Any strategy class: what goes into :func:`fit_strategy` comes out with its own type.
+AnyStrategy = TypeVar("AnyStrategy", bound=Strategy)
 
 #: Called after every round with its record (progress bars, logs).
 RoundCallback = Callable[[RoundRecord], None]
@@ -72,7 +75,7 @@ def build_strategy(config: ExperimentConfig) -> Strategy:
     return get_strategy(config.strategy, **options)
 
 
-def fit_strategy(strategy: Strategy, spec: ModelSpec, n_clients: int) -> Strategy:
+def fit_strategy(strategy: AnyStrategy, spec: ModelSpec, n_clients: int) -> AnyStrategy:
     """``strategy`` fitted to the model and the federation, at set-up rather than in round 1.
 
     fedave gets the model's layer sizes when none were given (it masks rewards per

@@ -27,7 +27,7 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
 
 import torch
 
@@ -41,6 +41,9 @@ from fedchain.errors import (
 )
 from fedchain.fl.aggregate import finite_rows
 from fedchain.fl.pruning import Pruning, restore_dense, topology_mask
+
+if TYPE_CHECKING:
+    from fedchain.fl.strategies import CGSV, FedAVE, FedAvg, FedFAIM, QualityWeighted
 
 
 @dataclass(frozen=True)
@@ -361,6 +364,21 @@ def strategy_names() -> tuple[str, ...]:
     """The registered strategy names, sorted."""
     _load_builtin()
     return tuple(sorted(_REGISTRY))
+
+
+# The built-in names give their own class to type checkers; any other registered name, a Strategy.
+@overload
+def get_strategy(name: Literal["fedavg"], **options: Any) -> FedAvg: ...
+@overload
+def get_strategy(name: Literal["quality"], **options: Any) -> QualityWeighted: ...
+@overload
+def get_strategy(name: Literal["cgsv"], **options: Any) -> CGSV: ...
+@overload
+def get_strategy(name: Literal["fedfaim"], **options: Any) -> FedFAIM: ...
+@overload
+def get_strategy(name: Literal["fedave"], **options: Any) -> FedAVE: ...
+@overload
+def get_strategy(name: str, **options: Any) -> Strategy: ...
 
 
 def get_strategy(name: str, **options: Any) -> Strategy:
