@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from fedchain.agent import AgentLogger
+from fedchain.agent import AgentLogger, record_fields
 
 
 def test_bound_and_per_call_fields_follow_the_message_in_order() -> None:
@@ -25,7 +25,7 @@ def test_logged_records_carry_the_text_and_the_fields(caplog: pytest.LogCaptureF
 
     (record,) = caplog.records
     assert record.getMessage() == "posted round 2 of 5 agent=agg round=2 tx=0x12 reason='100% done'"
-    assert record.fields == {"agent": "agg", "round": 2, "tx": "0x12", "reason": "100% done"}
+    assert record_fields(record) == {"agent": "agg", "round": 2, "tx": "0x12", "reason": "100% done"}
 
 
 def test_exc_info_still_reaches_the_logger(caplog: pytest.LogCaptureFixture) -> None:

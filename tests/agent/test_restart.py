@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from web3 import Web3
@@ -42,7 +43,7 @@ def start_agent(node: AnvilNode, state: Path, journal: Path, step_delay: float) 
     return subprocess.Popen([*command, "--step-delay", str(step_delay)], stderr=subprocess.PIPE, text=True)
 
 
-def wait_until(condition, timeout_s: float = 30.0) -> None:
+def wait_until(condition: Callable[[], object], timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "the agent made no progress in time"

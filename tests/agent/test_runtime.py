@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from web3 import Web3
@@ -17,7 +18,7 @@ def mine(w3: Web3, blocks: int) -> None:
     w3.provider.make_request("anvil_mine", [hex(blocks)])
 
 
-def settings_for(tmp_path: Path, chain: Web3, **overrides) -> AgentSettings:
+def settings_for(tmp_path: Path, chain: Web3, **overrides: Any) -> AgentSettings:
     """Settings of an agent that starts at the block after the chain's current head."""
     values = {"name": "probe", "state_path": tmp_path / "state.json", "start_block": chain.eth.block_number + 1,
               "poll_interval_s": 0.01} | overrides

@@ -37,7 +37,7 @@ def wait_for(condition: Callable[[], bool], process: subprocess.Popen) -> None:
     deadline = time.monotonic() + PROCESS_TIMEOUT_S
     while not condition():
         if process.poll() is not None:
-            raise AssertionError(f"the aggregator exited early ({process.returncode}): {process.stderr.read()}")
+            raise AssertionError(f"the aggregator exited early ({process.returncode}): {process.stderr.read() if process.stderr else ''}")
         assert time.monotonic() < deadline, "the aggregator process did not get there in time"
         time.sleep(0.2)
 

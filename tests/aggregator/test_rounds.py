@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from fedchain.chain.bindings import (
     TaskFinished,
     TaskSettled,
 )
-from fedchain.chain.events import LogQuery, fetch_events
+from fedchain.chain.events import E, LogQuery, fetch_events
 from fedchain.data.datasets import load_dataset
 from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
@@ -35,12 +36,12 @@ from tests.aggregator.conftest import FOGS, SPEC, TERMS, World
 PRICE = 10**14
 
 
-def task_events(world: World, task_id: int, kind: type) -> list:
+def task_events(world: World, task_id: int, kind: type[E]) -> list[E]:
     contracts = world.publisher.contracts
     query = LogQuery(addresses=(contracts.round_ledger.address, contracts.fog_auction.address, contracts.task_registry.address),
                      from_block=world.publisher.deployment.block_number)
     return [e for e in fetch_events(world.publisher.w3, world.publisher.transactor.registry, query)
-            if isinstance(e, kind) and e.task_id == task_id]
+            if isinstance(e, kind) and getattr(e, "task_id", None) == task_id]
 
 
 def aggregator_for(world: World, task_id: int, state_path: Path) -> Aggregator:
@@ -48,7 +49,7 @@ def aggregator_for(world: World, task_id: int, state_path: Path) -> Aggregator:
     return Aggregator(world.aggregator, settings)
 
 
-def step_until(aggregator: Aggregator, done, limit: int = 20) -> None:
+def step_until(aggregator: Aggregator, done: Callable[[], object], limit: int = 20) -> None:
     """Step the aggregator until ``done()`` holds (each step handles new blocks or does the round's work)."""
     for _ in range(limit):
         if done():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from eth_utils import keccak
 from web3 import Web3
 
 from fedchain.audit import ChainReadings, mechanism_of, read_chain
+from fedchain.chain import bindings
 from fedchain.chain.abi import AbiRegistry
 from fedchain.chain.bindings import FedChainContracts, Measurement, TaskCreated, TaskParams, UpdateCommitted
 from fedchain.chain.deployment import Deployment, deploy
@@ -35,6 +36,7 @@ from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.chain.tx import Transactor
 from fedchain.fl.params import unflatten
 from fedchain.fl.reputation import WAD, RevealedBid, choose_winner
+from fedchain.fl.strategy import StrategyState
 from fedchain.store import BlobStore, open_store
 from fedchain.taskspec import TaskSpec, ValidationSpec, put_initial_model, put_model, put_spec, update_meta
 from fedchain.updates import store_update
@@ -52,7 +54,7 @@ BIDS = (
     (14, 3, 5_000, 10**13, False),  # never revealed: its deposit goes to client 3
 )
 #: Quality (fixed point, None = rejected update) per client per round; missing entries: no commit.
-QUALITIES = (
+QUALITIES: tuple[dict[int, int | None], ...] = (
     {0: 12 * WAD // 10, 1: 4 * WAD // 10, 2: WAD, 3: None},
     {0: WAD, 1: 6 * WAD // 10},  # job 2's fog node misses round 2
     {0: 11 * WAD // 10, 1: 5 * WAD // 10, 2: 9 * WAD // 10},
@@ -121,11 +123,11 @@ class Driver:
 
     def set_next_timestamp(self, timestamp: int) -> None:
         """The next block (the next transaction) gets exactly ``timestamp``."""
-        self.w3.provider.make_request("evm_setNextBlockTimestamp", [timestamp])  # type: ignore[arg-type]
+        self.w3.provider.make_request("evm_setNextBlockTimestamp", [timestamp])
 
     def advance(self, seconds: int) -> None:
-        self.w3.provider.make_request("evm_increaseTime", [seconds])  # type: ignore[arg-type]
-        self.w3.provider.make_request("evm_mine", [])  # type: ignore[arg-type]
+        self.w3.provider.make_request("evm_increaseTime", [seconds])
+        self.w3.provider.make_request("evm_mine", [])
 
 
 def _salt(label: str) -> bytes:
@@ -205,7 +207,7 @@ def drive_task(driver: Driver, store: BlobStore) -> int:
             aggregator.fog_auction.report_missed_round(task_id, 2)
         measurements = [
             Measurement(
-                quality=0 if qualities.get(i) is None else qualities[i],
+                quality=qualities.get(i) or 0,
                 round_time=commits[i].committed_at - started if i in commits else 0,
                 accepted=qualities.get(i) is not None,
             )
@@ -242,7 +244,8 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
     strategy, evaluator = get_strategy("fedavg"), Evaluator(spec.model_spec(), load_validation(spec), "cpu")
     generator = torch.Generator().manual_seed(11)
     global_params = torch.cat([t.reshape(-1) for t in spec.initial_params().values()])
-    state, active = None, [True] * len(sizes)
+    strategy_state: StrategyState | None = None
+    active = [True] * len(sizes)
     for round_number in (1, 2):
         started = aggregator.task_registry.state(task_id).round_started_at
         deltas = [torch.randn(global_params.numel(), generator=generator) * scale for scale in (0.01, 0.05, 0.02)]
@@ -256,11 +259,11 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
             commit = commit_update(driver, store, spec, task_id, round_number, index, delta, at, SCORED_CLIENTS)
             usable = delta if torch.isfinite(delta).all() else None
             inputs.append(ClientInput(update=usable, data_size=sizes[index], round_time=commit.committed_at - started))
-        outcome = score_round(strategy, global_params, inputs, evaluator, state, quality="loss")
-        global_params, state = outcome.global_params, outcome.state
+        outcome = score_round(strategy, global_params, inputs, evaluator, strategy_state, quality="loss")
+        global_params, strategy_state = outcome.global_params, outcome.state
         model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))
         receipt = aggregator.round_ledger.post_round(task_id, round_number, model_hash, outcome.accuracy_wad, list(outcome.measurements))
-        removed = {e.client_index for e in receipt.events if type(e).__name__ == "ClientRemoved"}
+        removed = {e.client_index for e in receipt.events_of(bindings.ClientRemoved)}
         active = [a and i not in removed for i, a in enumerate(active)]
     settle_everything(driver, task_id, len(sizes), ())
     return task_id
@@ -292,7 +295,7 @@ def audit_chain(audit_node: AnvilNode, tmp_path_factory: pytest.TempPathFactory)
                       Driver(audit_node, deployment))
 
 
-def _driven(chain: AuditChain, drive) -> DrivenTask:
+def _driven(chain: AuditChain, drive: Callable[[Driver, BlobStore], int]) -> DrivenTask:
     task_id = drive(chain.driver, open_store(chain.store_url))
     w3 = chain.node.web3()
     return DrivenTask(chain.node, w3, chain.deployment, chain.deployment_file, chain.store_url, task_id,

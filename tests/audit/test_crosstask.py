@@ -11,6 +11,7 @@ task 1, and 0 for C, who was not in it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fedchain.audit import CheckName, CheckStatus, audit_task
@@ -22,7 +23,7 @@ A, B, C, FOG = (f"0x{n:040x}" for n in (0xC1, 0xC2, 0xC3, 0xF1))
 PUBLISHER, AGGREGATOR = (f"0x{n:040x}" for n in (0xA1, 0xA2))
 
 
-def task_events(log: EventLog, task_id: int, qualities: dict[str, int | None], started_at: int) -> None:
+def task_events(log: EventLog, task_id: int, qualities: Mapping[str, int | None], started_at: int) -> None:
     """Task ``task_id`` from creation to its start at ``started_at``; each client of ``qualities`` wins a job."""
     t = {"task_id": task_id}
     log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=10**18, params=PARAMS)),)

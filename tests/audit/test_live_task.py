@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fedchain.audit import CheckName, CheckStatus, audit_task, mechanism_of
+from fedchain.audit import AuditReport, CheckName, CheckStatus, audit_task, mechanism_of
+from fedchain.audit.history import CommitRecord
+from fedchain.chain.abi import ChainEvent
 from fedchain.chain.bindings import Measurement, RoundPosted
 from fedchain.cli import main
 from tests.audit.conftest import DrivenTask
 
 
-def failed(report) -> set[str]:
+def failed(report: AuditReport) -> set[str]:
     return {name.value for name in report.failed_checks}
 
 
@@ -43,7 +46,7 @@ def test_the_rebuilt_history_holds_the_slash_the_removal_and_the_forfeits(driven
     assert history.task.status == "Settled"
 
 
-def commit_of(driven_task: DrivenTask, client: int, round_number: int):
+def commit_of(driven_task: DrivenTask, client: int, round_number: int) -> CommitRecord:
     commits = audit_task(driven_task.task_id, driven_task.readings.events).history.commits
     return next(c for c in commits if (c.client_index, c.round) == (client, round_number))
 
@@ -166,7 +169,7 @@ MONEY_FIELDS = frozenset({
 })
 
 
-def one_unit_changes(events: tuple, task_id: int):
+def one_unit_changes(events: tuple[ChainEvent, ...], task_id: int) -> Iterator[tuple[str, tuple[ChainEvent, ...]]]:
     """Every copy of ``events`` with one money or reputation field, or one posted measurement, changed by one unit."""
     for i, event in enumerate(events):
         if getattr(event, "task_id", task_id) != task_id:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eth_utils import keccak
@@ -15,7 +16,7 @@ from fedchain.chain import bindings
 from fedchain.chain.bindings import FedChainContracts, TaskCreated, TaskParams, TaskUnknown
 from fedchain.chain.codegen import BINDINGS_PATH, render
 from fedchain.chain.codegen import main as codegen_main
-from fedchain.chain.compile import PROJECT_ROOT, compile_contracts
+from fedchain.chain.compile import PROJECT_ROOT, Artifact, compile_contracts
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.chain.node import AnvilNode
@@ -36,14 +37,14 @@ def test_every_contract_error_and_event_has_a_binding() -> None:
     artifacts = compile_contracts()
     declared = {e["name"] for a in artifacts.values() for e in a.abi if e["type"] in ("error", "event")}
 
-    bound = {cls.abi["name"] for cls in (*bindings.REGISTRY.errors, *bindings.REGISTRY.events)}
+    bound = {cls.abi["name"] for cls in bindings.REGISTRY.errors} | {cls.abi["name"] for cls in bindings.REGISTRY.events}
 
     assert declared <= bound
     assert set(bindings.CONTRACTS) >= {"Treasury", "TaskRegistry", "RoundLedger", "FogAuction"}
     assert all(issubclass(cls, ContractRevert) for cls in bindings.REGISTRY.errors)
 
 
-def test_compile_cache_is_read_the_second_time_and_keyed_by_source(probe_artifact, tmp_path: Path) -> None:
+def test_compile_cache_is_read_the_second_time_and_keyed_by_source(probe_artifact: Artifact, tmp_path: Path) -> None:
     sources = tmp_path / "contracts"
     shutil.copytree(Path(__file__).with_name("contracts"), sources)
     build = tmp_path / "build"
@@ -72,7 +73,7 @@ def fedchain(anvil: AnvilNode, w3: Web3) -> tuple[FedChainContracts, Deployment]
     return FedChainContracts.bind(deployment, Transactor(w3, account)), deployment
 
 
-def task_params(**changes: object) -> TaskParams:
+def task_params(**changes: Any) -> TaskParams:
     params = TaskParams(
         model_id=keccak(text="lenet5"), dataset_id=keccak(text="mnist"), rounds=3, target_accuracy=0,
         expected_duration=600, psi=10**15, phi=10**12, min_loss_reputation=WAD // 10, min_time_reputation=WAD // 10,
@@ -83,7 +84,7 @@ def task_params(**changes: object) -> TaskParams:
     return params._replace(**changes)
 
 
-def test_typed_transaction_returns_typed_event_with_struct(fedchain, w3: Web3) -> None:
+def test_typed_transaction_returns_typed_event_with_struct(fedchain: tuple[FedChainContracts, Deployment], w3: Web3) -> None:
     contracts, deployment = fedchain
     params = task_params()
 
@@ -96,7 +97,7 @@ def test_typed_transaction_returns_typed_event_with_struct(fedchain, w3: Web3) -
     assert created in history
 
 
-def test_custom_error_becomes_its_generated_exception_class(fedchain) -> None:
+def test_custom_error_becomes_its_generated_exception_class(fedchain: tuple[FedChainContracts, Deployment]) -> None:
     contracts, _ = fedchain
 
     with pytest.raises(TaskUnknown) as caught:
@@ -107,7 +108,7 @@ def test_custom_error_becomes_its_generated_exception_class(fedchain) -> None:
     assert "TaskUnknown(task_id=999999)" in str(caught.value)
 
 
-def test_invalid_struct_field_is_named_by_the_contract(fedchain) -> None:
+def test_invalid_struct_field_is_named_by_the_contract(fedchain: tuple[FedChainContracts, Deployment]) -> None:
     contracts, _ = fedchain
 
     with pytest.raises(bindings.TaskInvalidParameter) as caught:

@@ -25,6 +25,7 @@ def test_chain_start_serves_until_interrupted_and_deploy_targets_it(tmp_path: Pa
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
+        assert node.stdout is not None and node.stderr is not None
         url = node.stdout.readline().strip()  # the first line is the URL
         key_line = next(line for line in node.stderr if PRIVATE_KEY_ENV in line)
         key = key_line.split("=", 1)[1].strip()

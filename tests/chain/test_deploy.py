@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from web3 import Web3
 from fedchain.chain.abi import AbiRegistry
 from fedchain.chain.commands import DeployRequest, run_deploy
 from fedchain.chain.compile import Artifact
-from fedchain.chain.deployment import FORMAT, Deployment, deploy, load_deployment, open_deployment
+from fedchain.chain.deployment import FORMAT, Deployment, Recipe, deploy, load_deployment, open_deployment
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV
 from fedchain.chain.node import AnvilNode, free_port
 from fedchain.chain.tx import Transactor
@@ -24,7 +25,7 @@ from fedchain.cli import main
 from fedchain.errors import ChainError, ContractRevert, DeploymentError, InsufficientFunds, SigningKeyError
 
 
-def probe_recipe(artifact: Artifact, *, then_store: int | None = None):
+def probe_recipe(artifact: Artifact, *, then_store: int | None = None) -> Recipe:
     """A recipe like the contracts' own: deploys Probe(5) with w3.eth.send_transaction, then optionally calls store."""
 
     def recipe(w3: Web3, deployer: str, *, confirmations: int = 0) -> Mapping[str, str]:
@@ -138,7 +139,7 @@ def test_revert_during_deployment_is_named_and_changes_nothing(anvil: AnvilNode,
     with pytest.raises(ContractRevert) as caught:
         deploy(w3, account, rpc_url=anvil.rpc_url, recipe=probe_recipe(probe_artifact, then_store=3), registry=registry)
 
-    assert type(caught.value).__name__ == "ProbeTooSmall" and caught.value.value == 3
+    assert type(caught.value).__name__ == "ProbeTooSmall" and attrgetter("value")(caught.value) == 3
     assert w3.eth.get_transaction_count(account.address) == nonce  # the rehearsal on a fork caught it
 
 

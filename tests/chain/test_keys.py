@@ -24,8 +24,9 @@ def test_no_key_configured_gives_none() -> None:
 
 
 def test_key_from_environment_with_or_without_0x() -> None:
-    assert resolve_account(environ={PRIVATE_KEY_ENV: KEY}).address == ACCOUNT.address
-    assert resolve_account(environ={PRIVATE_KEY_ENV: KEY[2:]}).address == ACCOUNT.address
+    for key in (KEY, KEY[2:]):
+        account = resolve_account(environ={PRIVATE_KEY_ENV: key})
+        assert account is not None and account.address == ACCOUNT.address
 
 
 @pytest.mark.parametrize("value", ["0x1234", "zz" * 32, "0x" + "42" * 33])
@@ -41,16 +42,21 @@ def test_keystore_opens_with_password_from_environment_and_wins_over_env_key(key
 
     account = resolve_account(keystore, environ={KEYSTORE_PASSWORD_ENV: "right", PRIVATE_KEY_ENV: other})
 
-    assert account.address == ACCOUNT.address
+    assert account is not None and account.address == ACCOUNT.address
     assert keystore.stat().st_mode & 0o777 == 0o600
 
 
 def test_keystore_password_from_prompt(keystore: Path) -> None:
     asked: list[str] = []
 
-    account = resolve_account(keystore, environ={}, prompt=lambda label: asked.append(label) or "right")
 
-    assert account.address == ACCOUNT.address and asked == ["password for key.json"]
+    def prompt(label: str) -> str:
+        asked.append(label)
+        return "right"
+
+    account = resolve_account(keystore, environ={}, prompt=prompt)
+
+    assert account is not None and account.address == ACCOUNT.address and asked == ["password for key.json"]
 
 
 def test_keystore_with_wrong_password_is_refused(keystore: Path) -> None:

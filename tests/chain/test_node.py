@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from operator import attrgetter
 
 import pytest
 
@@ -61,8 +62,8 @@ def test_in_process_chain_deploys_transacts_and_decodes_reverts(probe_artifact: 
         with pytest.raises(ContractRevert) as caught:
             probe.transact("store", 1, "too small")
 
-        assert (type(stored).__name__, stored.value, stored.note) == ("Stored", 77, "in process")
-        assert (type(caught.value).__name__, caught.value.value, caught.value.minimum) == ("ProbeTooSmall", 1, 10)
+        assert (type(stored).__name__, *attrgetter("value", "note")(stored)) == ("Stored", 77, "in process")
+        assert (type(caught.value).__name__, *attrgetter("value", "minimum")(caught.value)) == ("ProbeTooSmall", 1, 10)
         assert probe.call("value") == 77
 
 

@@ -38,7 +38,7 @@ def encoded(n: int = 5, task_id: int = 3, client_index: int = 1) -> bytes:
     return encode_job_data(dataset(n), JobDataMeta(task_id=task_id, client_index=client_index, dataset="mnist", epsilon=2.0))
 
 
-def decode(data: bytes, expected_hash: bytes | None = None, **changes: int) -> JobData:
+def decode(data: bytes, expected_hash: bytes | None = None, /, **changes: int) -> JobData:
     expected = dataclasses.replace(ExpectedJobData(task_id=3, client_index=1, data_size=5, num_classes=10, in_channels=1), **changes)
     return decode_job_data(data, expected_hash if expected_hash is not None else keccak(data), expected)
 

@@ -21,6 +21,7 @@ from eth_abi import encode as abi_encode
 from eth_utils import keccak
 from web3 import Web3
 
+from fedchain.chain import bindings
 from fedchain.chain.abi import AbiRegistry, CustomError, snake_case
 from fedchain.chain.bindings import REGISTRY
 from fedchain.chain.compile import Artifact, compile_contracts
@@ -158,14 +159,14 @@ class FedChain:
 
     def create_task(self, params: TaskParams = TaskParams(), *, budget: int = 10**18) -> int:
         receipt = self.send("TaskRegistry", "createTask", params.as_tuple(), self.account(AGGREGATOR), by=PUBLISHER, value=budget)
-        return receipt.events_of(self.registry.event("TaskCreated"))[0].task_id
+        return receipt.events_of(bindings.TaskCreated)[0].task_id
 
     def join(self, task_id: int, client: int, data_size: int = 600, params: TaskParams = TaskParams()) -> int:
         salt = keccak(text=f"salt-{client}")
         receipt = self.send(
             "RoundLedger", "join", task_id, data_commitment(data_size, salt), by=client, value=params.client_deposit
         )
-        return receipt.events_of(self.registry.event("ClientJoined"))[0].client_index
+        return receipt.events_of(bindings.ClientJoined)[0].client_index
 
     def open_auction(self, task_id: int, client: int, data_size: int = 600) -> None:
         self.send("FogAuction", "openAuction", task_id, data_size, keccak(text=f"salt-{client}"), by=client)

@@ -52,7 +52,7 @@ def test_abandoned_task_returns_deposits_earnings_escrow_and_budget_without_bonu
         chain.send("FogAuction", "settleJob", task, index, by=STRANGER)
 
     # ---- assert: the event, the terminal status, and every account's claim to the wei.
-    event = receipt.events_of(chain.registry.event("TaskAbandoned"))[0]
+    event = receipt.events_of(bindings.TaskAbandoned)[0]
     mined_at = chain.w3.eth.get_block(receipt.block_number)["timestamp"]
     assert (event.task_id, event.round, event.abandoned_at, event.refund) == (task, 2, mined_at, budget_left)
     assert mined_at > after

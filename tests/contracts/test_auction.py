@@ -29,7 +29,7 @@ def test_open_auction_reveals_the_committed_data_size(chain: FedChain) -> None:
     with chain.reverts(bindings.LedgerNotClient, task, chain.account(STRANGER)):
         chain.open_auction(task, STRANGER)
     receipt = chain.send("FogAuction", "openAuction", task, 600, keccak(text=f"salt-{CLIENT}"), by=CLIENT)
-    event = receipt.events_of(chain.registry.event("AuctionOpened"))[0]
+    event = receipt.events_of(bindings.AuctionOpened)[0]
     assert event.data_size == 600
     assert event.reveal_deadline - event.bidding_deadline == PARAMS.reveal_duration
     job = chain.view("FogAuction", "job", task, 0)
@@ -44,7 +44,7 @@ def test_bids_need_the_fog_deposit_once_per_fog_before_the_deadline(chain: FedCh
     with chain.reverts(bindings.AuctionWrongValue, 1, PARAMS.fog_deposit):
         chain.send("FogAuction", "commitBid", task, 0, commitment, by=FOGS[0], value=1)
     receipt = chain.send("FogAuction", "commitBid", task, 0, commitment, by=FOGS[0], value=PARAMS.fog_deposit)
-    assert receipt.events_of(chain.registry.event("BidCommitted"))[0].commitment == commitment
+    assert receipt.events_of(bindings.BidCommitted)[0].commitment == commitment
     assert chain.view("FogAuction", "heldFor", task) == PARAMS.fog_deposit
     with chain.reverts(bindings.AuctionAlreadyBid, task, 0, chain.account(FOGS[0])):
         chain.send("FogAuction", "commitBid", task, 0, commitment, by=FOGS[0], value=PARAMS.fog_deposit)
@@ -88,7 +88,7 @@ def test_reveals_must_match_the_commitment_inside_the_reveal_phase(chain: FedCha
     with chain.reverts(bindings.AuctionBadReveal, task, 0, chain.account(FOGS[1])):
         chain.reveal_bid(task, 0, FOGS[1], 10**6, 10**14)
     receipt = chain.reveal_bid(task, 0, FOGS[0], 10**6, 10**14)
-    revealed = receipt.events_of(chain.registry.event("BidRevealed"))[0]
+    revealed = receipt.events_of(bindings.BidRevealed)[0]
     assert (revealed.frequency, revealed.price) == (10**6, 10**14)
     with chain.reverts(bindings.AuctionBadReveal, task, 0, chain.account(FOGS[0])):
         chain.reveal_bid(task, 0, FOGS[0], 10**6, 10**14)
@@ -130,7 +130,7 @@ def test_the_winner_maximises_the_client_utility_and_a_non_revealer_forfeits(cha
     # Execute
     receipt = chain.close_auction(task, 0, CLIENT)
     # Assert: fog 0 wins at its own price (first price); fog 2's deposit goes to the client.
-    closed = receipt.events_of(chain.registry.event("AuctionClosed"))[0]
+    closed = receipt.events_of(bindings.AuctionClosed)[0]
     assert (closed.winner, closed.price, closed.escrow) == (0, 3 * 10**14, 3 * 10**14 * PARAMS.rounds)
     assert chain.view("Treasury", "claimable", chain.account(CLIENT)) == PARAMS.fog_deposit
     bids_now = chain.view("FogAuction", "bids", task, 0)
@@ -143,7 +143,7 @@ def test_second_price_pays_the_winner_its_margin_over_the_runner_up(chain: FedCh
     task, bids = sealed_auction(chain, params)
     expected = choose_winner(params.mechanism(), WAD, 600, [RevealedBid(f, p) for _, f, p in bids[:2]])
     receipt = chain.close_auction(task, 0, CLIENT)
-    closed = receipt.events_of(chain.registry.event("AuctionClosed"))[0]
+    closed = receipt.events_of(bindings.AuctionClosed)[0]
     assert (closed.winner, closed.price) == (expected.winner, expected.price)
     assert closed.price > bids[0][2]
 
@@ -160,7 +160,7 @@ def test_closing_waits_for_the_reveal_deadline_and_an_auction_without_reveals_le
         raise AssertionError("an auction closed during bidding")
     chain.advance(PARAMS.bidding_duration + PARAMS.reveal_duration + 2)
     receipt = chain.send("FogAuction", "closeAuction", task, 0, by=CLIENT)
-    assert receipt.events_of(chain.registry.event("AuctionClosed"))[0].winner == 2**32 - 1
+    assert receipt.events_of(bindings.AuctionClosed)[0].winner == 2**32 - 1
     assert chain.view("FogAuction", "job", task, 0).status == 3
 
 
@@ -174,7 +174,7 @@ def test_an_on_time_commit_releases_one_round_of_the_escrow_to_the_fog(chain: Fe
     with chain.reverts(bindings.AuctionWrongRound, task, 0, 2, 1):
         chain.commit_update(task, 0, FOGS[0], 2)
     receipt = chain.commit_update(task, 0, FOGS[0], 1)
-    event = receipt.events_of(chain.registry.event("UpdateCommitted"))[0]
+    event = receipt.events_of(bindings.UpdateCommitted)[0]
     assert (event.round, event.fog, event.payment) == (1, chain.account(FOGS[0]), 10**14)
     assert event.update_hash == keccak(text="update-0-1")
     assert chain.view("Treasury", "claimable", chain.account(FOGS[0])) == 10**14
@@ -203,14 +203,14 @@ def test_a_late_fog_is_slashed_to_the_client_and_the_job_goes_to_the_next_best_b
     # Execute
     receipt = chain.send("FogAuction", "reportMissedRound", task, 0, by=STRANGER)
     # Assert: deposit to the client; fog 1 takes over at its own price from round 2.
-    slashed = receipt.events_of(chain.registry.event("FogSlashed"))[0]
+    slashed = receipt.events_of(bindings.FogSlashed)[0]
     assert (slashed.fog, slashed.round, slashed.forfeited) == (chain.account(FOGS[0]), 1, PARAMS.fog_deposit)
-    reassigned = receipt.events_of(chain.registry.event("JobReassigned"))[0]
+    reassigned = receipt.events_of(bindings.JobReassigned)[0]
     assert (reassigned.winner, reassigned.price, reassigned.from_round) == (1, bids[1][2], 2)
     assert chain.view("Treasury", "claimable", chain.account(CLIENT)) == before + PARAMS.fog_deposit
     # The round is posted with the client skipped; the new fog commits round 2 and is paid its own price.
     chain.post_round(task, 1, [(0, 0, False)])
-    commit = chain.commit_update(task, 0, FOGS[1], 2).events_of(chain.registry.event("UpdateCommitted"))[0]
+    commit = chain.commit_update(task, 0, FOGS[1], 2).events_of(bindings.UpdateCommitted)[0]
     assert commit.payment == bids[1][2]
     with chain.reverts(bindings.AuctionNotWinner, task, 0, chain.account(FOGS[0])):
         chain.commit_update(task, 0, FOGS[0], 2)
@@ -225,7 +225,7 @@ def test_settle_job_returns_deposits_and_the_unearned_escrow(chain: FedChain) ->
         chain.send("FogAuction", "settleJob", task, 0, by=STRANGER)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     receipt = chain.commit_update(task, 0, FOGS[0], 1)
-    observed = receipt.events_of(chain.registry.event("UpdateCommitted"))[0].committed_at - chain.view(
+    observed = receipt.events_of(bindings.UpdateCommitted)[0].committed_at - chain.view(
         "TaskRegistry", "state", task).round_started_at
     chain.post_round(task, 1, [(WAD, observed, True)])
     chain.advance(params.round_duration + 1)
@@ -234,7 +234,7 @@ def test_settle_job_returns_deposits_and_the_unearned_escrow(chain: FedChain) ->
     # Execute
     receipt = chain.send("FogAuction", "settleJob", task, 0, by=STRANGER)
     # Assert
-    settled = receipt.events_of(chain.registry.event("JobSettled"))[0]
+    settled = receipt.events_of(bindings.JobSettled)[0]
     assert (settled.escrow_refund, settled.deposits_refunded, settled.deposits_forfeited) == (
         bids[0][2], params.fog_deposit, params.fog_deposit)
     assert chain.view("Treasury", "claimable", chain.account(CLIENT)) == client_before + bids[0][2] + params.fog_deposit

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -34,6 +35,8 @@ from hypothesis.stateful import (
 )
 
 from fedchain.chain import bindings
+from fedchain.chain.compile import Artifact
+from fedchain.chain.node import AnvilNode
 from fedchain.fl.reputation import (
     WAD,
     ClientReputation,
@@ -44,6 +47,7 @@ from fedchain.fl.reputation import (
     standby_winner,
 )
 from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+from tests.support import present
 
 PARAMS = TaskParams(
     rounds=3, expected_duration=9000, round_duration=2000, bidding_duration=1000, reveal_duration=1000,
@@ -89,11 +93,11 @@ class JobModel:
 class FlowMachine(RuleBasedStateMachine):
     """One task, driven at random; the model predicts every wei."""
 
-    chain_factory = None  # set by the test: () -> FedChain on a fresh snapshot
+    chain_factory: Callable[[], FedChain]  # set by the test: a FedChain on a fresh snapshot
 
     def __init__(self) -> None:
         super().__init__()
-        self.chain: FedChain = type(self).chain_factory()
+        self.chain = type(self).chain_factory()
         self.snapshot = self.chain.w3.provider.make_request("evm_snapshot", [])["result"]
         self.chain.w3.provider.make_request("anvil_setBlockTimestampInterval", [1])
         self.claimable: Counter[int] = Counter()
@@ -388,7 +392,7 @@ class FlowMachine(RuleBasedStateMachine):
 
     def _commit(self, index: int) -> None:
         job = self.jobs[index]
-        fog = job.bids[job.winner].fog
+        fog = job.bids[present(job.winner)].fog
         self.chain.commit_update(self.task, index, fog, self.round)
         job.paid_up_to = self.round
         job.committed_at = self.chain.view("FogAuction", "job", self.task, index).committed_at
@@ -400,7 +404,7 @@ class FlowMachine(RuleBasedStateMachine):
         passed = self.now() > self.deadline()
         job = self.jobs[index]
         self.chain.send("FogAuction", "reportMissedRound", self.task, index, by=STRANGER)
-        job.bids[job.winner].settled = True
+        job.bids[present(job.winner)].settled = True
         self.credit(self.clients[index], PARAMS.fog_deposit)
         eligible = [b.revealed and not b.settled for b in job.bids]
         nxt = standby_winner(MECHANISM, self.reputation[index].loss_reputation, 600, self._revealed(job), eligible, job.price)
@@ -423,7 +427,9 @@ class FlowMachine(RuleBasedStateMachine):
 
 
 @pytest.mark.slow
-def test_random_flows_create_or_lose_no_wei_and_match_the_model(contracts_node, deployment) -> None:
+def test_random_flows_create_or_lose_no_wei_and_match_the_model(
+    contracts_node: AnvilNode, deployment: tuple[dict[str, str], dict[str, Artifact]]
+) -> None:
     addresses, artifacts = deployment
     FlowMachine.chain_factory = staticmethod(lambda: FedChain(contracts_node, contracts_node.web3(), addresses, artifacts))
     run_state_machine_as_test(

@@ -30,13 +30,13 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
     for index, client in enumerate(clients):
         chain.close_auction(task, index, client)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    paid_to = Counter()
+    paid_to: Counter[int | tuple[str, int]] = Counter()  # wei by fog account, and by ("earned", client index)
     mechanism = PARAMS.mechanism()
     model = [ClientReputation.joined(mechanism) for _ in clients]
     active = [True, True, True]
     budget_left = BUDGET
     # Per round: (quality, seconds after the round start) per client; None: the fog does not commit.
-    plan = {
+    plan: dict[int, list[tuple[int, int] | None]] = {
         1: [(WAD, 120), (WAD * 9 // 10, 200), (WAD * 11 // 10, 250)],
         2: [(WAD * 12 // 10, 100), (0, 150), None],  # client 1's update is rejected (removed); client 2's fog is late
         3: [(WAD, 310), None, (WAD, 90)],

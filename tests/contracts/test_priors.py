@@ -25,7 +25,7 @@ def test_posted_priors_are_stored_emitted_and_added_to_the_loss_reputation_under
     measurements = [(WAD, 100, True), (WAD, 100, True)]
     chain.post_round(task, 1, measurements)
     # Assert: the event, the views, and r_a = min(cap, prior + weighted mean) as the model says
-    posted = receipt.events_of(chain.registry.event("PriorsPosted"))[0]
+    posted = receipt.events_of(bindings.PriorsPosted)[0]
     assert (posted.task_id, list(posted.priors)) == (task, priors)
     assert chain.view("RoundLedger", "priorsPosted", task) is True
     assert [chain.view("RoundLedger", "prior", task, i) for i in range(2)] == priors

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from fedchain.chain import bindings
 from fedchain.fl.reputation import WAD, ClientReputation, final_bonus, scale_pro_rata, score_round
@@ -11,7 +12,7 @@ from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChai
 PARAMS = TaskParams()
 
 
-def started(chain: FedChain, params: TaskParams = PARAMS, **kwargs) -> int:
+def started(chain: FedChain, params: TaskParams = PARAMS, **kwargs: Any) -> int:
     task = chain.staffed_task(params, **kwargs)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     return task
@@ -29,7 +30,7 @@ def commit_at(chain: FedChain, task: int, index: int, round_: int, seconds: int)
 def test_join_takes_the_deposit_and_the_data_commitment(chain: FedChain) -> None:
     task = chain.create_task()
     receipt = chain.send("RoundLedger", "join", task, b"\x11" * 32, by=CLIENTS[0], value=PARAMS.client_deposit)
-    joined = receipt.events_of(chain.registry.event("ClientJoined"))[0]
+    joined = receipt.events_of(bindings.ClientJoined)[0]
     assert (joined.client, joined.client_index, joined.deposit) == (chain.account(CLIENTS[0]), 0, PARAMS.client_deposit)
     assert chain.view("RoundLedger", "dataCommitment", task, 0) == b"\x11" * 32
     assert chain.view("RoundLedger", "clientIndex", task, chain.account(CLIENTS[0])) == 0
@@ -78,7 +79,7 @@ def test_a_posted_round_updates_reputations_and_credits_eq15_exactly_as_the_mode
             1, score.reputation.sum_quality, score.reputation.sum_time_ratio)
         assert (info.loss_reputation, info.time_reputation) == (score.reputation.loss_reputation, score.reputation.time_reputation)
         assert info.earned == score.payment
-    posted = receipt.events_of(chain.registry.event("RoundPosted"))[0]
+    posted = receipt.events_of(bindings.RoundPosted)[0]
     assert posted.paid == sum(s.payment for s in expected)
     assert [tuple(m) for m in posted.measurements] == measurements
     assert posted.model_hash == chain.w3.keccak(text="model-1")
@@ -124,7 +125,7 @@ def test_a_client_below_the_thresholds_is_removed_and_its_deposit_goes_to_the_pu
     commit_at(chain, task, 1, 1, 60)
     # Client 1's update was rejected: quality 0 -> r_a = 0 < r_a_min.
     receipt = chain.post_round(task, 1, [(WAD, 50, True), (WAD, 60, False)])
-    removed = receipt.events_of(chain.registry.event("ClientRemoved"))
+    removed = receipt.events_of(bindings.ClientRemoved)
     assert [(e.client_index, e.round, e.loss_reputation) for e in removed] == [(1, 1, 0)]
     assert chain.view("RoundLedger", "isActive", task, 1) is False
     assert chain.view("RoundLedger", "client", task, 1).earned == 0
@@ -142,7 +143,7 @@ def test_payments_scale_down_pro_rata_when_the_budget_runs_short(chain: FedChain
     commit_at(chain, task, 1, 1, 200)
     receipt = chain.post_round(task, 1, [(WAD, 200, True), (WAD, 200, True)])
     assert [chain.view("RoundLedger", "client", task, i).earned for i in (0, 1)] == scale_pro_rata([10**15, 10**15], 15 * 10**14)
-    assert receipt.events_of(chain.registry.event("RoundPosted"))[0].paid == 15 * 10**14
+    assert receipt.events_of(bindings.RoundPosted)[0].paid == 15 * 10**14
     assert chain.view("TaskRegistry", "state", task).budget_left == 0
 
 
@@ -151,7 +152,7 @@ def test_reaching_the_target_accuracy_finishes_the_task_early(chain: FedChain) -
     commit_at(chain, task, 0, 1, 50)
     commit_at(chain, task, 1, 1, 50)
     receipt = chain.post_round(task, 1, [(WAD, 50, True), (WAD, 50, True)], accuracy=95 * WAD // 100)
-    finished = receipt.events_of(chain.registry.event("TaskFinished"))[0]
+    finished = receipt.events_of(bindings.TaskFinished)[0]
     assert (finished.last_round, finished.target_reached) == (1, True)
     assert chain.view("TaskRegistry", "state", task).status == 3
 
@@ -175,12 +176,12 @@ def test_settlement_pays_eq16_bonuses_returns_deposits_and_refunds_the_rest(chai
     actual = state.finished_at - state.started_at
     assert actual == 100
     bonuses = [final_bonus(params.phi, params.expected_duration, actual, i.loss_reputation * i.time_reputation // WAD) for i in infos]
-    settled = receipt.events_of(chain.registry.event("ClientSettled"))
+    settled = receipt.events_of(bindings.ClientSettled)
     assert [(e.earned, e.bonus, e.deposit_returned) for e in settled] == [
         (i.earned, b, params.client_deposit) for i, b in zip(infos, bonuses, strict=True)]
     for client, info, bonus in zip(CLIENTS[:2], infos, bonuses, strict=True):
         assert chain.view("Treasury", "claimable", chain.account(client)) == info.earned + bonus + params.client_deposit
-    refund = receipt.events_of(chain.registry.event("TaskSettled"))[0].refund
+    refund = receipt.events_of(bindings.TaskSettled)[0].refund
     assert refund == 10**18 - sum(i.earned for i in infos) - sum(bonuses)
     assert chain.view("TaskRegistry", "state", task).status == 4
     assert chain.view("RoundLedger", "settled", task) is True

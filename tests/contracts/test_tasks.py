@@ -21,7 +21,7 @@ def test_create_task_escrows_the_budget_and_records_every_parameter(chain: FedCh
     # Execute
     receipt = chain.send("TaskRegistry", "createTask", params.as_tuple(), chain.account(AGGREGATOR), by=PUBLISHER, value=5 * 10**17)
     # Assert: the event, the stored parameters and state, and the money in the treasury's pool.
-    created = receipt.events_of(chain.registry.event("TaskCreated"))[0]
+    created = receipt.events_of(bindings.TaskCreated)[0]
     assert (created.task_id, created.publisher, created.aggregator, created.budget) == (
         1, chain.account(PUBLISHER), chain.account(AGGREGATOR), 5 * 10**17)
     assert tuple(created.params) == params.as_tuple()
@@ -54,7 +54,7 @@ def test_create_task_rejects_out_of_range_parameters(chain: FedChain) -> None:
 def test_cancel_refunds_the_whole_budget_to_the_publisher(chain: FedChain) -> None:
     task = chain.create_task(budget=10**18)
     receipt = chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
-    assert receipt.events_of(chain.registry.event("TaskCancelled"))[0].refund == 10**18
+    assert receipt.events_of(bindings.TaskCancelled)[0].refund == 10**18
     assert chain.view("Treasury", "claimable", chain.account(PUBLISHER)) == 10**18
     assert chain.view("TaskRegistry", "state", task).status == 5
     assert chain.view("Treasury", "held", task) == 0
@@ -78,7 +78,7 @@ def test_start_needs_a_client_and_the_publisher(chain: FedChain) -> None:
     with chain.reverts(bindings.TaskNotPublisher, task, chain.account(STRANGER)):
         chain.send("TaskRegistry", "startTask", task, by=STRANGER)
     receipt = chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    started = receipt.events_of(chain.registry.event("TaskStarted"))[0]
+    started = receipt.events_of(bindings.TaskStarted)[0]
     state = chain.view("TaskRegistry", "state", task)
     assert (state.status, state.current_round, started.clients) == (2, 1, 1)
     assert state.started_at == state.round_started_at == started.started_at

@@ -33,7 +33,7 @@ def test_withdraw_pays_the_whole_claimable_balance_once(chain: FedChain) -> None
     chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
     before = chain.balance(PUBLISHER)
     receipt = chain.send("Treasury", "withdraw", by=PUBLISHER)
-    assert receipt.events_of(chain.registry.event("Withdrawn"))[0].amount == 10**18
+    assert receipt.events_of(bindings.Withdrawn)[0].amount == 10**18
     assert chain.balance(PUBLISHER) == before + 10**18 - receipt.fee_wei
     assert chain.view("Treasury", "claimable", chain.account(PUBLISHER)) == 0
     with chain.reverts(bindings.TreasuryNothingToWithdraw, chain.account(PUBLISHER)):

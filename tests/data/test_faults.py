@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from fedchain.data import ImageDataset, flip_labels, free_ride, noise_scale, noisy_labels, privatise, scale_update
+from fedchain.data.privacy import Mechanism
 from fedchain.errors import ConfigError
 
 
@@ -69,7 +70,7 @@ def _grey(n: int) -> ImageDataset:
 
 
 @pytest.mark.parametrize("mechanism, epsilon", [("laplace", 20.0), ("gaussian", 100.0)])
-def test_privacy_noise_has_the_mechanisms_spread_and_stays_in_pixel_range(mechanism: str, epsilon: float) -> None:
+def test_privacy_noise_has_the_mechanisms_spread_and_stays_in_pixel_range(mechanism: Mechanism, epsilon: float) -> None:
     dataset = _grey(400)
     scale = noise_scale(epsilon, mechanism)  # 0.05 and 0.0484: clipping at 0 and 1 is 10 scales away
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 
 import pytest
 
@@ -28,12 +29,12 @@ def wad(x: float) -> int:
     return round(x * 10) * WAD // 10
 
 
-def as_float(reputations):
+def as_float(reputations: Mapping[str, float]) -> dict[str, float]:
     """Fixed-point reputations as floats, for the ``*_float`` rendering."""
     return {client: value / WAD for client, value in reputations.items()}
 
 
-def test_similarity_of_two_tasks_is_the_adjusted_cosine_over_common_clients_with_own_means():
+def test_similarity_of_two_tasks_is_the_adjusted_cosine_over_common_clients_with_own_means() -> None:
     # prepare: current A .6 B 1 C 1 E 1 (mean .9, deviations -.3 .1 .1 .1, squares .12);
     # other A .6 B 1 D .8 (mean .8, deviations -.2 .2 0, squares .08); common A, B: .06 + .02 = .08
     current = {A: wad(0.6), B: wad(1.0), C: wad(1.0), E: wad(1.0)}
@@ -45,7 +46,7 @@ def test_similarity_of_two_tasks_is_the_adjusted_cosine_over_common_clients_with
     assert task_similarity_float(as_float(current), as_float(other)) == pytest.approx(math.sqrt(2 / 3))
 
 
-def test_similarity_is_negative_when_common_clients_deviate_in_opposite_directions():
+def test_similarity_is_negative_when_common_clients_deviate_in_opposite_directions() -> None:
     # prepare: current deviations A -.3 B .1 C .1; other A 1.2 B .8 C 1 (deviations .2 -.2 0)
     current = {A: wad(0.6), B: wad(1.0), C: wad(1.0), E: wad(1.0)}
     other = {A: wad(1.2), B: wad(0.8), C: wad(1.0)}
@@ -55,7 +56,7 @@ def test_similarity_is_negative_when_common_clients_deviate_in_opposite_directio
     assert sim == -816_496_580_927_726_032
 
 
-def test_similarity_of_a_task_with_itself_is_exactly_one_and_with_equal_reputations_zero():
+def test_similarity_of_a_task_with_itself_is_exactly_one_and_with_equal_reputations_zero() -> None:
     # prepare
     reputations = {A: wad(0.3), B: wad(0.9), C: wad(1.7)}
     flat = {A: WAD, B: WAD, C: WAD}
@@ -65,7 +66,7 @@ def test_similarity_of_a_task_with_itself_is_exactly_one_and_with_equal_reputati
     assert task_similarity(reputations, {D: WAD, E: 2 * WAD}) == 0
 
 
-def test_similarity_is_symmetric_bounded_and_matches_the_float_rendering():
+def test_similarity_is_symmetric_bounded_and_matches_the_float_rendering() -> None:
     # prepare: random tasks over a pool of 8 clients, seed fixed
     rng = random.Random(7)
     pool = [f"0x{i:040x}" for i in range(8)]
@@ -81,13 +82,13 @@ def test_similarity_is_symmetric_bounded_and_matches_the_float_rendering():
         assert sim_hi / WAD == pytest.approx(sim_float, abs=1e-9)
 
 
-def test_time_gap_is_the_seconds_between_finish_and_start_at_least_one():
+def test_time_gap_is_the_seconds_between_finish_and_start_at_least_one() -> None:
     assert time_gap(2000, 1500) == 500
     assert time_gap(2000, 2000) == 1
     assert time_gap(2000, 2500) == 1
 
 
-def test_current_reputations_are_the_latest_known_final_reputations_else_the_initial_one():
+def test_current_reputations_are_the_latest_known_final_reputations_else_the_initial_one() -> None:
     # prepare: A and B were in both tasks, C only in the first; E is new
     earlier = [
         FinishedTask(task_id=2, finished_at=1500, reputations={A: wad(0.6), B: wad(1.0), D: wad(0.8)}),
@@ -99,7 +100,7 @@ def test_current_reputations_are_the_latest_known_final_reputations_else_the_ini
     assert current == {A: wad(0.6), B: wad(1.0), C: wad(1.0), E: WAD}
 
 
-def test_history_term_uses_only_tasks_with_positive_similarity_and_zero_for_clients_outside_them():
+def test_history_term_uses_only_tasks_with_positive_similarity_and_zero_for_clients_outside_them() -> None:
     # prepare: the similarity example above: task 1 is dissimilar (-sqrt(2/3)), task 2 similar (sqrt(2/3))
     earlier = [
         FinishedTask(task_id=1, finished_at=1000, reputations={A: wad(1.2), B: wad(0.8), C: wad(1.0)}),
@@ -112,7 +113,7 @@ def test_history_term_uses_only_tasks_with_positive_similarity_and_zero_for_clie
     assert result.priors == (wad(0.6), wad(1.0), 0, 0)
 
 
-def test_history_term_weights_similar_tasks_by_inverse_time_gap():
+def test_history_term_weights_similar_tasks_by_inverse_time_gap() -> None:
     # prepare: two clients, so both earlier tasks have similarity exactly 1;
     # gaps 1000 s and 100 s give weights 1 : 10
     earlier = [
@@ -134,7 +135,7 @@ def test_history_term_weights_similar_tasks_by_inverse_time_gap():
     assert floats == pytest.approx((9 / 11, 4.5 / 11))
 
 
-def test_history_term_is_capped_at_the_reputation_cap():
+def test_history_term_is_capped_at_the_reputation_cap() -> None:
     # prepare: A ended task 1 at 3.0, above the current task's cap of 2.0
     earlier = [FinishedTask(task_id=1, finished_at=1000, reputations={A: 3 * WAD, B: WAD})]
     # execute
@@ -143,7 +144,7 @@ def test_history_term_is_capped_at_the_reputation_cap():
     assert result.priors == (2 * WAD, WAD)
 
 
-def test_history_term_ignores_unfinished_tasks_and_the_current_task():
+def test_history_term_ignores_unfinished_tasks_and_the_current_task() -> None:
     # prepare
     earlier = [
         FinishedTask(task_id=1, finished_at=2500, reputations={A: wad(1.0), B: wad(0.5)}),  # finished after the start
@@ -156,14 +157,15 @@ def test_history_term_ignores_unfinished_tasks_and_the_current_task():
     assert result.priors == (0, 0)
 
 
-def test_history_term_ignores_tasks_sharing_a_single_client_even_when_similar():
+def test_history_term_ignores_tasks_sharing_a_single_client_even_when_similar() -> None:
     # prepare: the current task stands at A 1.0 (task 4), B 0.5 (task 5); each earlier task shares one
     # client with it and, on that client alone, would have similarity (.25 * .25) / (sqrt(.125) sqrt(.125)) = 0.5
+    shares_a = {A: wad(1.0), D: wad(0.5)}
     earlier = [
-        FinishedTask(task_id=4, finished_at=1000, reputations={A: wad(1.0), D: wad(0.5)}),
+        FinishedTask(task_id=4, finished_at=1000, reputations=shares_a),
         FinishedTask(task_id=5, finished_at=1000, reputations={B: wad(0.5), E: wad(1.0)}),
     ]
-    assert task_similarity({A: wad(1.0), B: wad(0.5)}, earlier[0].reputations) == WAD // 2
+    assert task_similarity({A: wad(1.0), B: wad(0.5)}, shares_a) == WAD // 2
     # execute
     result = history_priors([A, B], current_task_id=6, started_at=2000, earlier=earlier, reputation_cap=2 * WAD)
     # assert
@@ -171,7 +173,7 @@ def test_history_term_ignores_tasks_sharing_a_single_client_even_when_similar():
     assert result.priors == (0, 0)
 
 
-def test_history_term_matches_clients_case_insensitively_and_follows_their_order():
+def test_history_term_matches_clients_case_insensitively_and_follows_their_order() -> None:
     # prepare
     earlier = [FinishedTask(task_id=1, finished_at=1000, reputations={A_UPPER: wad(1.0), B: wad(0.5)})]
     # execute
@@ -182,7 +184,7 @@ def test_history_term_matches_clients_case_insensitively_and_follows_their_order
     assert backward.priors == (wad(0.5), wad(1.0))
 
 
-def test_history_term_lies_between_the_clients_own_reputations_in_similar_tasks():
+def test_history_term_lies_between_the_clients_own_reputations_in_similar_tasks() -> None:
     # prepare: random histories over 6 clients, seed fixed
     rng = random.Random(11)
     pool = [f"0x{i:040x}" for i in range(6)]
@@ -207,16 +209,16 @@ def test_history_term_lies_between_the_clients_own_reputations_in_similar_tasks(
             assert (min(own) <= prior <= max(own)) if own else prior == 0
 
 
-def test_loss_reputation_with_prior_adds_the_history_term_to_the_mean_term_under_the_cap():
+def test_loss_reputation_with_prior_adds_the_history_term_to_the_mean_term_under_the_cap() -> None:
     assert loss_reputation_with_prior(wad(0.6), wad(0.9), reputation_cap=2 * WAD) == wad(1.5)
     assert loss_reputation_with_prior(wad(1.6), wad(0.9), reputation_cap=2 * WAD) == 2 * WAD
 
 
-def test_duplicate_clients_are_refused_with_a_reason():
+def test_duplicate_clients_are_refused_with_a_reason() -> None:
     with pytest.raises(ValueError, match="distinct"):
         history_priors([A, A_UPPER], current_task_id=2, started_at=10, earlier=[], reputation_cap=WAD)
 
 
-def test_a_negative_reputation_is_refused_with_a_reason():
+def test_a_negative_reputation_is_refused_with_a_reason() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         FinishedTask(task_id=1, finished_at=0, reputations={A: -1})

@@ -82,7 +82,7 @@ def test_rescaled_contribution_with_nothing_positive_is_all_zero() -> None:
 
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.lists(st.floats(-5, 5), min_size=1, max_size=8), st.data())
-def test_rescaled_contribution_has_mean_one_when_anything_is_positive(values: list[float], data) -> None:
+def test_rescaled_contribution_has_mean_one_when_anything_is_positive(values: list[float], data: st.DataObject) -> None:
     accepted = torch.tensor(data.draw(st.lists(st.booleans(), min_size=len(values), max_size=len(values))))
     contribution = torch.tensor(values, dtype=F64)
 

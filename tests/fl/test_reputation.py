@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -33,7 +34,7 @@ from fedchain.fl.reputation import (
 
 
 def params(**changes: int) -> MechanismParams:
-    base = {
+    base: dict[str, Any] = {
         "rounds": 3,
         "expected_duration": 600,  # T = 200 s per round
         "psi": 10**15,

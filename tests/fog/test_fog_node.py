@@ -12,6 +12,7 @@ import logging
 import pytest
 import torch
 
+from fedchain.agent import record_fields
 from fedchain.chain import bindings as b
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import bid_commitment
@@ -190,7 +191,7 @@ def test_a_fog_that_won_two_jobs_trains_them_together_in_one_pass(
         fog.step()
 
     # assert: one training call for both jobs, and both committed round 1
-    trained = [record.fields for record in caplog.records if record.getMessage().startswith("trained")]
+    trained = [record_fields(record) for record in caplog.records if record.getMessage().startswith("trained")]
     assert [(fields["jobs"], fields["round"]) for fields in trained] == [(2, 1)]
     auction = world.publisher.contracts.fog_auction
     assert [auction.job(task_id, index).paid_up_to for index in (0, 1)] == [1, 1]

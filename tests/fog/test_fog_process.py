@@ -34,7 +34,7 @@ def wait_for(condition: Callable[[], bool], process: subprocess.Popen[str]) -> N
 
 def mine_at(world: World, timestamp: int) -> None:
     """Mine a block with ``timestamp``: the chain's clock jumps to it, however long the test took so far."""
-    world.publisher.w3.provider.make_request("evm_mine", [timestamp])  # type: ignore[arg-type]
+    world.publisher.w3.provider.make_request("evm_mine", [timestamp])
 
 
 def start_fog(world: World, task_id: int, state: Path) -> subprocess.Popen[str]:

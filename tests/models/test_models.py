@@ -6,6 +6,7 @@ import pickle
 
 import pytest
 import torch
+from torch import nn
 
 from fedchain.errors import ModelError
 from fedchain.models import MODELS, ModelSpec, build_model
@@ -35,7 +36,7 @@ def test_resnet18_is_the_cifar_variant_with_a_3x3_stem() -> None:
     model = build_model("resnet18", num_classes=10, in_channels=3)
 
     assert sum(p.numel() for p in model.parameters()) == 11_173_962
-    assert model.conv1.kernel_size == (3, 3) and model.conv1.stride == (1, 1)
+    assert isinstance(model.conv1, nn.Conv2d) and model.conv1.kernel_size == (3, 3) and model.conv1.stride == (1, 1)
 
 
 def test_unknown_model_names_the_known_ones() -> None:

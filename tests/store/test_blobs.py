@@ -20,7 +20,7 @@ SHA256_ABC = "0xba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
 
 
 @pytest.fixture(params=["folder", "file-url", "memory"])
-def store(request, tmp_path: Path) -> BlobStore:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> BlobStore:
     """The same store behaviour over a plain folder, a file:// URL and fsspec's memory://."""
     urls = {
         "folder": str(tmp_path / "store"),

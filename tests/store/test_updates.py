@@ -7,6 +7,7 @@ import json
 import pickle
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -30,6 +31,7 @@ from fedchain.store import keccak256, open_store
 from fedchain.updates import (
     LOCAL_LOSSES,
     MAX_LOCAL_LOSSES,
+    DecodedUpdate,
     UpdateMeta,
     decode_update,
     encode_update,
@@ -55,7 +57,7 @@ def tiny_params() -> dict[str, torch.Tensor]:
 SPEC = ParamSpec.of(tiny_params())
 
 
-def decode(data: bytes, **kwargs) -> object:
+def decode(data: bytes, **kwargs: Any) -> DecodedUpdate:
     """decode_update with the hash of ``data`` itself: isolates the check under test from the hash check."""
     return decode_update(data, keccak256(data), SPEC, LIMIT, **kwargs)
 
@@ -66,7 +68,7 @@ class Evil:
     def __init__(self, marker: Path) -> None:
         self.marker = marker
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., object], tuple[Path]]:
         return (Path.touch, (self.marker,))
 
 

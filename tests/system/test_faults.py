@@ -119,7 +119,8 @@ def faulty_task(anvil: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
         run.start_aggregator()
         run.start_clients(ROSTER.clients)
         run.await_handoffs(3, timeout_s=STAGE_TIMEOUT_S)
-        addresses = {p.name: run.account(p.name).address for p in (*ROSTER.clients, *ROSTER.fogs)}
+        names = [p.name for p in ROSTER.clients] + [p.name for p in ROSTER.fogs]
+        addresses = {name: run.account(name).address for name in names}
         ledger = run.session(PUBLISHER).contracts.round_ledger
         jobs = {plan.name: int(ledger.client_index(task_id, addresses[plan.name])) for plan in ROSTER.clients}
         run.start_task()

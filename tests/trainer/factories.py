@@ -9,7 +9,9 @@ from torch import nn
 def linear_two_by_two() -> nn.Module:
     """A bias-free 2->2 linear classifier over 1x1x2 'images', weights zero: hand-computable."""
     model = nn.Sequential(nn.Flatten(), nn.Linear(2, 2, bias=False))
-    nn.init.zeros_(model[1].weight)
+    linear = model[1]
+    assert isinstance(linear, nn.Linear)
+    nn.init.zeros_(linear.weight)
     return model
 
 

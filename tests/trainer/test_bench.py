@@ -19,7 +19,7 @@ from fedchain.trainer.trainer import initial_params
 TINY = ["--clients", "2", "--samples", "32", "--rounds", "1", "--engine", "sequential", "--threads", "1"]
 
 
-def test_bench_train_json_reports_both_loops_on_the_requested_workload(monkeypatch) -> None:
+def test_bench_train_json_reports_both_loops_on_the_requested_workload(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FEDCHAIN_DATA_ROOT", raising=False)
 
     result = CliRunner().invoke(
@@ -37,7 +37,7 @@ def test_bench_train_json_reports_both_loops_on_the_requested_workload(monkeypat
     assert report["speedup_vs_plain"] == report["fedchain"]["samples_per_second"] / report["plain"]["samples_per_second"]
 
 
-def test_bench_train_table_names_the_data_device_and_ratio(monkeypatch) -> None:
+def test_bench_train_table_names_the_data_device_and_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FEDCHAIN_DATA_ROOT", raising=False)
 
     result = CliRunner().invoke(
@@ -49,7 +49,7 @@ def test_bench_train_table_names_the_data_device_and_ratio(monkeypatch) -> None:
     assert "machine: cpu" in result.output and "speed-up:" in result.output
 
 
-def test_bench_train_with_flower_missing_says_how_to_install_it(monkeypatch) -> None:
+def test_bench_train_with_flower_missing_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "flwr", None)  # `import flwr` fails, whether or not it is installed
 
     result = CliRunner().invoke(train, ["--flower", "--device", "cpu", *TINY])

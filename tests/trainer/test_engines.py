@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
+from torch import nn
 
 from fedchain.errors import ConfigError, DataError, TrainingError
 from fedchain.models import ModelSpec
 from fedchain.trainer import TrainConfig, Trainer, WorkerPool, initial_params, train_clients
+from fedchain.trainer.config import Engine
 from tests.trainer.factories import linear_two_by_two, random_clients, tiny_batchnorm_net
 
 #: Different sizes, a last partial batch, momentum, weight decay and two epochs: every path of the loop.
@@ -17,12 +20,12 @@ CONFIG = TrainConfig(lr=0.05, momentum=0.9, weight_decay=1e-3, batch_size=16, lo
 LENET = ModelSpec("lenet5")
 
 
-def _engine_trainer(engine: str, model, pool: WorkerPool) -> Trainer:
+def _engine_trainer(engine: Engine, model: ModelSpec | Callable[[], nn.Module], pool: WorkerPool) -> Trainer:
     return Trainer(model, CONFIG, engine=engine, device="cpu", pool=pool if engine == "process" else None)
 
 
 @pytest.mark.parametrize("engine", ["sequential", "process", "vmap"])
-def test_one_sgd_step_matches_the_hand_computed_update(engine: str, pool: WorkerPool) -> None:
+def test_one_sgd_step_matches_the_hand_computed_update(engine: Engine, pool: WorkerPool) -> None:
     # Zero weights give logits (0, 0), softmax (1/2, 1/2), loss ln 2. For x = (1, 2)
     # and label 0 the gradient is (p - onehot) x^T = [[-1/2, -1], [1/2, 1]],
     # so one step of lr 0.5 gives W = [[0.25, 0.5], [-0.25, -0.5]].
@@ -38,7 +41,7 @@ def test_one_sgd_step_matches_the_hand_computed_update(engine: str, pool: Worker
 
 
 @pytest.mark.parametrize("engine", ["process", "vmap"])
-def test_fast_engines_match_the_sequential_loop(engine: str, pool: WorkerPool) -> None:
+def test_fast_engines_match_the_sequential_loop(engine: Engine, pool: WorkerPool) -> None:
     clients = random_clients([50, 37, 64, 9], (1, 28, 28), 10, seed=0)
     start = initial_params(LENET, seed=1)
     reference = _engine_trainer("sequential", LENET, pool).train(start, clients)
@@ -53,7 +56,7 @@ def test_fast_engines_match_the_sequential_loop(engine: str, pool: WorkerPool) -
 
 
 @pytest.mark.parametrize("engine", ["process", "vmap"])
-def test_fast_engines_match_with_one_starting_point_per_client(engine: str, pool: WorkerPool) -> None:
+def test_fast_engines_match_with_one_starting_point_per_client(engine: Engine, pool: WorkerPool) -> None:
     clients = random_clients([20, 30], (1, 28, 28), 10, seed=5)
     starts = torch.stack([initial_params(LENET, seed=2), initial_params(LENET, seed=3)])
     reference = _engine_trainer("sequential", LENET, pool).train(starts, clients)
