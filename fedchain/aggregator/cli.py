@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from fedchain.config import load_yaml
 from fedchain.publisher.session import session_from_options, session_options
+
+if TYPE_CHECKING:
+    from fedchain.aggregator.scoring import QualityChoice
 
 #: Where agents keep their state files unless told otherwise.
 DEFAULT_STATE_DIR = Path(".fedchain/agents")
@@ -44,7 +47,7 @@ def run(
     task_id: int,
     strategy: str | None,
     strategy_options: Path | None,
-    quality: str,
+    quality: QualityChoice,
     data_root: str | None,
     device: str,
     state_path: Path | None,
@@ -63,7 +66,7 @@ def run(
         state_path=state_path or DEFAULT_STATE_DIR / f"aggregator-task-{task_id}.json",
         strategy=strategy,
         strategy_options=load_yaml(strategy_options) if strategy_options else None,
-        quality=quality,  # type: ignore[arg-type]
+        quality=quality,
         data_root=data_root,
         device=device,
         poll_interval_s=poll_interval,

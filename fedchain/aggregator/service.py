@@ -70,6 +70,7 @@ from fedchain.chain.events import LogQuery, iter_events
 from fedchain.client.runtime import transact_when_due
 from fedchain.errors import AgentError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
+from fedchain.fl.quality import QualitySource
 from fedchain.fl.strategy import Strategy, get_strategy
 from fedchain.publisher.service import JobStatus, TaskStatus, settle_task
 from fedchain.publisher.session import ChainSession
@@ -125,7 +126,7 @@ class _TaskContext:
     spec: TaskSpec
     strategy: Strategy
     evaluator: Evaluator
-    quality: str
+    quality: QualitySource
     param_spec: ParamSpec
     clients: list[str] = field(default_factory=list)
 
@@ -292,7 +293,7 @@ class Aggregator:
             previous = self._strategy_state(context, round_number - 1)
             outcome = score_round(
                 context.strategy, global_params, clients, context.evaluator, previous,
-                quality=context.quality,  # type: ignore[arg-type]
+                quality=context.quality,
             )
             model_hash = self._publish(context, round_number, outcome)
             self._scored = (key, outcome, model_hash)

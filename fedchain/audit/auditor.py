@@ -7,6 +7,7 @@ demo, end-to-end tests): :func:`audit_on_chain`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from web3 import Web3
 
@@ -14,6 +15,9 @@ from fedchain.audit.chain import read_chain
 from fedchain.audit.report import AuditReport, audit_task
 from fedchain.chain.deployment import Deployment
 from fedchain.store import BlobStore
+
+if TYPE_CHECKING:
+    from fedchain.aggregator.scoring import QualityChoice
 
 #: Default largest |posted - reproduced| quality (and accuracy) of ``--verify-scores`` (1e-3 = 0.1 %).
 DEFAULT_SCORE_TOLERANCE = 1e-3
@@ -29,7 +33,7 @@ def audit_on_chain(
     score_tolerance: float = DEFAULT_SCORE_TOLERANCE,
     data_root: str | Path | None = None,
     strategy: str | None = None,
-    quality: str = "auto",
+    quality: QualityChoice = "auto",
     to_block: int | None = None,
 ) -> AuditReport:
     """Audit task ``task_id`` of ``deployment`` as of ``to_block`` (default: the latest block).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from eth_utils import to_checksum_address
 from web3 import Web3
@@ -69,31 +70,32 @@ def read_views(w3: Web3, deployment: Deployment, task_id: int, events: tuple[Cha
     auction = b.FogAuction(reader, deployment.address("FogAuction"))
     treasury = b.Treasury(reader, deployment.address("Treasury"))
 
-    def at(contract: Contract, signature: str, *args: object) -> object:
+    def at(contract: Contract, signature: str, *args: object) -> Any:
+        """The view ``signature(args)`` at ``block``, decoded by its ABI (the fields below name the types)."""
         return contract.call(signature, *args, block=block)
 
-    tasks = int(at(registry, "taskCount"))  # type: ignore[call-overload]
+    tasks = int(at(registry, "taskCount"))
     if not 1 <= task_id <= tasks:
         raise ConfigError(
             f"task {task_id} does not exist on this deployment at block {block} ({tasks} task(s) so far)",
             hint=f"pass --task with an id from 1 to {tasks}" if tasks else "create a task first (`fedchain task create`)",
         )
-    clients = int(at(ledger, "clientCount", task_id))  # type: ignore[call-overload]
+    clients = int(at(ledger, "clientCount", task_id))
     task = TaskViews(
-        params=at(registry, "params", task_id),  # type: ignore[arg-type]
-        state=at(registry, "state", task_id),  # type: ignore[arg-type]
-        clients=tuple(at(ledger, "client", task_id, i) for i in range(clients)),  # type: ignore[misc]
-        deposits_held=at(ledger, "depositsHeld", task_id),  # type: ignore[arg-type]
-        rewards_held=at(ledger, "rewardsHeld", task_id),  # type: ignore[arg-type]
-        settled=at(ledger, "settled", task_id),  # type: ignore[arg-type]
-        jobs=tuple(at(auction, "job", task_id, i) for i in range(clients)),  # type: ignore[misc]
-        auction_held=at(auction, "heldFor", task_id),  # type: ignore[arg-type]
-        treasury_held=at(treasury, "held", task_id),  # type: ignore[arg-type]
+        params=at(registry, "params", task_id),
+        state=at(registry, "state", task_id),
+        clients=tuple(at(ledger, "client", task_id, i) for i in range(clients)),
+        deposits_held=at(ledger, "depositsHeld", task_id),
+        rewards_held=at(ledger, "rewardsHeld", task_id),
+        settled=at(ledger, "settled", task_id),
+        jobs=tuple(at(auction, "job", task_id, i) for i in range(clients)),
+        auction_held=at(auction, "heldFor", task_id),
+        treasury_held=at(treasury, "held", task_id),
     )
     credited = sorted({e.to for e in events if isinstance(e, b.Credited)})
     treasury_views = TreasuryViews(
         balance=int(w3.eth.get_balance(treasury.address, block)),
-        totals=at(treasury, "totals"),  # type: ignore[arg-type]
-        claimable={account: at(treasury, "claimable", account) for account in credited},  # type: ignore[misc]
+        totals=at(treasury, "totals"),
+        claimable={account: at(treasury, "claimable", account) for account in credited},
     )
     return ChainViews(block_number=block, task=task, treasury=treasury_views)

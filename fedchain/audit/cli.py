@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from fedchain.chain.commands import deployment_option
 from fedchain.errors import AuditFailed
 from fedchain.store import DEFAULT_STORE_URL
+
+if TYPE_CHECKING:
+    from fedchain.aggregator.scoring import QualityChoice
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +57,7 @@ def audit(
     verify_scores: bool,
     score_tolerance: float | None,
     strategy: str | None,
-    quality: str,
+    quality: QualityChoice,
     data_root: Path | None,
     to_block: int | None,
 ) -> None:

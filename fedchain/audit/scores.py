@@ -32,7 +32,7 @@ from fedchain.store import BlobStore
 from fedchain.store.digest import to_hex
 
 if TYPE_CHECKING:
-    from fedchain.aggregator.scoring import ClientInput
+    from fedchain.aggregator.scoring import ClientInput, QualityChoice
     from fedchain.taskspec import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def verify_scores(
     data_root: str | Path | None = None,
     device: str = "cpu",
     strategy: str | None = None,
-    quality: str = "auto",
+    quality: QualityChoice = "auto",
 ) -> ScoreVerification:
     """Reproduce every posted round's scores.
 
@@ -72,7 +72,7 @@ def verify_scores(
 
 def _reproduce(
     history: TaskHistory, store: BlobStore, tally: Tally, limit: int, data_root: str | Path | None, device: str,
-    strategy_name: str | None, quality_choice: str,
+    strategy_name: str | None, quality_choice: QualityChoice,
 ) -> Iterable[RoundScore]:
     from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
     from fedchain.fl.strategy import get_strategy
@@ -85,7 +85,7 @@ def _reproduce(
     name = strategy_name or spec.strategy
     strategy = get_strategy(name, **(dict(spec.strategy_options) if name == spec.strategy else {}))
     check_supported(strategy, spec)
-    quality = quality_source(name, quality_choice)  # type: ignore[arg-type]
+    quality = quality_source(name, quality_choice)
     evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
     param_spec = spec.param_spec()
     sizes = {a.client_index: a.data_size for a in history.auctions}

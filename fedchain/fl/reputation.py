@@ -273,12 +273,12 @@ def choose_winner(params: MechanismParams, loss_rep: int, data_size: int, bids: 
     runner-up (over zero when the runner-up's utility is negative); a lone
     bid is paid its own price.
     """
-    utilities = [(i, auction_utility(params, loss_rep, data_size, b)) for i, b in enumerate(bids) if b is not None]
-    if not utilities:
+    scored = [(i, auction_utility(params, loss_rep, data_size, b), b) for i, b in enumerate(bids) if b is not None]
+    if not scored:
         return AuctionOutcome(None, 0)
-    ranked = sorted(utilities, key=lambda item: (-item[1], item[0]))
-    winner, best = ranked[0]
-    price = bids[winner].price  # type: ignore[union-attr]
+    ranked = sorted(scored, key=lambda item: (-item[1], item[0]))
+    winner, best, bid = ranked[0]
+    price = bid.price
     if params.second_price and len(ranked) > 1:
         floor = max(ranked[1][1], 0)
         price += max(best - floor, 0)

@@ -43,7 +43,7 @@ from fedchain.data.partition import iid
 from fedchain.errors import ConfigError, DataError
 from fedchain.fl.params import ParamSpec, unflatten
 from fedchain.models.registry import ModelSpec
-from fedchain.trainer.config import ENGINES, TrainConfig
+from fedchain.trainer.config import ENGINES, Engine, TrainConfig
 from fedchain.trainer.flower_baseline import FLOWER_VERSION, flower_round_seconds, require_flower
 from fedchain.trainer.pool import available_cores
 from fedchain.trainer.trainer import Trainer, initial_params
@@ -159,7 +159,7 @@ def run_train_bench(
     clients: int = 20,
     samples: int = 600,
     rounds: int = 5,
-    engine: str = "auto",
+    engine: Engine = "auto",
     batch_size: int = 32,
     device: str | None = None,
     data_root: str | None = None,
@@ -186,7 +186,7 @@ def run_train_bench(
     threads_before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        fast = Trainer(spec, config, engine=engine, device=torch_device, workers=workers)  # type: ignore[arg-type]
+        fast = Trainer(spec, config, engine=engine, device=torch_device, workers=workers)
         reference = Trainer(spec, config, engine="sequential", device=torch_device)
         with fast:
             fast.start()
@@ -277,7 +277,7 @@ def train(
     clients: int,
     samples: int,
     rounds: int,
-    engine: str,
+    engine: Engine,
     batch_size: int,
     device: str | None,
     workers: int | None,
