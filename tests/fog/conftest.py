@@ -7,6 +7,7 @@ its own key and state file, to be stepped by the test like their loops would.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,22 +31,22 @@ class Agents:
         self.world = world
         self.folder = folder
 
-    def fog(self, number: int, task_id: int, **options: object) -> FogNode:
+    def fog(self, number: int, task_id: int, **options: Any) -> FogNode:
         """Fog node ``number`` (account FOGS[number]) that watches only ``task_id``."""
-        defaults: dict[str, object] = {
+        defaults: dict[str, Any] = {
             "name": f"fog-{number}", "state_path": self.folder / f"fog-{number}.json", "tasks": (task_id,),
             "cost": CostModel(frequency=10**9 * (number + 1), alpha=1e-13, margin=0.25), "engine": "sequential",
             "threads": 1,
         }
-        return FogNode(self.world.session(FOGS[number]), FogConfig(**{**defaults, **options}))  # type: ignore[arg-type]
+        return FogNode(self.world.session(FOGS[number]), FogConfig(**{**defaults, **options}))
 
-    def client(self, number: int, task_id: int, **options: object) -> ClientAgent:
+    def client(self, number: int, task_id: int, **options: Any) -> ClientAgent:
         """Client ``number`` (account CLIENTS[number]) holding part ``number`` of an IID split of MNIST."""
-        defaults: dict[str, object] = {
+        defaults: dict[str, Any] = {
             "task_id": task_id, "name": f"client-{number}", "state_path": self.folder / f"client-{number}.json",
             "partition": PartitionConfig(n_clients=50, seed=1), "partition_index": number, "max_samples": SAMPLES,
         }
-        return ClientAgent(self.world.session(CLIENTS[number]), ClientConfig(**{**defaults, **options}))  # type: ignore[arg-type]
+        return ClientAgent(self.world.session(CLIENTS[number]), ClientConfig(**{**defaults, **options}))
 
 
 def award(world: World, clients: tuple[ClientAgent, ...], fogs: tuple[FogNode, ...], *, start: bool = True) -> None:

@@ -7,10 +7,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fedchain.errors import ParticipantDied
+from fedchain.signals import handlers_set
 from fedchain.system import ProcessSpec, Supervisor
 
 #: A process that says it is up, then waits; on SIGTERM it says so and exits 0 (as the agents do).
@@ -124,26 +126,22 @@ def test_a_stop_signal_that_lands_while_a_child_starts_arrives_after_the_child_i
     spec = python(tmp_path, "client-0", POLITE)
     real_popen = subprocess.Popen
 
-    def popen_then_sigterm(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def popen_then_sigterm(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
         process = real_popen(*args, **kwargs)
         signal.raise_signal(signal.SIGTERM)
         return process
 
-    def interrupt(signum, frame):  # type: ignore[no-untyped-def]
+    def interrupt(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(subprocess, "Popen", popen_then_sigterm)
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        with Supervisor() as supervisor:
-            # execute
-            with pytest.raises(KeyboardInterrupt):
-                supervisor.start(spec)
+    with handlers_set({signal.SIGTERM: interrupt}), Supervisor() as supervisor:
+        # execute
+        with pytest.raises(KeyboardInterrupt):
+            supervisor.start(spec)
 
-            # assert: the interrupt came out of start with the child registered, so stopping reaches it
-            child = supervisor.child("client-0")
-            wait_for_line(spec, "up")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        # assert: the interrupt came out of start with the child registered, so stopping reaches it
+        child = supervisor.child("client-0")
+        wait_for_line(spec, "up")
     assert child.returncode == 0
     assert "stopping on SIGTERM" in spec.log_path.read_text()
