@@ -26,7 +26,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from eth_abi import decode as abi_decode
 from eth_abi.exceptions import DecodingError
@@ -336,6 +336,10 @@ def event_class(entry: Mapping[str, Any], *, doc: str = "", structs: Mapping[str
     )
     cls.__doc__ = doc or f"The contract's event ``{signature(entry)}``."
     return cls
+
+
+#: An event class, for functions that return the events of the type they are given.
+E = TypeVar("E", bound=ChainEvent)
 
 
 # --------------------------------------------------------------------------- registry

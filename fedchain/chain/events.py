@@ -10,20 +10,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from eth_utils import to_checksum_address
 from web3 import Web3
 
-from fedchain.chain.abi import AbiRegistry, ChainEvent
+from fedchain.chain.abi import AbiRegistry, ChainEvent, E
 from fedchain.errors import ChainError
 
 if TYPE_CHECKING:
     from fedchain.chain.deployment import Deployment
 
 log = logging.getLogger(__name__)
-
-E = TypeVar("E", bound=ChainEvent)
 
 
 @dataclass(frozen=True)

@@ -23,20 +23,17 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from web3 import Web3
 from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
 
-from fedchain.chain.abi import AbiRegistry, ChainEvent, RevertReason
+from fedchain.chain.abi import AbiRegistry, ChainEvent, E, RevertReason
 from fedchain.errors import ChainError, ContractRevert, InsufficientFunds
 
 log = logging.getLogger(__name__)
-
-#: An event type, for :meth:`Receipt.events_of`.
-E = TypeVar("E", bound=ChainEvent)
 
 #: Tip per gas when the node cannot suggest one (1 gwei).
 DEFAULT_PRIORITY_FEE_WEI = 10**9

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from fedchain.chain import bindings as b
-from fedchain.chain.abi import ChainEvent
+from fedchain.chain.abi import ChainEvent, E
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.publisher.service import JobStatus, TaskStatus
 from fedchain.publisher.session import ChainSession
-
-E = TypeVar("E", bound=ChainEvent)
 
 #: 1.0 in the chain's 1e18 fixed point.
 WAD = 10**18

@@ -14,6 +14,7 @@ import torch
 from fedchain.aggregator import Aggregator, AggregatorSettings
 from fedchain.audit import CheckName, read_chain
 from fedchain.audit.scores import verify_scores
+from fedchain.chain.abi import E
 from fedchain.chain.bindings import (
     ClientRemoved,
     FogSlashed,
@@ -23,7 +24,7 @@ from fedchain.chain.bindings import (
     TaskFinished,
     TaskSettled,
 )
-from fedchain.chain.events import E, LogQuery, fetch_events
+from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.data.datasets import load_dataset
 from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
