@@ -31,8 +31,8 @@ DEPLOYER, PUBLISHER, AGGREGATOR = 0, 1, 2
 CLIENTS = tuple(range(3, 9))
 FOGS = tuple(range(9, 15))
 
-#: Small, fast task terms: rounds of 2, short auctions.
-TERMS = TaskTerms(rounds=2, expected_duration=200, round_duration=60, bidding_duration=10, reveal_duration=10,
+#: Small, fast task terms: rounds of 2; auction windows the tests cross by moving the clock, wide enough for a loaded machine.
+TERMS = TaskTerms(rounds=2, expected_duration=200, round_duration=60, bidding_duration=120, reveal_duration=120,
                   max_round_time=100, time_tolerance=5)
 #: A LeNet-5 on MNIST, validated on 200 test images.
 SPEC = TaskSpec(dataset="mnist", model="lenet5", lr=0.05, batch_size=32, validation=ValidationSpec(size=200))
