@@ -24,12 +24,12 @@ from fedchain.chain.bindings import (
     TaskFinished,
     TaskSettled,
 )
-from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.data.datasets import load_dataset
 from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
 from fedchain.fl.quality import to_wad
 from fedchain.publisher.service import ClientStatus, JobStatus, TaskStatus
+from fedchain.system.progress import EventLog
 from fedchain.taskspec import load_spec, load_validation
 from fedchain.trainer.evaluation import local_losses, predict
 from tests.aggregator.conftest import FOGS, SPEC, TERMS, World
@@ -38,11 +38,9 @@ PRICE = 10**14
 
 
 def task_events(world: World, task_id: int, kind: type[E]) -> list[E]:
-    contracts = world.publisher.contracts
-    query = LogQuery(addresses=(contracts.round_ledger.address, contracts.fog_auction.address, contracts.task_registry.address),
-                     from_block=world.publisher.deployment.block_number)
-    return [e for e in fetch_events(world.publisher.w3, world.publisher.transactor.registry, query)
-            if isinstance(e, kind) and getattr(e, "task_id", None) == task_id]
+    log = EventLog(world.publisher)
+    log.refresh()
+    return log.of(kind, task_id)
 
 
 def aggregator_for(world: World, task_id: int, state_path: Path) -> Aggregator:
