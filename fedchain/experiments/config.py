@@ -154,6 +154,11 @@ class ExperimentConfig:
     test_samples: int | None = None
     #: Train every client alone too (standalone accuracy); needed for the fairness figures.
     standalone: bool = False
+    #: Train every client alone this many times, with different training seeds and
+    #: initial models: the standalone accuracy is then the mean of the runs, and the
+    #: runs' agreement (Pearson between them) says how far the reference itself is
+    #: reproducible, which bounds every fairness Pearson measured against it.
+    standalone_repeats: int = 1
     #: Also test every client's rewarded model every this many rounds (reward-in-kind
     #: strategies), for the fairness figures per round; 0: after the last round only.
     #: Costs one pass over the test set per client each time.
@@ -173,7 +178,7 @@ class ExperimentConfig:
     plots: bool = True
 
     def __post_init__(self) -> None:
-        positive = ("clients", "rounds", "local_epochs", "batch_size", "classes_per_client")
+        positive = ("clients", "rounds", "local_epochs", "batch_size", "classes_per_client", "standalone_repeats")
         for name in positive:
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")

@@ -90,6 +90,10 @@ class FairnessRun:
     best_round_pearson: float = math.nan
     #: Mean client gain over standalone at that best round (NaN when not tested per round).
     best_round_gain_mean: float = math.nan
+    #: Mean Pearson between repeats of the standalone models (NaN with one repeat).
+    reference_agreement: float = math.nan
+    #: The Pearson that the reference's own noise allows (NaN with one repeat).
+    fairness_ceiling: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,10 @@ class FairnessRow:
     best_round_pearson_mean: float = math.nan
     #: Mean over seeds of the mean client gain at each seed's best round.
     best_round_gain_mean: float = math.nan
+    #: Mean over seeds of the standalone repeats' agreement (NaN with one repeat).
+    reference_agreement_mean: float = math.nan
+    #: Mean over seeds of the fairness ceiling (NaN with one repeat).
+    fairness_ceiling_mean: float = math.nan
 
 
 def _save(result: ExperimentResult, output_dir: Path | None, name: str) -> None:
@@ -196,17 +204,19 @@ def fairness_runs(
             for seed in seeds:
                 config = base.with_changes(partition=partition, seed=seed, standalone=True)
                 federation = build_federation(config)
-                standalone: Sequence[float] | None = None
+                first_run: ExperimentResult | None = None  # its standalone models serve every strategy
                 for strategy in labels:
                     if strategy == ORACLE:
-                        assert standalone is not None and oracle_floor is not None
-                        quotas = list(oracle_quota_fractions(standalone, oracle_floor))
+                        assert first_run is not None and first_run.standalone_accuracy is not None
+                        assert oracle_floor is not None
+                        quotas = list(oracle_quota_fractions(first_run.standalone_accuracy, oracle_floor))
                         options = {**config.strategy_options, "quota_fractions": quotas}
                         run_config = config.with_changes(strategy="fedave", strategy_options=options)
                     else:
                         run_config = config.with_changes(strategy=strategy)
-                    result = run_experiment(run_config, federation=federation, standalone=standalone, pool=pool)
-                    standalone = result.standalone_accuracy
+                    known = None if first_run is None else first_run.standalone_runs
+                    result = run_experiment(run_config, federation=federation, standalone_runs=known, pool=pool)
+                    first_run = first_run or result
                     _save(result, output_dir, f"{partition}-seed{seed}-{strategy}")
                     scores = result.fairness()
                     if scores is None:
@@ -231,6 +241,8 @@ def fairness_runs(
                             gain_worst=gain[1],
                             best_round_pearson=math.nan if best is None else best.pearson,
                             best_round_gain_mean=math.nan if best is None else best.gain_mean,
+                            reference_agreement=_or_nan(result.standalone_agreement()),
+                            fairness_ceiling=_or_nan(result.fairness_ceiling()),
                         )
                     )
                     if on_run is not None:
@@ -260,9 +272,15 @@ def summarise_fairness(runs: Sequence[FairnessRun]) -> list[FairnessRow]:
                 gain_worst=min(m.gain_worst for m in members),
                 best_round_pearson_mean=statistics.fmean(m.best_round_pearson for m in members),
                 best_round_gain_mean=statistics.fmean(m.best_round_gain_mean for m in members),
+                reference_agreement_mean=statistics.fmean(m.reference_agreement for m in members),
+                fairness_ceiling_mean=statistics.fmean(m.fairness_ceiling for m in members),
             )
         )
     return rows
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _split(value: str) -> list[str]:
@@ -402,6 +420,11 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
     help="Also run fedave with quotas from the measured standalone accuracies (row fedave-oracle): "
     "the least accurate client gets this fraction of every layer's update, the most accurate all of it.",
 )
+@click.option(
+    "--standalone-repeats", type=click.IntRange(min=1),
+    help="Train every client alone this many times (other seeds): the reference is their mean, and the table "
+    "shows how well the repeats agree and the Pearson that this noise allows [default: 1].",
+)
 def fairness_command(
     config_path: Path | None, output_dir: Path | None, as_json: bool, seeds: int, strategies: str, partitions: str,
     oracle_floor: float | None, **flags: Any,
@@ -427,6 +450,10 @@ def fairness_command(
     With --oracle-floor F, a fedave-oracle row shows what the rewards in kind
     reach with the perfect ranking: fedave's rewards, with client i's quota
     F^(1 - z_i), z_i its standalone accuracy rescaled to [0, 1].
+    With --standalone-repeats N (N > 1), "reference agreement" is the mean
+    Pearson between the N standalone runs, and "ceiling" the Pearson that
+    rewards following the clients' true standalone accuracies would reach
+    against the noisy reference (their mean).
     """
     base = load_experiment(config_path, flags, defaults=FAIRNESS_DEFAULTS)
     apply_threads(base)
@@ -447,8 +474,10 @@ def fairness_command(
         return
     table = Table(title=f"fairness: Pearson(standalone, reward), MNIST, {base.clients} clients, {base.rounds} rounds")
     per_round = base.fairness_every > 0
+    repeated = base.standalone_repeats > 1
     columns = (
         "partition", "strategy", "Pearson mean", "Pearson std", *(("best round (its mean gain)",) if per_round else ()),
+        *(("reference agreement", "ceiling") if repeated else ()),
         "contribution Pearson", "Jain mean", "mean gain", "worst gain", "global accuracy", "seeds",
     )
     for column in columns:
@@ -457,6 +486,7 @@ def fairness_command(
         table.add_row(
             row.partition, row.strategy, f"{row.pearson_mean:.3f}", f"{row.pearson_std:.3f}",
             *((f"{row.best_round_pearson_mean:.3f} ({100 * row.best_round_gain_mean:+.1f} pt)",) if per_round else ()),
+            *((f"{row.reference_agreement_mean:.3f}", f"{row.fairness_ceiling_mean:.3f}") if repeated else ()),
             f"{row.contribution_pearson_mean:.3f}", f"{row.jain_mean:.3f}",
             f"{100 * row.gain_mean:+.1f} pt", f"{100 * row.gain_worst:+.1f} pt",
             f"{100 * row.accuracy_mean:.2f}%", str(row.seeds),

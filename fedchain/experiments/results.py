@@ -76,7 +76,8 @@ class ExperimentResult:
     config: ExperimentConfig
     clients: tuple[ClientInfo, ...]
     rounds: tuple[RoundRecord, ...]
-    #: Test accuracy of each client's model trained alone on its own data (``None`` if not computed).
+    #: Test accuracy of each client's model trained alone on its own data (``None`` if not computed);
+    #: the mean of :attr:`standalone_runs` when the standalone models were trained more than once.
     standalone_accuracy: tuple[float, ...] | None
     #: Test accuracy of each client's rewarded model (reward-in-kind strategies; ``None`` otherwise).
     reward_accuracy: tuple[float, ...] | None
@@ -84,6 +85,8 @@ class ExperimentResult:
     rounds_to_target: int | None
     #: Wall-clock seconds of the whole run.
     seconds: float
+    #: Each repeat's standalone accuracies (``ExperimentConfig.standalone_repeats``); ``None`` if not computed.
+    standalone_runs: tuple[tuple[float, ...], ...] | None = None
 
     @property
     def final_accuracy(self) -> float:
@@ -160,6 +163,29 @@ class ExperimentResult:
             return None
         return pearson(self.standalone_accuracy, self.mean_contribution())
 
+    def standalone_agreement(self) -> float | None:
+        """Mean Pearson between every two repeats of the standalone models, when there are two or more.
+
+        How reproducible the fairness reference is. With agreement r between
+        repeats, even rewards that follow the clients' true standalone accuracies
+        exactly correlate with one repeat at about sqrt(r) and with the mean of
+        n repeats at about sqrt(n r / (1 + (n - 1) r)) (Spearman-Brown): the
+        ceiling of the fairness Pearson that the reference's own noise sets.
+        """
+        runs = self.standalone_runs
+        if runs is None or len(runs) < 2 or len(self.clients) < 2:
+            return None
+        pairs = [pearson(a, b) for k, a in enumerate(runs) for b in runs[k + 1 :]]
+        return sum(pairs) / len(pairs)
+
+    def fairness_ceiling(self) -> float | None:
+        """The Pearson that rewards following the true standalone accuracies would reach (see :meth:`standalone_agreement`)."""
+        agreement = self.standalone_agreement()
+        if agreement is None or self.standalone_runs is None:
+            return None
+        r, n = max(agreement, 0.0), len(self.standalone_runs)
+        return math.sqrt(n * r / (1 + (n - 1) * r))
+
     def mean_contribution(self) -> tuple[float, ...]:
         """Each client's contribution averaged over the rounds."""
         return _column_mean([r.contribution for r in self.rounds], len(self.clients))
@@ -195,6 +221,9 @@ class ExperimentResult:
                 for r in self.rounds
             ],
             "standalone_accuracy": _list_or_none(self.standalone_accuracy),
+            "standalone_runs": None if self.standalone_runs is None else [list(run) for run in self.standalone_runs],
+            "standalone_agreement": self.standalone_agreement(),
+            "fairness_ceiling": self.fairness_ceiling(),
             "reward_accuracy": _list_or_none(self.reward_accuracy),
             "rounds_to_target": self.rounds_to_target,
             "fairness": None

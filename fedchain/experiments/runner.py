@@ -59,6 +59,9 @@ REWARD_IN_KIND = frozenset({"fedfaim", "fedave"})
 _ROUND_SEED_STRIDE = 1_000_003
 #: Offset of the generator that draws free riders' random updates.
 _SEED_FREE_RIDERS = 5
+#: Repeat k of the standalone models trains with seed ``seed + k * _STANDALONE_SEED_STRIDE``
+#: (repeat 0 with the run's own seed, from the run's initial model).
+_STANDALONE_SEED_STRIDE = 1000
 
 
 def model_spec(config: ExperimentConfig, federation: Federation) -> ModelSpec:
@@ -198,11 +201,34 @@ def score_round(
     return result, round_quality(result, source=quality_source(strategy), client_losses=losses).values
 
 
+def measure_standalone(trainer: Trainer, config: ExperimentConfig, federation: Federation) -> tuple[tuple[float, ...], ...]:
+    """Each client's standalone accuracy, once per ``config.standalone_repeats`` (training seed and initial model differ).
+
+    Every repeat trains each client alone for the run's total epochs
+    (:func:`~fedchain.trainer.standalone_accuracies`); repeat 0 starts from the
+    run's own initial model, so one repeat gives what the run always gave.
+    """
+    runs = []
+    for repeat in range(config.standalone_repeats):
+        seed = config.seed + repeat * _STANDALONE_SEED_STRIDE
+        initial = trainer.initial_params(seed).to(trainer.device)
+        epochs = config.rounds * config.local_epochs
+        accuracies = standalone_accuracies(trainer, initial, federation.clients, federation.test, epochs=epochs, seed=seed)
+        runs.append(tuple(float(a) for a in accuracies.tolist()))
+        log.info("standalone models, repeat %d of %d: done", repeat + 1, config.standalone_repeats)
+    return tuple(runs)
+
+
+def mean_of_runs(runs: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    """Each client's mean over the repeats ``runs[k][i]``."""
+    return tuple(sum(column) / len(column) for column in zip(*runs, strict=True))
+
+
 def run_experiment(
     config: ExperimentConfig,
     *,
     federation: Federation | None = None,
-    standalone: Sequence[float] | None = None,
+    standalone_runs: Sequence[Sequence[float]] | None = None,
     on_start: Callable[[], None] | None = None,
     on_round: RoundCallback | None = None,
     pool: WorkerPool | None = None,
@@ -212,7 +238,8 @@ def run_experiment(
     Args:
         config: the experiment.
         federation: the data, when the caller built it already (several strategies on the same split).
-        standalone: precomputed standalone accuracies (they depend on the data, not on the strategy).
+        standalone_runs: precomputed standalone accuracies, one sequence per repeat (they depend
+            on the data, not on the strategy).
         on_start: called once everything is set up (names checked, data read and split, the
             trainer ready), before the standalone models and the first round.
         on_round: called after every round with its record.
@@ -253,12 +280,8 @@ def run_experiment(
         )
         if on_start is not None:
             on_start()
-        if standalone is None and config.standalone:
-            standalone = tuple(
-                standalone_accuracies(
-                    trainer, global_params, clients, federation.test, epochs=config.rounds * config.local_epochs
-                ).tolist()
-            )
+        if standalone_runs is None and config.standalone:
+            standalone_runs = measure_standalone(trainer, config, federation)
         last_result: RoundResult | None = None
         for round_number in range(1, config.rounds + 1):
             round_began = time.perf_counter()
@@ -313,7 +336,8 @@ def run_experiment(
         config=config,
         clients=infos,
         rounds=tuple(records),
-        standalone_accuracy=None if standalone is None else tuple(float(a) for a in standalone),
+        standalone_accuracy=None if standalone_runs is None else mean_of_runs(standalone_runs),
+        standalone_runs=None if standalone_runs is None else tuple(tuple(float(a) for a in run) for run in standalone_runs),
         reward_accuracy=reward_accuracy,
         rounds_to_target=rounds_to_target,
         seconds=time.perf_counter() - began,
@@ -328,6 +352,8 @@ __all__ = [
     "build_strategy",
     "fit_strategy",
     "keeps_own_models",
+    "mean_of_runs",
+    "measure_standalone",
     "model_spec",
     "quality_source",
     "run_experiment",

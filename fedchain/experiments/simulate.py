@@ -97,6 +97,9 @@ def summary_table(result: ExperimentResult) -> Table:
     ranking = result.contribution_pearson()
     if ranking is not None:
         table.add_row("Pearson(standalone, mean contribution)", f"{ranking:.3f}")
+    agreement, ceiling = result.standalone_agreement(), result.fairness_ceiling()
+    if agreement is not None and ceiling is not None:
+        table.add_row("standalone repeats' agreement (Pearson's ceiling)", f"{agreement:.3f} ({ceiling:.3f})")
     best = result.best_round_fairness()
     if best is not None:
         table.add_row("best round's Pearson (FedAVE authors' figure)", f"{best.pearson:.3f} (round {best.round})")
@@ -163,6 +166,10 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--test-samples", type=int, help="Use only this many test samples.")
 @click.option("--validation-samples", type=int, help="Training samples held out as the aggregator's validation set.")
 @click.option("--standalone/--no-standalone", default=None, help="Also train every client alone (fairness figures).")
+@click.option(
+    "--standalone-repeats", type=click.IntRange(min=1),
+    help="Train every client alone this many times with other seeds; the reference is their mean.",
+)
 @click.option("--fairness-every", type=int, help="Test every client's rewarded model every N rounds too (fairness per round; 0: last round only).")
 @click.option("--seed", type=int, help="Seed of the run.")
 @click.option("--engine", type=click.Choice(ENGINES), help="Training engine.")

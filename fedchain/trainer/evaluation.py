@@ -123,6 +123,7 @@ def standalone_accuracies(
     *,
     epochs: int,
     best: bool = True,
+    seed: int | None = None,
 ) -> torch.Tensor:
     """Each client's accuracy on ``test`` after training alone from ``initial`` for ``epochs`` epochs, ``[n]``.
 
@@ -131,13 +132,15 @@ def standalone_accuracies(
     one epoch at a time. With ``best`` (the default) a client's figure is its
     best test accuracy over the epochs, so a run that collapses late (a large
     learning rate on a small dataset) still counts what the client's data
-    could reach; otherwise it is the accuracy after the last epoch.
+    could reach; otherwise it is the accuracy after the last epoch. ``seed``
+    (default: the trainer's) seeds the batches.
     """
+    seed = trainer.config.seed if seed is None else seed
     params = initial
     top = torch.zeros(len(clients), dtype=torch.float64)
     accuracies = top
     for epoch in range(epochs):
-        config = replace(trainer.config, local_epochs=1, seed=trainer.config.seed * _EPOCH_SEED_STRIDE + epoch)
+        config = replace(trainer.config, local_epochs=1, seed=seed * _EPOCH_SEED_STRIDE + epoch)
         params = trainer.train(params, clients, config=config).params
         accuracies = evaluate(trainer.model, params, test)[1].to(torch.float64).cpu()
         top = torch.maximum(top, accuracies)

@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -22,6 +23,10 @@ from fedchain.experiments.reproduce import (
     oracle_quota_fractions,
     summarise_fairness,
 )
+
+#: 3 clients, 1 round on a small real MNIST subset: seconds per fairness run.
+SMALL = {"clients": 3, "rounds": 1, "train_samples": 500, "validation_samples": 100, "test_samples": 200,
+         "engine": "sequential", "device": "cpu", "threads": 1, "plots": False}
 
 
 def test_reproduce_offers_both_tables() -> None:
@@ -82,13 +87,8 @@ def test_oracle_quotas_grow_geometrically_from_the_floor_with_standalone_accurac
 
 
 def test_the_oracle_run_is_fedave_with_quotas_from_the_measured_standalone_accuracies(tmp_path: Path) -> None:
-    # prepare: 3 clients, 1 round on a small real MNIST subset
-    base = load_experiment(
-        None,
-        {"clients": 3, "rounds": 1, "train_samples": 500, "validation_samples": 100, "test_samples": 200,
-         "engine": "sequential", "device": "cpu", "threads": 1, "plots": False},
-        defaults=FAIRNESS_DEFAULTS,
-    )
+    # prepare
+    base = load_experiment(None, SMALL, defaults=FAIRNESS_DEFAULTS)
 
     # execute
     runs = fairness_runs(base, ["fedave"], ["pow"], [0], oracle_floor=0.05, output_dir=tmp_path)
@@ -102,6 +102,43 @@ def test_the_oracle_run_is_fedave_with_quotas_from_the_measured_standalone_accur
     expected = oracle_quota_fractions(fedave["standalone_accuracy"], 0.05)
     assert oracle["config"]["strategy_options"]["quota_fractions"] == pytest.approx(list(expected))
     assert min(expected) == pytest.approx(0.05) and max(expected) == 1.0
+
+
+def test_repeated_standalone_models_give_their_mean_as_reference_and_their_agreement(tmp_path: Path) -> None:
+    # prepare: the same small federation, with one standalone repeat and with three
+    once = load_experiment(None, SMALL, defaults=FAIRNESS_DEFAULTS)
+    thrice = once.with_changes(standalone_repeats=3)
+
+    # execute
+    single = fairness_runs(once, ["fedave"], ["pow"], [0], output_dir=tmp_path / "once")
+    repeated = fairness_runs(thrice, ["fedave"], ["pow"], [0], oracle_floor=0.05, output_dir=tmp_path / "thrice")
+
+    # assert: repeat 0 is the single run's reference; the reference is the repeats' mean, shared by every row
+    one = json.loads((tmp_path / "once" / "pow-seed0-fedave" / "metrics.json").read_text())
+    three = json.loads((tmp_path / "thrice" / "pow-seed0-fedave" / "metrics.json").read_text())
+    oracle = json.loads((tmp_path / "thrice" / f"pow-seed0-{ORACLE}" / "metrics.json").read_text())
+    assert one["standalone_runs"] == [one["standalone_accuracy"]]
+    assert math.isnan(single[0].reference_agreement) and one["standalone_agreement"] is None
+    runs = three["standalone_runs"]
+    assert len(runs) == 3 and runs[0] == one["standalone_accuracy"] and runs[1] != runs[0]
+    assert three["standalone_accuracy"] == pytest.approx(np.mean(runs, axis=0).tolist())
+    assert oracle["standalone_runs"] == runs
+    pairs = [np.corrcoef(runs[a], runs[b])[0, 1] for a, b in ((0, 1), (0, 2), (1, 2))]
+    assert [r.reference_agreement for r in repeated] == pytest.approx([np.mean(pairs)] * 2)
+    assert three["fairness_ceiling"] == pytest.approx(repeated[0].fairness_ceiling)
+
+
+def test_the_fairness_table_shows_the_references_agreement_when_repeated() -> None:
+    args = ["reproduce", "fairness", "--strategies", "fedave", "--partitions", "pow", "--seeds", "1",
+            "--clients", "3", "--rounds", "1", "--train-samples", "500", "--validation-samples", "100",
+            "--test-samples", "200", "--engine", "sequential", "--threads", "1"]
+
+    repeated = CliRunner().invoke(cli, [*args, "--standalone-repeats", "2"])
+    refused = CliRunner().invoke(cli, [*args, "--standalone-repeats", "0"])
+
+    assert repeated.exit_code == 0, repeated.output
+    assert "agreement" in repeated.output and "ceiling" in repeated.output  # the table wraps its headers
+    assert refused.exit_code == 2 and "--standalone-repeats" in refused.output
 
 
 def test_the_oracle_run_needs_a_strategy_run_for_its_standalone_accuracies() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -68,3 +70,27 @@ def test_gain_over_standalone_is_the_mean_and_the_smallest_difference() -> None:
     assert worst == pytest.approx(-0.05)
     with pytest.raises(ValueError):
         gain_over_standalone((0.6, 0.65), STANDALONE)  # one accuracy per client, or a clear failure
+
+
+def test_standalone_agreement_is_the_mean_pearson_between_repeats_and_sets_the_ceiling() -> None:
+    # prepare: three repeats of three clients' standalone accuracies
+    runs = ((0.5, 0.7, 0.9), (0.55, 0.7, 0.85), (0.5, 0.75, 0.9))
+    result = dataclasses.replace(_result([(0.6, 0.8, 1.0)]), standalone_runs=runs)
+
+    # execute
+    agreement, ceiling = result.standalone_agreement(), result.fairness_ceiling()
+
+    # assert: hand-computed from the pairwise Pearsons and Spearman-Brown for n = 3
+    pairs = [np.corrcoef(runs[a], runs[b])[0, 1] for a, b in ((0, 1), (0, 2), (1, 2))]
+    r = float(np.mean(pairs))
+    assert agreement == pytest.approx(r)
+    assert ceiling == pytest.approx(np.sqrt(3 * r / (1 + 2 * r)))
+    assert ceiling is not None and r < ceiling < 1
+
+
+def test_one_standalone_run_has_no_agreement_to_report() -> None:
+    result = dataclasses.replace(_result([(0.6, 0.8, 1.0)]), standalone_runs=(STANDALONE,))
+
+    assert result.standalone_agreement() is None
+    assert result.fairness_ceiling() is None
+    assert _result([(0.6, 0.8, 1.0)]).standalone_agreement() is None  # never computed

@@ -45,7 +45,7 @@ CHANCE = 0.1
 def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     # prepare
     config = tmp_path / "tiny.yaml"
-    config.write_text("\n".join(f"{k}: {v}" for k, v in TINY.items()) + "\nstrategy: fedave\nstandalone: true\n")
+    config.write_text("\n".join(f"{k}: {v}" for k, v in TINY.items()) + "\nstrategy: fedave\nstandalone: true\nstandalone_repeats: 2\n")
     out = tmp_path / "run"
 
     # execute
@@ -87,6 +87,8 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     assert "Pearson(standalone, mean contribution)" in result.output
     assert "gain over standalone" in result.output
     assert "best round's Pearson" in result.output
+    assert len(metrics["standalone_runs"]) == 2
+    assert "standalone repeats' agreement" in result.output
 
 
 def test_an_infinite_update_is_rejected_and_never_averaged_in() -> None:
