@@ -158,6 +158,7 @@ class ExperimentConfig:
     #: initial models: the standalone accuracy is then the mean of the runs, and the
     #: runs' agreement (Pearson between them) says how far the reference itself is
     #: reproducible, which bounds every fairness Pearson measured against it.
+    #: More than 1 trains the standalone models even without ``standalone``.
     standalone_repeats: int = 1
     #: Also test every client's rewarded model every this many rounds (reward-in-kind
     #: strategies), for the fairness figures per round; 0: after the last round only.
@@ -201,6 +202,11 @@ class ExperimentConfig:
             raise ValueError(f"strategy_options must be a mapping of option names to values, got {self.strategy_options!r}")
         if self.epsilon is not None and not self.epsilon > 0:
             raise ValueError(f"epsilon={self.epsilon} must be positive (or unset for no local noise)")
+
+    @property
+    def trains_standalone(self) -> bool:
+        """Whether the run trains every client alone (``standalone``, or more than one repeat asked for)."""
+        return self.standalone or self.standalone_repeats > 1
 
     def with_changes(self, **changes: Any) -> ExperimentConfig:
         """A copy with ``changes`` applied (validated like the original)."""

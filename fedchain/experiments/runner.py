@@ -280,7 +280,7 @@ def run_experiment(
         )
         if on_start is not None:
             on_start()
-        if standalone_runs is None and config.standalone:
+        if standalone_runs is None and config.trains_standalone:
             standalone_runs = measure_standalone(trainer, config, federation)
         last_result: RoundResult | None = None
         for round_number in range(1, config.rounds + 1):

@@ -45,7 +45,7 @@ CHANCE = 0.1
 def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     # prepare
     config = tmp_path / "tiny.yaml"
-    config.write_text("\n".join(f"{k}: {v}" for k, v in TINY.items()) + "\nstrategy: fedave\nstandalone: true\nstandalone_repeats: 2\n")
+    config.write_text("\n".join(f"{k}: {v}" for k, v in TINY.items()) + "\nstrategy: fedave\nstandalone_repeats: 2\n")  # repeats imply standalone
     out = tmp_path / "run"
 
     # execute
