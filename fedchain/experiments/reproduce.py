@@ -14,7 +14,6 @@ they measured. Options shrink them (fewer clients, rounds, seeds or samples).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import statistics
@@ -28,7 +27,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from fedchain.console import stdout_console
+from fedchain.console import machine_json, stdout_console
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment
 from fedchain.experiments.federation import build_federation
@@ -372,7 +371,7 @@ def rounds_to_accuracy_command(
     began = time.perf_counter()
     rows = rounds_to_accuracy(base, _split(strategies), _split(settings), output_dir=output_dir, on_run=_progress(console))
     if as_json:
-        click.echo(json.dumps([row.__dict__ for row in rows], indent=2))
+        click.echo(machine_json([row.__dict__ for row in rows]))
         return
     table = Table(title=f"rounds to {100 * target_accuracy:g}% test accuracy, MNIST, LeNet-5, {base.clients} clients")
     for column in ("setting", "strategy", "rounds", "best accuracy", "time"):
@@ -470,7 +469,7 @@ def fairness_command(
     )
     rows = summarise_fairness(runs)
     if as_json:
-        click.echo(json.dumps({"runs": [r.__dict__ for r in runs], "summary": [r.__dict__ for r in rows]}, indent=2))
+        click.echo(machine_json({"runs": [r.__dict__ for r in runs], "summary": [r.__dict__ for r in rows]}))
         return
     table = Table(title=f"fairness: Pearson(standalone, reward), MNIST, {base.clients} clients, {base.rounds} rounds")
     per_round = base.fairness_every > 0

@@ -10,7 +10,6 @@ and client, ready for pandas or a spreadsheet).
 from __future__ import annotations
 
 import csv
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedchain.console import machine_json
 from fedchain.experiments.config import ExperimentConfig
 from fedchain.fl.metrics import jain_index, pearson
 
@@ -264,7 +264,7 @@ def write_metrics(result: ExperimentResult, output_dir: Path) -> tuple[Path, Pat
     """Write ``metrics.json`` and ``metrics.csv`` into ``output_dir``; returns both paths."""
     output_dir.mkdir(parents=True, exist_ok=True)
     json_path = output_dir / "metrics.json"
-    json_path.write_text(json.dumps(result.to_dict(), indent=2, allow_nan=True) + "\n")
+    json_path.write_text(machine_json(result.to_dict()) + "\n")
     csv_path = output_dir / "metrics.csv"
     with csv_path.open("w", newline="") as handle:
         writer = csv.writer(handle)

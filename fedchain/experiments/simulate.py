@@ -7,7 +7,6 @@ runs the rounds with a progress bar, writes ``metrics.json``,
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from fedchain.console import machine_json
 from fedchain.data.datasets import DATASETS
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, load_experiment
@@ -214,7 +214,7 @@ def simulate(config_path: Path | None, strategy_options: tuple[str, ...], prunin
     for path in paths:
         log.info("wrote %s", path)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(machine_json(result.to_dict()))
         return
     out = Console()
     out.print(summary_table(result))

@@ -23,7 +23,6 @@ is reported separately. Figures are medians over rounds.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
@@ -38,6 +37,7 @@ import click
 import numpy as np
 import torch
 
+from fedchain.console import machine_json
 from fedchain.data.datasets import DATA_ROOT_ENV, load_dataset
 from fedchain.data.partition import iid
 from fedchain.errors import ConfigError, DataError
@@ -291,7 +291,7 @@ def train(
         device=device, data_root=data_root, workers=workers, threads=threads, flower=flower,
     )
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        click.echo(machine_json(report))
         return
     work, machine = report["workload"], report["machine"]
     click.echo(

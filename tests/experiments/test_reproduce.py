@@ -128,17 +128,21 @@ def test_repeated_standalone_models_give_their_mean_as_reference_and_their_agree
     assert three["fairness_ceiling"] == pytest.approx(repeated[0].fairness_ceiling)
 
 
-def test_the_fairness_table_shows_the_references_agreement_when_repeated() -> None:
+def test_the_fairness_table_shows_the_references_agreement_when_repeated_and_json_has_no_nan() -> None:
     args = ["reproduce", "fairness", "--strategies", "fedave", "--partitions", "pow", "--seeds", "1",
             "--clients", "3", "--rounds", "1", "--train-samples", "500", "--validation-samples", "100",
             "--test-samples", "200", "--engine", "sequential", "--threads", "1"]
 
     repeated = CliRunner().invoke(cli, [*args, "--standalone-repeats", "2"])
     refused = CliRunner().invoke(cli, [*args, "--standalone-repeats", "0"])
+    as_json = CliRunner().invoke(cli, [*args, "--json"])
 
     assert repeated.exit_code == 0, repeated.output
     assert "agreement" in repeated.output and "ceiling" in repeated.output  # the table wraps its headers
     assert refused.exit_code == 2 and "--standalone-repeats" in refused.output
+    assert as_json.exit_code == 0, as_json.output
+    report = json.loads(as_json.stdout, parse_constant=lambda constant: pytest.fail(f"{constant} in --json output"))
+    assert report["summary"][0]["reference_agreement_mean"] is None  # one repeat: nothing to agree, null not NaN
 
 
 def test_the_oracle_run_needs_a_strategy_run_for_its_standalone_accuracies() -> None:
