@@ -76,17 +76,20 @@ class ExperimentResult:
     config: ExperimentConfig
     clients: tuple[ClientInfo, ...]
     rounds: tuple[RoundRecord, ...]
-    #: Test accuracy of each client's model trained alone on its own data (``None`` if not computed);
-    #: the mean of :attr:`standalone_runs` when the standalone models were trained more than once.
-    standalone_accuracy: tuple[float, ...] | None
+    #: Test accuracy of each client's model trained alone on its own data, once per repeat
+    #: (``ExperimentConfig.standalone_repeats``); ``None`` if not computed.
+    standalone_runs: tuple[tuple[float, ...], ...] | None
     #: Test accuracy of each client's rewarded model (reward-in-kind strategies; ``None`` otherwise).
     reward_accuracy: tuple[float, ...] | None
     #: First round whose test accuracy reached ``config.target_accuracy`` (``None``: never, or no target).
     rounds_to_target: int | None
     #: Wall-clock seconds of the whole run.
     seconds: float
-    #: Each repeat's standalone accuracies (``ExperimentConfig.standalone_repeats``); ``None`` if not computed.
-    standalone_runs: tuple[tuple[float, ...], ...] | None = None
+
+    @property
+    def standalone_accuracy(self) -> tuple[float, ...] | None:
+        """Each client's standalone accuracy: the mean of :attr:`standalone_runs` (``None`` if not computed)."""
+        return None if self.standalone_runs is None else _column_mean(self.standalone_runs, len(self.clients))
 
     @property
     def final_accuracy(self) -> float:

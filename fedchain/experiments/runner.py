@@ -208,20 +208,15 @@ def measure_standalone(trainer: Trainer, config: ExperimentConfig, federation: F
     (:func:`~fedchain.trainer.standalone_accuracies`); repeat 0 starts from the
     run's own initial model, so one repeat gives what the run always gave.
     """
+    epochs = config.rounds * config.local_epochs
     runs = []
     for repeat in range(config.standalone_repeats):
         seed = config.seed + repeat * _STANDALONE_SEED_STRIDE
         initial = trainer.initial_params(seed).to(trainer.device)
-        epochs = config.rounds * config.local_epochs
         accuracies = standalone_accuracies(trainer, initial, federation.clients, federation.test, epochs=epochs, seed=seed)
         runs.append(tuple(float(a) for a in accuracies.tolist()))
         log.info("standalone models, repeat %d of %d: done", repeat + 1, config.standalone_repeats)
     return tuple(runs)
-
-
-def mean_of_runs(runs: Sequence[Sequence[float]]) -> tuple[float, ...]:
-    """Each client's mean over the repeats ``runs[k][i]``."""
-    return tuple(sum(column) / len(column) for column in zip(*runs, strict=True))
 
 
 def run_experiment(
@@ -336,7 +331,6 @@ def run_experiment(
         config=config,
         clients=infos,
         rounds=tuple(records),
-        standalone_accuracy=None if standalone_runs is None else mean_of_runs(standalone_runs),
         standalone_runs=None if standalone_runs is None else tuple(tuple(float(a) for a in run) for run in standalone_runs),
         reward_accuracy=reward_accuracy,
         rounds_to_target=rounds_to_target,
@@ -352,7 +346,6 @@ __all__ = [
     "build_strategy",
     "fit_strategy",
     "keeps_own_models",
-    "mean_of_runs",
     "measure_standalone",
     "model_spec",
     "quality_source",
