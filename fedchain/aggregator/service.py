@@ -76,6 +76,7 @@ from fedchain.publisher.service import JobStatus, TaskStatus, settle_task
 from fedchain.publisher.session import ChainSession
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, load_update, load_validation, put_model
+from fedchain.trainer.device import resolve_device
 
 _log = logging.getLogger(__name__)
 
@@ -112,6 +113,9 @@ class AggregatorSettings:
     poll_interval_s: float = 1.0
     confirmations: int = 0
 
+    def __post_init__(self) -> None:
+        resolve_device(self.device)  # a device this machine lacks is refused before the chain is touched
+
     @property
     def checkpoint_dir(self) -> Path:
         """Where the per-round strategy states are kept."""
@@ -137,6 +141,7 @@ class Aggregator:
     def __init__(self, session: ChainSession, settings: AggregatorSettings) -> None:
         self.session = session
         self.settings = settings
+        self.device = resolve_device(settings.device)
         self.task_id = settings.task_id
         self.agent = Agent(
             AgentSettings(
@@ -336,8 +341,7 @@ class Aggregator:
                 self.log.warning("strategy differs from the task spec's", strategy=name, spec_strategy=spec.strategy)
             strategy = get_strategy(name, **options)
             check_supported(strategy, spec)
-            device = ("cuda" if torch.cuda.is_available() else "cpu") if self.settings.device == "auto" else self.settings.device
-            evaluator = Evaluator(spec.model_spec(), load_validation(spec, self.settings.data_root), device)
+            evaluator = Evaluator(spec.model_spec(), load_validation(spec, self.settings.data_root), self.device)
             self._context = _TaskContext(
                 params=params, spec=spec, strategy=strategy, evaluator=evaluator,
                 quality=quality_source(name, self.settings.quality), param_spec=spec.param_spec(),

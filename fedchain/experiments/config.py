@@ -31,6 +31,7 @@ from fedchain.data.partition import PartitionKind
 from fedchain.errors import ConfigError
 from fedchain.fl.pruning import Pruning
 from fedchain.trainer.config import Engine
+from fedchain.trainer.device import resolve_device
 
 #: Where ``simulate`` writes when neither the file nor a flag names a folder.
 DEFAULT_OUTPUT_DIR = Path("runs") / "simulate"
@@ -202,6 +203,7 @@ class ExperimentConfig:
             raise ValueError(f"strategy_options must be a mapping of option names to values, got {self.strategy_options!r}")
         if self.epsilon is not None and not self.epsilon > 0:
             raise ValueError(f"epsilon={self.epsilon} must be positive (or unset for no local noise)")
+        resolve_device(self.device)  # a device this machine lacks is refused before any data is loaded
 
     @property
     def trains_standalone(self) -> bool:

@@ -256,11 +256,10 @@ def run_experiment(
         local_epochs=config.local_epochs,
         seed=config.seed,
     )
-    device = None if config.device == "auto" else config.device
     clients = federation.clients
     records: list[RoundRecord] = []
     rounds_to_target: int | None = None
-    with Trainer(spec, train_config, engine=config.engine, device=device, pool=pool) as trainer:
+    with Trainer(spec, train_config, engine=config.engine, device=config.device, pool=pool) as trainer:
         evaluator = ModelEvaluator(spec, trainer.device)
         global_params = trainer.initial_params(config.seed).to(trainer.device)
         models = global_params.expand(len(clients), -1).clone() if own_models else None

@@ -16,6 +16,8 @@ _EXPORTS: dict[str, str] = {
     "ENGINES": "fedchain.trainer.config",
     "Engine": "fedchain.trainer.config",
     "TrainConfig": "fedchain.trainer.config",
+    "DEVICE_TYPES": "fedchain.trainer.device",
+    "resolve_device": "fedchain.trainer.device",
     "Predictions": "fedchain.trainer.evaluation",
     "accuracy": "fedchain.trainer.evaluation",
     "evaluate": "fedchain.trainer.evaluation",
@@ -36,6 +38,7 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from fedchain.trainer.config import ENGINES, Engine, TrainConfig
+    from fedchain.trainer.device import DEVICE_TYPES, resolve_device
     from fedchain.trainer.evaluation import Predictions, accuracy, evaluate, predict, standalone_accuracies
     from fedchain.trainer.local import client_generator, train_one_client
     from fedchain.trainer.pool import WorkerPool, available_cores

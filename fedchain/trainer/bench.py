@@ -44,6 +44,7 @@ from fedchain.errors import ConfigError, DataError
 from fedchain.fl.params import ParamSpec, unflatten
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import ENGINES, Engine, TrainConfig
+from fedchain.trainer.device import resolve_device
 from fedchain.trainer.flower_baseline import FLOWER_VERSION, flower_round_seconds, require_flower
 from fedchain.trainer.pool import available_cores
 from fedchain.trainer.trainer import Trainer, initial_params
@@ -169,13 +170,12 @@ def run_train_bench(
     flower: bool = False,
 ) -> dict:
     """Run the benchmark and return its figures as a JSON-ready dict (``flower``: Flower as a fourth contender)."""
-    torch_device = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if flower:
-        if torch_device.type != "cpu":
-            raise ConfigError(
-                f"the Flower contender runs on the CPU, not {torch_device}", hint="add --device cpu to compare with Flower"
-            )
+        if device not in (None, "auto", "cpu"):
+            raise ConfigError(f"the Flower contender runs on the CPU, not {device}", hint="add --device cpu to compare with Flower")
+        device = "cpu"
         require_flower()
+    torch_device = resolve_device(device)
     data, source = _workload(clients, samples, data_root, seed)
     spec = ModelSpec("lenet5")
     config = TrainConfig(lr=0.01, momentum=0.9, batch_size=batch_size, local_epochs=1, seed=seed)
@@ -267,7 +267,7 @@ def run_train_bench(
 @click.option("--rounds", default=5, show_default=True, type=click.IntRange(1), help="Measured rounds (after one warm-up).")
 @click.option("--engine", default="auto", show_default=True, type=click.Choice(ENGINES), help="FedChain engine to measure.")
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(1))
-@click.option("--device", default=None, help="cpu or cuda[:N] (default: cuda if available).")
+@click.option("--device", default=None, help="cpu or cuda[:N] (default: cuda if available; cpu with --flower).")
 @click.option("--workers", default=None, type=click.IntRange(1), help="Processes of the process engine (default: usable cores).")
 @click.option("--threads", default=None, type=click.IntRange(1), help="torch threads of the in-process loops (default: usable cores).")
 @click.option("--data-root", default=None, type=click.Path(file_okay=False), help=f"MNIST location (default: ${DATA_ROOT_ENV}; random data without one).")

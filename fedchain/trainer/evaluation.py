@@ -18,6 +18,7 @@ from torch import nn
 from fedchain.data.datasets import ImageDataset
 from fedchain.fl.params import ParamSpec
 from fedchain.models.registry import ModelSpec
+from fedchain.trainer.device import resolve_device
 from fedchain.trainer.local import load_flat, model_spec_of, prepare_model
 from fedchain.trainer.trainer import ClientData, Trainer, as_pair
 from fedchain.updates import local_loss_count
@@ -71,7 +72,7 @@ def predict(
 ) -> Predictions:
     """Per-sample cross-entropy and correctness of each model ``params`` (``[d]`` or ``[n, d]``) on ``dataset``
     (an :class:`ImageDataset` or an ``(images, labels)`` pair)."""
-    device = torch.device(device) if device is not None else params.device
+    device = resolve_device(device) if device is not None else params.device
     module = prepare_model(_module(model), device).eval()
     spec: ParamSpec = model_spec_of(module)
     rows = params.reshape(-1, spec.numel)

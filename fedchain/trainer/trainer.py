@@ -37,6 +37,7 @@ from fedchain.errors import ConfigError, DataError
 from fedchain.fl.params import ParamSpec, flatten
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import ENGINES, Engine, TrainConfig
+from fedchain.trainer.device import resolve_device
 from fedchain.trainer.local import (
     client_generator,
     flat_state,
@@ -150,7 +151,7 @@ class Trainer:
             raise ConfigError(f"unknown engine {engine!r}", hint=f"use one of: {', '.join(ENGINES)}")
         self.model = ModelSpec(model) if isinstance(model, str) else model
         self.config = config or TrainConfig()
-        self.device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = resolve_device(device)
         self._module = prepare_model(self.model.build() if isinstance(self.model, ModelSpec) else self.model(), self.device)
         #: Names, shapes and dtypes of the flat parameter vector (the model's state dict).
         self.spec: ParamSpec = model_spec_of(self._module)
