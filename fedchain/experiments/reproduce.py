@@ -282,8 +282,12 @@ def _or_nan(value: float | None) -> float:
     return math.nan if value is None else value
 
 
-def _split(value: str) -> list[str]:
-    return [item.strip() for item in value.split(",") if item.strip()]
+def _names(_ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    """A comma-separated option as a list of names (a click callback); one naming nothing is refused."""
+    names = [item.strip() for item in value.split(",") if item.strip()]
+    if not names:
+        raise click.BadParameter("names nothing: give one or more names, comma-separated", param=param)
+    return names
 
 
 def _progress(console: Console) -> RunCallback:
@@ -350,15 +354,18 @@ ROUNDS_DEFAULTS: dict[str, Any] = {
 @_with_common
 @click.option("--max-rounds", type=int, help=f"Give up after this many rounds [default: {ROUNDS_DEFAULTS['rounds']}].")
 @click.option("--target", type=float, help=f"Target test accuracy [default: {TIAN_TARGET_ACCURACY}].")
-@click.option("--strategies", default="fedavg,quality,cgsv", show_default=True, help="Comma-separated strategies.")
-@click.option("--settings", default="clean,noisy", show_default=True, help="clean and/or noisy (30% clients, 50% noisy labels).")
+@click.option("--strategies", default="fedavg,quality,cgsv", show_default=True, callback=_names, help="Comma-separated strategies.")
+@click.option(
+    "--settings", default="clean,noisy", show_default=True, callback=_names,
+    help="clean and/or noisy (30% clients, 50% noisy labels).",
+)
 @click.option("--seed", type=int, help="Seed of the data split and the initial model.")
 def rounds_to_accuracy_command(
     config_path: Path | None, output_dir: Path | None, as_json: bool, max_rounds: int | None, target: float | None,
-    strategies: str, settings: str, **flags: Any,
+    strategies: list[str], settings: list[str], **flags: Any,
 ) -> None:
     """Rounds to 96% test accuracy: fedavg, quality, cgsv; LeNet-5, 100 clients (Tian et al. 2023, Table 4)."""
-    unknown = sorted(set(_split(settings)) - set(SETTINGS))
+    unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
         raise click.BadParameter(f"unknown setting(s) {', '.join(unknown)}; use {', '.join(SETTINGS)}", param_hint="--settings")
     flags.update(rounds=max_rounds, target_accuracy=target)
@@ -369,7 +376,7 @@ def rounds_to_accuracy_command(
     apply_threads(base)
     console = Console(stderr=True)
     began = time.perf_counter()
-    rows = rounds_to_accuracy(base, _split(strategies), _split(settings), output_dir=output_dir, on_run=_progress(console))
+    rows = rounds_to_accuracy(base, strategies, settings, output_dir=output_dir, on_run=_progress(console))
     if as_json:
         click.echo(machine_json([row.__dict__ for row in rows]))
         return
@@ -407,9 +414,11 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
 @reproduce.command("fairness")
 @_with_common
 @click.option("--rounds", type=int, help=f"Rounds per run [default: {FAIRNESS_DEFAULTS['rounds']}].")
-@click.option("--seeds", default=3, show_default=True, help="Number of seeds (0, 1, ...).")
-@click.option("--strategies", default="fedfaim,fedave", show_default=True, help="Comma-separated reward-in-kind strategies.")
-@click.option("--partitions", default="pow,cla,dir", show_default=True, help="Comma-separated partitions.")
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds (0, 1, ...).")
+@click.option(
+    "--strategies", default="fedfaim,fedave", show_default=True, callback=_names, help="Comma-separated reward-in-kind strategies."
+)
+@click.option("--partitions", default="pow,cla,dir", show_default=True, callback=_names, help="Comma-separated partitions.")
 @click.option(
     "--fairness-every", type=int,
     help="Test the rewarded models every N rounds too, for the best round's Pearson (the FedAVE authors' figure).",
@@ -425,7 +434,7 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
     "shows how well the repeats agree and the Pearson that this noise allows [default: 1].",
 )
 def fairness_command(
-    config_path: Path | None, output_dir: Path | None, as_json: bool, seeds: int, strategies: str, partitions: str,
+    config_path: Path | None, output_dir: Path | None, as_json: bool, seeds: int, strategies: list[str], partitions: list[str],
     oracle_floor: float | None, **flags: Any,
 ) -> None:
     """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave; 10 clients, POW/CLA/DIR (FedAVE).
@@ -460,8 +469,8 @@ def fairness_command(
     began = time.perf_counter()
     runs = fairness_runs(
         base,
-        _split(strategies),
-        _split(partitions),
+        strategies,
+        partitions,
         list(range(seeds)),
         oracle_floor=oracle_floor,
         output_dir=output_dir,

@@ -156,3 +156,20 @@ def test_the_fairness_command_refuses_an_oracle_floor_outside_0_1() -> None:
 
     assert result.exit_code == 2
     assert "--oracle-floor" in result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "value"),
+    [
+        ("fairness", "--seeds", "0"),
+        ("fairness", "--strategies", ","),
+        ("fairness", "--partitions", " "),
+        ("rounds-to-accuracy", "--strategies", ""),
+        ("rounds-to-accuracy", "--settings", ","),
+    ],
+)
+def test_a_table_with_no_rows_is_refused_instead_of_printed_empty(command: str, flag: str, value: str) -> None:
+    result = CliRunner().invoke(cli, ["reproduce", command, flag, value])
+
+    assert result.exit_code == 2  # a usage error, before any data is loaded
+    assert flag in result.output
