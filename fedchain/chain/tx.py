@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
@@ -150,13 +151,15 @@ class Transactor:
         (nothing is sent), and :class:`~fedchain.errors.ChainError` when no
         receipt or confirmation arrives within the timeout.
         """
+        if value:  # the node refuses to estimate gas for a value the account lacks, and says only that
+            self.require_balance(value, what="the value sent")
         latest = self.w3.eth.get_block("latest")
         if gas is None:
             estimate = self.estimate_gas(to, data, value=value)
             gas = min(int(estimate * self.settings.gas_margin), max(estimate, int(latest["gasLimit"])))
         fees = current_fees(self.w3, self.settings, latest)
         price = max_fee_per_gas(fees)
-        self.require_balance(gas * price + value, what=f"a transaction of {gas} gas and {value} wei")
+        self.require_balance(gas * price + value, what=f"a transaction of {gas} gas at the maximum fee plus {value} wei of value")
         with self._lock:
             nonce = max(self._next_nonce, int(self.w3.eth.get_transaction_count(self.address, "pending")))
             tx: dict[str, Any] = {
@@ -184,7 +187,8 @@ class Transactor:
         balance = int(self.w3.eth.get_balance(self.address))
         if balance < wei:
             raise InsufficientFunds(
-                f"account {self.address} holds {balance} wei but {what} needs up to {wei} wei",
+                f"account {self.address} holds {balance} wei ({_ether(balance)} ether) "
+                f"but {what} needs {wei} wei ({_ether(wei)} ether)",
             )
 
     # ------------------------------------------------------------------ waiting
@@ -261,6 +265,10 @@ class Transactor:
         if "insufficient funds" in message.lower():
             return InsufficientFunds(f"account {self.address} cannot pay {needed_wei} wei: {message}")
         return self._as_revert(err)
+
+
+def _ether(wei: int) -> str:
+    return f"{Decimal(wei) / 10**18:f}"
 
 
 def current_fees(

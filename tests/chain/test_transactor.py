@@ -101,6 +101,19 @@ def test_account_without_funds_is_refused_and_nothing_is_sent(w3: Web3, probe_ar
     assert w3.eth.get_transaction_count(pauper.address) == 0
 
 
+def test_a_value_beyond_the_balance_is_refused_as_insufficient_funds_not_as_an_unreachable_node(
+    probe: Contract, w3: Web3
+) -> None:
+    balance = w3.eth.get_balance(probe.transactor.address)
+    nonce = w3.eth.get_transaction_count(probe.transactor.address)
+
+    with pytest.raises(InsufficientFunds, match="the value sent needs") as caught:
+        probe.transact("pay", value=balance + 1)
+
+    assert f"holds {balance} wei" in str(caught.value) and "fund the account" in caught.value.hint
+    assert w3.eth.get_transaction_count(probe.transactor.address) == nonce
+
+
 def test_payable_value_reaches_the_contract(probe: Contract, w3: Web3) -> None:
     receipt = probe.transact("pay", value=1234)
 
