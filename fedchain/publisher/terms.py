@@ -22,6 +22,8 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
+
 from fedchain.chain.bindings import TaskParams
 from fedchain.config import from_mapping, load_yaml
 from fedchain.errors import ConfigError
@@ -170,6 +172,21 @@ class PublishConfig:
     def __post_init__(self) -> None:
         if self.budget < 1:
             raise ConfigError("the budget must be at least 1 wei", hint="pass --budget, e.g. --budget 1ether")
+        if self.aggregator is not None:
+            if not _is_address(self.aggregator):
+                raise ConfigError(
+                    f"aggregator {self.aggregator!r} is not an Ethereum address",
+                    hint="give the aggregator account's address: 0x and 40 hex digits (a mixed-case one must be a valid checksum)",
+                )
+            object.__setattr__(self, "aggregator", to_checksum_address(self.aggregator))
+
+
+def _is_address(value: object) -> bool:
+    """Whether ``value`` is 0x and 40 hex digits, all one case or a valid EIP-55 checksum."""
+    if not isinstance(value, str) or not is_hex_address(value):
+        return False
+    digits = value[2:]
+    return digits in (digits.lower(), digits.upper()) or is_checksum_address(value)
 
 
 def _with_amounts(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,9 @@ from fedchain.taskspec import (
     update_meta,
 )
 
+#: Anvil's account 1, in checksum form.
+AGGREGATOR = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+
 
 @pytest.mark.parametrize(
     ("text", "wei"),
@@ -54,16 +57,25 @@ def test_terms_out_of_range_are_refused_before_any_transaction() -> None:
 
 def test_publish_config_takes_terms_from_file_top_level_or_terms_and_rejects_unknown_keys(tmp_path: Path) -> None:
     path = tmp_path / "task.yaml"
-    path.write_text("rounds: 3\nfog_deposit: 1ether\nterms: {psi: 3gwei}\nspec: {strategy: quality}\naggregator: '0xabc'\n")
+    path.write_text("rounds: 3\nfog_deposit: 1ether\nterms: {psi: 3gwei}\nspec: {strategy: quality}\naggregator: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8'\n")
 
     config = load_publish_config(path, terms={"rounds": 9, "phi": None}, budget="2ether")
 
     assert (config.terms.rounds, config.terms.fog_deposit, config.terms.psi) == (9, 10**18, 3 * 10**9)
-    assert (config.spec.strategy, config.budget, config.aggregator) == ("quality", 2 * 10**18, "0xabc")
+    assert (config.spec.strategy, config.budget, config.aggregator) == ("quality", 2 * 10**18, AGGREGATOR)
     path.write_text("roundz: 3\n")
     with pytest.raises(ConfigError, match="roundz"):
         load_publish_config(path)
     assert load_publish_config() == PublishConfig()
+
+
+@pytest.mark.parametrize("address", ["0x123", "0x70997970C51812dc3A010C7d01b50e0d17dc79c9X", 42,
+                                     "0x70997970C51812DC3A010C7D01B50E0D17DC79c8"])  # the last: a wrong checksum
+def test_an_aggregator_that_is_not_an_address_is_refused_before_any_transaction(address: object) -> None:
+    with pytest.raises(ConfigError, match="not an Ethereum address") as caught:
+        PublishConfig(aggregator=address)  # type: ignore[arg-type]  # as a YAML file can give it
+
+    assert "40 hex digits" in caught.value.hint
 
 
 def test_equal_specs_have_equal_bytes_and_dataset_id_whatever_the_spelling() -> None:
