@@ -173,20 +173,22 @@ class PublishConfig:
         if self.budget < 1:
             raise ConfigError("the budget must be at least 1 wei", hint="pass --budget, e.g. --budget 1ether")
         if self.aggregator is not None:
-            if not _is_address(self.aggregator):
-                raise ConfigError(
-                    f"aggregator {self.aggregator!r} is not an Ethereum address",
-                    hint="give the aggregator account's address: 0x and 40 hex digits (a mixed-case one must be a valid checksum)",
-                )
-            object.__setattr__(self, "aggregator", to_checksum_address(self.aggregator))
+            object.__setattr__(self, "aggregator", _checked_address("aggregator", self.aggregator))
 
 
-def _is_address(value: object) -> bool:
-    """Whether ``value`` is 0x and 40 hex digits, all one case or a valid EIP-55 checksum."""
+def _checked_address(name: str, value: object) -> str:
+    """``value`` in checksum form; ConfigError unless it is 0x and 40 hex digits, all one case or a valid EIP-55 checksum."""
     if not isinstance(value, str) or not is_hex_address(value):
-        return False
+        raise ConfigError(
+            f"{name} {value!r} is not an Ethereum address", hint=f"give the {name} account's address: 0x and 40 hex digits"
+        )
     digits = value[2:]
-    return digits in (digits.lower(), digits.upper()) or is_checksum_address(value)
+    if digits not in (digits.lower(), digits.upper()) and not is_checksum_address(value):
+        raise ConfigError(
+            f"{name} {value!r} fails its EIP-55 checksum: a typo in the address?",
+            hint="copy the address again (or give it in lower case, which carries no checksum)",
+        )
+    return to_checksum_address(value)
 
 
 def _with_amounts(data: Mapping[str, Any]) -> dict[str, Any]:

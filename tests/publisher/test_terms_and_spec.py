@@ -69,13 +69,20 @@ def test_publish_config_takes_terms_from_file_top_level_or_terms_and_rejects_unk
     assert load_publish_config() == PublishConfig()
 
 
-@pytest.mark.parametrize("address", ["0x123", "0x70997970C51812dc3A010C7d01b50e0d17dc79c9X", 42,
-                                     "0x70997970C51812DC3A010C7D01B50E0D17DC79c8"])  # the last: a wrong checksum
+@pytest.mark.parametrize("address", ["0x123", "0x70997970C51812dc3A010C7d01b50e0d17dc79c9X", 42])
 def test_an_aggregator_that_is_not_an_address_is_refused_before_any_transaction(address: object) -> None:
     with pytest.raises(ConfigError, match="not an Ethereum address") as caught:
         PublishConfig(aggregator=address)  # type: ignore[arg-type]  # as a YAML file can give it
 
     assert "40 hex digits" in caught.value.hint
+
+
+def test_an_aggregator_with_a_wrong_checksum_is_refused_as_a_likely_typo() -> None:
+    typo = AGGREGATOR[:-1] + "9"  # the last digit mistyped: the letters' case no longer matches the checksum
+
+    with pytest.raises(ConfigError, match="fails its EIP-55 checksum"):
+        PublishConfig(aggregator=typo)
+    assert PublishConfig(aggregator=AGGREGATOR.lower()).aggregator == AGGREGATOR
 
 
 def test_equal_specs_have_equal_bytes_and_dataset_id_whatever_the_spelling() -> None:
