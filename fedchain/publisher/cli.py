@@ -174,10 +174,10 @@ def settle(task_id: int, **options: Any) -> None:
 @_task_id_option
 @session_options
 def show(task_id: int, **options: Any) -> None:
-    """Show a task's parameters, state, clients and jobs."""
+    """Show a task's parameters, state, clients and jobs (reads only: no signing key needed)."""
     # Piped output is not cut to 80 columns: addresses and hashes stay whole for scripts.
     console = stdout_console(PIPED_WIDTH)
-    console.print(*render_task(task_view(session_from_options(**options), task_id)))
+    console.print(*render_task(task_view(session_from_options(**options, read_only=True), task_id)))
 
 
 @click.command()

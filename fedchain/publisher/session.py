@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
@@ -54,12 +55,19 @@ def open_session(
     store_url: str = DEFAULT_STORE_URL,
     keystore: Path | None = None,
     account: LocalAccount | None = None,
+    read_only: bool = False,
 ) -> ChainSession:
-    """Connect to the deployment's chain (or ``rpc_url``), verify it, and sign as ``account`` or the configured key."""
+    """Connect to the deployment's chain (or ``rpc_url``), verify it, and sign as ``account`` or the configured key.
+
+    ``read_only``: a command that only reads runs without a key too; its session
+    then holds a throw-away account with no funds, which can call but never pay.
+    """
     w3, deployment = open_deployment(deployment_file, rpc_url=rpc_url)
     account = account or resolve_account(keystore)
     if account is None:
-        raise SigningKeyError("no signing key: this command sends transactions")
+        if not read_only:
+            raise SigningKeyError("no signing key: this command sends transactions")
+        account = Account.create()
     transactor = Transactor(w3, account)
     return ChainSession(
         w3=w3,
@@ -93,6 +101,8 @@ def session_options(function: F) -> F:
     return function
 
 
-def session_from_options(deployment_file: Path, rpc_url: str | None, keystore: Path | None, store_url: str) -> ChainSession:
+def session_from_options(
+    deployment_file: Path, rpc_url: str | None, keystore: Path | None, store_url: str, *, read_only: bool = False
+) -> ChainSession:
     """:func:`open_session` from the values of :func:`session_options`."""
-    return open_session(deployment_file, rpc_url=rpc_url, store_url=store_url, keystore=keystore)
+    return open_session(deployment_file, rpc_url=rpc_url, store_url=store_url, keystore=keystore, read_only=read_only)

@@ -58,7 +58,9 @@ def test_task_show_prints_terms_state_and_every_client(
     task_id = create_with_cli(world, monkeypatch, capsys)
     world.join_and_auction(task_id, CLIENTS[0], data_size=50)
 
-    status = run_cli(world, PUBLISHER, "task", "show", "--task", str(task_id), monkeypatch=monkeypatch)
+    monkeypatch.delenv("FEDCHAIN_PRIVATE_KEY")  # anyone may look: no key needed to read
+
+    status = main(["task", "show", "--task", str(task_id), "--deployment", str(world.deployment_file), "--store", world.store_url])
 
     out = capsys.readouterr().out
     assert status == 0
