@@ -6,7 +6,9 @@ Later commands read the deployment through :func:`deployment_option` (a
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,8 @@ from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_
 from fedchain.chain.node import DEFAULT_CHAIN_ID, DEFAULT_MNEMONIC, AnvilNode, AnvilSettings, connect, mnemonic_account
 from fedchain.errors import SigningKeyError
 from fedchain.signals import STOP_SIGNALS, handlers_set
+
+log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -54,11 +58,30 @@ class DeployRequest:
     out: Path = DEFAULT_DEPLOYMENT_FILE
 
 
+def keep_aside(path: Path) -> Path | None:
+    """Rename an existing ``path`` to ``NAME.replaced-UTCTIME.EXT`` beside it and return the new name (None: no file).
+
+    A deployment file may be the only record of contracts that hold funds, so
+    deploying again never overwrites one.
+    """
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    backup = path.with_name(f"{path.stem}.replaced-{stamp}{path.suffix}")
+    number = 1
+    while backup.exists():
+        number += 1
+        backup = path.with_name(f"{path.stem}.replaced-{stamp}-{number}{path.suffix}")
+    path.rename(backup)
+    return backup
+
+
 def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interactive: bool = False) -> Deployment:
     """Deploy as `fedchain deploy` does and save the deployment file; returns the deployment.
 
     Without ``rpc_url`` a local Anvil is started, deployed to and stopped
     again (its state is then gone; the file records where things were).
+    A file already at ``out`` is kept aside (:func:`keep_aside`), not overwritten.
     """
     account = resolve_account(request.keystore, prompt=_password_prompt if interactive else None)
     if request.rpc_url is not None:
@@ -76,6 +99,9 @@ def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interact
             deployment = deploy_with(
                 node.web3(), account, rpc_url=node.rpc_url, recipe=recipe, confirmations=request.confirmations
             )
+    backup = keep_aside(request.out)
+    if backup is not None:
+        log.warning("the deployment file that was at %s is kept as %s", request.out, backup)
     deployment.save(request.out)
     return deployment
 
@@ -91,7 +117,7 @@ def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interact
 @click.option("--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks to wait on top of each transaction.")
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DEPLOYMENT_FILE, show_default=True,
-    help="Where to write the deployment file.",
+    help="Where to write the deployment file (a file already there is renamed NAME.replaced-TIME.json, never lost).",
 )
 def deploy(rpc_url: str | None, chain_id: int | None, keystore: Path | None, confirmations: int, out: Path) -> None:
     """Deploy the FedChain contracts and write the deployment file.

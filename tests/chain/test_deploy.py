@@ -15,7 +15,7 @@ from eth_utils import keccak
 from web3 import Web3
 
 from fedchain.chain.abi import AbiRegistry
-from fedchain.chain.commands import DeployRequest, run_deploy
+from fedchain.chain.commands import DeployRequest, keep_aside, run_deploy
 from fedchain.chain.compile import Artifact
 from fedchain.chain.deployment import FORMAT, Deployment, Recipe, deploy, load_deployment, open_deployment
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV
@@ -168,14 +168,44 @@ def test_deploy_without_rpc_url_uses_a_local_chain_and_stops_it(probe_artifact: 
         open_deployment(out)  # the node is gone
 
 
-def test_deploy_to_an_unreachable_node_fails_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deploying_again_keeps_the_earlier_deployment_file_beside_the_new_one(
+    probe_artifact: Artifact, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
+    out = tmp_path / "deployment.json"
+    first = run_deploy(DeployRequest(out=out, chain_id=777), recipe=probe_recipe(probe_artifact))
+
+    second = run_deploy(DeployRequest(out=out, chain_id=778), recipe=probe_recipe(probe_artifact))
+    third = run_deploy(DeployRequest(out=out, chain_id=779), recipe=probe_recipe(probe_artifact))
+
+    kept = sorted(tmp_path.glob("deployment.replaced-*.json"))
+    assert load_deployment(out) == third
+    assert sorted(load_deployment(path).chain_id for path in kept) == [first.chain_id, second.chain_id]
+
+
+def test_keeping_a_file_aside_never_reuses_a_name(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    kept = []
+    for content in ("a", "b", "c"):  # within one second: the stamp alone would repeat
+        path.write_text(content)
+        kept.append(keep_aside(path))
+
+    assert not path.exists() and keep_aside(path) is None
+    assert [k.read_text() for k in kept if k is not None] == ["a", "b", "c"]
+
+
+def test_deploy_to_an_unreachable_node_fails_and_touches_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PRIVATE_KEY_ENV, "0x" + "11" * 32)
     out = tmp_path / "deployment.json"
+    url = f"http://127.0.0.1:{free_port()}"
 
-    code = main(["deploy", "--rpc-url", f"http://127.0.0.1:{free_port()}", "--out", str(out)])
+    code = main(["deploy", "--rpc-url", url, "--out", str(out)])
 
     assert code == 1
     assert not out.exists()
+    out.write_text("an earlier deployment")
+    assert main(["deploy", "--rpc-url", url, "--out", str(out)]) == 1
+    assert [path.name for path in tmp_path.iterdir()] == [out.name] and out.read_text() == "an earlier deployment"
 
 
 def test_deploy_refuses_the_wrong_chain_id(anvil: AnvilNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
