@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedchain.agent.logs import AgentLogger
-from fedchain.agent.state import AgentState, load_state, save_state
+from fedchain.agent.state import AgentState, exclusive, load_state, save_state
 from fedchain.errors import AgentError, ConfigError
 from fedchain.signals import STOP_SIGNALS, handlers_set
 
@@ -97,6 +97,8 @@ class AgentSettings:
     max_blocks_per_step: int = 1_000
     #: Transient failures in a row (RPC down) before the agent gives up with an AgentError.
     max_consecutive_failures: int = 30
+    #: The account the agent signs with; a state file saved under another is refused.
+    owner: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -136,7 +138,9 @@ class Agent:
         self._transient = transient
         # A plain flag, not a threading.Event: signal handlers must not take locks the main thread may hold.
         self._stop_requested = False
-        self._state = load_state(settings.state_path, agent=settings.name, start_block=settings.start_block)
+        self._state = load_state(
+            settings.state_path, agent=settings.name, start_block=settings.start_block, owner=settings.owner
+        )
 
     @property
     def state(self) -> AgentState:
@@ -190,7 +194,7 @@ class Agent:
             return self.state
         self.log.info("started", resume_from=self._state.last_block + 1, state=str(self.settings.state_path))
         failures = 0
-        with self._stop_on_signals():
+        with exclusive(self.settings.state_path), self._stop_on_signals():
             while not self._stop_requested:
                 try:
                     blocks = self.step()

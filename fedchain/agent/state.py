@@ -26,9 +26,12 @@ state, never a mix.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,8 @@ class AgentState:
     jobs: dict[str, Any] = field(default_factory=dict)
     pending_txs: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
+    #: The account the agent signs with (checksum address); None: not recorded (a file from before it was).
+    owner: str | None = None
 
     def to_json(self) -> str:
         """The state as indented JSON; :class:`AgentError` if the agent stored something JSON cannot hold."""
@@ -78,6 +83,7 @@ class AgentState:
             and type(state.last_block) is int
             and isinstance(state.finished, bool)
             and all(isinstance(table, dict) for table in (state.jobs, state.pending_txs, state.data))
+            and (state.owner is None or isinstance(state.owner, str))
         )
         if not well_typed:
             raise AgentError(f"{source} has a field of the wrong type", hint=_DAMAGED_HINT)
@@ -133,17 +139,55 @@ def save_state(path: Path, state: AgentState) -> None:
     write_atomic(path, state.to_json().encode())
 
 
-def load_state(path: Path, *, agent: str, start_block: int) -> AgentState:
+def load_state(path: Path, *, agent: str, start_block: int, owner: str | None = None) -> AgentState:
     """The state saved at ``path``, or a fresh one that starts at ``start_block`` if there is none.
 
-    A file saved by another agent is refused rather than silently taken over.
+    A file saved by another agent, or under another signing account
+    (``owner``), is refused rather than silently taken over: its bids' salts
+    and pending transactions are that account's.
     """
     if not path.exists():
-        return AgentState(agent=agent, last_block=start_block - 1)
+        return AgentState(agent=agent, last_block=start_block - 1, owner=owner)
     state = AgentState.from_json(path.read_text(), source=f"state file {path}")
     if state.agent != agent:
         raise AgentError(
             f"state file {path} belongs to agent {state.agent!r}, not {agent!r}",
             hint="give every agent its own state file (--state PATH)",
         )
+    if owner is not None and state.owner not in (None, owner):
+        raise AgentError(
+            f"state file {path} was saved by account {state.owner}, but agent {agent!r} now signs as {owner}",
+            hint="give every account its own state file (--state PATH), or sign with the key that saved this one",
+        )
+    if owner is not None:
+        state.owner = owner
     return state
+
+
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the state file ``path`` (through ``PATH.lock``) while the block runs.
+
+    Two processes working from one state file would overwrite each other's
+    bids, salts and pending transactions; the second is refused instead. The
+    lock dies with its process, so a killed agent leaves no stale lock.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.with_name(path.name + ".lock")
+    with open(lock_path, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "unknown"
+            raise AgentError(
+                f"state file {path} is in use by another running agent (process {holder})",
+                hint="stop that process first, or give this agent its own state file (--state PATH)",
+            ) from None
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

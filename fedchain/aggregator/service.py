@@ -150,6 +150,7 @@ class Aggregator:
                 start_block=session.deployment.block_number,
                 confirmations=settings.confirmations,
                 poll_interval_s=settings.poll_interval_s,
+                owner=session.address,
             ),
             head=lambda: int(session.w3.eth.block_number),
             handle=self.handle,

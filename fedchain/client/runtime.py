@@ -39,6 +39,7 @@ def session_agent(
         start_block=session.deployment.block_number,
         confirmations=confirmations,
         poll_interval_s=poll_interval_s,
+        owner=session.address,
     )
     return Agent(settings, head=lambda: int(session.w3.eth.block_number), handle=handle, idle=idle)
 

@@ -203,3 +203,20 @@ def test_an_idle_poll_that_changes_nothing_writes_nothing(tmp_path: Path, chain:
     assert agent.step() is None
 
     assert not settings.state_path.exists()
+
+
+def test_a_running_agent_holds_its_state_file_against_a_second_run(tmp_path: Path, chain: Web3) -> None:
+    settings = settings_for(tmp_path, chain)
+    second: list[str] = []
+
+    def handle(blocks: BlockRange, state: AgentState) -> None:
+        try:  # a second process started on the same state file while this one runs
+            Agent(settings, head=lambda: chain.eth.block_number, handle=handle).run()
+        except AgentError as err:
+            second.append(str(err))
+        state.finished = True
+
+    mine(chain, 1)
+    Agent(settings, head=lambda: chain.eth.block_number, handle=handle).run()
+
+    assert len(second) == 1 and "in use by another running agent" in second[0]

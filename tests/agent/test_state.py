@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fedchain.agent import AgentState, load_state, save_state
+from fedchain.agent.state import exclusive
 from fedchain.errors import AgentError
 
 
@@ -110,3 +112,65 @@ def test_a_tracked_transaction_is_keyed_by_its_hex_hash_until_settled() -> None:
     assert state.pending_txs == {"0x" + "ab" * 32: {"action": "reveal", "job": 7}}
     assert state.settle_tx("0x" + "AB" * 32) == {"action": "reveal", "job": 7}
     assert state.pending_txs == {} and state.settle_tx(tx_hash) is None
+
+
+FOG_KEY_A = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+FOG_KEY_B = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+
+
+def test_a_state_file_saved_under_another_account_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "fog.json"
+    save_state(path, load_state(path, agent="fog", start_block=0, owner=FOG_KEY_A))
+
+    with pytest.raises(AgentError, match=f"saved by account {FOG_KEY_A}.*signs as {FOG_KEY_B}") as raised:
+        load_state(path, agent="fog", start_block=0, owner=FOG_KEY_B)
+
+    assert "--state" in raised.value.hint
+    assert load_state(path, agent="fog", start_block=0, owner=FOG_KEY_A).owner == FOG_KEY_A
+
+
+def test_a_state_file_from_before_owners_were_recorded_is_adopted_by_its_next_signer(tmp_path: Path) -> None:
+    path = tmp_path / "fog.json"
+    path.write_text('{"version": 1, "agent": "fog-1", "last_block": 41}')
+
+    state = load_state(path, agent="fog-1", start_block=0, owner=FOG_KEY_A)
+
+    assert (state.last_block, state.owner) == (41, FOG_KEY_A)
+
+
+def test_a_state_file_in_use_is_refused_to_a_second_holder_naming_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "fog.json"
+
+    in_use = f"in use by another running agent \\(process {os.getpid()}\\)"
+    with exclusive(path), pytest.raises(AgentError, match=in_use) as raised, exclusive(path):
+        pass  # pragma: no cover: never entered
+
+    assert "--state" in raised.value.hint
+    with exclusive(path):  # released on leaving the block
+        pass
+
+
+def test_the_lock_of_a_killed_agent_dies_with_it(tmp_path: Path) -> None:
+    path = tmp_path / "fog.json"
+    child = textwrap.dedent(
+        f"""
+        import os, sys
+        from pathlib import Path
+        from fedchain.agent.state import exclusive
+
+        with exclusive(Path({str(path)!r})):
+            print("locked", flush=True)
+            sys.stdin.readline()  # hold the lock until killed
+        """
+    )
+    holder = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(AgentError, match=f"process {holder.pid}"), exclusive(path):
+            pass  # pragma: no cover: never entered
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+
+    with exclusive(path):  # SIGKILL left no stale lock
+        pass
