@@ -9,7 +9,6 @@ depend on their values). Prints the median over ``--repeat`` runs.
 
 from __future__ import annotations
 
-import json
 import statistics
 import tempfile
 import time
@@ -18,6 +17,7 @@ import click
 import torch
 
 from fedchain.aggregator.scoring import ClientInput, Evaluator, quality_source, score_round
+from fedchain.console import machine_json
 from fedchain.fl.params import flatten, unflatten
 from fedchain.fl.strategy import get_strategy
 from fedchain.store.blobs import BlobStore
@@ -87,7 +87,7 @@ def aggregator(
         rows = [measure(spec, evaluator, store, n, repeat) for n in (counts or DEFAULT_CLIENTS)]
     setting = {"model": spec.model, "strategy": strategy, "validation": validation_size, "device": device, "repeat": repeat}
     if as_json:
-        click.echo(json.dumps({**setting, "rows": rows}, indent=2))
+        click.echo(machine_json({**setting, "rows": rows}))
         return
     click.echo(", ".join(f"{k} {v}" for k, v in setting.items()) + "; medians in ms")
     columns = list(rows[0])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from fedchain.chain.commands import deployment_option
+from fedchain.console import machine_json
 from fedchain.errors import AuditFailed
 from fedchain.store import DEFAULT_STORE_URL
 
@@ -87,7 +87,7 @@ def audit(
         html_file.write_text(html_report(report), encoding="utf-8")
         log.info("HTML report written to %s", html_file)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        click.echo(machine_json(report.to_dict()))
     else:
         print_report(report)
     if not report.passed:

@@ -10,7 +10,6 @@ cost included, so small rounds look dearer).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -25,6 +24,7 @@ from fedchain.chain.bindings import TaskParams, TaskState
 from fedchain.chain.compile import compile_contracts
 from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.chain.recipe import deploy_fedchain
+from fedchain.console import machine_json
 from fedchain.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ def gas(as_json: bool, sizes: tuple[int, ...]) -> None:
     """Gas of posting one round for 10, 50 and 100 clients, and the gas per client-round."""
     rows = measure(sizes)
     if as_json:
-        click.echo(json.dumps({"target_gas_per_client_round": TARGET_GAS_PER_CLIENT_ROUND, "rows": [asdict(r) for r in rows]}))
+        click.echo(machine_json({"target_gas_per_client_round": TARGET_GAS_PER_CLIENT_ROUND, "rows": [asdict(r) for r in rows]}))
         return
     click.echo(f"{'clients':>8} {'gas of the post':>16} {'gas per client-round':>21}")
     for row in rows:

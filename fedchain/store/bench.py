@@ -7,7 +7,6 @@ on the machine and the store (a folder here unless ``--store`` names another).
 
 from __future__ import annotations
 
-import json
 import statistics
 import tempfile
 import time
@@ -16,6 +15,7 @@ from collections.abc import Callable
 import click
 import torch
 
+from fedchain.console import machine_json
 from fedchain.fl.params import ParamSpec
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256
@@ -66,7 +66,7 @@ def store(store_url: str | None, sizes: tuple[int, ...], repeat: int, as_json: b
         blob_store = BlobStore.open(store_url or folder)
         rows = [measure(blob_store, n, repeat) for n in (sizes or DEFAULT_PARAMS)]
     if as_json:
-        click.echo(json.dumps({"store": store_url or "temporary folder", "repeat": repeat, "rows": rows}, indent=2))
+        click.echo(machine_json({"store": store_url or "temporary folder", "repeat": repeat, "rows": rows}))
         return
     columns = list(rows[0])
     click.echo(f"blob store: {store_url or 'temporary folder'}; median of {repeat} runs; times in ms")

@@ -38,6 +38,7 @@ from web3 import Web3
 from fedchain.audit import AuditReport, audit_on_chain
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.tx import Transactor
+from fedchain.console import machine_json
 from fedchain.errors import SystemTimeout
 from fedchain.publisher import ChainSession, PublishConfig, create_task, open_session, start_task
 from fedchain.publisher.service import JobStatus, TaskStatus
@@ -251,5 +252,5 @@ class SystemRun:
             session.w3, session.deployment, self._task(), session.store, verify_scores=verify_scores,
             data_root=self.settings.agents.data_root,
         )
-        (self.folder.root / "audit.json").write_text(json.dumps(report.to_dict(), indent=2))
+        (self.folder.root / "audit.json").write_text(machine_json(report.to_dict()))
         return report
