@@ -19,6 +19,7 @@ disjoint. The same arguments always give the same partition.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,6 +29,7 @@ import torch
 from fedchain.errors import ConfigError, DataError
 
 PartitionKind = Literal["iid", "pow", "cla", "dir"]
+PARTITION_KINDS: tuple[str, ...] = ("iid", "pow", "cla", "dir")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,17 @@ class PartitionConfig:
     min_size: int = 1
     max_draws: int = 1000
 
+    def __post_init__(self) -> None:
+        if self.kind not in PARTITION_KINDS:
+            raise ConfigError(f"unknown partition kind {self.kind!r}", hint=f"use one of: {', '.join(PARTITION_KINDS)}")
+        for name in ("n_clients", "classes_per_client", "max_draws"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.min_size < 0:
+            raise ConfigError(f"min_size must be >= 0, got {self.min_size}")
+        _check_alpha(self.alpha)
+        _check_exponent(self.exponent)
+
 
 def partition(labels: torch.Tensor | np.ndarray, config: PartitionConfig, num_classes: int | None = None) -> list[np.ndarray]:
     """Split sample indices among ``config.n_clients`` clients as ``config.kind`` says."""
@@ -69,7 +82,7 @@ def partition(labels: torch.Tensor | np.ndarray, config: PartitionConfig, num_cl
             labels, config.n_clients, config.alpha, num_classes=num_classes,
             min_size=config.min_size, max_draws=config.max_draws, seed=config.seed,
         )
-    raise ConfigError(f"unknown partition kind {config.kind!r}", hint="use one of: iid, pow, cla, dir")
+    raise ConfigError(f"unknown partition kind {config.kind!r}", hint=f"use one of: {', '.join(PARTITION_KINDS)}")
 
 
 def _labels_array(labels: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -77,6 +90,16 @@ def _labels_array(labels: torch.Tensor | np.ndarray) -> np.ndarray:
     if array.ndim != 1:
         raise DataError(f"labels must be one-dimensional, got shape {array.shape}")
     return array.astype(np.int64, copy=False)
+
+
+def _check_alpha(alpha: float) -> None:
+    if not (alpha > 0 and math.isfinite(alpha)):
+        raise ConfigError(f"Dirichlet alpha must be a positive number, got {alpha}", hint="use e.g. alpha: 0.5 (smaller: more skew)")
+
+
+def _check_exponent(exponent: float) -> None:
+    if not (exponent >= 0 and math.isfinite(exponent)):
+        raise ConfigError(f"power-law exponent must be a number >= 0, got {exponent}", hint="0 gives equal sizes")
 
 
 def _check_clients(n_samples: int, n_clients: int, min_size: int = 1) -> None:
@@ -109,8 +132,7 @@ def power_law_sizes(n_samples: int, n_clients: int, *, exponent: float = 1.0, mi
     Sizes are in decreasing order; callers shuffle which client gets which.
     """
     _check_clients(n_samples, n_clients, min_size)
-    if exponent < 0:
-        raise ConfigError(f"power-law exponent must be >= 0, got {exponent}")
+    _check_exponent(exponent)
     weights = np.arange(1, n_clients + 1, dtype=np.float64) ** -exponent
     spare = n_samples - n_clients * min_size
     raw = weights / weights.sum() * spare
@@ -179,8 +201,7 @@ def dirichlet(
 ) -> list[np.ndarray]:
     """Label skew: each class split among clients by shares drawn from ``Dirichlet(alpha, ..., alpha)``."""
     array = _labels_array(labels)
-    if not alpha > 0 or not np.isfinite(alpha):
-        raise ConfigError(f"Dirichlet alpha must be a positive number, got {alpha}", hint="use e.g. alpha: 0.5")
+    _check_alpha(alpha)
     _check_clients(len(array), n_clients, min_size)
     num_classes = int(num_classes if num_classes is not None else array.max() + 1)
     rng = np.random.default_rng(seed)

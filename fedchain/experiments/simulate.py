@@ -20,6 +20,7 @@ from rich.table import Table
 
 from fedchain.console import machine_json
 from fedchain.data.datasets import DATASETS
+from fedchain.data.partition import PARTITION_KINDS
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, load_experiment
 from fedchain.experiments.plots import write_plots
@@ -139,7 +140,7 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--dataset", type=click.Choice(sorted(DATASETS)), help="Dataset.")
 @click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Folder with the dataset files [default: $FEDCHAIN_DATA_ROOT].")
 @click.option("--model", type=click.Choice(sorted(MODELS)), help="Model.")
-@click.option("--partition", type=click.Choice(["iid", "pow", "cla", "dir"]), help="How the training data is split among clients.")
+@click.option("--partition", type=click.Choice(PARTITION_KINDS), help="How the training data is split among clients.")
 @click.option("--alpha", type=float, help="Dirichlet concentration of the dir partition.")
 @click.option("--classes-per-client", type=int, help="Classes per client of the cla partition (YAML null: client j holds 1..all classes, FedAVE's CLA).")
 @click.option("--power", type=float, help="Power-law exponent of the pow partition.")

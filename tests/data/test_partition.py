@@ -123,3 +123,20 @@ def test_more_clients_than_samples_is_refused_by_every_kind() -> None:
 def test_unknown_partition_kind_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown partition kind"):
         partition(LABELS, PartitionConfig(kind="zipf", n_clients=3))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("kind", "zipf", "unknown partition kind 'zipf'"),
+        ("n_clients", 0, "n_clients must be at least 1"),
+        ("classes_per_client", 0, "classes_per_client must be at least 1"),
+        ("min_size", -1, "min_size must be >= 0"),
+        ("alpha", float("inf"), "alpha must be a positive number"),
+        ("exponent", -0.5, "exponent must be a number >= 0"),
+    ],
+)
+def test_a_partition_config_refuses_impossible_values_when_built(field: str, value: object, message: str) -> None:
+    # a client (`client run --partitions 0`) is refused at start-up, not when it first splits its data
+    with pytest.raises(ConfigError, match=message):
+        PartitionConfig(**{field: value})  # type: ignore[arg-type]
