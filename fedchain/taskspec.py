@@ -57,6 +57,7 @@ from fedchain.updates import (
 
 if TYPE_CHECKING:
     from fedchain.data.datasets import ImageDataset
+    from fedchain.fl.strategy import Strategy
 
 #: Version tag written into every spec; a reader rejects any other.
 FORMAT = "fedchain-taskspec/1"
@@ -121,7 +122,7 @@ class TaskSpec:
         batch_size: local mini-batch size, samples.
         local_epochs: local passes over a client's data per round.
         seed: the task's seed: the initial model's weights and each round's training seed derive from it.
-        strategy: aggregation strategy name (``fedchain.fl.get_strategy``).
+        strategy: aggregation strategy: ``fedavg``, ``quality``, ``cgsv``, ``fedfaim`` or ``fedave`` (``fedchain.fl.get_strategy``).
         strategy_options: the strategy's options (its dataclass fields), JSON values.
         privacy_epsilon: per-pixel local privacy budget a client applies before handing its data over; None: none.
         privacy_mechanism: ``laplace`` or ``gaussian`` (with ``privacy_delta``).
@@ -155,6 +156,7 @@ class TaskSpec:
             object.__setattr__(self, "validation", ValidationSpec(**self.validation))
         options = json.loads(json.dumps(dict(self.strategy_options), sort_keys=True))  # JSON values only
         object.__setattr__(self, "strategy_options", MappingProxyType(options))
+        self.strategy_instance()  # an unknown strategy or option fails here, before a task escrows its budget
         self.train_config(0)  # validates lr, momentum, batch_size, local_epochs
         if self.privacy_epsilon is not None and not (self.privacy_epsilon > 0 and math.isfinite(self.privacy_epsilon)):
             raise ConfigError(f"privacy_epsilon must be a positive number or None, got {self.privacy_epsilon}")
@@ -231,9 +233,13 @@ class TaskSpec:
 
         The payload format follows the spec's strategy (not an aggregator's override), so every agent agrees on it.
         """
+        return self.strategy_instance().needs_local_losses
+
+    def strategy_instance(self) -> Strategy:
+        """The spec's strategy with its options (ConfigError for an unknown name or option)."""
         from fedchain.fl.strategy import get_strategy
 
-        return get_strategy(self.strategy, **self.strategy_options).needs_local_losses
+        return get_strategy(self.strategy, **self.strategy_options)
 
     def local_loss_count(self, data_size: int) -> int | None:
         """How many local losses an update of a job of ``data_size`` samples carries; None when it carries none."""

@@ -53,7 +53,7 @@ def field_docs(cls: type) -> dict[str, str]:
             docs[current] += " " + line.strip()
         elif not line.strip():
             current = None
-    return docs
+    return {name: text.replace("``", "") for name, text in docs.items()}  # reST literals read plain in --help
 
 
 def _field_options(cls: type, names: tuple[str, ...] | None, prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -86,8 +86,8 @@ def test_an_aggregator_with_a_wrong_checksum_is_refused_as_a_likely_typo() -> No
 
 
 def test_equal_specs_have_equal_bytes_and_dataset_id_whatever_the_spelling() -> None:
-    a = TaskSpec(dataset="MNIST", model="LeNet-5", strategy_options={"b": 1, "a": 2})
-    b = TaskSpec(dataset="mnist", model="lenet5", strategy_options={"a": 2, "b": 1})
+    a = TaskSpec(dataset="MNIST", model="LeNet-5", strategy="fedave", strategy_options={"beta": 1.0, "alpha": 0.5})
+    b = TaskSpec(dataset="mnist", model="lenet5", strategy="fedave", strategy_options={"alpha": 0.5, "beta": 1.0})
 
     assert a.to_bytes() == b.to_bytes() and a.dataset_id == keccak256(b.to_bytes())
     assert TaskSpec.from_bytes(a.to_bytes()) == b
@@ -95,7 +95,23 @@ def test_equal_specs_have_equal_bytes_and_dataset_id_whatever_the_spelling() -> 
 
 
 @pytest.mark.parametrize(
-    "data", [b"\x80not utf-8", b"[]", b'{"format":"other/1"}', b'{"format":"fedchain-taskspec/1","lr":-1}']
+    ("strategy", "options", "message"),
+    [("fedmagic", {}, "unknown strategy 'fedmagic'"), ("fedave", {"beta": -1}, "beta=-1"),
+     ("cgsv", {"gamma_zero": 0.5}, "unknown setting")],
+)
+def test_a_spec_with_a_strategy_no_aggregator_can_run_is_refused_before_a_task_escrows_its_budget(
+    strategy: str, options: dict, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        TaskSpec(strategy=strategy, strategy_options=options)
+    with pytest.raises(ConfigError, match=message):
+        load_publish_config(spec={"strategy": strategy, "strategy_options": options})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x80not utf-8", b"[]", b'{"format":"other/1"}', b'{"format":"fedchain-taskspec/1","lr":-1}',
+     b'{"format":"fedchain-taskspec/1","strategy":"fedmagic"}'],
 )
 def test_spec_bytes_that_are_not_a_valid_spec_are_refused(data: bytes) -> None:
     with pytest.raises(TaskSpecError):
