@@ -8,13 +8,40 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from rich.columns import Columns
 from rich.console import Console
+from rich.measure import Measurement
+from rich.padding import Padding
+from rich.table import Table
 
 
 def stdout_console(piped_width: int) -> Console:
     """Standard output as a rich console: the terminal's own width, or ``piped_width`` columns
     when it is a file or a pipe (rich would cut it to 80, wrapping tables, addresses and hashes)."""
     return Console() if sys.stdout.isatty() else Console(width=piped_width)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table`` without cutting any cell.
+
+    Where the table fits the console's width it is printed as it is. Where it
+    does not (rich would elide cells: ``52.6…``), each row becomes a block: its
+    left-aligned cells as a heading, then its ``column value`` pairs in as
+    many columns as fit.
+    """
+    natural = Measurement.get(console, console.options.update(width=1_000_000), table).maximum
+    if natural <= console.width:
+        console.print(table)
+        return
+    if table.title:
+        console.print(table.title, style="italic")
+    columns = table.columns
+    rows = zip(*(list(column.cells) for column in columns), strict=True)
+    for row in rows:
+        labels = [str(cell) for column, cell in zip(columns, row, strict=True) if column.justify == "left"]
+        pairs = [f"{column.header} [bold]{cell}[/]" for column, cell in zip(columns, row, strict=True) if column.justify != "left"]
+        console.print(" · ".join(labels), style="bold")
+        console.print(Padding(Columns(pairs, padding=(0, 3)), (0, 0, 0, 2)))  # a pair is never split
 
 
 def machine_json(value: Any) -> str:

@@ -27,11 +27,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from fedchain.console import machine_json, stdout_console
+from fedchain.console import machine_json, print_table, stdout_console
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment
 from fedchain.experiments.federation import build_federation
 from fedchain.experiments.plots import write_plots
+from fedchain.experiments.progress import RunBars, RunObserver
 from fedchain.experiments.results import ExperimentResult, write_metrics
 from fedchain.experiments.runner import run_experiment
 from fedchain.experiments.simulate import apply_threads
@@ -48,10 +49,6 @@ NOISY_SETTING = FaultConfig(noisy_clients=0.3, noise_rate=0.5)
 SETTINGS: dict[str, FaultConfig] = {"clean": FaultConfig(), "noisy": NOISY_SETTING}
 #: The FedAVE fairness target of this project (the paper reports above 0.84).
 FAIRNESS_TARGET = 0.95
-
-#: Called after every finished run with a one-line description and its result.
-RunCallback = Callable[[str, ExperimentResult], None]
-
 
 @dataclass(frozen=True)
 class RoundsRow:
@@ -135,7 +132,7 @@ def rounds_to_accuracy(
     settings: Sequence[str],
     *,
     output_dir: Path | None = None,
-    on_run: RunCallback | None = None,
+    observer: RunObserver | None = None,
 ) -> list[RoundsRow]:
     """Rounds to ``base.target_accuracy`` for every (setting, strategy); each setting's data split is shared."""
     rows = []
@@ -144,16 +141,26 @@ def rounds_to_accuracy(
             config = base.with_changes(faults=SETTINGS[setting], stop_at_target=True)
             federation = build_federation(config)
             for strategy in strategies:
-                result = run_experiment(config.with_changes(strategy=strategy), federation=federation, pool=pool)
+                label = f"{setting} {strategy}"
+                if observer is not None:
+                    observer.run_started(label, config.rounds)
+                result = run_experiment(
+                    config.with_changes(strategy=strategy), federation=federation, pool=pool, **_hooks(observer)
+                )
                 _save(result, output_dir, f"{setting}-{strategy}")
                 rows.append(
                     RoundsRow(
                         setting, strategy, result.rounds_to_target, len(result.rounds), result.best_accuracy, result.seconds
                     )
                 )
-                if on_run is not None:
-                    on_run(f"{setting} {strategy}", result)
+                if observer is not None:
+                    observer.run_done(label, result)
     return rows
+
+
+def _hooks(observer: RunObserver | None) -> dict[str, Any]:
+    """``run_experiment``'s callbacks that report to ``observer``."""
+    return {} if observer is None else {"on_start": observer.run_set_up, "on_round": observer.round_done}
 
 
 #: Label of the fedave runs whose quotas come from the measured standalone accuracies.
@@ -183,7 +190,7 @@ def fairness_runs(
     *,
     oracle_floor: float | None = None,
     output_dir: Path | None = None,
-    on_run: RunCallback | None = None,
+    observer: RunObserver | None = None,
 ) -> list[FairnessRun]:
     """Every (partition, seed, strategy) run; standalone accuracies are computed once per (partition, seed).
 
@@ -214,7 +221,13 @@ def fairness_runs(
                     else:
                         run_config = config.with_changes(strategy=strategy)
                     known = None if first_run is None else first_run.standalone_runs
-                    result = run_experiment(run_config, federation=federation, standalone_runs=known, pool=pool)
+                    label = f"{partition} seed {seed} {strategy}"
+                    if observer is not None:
+                        alone = "every client trained alone first" if known is None else ""
+                        observer.run_started(label, run_config.rounds, alone)
+                    result = run_experiment(
+                        run_config, federation=federation, standalone_runs=known, pool=pool, **_hooks(observer)
+                    )
                     first_run = first_run or result
                     _save(result, output_dir, f"{partition}-seed{seed}-{strategy}")
                     scores = result.fairness()
@@ -244,8 +257,8 @@ def fairness_runs(
                             fairness_ceiling=_or_nan(result.fairness_ceiling()),
                         )
                     )
-                    if on_run is not None:
-                        on_run(f"{partition} seed {seed} {strategy}: Pearson {scores[0]:.3f}", result)
+                    if observer is not None:
+                        observer.run_done(f"{label}: Pearson {scores[0]:.3f}", result)
     return runs
 
 
@@ -288,13 +301,6 @@ def _names(_ctx: click.Context, param: click.Parameter, value: str) -> list[str]
     if not names:
         raise click.BadParameter("names nothing: give one or more names, comma-separated", param=param)
     return names
-
-
-def _progress(console: Console) -> RunCallback:
-    def report(label: str, result: ExperimentResult) -> None:
-        console.log(f"{label}: {len(result.rounds)} rounds, best {100 * result.best_accuracy:.2f}%, {result.seconds:.0f} s")
-
-    return report
 
 
 _common = [
@@ -376,7 +382,8 @@ def rounds_to_accuracy_command(
     apply_threads(base)
     console = Console(stderr=True)
     began = time.perf_counter()
-    rows = rounds_to_accuracy(base, strategies, settings, output_dir=output_dir, on_run=_progress(console))
+    with RunBars(console, len(settings) * len(strategies)) as bars:
+        rows = rounds_to_accuracy(base, strategies, settings, output_dir=output_dir, observer=bars)
     if as_json:
         click.echo(machine_json([row.__dict__ for row in rows]))
         return
@@ -387,7 +394,7 @@ def rounds_to_accuracy_command(
         rounds = str(row.rounds) if row.rounds is not None else f">{row.rounds_run}"
         table.add_row(row.setting, row.strategy, rounds, f"{100 * row.best_accuracy:.2f}%", f"{row.seconds:.0f} s")
     out = stdout_console(PIPED_WIDTH)
-    out.print(table)
+    print_table(out, table)
     out.print(f"paper (Tian et al. 2023, Table 4, clean IID): FedAvg 20 rounds, theirs 16; total {time.perf_counter() - began:.0f} s")
 
 
@@ -467,15 +474,11 @@ def fairness_command(
     apply_threads(base)
     console = Console(stderr=True)
     began = time.perf_counter()
-    runs = fairness_runs(
-        base,
-        strategies,
-        partitions,
-        list(range(seeds)),
-        oracle_floor=oracle_floor,
-        output_dir=output_dir,
-        on_run=_progress(console),
-    )
+    total = len(partitions) * seeds * (len(strategies) + (oracle_floor is not None))
+    with RunBars(console, total) as bars:
+        runs = fairness_runs(
+            base, strategies, partitions, list(range(seeds)), oracle_floor=oracle_floor, output_dir=output_dir, observer=bars
+        )
     rows = summarise_fairness(runs)
     if as_json:
         click.echo(machine_json({"runs": [r.__dict__ for r in runs], "summary": [r.__dict__ for r in rows]}))
@@ -500,7 +503,7 @@ def fairness_command(
             f"{100 * row.accuracy_mean:.2f}%", str(row.seeds),
         )
     out = stdout_console(PIPED_WIDTH)
-    out.print(table)
+    print_table(out, table)
     out.print(
         f"FedAVE reports above 0.84; our target is {FAIRNESS_TARGET}; total {time.perf_counter() - began:.0f} s"
     )

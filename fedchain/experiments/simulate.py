@@ -15,7 +15,7 @@ import click
 import torch
 import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
 from fedchain.console import machine_json
@@ -24,6 +24,7 @@ from fedchain.data.partition import PARTITION_KINDS
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, load_experiment
 from fedchain.experiments.plots import write_plots
+from fedchain.experiments.progress import round_columns
 from fedchain.experiments.results import ExperimentResult, RoundRecord, write_metrics
 from fedchain.experiments.runner import run_experiment
 from fedchain.fl import strategy_names
@@ -59,18 +60,11 @@ def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentR
     The bar starts once the experiment is set up, so an unknown name, a
     missing file or an impossible partition is reported without an empty bar.
     """
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("acc {task.fields[accuracy]}"),
-        TimeElapsedColumn(),
-    )
-    progress = Progress(*columns, console=console, transient=False)
-    task = progress.add_task(config.strategy, total=config.rounds, accuracy="-")
+    progress = Progress(*round_columns(), console=console, transient=False)
+    task = progress.add_task(config.strategy, total=config.rounds, note="acc -")
 
     def advance(record: RoundRecord) -> None:
-        progress.update(task, advance=1, accuracy=f"{100 * record.test_accuracy:.2f}%")
+        progress.update(task, advance=1, note=f"acc {100 * record.test_accuracy:.2f}%")
 
     try:
         result = run_experiment(config, on_start=progress.start, on_round=advance)

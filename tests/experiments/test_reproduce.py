@@ -23,6 +23,7 @@ from fedchain.experiments.reproduce import (
     oracle_quota_fractions,
     summarise_fairness,
 )
+from fedchain.experiments.results import ExperimentResult, RoundRecord
 
 #: 3 clients, 1 round on a small real MNIST subset: seconds per fairness run.
 SMALL = {"clients": 3, "rounds": 1, "train_samples": 500, "validation_samples": 100, "test_samples": 200,
@@ -102,6 +103,47 @@ def test_the_oracle_run_is_fedave_with_quotas_from_the_measured_standalone_accur
     expected = oracle_quota_fractions(fedave["standalone_accuracy"], 0.05)
     assert oracle["config"]["strategy_options"]["quota_fractions"] == pytest.approx(list(expected))
     assert min(expected) == pytest.approx(0.05) and max(expected) == 1.0
+
+
+class Recorder:
+    """A RunObserver that writes down what it is told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def run_started(self, label: str, rounds: int, note: str = "") -> None:
+        self.events.append(("started", label, rounds, note))
+
+    def run_set_up(self) -> None:
+        self.events.append(("set up",))
+
+    def round_done(self, record: RoundRecord) -> None:
+        self.events.append(("round", record.round))
+
+    def run_done(self, summary: str, result: ExperimentResult) -> None:
+        self.events.append(("done", summary, len(result.rounds)))
+
+
+def test_the_runs_report_their_progress_run_by_run_and_round_by_round() -> None:
+    recorder = Recorder()
+
+    runs = fairness_runs(load_experiment(None, {**SMALL, "rounds": 2}, defaults=FAIRNESS_DEFAULTS), ["fedave", "fedfaim"],
+                         ["pow"], [0], observer=recorder)
+
+    first = "every client trained alone first"  # only the first run of a split trains the standalone models
+    assert recorder.events == [
+        ("started", "pow seed 0 fedave", 2, first), ("set up",), ("round", 1), ("round", 2),
+        ("done", f"pow seed 0 fedave: Pearson {runs[0].pearson:.3f}", 2),
+        ("started", "pow seed 0 fedfaim", 2, ""), ("set up",), ("round", 1), ("round", 2),
+        ("done", f"pow seed 0 fedfaim: Pearson {runs[1].pearson:.3f}", 2),
+    ]
+
+
+def test_a_set_up_error_is_printed_without_a_progress_bar() -> None:
+    result = CliRunner().invoke(cli, ["reproduce", "fairness", "--partitions", "zipf", "--seeds", "1"])
+
+    assert isinstance(result.exception, ConfigError) and "unknown partition kind 'zipf'" in str(result.exception)
+    assert result.output == ""  # no bar was started
 
 
 def test_repeated_standalone_models_give_their_mean_as_reference_and_their_agreement(tmp_path: Path) -> None:
