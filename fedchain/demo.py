@@ -267,8 +267,9 @@ class ProgressDisplay:
 
     def processes(self) -> Table:
         table = Table(title="processes", title_justify="left", show_edge=False)
-        for column in ("name", "pid", "state", "last log line"):
-            table.add_column(column, overflow="ellipsis", no_wrap=column == "last log line")
+        for column, width in (("name", len("aggregator")), ("pid", 7), ("state", len("exited 137"))):
+            table.add_column(column, no_wrap=True, min_width=width)  # always whole; the log line gets what is left
+        table.add_column("last log line", overflow="ellipsis", no_wrap=True, ratio=1)
         for child in self.run.supervisor.children:
             code = child.returncode
             state = "running" if code is None else f"exited {code}"
