@@ -114,7 +114,10 @@ class AggregatorSettings:
     confirmations: int = 0
 
     def __post_init__(self) -> None:
-        resolve_device(self.device)  # a device this machine lacks is refused before the chain is touched
+        # Refused before the chain is touched: a device this machine lacks, a strategy or option that does not exist.
+        resolve_device(self.device)
+        if self.strategy is not None:
+            get_strategy(self.strategy, **(self.strategy_options or {}))
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -1,0 +1,31 @@
+"""`fedchain aggregator run` refuses bad settings before it touches a chain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedchain.cli import main
+
+
+@pytest.mark.parametrize(
+    ("flags", "options", "message"),
+    [
+        (["--strategy", "fedmagic"], None, "unknown strategy 'fedmagic'"),
+        (["--strategy", "fedave"], "beta: -1\n", "beta=-1.0 must be positive"),
+    ],
+)
+def test_a_strategy_the_aggregator_cannot_run_is_refused_before_any_chain_access(
+    flags: list[str], options: str | None, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = []
+    if options is not None:
+        (tmp_path / "options.yaml").write_text(options)
+        extra = ["--strategy-options", str(tmp_path / "options.yaml")]
+
+    code = main(["aggregator", "run", "--task", "1", *flags, *extra, "--deployment", str(tmp_path / "none.json")])
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert message in err and "deployment" not in err  # the missing deployment file was never reached
