@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -37,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from fedchain.errors import AgentError
+
+log = logging.getLogger(__name__)
 
 #: Version of the state file layout; a file of another version is refused.
 STATE_VERSION = 1
@@ -170,7 +173,9 @@ def exclusive(path: Path) -> Iterator[None]:
 
     Two processes working from one state file would overwrite each other's
     bids, salts and pending transactions; the second is refused instead. The
-    lock dies with its process, so a killed agent leaves no stale lock.
+    lock dies with its process, so a killed agent leaves no stale lock. A file
+    system that cannot lock (some network file systems) is warned about, and
+    the agent runs unprotected.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_path = path.with_name(path.name + ".lock")
@@ -184,6 +189,10 @@ def exclusive(path: Path) -> Iterator[None]:
                 f"state file {path} is in use by another running agent (process {holder})",
                 hint="stop that process first, or give this agent its own state file (--state PATH)",
             ) from None
+        except OSError as err:
+            log.warning("cannot lock %s (%s): nothing stops a second agent from using %s", lock_path, err, path)
+            yield
+            return
         lock.truncate(0)
         lock.write(str(os.getpid()))
         lock.flush()

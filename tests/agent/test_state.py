@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import subprocess
 import sys
@@ -174,3 +176,18 @@ def test_the_lock_of_a_killed_agent_dies_with_it(tmp_path: Path) -> None:
 
     with exclusive(path):  # SIGKILL left no stale lock
         pass
+
+
+def test_a_file_system_that_cannot_lock_is_warned_about_and_the_agent_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_locks(_file: object, _operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")  # as some network file systems answer
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    entered = False
+
+    with exclusive(tmp_path / "fog.json"):
+        entered = True
+
+    assert entered and "nothing stops a second agent" in caplog.text
