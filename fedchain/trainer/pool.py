@@ -19,15 +19,17 @@ usual ``if __name__ == "__main__":`` guard.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,8 +97,28 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="fedchain-parent-watch", daemon=True).start()
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while worker processes start, so that they inherit it ignored (through exec, from birth).
+
+    Ctrl-C reaches the whole process group: the parent's KeyboardInterrupt
+    stops the pool, and a worker's own would only print its traceback over
+    the command's output, even while it is still importing torch. Signal
+    handlers belong to the main thread; elsewhere nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -> None:
     """A worker's loop: take a job, train the clients it pulls from ``tasks`` until an end marker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # see _sigint_ignored; for a pool started off the main thread
     _exit_with_parent()
     torch.set_num_threads(threads)
     # The first optimiser a process builds imports torch's compiler stack (seconds);
@@ -179,7 +201,8 @@ class WorkerPool:
                 name=f"fedchain-trainer-{rank}",
                 daemon=True,
             )
-            process.start()
+            with _sigint_ignored():
+                process.start()
             self._processes.append(process)
             self._jobs.append(jobs)
         ready = 0

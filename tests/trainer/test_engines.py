@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -169,3 +176,44 @@ def test_train_clients_accepts_a_state_dict_and_returns_one_row_per_client() -> 
 
     assert result.params.shape == (2, sum(p.numel() for p in model.parameters()))
     assert result.updates(initial_params(LENET, 0)).shape == result.params.shape
+
+
+def _default_sigint_own_group() -> None:
+    """In the child: Ctrl-C's default action (a background test runner may ignore it) and a process group of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.setpgrp()
+
+
+def test_ctrl_c_stops_a_training_command_and_its_workers_quietly(tmp_path: Path) -> None:
+    # A script training with the process engine; Ctrl-C goes to its whole process group, as in a terminal.
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(
+        """
+        import sys
+        import torch
+        from fedchain.trainer import Trainer, TrainConfig
+
+        if __name__ == "__main__":
+            clients = [(torch.randn(2000, 1, 28, 28), torch.randint(0, 10, (2000,))) for _ in range(4)]
+            with Trainer("lenet5", TrainConfig(local_epochs=50), engine="process", device="cpu", workers=2) as trainer:
+                start = trainer.initial_params(0)
+                print("training", flush=True)
+                try:
+                    trainer.train(start, clients)
+                except KeyboardInterrupt:
+                    print("interrupted", flush=True)
+                    sys.exit(130)
+        """
+    ))
+    child = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_default_sigint_own_group,
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "training"
+    time.sleep(1.0)  # the workers are inside a client's epochs
+
+    os.killpg(child.pid, signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+
+    assert child.returncode == 130 and "interrupted" in out
+    assert "Traceback" not in err  # no worker printed its KeyboardInterrupt
