@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 
 def stdout_console(piped_width: int) -> Console:
@@ -21,13 +22,13 @@ def stdout_console(piped_width: int) -> Console:
     return Console() if sys.stdout.isatty() else Console(width=piped_width)
 
 
-def print_table(console: Console, table: Table) -> None:
+def print_table(console: Console, table: Table, *, labels: int = 1) -> None:
     """Print ``table`` without cutting any cell.
 
     Where the table fits the console's width it is printed as it is. Where it
-    does not (rich would elide cells: ``52.6…``), each row becomes a block: its
-    left-aligned cells as a heading, then its ``column value`` pairs in as
-    many columns as fit.
+    does not (rich would elide cells: ``52.6…``, or half an address), each row
+    becomes a block: its first ``labels`` cells as a heading, then its other
+    cells as ``column value`` pairs in as many columns as fit.
     """
     natural = Measurement.get(console, console.options.update(width=1_000_000), table).maximum
     if natural <= console.width:
@@ -36,11 +37,9 @@ def print_table(console: Console, table: Table) -> None:
     if table.title:
         console.print(table.title, style="italic")
     columns = table.columns
-    rows = zip(*(list(column.cells) for column in columns), strict=True)
-    for row in rows:
-        labels = [str(cell) for column, cell in zip(columns, row, strict=True) if column.justify == "left"]
-        pairs = [f"{column.header} [bold]{cell}[/]" for column, cell in zip(columns, row, strict=True) if column.justify != "left"]
-        console.print(" · ".join(labels), style="bold")
+    for row in zip(*(list(column.cells) for column in columns), strict=True):
+        console.print(Text(" · ".join(str(cell) for cell in row[:labels]), style="bold"))
+        pairs = [Text.assemble(f"{column.header} ", (str(cell), "bold")) for column, cell in zip(columns[labels:], row[labels:], strict=True)]
         console.print(Padding(Columns(pairs, padding=(0, 3)), (0, 0, 0, 2)))  # a pair is never split
 
 

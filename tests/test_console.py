@@ -45,7 +45,7 @@ def _fairness_like_table() -> Table:
 
 def _printed(width: int) -> str:
     console = Console(width=width, record=True, color_system=None)
-    print_table(console, _fairness_like_table())
+    print_table(console, _fairness_like_table(), labels=2)
     return console.export_text()
 
 

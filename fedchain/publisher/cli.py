@@ -12,7 +12,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from fedchain.console import stdout_console
+from fedchain.console import print_table, stdout_console
 from fedchain.publisher.service import (
     ClientStatus,
     JobStatus,
@@ -177,7 +177,9 @@ def show(task_id: int, **options: Any) -> None:
     """Show a task's parameters, state, clients and jobs (reads only: no signing key needed)."""
     # Piped output is not cut to 80 columns: addresses and hashes stay whole for scripts.
     console = stdout_console(PIPED_WIDTH)
-    console.print(*render_task(task_view(session_from_options(**options, read_only=True), task_id)))
+    summary, clients = render_task(task_view(session_from_options(**options, read_only=True), task_id))
+    console.print(summary)
+    print_table(console, clients, labels=2)
 
 
 @click.command()
@@ -196,6 +198,8 @@ def render_task(view: TaskView) -> list[Table]:
     """The tables `task show` prints: parameters and state, then one row per client and its job."""
     p, s = view.params, view.state
     summary = Table(title=f"task {view.task_id}: {view.status.name.lower()}", show_header=False)
+    summary.add_column(no_wrap=True)
+    summary.add_column(overflow="fold")  # a hash or an address wraps whole rather than losing its end
     rows = [
         ("publisher", s.publisher), ("aggregator", s.aggregator),
         ("round", f"{s.current_round} of {p.rounds}"), ("budget", f"{s.budget} wei ({s.budget_left} left)"),

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from fedchain.cli import main
-from fedchain.publisher.service import TaskStatus
+from fedchain.console import print_table
+from fedchain.publisher.cli import render_task
+from fedchain.publisher.service import TaskStatus, task_view
 from fedchain.store.digest import keccak256
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec
 from tests.aggregator.conftest import AGGREGATOR, CLIENTS, PUBLISHER, World
@@ -66,6 +70,23 @@ def test_task_show_prints_terms_state_and_every_client(
     assert status == 0
     assert f"task {task_id}: open" in out and "round" in out and "0 of 3" in out
     assert world.session(CLIENTS[0]).address in out and "bidding" in out and "cgsv" in out
+
+
+def test_on_a_narrow_terminal_task_show_keeps_every_address_and_hash_whole(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    task_id = create_with_cli(world, monkeypatch, capsys)
+    world.join_and_auction(task_id, CLIENTS[0], data_size=50)
+    summary, clients = render_task(task_view(world.publisher, task_id))
+    console = Console(width=80, record=True, color_system=None)
+
+    console.print(summary)
+    print_table(console, clients, labels=2)
+
+    text = re.sub(r"[\s│]", "", console.export_text())  # a value folded over lines reads whole again
+    params = world.publisher.contracts.task_registry.params(task_id)
+    assert world.session(CLIENTS[0]).address in text and "0x" + params.dataset_id.hex() in text
+    assert "…" not in text
 
 
 def test_task_start_without_clients_fails_with_the_contracts_error(
