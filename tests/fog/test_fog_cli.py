@@ -69,3 +69,14 @@ def test_client_flags_override_the_yaml_file_and_partition_flags_go_into_the_par
     config = load_client_config(None, merge_flags(load_yaml(config_file), flags, "partition", PARTITION_FLAGS))
 
     assert config == ClientConfig(task_id=2, max_samples=50, partition_index=7, partition=PartitionConfig(kind="dir", n_clients=8, alpha=0.3))
+
+
+def test_the_example_fog_and_client_configs_load() -> None:
+    examples = Path(__file__).parents[2] / "configs" / "system"
+
+    fog = load_fog_config(examples / "fog.yaml")
+    client = load_client_config(examples / "client.yaml")
+
+    assert (fog.name, fog.cost.margin, fog.confirmations) == ("fog-1", 0.2, 2)
+    assert (client.task_id, client.partition.kind, client.partition_index) == (1, "dir", 0)
+    assert fog.state_path != client.state_path

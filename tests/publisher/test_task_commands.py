@@ -155,3 +155,19 @@ def test_task_create_reads_a_yaml_file_and_flags_override_it(
     assert world.publisher.contracts.task_registry.state(task_id).budget == 5 * 10**17
     expected = TaskSpec(model="lenet5", lr=0.1, strategy="cgsv", validation=ValidationSpec(size=300, seed=4))
     assert load_spec(world.publisher.store, params.dataset_id) == expected
+
+
+def test_the_example_task_config_creates_its_task(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    example = Path(__file__).parents[2] / "configs" / "system" / "task.yaml"
+
+    status = run_cli(world, PUBLISHER, "task", "create", "--config", str(example), "--aggregator", world.aggregator.address,
+                     monkeypatch=monkeypatch)
+
+    assert status == 0
+    task_id = int(capsys.readouterr().out.strip().splitlines()[-1])
+    params = world.publisher.contracts.task_registry.params(task_id)
+    assert (params.rounds, params.bidding_duration, params.client_deposit) == (5, 300, 10**15)
+    spec = load_spec(world.publisher.store, params.dataset_id)
+    assert (spec.model, spec.strategy, spec.privacy_epsilon) == ("lenet5", "fedavg", 2.0)
