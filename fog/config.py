@@ -10,7 +10,6 @@ from typing import Any, Literal
 from fedchain.config import load_config
 from fedchain.errors import ConfigError
 from fedchain.trainer.config import ENGINES, Engine
-from fedchain.trainer.device import resolve_device
 from fog.bidding import CostModel
 
 #: What a lazy (free-riding) fog node commits instead of training: an all-zero update, or noise.
@@ -68,6 +67,8 @@ class FogConfig:
             raise ConfigError(f"unknown engine {self.engine!r}", hint=f"use one of: {', '.join(ENGINES)}")
         if self.lazy_std < 0:
             raise ConfigError(f"lazy_std must be >= 0, got {self.lazy_std}")
+        from fedchain.trainer.device import resolve_device  # torch: loaded to run, not for --help
+
         resolve_device(self.device)  # a device this machine lacks is refused before the node bids for anything
 
     def watches(self, task_id: int) -> bool:

@@ -1,5 +1,8 @@
 """The command line teaches: help for every command, errors that say what to do."""
 
+import subprocess
+import sys
+
 import pytest
 from click.testing import CliRunner
 
@@ -16,3 +19,15 @@ def test_help_lists_every_command() -> None:
 def test_unknown_command_exits_with_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["no-such-command"]) == 2
     assert "No such command" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["--help"], ["fog", "run", "--help"], ["client", "run", "--help"],
+                                     ["aggregator", "run", "--help"], ["demo", "--help"]])
+def test_the_agents_help_answers_without_loading_torch(command: list[str]) -> None:
+    # torch takes seconds to import; a long-running agent loads it to run, not to print its options
+    probe = f"import sys; from fedchain.cli import main; main({command!r}); print('torch' in sys.modules, file=sys.stderr)"
+
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "False"

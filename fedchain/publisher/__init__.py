@@ -2,36 +2,52 @@
 
 Commands: ``fedchain task create|start|cancel|show|settle`` and ``fedchain withdraw``
 (:mod:`fedchain.publisher.cli`). The functions below are what they call.
+
+Names are imported on first use, so that a command importing
+:mod:`fedchain.publisher.session` (every agent's ``--help``) does not load
+torch through the task spec.
 """
 
-from fedchain.publisher.service import (
-    CreatedTask,
-    Settlement,
-    TaskView,
-    cancel_task,
-    create_task,
-    settle_task,
-    start_task,
-    task_view,
-    withdraw,
-)
-from fedchain.publisher.session import ChainSession, open_session
-from fedchain.publisher.terms import PublishConfig, TaskTerms, load_publish_config, parse_wei
+from __future__ import annotations
 
-__all__ = [
-    "ChainSession",
-    "CreatedTask",
-    "PublishConfig",
-    "Settlement",
-    "TaskTerms",
-    "TaskView",
-    "cancel_task",
-    "create_task",
-    "load_publish_config",
-    "open_session",
-    "parse_wei",
-    "settle_task",
-    "start_task",
-    "task_view",
-    "withdraw",
-]
+from typing import TYPE_CHECKING
+
+from fedchain._lazy import lazy_exports
+
+#: public name -> defining module.
+_EXPORTS: dict[str, str] = {
+    "CreatedTask": "service",
+    "Settlement": "service",
+    "TaskView": "service",
+    "cancel_task": "service",
+    "create_task": "service",
+    "settle_task": "service",
+    "start_task": "service",
+    "task_view": "service",
+    "withdraw": "service",
+    "ChainSession": "session",
+    "open_session": "session",
+    "PublishConfig": "terms",
+    "TaskTerms": "terms",
+    "load_publish_config": "terms",
+    "parse_wei": "terms",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from fedchain.publisher.service import (
+        CreatedTask,
+        Settlement,
+        TaskView,
+        cancel_task,
+        create_task,
+        settle_task,
+        start_task,
+        task_view,
+        withdraw,
+    )
+    from fedchain.publisher.session import ChainSession, open_session
+    from fedchain.publisher.terms import PublishConfig, TaskTerms, load_publish_config, parse_wei
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
