@@ -7,6 +7,7 @@ runs the rounds with a progress bar, writes ``metrics.json``,
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -62,17 +63,41 @@ def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentR
     """
     progress = Progress(*round_columns(), console=console, transient=False)
     task = progress.add_task(config.strategy, total=config.rounds, note="acc -")
+    done: list[RoundRecord] = []
 
     def advance(record: RoundRecord) -> None:
+        done.append(record)
         progress.update(task, advance=1, note=f"acc {100 * record.test_accuracy:.2f}%")
 
     try:
         result = run_experiment(config, on_start=progress.start, on_round=advance)
         progress.update(task, total=len(result.rounds))
+    except KeyboardInterrupt:
+        if done:
+            path = save_interrupted(config, done)
+            log.warning("interrupted after round %d: the rounds run are in %s", done[-1].round, path)
+        raise
     finally:
         if progress.live.is_started:  # not when set-up failed (stopping would print an empty line)
             progress.stop()
     return result
+
+
+#: What an interrupted run leaves in its output folder.
+INTERRUPTED_FILE = "rounds-interrupted.json"
+
+
+def save_interrupted(config: ExperimentConfig, rounds: list[RoundRecord]) -> Path:
+    """Write the config and the ``rounds`` an interrupted run finished to ``INTERRUPTED_FILE``; returns its path.
+
+    A long run stopped with Ctrl-C keeps what it measured; the full metrics
+    (standalone and rewarded models, plots) exist only for a finished run.
+    """
+    path = Path(config.output_dir) / INTERRUPTED_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"config": config.to_dict(), "rounds": [dataclasses.asdict(record) for record in rounds]}
+    path.write_text(machine_json(data) + "\n", encoding="utf-8")
+    return path
 
 
 def summary_table(result: ExperimentResult) -> Table:

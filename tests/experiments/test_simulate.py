@@ -9,6 +9,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +26,8 @@ from fedchain.experiments import build_federation, load_experiment, run_experime
 from fedchain.experiments.config import FaultConfig
 from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults, imbalanced_classes
 from fedchain.experiments.runner import tamper
+from fedchain.experiments.simulate import INTERRUPTED_FILE
+from tests.support import interruptible_in_own_group
 
 #: A tiny run: 3 clients of ~130 samples, a 100-sample validation set, 300 test samples.
 TINY = {
@@ -223,3 +229,30 @@ def test_own_models_with_a_strategy_that_gives_no_models_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="own_models needs a strategy that rewards in kind"):
         run_experiment(config)
+
+
+def test_a_run_stopped_with_ctrl_c_keeps_the_rounds_it_finished(tmp_path: Path) -> None:
+    # prepare: a long run in its own process group, as Ctrl-C in a terminal reaches it
+    command = [sys.executable, "-m", "fedchain.cli", "-v", "simulate", "--rounds", "200", "--clients", "3",
+               "--train-samples", "600", "--validation-samples", "100", "--test-samples", "100",
+               "--engine", "sequential", "--threads", "1", "--no-plots", "-o", str(tmp_path)]
+    child = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                             preexec_fn=interruptible_in_own_group)
+    assert child.stderr is not None
+    for line in child.stderr:  # wait until two rounds are done
+        if "round 2: test accuracy" in line:
+            break
+
+    # execute
+    os.killpg(child.pid, signal.SIGINT)
+    rest = child.stderr.read()
+    child.wait(timeout=60)
+
+    # assert: the usual exit status of an interrupt, and the finished rounds on disk, numbered from 1
+    assert child.returncode == 130 and "aborted" in rest
+    saved = json.loads((tmp_path / INTERRUPTED_FILE).read_text())
+    numbers = [r["round"] for r in saved["rounds"]]
+    assert len(numbers) >= 2 and numbers == list(range(1, len(numbers) + 1))
+    assert saved["config"]["rounds"] == 200 and f"interrupted after round {numbers[-1]}" in rest
+    assert not (tmp_path / "metrics.json").exists()  # the full metrics are for finished runs only
+

@@ -20,6 +20,7 @@ from fedchain.errors import ConfigError, DataError, TrainingError
 from fedchain.models import ModelSpec
 from fedchain.trainer import TrainConfig, Trainer, WorkerPool, initial_params, train_clients
 from fedchain.trainer.config import Engine
+from tests.support import interruptible_in_own_group
 from tests.trainer.factories import linear_two_by_two, random_clients, tiny_batchnorm_net
 
 #: Different sizes, a last partial batch, momentum, weight decay and two epochs: every path of the loop.
@@ -178,11 +179,6 @@ def test_train_clients_accepts_a_state_dict_and_returns_one_row_per_client() -> 
     assert result.updates(initial_params(LENET, 0)).shape == result.params.shape
 
 
-def _default_sigint_own_group() -> None:
-    """In the child: Ctrl-C's default action (a background test runner may ignore it) and a process group of its own."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.setpgrp()
-
 
 def test_ctrl_c_stops_a_training_command_and_its_workers_quietly(tmp_path: Path) -> None:
     # A script training with the process engine; Ctrl-C goes to its whole process group, as in a terminal.
@@ -207,7 +203,7 @@ def test_ctrl_c_stops_a_training_command_and_its_workers_quietly(tmp_path: Path)
     ))
     child = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_default_sigint_own_group,
+        preexec_fn=interruptible_in_own_group,
     )
     assert child.stdout is not None and child.stdout.readline().strip() == "training"
     time.sleep(1.0)  # the workers are inside a client's epochs
