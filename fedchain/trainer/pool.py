@@ -98,27 +98,24 @@ def _exit_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """Ignore SIGINT while worker processes start, so that they inherit it ignored (through exec, from birth).
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread while worker processes start; they inherit the mask through exec.
 
     Ctrl-C reaches the whole process group: the parent's KeyboardInterrupt
-    stops the pool, and a worker's own would only print its traceback over
-    the command's output, even while it is still importing torch. Signal
-    handlers belong to the main thread; elsewhere nothing changes.
+    stops the pool, while a worker's own would only print its traceback over
+    the command's output, even while it is still importing torch. A Ctrl-C
+    that comes while the mask is up waits for it to come down: it is not lost.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -> None:
     """A worker's loop: take a job, train the clients it pulls from ``tasks`` until an end marker."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # see _sigint_ignored; for a pool started off the main thread
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # born with SIGINT blocked (_sigint_blocked); ignored from here on too
     _exit_with_parent()
     torch.set_num_threads(threads)
     # The first optimiser a process builds imports torch's compiler stack (seconds);
@@ -201,7 +198,7 @@ class WorkerPool:
                 name=f"fedchain-trainer-{rank}",
                 daemon=True,
             )
-            with _sigint_ignored():
+            with _sigint_blocked():
                 process.start()
             self._processes.append(process)
             self._jobs.append(jobs)
