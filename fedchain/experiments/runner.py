@@ -307,6 +307,8 @@ def run_experiment(
                 reward_accuracy=round_rewards,
             )
             records.append(record)
+            if on_round is not None:  # before the log line: a round logged has been reported (and kept on Ctrl-C)
+                on_round(record)
             log.info(
                 "round %d: test accuracy %.4f, loss %.4f (%.1f s, training %.1f s)",
                 round_number,
@@ -315,8 +317,6 @@ def run_experiment(
                 record.seconds,
                 trained.seconds,
             )
-            if on_round is not None:
-                on_round(record)
             target = config.target_accuracy
             if target is not None and rounds_to_target is None and record.test_accuracy >= target:
                 rounds_to_target = round_number
