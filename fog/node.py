@@ -53,7 +53,6 @@ from fedchain.publisher.session import ChainSession
 from fedchain.store.digest import parse_digest, to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta
 from fedchain.trainer.config import TrainConfig
-from fedchain.trainer.device import resolve_device
 from fedchain.updates import store_update
 from fog.bidding import decide_bid
 from fog.config import FogConfig
@@ -98,7 +97,6 @@ class FogNode:
     def __init__(self, session: ChainSession, config: FogConfig) -> None:
         self.session = session
         self.config = config
-        self.device = resolve_device(config.device)
         self.contracts = session.contracts
         self.address = session.address
         self.log = AgentLogger(_log, agent=config.name)
@@ -416,7 +414,7 @@ class FogNode:
             from fedchain.trainer.trainer import Trainer
 
             c = self.config
-            self._trainers[model] = Trainer(model, engine=c.engine, device=self.device, threads=c.threads)
+            self._trainers[model] = Trainer(model, engine=c.engine, device=c.device, threads=c.threads)
         return self._trainers[model]
 
     def _train(

@@ -77,12 +77,11 @@ def partition(labels: torch.Tensor | np.ndarray, config: PartitionConfig, num_cl
         return power_law(labels, config.n_clients, exponent=config.exponent, min_size=config.min_size, seed=config.seed)
     if config.kind == "cla":
         return classes_per_client(labels, config.n_clients, config.classes_per_client, num_classes=num_classes, seed=config.seed)
-    if config.kind == "dir":
-        return dirichlet(
-            labels, config.n_clients, config.alpha, num_classes=num_classes,
-            min_size=config.min_size, max_draws=config.max_draws, seed=config.seed,
-        )
-    raise ConfigError(f"unknown partition kind {config.kind!r}", hint=f"use one of: {', '.join(PARTITION_KINDS)}")
+    # "dir": PartitionConfig admits no other kind
+    return dirichlet(
+        labels, config.n_clients, config.alpha, num_classes=num_classes,
+        min_size=config.min_size, max_draws=config.max_draws, seed=config.seed,
+    )
 
 
 def _labels_array(labels: torch.Tensor | np.ndarray) -> np.ndarray:

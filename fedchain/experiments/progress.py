@@ -2,14 +2,13 @@
 
 The loops (:func:`~fedchain.experiments.reproduce.fairness_runs`,
 :func:`~fedchain.experiments.reproduce.rounds_to_accuracy`) call a
-:class:`RunObserver`; :class:`RunBars` draws two bars from those calls: the
-runs done of all, and the rounds of the run under way.
+:class:`RunObserver`, which reports nowhere; :class:`RunBars` draws two bars
+from those calls: the runs done of all, and the rounds of the run under way.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -17,8 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from fedchain.experiments.results import ExperimentResult, RoundRecord
 
 
-class RunObserver(Protocol):
-    """What a series of runs reports while it works."""
+class RunObserver:
+    """What a series of runs reports while it works; this base reports nowhere (subclass it to show something)."""
 
     def run_started(self, label: str, rounds: int, note: str = "") -> None:
         """A run named ``label`` of at most ``rounds`` rounds begins (``note``: what it does first)."""
@@ -44,7 +43,7 @@ def round_columns() -> tuple[TextColumn | BarColumn | MofNCompleteColumn | TimeE
     )
 
 
-class RunBars:
+class RunBars(RunObserver):
     """A :class:`RunObserver` drawing the runs done of ``total`` and the current run's rounds on ``console``.
 
     The bars appear once the first run is set up, so an error in the set-up

@@ -135,6 +135,7 @@ def rounds_to_accuracy(
     observer: RunObserver | None = None,
 ) -> list[RoundsRow]:
     """Rounds to ``base.target_accuracy`` for every (setting, strategy); each setting's data split is shared."""
+    observer = observer or RunObserver()
     rows = []
     with WorkerPool() as pool:
         for setting in settings:
@@ -142,10 +143,10 @@ def rounds_to_accuracy(
             federation = build_federation(config)
             for strategy in strategies:
                 label = f"{setting} {strategy}"
-                if observer is not None:
-                    observer.run_started(label, config.rounds)
+                observer.run_started(label, config.rounds)
                 result = run_experiment(
-                    config.with_changes(strategy=strategy), federation=federation, pool=pool, **_hooks(observer)
+                    config.with_changes(strategy=strategy), federation=federation, pool=pool,
+                    on_start=observer.run_set_up, on_round=observer.round_done,
                 )
                 _save(result, output_dir, f"{setting}-{strategy}")
                 rows.append(
@@ -153,14 +154,8 @@ def rounds_to_accuracy(
                         setting, strategy, result.rounds_to_target, len(result.rounds), result.best_accuracy, result.seconds
                     )
                 )
-                if observer is not None:
-                    observer.run_done(label, result)
+                observer.run_done(label, result)
     return rows
-
-
-def _hooks(observer: RunObserver | None) -> dict[str, Any]:
-    """``run_experiment``'s callbacks that report to ``observer``."""
-    return {} if observer is None else {"on_start": observer.run_set_up, "on_round": observer.round_done}
 
 
 #: Label of the fedave runs whose quotas come from the measured standalone accuracies.
@@ -203,6 +198,7 @@ def fairness_runs(
             "the oracle run takes its quotas from standalone accuracies measured by a strategy's run",
             hint="run at least one strategy with it, e.g. --strategies fedave --oracle-floor 0.05",
         )
+    observer = observer or RunObserver()
     runs = []
     labels = [*strategies, *([ORACLE] if oracle_floor is not None else [])]
     with WorkerPool() as pool:
@@ -222,11 +218,10 @@ def fairness_runs(
                         run_config = config.with_changes(strategy=strategy)
                     known = None if first_run is None else first_run.standalone_runs
                     label = f"{partition} seed {seed} {strategy}"
-                    if observer is not None:
-                        alone = "every client trained alone first" if known is None else ""
-                        observer.run_started(label, run_config.rounds, alone)
+                    observer.run_started(label, run_config.rounds, "every client trained alone first" if known is None else "")
                     result = run_experiment(
-                        run_config, federation=federation, standalone_runs=known, pool=pool, **_hooks(observer)
+                        run_config, federation=federation, standalone_runs=known, pool=pool,
+                        on_start=observer.run_set_up, on_round=observer.round_done,
                     )
                     first_run = first_run or result
                     _save(result, output_dir, f"{partition}-seed{seed}-{strategy}")
@@ -257,8 +252,7 @@ def fairness_runs(
                             fairness_ceiling=_or_nan(result.fairness_ceiling()),
                         )
                     )
-                    if observer is not None:
-                        observer.run_done(f"{label}: Pearson {scores[0]:.3f}", result)
+                    observer.run_done(f"{label}: Pearson {scores[0]:.3f}", result)
     return runs
 
 

@@ -93,7 +93,7 @@ def save_interrupted(config: ExperimentConfig, rounds: list[RoundRecord]) -> Pat
     A long run stopped with Ctrl-C keeps what it measured; the full metrics
     (standalone and rewarded models, plots) exist only for a finished run.
     """
-    path = Path(config.output_dir) / INTERRUPTED_FILE
+    path = config.output_dir / INTERRUPTED_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"config": config.to_dict(), "rounds": [dataclasses.asdict(record) for record in rounds]}
     path.write_text(machine_json(data) + "\n", encoding="utf-8")

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from fedchain.cli import cli
 from fedchain.errors import ConfigError
 from fedchain.experiments import load_experiment
+from fedchain.experiments.progress import RunObserver
 from fedchain.experiments.reproduce import (
     FAIRNESS_DEFAULTS,
     ORACLE,
@@ -105,7 +106,7 @@ def test_the_oracle_run_is_fedave_with_quotas_from_the_measured_standalone_accur
     assert min(expected) == pytest.approx(0.05) and max(expected) == 1.0
 
 
-class Recorder:
+class Recorder(RunObserver):
     """A RunObserver that writes down what it is told."""
 
     def __init__(self) -> None:
