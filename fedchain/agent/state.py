@@ -31,13 +31,13 @@ import fcntl
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fedchain.errors import AgentError
+from fedchain.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -120,21 +120,6 @@ _DAMAGED_HINT = (
     "restore the file from a backup, or delete it to start over from the configured start block "
     "(the agent then replays the chain's events from there)"
 )
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that readers and crashes see the old or the new bytes, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def save_state(path: Path, state: AgentState) -> None:

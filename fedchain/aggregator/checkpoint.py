@@ -18,8 +18,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save as save_safetensors
 
-from fedchain.agent.state import write_atomic
 from fedchain.errors import AgentError
+from fedchain.files import write_atomic
 from fedchain.fl.strategy import S, StrategyState
 
 #: The metadata key holding the non-tensor fields.

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from fedchain.chain.compile import EVM_VERSION, SOLC_VERSION
 from fedchain.chain.node import AnvilNode, AnvilSettings, NodeError, anvil_binary, connect
 from fedchain.chain.tx import current_fees, max_fee_per_gas, revert_data
 from fedchain.errors import ChainError, DeploymentError, FedchainError, InsufficientFunds
+from fedchain.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -146,10 +146,7 @@ class Deployment:
 
     def save(self, path: Path) -> Path:
         """Write the deployment file atomically (a crash leaves the old file or the new one)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_json())
-        os.replace(tmp, path)
+        write_atomic(path, self.to_json().encode())
         return path
 
     def verify(self, w3: Web3) -> None:
