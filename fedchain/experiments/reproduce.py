@@ -30,10 +30,10 @@ from rich.table import Table
 from fedchain.console import machine_json, print_table, stdout_console
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment
-from fedchain.experiments.federation import build_federation
+from fedchain.experiments.federation import Federation, build_federation
 from fedchain.experiments.plots import write_plots
 from fedchain.experiments.progress import RunBars, RunObserver
-from fedchain.experiments.results import ExperimentResult, write_metrics
+from fedchain.experiments.results import ExperimentResult, read_result, write_metrics
 from fedchain.experiments.runner import run_experiment
 from fedchain.experiments.simulate import apply_threads
 from fedchain.trainer import WorkerPool
@@ -118,12 +118,32 @@ class FairnessRow:
     fairness_ceiling_mean: float = math.nan
 
 
+def _start(
+    config: ExperimentConfig, name: str, label: str, note: str, *, output_dir: Path | None, observer: RunObserver
+) -> ExperimentResult | None:
+    """Report run ``label`` started; its result if an earlier invocation finished it in ``output_dir/name``.
+
+    A series stopped half-way (Ctrl-C, a killed process, a reboot) and started
+    again with the same output folder reads its finished runs back instead of
+    making them again; :func:`read_result` refuses a kept run of other settings.
+    """
+    folder = None if output_dir is None else output_dir / name
+    kept = None if folder is None else read_result(folder, config)
+    observer.run_started(label, config.rounds, note if kept is None else "read back from an earlier invocation")
+    if kept is not None:
+        log.info("%s: finished by an earlier invocation, read back from %s", label, folder)
+    return kept
+
+
 def _save(result: ExperimentResult, output_dir: Path | None, name: str) -> None:
-    """Write one run's metrics and plots into ``output_dir/name`` (nothing without an output folder)."""
+    """Write one run's plots and metrics into ``output_dir/name`` (nothing without an output folder).
+
+    The metrics go last, so a folder holding ``metrics.json`` holds the whole run.
+    """
     if output_dir is not None:
-        write_metrics(result, output_dir / name)
         scores = result.fairness()
         write_plots(result, output_dir / name, pearson=None if scores is None else scores[0])
+        write_metrics(result, output_dir / name)
 
 
 def rounds_to_accuracy(
@@ -140,15 +160,17 @@ def rounds_to_accuracy(
     with WorkerPool() as pool:
         for setting in settings:
             config = base.with_changes(faults=SETTINGS[setting], stop_at_target=True)
-            federation = build_federation(config)
+            federation: Federation | None = None  # built once per setting, when a run needs it
             for strategy in strategies:
-                label = f"{setting} {strategy}"
-                observer.run_started(label, config.rounds)
-                result = run_experiment(
-                    config.with_changes(strategy=strategy), federation=federation, pool=pool,
-                    on_start=observer.run_set_up, on_round=observer.round_done,
-                )
-                _save(result, output_dir, f"{setting}-{strategy}")
+                label, name = f"{setting} {strategy}", f"{setting}-{strategy}"
+                run_config = config.with_changes(strategy=strategy)
+                result = _start(run_config, name, label, "", output_dir=output_dir, observer=observer)
+                if result is None:
+                    federation = federation or build_federation(config)
+                    result = run_experiment(
+                        run_config, federation=federation, pool=pool, on_start=observer.run_set_up, on_round=observer.round_done
+                    )
+                    _save(result, output_dir, name)
                 rows.append(
                     RoundsRow(
                         setting, strategy, result.rounds_to_target, len(result.rounds), result.best_accuracy, result.seconds
@@ -205,7 +227,7 @@ def fairness_runs(
         for partition in partitions:
             for seed in seeds:
                 config = base.with_changes(partition=partition, seed=seed, standalone=True)
-                federation = build_federation(config)
+                federation: Federation | None = None  # built once per (partition, seed), when a run needs it
                 first_run: ExperimentResult | None = None  # its standalone models serve every strategy
                 for strategy in labels:
                     if strategy == ORACLE:
@@ -216,15 +238,18 @@ def fairness_runs(
                         run_config = config.with_changes(strategy="fedave", strategy_options=options)
                     else:
                         run_config = config.with_changes(strategy=strategy)
-                    known = None if first_run is None else first_run.standalone_runs
-                    label = f"{partition} seed {seed} {strategy}"
-                    observer.run_started(label, run_config.rounds, "every client trained alone first" if known is None else "")
-                    result = run_experiment(
-                        run_config, federation=federation, standalone_runs=known, pool=pool,
-                        on_start=observer.run_set_up, on_round=observer.round_done,
-                    )
+                    label, name = f"{partition} seed {seed} {strategy}", f"{partition}-seed{seed}-{strategy}"
+                    note = "every client trained alone first" if first_run is None else ""
+                    result = _start(run_config, name, label, note, output_dir=output_dir, observer=observer)
+                    if result is None:
+                        federation = federation or build_federation(config)
+                        result = run_experiment(
+                            run_config, federation=federation, pool=pool,
+                            standalone_runs=None if first_run is None else first_run.standalone_runs,
+                            on_start=observer.run_set_up, on_round=observer.round_done,
+                        )
+                        _save(result, output_dir, name)
                     first_run = first_run or result
-                    _save(result, output_dir, f"{partition}-seed{seed}-{strategy}")
                     scores = result.fairness()
                     if scores is None:
                         raise ConfigError(
@@ -309,7 +334,10 @@ _common = [
     click.option("--local-epochs", type=int, help="Local epochs per round."),
     click.option("--engine", type=click.Choice(ENGINES), help="Training engine."),
     click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU)."),
-    click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path), help="Also write every run's metrics here."),
+    click.option(
+        "-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
+        help="Keep every run's metrics and plots here; a stopped series started again with it makes only the runs it lacks.",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print the table as JSON."),
 ]
 

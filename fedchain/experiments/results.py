@@ -4,22 +4,34 @@ A run yields one :class:`ExperimentResult`: the per-round records of the
 global model and every client's score, plus the per-client accuracies the
 fairness figures need. :func:`write_metrics` stores it as ``metrics.json``
 (everything, with the configuration) and ``metrics.csv`` (one row per round
-and client, ready for pandas or a spreadsheet).
+and client, ready for pandas or a spreadsheet); :func:`read_result` reads a
+finished run back, so that a long series of runs stopped half-way resumes
+instead of starting over.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fedchain.console import machine_json
+from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig
+from fedchain.files import write_atomic
 from fedchain.fl.metrics import jain_index, pearson
+
+#: The file holding a finished run. It is written last, so a folder that has it holds the run's every file.
+METRICS_FILE = "metrics.json"
+#: Settings that change how a run is computed but not what it measures: a run kept
+#: on disk serves a configuration that differs from it only in these.
+HOW_NOT_WHAT = ("data_root", "engine", "device", "threads", "output_dir", "plots")
 
 #: Columns of ``metrics.csv``, one row per (round, client).
 CSV_COLUMNS = (
@@ -247,6 +259,45 @@ class ExperimentResult:
         }
 
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], config: ExperimentConfig) -> ExperimentResult:
+        """The result :meth:`to_dict` wrote, as a run of ``config`` (JSON ``null`` numbers read as NaN).
+
+        Raises ``KeyError``, ``TypeError`` or ``ValueError`` on a mapping of another shape.
+        """
+        standalone = data["standalone_runs"]
+        return cls(
+            config=config,
+            clients=tuple(ClientInfo(int(c["index"]), int(c["samples"]), str(c["fault"])) for c in data["clients"]),
+            rounds=tuple(
+                RoundRecord(
+                    round=int(r["round"]),
+                    test_accuracy=_number(r["test_accuracy"]),
+                    test_loss=_number(r["test_loss"]),
+                    contribution=_numbers(r["contribution"]),
+                    quality=_numbers(r["quality"]),
+                    accepted=tuple(bool(a) for a in r["accepted"]),
+                    seconds=_number(r["seconds"]),
+                    reward_accuracy=None if r["reward_accuracy"] is None else _numbers(r["reward_accuracy"]),
+                )
+                for r in data["rounds"]
+            ),
+            standalone_runs=None if standalone is None else tuple(_numbers(run) for run in standalone),
+            reward_accuracy=None if data["reward_accuracy"] is None else _numbers(data["reward_accuracy"]),
+            rounds_to_target=None if data["rounds_to_target"] is None else int(data["rounds_to_target"]),
+            seconds=_number(data["seconds"]),
+        )
+
+
+def _number(value: Any) -> float:
+    """A float of the metrics file: ``null`` stands for NaN (:func:`machine_json` writes NaN so)."""
+    return math.nan if value is None else float(value)
+
+
+def _numbers(values: Sequence[Any]) -> tuple[float, ...]:
+    return tuple(_number(value) for value in values)
+
+
 def gain_over_standalone(reward: Sequence[float], standalone: Sequence[float]) -> tuple[float, float]:
     """(mean, worst) over clients of rewarded minus standalone accuracy."""
     gains = [r - s for r, s in zip(reward, standalone, strict=True)]
@@ -264,27 +315,70 @@ def _column_mean(rows: Sequence[Sequence[float]], width: int) -> tuple[float, ..
 
 
 def write_metrics(result: ExperimentResult, output_dir: Path) -> tuple[Path, Path]:
-    """Write ``metrics.json`` and ``metrics.csv`` into ``output_dir``; returns both paths."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    json_path = output_dir / "metrics.json"
-    json_path.write_text(machine_json(result.to_dict()) + "\n")
+    """Write ``metrics.json`` and ``metrics.csv`` into ``output_dir``; returns both paths.
+
+    Each file is replaced atomically, and ``metrics.json`` goes last: a run
+    killed while writing leaves no ``metrics.json`` that :func:`read_result`
+    would take for a finished run.
+    """
     csv_path = output_dir / "metrics.csv"
-    with csv_path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(CSV_COLUMNS)
-        for record in result.rounds:
-            for client in result.clients:
-                i = client.index
-                writer.writerow(
-                    (
-                        record.round,
-                        f"{record.test_accuracy:.6f}",
-                        f"{record.test_loss:.6f}",
-                        i,
-                        f"{record.contribution[i]:.6g}",
-                        f"{record.quality[i]:.6g}",
-                        int(record.accepted[i]),
-                        "" if record.reward_accuracy is None else f"{record.reward_accuracy[i]:.6f}",
-                    )
+    lines = io.StringIO(newline="")
+    writer = csv.writer(lines)
+    writer.writerow(CSV_COLUMNS)
+    for record in result.rounds:
+        for client in result.clients:
+            i = client.index
+            writer.writerow(
+                (
+                    record.round,
+                    f"{record.test_accuracy:.6f}",
+                    f"{record.test_loss:.6f}",
+                    i,
+                    f"{record.contribution[i]:.6g}",
+                    f"{record.quality[i]:.6g}",
+                    int(record.accepted[i]),
+                    "" if record.reward_accuracy is None else f"{record.reward_accuracy[i]:.6f}",
                 )
+            )
+    write_atomic(csv_path, lines.getvalue().encode())
+    json_path = output_dir / METRICS_FILE
+    write_atomic(json_path, (machine_json(result.to_dict()) + "\n").encode())
     return json_path, csv_path
+
+
+def read_result(output_dir: Path, config: ExperimentConfig) -> ExperimentResult | None:
+    """The finished run of ``config`` that :func:`write_metrics` kept in ``output_dir``; ``None`` if there is none.
+
+    The kept run must have been made with the same settings as ``config``, but
+    for those in :data:`HOW_NOT_WHAT`. Raises :class:`ConfigError` when the
+    folder holds a run of other settings (naming them) or an unreadable file:
+    neither is overwritten or silently taken for this run.
+    """
+    path = output_dir / METRICS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(
+            f"{path} is not a readable metrics file ({err})",
+            hint=f"move {output_dir} aside or choose another output folder; the run is then made again",
+        ) from err
+    kept = data.get("config") if isinstance(data, Mapping) else None
+    wanted = config.to_dict()
+    if not isinstance(kept, Mapping):
+        raise ConfigError(f"{path} has no run configuration", hint=f"move {output_dir} aside or choose another output folder")
+    differ = sorted(key for key in wanted.keys() | kept.keys() if key not in HOW_NOT_WHAT and kept.get(key) != wanted.get(key))
+    if differ:
+        changes = ", ".join(f"{key} {kept.get(key)!r} there, {wanted.get(key)!r} now" for key in differ)
+        raise ConfigError(
+            f"{output_dir} holds a run of other settings ({changes})",
+            hint="choose another output folder, or move that one aside to make the run again",
+        )
+    try:
+        return ExperimentResult.from_dict(data, config)
+    except (KeyError, TypeError, ValueError) as err:
+        raise ConfigError(
+            f"{path} is not a metrics file of this version ({type(err).__name__}: {err})",
+            hint=f"move {output_dir} aside or choose another output folder; the run is then made again",
+        ) from err

@@ -28,6 +28,7 @@ from fedchain.experiments.plots import write_plots
 from fedchain.experiments.progress import round_columns
 from fedchain.experiments.results import ExperimentResult, RoundRecord, write_metrics
 from fedchain.experiments.runner import run_experiment
+from fedchain.files import write_atomic
 from fedchain.fl import strategy_names
 from fedchain.models.registry import MODELS
 from fedchain.trainer.config import ENGINES
@@ -60,6 +61,8 @@ def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentR
 
     The bar starts once the experiment is set up, so an unknown name, a
     missing file or an impossible partition is reported without an empty bar.
+    Every finished round is saved at once to :data:`UNFINISHED_FILE`, which the
+    finished run removes: a run stopped by Ctrl-C or killed keeps its rounds.
     """
     progress = Progress(*round_columns(), console=console, transient=False)
     task = progress.add_task(config.strategy, total=config.rounds, note="acc -")
@@ -67,6 +70,7 @@ def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentR
 
     def advance(record: RoundRecord) -> None:
         done.append(record)
+        save_unfinished(config, done)
         progress.update(task, advance=1, note=f"acc {100 * record.test_accuracy:.2f}%")
 
     try:
@@ -74,29 +78,29 @@ def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentR
         progress.update(task, total=len(result.rounds))
     except KeyboardInterrupt:
         if done:
-            path = save_interrupted(config, done)
+            path = config.output_dir / UNFINISHED_FILE
             log.warning("interrupted after round %d: the rounds run are in %s", done[-1].round, path)
         raise
     finally:
         if progress.live.is_started:  # not when set-up failed (stopping would print an empty line)
             progress.stop()
+    (config.output_dir / UNFINISHED_FILE).unlink(missing_ok=True)
     return result
 
 
-#: What an interrupted run leaves in its output folder.
-INTERRUPTED_FILE = "rounds-interrupted.json"
+#: What a run that did not finish (Ctrl-C, a killed process) leaves in its output folder.
+UNFINISHED_FILE = "rounds-unfinished.json"
 
 
-def save_interrupted(config: ExperimentConfig, rounds: list[RoundRecord]) -> Path:
-    """Write the config and the ``rounds`` an interrupted run finished to ``INTERRUPTED_FILE``; returns its path.
+def save_unfinished(config: ExperimentConfig, rounds: list[RoundRecord]) -> Path:
+    """Save the config and the ``rounds`` finished so far to :data:`UNFINISHED_FILE` (atomically); returns its path.
 
-    A long run stopped with Ctrl-C keeps what it measured; the full metrics
+    A long run that is stopped keeps what it measured; the full metrics
     (standalone and rewarded models, plots) exist only for a finished run.
     """
-    path = config.output_dir / INTERRUPTED_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = config.output_dir / UNFINISHED_FILE
     data = {"config": config.to_dict(), "rounds": [dataclasses.asdict(record) for record in rounds]}
-    path.write_text(machine_json(data) + "\n", encoding="utf-8")
+    write_atomic(path, (machine_json(data) + "\n").encode())
     return path
 
 

@@ -4,6 +4,7 @@ The experiments themselves take minutes to hours; they are commands that
 print a table, not tests (see their --help).
 """
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -138,6 +139,42 @@ def test_the_runs_report_their_progress_run_by_run_and_round_by_round() -> None:
         ("started", "pow seed 0 fedfaim", 2, ""), ("set up",), ("round", 1), ("round", 2),
         ("done", f"pow seed 0 fedfaim: Pearson {runs[1].pearson:.3f}", 2),
     ]
+
+
+def test_a_series_started_again_reads_back_its_finished_runs_and_makes_only_the_rest(tmp_path: Path) -> None:
+    # prepare: a whole series, then the state a kill during its second run leaves (metrics.json is written last)
+    base = load_experiment(None, SMALL, defaults=FAIRNESS_DEFAULTS)
+    first = fairness_runs(base, ["fedave", "fedfaim"], ["pow"], [0], output_dir=tmp_path)
+    (tmp_path / "pow-seed0-fedfaim" / "metrics.json").unlink()
+    recorder = Recorder()
+
+    # execute
+    again = fairness_runs(base, ["fedave", "fedfaim"], ["pow"], [0], output_dir=tmp_path, observer=recorder)
+
+    # assert: fedave is read back (never set up), fedfaim made again from fedave's kept standalone models
+    assert recorder.events == [
+        ("started", "pow seed 0 fedave", 1, "read back from an earlier invocation"),
+        ("done", f"pow seed 0 fedave: Pearson {first[0].pearson:.3f}", 1),
+        ("started", "pow seed 0 fedfaim", 1, ""), ("set up",), ("round", 1),
+        ("done", f"pow seed 0 fedfaim: Pearson {first[1].pearson:.3f}", 1),
+    ]
+    assert again[0] == first[0]  # read back whole, its seconds too
+    assert dataclasses.replace(again[1], seconds=first[1].seconds) == first[1]  # made again: same seeds, same figures
+    assert (tmp_path / "pow-seed0-fedfaim" / "metrics.json").exists()
+
+
+def test_a_series_refuses_an_output_folder_holding_runs_of_other_settings(tmp_path: Path) -> None:
+    args = ["reproduce", "rounds-to-accuracy", "--strategies", "fedavg", "--settings", "clean", "--clients", "3",
+            "--max-rounds", "1", "--train-samples", "500", "--validation-samples", "100", "--test-samples", "200",
+            "--engine", "sequential", "--threads", "1", "-o", str(tmp_path)]
+    made = CliRunner().invoke(cli, args)
+
+    refused = CliRunner().invoke(cli, [*args[:-2], "--lr", "0.2", "-o", str(tmp_path)])
+
+    assert made.exit_code == 0, made.output
+    assert isinstance(refused.exception, ConfigError)
+    assert "holds a run of other settings (lr 0.05 there, 0.2 now)" in str(refused.exception)
+    assert json.loads((tmp_path / "clean-fedavg" / "metrics.json").read_text())["config"]["lr"] == 0.05  # kept
 
 
 def test_a_set_up_error_is_printed_without_a_progress_bar() -> None:

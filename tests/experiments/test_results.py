@@ -1,14 +1,26 @@
-"""What an :class:`ExperimentResult` computes from its records: the fairness figures per round."""
+"""What an :class:`ExperimentResult` computes from its records (the fairness figures per round), and its files."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig
-from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord, gain_over_standalone
+from fedchain.experiments.results import (
+    METRICS_FILE,
+    ClientInfo,
+    ExperimentResult,
+    RoundRecord,
+    gain_over_standalone,
+    read_result,
+    write_metrics,
+)
 
 STANDALONE = (0.5, 0.7, 0.9)
 
@@ -94,3 +106,61 @@ def test_one_standalone_run_has_no_agreement_to_report() -> None:
     assert result.standalone_agreement() is None
     assert result.fairness_ceiling() is None
     assert _result([(0.6, 0.8, 1.0)]).standalone_agreement() is None  # never computed
+
+
+def test_a_written_result_reads_back_equal_with_nan_kept_as_nan(tmp_path: Path) -> None:
+    # prepare: two rounds, one tested per round, and a NaN loss (JSON writes it as null)
+    result = _result([None, (0.6, 0.8, 1.0)])
+    result = dataclasses.replace(
+        result, rounds=(dataclasses.replace(result.rounds[0], test_loss=math.nan), result.rounds[1]), rounds_to_target=2
+    )
+    write_metrics(result, tmp_path)
+
+    # execute
+    back = read_result(tmp_path, result.config)
+
+    # assert
+    assert back is not None and math.isnan(back.rounds[0].test_loss)
+    same_loss = dataclasses.replace(back.rounds[0], test_loss=0.3)
+    assert dataclasses.replace(back, rounds=(same_loss, back.rounds[1])) == dataclasses.replace(
+        result, rounds=(dataclasses.replace(result.rounds[0], test_loss=0.3), result.rounds[1])
+    )
+    assert not list(tmp_path.glob("*.tmp"))  # written atomically, nothing left beside
+
+
+def test_a_kept_result_serves_a_config_that_differs_only_in_how_it_runs(tmp_path: Path) -> None:
+    result = _result([(0.6, 0.8, 1.0)])
+    write_metrics(result, tmp_path)
+
+    faster = result.config.with_changes(engine="process", threads=2, output_dir=tmp_path / "elsewhere", plots=False)
+
+    back = read_result(tmp_path, faster)
+    assert back is not None and back.config == faster and back.rounds == result.rounds
+
+
+def test_no_metrics_file_means_no_kept_result(tmp_path: Path) -> None:
+    assert read_result(tmp_path / "never-written", ExperimentConfig()) is None
+
+
+def test_a_kept_run_of_other_settings_is_refused_naming_what_differs(tmp_path: Path) -> None:
+    result = _result([(0.6, 0.8, 1.0)])
+    write_metrics(result, tmp_path)
+
+    with pytest.raises(ConfigError, match=r"other settings \(rounds 10 there, 30 now, seed 0 there, 4 now\)") as caught:
+        read_result(tmp_path, result.config.with_changes(rounds=30, seed=4))
+    assert "choose another output folder" in (caught.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "is not a readable metrics file"),
+        ('["a list"]', "has no run configuration"),
+        (json.dumps({"config": ExperimentConfig(strategy="fedave").to_dict()}), "is not a metrics file of this version"),
+    ],
+)
+def test_a_damaged_metrics_file_is_refused_not_taken_for_a_run(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / METRICS_FILE).write_text(text)
+
+    with pytest.raises(ConfigError, match=message):
+        read_result(tmp_path, ExperimentConfig(strategy="fedave"))

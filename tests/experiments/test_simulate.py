@@ -26,7 +26,7 @@ from fedchain.experiments import build_federation, load_experiment, run_experime
 from fedchain.experiments.config import FaultConfig
 from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults, imbalanced_classes
 from fedchain.experiments.runner import tamper
-from fedchain.experiments.simulate import INTERRUPTED_FILE
+from fedchain.experiments.simulate import UNFINISHED_FILE
 from tests.support import interruptible_in_own_group
 
 #: A tiny run: 3 clients of ~130 samples, a 100-sample validation set, 300 test samples.
@@ -63,6 +63,7 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     metrics = json.loads((out / "metrics.json").read_text())
     assert [r["round"] for r in metrics["rounds"]] == [1, 2]
+    assert not (out / UNFINISHED_FILE).exists()  # saved after every round, removed once the run finished
     assert metrics["final_accuracy"] > 2 * CHANCE
     assert metrics["config"]["strategy"] == "fedave"
     assert len(metrics["standalone_accuracy"]) == len(metrics["reward_accuracy"]) == 3
@@ -231,7 +232,8 @@ def test_own_models_with_a_strategy_that_gives_no_models_is_refused() -> None:
         run_experiment(config)
 
 
-def test_a_run_stopped_with_ctrl_c_keeps_the_rounds_it_finished(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
+def test_a_stopped_run_keeps_the_rounds_it_finished(tmp_path: Path, stop: signal.Signals) -> None:
     # prepare: a long run in its own process group, as Ctrl-C in a terminal reaches it
     command = [sys.executable, "-m", "fedchain.cli", "-v", "simulate", "--rounds", "200", "--clients", "3",
                "--train-samples", "600", "--validation-samples", "100", "--test-samples", "100",
@@ -244,15 +246,19 @@ def test_a_run_stopped_with_ctrl_c_keeps_the_rounds_it_finished(tmp_path: Path) 
             break
 
     # execute
-    os.killpg(child.pid, signal.SIGINT)
+    os.killpg(child.pid, stop)
     rest = child.stderr.read()
     child.wait(timeout=60)
 
-    # assert: the usual exit status of an interrupt, and the finished rounds on disk, numbered from 1
-    assert child.returncode == 130 and "aborted" in rest
-    saved = json.loads((tmp_path / INTERRUPTED_FILE).read_text())
+    # assert: the finished rounds on disk, numbered from 1; Ctrl-C also exits as an interrupt does, and says where
+    saved = json.loads((tmp_path / UNFINISHED_FILE).read_text())
     numbers = [r["round"] for r in saved["rounds"]]
     assert len(numbers) >= 2 and numbers == list(range(1, len(numbers) + 1))
-    assert saved["config"]["rounds"] == 200 and f"interrupted after round {numbers[-1]}" in rest
+    assert saved["config"]["rounds"] == 200
+    if stop == signal.SIGINT:
+        assert child.returncode == 130 and "aborted" in rest
+        assert f"interrupted after round {numbers[-1]}" in rest
+    else:
+        assert child.returncode == -signal.SIGKILL
     assert not (tmp_path / "metrics.json").exists()  # the full metrics are for finished runs only
 
