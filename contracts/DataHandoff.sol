@@ -28,7 +28,7 @@ contract DataHandoff is IDataHandoff {
             revert HandoffNotClient(taskId, clientIndex, msg.sender);
         }
         IFogAuction.JobStatus status = _auction.job(taskId, clientIndex).status;
-        if (status != IFogAuction.JobStatus.Awarded) revert HandoffJobNotAwarded(taskId, clientIndex, uint8(status));
+        if (status != IFogAuction.JobStatus.Awarded) revert HandoffJobNotAwarded(taskId, clientIndex, status);
         bytes32 committed = _dataHashes[taskId][clientIndex];
         if (committed != bytes32(0)) revert HandoffAlreadyCommitted(taskId, clientIndex, committed);
         _dataHashes[taskId][clientIndex] = dataHash_;

@@ -160,7 +160,7 @@ contract FogAuction is IFogAuction {
         address fog = _bids[taskId][index][j.winner].bidder;
         if (msg.sender != fog) revert AuctionNotWinner(taskId, index, msg.sender);
         ITaskRegistry.TaskState memory s = _registry.state(taskId);
-        if (s.status != ITaskRegistry.TaskStatus.Running) revert AuctionWrongTaskStatus(taskId, uint8(s.status));
+        if (s.status != ITaskRegistry.TaskStatus.Running) revert AuctionWrongTaskStatus(taskId, s.status);
         if (round != s.currentRound || j.paidUpTo >= round) revert AuctionWrongRound(taskId, index, round, s.currentRound);
         if (!_ledger.isActive(taskId, index)) revert AuctionClientInactive(taskId, index);
         uint64 deadline = s.roundStartedAt + _registry.params(taskId).roundDuration;
@@ -215,7 +215,7 @@ contract FogAuction is IFogAuction {
         // A cancelled or abandoned task slashes nobody at settlement: every deposit goes back.
         bool ended = s.status == ITaskRegistry.TaskStatus.Cancelled || s.status == ITaskRegistry.TaskStatus.Abandoned;
         if (!ended && s.status != ITaskRegistry.TaskStatus.Finished && s.status != ITaskRegistry.TaskStatus.Settled) {
-            revert AuctionWrongTaskStatus(taskId, uint8(s.status));
+            revert AuctionWrongTaskStatus(taskId, s.status);
         }
         Job storage j = _jobs[taskId][index];
         JobStatus status = j.status;
@@ -355,6 +355,6 @@ contract FogAuction is IFogAuction {
 
     function _requireTaskStatus(uint256 taskId, ITaskRegistry.TaskStatus required) private view {
         ITaskRegistry.TaskStatus status = _registry.state(taskId).status;
-        if (status != required) revert AuctionWrongTaskStatus(taskId, uint8(status));
+        if (status != required) revert AuctionWrongTaskStatus(taskId, status);
     }
 }

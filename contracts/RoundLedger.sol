@@ -319,7 +319,7 @@ contract RoundLedger is IRoundLedger {
     }
 
     function _requireStatus(uint256 taskId, ITaskRegistry.TaskStatus status, ITaskRegistry.TaskStatus required) private pure {
-        if (status != required) revert LedgerWrongTaskStatus(taskId, uint8(status));
+        if (status != required) revert LedgerWrongTaskStatus(taskId, status);
     }
 
     function _min(uint256 a, uint256 b) private pure returns (uint256) {

@@ -33,6 +33,7 @@ import torch
 
 from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.chain import bindings as b
+from fedchain.chain.bindings import JobStatus, TaskStatus
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
@@ -48,7 +49,7 @@ from fedchain.errors import (
 )
 from fedchain.fl.params import flatten, unflatten
 from fedchain.models.registry import ModelSpec
-from fedchain.publisher.service import JobStatus, TaskStatus, withdraw
+from fedchain.publisher.service import withdraw
 from fedchain.publisher.session import ChainSession
 from fedchain.store.digest import parse_digest, to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+import {IFogAuction} from "./IFogAuction.sol";
+
 /// @title IDataHandoff: the hash of the data a client handed to the fog node training its job
 /// @notice After its auction closed with a winner, a client writes its (locally noised) training data
 /// to the blob store, off chain, and commits the data's keccak256 here, once. The fog node that
@@ -16,8 +18,8 @@ interface IDataHandoff {
     /// @notice The job has no fog node to hand data to: its auction is not closed with a winner.
     /// @param taskId the task
     /// @param clientIndex the job's client
-    /// @param status the job's status, as uint8 of IFogAuction.JobStatus
-    error HandoffJobNotAwarded(uint256 taskId, uint256 clientIndex, uint8 status);
+    /// @param status the job's status now
+    error HandoffJobNotAwarded(uint256 taskId, uint256 clientIndex, IFogAuction.JobStatus status);
     /// @notice The job's data hash was already committed; it cannot change.
     /// @param taskId the task
     /// @param clientIndex the job's client

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+import {ITaskRegistry} from "./ITaskRegistry.sol";
+
 /// @title IFogAuction: sealed-bid auctions of clients' training jobs to fog nodes, and the jobs' rounds
 /// @notice Once per client per task (while the task is `Open`) the client opens an auction for its
 /// training job, revealing its data size D against its join commitment. Fog nodes commit sealed bids
@@ -72,8 +74,8 @@ interface IFogAuction {
 
     /// @notice The task is not in the status this call needs.
     /// @param taskId the task
-    /// @param status its status, as uint8 of ITaskRegistry.TaskStatus
-    error AuctionWrongTaskStatus(uint256 taskId, uint8 status);
+    /// @param status its status now
+    error AuctionWrongTaskStatus(uint256 taskId, ITaskRegistry.TaskStatus status);
     /// @notice The job is not in the status this call needs.
     /// @param taskId the task
     /// @param clientIndex the job's client

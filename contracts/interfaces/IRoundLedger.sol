@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+import {ITaskRegistry} from "./ITaskRegistry.sol";
+
 /// @title IRoundLedger: clients of a task, their reputation, round posting and settlement
 /// @notice Clients join an open task with deposit d and a commitment to their data size. Each round
 /// the task's aggregator posts ONE transaction with every client's measurements; the ledger updates
@@ -51,10 +53,10 @@ interface IRoundLedger {
         uint128 earned;
     }
 
-    /// @notice The task is unknown or not in the status this call needs (see ITaskRegistry.TaskStatus).
+    /// @notice The task is unknown or not in the status this call needs.
     /// @param taskId the task
-    /// @param status its status now, as uint8 of ITaskRegistry.TaskStatus
-    error LedgerWrongTaskStatus(uint256 taskId, uint8 status);
+    /// @param status its status now
+    error LedgerWrongTaskStatus(uint256 taskId, ITaskRegistry.TaskStatus status);
     /// @notice `msg.value` is not the task's client deposit d.
     /// @param taskId the task
     /// @param sent wei sent

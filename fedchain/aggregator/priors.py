@@ -9,9 +9,8 @@ all zeros included, so the auditor sees the decision and can re-check it.
 
 from __future__ import annotations
 
-from fedchain.chain.bindings import RoundLedger, TaskRegistry, TaskState
+from fedchain.chain.bindings import RoundLedger, TaskRegistry, TaskState, TaskStatus
 from fedchain.fl.crosstask import CrossTaskPriors, FinishedTask, history_priors
-from fedchain.publisher.service import TaskStatus
 
 #: The statuses of a task whose final reputations count as history.
 FINISHED_STATUSES = (TaskStatus.FINISHED, TaskStatus.SETTLED)

@@ -58,12 +58,14 @@ from fedchain.chain.bindings import (
     AuctionWrongJobStatus,
     FogSlashed,
     JobReassigned,
+    JobStatus,
     LedgerPriorsAlreadyPosted,
     LedgerPriorsTooLate,
     LedgerRoundNotReady,
     RoundPosted,
     TaskParams,
     TaskState,
+    TaskStatus,
     UpdateCommitted,
 )
 from fedchain.chain.events import LogQuery, iter_events
@@ -72,7 +74,7 @@ from fedchain.errors import AgentError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
 from fedchain.fl.quality import QualitySource
 from fedchain.fl.strategy import Strategy, get_strategy
-from fedchain.publisher.service import JobStatus, TaskStatus, settle_task
+from fedchain.publisher.service import settle_task
 from fedchain.publisher.session import ChainSession
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, load_update, load_validation, put_model

@@ -21,6 +21,7 @@ generated) gets the same kind of classes built at run time by
 from __future__ import annotations
 
 import dataclasses
+import enum
 import keyword
 import re
 import sys
@@ -41,7 +42,7 @@ Abi = Sequence[Mapping[str, Any]]
 _RESERVED = frozenset(
     {"args", "hint", "data", "values", "contract", "signature", "selector", "fields", "abi_types",
      "with_traceback", "add_note", "block_number", "log_index", "transaction_hash", "address", "topic",
-     "position", "structs", "abi", "from_log", "decode"}
+     "position", "types", "abi", "from_log", "decode"}
 )
 
 
@@ -104,26 +105,38 @@ def struct_name(param: Mapping[str, Any]) -> str | None:
     return match.group(1) if match else None
 
 
-def to_python(param: Mapping[str, Any], value: Any, structs: Mapping[str, type] | None = None) -> Any:
-    """Normalise a value decoded by eth_abi: checksum addresses, tuples for arrays, NamedTuples for structs."""
+def type_name(param: Mapping[str, Any]) -> str | None:
+    """The qualified Solidity name of a struct or enum parameter (``enum ITasks.Status`` -> ``ITasks.Status``)."""
+    match = re.match(r"(?:struct|enum)\s+([\w.]+)", param.get("internalType") or "")
+    return match.group(1) if match else None
+
+
+def to_python(param: Mapping[str, Any], value: Any, types: Mapping[str, type] | None = None) -> Any:
+    """Normalise a value decoded by eth_abi: checksum addresses, tuples for arrays, and the classes of
+    ``types`` (by qualified Solidity name) for structs (NamedTuples) and enums (IntEnums)."""
     kind: str = param["type"]
     if kind.endswith("]"):
         element = dict(param, type=kind[: kind.rindex("[")])
-        return tuple(to_python(element, item, structs) for item in value)
+        return tuple(to_python(element, item, types) for item in value)
+    named = (types or {}).get(type_name(param) or "")
     if kind == "tuple":
         components = param.get("components", ())
-        items = tuple(to_python(c, v, structs) for c, v in zip(components, value, strict=True))
-        cls = (structs or {}).get(struct_name(param) or "")
-        return cls(*items) if cls is not None else items
+        items = tuple(to_python(c, v, types) for c, v in zip(components, value, strict=True))
+        return named(*items) if named is not None else items
     if kind == "address":
         return to_checksum_address(value)
+    if named is not None and issubclass(named, enum.Enum):
+        try:
+            return named(value)
+        except ValueError:  # a value the enum lacks (a contract casting a number): keep the number
+            return value
     return value
 
 
-def decode_values(params: Sequence[Mapping[str, Any]], data: bytes, structs: Mapping[str, type] | None = None) -> tuple[Any, ...]:
+def decode_values(params: Sequence[Mapping[str, Any]], data: bytes, types: Mapping[str, type] | None = None) -> tuple[Any, ...]:
     """Decode ABI-encoded ``data`` for ``params`` into Python values (see :func:`to_python`)."""
     raw = abi_decode([canonical_type(p) for p in params], data)
-    return tuple(to_python(p, v, structs) for p, v in zip(params, raw, strict=True))
+    return tuple(to_python(p, v, types) for p, v in zip(params, raw, strict=True))
 
 
 # --------------------------------------------------------------------------- errors
@@ -167,8 +180,8 @@ class CustomError(ContractRevert):
     abi: ClassVar[Mapping[str, Any]] = {"type": "error", "name": "CustomError", "inputs": []}
     #: Python attribute names of the arguments, in ABI order.
     fields: ClassVar[tuple[str, ...]] = ()
-    #: NamedTuple classes for struct arguments, by struct name.
-    structs: ClassVar[Mapping[str, type]] = {}
+    #: Classes of struct (NamedTuple) and enum (IntEnum) arguments, by qualified Solidity name.
+    types: ClassVar[Mapping[str, type]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -178,7 +191,7 @@ class CustomError(ContractRevert):
     def __init__(self, *values: Any, data: bytes = b"") -> None:
         if len(values) != len(self.fields):
             raise TypeError(f"{type(self).__name__} takes {len(self.fields)} values, got {len(values)}")
-        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self.fields, values, strict=True))
+        shown = ", ".join(f"{name}={_shown(value)}" for name, value in zip(self.fields, values, strict=True))
         super().__init__(f"reverted with {self.abi['name']}({shown})")
         self.values = values
         self.data = data
@@ -198,7 +211,7 @@ class CustomError(ContractRevert):
     @classmethod
     def decode(cls, data: bytes) -> CustomError:
         """Build the exception from revert data (selector included)."""
-        return cls(*decode_values(cls.abi.get("inputs", ()), data[4:], cls.structs), data=data)
+        return cls(*decode_values(cls.abi.get("inputs", ()), data[4:], cls.types), data=data)
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes (multiprocessing, pytest-xdist)
         cls = type(self)
@@ -207,15 +220,22 @@ class CustomError(ContractRevert):
         return (_rebuild_error, (None, dict(cls.abi), self.values, self.data))  # built at run time: rebuild from the ABI
 
 
+def _shown(value: Any) -> str:
+    """An argument in a revert message: an enum by its name (``TaskStatus.RUNNING``), others as their repr."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    return repr(value)
+
+
 def _rebuild_error(cls: type[CustomError] | None, abi: Mapping[str, Any] | None, values: tuple[Any, ...], data: bytes) -> CustomError:
     return (cls or error_class(abi or {}))(*values, data=data)
 
 
-def error_class(entry: Mapping[str, Any], *, doc: str = "", structs: Mapping[str, type] | None = None) -> type[CustomError]:
+def error_class(entry: Mapping[str, Any], *, doc: str = "", types: Mapping[str, type] | None = None) -> type[CustomError]:
     """Build the exception class for one custom error ABI entry (used for ABIs without generated bindings)."""
     namespace: dict[str, Any] = {
         "abi": dict(entry),
-        "structs": dict(structs or {}),
+        "types": dict(types or {}),
         "__doc__": doc or f"The contract's custom error ``{signature(entry)}``.",
         "__module__": __name__,
     }
@@ -236,8 +256,8 @@ class ChainEvent:
 
     #: The event's ABI entry.
     abi: ClassVar[Mapping[str, Any]] = {"type": "event", "name": "ChainEvent", "inputs": []}
-    #: NamedTuple classes for struct fields, by struct name.
-    structs: ClassVar[Mapping[str, type]] = {}
+    #: Classes of struct (NamedTuple) and enum (IntEnum) fields, by qualified Solidity name.
+    types: ClassVar[Mapping[str, type]] = {}
     #: The event's own field names (the ABI names in snake_case), in ABI order.
     fields: ClassVar[tuple[str, ...]] = ()
 
@@ -275,14 +295,14 @@ class ChainEvent:
         plain = [p for p in inputs if not p.get("indexed")]
         if len(topics) != len(indexed):
             raise DecodingError(f"{cls.__name__} expects {len(indexed)} indexed topics, log has {len(topics)}")
-        plain_values = iter(decode_values(plain, bytes(log["data"]), cls.structs))
+        plain_values = iter(decode_values(plain, bytes(log["data"]), cls.types))
         topic_values = iter(topics)
         values: dict[str, Any] = {}
         for name, param in zip(cls.fields, inputs, strict=True):
             if not param.get("indexed"):
                 values[name] = next(plain_values)
             elif _is_value_type(param):
-                values[name] = decode_values([param], next(topic_values), cls.structs)[0]
+                values[name] = decode_values([param], next(topic_values), cls.types)[0]
             else:  # dynamic values are indexed by their keccak hash only
                 values[name] = next(topic_values)
         return cls(
@@ -305,13 +325,16 @@ def _hex(value: Any) -> str:
     return "0x" + bytes(value).hex()
 
 
-def python_type(param: Mapping[str, Any], structs: Mapping[str, type] | None = None) -> Any:
+def python_type(param: Mapping[str, Any], types: Mapping[str, type] | None = None) -> Any:
     """The Python type of a decoded ABI value (used for run-time event dataclasses)."""
     kind: str = param["type"]
     if kind.endswith("]"):
         return tuple
+    named = (types or {}).get(type_name(param) or "")
+    if named is not None:
+        return named
     if kind == "tuple":
-        return (structs or {}).get(struct_name(param) or "", tuple)
+        return tuple
     if kind == "bool":
         return bool
     if kind.startswith(("uint", "int")):
@@ -323,16 +346,16 @@ def python_type(param: Mapping[str, Any], structs: Mapping[str, type] | None = N
     return Any
 
 
-def event_class(entry: Mapping[str, Any], *, doc: str = "", structs: Mapping[str, type] | None = None) -> type[ChainEvent]:
+def event_class(entry: Mapping[str, Any], *, doc: str = "", types: Mapping[str, type] | None = None) -> type[ChainEvent]:
     """Build the frozen dataclass for one event ABI entry (used for ABIs without generated bindings)."""
     inputs = entry.get("inputs", ())
     cls = dataclasses.make_dataclass(
         str(entry["name"]),
-        [(name, python_type(p, structs)) for name, p in zip(field_names(inputs), inputs, strict=True)],
+        [(name, python_type(p, types)) for name, p in zip(field_names(inputs), inputs, strict=True)],
         bases=(ChainEvent,),
         frozen=True,
         kw_only=True,
-        namespace={"abi": dict(entry), "structs": dict(structs or {}), "__module__": __name__},
+        namespace={"abi": dict(entry), "types": dict(types or {}), "__module__": __name__},
     )
     cls.__doc__ = doc or f"The contract's event ``{signature(entry)}``."
     return cls

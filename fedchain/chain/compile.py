@@ -53,6 +53,9 @@ class Artifact:
     userdoc: dict[str, Any] = field(default_factory=dict, compare=False)
     #: NatSpec for developers (``@param``, ``@return``, ``@dev``) by kind and signature.
     devdoc: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: The enums the contract defines: their members' names in value order, by enum name
+    #: (the ABI gives an enum only as ``uint8``; the names come from the compiler's AST).
+    enums: dict[str, list[str]] = field(default_factory=dict, compare=False)
 
     @property
     def bytecode_hash(self) -> str:
@@ -78,7 +81,7 @@ def standard_input(contracts_dir: Path = CONTRACTS_DIR) -> dict[str, Any]:
             "viaIR": True,
             "remappings": list(REMAPPINGS),
             "outputSelection": {
-                "*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object", "userdoc", "devdoc"]}
+                "*": {"": ["ast"], "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object", "userdoc", "devdoc"]}
             },
         },
     }
@@ -139,6 +142,7 @@ def _run_compiler(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
         raise CompileError("\n".join(e.get("formattedMessage", e.get("message", "")) for e in errors))
     artifacts: dict[str, dict[str, Any]] = {}
     for source, contracts in output.get("contracts", {}).items():
+        enums = _enums(output.get("sources", {}).get(source, {}).get("ast", {}))
         for name, data in contracts.items():
             if name in artifacts:
                 raise CompileError(f"contract name {name} is defined twice ({artifacts[name]['source']}, {source})")
@@ -149,5 +153,18 @@ def _run_compiler(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 "deployed_bytecode": "0x" + data["evm"]["deployedBytecode"]["object"],
                 "userdoc": data.get("userdoc", {}),
                 "devdoc": data.get("devdoc", {}),
+                "enums": enums.get(name, {}),
             }
     return artifacts
+
+
+def _enums(ast: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """``{contract: {enum: [member, ...]}}`` for the enums defined in the contracts of one source's AST."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for node in ast.get("nodes", ()):
+        if node.get("nodeType") != "ContractDefinition":
+            continue
+        for member in node.get("nodes", ()):
+            if member.get("nodeType") == "EnumDefinition":
+                found.setdefault(node["name"], {})[member["name"]] = [value["name"] for value in member["members"]]
+    return found

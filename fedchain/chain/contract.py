@@ -33,8 +33,8 @@ class Contract:
     NAME: ClassVar[str] = ""
     #: The contract's ABI (generated subclasses set it; plain instances take it as an argument).
     ABI: ClassVar[Abi] = ()
-    #: NamedTuple classes for the ABI's structs, by struct name.
-    STRUCTS: ClassVar[Mapping[str, type]] = {}
+    #: Classes of the ABI's structs (NamedTuple) and enums (IntEnum), by qualified Solidity name.
+    TYPES: ClassVar[Mapping[str, type]] = {}
 
     def __init__(self, transactor: Transactor, address: str, abi: Abi | None = None) -> None:
         self.transactor = transactor
@@ -88,7 +88,7 @@ class Contract:
         entry = self.function(name)
         raw = self.transactor.call(self.address, self.encode(name, *args), value=value, block=block)
         outputs = entry.get("outputs", ())
-        values = decode_values(outputs, raw, self.STRUCTS)
+        values = decode_values(outputs, raw, self.TYPES)
         return values[0] if len(values) == 1 else (values if values else None)
 
     def estimate_gas(self, name: str, *args: Any, value: int = 0) -> int:

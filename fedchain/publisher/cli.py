@@ -12,17 +12,9 @@ from typing import Any
 import click
 from rich.table import Table
 
+from fedchain.chain.bindings import ClientStatus, JobStatus
 from fedchain.console import print_table, stdout_console
-from fedchain.publisher.service import (
-    ClientStatus,
-    JobStatus,
-    TaskView,
-    cancel_task,
-    create_task,
-    settle_task,
-    start_task,
-    task_view,
-)
+from fedchain.publisher.service import TaskView, cancel_task, create_task, settle_task, start_task, task_view
 from fedchain.publisher.service import (
     withdraw as withdraw_balance,
 )

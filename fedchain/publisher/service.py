@@ -7,7 +7,6 @@ formats it.
 
 from __future__ import annotations
 
-import enum
 import logging
 from dataclasses import dataclass
 
@@ -16,10 +15,12 @@ from fedchain.chain.bindings import (
     Bid,
     ClientInfo,
     Job,
+    JobStatus,
     LedgerAlreadySettled,
     TaskCreated,
     TaskParams,
     TaskState,
+    TaskStatus,
     TreasuryNothingToWithdraw,
 )
 from fedchain.chain.tx import Receipt
@@ -29,37 +30,6 @@ from fedchain.publisher.terms import PublishConfig
 from fedchain.taskspec import TaskSpec, load_spec, put_initial_model, put_spec
 
 log = logging.getLogger(__name__)
-
-
-class TaskStatus(enum.IntEnum):
-    """``ITaskRegistry.TaskStatus``."""
-
-    NONE = 0
-    OPEN = 1
-    RUNNING = 2
-    FINISHED = 3
-    SETTLED = 4
-    CANCELLED = 5
-    #: The aggregator stopped posting and anyone abandoned the task after the grace period.
-    ABANDONED = 6
-
-
-class ClientStatus(enum.IntEnum):
-    """``IRoundLedger.ClientStatus``."""
-
-    NONE = 0
-    ACTIVE = 1
-    REMOVED = 2
-
-
-class JobStatus(enum.IntEnum):
-    """``IFogAuction.JobStatus``."""
-
-    NONE = 0
-    BIDDING = 1
-    AWARDED = 2
-    VACANT = 3
-    SETTLED = 4
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from fedchain.chain import bindings as b
 from fedchain.chain.abi import ChainEvent, E
+from fedchain.chain.bindings import JobStatus, TaskStatus
 from fedchain.chain.events import LogQuery, fetch_events
-from fedchain.publisher.service import JobStatus, TaskStatus
 from fedchain.publisher.session import ChainSession
 
 #: 1.0 in the chain's 1e18 fixed point.

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fedchain.aggregator import Aggregator, AggregatorSettings
+from fedchain.chain.bindings import TaskStatus
 from fedchain.data.datasets import load_dataset
-from fedchain.publisher.service import TaskStatus
 from tests.aggregator.conftest import AGGREGATOR, FOGS, World
 
 #: Seconds a process may take to get somewhere (it imports torch and loads MNIST on a busy 2-core machine).

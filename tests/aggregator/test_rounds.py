@@ -17,18 +17,20 @@ from fedchain.audit.scores import verify_scores
 from fedchain.chain.abi import E
 from fedchain.chain.bindings import (
     ClientRemoved,
+    ClientStatus,
     FogSlashed,
     JobReassigned,
+    JobStatus,
     PriorsPosted,
     RoundPosted,
     TaskFinished,
     TaskSettled,
+    TaskStatus,
 )
 from fedchain.data.datasets import load_dataset
 from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
 from fedchain.fl.quality import to_wad
-from fedchain.publisher.service import ClientStatus, JobStatus, TaskStatus
 from fedchain.system.progress import EventLog
 from fedchain.taskspec import load_spec, load_validation
 from fedchain.trainer.evaluation import local_losses, predict

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 import pickle
+import typing
 from operator import attrgetter
 
 import pytest
@@ -86,3 +88,39 @@ def test_unknown_or_malformed_data_gives_generic_revert_with_raw_data(data: byte
 
     assert type(error) is ContractRevert
     assert error.data == data
+
+
+class TaskStatus(enum.IntEnum):
+    NONE = 0
+    OPEN = 1
+    RUNNING = 2
+
+
+def test_enum_values_decode_to_their_enum_and_revert_messages_name_them() -> None:
+    # prepare: an error whose second argument is a Solidity enum (ABI type uint8)
+    entry = {
+        "type": "error", "name": "TaskWrongStatus",
+        "inputs": [
+            {"name": "taskId", "type": "uint256", "internalType": "uint256"},
+            {"name": "status", "type": "uint8", "internalType": "enum ITaskRegistry.TaskStatus"},
+        ],
+    }
+    cls = error_class(entry, types={"ITaskRegistry.TaskStatus": TaskStatus})
+
+    # execute
+    known = cls.decode(cls.selector() + encode(["uint256", "uint8"], [7, 2]))
+    unknown = cls.decode(cls.selector() + encode(["uint256", "uint8"], [7, 9]))
+
+    # assert
+    assert known.values == (7, TaskStatus.RUNNING) and known.values[1] is TaskStatus.RUNNING
+    assert str(known).startswith("reverted with TaskWrongStatus(task_id=7, status=TaskStatus.RUNNING)")
+    assert unknown.values == (7, 9) and type(unknown.values[1]) is int  # a value the enum lacks stays a number
+
+
+def test_the_bindings_hold_the_contracts_enums_with_the_solidity_values() -> None:
+    from fedchain.chain import bindings
+
+    assert bindings.TYPES["ITaskRegistry.TaskStatus"] is bindings.TaskStatus
+    assert [m.name for m in bindings.TaskStatus] == ["NONE", "OPEN", "RUNNING", "FINISHED", "SETTLED", "CANCELLED", "ABANDONED"]
+    assert list(bindings.JobStatus) == list(range(5)) and bindings.JobStatus.VACANT == 3
+    assert typing.get_type_hints(bindings.Job)["status"] is bindings.JobStatus  # decoded views carry the enum too

@@ -54,7 +54,8 @@ def test_data_cannot_be_committed_before_the_job_is_awarded(world: World) -> Non
     with pytest.raises(b.HandoffJobNotAwarded) as refused:
         world.session(CLIENTS[0]).contracts.data_handoff.commit_data(task_id, 0, DATA)
 
-    assert refused.value.values == (task_id, 0, 1)  # JobStatus.Bidding
+    assert refused.value.values == (task_id, 0, b.JobStatus.BIDDING)
+    assert "status=JobStatus.BIDDING" in str(refused.value)  # named, not a bare number
 
 
 def test_the_zero_hash_is_refused(world: World) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -131,12 +132,18 @@ class FedChain:
 
     @contextlib.contextmanager
     def reverts(self, error: type[CustomError], *values: Any) -> Iterator[None]:
-        """Assert that the block raises exactly ``error`` (a class of the bindings) with ``values`` (all of them, when given)."""
+        """Assert that the block raises exactly ``error`` (a class of the bindings) with ``values`` (all of them, when given).
+
+        An enum member among ``values`` must come back as that enum's member, not as a bare number.
+        """
         with pytest.raises(error) as caught:
             yield
         assert type(caught.value) is error
         if values:
             assert caught.value.values == values
+            for expected, actual in zip(values, caught.value.values, strict=True):
+                if isinstance(expected, enum.Enum):
+                    assert type(actual) is type(expected), f"{actual!r} came back as a {type(actual).__name__}"
 
     # ----------------------------------------------------------------- time
 

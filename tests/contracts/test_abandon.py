@@ -11,7 +11,7 @@ from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChai
 PARAMS = TaskParams(rounds=3)
 PRICE = 10**14
 BUDGET = 10**17
-ABANDONED = 6  # ITaskRegistry.TaskStatus.Abandoned
+ABANDONED = bindings.TaskStatus.ABANDONED
 
 
 def _run_one_round_then_vanish(chain: FedChain) -> int:
@@ -94,7 +94,7 @@ def test_abandon_reverts_for_a_task_that_is_not_running(chain: FedChain) -> None
     chain.advance(PARAMS.round_duration + ABANDON_GRACE + 1)
 
     # ---- execute / assert: Open (1) is not Running (2); nor is an unknown task.
-    with chain.reverts(bindings.TaskWrongStatus, task, 1, 2):
+    with chain.reverts(bindings.TaskWrongStatus, task, bindings.TaskStatus.OPEN, bindings.TaskStatus.RUNNING):
         chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
     with chain.reverts(bindings.TaskUnknown, task + 1):
         chain.send("TaskRegistry", "abandonTask", task + 1, by=STRANGER)
@@ -107,7 +107,7 @@ def test_abandon_reverts_once_the_task_is_abandoned_and_the_aggregator_can_no_lo
     chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
 
     # ---- execute / assert: a second abandon, the aggregator's late post and a late fog commit all revert.
-    with chain.reverts(bindings.TaskWrongStatus, task, ABANDONED, 2):
+    with chain.reverts(bindings.TaskWrongStatus, task, ABANDONED, bindings.TaskStatus.RUNNING):
         chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
     with chain.reverts(bindings.LedgerWrongTaskStatus, task, ABANDONED):
         chain.post_round(task, 2, [(WAD, 100, True), (0, 0, False)])

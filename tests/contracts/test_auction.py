@@ -33,8 +33,8 @@ def test_open_auction_reveals_the_committed_data_size(chain: FedChain) -> None:
     assert event.data_size == 600
     assert event.reveal_deadline - event.bidding_deadline == PARAMS.reveal_duration
     job = chain.view("FogAuction", "job", task, 0)
-    assert (job.status, job.data_size, job.bidding_deadline) == (1, 600, event.bidding_deadline)
-    with chain.reverts(bindings.AuctionWrongJobStatus, task, 0, 1):
+    assert (job.status, job.data_size, job.bidding_deadline) == (bindings.JobStatus.BIDDING, 600, event.bidding_deadline)
+    with chain.reverts(bindings.AuctionWrongJobStatus, task, 0, bindings.JobStatus.BIDDING):
         chain.open_auction(task, CLIENT)
 
 
@@ -48,7 +48,7 @@ def test_bids_need_the_fog_deposit_once_per_fog_before_the_deadline(chain: FedCh
     assert chain.view("FogAuction", "heldFor", task) == PARAMS.fog_deposit
     with chain.reverts(bindings.AuctionAlreadyBid, task, 0, chain.account(FOGS[0])):
         chain.send("FogAuction", "commitBid", task, 0, commitment, by=FOGS[0], value=PARAMS.fog_deposit)
-    with chain.reverts(bindings.AuctionWrongJobStatus, task, 1, 0):
+    with chain.reverts(bindings.AuctionWrongJobStatus, task, 1, bindings.JobStatus.NONE):
         chain.send("FogAuction", "commitBid", task, 1, commitment, by=FOGS[1], value=PARAMS.fog_deposit)
     chain.advance(PARAMS.bidding_duration + 1)
     deadline = chain.view("FogAuction", "job", task, 0).bidding_deadline
@@ -166,7 +166,7 @@ def test_closing_waits_for_the_reveal_deadline_and_an_auction_without_reveals_le
 
 def test_an_on_time_commit_releases_one_round_of_the_escrow_to_the_fog(chain: FedChain) -> None:
     task = chain.staffed_task(clients=(CLIENT,), price=10**14)
-    with chain.reverts(bindings.AuctionWrongTaskStatus, task, 1):
+    with chain.reverts(bindings.AuctionWrongTaskStatus, task, bindings.TaskStatus.OPEN):
         chain.commit_update(task, 0, FOGS[0], 1)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     with chain.reverts(bindings.AuctionNotWinner, task, 0, chain.account(FOGS[1])):
@@ -221,7 +221,7 @@ def test_settle_job_returns_deposits_and_the_unearned_escrow(chain: FedChain) ->
     params = dataclasses.replace(PARAMS, rounds=2)
     task, bids = sealed_auction(chain, params)
     chain.close_auction(task, 0, CLIENT)
-    with chain.reverts(bindings.AuctionWrongTaskStatus, task, 1):
+    with chain.reverts(bindings.AuctionWrongTaskStatus, task, bindings.TaskStatus.OPEN):
         chain.send("FogAuction", "settleJob", task, 0, by=STRANGER)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     receipt = chain.commit_update(task, 0, FOGS[0], 1)
@@ -240,7 +240,7 @@ def test_settle_job_returns_deposits_and_the_unearned_escrow(chain: FedChain) ->
     assert chain.view("Treasury", "claimable", chain.account(CLIENT)) == client_before + bids[0][2] + params.fog_deposit
     assert chain.view("Treasury", "claimable", chain.account(FOGS[1])) == params.fog_deposit
     assert chain.view("FogAuction", "heldFor", task) == 0
-    with chain.reverts(bindings.AuctionWrongJobStatus, task, 0, 4):
+    with chain.reverts(bindings.AuctionWrongJobStatus, task, 0, bindings.JobStatus.SETTLED):
         chain.send("FogAuction", "settleJob", task, 0, by=STRANGER)
 
 

@@ -51,7 +51,7 @@ def test_priors_are_refused_from_a_stranger_before_the_start_twice_after_round_1
     # Prepare: a task not yet started
     task = chain.staffed_task(PARAMS)
     # Execute / assert
-    with chain.reverts(bindings.LedgerWrongTaskStatus, task, 1):
+    with chain.reverts(bindings.LedgerWrongTaskStatus, task, bindings.TaskStatus.OPEN):
         chain.send("RoundLedger", "postPriors", task, [0, 0], by=AGGREGATOR)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     with chain.reverts(bindings.LedgerNotAggregator, task, chain.account(STRANGER)):

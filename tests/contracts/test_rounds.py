@@ -51,7 +51,7 @@ def test_join_refuses_a_wrong_deposit_a_second_join_a_full_task_and_a_started_ta
     with chain.reverts(bindings.LedgerTaskFull, task, 1):
         chain.join(task, CLIENTS[1])
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    with chain.reverts(bindings.LedgerWrongTaskStatus, task, 2):
+    with chain.reverts(bindings.LedgerWrongTaskStatus, task, bindings.TaskStatus.RUNNING):
         chain.join(task, CLIENTS[2])
     with chain.reverts(bindings.LedgerNotClient, task, chain.account(STRANGER)):
         chain.view("RoundLedger", "clientIndex", task, chain.account(STRANGER))
@@ -192,7 +192,7 @@ def test_settlement_pays_eq16_bonuses_returns_deposits_and_refunds_the_rest(chai
 def test_settlement_waits_for_the_end_and_a_cancelled_task_returns_every_deposit(chain: FedChain) -> None:
     task = chain.create_task()
     chain.join(task, CLIENTS[0])
-    with chain.reverts(bindings.LedgerWrongTaskStatus, task, 1):
+    with chain.reverts(bindings.LedgerWrongTaskStatus, task, bindings.TaskStatus.OPEN):
         chain.send("RoundLedger", "settle", task, by=STRANGER)
     chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
     chain.send("RoundLedger", "settle", task, by=STRANGER)

@@ -66,7 +66,7 @@ def test_only_the_publisher_cancels_and_only_before_start(chain: FedChain) -> No
         chain.send("TaskRegistry", "cancelTask", task, by=STRANGER)
     chain.join(task, CLIENTS[0])
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    with chain.reverts(bindings.TaskWrongStatus, task, 2, 1):
+    with chain.reverts(bindings.TaskWrongStatus, task, bindings.TaskStatus.RUNNING, bindings.TaskStatus.OPEN):
         chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
 
 

@@ -14,12 +14,12 @@ import torch
 
 from fedchain.agent import record_fields
 from fedchain.chain import bindings as b
+from fedchain.chain.bindings import JobStatus
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import bid_commitment
 from fedchain.client.handoff import ExpectedJobData, fetch_job_data
 from fedchain.fl.params import flatten
 from fedchain.publisher import start_task
-from fedchain.publisher.service import JobStatus
 from fedchain.store.digest import parse_digest
 from fedchain.taskspec import load_spec, load_update
 from fedchain.trainer.evaluation import local_losses

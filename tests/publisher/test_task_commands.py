@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from fedchain.chain.bindings import TaskStatus
 from fedchain.cli import main
 from fedchain.console import print_table
 from fedchain.publisher.cli import render_task
-from fedchain.publisher.service import TaskStatus, task_view
+from fedchain.publisher.service import task_view
 from fedchain.store.digest import keccak256
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec
 from tests.aggregator.conftest import AGGREGATOR, CLIENTS, PUBLISHER, World

@@ -38,10 +38,10 @@ import pytest
 
 from fedchain.audit import AuditReport, CheckName, CheckStatus
 from fedchain.chain import bindings as b
+from fedchain.chain.bindings import TaskStatus
 from fedchain.chain.node import AnvilNode
 from fedchain.fl.reputation import WAD
 from fedchain.publisher import PublishConfig, TaskTerms
-from fedchain.publisher.service import TaskStatus
 from fedchain.store import open_store
 from fedchain.system import (
     AGGREGATOR,
