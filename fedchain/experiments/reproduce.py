@@ -14,11 +14,12 @@ they measured. Options shrink them (fewer clients, rounds, seeds or samples).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,19 @@ class FairnessRow:
     reference_agreement_mean: float = math.nan
     #: Mean over seeds of the fairness ceiling (NaN with one repeat).
     fairness_ceiling_mean: float = math.nan
+
+
+@contextlib.contextmanager
+def _say_what_is_kept(output_dir: Path | None) -> Iterator[None]:
+    """On Ctrl-C, say where the finished runs are and how to go on from them."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if output_dir is None:
+            log.warning("stopped; nothing was kept: with -o DIR every finished run is kept, and the same command goes on from them")
+        else:
+            log.warning("stopped; the finished runs are in %s: the same command with -o %s makes only the rest", output_dir, output_dir)
+        raise
 
 
 def _start(
@@ -404,7 +418,7 @@ def rounds_to_accuracy_command(
     apply_threads(base)
     console = Console(stderr=True)
     began = time.perf_counter()
-    with RunBars(console, len(settings) * len(strategies)) as bars:
+    with _say_what_is_kept(output_dir), RunBars(console, len(settings) * len(strategies)) as bars:
         rows = rounds_to_accuracy(base, strategies, settings, output_dir=output_dir, observer=bars)
     if as_json:
         click.echo(machine_json([row.__dict__ for row in rows]))
@@ -497,7 +511,7 @@ def fairness_command(
     console = Console(stderr=True)
     began = time.perf_counter()
     total = len(partitions) * seeds * (len(strategies) + (oracle_floor is not None))
-    with RunBars(console, total) as bars:
+    with _say_what_is_kept(output_dir), RunBars(console, total) as bars:
         runs = fairness_runs(
             base, strategies, partitions, list(range(seeds)), oracle_floor=oracle_floor, output_dir=output_dir, observer=bars
         )

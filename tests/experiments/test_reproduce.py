@@ -7,6 +7,10 @@ print a table, not tests (see their --help).
 import dataclasses
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +30,7 @@ from fedchain.experiments.reproduce import (
     summarise_fairness,
 )
 from fedchain.experiments.results import ExperimentResult, RoundRecord
+from tests.support import interruptible_in_own_group
 
 #: 3 clients, 1 round on a small real MNIST subset: seconds per fairness run.
 SMALL = {"clients": 3, "rounds": 1, "train_samples": 500, "validation_samples": 100, "test_samples": 200,
@@ -175,6 +180,37 @@ def test_a_series_refuses_an_output_folder_holding_runs_of_other_settings(tmp_pa
     assert isinstance(refused.exception, ConfigError)
     assert "holds a run of other settings (lr 0.05 there, 0.2 now)" in str(refused.exception)
     assert json.loads((tmp_path / "clean-fedavg" / "metrics.json").read_text())["config"]["lr"] == 0.05  # kept
+
+
+def test_a_series_stopped_with_ctrl_c_says_where_its_runs_are_and_the_same_command_goes_on(tmp_path: Path) -> None:
+    # prepare: two runs in a process of its own, as Ctrl-C in a terminal reaches it
+    args = ["reproduce", "fairness", "--strategies", "fedave", "--partitions", "pow", "--seeds", "2", "--clients", "3",
+            "--rounds", "10", "--train-samples", "500", "--validation-samples", "100", "--test-samples", "200",
+            "--engine", "sequential", "--threads", "1", "-o", str(tmp_path)]
+    child = subprocess.Popen([sys.executable, "-m", "fedchain.cli", *args], stderr=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, text=True, preexec_fn=interruptible_in_own_group)
+    assert child.stderr is not None
+    for line in child.stderr:  # wait until the first run is done
+        if "pow seed 0 fedave: Pearson" in line:
+            break
+
+    # execute: Ctrl-C during the second run, then the same command again
+    os.killpg(child.pid, signal.SIGINT)
+    rest = child.stderr.read()
+    child.wait(timeout=60)
+    kept = json.loads((tmp_path / "pow-seed0-fedave" / "metrics.json").read_text())
+    second_was_kept = (tmp_path / "pow-seed1-fedave" / "metrics.json").exists()
+    again = CliRunner().invoke(cli, [*args, "--json"])
+
+    # assert: the first run was kept and read back, not made again; the second was made
+    assert child.returncode == 130
+    assert f"the finished runs are in {tmp_path}: the same command with -o {tmp_path} makes only the rest" in rest
+    assert not second_was_kept
+    assert again.exit_code == 0, again.output
+    runs = json.loads(again.stdout)["runs"]
+    assert [r["seed"] for r in runs] == [0, 1]
+    assert runs[0]["seconds"] == kept["seconds"]  # the kept run's own figures
+    assert (tmp_path / "pow-seed1-fedave" / "metrics.json").exists()
 
 
 def test_a_set_up_error_is_printed_without_a_progress_bar() -> None:
