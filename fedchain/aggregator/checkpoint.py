@@ -10,11 +10,9 @@ posted round, whichever moment the process stopped at.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
-import torch
 from safetensors import safe_open
 from safetensors.torch import save as save_safetensors
 
@@ -33,14 +31,7 @@ def checkpoint_path(folder: Path, round_number: int) -> Path:
 
 def save_strategy_state(folder: Path, round_number: int, state: StrategyState) -> Path:
     """Save ``state`` (the strategy's state after ``round_number``) atomically; returns the file."""
-    tensors: dict[str, torch.Tensor] = {}
-    fields: dict[str, object] = {}
-    for field in dataclasses.fields(state):
-        value = getattr(state, field.name)
-        if isinstance(value, torch.Tensor):
-            tensors[field.name] = value.detach().to("cpu").contiguous()
-        else:
-            fields[field.name] = value
+    tensors, fields = state.parts()
     try:
         metadata = {FIELDS_KEY: json.dumps(fields, sort_keys=True, allow_nan=False)}
     except (TypeError, ValueError) as err:
@@ -59,7 +50,7 @@ def load_strategy_state(folder: Path, round_number: int, state_type: type[S]) ->
         fields = json.loads((file.metadata() or {}).get(FIELDS_KEY, "{}"))
         tensors = {name: file.get_tensor(name) for name in file.keys()}  # noqa: SIM118 - safe_open has keys() but is not iterable
     try:
-        return state_type(**fields, **tensors)
+        return state_type.from_parts(tensors, fields)
     except TypeError as err:
         raise AgentError(
             f"{path} does not hold a {state_type.__name__}: {err}",

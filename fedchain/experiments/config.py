@@ -178,6 +178,9 @@ class ExperimentConfig:
     output_dir: Path = DEFAULT_OUTPUT_DIR
     #: Write the PNG plots (matplotlib) beside the metrics.
     plots: bool = True
+    #: Save the run's state (models, strategy state, rounds so far) to the output folder
+    #: every this many rounds, so that a stopped run goes on from there; 0: never.
+    checkpoint_every: int = 1
 
     def __post_init__(self) -> None:
         positive = ("clients", "rounds", "local_epochs", "batch_size", "classes_per_client", "standalone_repeats")
@@ -195,6 +198,8 @@ class ExperimentConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name}={value} must be at least 1 (or unset for all)")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every={self.checkpoint_every} must be 0 (never) or a number of rounds")
         if self.fairness_every < 0:
             raise ValueError(f"fairness_every={self.fairness_every} must be 0 (last round only) or a number of rounds")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
@@ -220,6 +225,21 @@ class ExperimentConfig:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping of every setting (paths as strings)."""
         return _jsonable(dataclasses.asdict(self))
+
+
+#: Settings that change how a run is computed but not what it measures: a run kept
+#: on disk (finished, or a checkpoint) serves a configuration that differs only in these.
+HOW_NOT_WHAT = ("data_root", "engine", "device", "threads", "output_dir", "plots", "checkpoint_every")
+
+
+def check_same_settings(kept: Mapping[str, Any], config: ExperimentConfig, where: Path, *, hint: str) -> None:
+    """Refuse, naming them, the settings in which ``kept`` (a :meth:`ExperimentConfig.to_dict`)
+    differs from ``config``, but for those in :data:`HOW_NOT_WHAT`; ``where`` holds the kept run."""
+    wanted = config.to_dict()
+    differ = sorted(key for key in wanted.keys() | kept.keys() if key not in HOW_NOT_WHAT and kept.get(key) != wanted.get(key))
+    if differ:
+        changes = ", ".join(f"{key} {kept.get(key)!r} there, {wanted.get(key)!r} now" for key in differ)
+        raise ConfigError(f"{where} holds a run of other settings ({changes})", hint=hint)
 
 
 def _jsonable(value: Any) -> Any:

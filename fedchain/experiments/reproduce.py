@@ -30,6 +30,7 @@ from rich.table import Table
 
 from fedchain.console import machine_json, print_table, stdout_console
 from fedchain.errors import ConfigError
+from fedchain.experiments.checkpoint import CHECKPOINT_FILE
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment
 from fedchain.experiments.federation import Federation, build_federation
 from fedchain.experiments.plots import write_plots
@@ -149,15 +150,22 @@ def _start(
     return kept
 
 
+def _checkpoint(output_dir: Path | None, name: str) -> Path | None:
+    """Where run ``name`` saves its state while it runs, so that a stop mid-run loses no round."""
+    return None if output_dir is None else output_dir / name / CHECKPOINT_FILE
+
+
 def _save(result: ExperimentResult, output_dir: Path | None, name: str) -> None:
     """Write one run's plots and metrics into ``output_dir/name`` (nothing without an output folder).
 
-    The metrics go last, so a folder holding ``metrics.json`` holds the whole run.
+    The metrics go last, so a folder holding ``metrics.json`` holds the whole run;
+    then its checkpoint goes.
     """
     if output_dir is not None:
         scores = result.fairness()
         write_plots(result, output_dir / name, pearson=None if scores is None else scores[0])
         write_metrics(result, output_dir / name)
+        (output_dir / name / CHECKPOINT_FILE).unlink(missing_ok=True)
 
 
 def rounds_to_accuracy(
@@ -182,7 +190,8 @@ def rounds_to_accuracy(
                 if result is None:
                     federation = federation or build_federation(config)
                     result = run_experiment(
-                        run_config, federation=federation, pool=pool, on_start=observer.run_set_up, on_round=observer.round_done
+                        run_config, federation=federation, pool=pool, checkpoint=_checkpoint(output_dir, name),
+                        on_start=observer.run_set_up, on_round=observer.round_done,
                     )
                     _save(result, output_dir, name)
                 rows.append(
@@ -258,7 +267,7 @@ def fairness_runs(
                     if result is None:
                         federation = federation or build_federation(config)
                         result = run_experiment(
-                            run_config, federation=federation, pool=pool,
+                            run_config, federation=federation, pool=pool, checkpoint=_checkpoint(output_dir, name),
                             standalone_runs=None if first_run is None else first_run.standalone_runs,
                             on_start=observer.run_set_up, on_round=observer.round_done,
                         )
@@ -350,7 +359,8 @@ _common = [
     click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU)."),
     click.option(
         "-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
-        help="Keep every run's metrics and plots here; a stopped series started again with it makes only the runs it lacks.",
+        help="Keep every run's metrics, plots and checkpoint here; a stopped series started again with it "
+        "goes on where it stopped.",
     ),
     click.option("--json", "as_json", is_flag=True, help="Print the table as JSON."),
 ]

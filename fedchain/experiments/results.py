@@ -23,15 +23,12 @@ from typing import Any
 
 from fedchain.console import machine_json
 from fedchain.errors import ConfigError
-from fedchain.experiments.config import ExperimentConfig
+from fedchain.experiments.config import ExperimentConfig, check_same_settings
 from fedchain.files import write_atomic
 from fedchain.fl.metrics import jain_index, pearson
 
 #: The file holding a finished run. It is written last, so a folder that has it holds the run's every file.
 METRICS_FILE = "metrics.json"
-#: Settings that change how a run is computed but not what it measures: a run kept
-#: on disk serves a configuration that differs from it only in these.
-HOW_NOT_WHAT = ("data_root", "engine", "device", "threads", "output_dir", "plots")
 
 #: Columns of ``metrics.csv``, one row per (round, client).
 CSV_COLUMNS = (
@@ -79,6 +76,35 @@ class RoundRecord:
     #: Test accuracy of each client's rewarded model after this round, when measured
     #: (``ExperimentConfig.fairness_every``); ``None`` otherwise.
     reward_accuracy: tuple[float, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping (lists for tuples)."""
+        return {
+            "round": self.round,
+            "test_accuracy": self.test_accuracy,
+            "test_loss": self.test_loss,
+            "contribution": list(self.contribution),
+            "quality": list(self.quality),
+            "accepted": list(self.accepted),
+            "seconds": self.seconds,
+            "reward_accuracy": _list_or_none(self.reward_accuracy),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RoundRecord:
+        """The record :meth:`to_dict` wrote (JSON ``null`` numbers read as NaN); ``KeyError``,
+        ``TypeError`` or ``ValueError`` on a mapping of another shape."""
+        rewards = data["reward_accuracy"]
+        return cls(
+            round=int(data["round"]),
+            test_accuracy=_number(data["test_accuracy"]),
+            test_loss=_number(data["test_loss"]),
+            contribution=_numbers(data["contribution"]),
+            quality=_numbers(data["quality"]),
+            accepted=tuple(bool(a) for a in data["accepted"]),
+            seconds=_number(data["seconds"]),
+            reward_accuracy=None if rewards is None else _numbers(rewards),
+        )
 
 
 @dataclass(frozen=True)
@@ -222,19 +248,7 @@ class ExperimentResult:
         return {
             "config": self.config.to_dict(),
             "clients": [{"index": c.index, "samples": c.samples, "fault": c.fault} for c in self.clients],
-            "rounds": [
-                {
-                    "round": r.round,
-                    "test_accuracy": r.test_accuracy,
-                    "test_loss": r.test_loss,
-                    "contribution": list(r.contribution),
-                    "quality": list(r.quality),
-                    "accepted": list(r.accepted),
-                    "seconds": r.seconds,
-                    "reward_accuracy": _list_or_none(r.reward_accuracy),
-                }
-                for r in self.rounds
-            ],
+            "rounds": [r.to_dict() for r in self.rounds],
             "standalone_accuracy": _list_or_none(self.standalone_accuracy),
             "standalone_runs": None if self.standalone_runs is None else [list(run) for run in self.standalone_runs],
             "standalone_agreement": self.standalone_agreement(),
@@ -269,19 +283,7 @@ class ExperimentResult:
         return cls(
             config=config,
             clients=tuple(ClientInfo(int(c["index"]), int(c["samples"]), str(c["fault"])) for c in data["clients"]),
-            rounds=tuple(
-                RoundRecord(
-                    round=int(r["round"]),
-                    test_accuracy=_number(r["test_accuracy"]),
-                    test_loss=_number(r["test_loss"]),
-                    contribution=_numbers(r["contribution"]),
-                    quality=_numbers(r["quality"]),
-                    accepted=tuple(bool(a) for a in r["accepted"]),
-                    seconds=_number(r["seconds"]),
-                    reward_accuracy=None if r["reward_accuracy"] is None else _numbers(r["reward_accuracy"]),
-                )
-                for r in data["rounds"]
-            ),
+            rounds=tuple(RoundRecord.from_dict(r) for r in data["rounds"]),
             standalone_runs=None if standalone is None else tuple(_numbers(run) for run in standalone),
             reward_accuracy=None if data["reward_accuracy"] is None else _numbers(data["reward_accuracy"]),
             rounds_to_target=None if data["rounds_to_target"] is None else int(data["rounds_to_target"]),
@@ -350,7 +352,7 @@ def read_result(output_dir: Path, config: ExperimentConfig) -> ExperimentResult 
     """The finished run of ``config`` that :func:`write_metrics` kept in ``output_dir``; ``None`` if there is none.
 
     The kept run must have been made with the same settings as ``config``, but
-    for those in :data:`HOW_NOT_WHAT`. Raises :class:`ConfigError` when the
+    for those in :data:`~fedchain.experiments.config.HOW_NOT_WHAT`. Raises :class:`ConfigError` when the
     folder holds a run of other settings (naming them) or an unreadable file:
     neither is overwritten or silently taken for this run.
     """
@@ -365,16 +367,9 @@ def read_result(output_dir: Path, config: ExperimentConfig) -> ExperimentResult 
             hint=f"move {output_dir} aside or choose another output folder; the run is then made again",
         ) from err
     kept = data.get("config") if isinstance(data, Mapping) else None
-    wanted = config.to_dict()
     if not isinstance(kept, Mapping):
         raise ConfigError(f"{path} has no run configuration", hint=f"move {output_dir} aside or choose another output folder")
-    differ = sorted(key for key in wanted.keys() | kept.keys() if key not in HOW_NOT_WHAT and kept.get(key) != wanted.get(key))
-    if differ:
-        changes = ", ".join(f"{key} {kept.get(key)!r} there, {wanted.get(key)!r} now" for key in differ)
-        raise ConfigError(
-            f"{output_dir} holds a run of other settings ({changes})",
-            hint="choose another output folder, or move that one aside to make the run again",
-        )
+    check_same_settings(kept, config, output_dir, hint="choose another output folder, or move that one aside to make the run again")
     try:
         return ExperimentResult.from_dict(data, config)
     except (KeyError, TypeError, ValueError) as err:

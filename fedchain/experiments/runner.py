@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TypeVar, overload
 
 import torch
@@ -30,6 +31,7 @@ from torch import nn
 from fedchain.data.datasets import ImageDataset, dataset_info
 from fedchain.data.faults import free_ride, scale_update
 from fedchain.errors import ConfigError
+from fedchain.experiments.checkpoint import RunCheckpoint, load_checkpoint, save_checkpoint
 from fedchain.experiments.config import ExperimentConfig
 from fedchain.experiments.federation import FREE_RIDER, SCALED, Federation, build_federation
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
@@ -227,6 +229,7 @@ def run_experiment(
     on_start: Callable[[], None] | None = None,
     on_round: RoundCallback | None = None,
     pool: WorkerPool | None = None,
+    checkpoint: Path | None = None,
 ) -> ExperimentResult:
     """Run the experiment of ``config`` and return everything it measured.
 
@@ -240,6 +243,11 @@ def run_experiment(
         on_round: called after every round with its record.
         pool: worker processes to train with, kept by the caller across runs (their start-up
             costs seconds); by default the trainer starts its own when its engine needs them.
+        checkpoint: a file for the run's state, saved every ``config.checkpoint_every`` rounds.
+            When it holds the state of an earlier run of the same settings that stopped, the
+            run goes on after that run's last saved round (its rounds are reported to
+            ``on_round`` first) and ends as that run would have. The caller removes it once
+            the result is kept.
     """
     began = time.perf_counter()
     strategy = build_strategy(config)
@@ -263,7 +271,18 @@ def run_experiment(
         evaluator = ModelEvaluator(spec, trainer.device)
         global_params = trainer.initial_params(config.seed).to(trainer.device)
         models = global_params.expand(len(clients), -1).clone() if own_models else None
-        state = None
+        state: StrategyState | None = None
+        last_rewards: torch.Tensor | None = None  # the last round's rewarded models, when the strategy gives them
+        earlier = 0.0  # seconds an earlier, stopped run of these settings took
+        resumed = None if checkpoint is None else load_checkpoint(checkpoint, config, strategy.state_type, hint=RESUME_HINT)
+        if resumed is not None:
+            global_params = resumed.global_params.to(trainer.device)
+            models = _own_models(resumed, own_models, trainer.device, checkpoint)
+            tensors, fields = resumed.state.parts()
+            state = type(resumed.state).from_parts({k: v.to(trainer.device) for k, v in tensors.items()}, fields)
+            last_rewards = resumed.rewards if resumed.rewards is not None else models
+            records, rounds_to_target, earlier = list(resumed.records), resumed.rounds_to_target, resumed.seconds
+            standalone_runs = standalone_runs if standalone_runs is not None else resumed.standalone_runs
         log.info(
             "%s on %s: %d clients, engine %s, clients train from %s",
             strategy.name,
@@ -274,10 +293,17 @@ def run_experiment(
         )
         if on_start is not None:
             on_start()
+        if resumed is not None:
+            log.info("going on after round %d of an earlier run of these settings (%s)", resumed.round, checkpoint)
+            for record in records:
+                if on_round is not None:
+                    on_round(record)
         if standalone_runs is None and config.trains_standalone:
             standalone_runs = measure_standalone(trainer, config, federation)
-        last_result: RoundResult | None = None
-        for round_number in range(1, config.rounds + 1):
+        first = 1 if resumed is None else resumed.round + 1
+        if config.stop_at_target and rounds_to_target is not None:
+            first = config.rounds + 1  # the earlier run had reached its target: nothing left to run
+        for round_number in range(first, config.rounds + 1):
             round_began = time.perf_counter()
             start = models if models is not None else strategy.broadcast(global_params, state)
             seed = config.seed * _ROUND_SEED_STRIDE + round_number
@@ -286,7 +312,7 @@ def run_experiment(
             result, quality = score_round(
                 strategy, evaluator, federation, global_params, start + updates, updates, state, models
             )
-            state, global_params, last_result = result.state, result.global_params, result
+            state, global_params, last_rewards = result.state, result.global_params, result.rewards
             if models is not None and result.rewards is not None:
                 models = result.rewards
             rejected = [i for i, ok in enumerate(result.accepted.tolist()) if not ok]
@@ -307,6 +333,15 @@ def run_experiment(
                 reward_accuracy=round_rewards,
             )
             records.append(record)
+            target = config.target_accuracy
+            if target is not None and rounds_to_target is None and record.test_accuracy >= target:
+                rounds_to_target = round_number
+            if checkpoint is not None and config.checkpoint_every and round_number % config.checkpoint_every == 0:
+                saved = RunCheckpoint(
+                    round_number, global_params, models, None if models is not None else last_rewards, result.state,
+                    tuple(records), rounds_to_target, _runs(standalone_runs), earlier + time.perf_counter() - began,
+                )
+                save_checkpoint(checkpoint, config, saved)
             if on_round is not None:  # before the log line: a round logged has been reported (and kept on Ctrl-C)
                 on_round(record)
             log.info(
@@ -317,24 +352,40 @@ def run_experiment(
                 record.seconds,
                 trained.seconds,
             )
-            target = config.target_accuracy
-            if target is not None and rounds_to_target is None and record.test_accuracy >= target:
-                rounds_to_target = round_number
-                if config.stop_at_target:
-                    break
+            if config.stop_at_target and rounds_to_target is not None:
+                break
         reward_accuracy = None
-        if last_result is not None and last_result.rewards is not None:
-            reward_accuracy = records[-1].reward_accuracy or evaluator.accuracies(last_result.rewards, federation.test)
+        if last_rewards is not None and records:
+            reward_accuracy = records[-1].reward_accuracy or evaluator.accuracies(last_rewards, federation.test)
     infos = tuple(ClientInfo(i, n, fault) for i, (n, fault) in enumerate(zip(federation.data_sizes, federation.faults, strict=True)))
     return ExperimentResult(
         config=config,
         clients=infos,
         rounds=tuple(records),
-        standalone_runs=None if standalone_runs is None else tuple(tuple(float(a) for a in run) for run in standalone_runs),
+        standalone_runs=_runs(standalone_runs),
         reward_accuracy=reward_accuracy,
         rounds_to_target=rounds_to_target,
-        seconds=time.perf_counter() - began,
+        seconds=earlier + time.perf_counter() - began,
     )
+
+
+#: What to do about a checkpoint that cannot serve this run.
+RESUME_HINT = "remove it to start this run over (fedchain simulate --fresh does), or choose another output folder"
+
+
+def _runs(standalone_runs: Sequence[Sequence[float]] | None) -> tuple[tuple[float, ...], ...] | None:
+    return None if standalone_runs is None else tuple(tuple(float(a) for a in run) for run in standalone_runs)
+
+
+def _own_models(resumed: RunCheckpoint, own_models: bool, device: torch.device, path: Path | None) -> torch.Tensor | None:
+    """The clients' own models of a checkpoint, on ``device``; refused when the run keeps them and the checkpoint has none."""
+    if own_models != (resumed.models is not None):
+        raise ConfigError(
+            f"{path} {'lacks' if own_models else 'holds'} the clients' own models this run "
+            f"{'keeps' if own_models else 'does not keep'}",
+            hint=RESUME_HINT,
+        )
+    return None if resumed.models is None else resumed.models.to(device)
 
 
 __all__ = [

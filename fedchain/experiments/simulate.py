@@ -7,7 +7,6 @@ runs the rounds with a progress bar, writes ``metrics.json``,
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from fedchain.console import machine_json
 from fedchain.data.datasets import DATASETS
 from fedchain.data.partition import PARTITION_KINDS
 from fedchain.errors import ConfigError
+from fedchain.experiments.checkpoint import CHECKPOINT_FILE
 from fedchain.experiments.config import ExperimentConfig, load_experiment
 from fedchain.experiments.plots import write_plots
 from fedchain.experiments.progress import round_columns
@@ -56,13 +56,16 @@ def apply_threads(config: ExperimentConfig) -> None:
         torch.set_num_threads(config.threads)
 
 
-def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentResult:
+def run_with_progress(config: ExperimentConfig, console: Console, *, fresh: bool = False) -> ExperimentResult:
     """:func:`run_experiment` with a rich progress bar over the rounds (on ``console``).
 
     The bar starts once the experiment is set up, so an unknown name, a
     missing file or an impossible partition is reported without an empty bar.
-    Every finished round is saved at once to :data:`UNFINISHED_FILE`, which the
-    finished run removes: a run stopped by Ctrl-C or killed keeps its rounds.
+    Every finished round is saved at once to :data:`UNFINISHED_FILE`, and the
+    run's state to :data:`~fedchain.experiments.checkpoint.CHECKPOINT_FILE`
+    every ``config.checkpoint_every`` rounds; the finished run removes both.
+    A run stopped by Ctrl-C or killed keeps its rounds, and the same command
+    goes on from its last checkpoint (``fresh``: starts over instead).
     """
     progress = Progress(*round_columns(), console=console, transient=False)
     task = progress.add_task(config.strategy, total=config.rounds, note="acc -")
@@ -73,19 +76,29 @@ def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentR
         save_unfinished(config, done)
         progress.update(task, advance=1, note=f"acc {100 * record.test_accuracy:.2f}%")
 
+    checkpoint = config.output_dir / CHECKPOINT_FILE
+    if fresh:
+        checkpoint.unlink(missing_ok=True)
     try:
-        result = run_experiment(config, on_start=progress.start, on_round=advance)
+        result = run_experiment(config, on_start=progress.start, on_round=advance, checkpoint=checkpoint)
         progress.update(task, total=len(result.rounds))
     except KeyboardInterrupt:
         if done:
             path = config.output_dir / UNFINISHED_FILE
             log.warning("interrupted after round %d: the rounds run are in %s", done[-1].round, path)
+            if checkpoint.is_file():
+                log.warning("the same command goes on from the last saved round (--fresh starts over)")
         raise
     finally:
         if progress.live.is_started:  # not when set-up failed (stopping would print an empty line)
             progress.stop()
-    (config.output_dir / UNFINISHED_FILE).unlink(missing_ok=True)
     return result
+
+
+def forget_unfinished(config: ExperimentConfig) -> None:
+    """Remove what a run saved to go on after a stop (once its result is written)."""
+    for name in (UNFINISHED_FILE, CHECKPOINT_FILE):
+        (config.output_dir / name).unlink(missing_ok=True)
 
 
 #: What a run that did not finish (Ctrl-C, a killed process) leaves in its output folder.
@@ -99,7 +112,7 @@ def save_unfinished(config: ExperimentConfig, rounds: list[RoundRecord]) -> Path
     (standalone and rewarded models, plots) exist only for a finished run.
     """
     path = config.output_dir / UNFINISHED_FILE
-    data = {"config": config.to_dict(), "rounds": [dataclasses.asdict(record) for record in rounds]}
+    data = {"config": config.to_dict(), "rounds": [record.to_dict() for record in rounds]}
     write_atomic(path, (machine_json(data) + "\n").encode())
     return path
 
@@ -201,8 +214,15 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU).")
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path), help="Folder for metrics and plots.")
 @click.option("--plots/--no-plots", default=None, help="Write PNG plots.")
+@click.option(
+    "--checkpoint-every", type=click.IntRange(min=0),
+    help="Save the run's state every N rounds, so that the same command goes on after a stop (0: never) [default: 1].",
+)
+@click.option("--fresh", is_flag=True, help="Start over, discarding the state a stopped run of these settings saved.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of tables.")
-def simulate(config_path: Path | None, strategy_options: tuple[str, ...], pruning: float | None, as_json: bool, **flags: Any) -> None:
+def simulate(
+    config_path: Path | None, strategy_options: tuple[str, ...], pruning: float | None, fresh: bool, as_json: bool, **flags: Any
+) -> None:
     """Run a federated experiment in one process, without a chain.
 
     \b
@@ -214,6 +234,10 @@ def simulate(config_path: Path | None, strategy_options: tuple[str, ...], prunin
     Writes metrics.json, metrics.csv and plots (accuracy.png, contribution.png
     and, with rewards in kind and --standalone, reward_vs_standalone.png;
     with --fairness-every too, fairness_by_round.png).
+
+    A run stopped by Ctrl-C or killed keeps its finished rounds in
+    rounds-unfinished.json and its state in checkpoint.safetensors: the same
+    command goes on after the last saved round (--fresh starts over).
     """
     renames = {
         "noisy_clients": "faults.noisy_clients",
@@ -230,11 +254,11 @@ def simulate(config_path: Path | None, strategy_options: tuple[str, ...], prunin
     config = load_experiment(config_path, overrides)
     apply_threads(config)
     console = Console(stderr=True)
-    result = run_with_progress(config, console)
-    paths = list(write_metrics(result, config.output_dir))
+    result = run_with_progress(config, console, fresh=fresh)
     scores = result.fairness()
-    if config.plots:
-        paths += write_plots(result, config.output_dir, pearson=None if scores is None else scores[0])
+    paths = write_plots(result, config.output_dir, pearson=None if scores is None else scores[0]) if config.plots else []
+    paths += write_metrics(result, config.output_dir)
+    forget_unfinished(config)
     for path in paths:
         log.info("wrote %s", path)
     if as_json:

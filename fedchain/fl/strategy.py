@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
 
@@ -86,6 +86,28 @@ class StrategyState:
 
     #: Rounds completed so far (the next round is ``round + 1``).
     round: int = 0
+
+    def parts(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The state as (tensor fields, contiguous on the CPU; every other field), for saving apart.
+
+        Tensors go to a safetensors file and the rest to its JSON metadata, so a
+        checkpoint is never pickled; :meth:`from_parts` builds the state back.
+        """
+        tensors: dict[str, torch.Tensor] = {}
+        fields: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, torch.Tensor):
+                tensors[field.name] = value.detach().to("cpu").contiguous()
+            else:
+                fields[field.name] = value
+        return tensors, fields
+
+    @classmethod
+    def from_parts(cls: type[S], tensors: Mapping[str, torch.Tensor], fields: Mapping[str, Any]) -> S:
+        """The state :meth:`parts` split; ``TypeError`` when they are not this class's fields."""
+        values: dict[str, Any] = {**fields, **tensors}
+        return cls(**values)
 
 
 S = TypeVar("S", bound=StrategyState)

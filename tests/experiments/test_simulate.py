@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from fedchain.cli import cli
 from fedchain.errors import ConfigError, DataError
 from fedchain.experiments import build_federation, load_experiment, run_experiment
+from fedchain.experiments.checkpoint import CHECKPOINT_FILE
 from fedchain.experiments.config import FaultConfig
 from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults, imbalanced_classes
 from fedchain.experiments.runner import tamper
@@ -233,32 +234,37 @@ def test_own_models_with_a_strategy_that_gives_no_models_is_refused() -> None:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
-def test_a_stopped_run_keeps_the_rounds_it_finished(tmp_path: Path, stop: signal.Signals) -> None:
-    # prepare: a long run in its own process group, as Ctrl-C in a terminal reaches it
-    command = [sys.executable, "-m", "fedchain.cli", "-v", "simulate", "--rounds", "200", "--clients", "3",
-               "--train-samples", "600", "--validation-samples", "100", "--test-samples", "100",
-               "--engine", "sequential", "--threads", "1", "--no-plots", "-o", str(tmp_path)]
-    child = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                             preexec_fn=interruptible_in_own_group)
+def test_a_stopped_run_keeps_its_rounds_and_the_same_command_goes_on(tmp_path: Path, stop: signal.Signals) -> None:
+    # prepare: a run in its own process group, as Ctrl-C in a terminal reaches it
+    args = ["simulate", "--rounds", "30", "--clients", "3", "--train-samples", "600", "--validation-samples", "100",
+            "--test-samples", "100", "--engine", "sequential", "--threads", "1", "--no-plots", "-o", str(tmp_path)]
+    child = subprocess.Popen([sys.executable, "-m", "fedchain.cli", "-v", *args], stderr=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, text=True, preexec_fn=interruptible_in_own_group)
     assert child.stderr is not None
     for line in child.stderr:  # wait until two rounds are done
         if "round 2: test accuracy" in line:
             break
 
-    # execute
+    # execute: stop it, then the same command again
     os.killpg(child.pid, stop)
     rest = child.stderr.read()
     child.wait(timeout=60)
-
-    # assert: the finished rounds on disk, numbered from 1; Ctrl-C also exits as an interrupt does, and says where
     saved = json.loads((tmp_path / UNFINISHED_FILE).read_text())
+    again = CliRunner().invoke(cli, [*args, "--json"])
+
+    # assert: the finished rounds were on disk, numbered from 1; Ctrl-C also exits as an interrupt does, and says so
     numbers = [r["round"] for r in saved["rounds"]]
-    assert len(numbers) >= 2 and numbers == list(range(1, len(numbers) + 1))
-    assert saved["config"]["rounds"] == 200
+    assert len(numbers) >= 2 and numbers == list(range(1, len(numbers) + 1)) and len(numbers) < 30
+    assert saved["config"]["rounds"] == 30
     if stop == signal.SIGINT:
         assert child.returncode == 130 and "aborted" in rest
-        assert f"interrupted after round {numbers[-1]}" in rest
+        assert f"interrupted after round {numbers[-1]}" in rest and "the same command goes on" in rest
     else:
         assert child.returncode == -signal.SIGKILL
-    assert not (tmp_path / "metrics.json").exists()  # the full metrics are for finished runs only
+    # the second command went on from the saved rounds, which it kept as they were, and cleaned up
+    assert again.exit_code == 0, again.output
+    result = json.loads(again.stdout)
+    assert [r["round"] for r in result["rounds"]] == list(range(1, 31))
+    assert result["rounds"][: len(numbers)] == saved["rounds"]
+    assert not (tmp_path / UNFINISHED_FILE).exists() and not (tmp_path / CHECKPOINT_FILE).exists()
 
