@@ -218,7 +218,7 @@ def client_table(result: ExperimentResult) -> Table:
     "--checkpoint-every", type=click.IntRange(min=0),
     help="Save the run's state every N rounds, so that the same command goes on after a stop (0: never) [default: 1].",
 )
-@click.option("--fresh", is_flag=True, help="Start over, discarding the state a stopped run of these settings saved.")
+@click.option("--fresh", is_flag=True, help="Start over: discard the state a stopped run saved in the output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of tables.")
 def simulate(
     config_path: Path | None, strategy_options: tuple[str, ...], pruning: float | None, fresh: bool, as_json: bool, **flags: Any
