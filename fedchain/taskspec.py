@@ -38,26 +38,21 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-import torch
-
 from fedchain.errors import ConfigError, TaskSpecError
-from fedchain.fl.params import Params, ParamSpec, unflatten
-from fedchain.models.registry import ModelSpec
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
 from fedchain.trainer.config import TrainConfig
-from fedchain.updates import (
-    DecodedUpdate,
-    UpdateMeta,
-    fetch_update,
-    local_loss_count,
-    local_losses_bytes,
-    store_update,
-)
 
+# torch and what needs it are imported where they are used: the task commands build their
+# flags from TaskSpec, and their --help (and `fedchain withdraw`) should not wait for torch.
 if TYPE_CHECKING:
+    import torch
+
     from fedchain.data.datasets import ImageDataset
+    from fedchain.fl.params import Params, ParamSpec
     from fedchain.fl.strategy import Strategy
+    from fedchain.models.registry import ModelSpec
+    from fedchain.updates import DecodedUpdate, UpdateMeta
 
 #: Version tag written into every spec; a reader rejects any other.
 FORMAT = "fedchain-taskspec/1"
@@ -97,6 +92,8 @@ class ValidationSpec:
 
     def indices(self, n_samples: int) -> torch.Tensor:
         """The chosen sample indices ``[min(size, n_samples)]`` int64, in permutation order."""
+        import torch
+
         generator = torch.Generator().manual_seed(self.seed)
         return torch.randperm(n_samples, generator=generator)[: min(self.size, n_samples)]
 
@@ -105,6 +102,8 @@ class ValidationSpec:
 def _param_spec_of(model: ModelSpec) -> ParamSpec:
     """The parameter spec of an architecture, built once: every update decoded (:func:`load_update`)
     needs it, and building a ResNet-18 to read it takes over half a second on a 2-core CPU."""
+    from fedchain.fl.params import ParamSpec
+
     return ParamSpec.of(model.build().state_dict())
 
 
@@ -149,6 +148,7 @@ class TaskSpec:
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
         from fedchain.data.datasets import dataset_info
+        from fedchain.models.registry import ModelSpec
 
         object.__setattr__(self, "dataset", dataset_info(self.dataset).name)
         object.__setattr__(self, "model", ModelSpec(self.model, self.num_classes, self.in_channels).name)
@@ -205,6 +205,8 @@ class TaskSpec:
 
     def model_spec(self) -> ModelSpec:
         """The model architecture (buildable in worker processes)."""
+        from fedchain.models.registry import ModelSpec
+
         return ModelSpec(self.model, self.num_classes, self.in_channels)
 
     def train_config(self, round_number: int) -> TrainConfig:
@@ -223,6 +225,10 @@ class TaskSpec:
 
     def max_payload_bytes(self, local_losses: int | None = None) -> int:
         """The size limit of an update (carrying ``local_losses`` losses) or a global model of this task, bytes."""
+        import torch
+
+        from fedchain.updates import local_losses_bytes
+
         spec = self.param_spec()
         widest = max((torch.empty((), dtype=dtype).element_size() for dtype in spec.dtypes), default=4)
         return spec.numel * widest + local_losses_bytes(local_losses) + PAYLOAD_HEADER_SLACK_BYTES
@@ -243,10 +249,13 @@ class TaskSpec:
 
     def local_loss_count(self, data_size: int) -> int | None:
         """How many local losses an update of a job of ``data_size`` samples carries; None when it carries none."""
+        from fedchain.updates import local_loss_count
+
         return local_loss_count(data_size) if self.ships_local_losses else None
 
     def initial_params(self) -> Params:
         """The initial global model: the architecture's default initialisation under the task's seed."""
+        from fedchain.fl.params import unflatten
         from fedchain.trainer.trainer import initial_params
 
         return unflatten(initial_params(self.model_spec(), self.seed), self.param_spec())
@@ -262,6 +271,8 @@ def load_validation(spec: TaskSpec, data_root: str | None = None) -> ImageDatase
 
 def model_meta(spec: TaskSpec, task_id: int, round_number: int) -> UpdateMeta:
     """Metadata of the global model of ``task_id`` after ``round_number`` (0: the initial model, task id 0)."""
+    from fedchain.updates import UpdateMeta
+
     task = INITIAL_MODEL_TASK_ID if round_number == 0 else task_id
     return UpdateMeta(task_id=task, round=round_number, kind="model", model=spec.model)
 
@@ -272,6 +283,8 @@ def update_meta(spec: TaskSpec, task_id: int, round_number: int, client_index: i
     The job id is the client's index in the task (one training job per client); the aggregator
     rejects an update whose metadata differs (``wrong_metadata``).
     """
+    from fedchain.updates import UpdateMeta
+
     return UpdateMeta(task_id=task_id, round=round_number, kind="update", job_id=client_index, client=client, model=spec.model)
 
 
@@ -292,6 +305,8 @@ def load_update(
     model's tensors and, when the spec's strategy needs them, ``spec.local_loss_count(data_size)``
     local losses. Raises an :class:`~fedchain.errors.UpdateRejected` subclass for a malformed update.
     """
+    from fedchain.updates import fetch_update
+
     losses = spec.local_loss_count(data_size)
     return fetch_update(
         store, update_hash, spec.param_spec(), spec.max_payload_bytes(losses),
@@ -318,11 +333,15 @@ def load_spec(store: BlobStore, dataset_id: bytes | str) -> TaskSpec:
 
 def put_initial_model(store: BlobStore, spec: TaskSpec) -> bytes:
     """Write the initial global model of ``spec`` to ``store``; returns its hash, the task's on-chain ``modelId``."""
+    from fedchain.updates import store_update
+
     return store_update(store, spec.initial_params(), model_meta(spec, INITIAL_MODEL_TASK_ID, 0))
 
 
 def put_model(store: BlobStore, spec: TaskSpec, task_id: int, round_number: int, params: Params) -> bytes:
     """Write the global model of ``task_id`` after ``round_number`` to ``store``; returns the hash to post on chain."""
+    from fedchain.updates import store_update
+
     return store_update(store, params, model_meta(spec, task_id, round_number))
 
 
@@ -335,6 +354,8 @@ def load_model(
     (round 0 is the initial model). Raises an
     :class:`~fedchain.errors.UpdateRejected` subclass when the object is missing or malformed.
     """
+    from fedchain.updates import fetch_update
+
     expected = None if round_number is None else model_meta(spec, task_id or INITIAL_MODEL_TASK_ID, round_number)
     decoded = fetch_update(store, model_hash, spec.param_spec(), spec.max_payload_bytes(), expected_meta=expected)
     return decoded.params
