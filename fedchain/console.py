@@ -22,13 +22,14 @@ def stdout_console(piped_width: int) -> Console:
     return Console() if sys.stdout.isatty() else Console(width=piped_width)
 
 
-def print_table(console: Console, table: Table, *, labels: int = 1) -> None:
+def print_table(console: Console, table: Table, *, labels: int = 1, named: bool = False) -> None:
     """Print ``table`` without cutting any cell.
 
     Where the table fits the console's width it is printed as it is. Where it
     does not (rich would elide cells: ``52.6…``, or half an address), each row
-    becomes a block: its first ``labels`` cells as a heading, then its other
-    cells as ``column value`` pairs in as many columns as fit.
+    becomes a block: its first ``labels`` cells as a heading (each after its
+    column's header when ``named``: ``client 3`` rather than ``3``), then its
+    other cells as ``column value`` pairs in as many columns as fit.
     """
     natural = Measurement.get(console, console.options.update(width=1_000_000), table).maximum
     if natural <= console.width:
@@ -38,7 +39,8 @@ def print_table(console: Console, table: Table, *, labels: int = 1) -> None:
         console.print(table.title, style="italic")
     columns = table.columns
     for row in zip(*(list(column.cells) for column in columns), strict=True):
-        console.print(Text(" · ".join(str(cell) for cell in row[:labels]), style="bold"))
+        heading = [f"{column.header} {cell}" if named else str(cell) for column, cell in zip(columns, row[:labels], strict=False)]
+        console.print(Text(" · ".join(heading), style="bold"))
         pairs = [Text.assemble(f"{column.header} ", (str(cell), "bold")) for column, cell in zip(columns[labels:], row[labels:], strict=True)]
         console.print(Padding(Columns(pairs, padding=(0, 3)), (0, 0, 0, 2)))  # a pair is never split
 

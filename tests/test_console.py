@@ -63,3 +63,16 @@ def test_a_table_too_wide_for_the_console_becomes_one_block_per_row_with_every_c
     assert "pow · fedave-oracle" in text and "dir · fedfaim" in text
     for pair in ("Pearson mean 0.539", "contribution Pearson 0.567", "global accuracy 52.60%", "global accuracy 96.01%"):
         assert pair in text
+
+
+def test_a_named_heading_puts_each_label_after_its_column_header() -> None:
+    table = Table()
+    for column in ("client", "samples", "standalone acc", "reward acc"):
+        table.add_column(column)
+    table.add_row("3", "125", "14.50%", "21.00%")
+    console = Console(width=30, record=True, color_system=None)
+
+    print_table(console, table, named=True)
+
+    text = console.export_text()
+    assert text.splitlines()[0] == "client 3" and "standalone acc 14.50%" in text and "…" not in text

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from fedchain.console import machine_json
+from fedchain.console import machine_json, print_table
 from fedchain.data.datasets import DATASETS
 from fedchain.data.partition import PARTITION_KINDS
 from fedchain.errors import ConfigError
@@ -267,5 +267,5 @@ def simulate(
     out = Console()
     out.print(summary_table(result))
     if len(result.clients) <= MAX_CLIENT_ROWS:
-        out.print(client_table(result))
+        print_table(out, client_table(result), named=True)
     out.print(f"metrics and plots in {config.output_dir}")

@@ -85,6 +85,7 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     with (out / "metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * 3
+    assert "…" not in result.output and "standalone acc" in result.output  # 80 columns: no header cut short
     assert set(rows[0]) == {
         "round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted", "reward_accuracy",
     }
