@@ -10,6 +10,7 @@ as it would have without the stop (same engine and device).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,6 +60,17 @@ class RunCheckpoint:
     standalone_runs: tuple[tuple[float, ...], ...] | None
     #: Wall-clock seconds the run had taken up to that round.
     seconds: float
+
+    def to(self, device: torch.device) -> RunCheckpoint:
+        """A copy with every tensor (models, strategy state) on ``device``."""
+        tensors, fields = self.state.parts()
+        return dataclasses.replace(
+            self,
+            global_params=self.global_params.to(device),
+            models=None if self.models is None else self.models.to(device),
+            rewards=None if self.rewards is None else self.rewards.to(device),
+            state=type(self.state).from_parts({name: t.to(device) for name, t in tensors.items()}, fields),
+        )
 
 
 def save_checkpoint(path: Path, config: ExperimentConfig, checkpoint: RunCheckpoint) -> None:

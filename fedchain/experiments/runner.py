@@ -276,10 +276,9 @@ def run_experiment(
         earlier = 0.0  # seconds an earlier, stopped run of these settings took
         resumed = None if checkpoint is None else load_checkpoint(checkpoint, config, strategy.state_type, hint=RESUME_HINT)
         if resumed is not None:
-            global_params = resumed.global_params.to(trainer.device)
-            models = _own_models(resumed, own_models, trainer.device, checkpoint)
-            tensors, fields = resumed.state.parts()
-            state = type(resumed.state).from_parts({k: v.to(trainer.device) for k, v in tensors.items()}, fields)
+            _check_own_models(resumed, own_models, checkpoint)
+            resumed = resumed.to(trainer.device)
+            global_params, models, state = resumed.global_params, resumed.models, resumed.state
             last_rewards = resumed.rewards if resumed.rewards is not None else models
             records, rounds_to_target, earlier = list(resumed.records), resumed.rounds_to_target, resumed.seconds
             standalone_runs = standalone_runs if standalone_runs is not None else resumed.standalone_runs
@@ -377,15 +376,14 @@ def _runs(standalone_runs: Sequence[Sequence[float]] | None) -> tuple[tuple[floa
     return None if standalone_runs is None else tuple(tuple(float(a) for a in run) for run in standalone_runs)
 
 
-def _own_models(resumed: RunCheckpoint, own_models: bool, device: torch.device, path: Path | None) -> torch.Tensor | None:
-    """The clients' own models of a checkpoint, on ``device``; refused when the run keeps them and the checkpoint has none."""
+def _check_own_models(resumed: RunCheckpoint, own_models: bool, path: Path | None) -> None:
+    """Refuse a checkpoint without the clients' own models for a run that keeps them, or the other way round."""
     if own_models != (resumed.models is not None):
         raise ConfigError(
             f"{path} {'lacks' if own_models else 'holds'} the clients' own models this run "
             f"{'keeps' if own_models else 'does not keep'}",
             hint=RESUME_HINT,
         )
-    return None if resumed.models is None else resumed.models.to(device)
 
 
 __all__ = [
