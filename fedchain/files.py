@@ -1,9 +1,10 @@
-"""Writing files so that a crash or a kill never leaves half of one."""
+"""Writing files so that a crash, a kill or a second run never loses one."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -24,3 +25,21 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def keep_aside(path: Path) -> Path | None:
+    """Rename an existing file or folder ``path`` to ``NAME.replaced-UTCTIME.EXT`` beside it; returns the new name.
+
+    ``None`` when nothing is at ``path``. The new name is one that nothing has
+    yet (``-2``, ``-3``... after the time when a second one comes within a second).
+    """
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    backup = path.with_name(f"{path.stem}.replaced-{stamp}{path.suffix}")
+    number = 1
+    while backup.exists():
+        number += 1
+        backup = path.with_name(f"{path.stem}.replaced-{stamp}-{number}{path.suffix}")
+    path.rename(backup)
+    return backup

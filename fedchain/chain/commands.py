@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from fedchain.chain.deployment import deploy as deploy_with
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
 from fedchain.chain.node import DEFAULT_CHAIN_ID, DEFAULT_MNEMONIC, AnvilNode, AnvilSettings, connect, mnemonic_account
 from fedchain.errors import SigningKeyError
+from fedchain.files import keep_aside
 from fedchain.signals import STOP_SIGNALS, handlers_set
 
 log = logging.getLogger(__name__)
@@ -58,30 +58,13 @@ class DeployRequest:
     out: Path = DEFAULT_DEPLOYMENT_FILE
 
 
-def keep_aside(path: Path) -> Path | None:
-    """Rename an existing ``path`` to ``NAME.replaced-UTCTIME.EXT`` beside it and return the new name (None: no file).
-
-    A deployment file may be the only record of contracts that hold funds, so
-    deploying again never overwrites one.
-    """
-    if not path.exists():
-        return None
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    backup = path.with_name(f"{path.stem}.replaced-{stamp}{path.suffix}")
-    number = 1
-    while backup.exists():
-        number += 1
-        backup = path.with_name(f"{path.stem}.replaced-{stamp}-{number}{path.suffix}")
-    path.rename(backup)
-    return backup
-
-
 def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interactive: bool = False) -> Deployment:
     """Deploy as `fedchain deploy` does and save the deployment file; returns the deployment.
 
     Without ``rpc_url`` a local Anvil is started, deployed to and stopped
     again (its state is then gone; the file records where things were).
-    A file already at ``out`` is kept aside (:func:`keep_aside`), not overwritten.
+    A file already at ``out`` is kept aside (:func:`~fedchain.files.keep_aside`): a deployment
+    file may be the only record of contracts that hold funds, so it is never overwritten.
     """
     account = resolve_account(request.keystore, prompt=_password_prompt if interactive else None)
     if request.rpc_url is not None:

@@ -15,7 +15,7 @@ from eth_utils import keccak
 from web3 import Web3
 
 from fedchain.chain.abi import AbiRegistry
-from fedchain.chain.commands import DeployRequest, keep_aside, run_deploy
+from fedchain.chain.commands import DeployRequest, run_deploy
 from fedchain.chain.compile import Artifact
 from fedchain.chain.deployment import FORMAT, Deployment, Recipe, deploy, load_deployment, open_deployment
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV
@@ -23,6 +23,7 @@ from fedchain.chain.node import AnvilNode, free_port
 from fedchain.chain.tx import Transactor
 from fedchain.cli import main
 from fedchain.errors import ChainError, ContractRevert, DeploymentError, InsufficientFunds, SigningKeyError
+from fedchain.files import keep_aside
 
 
 def probe_recipe(artifact: Artifact, *, then_store: int | None = None) -> Recipe:
