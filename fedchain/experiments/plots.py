@@ -129,15 +129,17 @@ def plot_fairness_by_round(result: ExperimentResult, path: Path) -> Path:
     return path
 
 
+#: The files :func:`write_plots` may write: accuracy, contribution, reward and fairness by round.
+PLOT_FILES = ("accuracy.png", "contribution.png", "reward_vs_standalone.png", "fairness_by_round.png")
+
+
 def write_plots(result: ExperimentResult, output_dir: Path, pearson: float | None = None) -> list[Path]:
     """Write every plot that applies to ``result`` into ``output_dir``; returns their paths."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    paths = [
-        plot_accuracy(result, output_dir / "accuracy.png"),
-        plot_contribution(result, output_dir / "contribution.png"),
-    ]
+    accuracy, contribution, reward, by_round = (output_dir / name for name in PLOT_FILES)
+    paths = [plot_accuracy(result, accuracy), plot_contribution(result, contribution)]
     if pearson is not None and result.standalone_accuracy is not None and result.reward_accuracy is not None:
-        paths.append(plot_reward(result, output_dir / "reward_vs_standalone.png", pearson))
+        paths.append(plot_reward(result, reward, pearson))
     if result.fairness_by_round():
-        paths.append(plot_fairness_by_round(result, output_dir / "fairness_by_round.png"))
+        paths.append(plot_fairness_by_round(result, by_round))
     return paths

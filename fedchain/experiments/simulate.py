@@ -7,6 +7,7 @@ runs the rounds with a progress bar, writes ``metrics.json``,
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,12 @@ from fedchain.data.datasets import DATASETS
 from fedchain.data.partition import PARTITION_KINDS
 from fedchain.errors import ConfigError
 from fedchain.experiments.checkpoint import CHECKPOINT_FILE
-from fedchain.experiments.config import ExperimentConfig, load_experiment
-from fedchain.experiments.plots import write_plots
+from fedchain.experiments.config import ExperimentConfig, check_same_settings, load_experiment
+from fedchain.experiments.plots import PLOT_FILES, write_plots
 from fedchain.experiments.progress import round_columns
-from fedchain.experiments.results import ExperimentResult, RoundRecord, write_metrics
+from fedchain.experiments.results import METRICS_FILE, ExperimentResult, RoundRecord, write_metrics
 from fedchain.experiments.runner import run_experiment
-from fedchain.files import write_atomic
+from fedchain.files import keep_aside, write_atomic
 from fedchain.fl import strategy_names
 from fedchain.models.registry import MODELS
 from fedchain.trainer.config import ENGINES
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: Show one row per client in the final table up to this many clients.
 MAX_CLIENT_ROWS = 20
+#: What a run that did not finish (Ctrl-C, a killed process) leaves in its output folder.
+UNFINISHED_FILE = "rounds-unfinished.json"
 
 
 def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -95,14 +98,48 @@ def run_with_progress(config: ExperimentConfig, console: Console, *, fresh: bool
     return result
 
 
+#: What a run leaves in its output folder, finished or not.
+RUN_FILES = (METRICS_FILE, "metrics.csv", *PLOT_FILES, UNFINISHED_FILE, CHECKPOINT_FILE)
+
+
+def keep_other_run_aside(config: ExperimentConfig) -> Path | None:
+    """Move the files of a run of other settings out of ``config.output_dir``; returns where they went.
+
+    The folder is the run's: a finished run's metrics and plots would be
+    overwritten, a stopped one's checkpoint refused. So the files of a run
+    whose settings differ from ``config``'s (but for how it ran: engine,
+    threads...) go into a ``run.replaced-UTCTIME`` folder beside them. A run
+    of the same settings stays: a stopped one goes on, a finished one is made
+    again. ``None`` when nothing was moved.
+    """
+    folder = config.output_dir
+    present = [folder / name for name in RUN_FILES if (folder / name).exists()]
+    if not present or _same_settings(folder, config):
+        return None
+    aside = folder / "run"
+    aside.mkdir()
+    for path in present:
+        path.rename(aside / path.name)
+    return keep_aside(aside)
+
+
+def _same_settings(folder: Path, config: ExperimentConfig) -> bool:
+    """Whether the run kept in ``folder`` (its metrics, else its unfinished rounds) has ``config``'s settings."""
+    for name in (METRICS_FILE, UNFINISHED_FILE):
+        if (folder / name).exists():
+            try:
+                kept = json.loads((folder / name).read_text(encoding="utf-8"))["config"]
+                check_same_settings(kept, config, folder, hint="")
+            except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, ConfigError):
+                return False
+            return True
+    return False  # only a checkpoint or plots: nothing says which settings made them
+
+
 def forget_unfinished(config: ExperimentConfig) -> None:
     """Remove what a run saved to go on after a stop (once its result is written)."""
     for name in (UNFINISHED_FILE, CHECKPOINT_FILE):
         (config.output_dir / name).unlink(missing_ok=True)
-
-
-#: What a run that did not finish (Ctrl-C, a killed process) leaves in its output folder.
-UNFINISHED_FILE = "rounds-unfinished.json"
 
 
 def save_unfinished(config: ExperimentConfig, rounds: list[RoundRecord]) -> Path:
@@ -212,7 +249,7 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--engine", type=click.Choice(ENGINES), help="Training engine.")
 @click.option("--device", help="Torch device (auto, cpu, cuda, cuda:1).")
 @click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU).")
-@click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path), help="Folder for metrics and plots.")
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path), help="Folder of the run: metrics, plots, checkpoint (another run of other settings there is moved aside).")
 @click.option("--plots/--no-plots", default=None, help="Write PNG plots.")
 @click.option(
     "--checkpoint-every", type=click.IntRange(min=0),
@@ -253,6 +290,9 @@ def simulate(
     overrides["strategy_options"] = _parse_options(strategy_options) or None
     config = load_experiment(config_path, overrides)
     apply_threads(config)
+    aside = keep_other_run_aside(config)
+    if aside is not None:
+        log.warning("%s held a run of other settings: its files are kept in %s", config.output_dir, aside)
     console = Console(stderr=True)
     result = run_with_progress(config, console, fresh=fresh)
     scores = result.fairness()

@@ -26,8 +26,9 @@ from fedchain.experiments import build_federation, load_experiment, run_experime
 from fedchain.experiments.checkpoint import CHECKPOINT_FILE
 from fedchain.experiments.config import FaultConfig
 from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults, imbalanced_classes
+from fedchain.experiments.results import RoundRecord
 from fedchain.experiments.runner import tamper
-from fedchain.experiments.simulate import UNFINISHED_FILE
+from fedchain.experiments.simulate import UNFINISHED_FILE, save_unfinished
 from tests.support import interruptible_in_own_group
 
 #: A tiny run: 3 clients of ~130 samples, a 100-sample validation set, 300 test samples.
@@ -269,3 +270,48 @@ def test_a_stopped_run_keeps_its_rounds_and_the_same_command_goes_on(tmp_path: P
     assert result["rounds"][: len(numbers)] == saved["rounds"]
     assert not (tmp_path / UNFINISHED_FILE).exists() and not (tmp_path / CHECKPOINT_FILE).exists()
 
+
+
+def _simulate(out: Path, *flags: str) -> dict:
+    args = ["simulate", "--clients", "3", "--rounds", "2", "--train-samples", "500", "--validation-samples", "100",
+            "--test-samples", "100", "--engine", "sequential", "--threads", "1", "-o", str(out), "--json", *flags]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_run_of_other_settings_in_the_output_folder_is_kept_aside_not_overwritten(tmp_path: Path) -> None:
+    # prepare: a finished run, and a stopped one (its unfinished rounds and checkpoint), both with lr 0.05
+    finished = _simulate(tmp_path / "finished", "--lr", "0.05")
+    stopped = tmp_path / "stopped"
+    config = load_experiment(None, {**TINY, "output_dir": str(stopped)})
+
+    def stop(record: RoundRecord) -> None:
+        save_unfinished(config, [record])
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(config, checkpoint=stopped / CHECKPOINT_FILE, on_round=stop)
+    assert (stopped / CHECKPOINT_FILE).exists()
+
+    # execute: the same folders for runs with lr 0.1
+    again = _simulate(tmp_path / "finished", "--lr", "0.1")
+    restarted = _simulate(stopped, "--lr", "0.1")
+
+    # assert: the new runs ran whole, and the earlier runs' files are in run.replaced-* folders
+    assert again["config"]["lr"] == restarted["config"]["lr"] == 0.1 and len(restarted["rounds"]) == 2
+    (kept,) = (tmp_path / "finished").glob("run.replaced-*")
+    assert json.loads((kept / "metrics.json").read_text()) == finished
+    assert {p.name for p in kept.iterdir()} >= {"metrics.json", "metrics.csv", "accuracy.png"}
+    (kept_stopped,) = stopped.glob("run.replaced-*")
+    assert {p.name for p in kept_stopped.iterdir()} == {UNFINISHED_FILE, CHECKPOINT_FILE}
+    assert not (stopped / CHECKPOINT_FILE).exists()  # the finished run cleaned up its own
+
+
+def test_a_run_of_the_same_settings_is_made_again_in_place(tmp_path: Path) -> None:
+    first = _simulate(tmp_path, "--lr", "0.05")
+
+    second = _simulate(tmp_path, "--lr", "0.05", "--engine", "auto")  # how it runs is not a setting
+
+    assert not list(tmp_path.glob("run.replaced-*"))
+    assert [r["test_accuracy"] for r in second["rounds"]] == [r["test_accuracy"] for r in first["rounds"]]
