@@ -140,11 +140,16 @@ def _start(
 
     A series stopped half-way (Ctrl-C, a killed process, a reboot) and started
     again with the same output folder reads its finished runs back instead of
-    making them again; :func:`read_result` refuses a kept run of other settings.
+    making them again, and the stopped run goes on from its checkpoint;
+    :func:`read_result` refuses a kept run of other settings.
     """
     folder = None if output_dir is None else output_dir / name
     kept = None if folder is None else read_result(folder, config)
-    observer.run_started(label, config.rounds, note if kept is None else "read back from an earlier invocation")
+    if kept is not None:
+        note = "read back from an earlier invocation"
+    elif folder is not None and (folder / CHECKPOINT_FILE).exists():
+        note = "going on from the checkpoint of an earlier invocation"
+    observer.run_started(label, config.rounds, note)
     if kept is not None:
         log.info("%s: finished by an earlier invocation, read back from %s", label, folder)
     return kept

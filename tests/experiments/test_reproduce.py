@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from fedchain.cli import cli
 from fedchain.errors import ConfigError
 from fedchain.experiments import load_experiment
+from fedchain.experiments.checkpoint import CHECKPOINT_FILE
 from fedchain.experiments.progress import RunObserver
 from fedchain.experiments.reproduce import (
     FAIRNESS_DEFAULTS,
@@ -166,6 +167,31 @@ def test_a_series_started_again_reads_back_its_finished_runs_and_makes_only_the_
     assert again[0] == first[0]  # read back whole, its seconds too
     assert dataclasses.replace(again[1], seconds=first[1].seconds) == first[1]  # made again: same seeds, same figures
     assert (tmp_path / "pow-seed0-fedfaim" / "metrics.json").exists()
+
+
+class StopAfterRound1(RunObserver):
+    """Stands for a Ctrl-C or a kill during a run's round 2."""
+
+    def round_done(self, record: RoundRecord) -> None:
+        raise KeyboardInterrupt
+
+
+def test_a_run_stopped_mid_series_goes_on_from_its_checkpoint_and_ends_as_unstopped(tmp_path: Path) -> None:
+    # prepare: the series unstopped, and the same series stopped after round 1 of its only run
+    base = load_experiment(None, {**SMALL, "rounds": 2}, defaults=FAIRNESS_DEFAULTS)
+    unstopped = fairness_runs(base, ["fedave"], ["pow"], [0])
+    with pytest.raises(KeyboardInterrupt):
+        fairness_runs(base, ["fedave"], ["pow"], [0], output_dir=tmp_path, observer=StopAfterRound1())
+    recorder = Recorder()
+
+    # execute
+    resumed = fairness_runs(base, ["fedave"], ["pow"], [0], output_dir=tmp_path, observer=recorder)
+
+    # assert
+    assert recorder.events[0] == ("started", "pow seed 0 fedave", 2, "going on from the checkpoint of an earlier invocation")
+    assert [e for e in recorder.events if e[0] == "round"] == [("round", 1), ("round", 2)]
+    assert dataclasses.replace(resumed[0], seconds=0.0) == dataclasses.replace(unstopped[0], seconds=0.0)
+    assert not (tmp_path / "pow-seed0-fedave" / CHECKPOINT_FILE).exists()  # the finished run removed it
 
 
 def test_a_series_refuses_an_output_folder_holding_runs_of_other_settings(tmp_path: Path) -> None:
