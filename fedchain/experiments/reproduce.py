@@ -15,6 +15,8 @@ they measured. Options shrink them (fewer clients, rounds, seeds or samples).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import math
 import statistics
@@ -31,7 +33,7 @@ from rich.table import Table
 from fedchain.console import machine_json, print_table, stdout_console
 from fedchain.errors import ConfigError
 from fedchain.experiments.checkpoint import CHECKPOINT_FILE
-from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment
+from fedchain.experiments.config import HOW_NOT_WHAT, ExperimentConfig, FaultConfig, load_experiment
 from fedchain.experiments.federation import Federation, build_federation
 from fedchain.experiments.plots import write_plots
 from fedchain.experiments.progress import RunBars, RunObserver
@@ -120,16 +122,29 @@ class FairnessRow:
     fairness_ceiling_mean: float = math.nan
 
 
+#: Where a command keeps its series without ``-o``: one folder per table and settings.
+REPRODUCE_ROOT = Path("runs") / "reproduce"
+
+
+def default_output_dir(table: str, base: ExperimentConfig) -> Path:
+    """``runs/reproduce/TABLE-DIGEST``, DIGEST naming ``base``'s settings (but for how it runs).
+
+    The same command finds its earlier runs there and goes on from them; a
+    command with other settings gets a folder of its own, so nothing is refused
+    or overwritten.
+    """
+    what = {key: value for key, value in base.to_dict().items() if key not in HOW_NOT_WHAT}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:8]
+    return REPRODUCE_ROOT / f"{table}-{digest}"
+
+
 @contextlib.contextmanager
-def _say_what_is_kept(output_dir: Path | None) -> Iterator[None]:
+def _say_what_is_kept(output_dir: Path) -> Iterator[None]:
     """On Ctrl-C, say where the finished runs are and how to go on from them."""
     try:
         yield
     except KeyboardInterrupt:
-        if output_dir is None:
-            log.warning("stopped; nothing was kept: with -o DIR every finished run is kept, and the same command goes on from them")
-        else:
-            log.warning("stopped; the finished runs are in %s: the same command with -o %s makes only the rest", output_dir, output_dir)
+        log.warning("stopped; the runs so far are in %s: the same command goes on from them", output_dir)
         raise
 
 
@@ -364,8 +379,8 @@ _common = [
     click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU)."),
     click.option(
         "-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
-        help="Keep every run's metrics, plots and checkpoint here; a stopped series started again with it "
-        "goes on where it stopped.",
+        help="Keep every run's metrics, plots and checkpoint here [default: runs/reproduce/TABLE-DIGEST, "
+        "DIGEST naming the settings]; a stopped series started again goes on where it stopped.",
     ),
     click.option("--json", "as_json", is_flag=True, help="Print the table as JSON."),
 ]
@@ -431,6 +446,7 @@ def rounds_to_accuracy_command(
     if target_accuracy is None:
         raise click.UsageError("rounds to what? The config sets target_accuracy to null; give --target 0.96 or a number there")
     apply_threads(base)
+    output_dir = output_dir or default_output_dir("rounds-to-accuracy", base)
     console = Console(stderr=True)
     began = time.perf_counter()
     with _say_what_is_kept(output_dir), RunBars(console, len(settings) * len(strategies)) as bars:
@@ -447,6 +463,7 @@ def rounds_to_accuracy_command(
     out = stdout_console(PIPED_WIDTH)
     print_table(out, table, labels=2)
     out.print(f"paper (Tian et al. 2023, Table 4, clean IID): FedAvg 20 rounds, theirs 16; total {time.perf_counter() - began:.0f} s")
+    out.print(f"every run's metrics and plots in {output_dir}")
 
 
 #: FedAVE's fairness setting: 10 clients on MNIST, LeNet-5. The seed does not
@@ -523,6 +540,7 @@ def fairness_command(
     """
     base = load_experiment(config_path, flags, defaults=FAIRNESS_DEFAULTS)
     apply_threads(base)
+    output_dir = output_dir or default_output_dir("fairness", base)
     console = Console(stderr=True)
     began = time.perf_counter()
     total = len(partitions) * seeds * (len(strategies) + (oracle_floor is not None))
@@ -558,3 +576,4 @@ def fairness_command(
     out.print(
         f"FedAVE reports above 0.84; our target is {FAIRNESS_TARGET}; total {time.perf_counter() - began:.0f} s"
     )
+    out.print(f"every run's metrics and plots in {output_dir}")

@@ -26,6 +26,7 @@ from fedchain.experiments.reproduce import (
     FAIRNESS_DEFAULTS,
     ORACLE,
     FairnessRun,
+    default_output_dir,
     fairness_runs,
     oracle_quota_fractions,
     summarise_fairness,
@@ -230,7 +231,7 @@ def test_a_series_stopped_with_ctrl_c_says_where_its_runs_are_and_the_same_comma
 
     # assert: the first run was kept and read back, not made again; the second was made
     assert child.returncode == 130
-    assert f"the finished runs are in {tmp_path}: the same command with -o {tmp_path} makes only the rest" in rest
+    assert f"the runs so far are in {tmp_path}: the same command goes on from them" in rest
     assert not second_was_kept
     assert again.exit_code == 0, again.output
     runs = json.loads(again.stdout)["runs"]
@@ -270,7 +271,10 @@ def test_repeated_standalone_models_give_their_mean_as_reference_and_their_agree
     assert three["fairness_ceiling"] == pytest.approx(repeated[0].fairness_ceiling)
 
 
-def test_the_fairness_table_shows_the_references_agreement_when_repeated_and_json_has_no_nan() -> None:
+def test_the_fairness_table_shows_the_references_agreement_when_repeated_and_json_has_no_nan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # without -o the runs are kept under runs/reproduce/ here
     args = ["reproduce", "fairness", "--strategies", "fedave", "--partitions", "pow", "--seeds", "1",
             "--clients", "3", "--rounds", "1", "--train-samples", "500", "--validation-samples", "100",
             "--test-samples", "200", "--engine", "sequential", "--threads", "1"]
@@ -285,6 +289,19 @@ def test_the_fairness_table_shows_the_references_agreement_when_repeated_and_jso
     assert as_json.exit_code == 0, as_json.output
     report = json.loads(as_json.stdout, parse_constant=lambda constant: pytest.fail(f"{constant} in --json output"))
     assert report["summary"][0]["reference_agreement_mean"] is None  # one repeat: nothing to agree, null not NaN
+    folders = sorted(p.name for p in (tmp_path / "runs" / "reproduce").iterdir())  # one per settings, none refused
+    assert len(folders) == 2 and all(name.startswith("fairness-") for name in folders)
+    assert "every run's metrics and plots in runs/reproduce/fairness-" in repeated.output
+
+
+def test_the_default_folder_names_the_settings_but_not_how_they_run() -> None:
+    base = load_experiment(None, SMALL, defaults=FAIRNESS_DEFAULTS)
+
+    same = default_output_dir("fairness", base.with_changes(threads=2, engine="auto", output_dir=Path("x")))
+    other = default_output_dir("fairness", base.with_changes(lr=0.2))
+
+    assert same == default_output_dir("fairness", base) and same.parent == Path("runs") / "reproduce"
+    assert other != same and same.name.startswith("fairness-")
 
 
 def test_the_oracle_run_needs_a_strategy_run_for_its_standalone_accuracies() -> None:
