@@ -40,6 +40,7 @@ from fedchain.experiments.progress import RunBars, RunObserver
 from fedchain.experiments.results import ExperimentResult, read_result, write_metrics
 from fedchain.experiments.runner import run_experiment
 from fedchain.experiments.simulate import apply_threads
+from fedchain.files import keep_aside
 from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
 
@@ -136,6 +137,20 @@ def default_output_dir(table: str, base: ExperimentConfig) -> Path:
     what = {key: value for key, value in base.to_dict().items() if key not in HOW_NOT_WHAT}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:8]
     return REPRODUCE_ROOT / f"{table}-{digest}"
+
+
+def series_folder(table: str, base: ExperimentConfig, output_dir: Path | None, *, fresh: bool) -> Path:
+    """Where a command keeps its series: ``output_dir``, else :func:`default_output_dir`.
+
+    With ``fresh`` the folder's earlier runs are renamed aside (never deleted) so
+    that every run is made again.
+    """
+    folder = output_dir or default_output_dir(table, base)
+    if fresh:
+        aside = keep_aside(folder)
+        if aside is not None:
+            log.warning("--fresh: the earlier runs in %s are kept in %s", folder, aside)
+    return folder
 
 
 @contextlib.contextmanager
@@ -382,6 +397,7 @@ _common = [
         help="Keep every run's metrics, plots and checkpoint here [default: runs/reproduce/TABLE-DIGEST, "
         "DIGEST naming the settings]; a stopped series started again goes on where it stopped.",
     ),
+    click.option("--fresh", is_flag=True, help="Make every run again; the folder's earlier runs are kept aside (FOLDER.replaced-UTCTIME)."),
     click.option("--json", "as_json", is_flag=True, help="Print the table as JSON."),
 ]
 
@@ -433,8 +449,8 @@ ROUNDS_DEFAULTS: dict[str, Any] = {
 )
 @click.option("--seed", type=int, help="Seed of the data split and the initial model.")
 def rounds_to_accuracy_command(
-    config_path: Path | None, output_dir: Path | None, as_json: bool, max_rounds: int | None, target: float | None,
-    strategies: list[str], settings: list[str], **flags: Any,
+    config_path: Path | None, output_dir: Path | None, fresh: bool, as_json: bool, max_rounds: int | None,
+    target: float | None, strategies: list[str], settings: list[str], **flags: Any,
 ) -> None:
     """Rounds to 96% test accuracy: fedavg, quality, cgsv; LeNet-5, 100 clients (Tian et al. 2023, Table 4)."""
     unknown = sorted(set(settings) - set(SETTINGS))
@@ -446,7 +462,7 @@ def rounds_to_accuracy_command(
     if target_accuracy is None:
         raise click.UsageError("rounds to what? The config sets target_accuracy to null; give --target 0.96 or a number there")
     apply_threads(base)
-    output_dir = output_dir or default_output_dir("rounds-to-accuracy", base)
+    output_dir = series_folder("rounds-to-accuracy", base, output_dir, fresh=fresh)
     console = Console(stderr=True)
     began = time.perf_counter()
     with _say_what_is_kept(output_dir), RunBars(console, len(settings) * len(strategies)) as bars:
@@ -509,8 +525,8 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
     "shows how well the repeats agree and the Pearson that this noise allows [default: 1].",
 )
 def fairness_command(
-    config_path: Path | None, output_dir: Path | None, as_json: bool, seeds: int, strategies: list[str], partitions: list[str],
-    oracle_floor: float | None, **flags: Any,
+    config_path: Path | None, output_dir: Path | None, fresh: bool, as_json: bool, seeds: int, strategies: list[str],
+    partitions: list[str], oracle_floor: float | None, **flags: Any,
 ) -> None:
     """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave; 10 clients, POW/CLA/DIR (FedAVE).
 
@@ -540,7 +556,7 @@ def fairness_command(
     """
     base = load_experiment(config_path, flags, defaults=FAIRNESS_DEFAULTS)
     apply_threads(base)
-    output_dir = output_dir or default_output_dir("fairness", base)
+    output_dir = series_folder("fairness", base, output_dir, fresh=fresh)
     console = Console(stderr=True)
     began = time.perf_counter()
     total = len(partitions) * seeds * (len(strategies) + (oracle_floor is not None))

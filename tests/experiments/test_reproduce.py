@@ -209,6 +209,21 @@ def test_a_series_refuses_an_output_folder_holding_runs_of_other_settings(tmp_pa
     assert json.loads((tmp_path / "clean-fedavg" / "metrics.json").read_text())["config"]["lr"] == 0.05  # kept
 
 
+def test_fresh_makes_every_run_again_and_keeps_the_earlier_ones_aside(tmp_path: Path) -> None:
+    out = tmp_path / "series"
+    args = ["reproduce", "rounds-to-accuracy", "--strategies", "fedavg", "--settings", "clean", "--clients", "3",
+            "--max-rounds", "1", "--train-samples", "500", "--validation-samples", "100", "--test-samples", "200",
+            "--engine", "sequential", "--threads", "1", "-o", str(out), "--json"]
+    made = CliRunner().invoke(cli, args)
+
+    again = CliRunner().invoke(cli, [*args, "--lr", "0.2", "--fresh"])
+
+    assert made.exit_code == 0 and again.exit_code == 0, again.output
+    (aside,) = tmp_path.glob("series.replaced-*")
+    assert json.loads((aside / "clean-fedavg" / "metrics.json").read_text())["config"]["lr"] == 0.05
+    assert json.loads((out / "clean-fedavg" / "metrics.json").read_text())["config"]["lr"] == 0.2
+
+
 def test_a_series_stopped_with_ctrl_c_says_where_its_runs_are_and_the_same_command_goes_on(tmp_path: Path) -> None:
     # prepare: two runs in a process of its own, as Ctrl-C in a terminal reaches it
     args = ["reproduce", "fairness", "--strategies", "fedave", "--partitions", "pow", "--seeds", "2", "--clients", "3",
