@@ -369,7 +369,7 @@ def run_experiment(
 
 
 #: What to do about a checkpoint that cannot serve this run.
-RESUME_HINT = "remove it to start this run over (fedchain simulate --fresh does), or choose another output folder"
+RESUME_HINT = "move it away to start this run over (fedchain simulate --fresh does), or choose another output folder"
 
 
 def _runs(standalone_runs: Sequence[Sequence[float]] | None) -> tuple[tuple[float, ...], ...] | None:

@@ -59,7 +59,7 @@ def apply_threads(config: ExperimentConfig) -> None:
         torch.set_num_threads(config.threads)
 
 
-def run_with_progress(config: ExperimentConfig, console: Console, *, fresh: bool = False) -> ExperimentResult:
+def run_with_progress(config: ExperimentConfig, console: Console) -> ExperimentResult:
     """:func:`run_experiment` with a rich progress bar over the rounds (on ``console``).
 
     The bar starts once the experiment is set up, so an unknown name, a
@@ -68,7 +68,7 @@ def run_with_progress(config: ExperimentConfig, console: Console, *, fresh: bool
     run's state to :data:`~fedchain.experiments.checkpoint.CHECKPOINT_FILE`
     every ``config.checkpoint_every`` rounds; the finished run removes both.
     A run stopped by Ctrl-C or killed keeps its rounds, and the same command
-    goes on from its last checkpoint (``fresh``: starts over instead).
+    goes on from its last checkpoint (:func:`keep_run_aside` first to start over).
     """
     progress = Progress(*round_columns(), console=console, transient=False)
     task = progress.add_task(config.strategy, total=config.rounds, note="acc -")
@@ -80,8 +80,6 @@ def run_with_progress(config: ExperimentConfig, console: Console, *, fresh: bool
         progress.update(task, advance=1, note=f"acc {100 * record.test_accuracy:.2f}%")
 
     checkpoint = config.output_dir / CHECKPOINT_FILE
-    if fresh:
-        checkpoint.unlink(missing_ok=True)
     try:
         result = run_experiment(config, on_start=progress.start, on_round=advance, checkpoint=checkpoint)
         progress.update(task, total=len(result.rounds))
@@ -102,19 +100,19 @@ def run_with_progress(config: ExperimentConfig, console: Console, *, fresh: bool
 RUN_FILES = (METRICS_FILE, "metrics.csv", *PLOT_FILES, UNFINISHED_FILE, CHECKPOINT_FILE)
 
 
-def keep_other_run_aside(config: ExperimentConfig) -> Path | None:
-    """Move the files of a run of other settings out of ``config.output_dir``; returns where they went.
+def keep_run_aside(config: ExperimentConfig, *, fresh: bool = False) -> Path | None:
+    """Move an earlier run's files out of ``config.output_dir``, unless it may stay; returns where they went.
 
     The folder is the run's: a finished run's metrics and plots would be
     overwritten, a stopped one's checkpoint refused. So the files of a run
     whose settings differ from ``config``'s (but for how it ran: engine,
-    threads...) go into a ``run.replaced-UTCTIME`` folder beside them. A run
-    of the same settings stays: a stopped one goes on, a finished one is made
-    again. ``None`` when nothing was moved.
+    threads...), or of any run when ``fresh``, go into a ``run.replaced-UTCTIME``
+    folder beside them, never deleted. A run of the same settings stays: a
+    stopped one goes on, a finished one is made again. ``None`` when nothing moved.
     """
     folder = config.output_dir
     present = [folder / name for name in RUN_FILES if (folder / name).exists()]
-    if not present or _same_settings(folder, config):
+    if not present or (not fresh and _same_settings(folder, config)):
         return None
     aside = folder / "run"
     aside.mkdir()
@@ -255,7 +253,7 @@ def client_table(result: ExperimentResult) -> Table:
     "--checkpoint-every", type=click.IntRange(min=0),
     help="Save the run's state every N rounds, so that the same command goes on after a stop (0: never) [default: 1].",
 )
-@click.option("--fresh", is_flag=True, help="Start over: discard the state a stopped run saved in the output folder.")
+@click.option("--fresh", is_flag=True, help="Start over: a stopped run's files in the output folder are kept aside, not gone on from.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of tables.")
 def simulate(
     config_path: Path | None, strategy_options: tuple[str, ...], pruning: float | None, fresh: bool, as_json: bool, **flags: Any
@@ -290,11 +288,12 @@ def simulate(
     overrides["strategy_options"] = _parse_options(strategy_options) or None
     config = load_experiment(config_path, overrides)
     apply_threads(config)
-    aside = keep_other_run_aside(config)
+    aside = keep_run_aside(config, fresh=fresh)
     if aside is not None:
-        log.warning("%s held a run of other settings: its files are kept in %s", config.output_dir, aside)
+        why = "--fresh" if fresh else "the folder held a run of other settings"
+        log.warning("%s: the earlier run's files in %s are kept in %s", why, config.output_dir, aside)
     console = Console(stderr=True)
-    result = run_with_progress(config, console, fresh=fresh)
+    result = run_with_progress(config, console)
     scores = result.fairness()
     paths = write_plots(result, config.output_dir, pearson=None if scores is None else scores[0]) if config.plots else []
     paths += write_metrics(result, config.output_dir)

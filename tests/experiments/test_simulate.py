@@ -315,3 +315,13 @@ def test_a_run_of_the_same_settings_is_made_again_in_place(tmp_path: Path) -> No
 
     assert not list(tmp_path.glob("run.replaced-*"))
     assert [r["test_accuracy"] for r in second["rounds"]] == [r["test_accuracy"] for r in first["rounds"]]
+
+
+def test_fresh_starts_over_and_keeps_the_earlier_run_of_the_same_settings_aside(tmp_path: Path) -> None:
+    first = _simulate(tmp_path, "--lr", "0.05")
+
+    _simulate(tmp_path, "--lr", "0.05", "--fresh")
+
+    (kept,) = tmp_path.glob("run.replaced-*")
+    assert json.loads((kept / "metrics.json").read_text()) == first
+    assert (tmp_path / "metrics.json").exists()
