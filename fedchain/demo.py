@@ -20,7 +20,6 @@ import signal
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,7 @@ from rich.text import Text
 from fedchain.console import stdout_console
 from fedchain.errors import AuditFailed, ConfigError, SigningKeyError
 from fedchain.signals import handlers_set
+from fedchain.units import WAD, ether, fixed
 
 if TYPE_CHECKING:  # the command's --help must not load torch or web3
     from fedchain.audit import AuditReport
@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # the command's --help must not load torch or web3
 
 log = logging.getLogger(__name__)
 
-WAD = 10**18
 #: T = T_ex / N, the expected seconds per round the publisher sets (the time reputation's yardstick).
 EXPECTED_ROUND_S = 40
 #: The cap on every reputation: a fog node committing within T / cap earns the client the full time reputation.
@@ -288,11 +287,11 @@ def progress_line(progress: TaskProgress) -> str:
 
 
 def _ether(wei: int) -> str:
-    return f"{Decimal(wei) / WAD:.5f}"
+    return ether(wei, 5)
 
 
 def _fixed(value: int) -> str:
-    return f"{Decimal(value) / WAD:.3f}"
+    return fixed(value, 3)
 
 
 def _table(title: str, columns: tuple[str, ...], left: int) -> Table:

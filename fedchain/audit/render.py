@@ -12,7 +12,6 @@ import base64
 import html
 import io
 from collections.abc import Sequence
-from decimal import Decimal
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -20,12 +19,13 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from fedchain import units
 from fedchain.audit.checks import CheckResult, CheckStatus
 from fedchain.audit.history import BidRecord
 from fedchain.audit.report import AuditReport, account_summary, fog_summary
 from fedchain.console import stdout_console
+from fedchain.units import WAD
 
-WAD = 10**18
 #: Findings listed per check in the terminal table (the JSON and HTML reports list all).
 FINDINGS_SHOWN = 3
 STATUS_STYLE = {CheckStatus.PASS: "green", CheckStatus.FAIL: "bold red", CheckStatus.SKIPPED: "yellow"}
@@ -33,16 +33,12 @@ STATUS_STYLE = {CheckStatus.PASS: "green", CheckStatus.FAIL: "bold red", CheckSt
 
 def fixed(value: int | None, places: int = 4) -> str:
     """A 1e18 fixed-point value as a decimal (``1.2500``); ``-`` for None."""
-    if value is None:
-        return "-"
-    return f"{Decimal(value) / WAD:.{places}f}"
+    return "-" if value is None else units.fixed(value, places)
 
 
 def ether(wei: int | str | None) -> str:
     """Wei as ether with six decimals (``0.012500``); ``-`` for None."""
-    if wei is None:
-        return "-"
-    return f"{Decimal(int(wei)) / WAD:.6f}"
+    return "-" if wei is None else units.ether(wei, 6)
 
 
 def short(address: str) -> str:

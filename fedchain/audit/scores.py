@@ -30,6 +30,7 @@ from fedchain.errors import FedchainError, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten
 from fedchain.store import BlobStore
 from fedchain.store.digest import to_hex
+from fedchain.units import WAD
 
 if TYPE_CHECKING:
     from fedchain.aggregator.scoring import ClientInput, QualityChoice
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-WAD = 10**18
 
 
 def verify_scores(

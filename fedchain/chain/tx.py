@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
@@ -33,6 +32,7 @@ from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
 
 from fedchain.chain.abi import AbiRegistry, ChainEvent, E, RevertReason
 from fedchain.errors import ChainError, ContractRevert, InsufficientFunds
+from fedchain.units import ether
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +187,8 @@ class Transactor:
         balance = int(self.w3.eth.get_balance(self.address))
         if balance < wei:
             raise InsufficientFunds(
-                f"account {self.address} holds {balance} wei ({_ether(balance)} ether) "
-                f"but {what} needs {wei} wei ({_ether(wei)} ether)",
+                f"account {self.address} holds {balance} wei ({ether(balance)} ether) "
+                f"but {what} needs {wei} wei ({ether(wei)} ether)",
             )
 
     # ------------------------------------------------------------------ waiting
@@ -265,10 +265,6 @@ class Transactor:
         if "insufficient funds" in message.lower():
             return InsufficientFunds(f"account {self.address} cannot pay {needed_wei} wei: {message}")
         return self._as_revert(err)
-
-
-def _ether(wei: int) -> str:
-    return f"{Decimal(wei) / 10**18:f}"
 
 
 def current_fees(

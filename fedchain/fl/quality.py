@@ -29,11 +29,10 @@ import torch
 
 from fedchain.errors import ConfigError
 from fedchain.fl.strategy import RoundResult
+from fedchain.units import WAD
 
 #: Smallest loss used in the ratio: keeps a zero loss from dividing by zero.
 LOSS_FLOOR = 1e-8
-#: One in the chain's fixed point.
-WAD = 10**18
 
 QualitySource = Literal["loss", "contribution"]
 

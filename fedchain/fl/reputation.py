@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-#: 1.0 in 1e18 fixed point.
-WAD = 10**18
+from fedchain.units import WAD
+
 #: The largest reputation cap a task may set (ReputationMath.MAX_REPUTATION_CAP).
 MAX_REPUTATION_CAP = 10 * WAD
 #: The largest number of rounds (ReputationMath.MAX_ROUNDS).

@@ -28,9 +28,7 @@ from fedchain.chain.bindings import TaskParams
 from fedchain.config import from_mapping, load_yaml
 from fedchain.errors import ConfigError
 from fedchain.taskspec import TaskSpec
-
-#: One in the chain's fixed point.
-WAD = 10**18
+from fedchain.units import WAD
 
 #: Units an amount may be written in, as wei per unit.
 WEI_UNITS: dict[str, int] = {"wei": 1, "gwei": 10**9, "ether": 10**18, "eth": 10**18}
