@@ -31,6 +31,7 @@ from rich.text import Text
 
 from fedchain.console import stdout_console
 from fedchain.errors import AuditFailed, ConfigError, SigningKeyError
+from fedchain.files import writable_folder
 from fedchain.signals import handlers_set
 from fedchain.units import WAD, ether, fixed
 
@@ -204,13 +205,13 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
 
 def _fresh_run_dir(requested: Path | None) -> Path:
     if requested is None:
-        return Path("runs") / datetime.now(UTC).strftime("demo-%Y%m%d-%H%M%S")
-    if requested.exists() and any(requested.iterdir()):
+        requested = Path("runs") / datetime.now(UTC).strftime("demo-%Y%m%d-%H%M%S")
+    elif requested.is_dir() and any(requested.iterdir()):
         raise ConfigError(
             f"the run folder {requested} is not empty",
             hint="pass a new --run-dir (agents would resume from the states of another chain), or delete it",
         )
-    return requested
+    return writable_folder(requested, option="--run-dir")
 
 
 def _timeouts(config: DemoConfig) -> dict[str, float]:

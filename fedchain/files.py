@@ -7,6 +7,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from fedchain.errors import ConfigError
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that readers and crashes see the old or the new bytes, never a mix.
@@ -25,6 +27,25 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def writable_folder(path: Path, *, option: str) -> Path:
+    """``path`` as a folder this process can write into, created when missing.
+
+    Checked when a command starts, so that an unwritable folder is a clear
+    error naming ``option`` (the flag that chose it) rather than a traceback
+    after the first hour of work.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"cannot write into the folder {path}: {err.strerror or err}",
+            hint=f"choose a folder you can write to with {option}",
+        ) from err
+    return path
 
 
 def keep_aside(path: Path) -> Path | None:

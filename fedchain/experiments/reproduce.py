@@ -40,7 +40,7 @@ from fedchain.experiments.progress import RunBars, RunObserver
 from fedchain.experiments.results import ExperimentResult, read_result, write_metrics
 from fedchain.experiments.runner import run_experiment
 from fedchain.experiments.simulate import apply_threads
-from fedchain.files import keep_aside
+from fedchain.files import keep_aside, writable_folder
 from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
 
@@ -150,7 +150,7 @@ def series_folder(table: str, base: ExperimentConfig, output_dir: Path | None, *
         aside = keep_aside(folder)
         if aside is not None:
             log.warning("--fresh: the earlier runs in %s are kept in %s", folder, aside)
-    return folder
+    return writable_folder(folder, option="--output-dir")
 
 
 @contextlib.contextmanager

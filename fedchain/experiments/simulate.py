@@ -29,7 +29,7 @@ from fedchain.experiments.plots import PLOT_FILES, write_plots
 from fedchain.experiments.progress import round_columns
 from fedchain.experiments.results import METRICS_FILE, ExperimentResult, RoundRecord, write_metrics
 from fedchain.experiments.runner import run_experiment
-from fedchain.files import keep_aside, write_atomic
+from fedchain.files import keep_aside, writable_folder, write_atomic
 from fedchain.fl import strategy_names
 from fedchain.models.registry import MODELS
 from fedchain.trainer.config import ENGINES
@@ -288,6 +288,7 @@ def simulate(
     overrides["strategy_options"] = _parse_options(strategy_options) or None
     config = load_experiment(config_path, overrides)
     apply_threads(config)
+    writable_folder(config.output_dir, option="--output-dir (or output_dir: in the config file)")
     aside = keep_run_aside(config, fresh=fresh)
     if aside is not None:
         why = "--fresh" if fresh else "the folder held a run of other settings"

@@ -1,0 +1,52 @@
+"""Files a crash, a kill or a second run must not lose, and folders a command must be able to write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fedchain.cli import cli
+from fedchain.errors import ConfigError
+from fedchain.files import keep_aside, writable_folder, write_atomic
+
+
+def test_a_writable_folder_is_created_with_its_parents(tmp_path: Path) -> None:
+    folder = writable_folder(tmp_path / "a" / "b", option="--out")
+
+    assert folder.is_dir() and not list(folder.iterdir())  # the probe file is gone
+
+
+def test_a_folder_that_cannot_be_made_is_refused_naming_the_option(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+
+    with pytest.raises(ConfigError, match=r"cannot write into the folder .*a-file/runs") as caught:
+        writable_folder(blocker / "runs", option="--output-dir")
+    assert "--output-dir" in (caught.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"), [(["simulate"], "--output-dir"), (["reproduce", "fairness"], "--output-dir"), (["demo"], "--run-dir")]
+)
+def test_commands_refuse_an_unwritable_output_folder_before_any_work(tmp_path: Path, command: list[str], flag: str) -> None:
+    (tmp_path / "a-file").write_text("")
+
+    result = CliRunner().invoke(cli, [*command, flag, str(tmp_path / "a-file" / "runs")])
+
+    assert isinstance(result.exception, ConfigError) and "cannot write into the folder" in str(result.exception)
+    assert result.output == ""  # no progress bar, no data read
+
+
+def test_keep_aside_renames_a_file_or_a_folder_to_a_new_name_each_time(tmp_path: Path) -> None:
+    folder = tmp_path / "series"
+    names = []
+    for round_ in range(2):
+        (folder / "run").mkdir(parents=True)
+        write_atomic(folder / "run" / "metrics.json", f"{round_}".encode())
+        names.append(keep_aside(folder))
+
+    assert names[0] != names[1] and all(n is not None and n.name.startswith("series.replaced-") for n in names)
+    assert [(n / "run" / "metrics.json").read_text() for n in names if n is not None] == ["0", "1"]
+    assert keep_aside(folder) is None  # nothing left to keep
