@@ -19,8 +19,8 @@ from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE, Deployment, Recip
 from fedchain.chain.deployment import deploy as deploy_with
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
 from fedchain.chain.node import DEFAULT_CHAIN_ID, DEFAULT_MNEMONIC, AnvilNode, AnvilSettings, connect, mnemonic_account
-from fedchain.errors import SigningKeyError
-from fedchain.files import keep_aside
+from fedchain.errors import DeploymentError, SigningKeyError
+from fedchain.files import keep_aside, writable_folder
 from fedchain.signals import STOP_SIGNALS, handlers_set
 
 log = logging.getLogger(__name__)
@@ -64,8 +64,10 @@ def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interact
     Without ``rpc_url`` a local Anvil is started, deployed to and stopped
     again (its state is then gone; the file records where things were).
     A file already at ``out`` is kept aside (:func:`~fedchain.files.keep_aside`): a deployment
-    file may be the only record of contracts that hold funds, so it is never overwritten.
+    file may be the only record of contracts that hold funds, so it is never overwritten,
+    and its folder is checked before anything is deployed.
     """
+    writable_folder(request.out.parent, option="--out")
     account = resolve_account(request.keystore, prompt=_password_prompt if interactive else None)
     if request.rpc_url is not None:
         if account is None:
@@ -85,7 +87,13 @@ def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interact
     backup = keep_aside(request.out)
     if backup is not None:
         log.warning("the deployment file that was at %s is kept as %s", request.out, backup)
-    deployment.save(request.out)
+    try:
+        deployment.save(request.out)
+    except OSError as err:  # the folder was checked, but disks fill up and mounts go away
+        raise DeploymentError(
+            f"the contracts are deployed, but the deployment file could not be written to {request.out}: {err.strerror or err}",
+            hint=f"keep this record of where they are: {deployment.to_json()}",
+        ) from err
     return deployment
 
 

@@ -3,6 +3,7 @@ bad input is refused with a clear error and changes nothing."""
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Mapping
 from operator import attrgetter
@@ -22,7 +23,7 @@ from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV
 from fedchain.chain.node import AnvilNode, free_port
 from fedchain.chain.tx import Transactor
 from fedchain.cli import main
-from fedchain.errors import ChainError, ContractRevert, DeploymentError, InsufficientFunds, SigningKeyError
+from fedchain.errors import ChainError, ConfigError, ContractRevert, DeploymentError, InsufficientFunds, SigningKeyError
 from fedchain.files import keep_aside
 
 
@@ -182,6 +183,34 @@ def test_deploying_again_keeps_the_earlier_deployment_file_beside_the_new_one(
     kept = sorted(tmp_path.glob("deployment.replaced-*.json"))
     assert load_deployment(out) == third
     assert sorted(load_deployment(path).chain_id for path in kept) == [first.chain_id, second.chain_id]
+
+
+def test_deploy_refuses_an_out_folder_it_cannot_write_before_deploying(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+
+    with pytest.raises(ConfigError, match="cannot write into the folder") as caught:
+        run_deploy(DeployRequest(out=tmp_path / "a-file" / "deployment.json", chain_id=777))  # no node is started
+    assert "--out" in (caught.value.hint or "")
+
+
+def test_a_deployment_file_that_cannot_be_written_after_deploying_is_reported_with_the_record(
+    probe_artifact: Artifact, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # prepare: the disk fills up between the check and the write (a fault injected into the file system only)
+    monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
+
+    def disk_full(self: Deployment, path: Path) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Deployment, "save", disk_full)
+
+    # execute
+    with pytest.raises(DeploymentError, match="the contracts are deployed, but the deployment file could not be written") as caught:
+        run_deploy(DeployRequest(out=tmp_path / "deployment.json", chain_id=777), recipe=probe_recipe(probe_artifact))
+
+    # assert: the record of where the contracts are is in the error, whole
+    record = json.loads((caught.value.hint or "").split("where they are: ", 1)[1])
+    assert record["chain_id"] == 777 and record["contracts"]
 
 
 def test_keeping_a_file_aside_never_reuses_a_name(tmp_path: Path) -> None:
