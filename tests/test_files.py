@@ -28,7 +28,8 @@ def test_a_folder_that_cannot_be_made_is_refused_naming_the_option(tmp_path: Pat
 
 
 @pytest.mark.parametrize(
-    ("command", "flag"), [(["simulate"], "--output-dir"), (["reproduce", "fairness"], "--output-dir"), (["demo"], "--run-dir")]
+    ("command", "flag"),
+    [(["simulate"], "--output-dir"), (["reproduce", "fairness"], "--output-dir"), (["demo"], "--run-dir"), (["audit", "--task", "1"], "--html")],
 )
 def test_commands_refuse_an_unwritable_output_folder_before_any_work(tmp_path: Path, command: list[str], flag: str) -> None:
     (tmp_path / "a-file").write_text("")
@@ -36,7 +37,7 @@ def test_commands_refuse_an_unwritable_output_folder_before_any_work(tmp_path: P
     result = CliRunner().invoke(cli, [*command, flag, str(tmp_path / "a-file" / "runs")])
 
     assert isinstance(result.exception, ConfigError) and "cannot write into the folder" in str(result.exception)
-    assert result.output == ""  # no progress bar, no data read
+    assert result.output == ""  # no progress bar, no data read, no chain asked
 
 
 def test_keep_aside_renames_a_file_or_a_folder_to_a_new_name_each_time(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from fedchain.errors import AgentError
-from fedchain.files import write_atomic
+from fedchain.files import writable_folder, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def exclusive(path: Path) -> Iterator[None]:
     system that cannot lock (some network file systems) is warned about, and
     the agent runs unprotected.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    writable_folder(path.parent, option="--state PATH (the agent's state file)")  # before any block is handled
     lock_path = path.with_name(path.name + ".lock")
     with open(lock_path, "a+") as lock:
         try:

@@ -11,6 +11,7 @@ import click
 from fedchain.chain.commands import deployment_option
 from fedchain.console import machine_json
 from fedchain.errors import AuditFailed
+from fedchain.files import writable_folder, write_atomic
 from fedchain.store import DEFAULT_STORE_URL
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ def audit(
     from fedchain.chain.deployment import open_deployment
     from fedchain.store import open_store
 
+    if html_file is not None:
+        writable_folder(html_file.parent, option="--html")  # before the replay, which may take minutes
     w3, deployment = open_deployment(deployment_file, rpc_url=rpc_url)
     report = audit_on_chain(
         w3, deployment, task_id, open_store(store_url), verify_scores=verify_scores, data_root=data_root,
@@ -83,8 +86,7 @@ def audit(
         score_tolerance=DEFAULT_SCORE_TOLERANCE if score_tolerance is None else score_tolerance, to_block=to_block,
     )
     if html_file is not None:
-        html_file.parent.mkdir(parents=True, exist_ok=True)
-        html_file.write_text(html_report(report), encoding="utf-8")
+        write_atomic(html_file, html_report(report).encode("utf-8"))
         log.info("HTML report written to %s", html_file)
     if as_json:
         click.echo(machine_json(report.to_dict()))

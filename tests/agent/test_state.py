@@ -14,7 +14,7 @@ import pytest
 
 from fedchain.agent import AgentState, load_state, save_state
 from fedchain.agent.state import exclusive
-from fedchain.errors import AgentError
+from fedchain.errors import AgentError, ConfigError
 
 
 def a_busy_state() -> AgentState:
@@ -191,3 +191,11 @@ def test_a_file_system_that_cannot_lock_is_warned_about_and_the_agent_runs(
         entered = True
 
     assert entered and "nothing stops a second agent" in caplog.text
+
+
+def test_a_state_file_in_a_folder_that_cannot_be_written_is_refused_at_start(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+
+    with pytest.raises(ConfigError, match="cannot write into the folder") as caught, exclusive(tmp_path / "a-file" / "fog.json"):
+        pass
+    assert "--state PATH" in (caught.value.hint or "")
