@@ -110,7 +110,13 @@ class BlobStore:
         fs, root = _filesystem(url, storage_options or {})
         store = cls(fs, root, url=url, hash_name=hash_name, max_bytes=max_bytes)
         if fsspec.core.split_protocol(url)[0] in LOCAL_SCHEMES:
-            Path(root).mkdir(parents=True, exist_ok=True)
+            try:
+                Path(root).mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StoreError(
+                    f"cannot create the store folder {root}: {err.strerror or err}",
+                    hint="pass --store a folder that exists or can be created (or a URL such as s3://bucket/prefix)",
+                ) from err
         return store
 
     def __repr__(self) -> str:

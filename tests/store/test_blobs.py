@@ -150,6 +150,14 @@ def test_a_writer_killed_mid_write_leaves_no_object(tmp_path: Path) -> None:
     assert [p.stat().st_size for p in (tmp_path / "tmp").iterdir()] == [500_000]  # the half write is only a .part
 
 
+def test_a_store_folder_that_cannot_be_created_is_a_store_error_saying_what_to_pass(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+
+    with pytest.raises(StoreError, match="cannot create the store folder") as caught:
+        BlobStore.open(tmp_path / "a-file" / "store")
+    assert "--store" in (caught.value.hint or "")
+
+
 def test_an_unknown_url_scheme_raises_store_url_error() -> None:
     with pytest.raises(StoreURLError, match="unknown blob store scheme 'nosuch'"):
         open_store("nosuch://bucket/prefix")
