@@ -154,9 +154,9 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     from fedchain.publisher import PublishConfig
     from fedchain.system import AGGREGATOR, PUBLISHER, AgentOptions, RunSettings, Supervisor, SystemRun, required_funds
 
-    run_dir = _fresh_run_dir(config.run_dir)
     data_root = resolve_data_root(config.data_root)
     load_dataset(config.dataset, train=True, root=data_root)  # a missing dataset fails here, before any process
+    run_dir = _fresh_run_dir(config.run_dir)  # created here: a refused demo leaves no folder
     roster, terms, spec = config.roster(), config.terms(), config.spec()
     timeout = _timeouts(config)
     with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
