@@ -21,6 +21,8 @@ Example (``configs/mnist-fedavg-iid.yaml``)::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,8 @@ from fedchain.fl.pruning import Pruning
 from fedchain.trainer.config import Engine
 from fedchain.trainer.device import resolve_device
 
-#: Where ``simulate`` writes when neither the file nor a flag names a folder.
+#: Where ``simulate`` writes when neither the file nor a flag names a folder: a
+#: folder below it named by the run's settings (:func:`settings_digest`).
 DEFAULT_OUTPUT_DIR = Path("runs") / "simulate"
 
 
@@ -174,7 +177,8 @@ class ExperimentConfig:
     #: Torch threads of the main process (evaluation, sequential engine); ``None`` keeps
     #: torch's default. On a CPU shared with other jobs, 1 avoids oversubscription.
     threads: int | None = None
-    #: Folder for metrics and plots.
+    #: Folder for metrics, plots and the checkpoint; ``simulate`` puts a run left at this
+    #: default into a folder below it named by its settings.
     output_dir: Path = DEFAULT_OUTPUT_DIR
     #: Write the PNG plots (matplotlib) beside the metrics.
     plots: bool = True
@@ -230,6 +234,16 @@ class ExperimentConfig:
 #: Settings that change how a run is computed but not what it measures: a run kept
 #: on disk (finished, or a checkpoint) serves a configuration that differs only in these.
 HOW_NOT_WHAT = ("data_root", "engine", "device", "threads", "output_dir", "plots", "checkpoint_every")
+
+
+def settings_digest(config: ExperimentConfig) -> str:
+    """8 hex digits naming ``config``'s settings, but for how it runs (:data:`HOW_NOT_WHAT`).
+
+    Default folders carry it, so that the same command finds its earlier run
+    and goes on from it, and other settings get a folder of their own.
+    """
+    what = {key: value for key, value in config.to_dict().items() if key not in HOW_NOT_WHAT}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:8]
 
 
 def check_same_settings(kept: Mapping[str, Any], config: ExperimentConfig, where: Path, *, hint: str) -> None:

@@ -15,8 +15,6 @@ they measured. Options shrink them (fewer clients, rounds, seeds or samples).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import math
 import statistics
@@ -33,7 +31,7 @@ from rich.table import Table
 from fedchain.console import machine_json, print_table, stdout_console
 from fedchain.errors import ConfigError
 from fedchain.experiments.checkpoint import CHECKPOINT_FILE
-from fedchain.experiments.config import HOW_NOT_WHAT, ExperimentConfig, FaultConfig, load_experiment
+from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment, settings_digest
 from fedchain.experiments.federation import Federation, build_federation
 from fedchain.experiments.plots import write_plots
 from fedchain.experiments.progress import RunBars, RunObserver
@@ -134,9 +132,7 @@ def default_output_dir(table: str, base: ExperimentConfig) -> Path:
     command with other settings gets a folder of its own, so nothing is refused
     or overwritten.
     """
-    what = {key: value for key, value in base.to_dict().items() if key not in HOW_NOT_WHAT}
-    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:8]
-    return REPRODUCE_ROOT / f"{table}-{digest}"
+    return REPRODUCE_ROOT / f"{table}-{settings_digest(base)}"
 
 
 def series_folder(table: str, base: ExperimentConfig, output_dir: Path | None, *, fresh: bool) -> Path:

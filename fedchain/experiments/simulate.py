@@ -24,7 +24,13 @@ from fedchain.data.datasets import DATASETS
 from fedchain.data.partition import PARTITION_KINDS
 from fedchain.errors import ConfigError
 from fedchain.experiments.checkpoint import CHECKPOINT_FILE
-from fedchain.experiments.config import ExperimentConfig, check_same_settings, load_experiment
+from fedchain.experiments.config import (
+    DEFAULT_OUTPUT_DIR,
+    ExperimentConfig,
+    check_same_settings,
+    load_experiment,
+    settings_digest,
+)
 from fedchain.experiments.plots import PLOT_FILES, write_plots
 from fedchain.experiments.progress import round_columns
 from fedchain.experiments.results import METRICS_FILE, ExperimentResult, RoundRecord, write_metrics
@@ -247,7 +253,11 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--engine", type=click.Choice(ENGINES), help="Training engine.")
 @click.option("--device", help="Torch device (auto, cpu, cuda, cuda:1).")
 @click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU).")
-@click.option("-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path), help="Folder of the run: metrics, plots, checkpoint (another run of other settings there is moved aside).")
+@click.option(
+    "-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
+    help="Folder of the run: metrics, plots, checkpoint (another run of other settings there is moved aside) "
+    "[default: runs/simulate/STRATEGY-DATASET-PARTITION-DIGEST, DIGEST naming the settings].",
+)
 @click.option("--plots/--no-plots", default=None, help="Write PNG plots.")
 @click.option(
     "--checkpoint-every", type=click.IntRange(min=0),
@@ -287,6 +297,9 @@ def simulate(
     overrides["pruning.sparsity"] = pruning
     overrides["strategy_options"] = _parse_options(strategy_options) or None
     config = load_experiment(config_path, overrides)
+    if config.output_dir == DEFAULT_OUTPUT_DIR:  # no folder named: one of these settings' own
+        name = f"{config.strategy}-{config.dataset}-{config.partition}-{settings_digest(config)}"
+        config = config.with_changes(output_dir=DEFAULT_OUTPUT_DIR / name)
     apply_threads(config)
     writable_folder(config.output_dir, option="--output-dir (or output_dir: in the config file)")
     aside = keep_run_aside(config, fresh=fresh)

@@ -325,3 +325,16 @@ def test_fresh_starts_over_and_keeps_the_earlier_run_of_the_same_settings_aside(
     (kept,) = tmp_path.glob("run.replaced-*")
     assert json.loads((kept / "metrics.json").read_text()) == first
     assert (tmp_path / "metrics.json").exists()
+
+
+def test_without_an_output_folder_each_settings_get_their_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = ["simulate", "--clients", "3", "--rounds", "1", "--train-samples", "500", "--validation-samples", "100",
+            "--test-samples", "100", "--engine", "sequential", "--threads", "1", "--no-plots", "--json"]
+
+    for seed in ("0", "1", "0"):
+        assert CliRunner().invoke(cli, [*args, "--seed", seed]).exit_code == 0
+
+    folders = sorted(p.name for p in (tmp_path / "runs" / "simulate").iterdir())
+    assert len(folders) == 2 and all(name.startswith("fedavg-mnist-iid-") for name in folders)
+    assert not list((tmp_path / "runs" / "simulate").glob("*/run.replaced-*"))  # nothing had to be moved aside
