@@ -50,8 +50,9 @@ class RunCheckpoint:
     #: Each client's rewarded model after that round ``[n, d]`` when the strategy gives them
     #: and they are not :attr:`models` (which then are the rewards); else ``None``.
     rewards: torch.Tensor | None
-    #: The strategy's state after that round.
-    state: StrategyState
+    #: The strategy's state after that round; ``None`` before round 1 (a checkpoint saved
+    #: right after the standalone models, so that a stop in round 1 does not lose them).
+    state: StrategyState | None
     #: The records of the rounds finished.
     records: tuple[RoundRecord, ...]
     #: The first round at the target accuracy, if one was reached.
@@ -63,19 +64,22 @@ class RunCheckpoint:
 
     def to(self, device: torch.device) -> RunCheckpoint:
         """A copy with every tensor (models, strategy state) on ``device``."""
-        tensors, fields = self.state.parts()
+        state = self.state
+        if state is not None:
+            tensors, fields = state.parts()
+            state = type(state).from_parts({name: t.to(device) for name, t in tensors.items()}, fields)
         return dataclasses.replace(
             self,
             global_params=self.global_params.to(device),
             models=None if self.models is None else self.models.to(device),
             rewards=None if self.rewards is None else self.rewards.to(device),
-            state=type(self.state).from_parts({name: t.to(device) for name, t in tensors.items()}, fields),
+            state=state,
         )
 
 
 def save_checkpoint(path: Path, config: ExperimentConfig, checkpoint: RunCheckpoint) -> None:
     """Write ``checkpoint`` of a run of ``config`` to ``path`` atomically (a stop while saving keeps the previous one)."""
-    state_tensors, state_fields = checkpoint.state.parts()
+    state_tensors, state_fields = checkpoint.state.parts() if checkpoint.state is not None else ({}, {})
     tensors = {_GLOBAL: checkpoint.global_params.detach().to("cpu").contiguous()}
     for name, tensor in ((_MODELS, checkpoint.models), (_REWARDS, checkpoint.rewards)):
         if tensor is not None:
@@ -85,7 +89,7 @@ def save_checkpoint(path: Path, config: ExperimentConfig, checkpoint: RunCheckpo
         "format": FORMAT,
         "config": config.to_dict(),
         "round": checkpoint.round,
-        "state_type": type(checkpoint.state).__name__,
+        "state_type": None if checkpoint.state is None else type(checkpoint.state).__name__,
         "state": state_fields,
         "records": [record.to_dict() for record in checkpoint.records],
         "rounds_to_target": checkpoint.rounds_to_target,
@@ -120,7 +124,7 @@ def load_checkpoint(path: Path, config: ExperimentConfig, state_type: type[Strat
 
 
 def _checkpoint(run: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], state_type: type[StrategyState]) -> RunCheckpoint:
-    if run["state_type"] != state_type.__name__:
+    if run["state_type"] not in (None, state_type.__name__):
         raise TypeError(f"it holds a {run['state_type']}, the strategy needs a {state_type.__name__}")
     state = {name.removeprefix(_STATE): t for name, t in tensors.items() if name.startswith(_STATE)}
     standalone = run["standalone_runs"]
@@ -129,7 +133,7 @@ def _checkpoint(run: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], sta
         global_params=tensors[_GLOBAL],
         models=tensors.get(_MODELS),
         rewards=tensors.get(_REWARDS),
-        state=state_type.from_parts(state, run["state"]),
+        state=None if run["state_type"] is None else state_type.from_parts(state, run["state"]),
         records=tuple(RoundRecord.from_dict(record) for record in run["records"]),
         rounds_to_target=None if run["rounds_to_target"] is None else int(run["rounds_to_target"]),
         standalone_runs=None if standalone is None else tuple(tuple(float(a) for a in r) for r in standalone),

@@ -299,6 +299,9 @@ def run_experiment(
                     on_round(record)
         if standalone_runs is None and config.trains_standalone:
             standalone_runs = measure_standalone(trainer, config, federation)
+            if checkpoint is not None and config.checkpoint_every:  # minutes of training a stop in round 1 would lose
+                elapsed = earlier + time.perf_counter() - began
+                save_checkpoint(checkpoint, config, RunCheckpoint(0, global_params, models, None, None, (), None, _runs(standalone_runs), elapsed))
         first = 1 if resumed is None else resumed.round + 1
         if config.stop_at_target and rounds_to_target is not None:
             first = config.rounds + 1  # the earlier run had reached its target: nothing left to run

@@ -95,3 +95,22 @@ def test_a_file_that_is_not_a_checkpoint_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="is not a readable run checkpoint"):
         run_experiment(load_experiment(None, SMALL), checkpoint=path)
+
+
+def test_the_standalone_models_are_kept_before_round_1_and_not_trained_again(tmp_path: Path) -> None:
+    # prepare: a run with standalone models, stopped in round 1 with nothing but them saved
+    config = load_experiment(None, {**SMALL, "strategy": "fedave", "standalone": True, "checkpoint_every": 2})
+    unstopped = run_experiment(config)
+    path = tmp_path / CHECKPOINT_FILE
+    with pytest.raises(Stop):
+        run_experiment(config, checkpoint=path, on_round=_stop_after(1))
+    saved = load_checkpoint(path, config, FedAVEState, hint="")
+    assert saved is not None and saved.round == 0 and saved.state is None and saved.records == ()
+    assert saved.standalone_runs == unstopped.standalone_runs
+
+    # execute: the standalone models' seconds are in the kept time, not spent again
+    resumed = run_experiment(config, checkpoint=path)
+
+    # assert
+    assert _without_seconds(resumed) == _without_seconds(unstopped)
+    assert resumed.seconds >= saved.seconds
