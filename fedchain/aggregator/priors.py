@@ -23,7 +23,7 @@ def finished_tasks(registry: TaskRegistry, ledger: RoundLedger, *, before: int, 
         if task_id == exclude:
             continue
         state = registry.state(task_id)
-        if TaskStatus(state.status) not in FINISHED_STATUSES or state.finished_at > before:
+        if state.status not in FINISHED_STATUSES or state.finished_at > before:
             continue
         clients = (ledger.client(task_id, i) for i in range(ledger.client_count(task_id)))
         tasks.append(FinishedTask(task_id, state.finished_at, {c.account: c.loss_reputation for c in clients}))

@@ -213,7 +213,7 @@ class Aggregator:
         """The clock-driven work: post the current round when it is ready; settle and finish at the end."""
         registry = self.session.contracts.task_registry
         task = registry.state(self.task_id)
-        status = TaskStatus(task.status)
+        status = task.status
         if status == TaskStatus.NONE:
             raise AgentError(f"task {self.task_id} does not exist on this chain", hint="check --task and --deployment")
         if task.aggregator != self.session.address:

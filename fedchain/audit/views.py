@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from fedchain.audit.checks import CheckName, Tally
 from fedchain.audit.replay import Replay
-from fedchain.chain.bindings import ClientInfo, ClientStatus, Job, TaskParams, TaskState, TaskStatus, Totals
+from fedchain.chain.bindings import ClientInfo, Job, TaskParams, TaskState, Totals
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def check_task_views(replay: Replay, views: TaskViews) -> Tally:
     H, A, R, P, E = CheckName.HISTORY, CheckName.AUCTIONS, CheckName.REPUTATION, CheckName.PAYMENTS, CheckName.ESCROW_TASK
 
     tally.expect(H, "task parameters", task.params, views.params)
-    tally.expect(H, "task status", task.status, TaskStatus(views.state.status).name.title())
+    tally.expect(H, "task status", task.status, views.state.status.name.title())
     tally.expect(H, "publisher", task.publisher, views.state.publisher)
     tally.expect(H, "aggregator", task.aggregator, views.state.aggregator)
     tally.expect(H, "clients", len(history.clients), len(views.clients))
@@ -77,7 +77,7 @@ def check_task_views(replay: Replay, views: TaskViews) -> Tally:
     for client, info in zip(history.clients, views.clients, strict=False):
         i = client.index
         tally.expect(H, f"account of client {i}", client.account, info.account)
-        tally.expect(R, f"status of client {i}", client.status, ClientStatus(info.status).name.lower())
+        tally.expect(R, f"status of client {i}", client.status, info.status.name.lower())
         tally.expect(R, f"scored rounds of client {i}", client.rounds, info.rounds)
         tally.expect(R, f"sum of j * q_j of client {i}", client.sum_quality, info.sum_quality)
         tally.expect(R, f"sum of j * T/t_j of client {i}", client.sum_time_ratio, info.sum_time_ratio)

@@ -158,7 +158,7 @@ class ClientAgent:
         except b.LedgerNotClient:
             if task.status != TaskStatus.OPEN:
                 raise AgentError(
-                    f"task {self.task_id} is not open for clients (status {TaskStatus(task.status).name})",
+                    f"task {self.task_id} is not open for clients (status {task.status.name})",
                     hint="join a task while it is open: before its publisher starts it",
                 ) from None
             size = len(self.dataset)

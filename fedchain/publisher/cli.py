@@ -12,7 +12,6 @@ from typing import Any
 import click
 from rich.table import Table
 
-from fedchain.chain.bindings import ClientStatus, JobStatus
 from fedchain.console import print_table, stdout_console
 from fedchain.publisher.service import TaskView, cancel_task, create_task, settle_task, start_task, task_view
 from fedchain.publisher.service import (
@@ -216,10 +215,10 @@ def render_task(view: TaskView) -> list[Table]:
     for c in view.clients:
         winner = c.winner
         clients.add_row(
-            str(c.index), c.info.account, ClientStatus(c.info.status).name.lower(), str(c.info.rounds),
+            str(c.index), c.info.account, c.info.status.name.lower(), str(c.info.rounds),
             *((_fraction(c.info.loss_reputation), _fraction(c.info.time_reputation)) if c.info.rounds else ("-", "-")),
             str(c.info.earned),
-            JobStatus(c.job.status).name.lower(), winner.bidder if winner else "-", str(c.job.winner_price),
+            c.job.status.name.lower(), winner.bidder if winner else "-", str(c.job.winner_price),
             str(c.job.paid_up_to),
         )
     return [summary, clients]

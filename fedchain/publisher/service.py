@@ -150,7 +150,7 @@ class TaskView:
 
     @property
     def status(self) -> TaskStatus:
-        return TaskStatus(self.state.status)
+        return self.state.status
 
 
 def task_view(session: ChainSession, task_id: int) -> TaskView:

@@ -99,7 +99,7 @@ def read_progress(session: ChainSession, task_id: int, events: EventLog) -> Task
     awarded = sum(1 for job in jobs if job.status in (JobStatus.AWARDED, JobStatus.SETTLED) and job.price > 0)
     handed = sum(1 for i in range(count) if bytes(contracts.data_handoff.data_hash(task_id, i)) != bytes(32))
     active = sum(1 for i in range(count) if contracts.round_ledger.is_active(task_id, i))
-    status = TaskStatus(state.status)
+    status = state.status
     current = int(state.current_round)
     commits = 0
     if status == TaskStatus.RUNNING and count:
