@@ -99,12 +99,6 @@ def field_names(params: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def struct_name(param: Mapping[str, Any]) -> str | None:
-    """The qualified Solidity struct name of a tuple parameter (``struct ITasks.Params[]`` -> ``ITasks.Params``)."""
-    match = re.match(r"struct\s+([\w.]+)", param.get("internalType") or "")
-    return match.group(1) if match else None
-
-
 def type_name(param: Mapping[str, Any]) -> str | None:
     """The qualified Solidity name of a struct or enum parameter (``enum ITasks.Status`` -> ``ITasks.Status``)."""
     match = re.match(r"(?:struct|enum)\s+([\w.]+)", param.get("internalType") or "")

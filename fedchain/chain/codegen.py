@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedchain.chain.abi import field_names, signature, snake_case, struct_name, type_name
+from fedchain.chain.abi import field_names, signature, snake_case, type_name
 from fedchain.chain.compile import Artifact, compile_contracts
 
 BINDINGS_PATH = Path(__file__).with_name("bindings.py")
@@ -157,7 +157,7 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         for param in params:
             if param["type"].startswith("tuple"):
                 collect(param.get("components", ()))
-                qualified = struct_name(param)
+                qualified = type_name(param)
                 if qualified and qualified not in struct_defs:
                     struct_defs[qualified] = param
 
