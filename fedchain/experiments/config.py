@@ -242,18 +242,22 @@ def settings_digest(config: ExperimentConfig) -> str:
     Default folders carry it, so that the same command finds its earlier run
     and goes on from it, and other settings get a folder of their own.
     """
-    what = {key: value for key, value in config.to_dict().items() if key not in HOW_NOT_WHAT}
-    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:8]
+    return hashlib.sha256(json.dumps(_what(config.to_dict()), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def check_same_settings(kept: Mapping[str, Any], config: ExperimentConfig, where: Path, *, hint: str) -> None:
     """Refuse, naming them, the settings in which ``kept`` (a :meth:`ExperimentConfig.to_dict`)
     differs from ``config``, but for those in :data:`HOW_NOT_WHAT`; ``where`` holds the kept run."""
-    wanted = config.to_dict()
-    differ = sorted(key for key in wanted.keys() | kept.keys() if key not in HOW_NOT_WHAT and kept.get(key) != wanted.get(key))
+    kept, wanted = _what(kept), _what(config.to_dict())
+    differ = sorted(key for key in wanted.keys() | kept.keys() if kept.get(key) != wanted.get(key))
     if differ:
         changes = ", ".join(f"{key} {kept.get(key)!r} there, {wanted.get(key)!r} now" for key in differ)
         raise ConfigError(f"{where} holds a run of other settings ({changes})", hint=hint)
+
+
+def _what(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` (an :meth:`ExperimentConfig.to_dict`) without those in :data:`HOW_NOT_WHAT`."""
+    return {key: value for key, value in settings.items() if key not in HOW_NOT_WHAT}
 
 
 def _jsonable(value: Any) -> Any:
