@@ -33,11 +33,10 @@ from fedchain.errors import ConfigError
 from fedchain.experiments.checkpoint import CHECKPOINT_FILE
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, load_experiment, settings_digest
 from fedchain.experiments.federation import Federation, build_federation
-from fedchain.experiments.plots import write_plots
 from fedchain.experiments.progress import RunBars, RunObserver
-from fedchain.experiments.results import ExperimentResult, read_result, write_metrics
+from fedchain.experiments.results import ExperimentResult, read_result
 from fedchain.experiments.runner import run_experiment
-from fedchain.experiments.simulate import apply_threads
+from fedchain.experiments.simulate import apply_threads, save_finished
 from fedchain.files import keep_aside, writable_folder
 from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
@@ -187,16 +186,9 @@ def _checkpoint(output_dir: Path | None, name: str) -> Path | None:
 
 
 def _save(result: ExperimentResult, output_dir: Path | None, name: str) -> None:
-    """Write one run's plots and metrics into ``output_dir/name`` (nothing without an output folder).
-
-    The metrics go last, so a folder holding ``metrics.json`` holds the whole run;
-    then its checkpoint goes.
-    """
+    """Write one run's plots and metrics into ``output_dir/name`` (nothing without an output folder)."""
     if output_dir is not None:
-        scores = result.fairness()
-        write_plots(result, output_dir / name, pearson=None if scores is None else scores[0])
-        write_metrics(result, output_dir / name)
-        (output_dir / name / CHECKPOINT_FILE).unlink(missing_ok=True)
+        save_finished(result, output_dir / name)
 
 
 def rounds_to_accuracy(

@@ -140,10 +140,18 @@ def _same_settings(folder: Path, config: ExperimentConfig) -> bool:
     return False  # only a checkpoint or plots: nothing says which settings made them
 
 
-def forget_unfinished(config: ExperimentConfig) -> None:
-    """Remove what a run saved to go on after a stop (once its result is written)."""
+def save_finished(result: ExperimentResult, folder: Path, *, plots: bool = True) -> list[Path]:
+    """Write a finished run's plots (when ``plots``) and metrics into ``folder``; returns their paths.
+
+    The metrics go last, so a folder holding ``metrics.json`` holds the whole
+    run; then what the run saved to go on after a stop is removed.
+    """
+    scores = result.fairness()
+    paths = write_plots(result, folder, pearson=None if scores is None else scores[0]) if plots else []
+    paths += write_metrics(result, folder)
     for name in (UNFINISHED_FILE, CHECKPOINT_FILE):
-        (config.output_dir / name).unlink(missing_ok=True)
+        (folder / name).unlink(missing_ok=True)
+    return paths
 
 
 def save_unfinished(config: ExperimentConfig, rounds: list[RoundRecord]) -> Path:
@@ -308,10 +316,7 @@ def simulate(
         log.warning("%s: the earlier run's files in %s are kept in %s", why, config.output_dir, aside)
     console = Console(stderr=True)
     result = run_with_progress(config, console)
-    scores = result.fairness()
-    paths = write_plots(result, config.output_dir, pearson=None if scores is None else scores[0]) if config.plots else []
-    paths += write_metrics(result, config.output_dir)
-    forget_unfinished(config)
+    paths = save_finished(result, config.output_dir, plots=config.plots)
     for path in paths:
         log.info("wrote %s", path)
     if as_json:
