@@ -31,7 +31,7 @@ class FogConfig:
         stop_after_round: commit rounds up to this one, then stop (a fault: the node leaves mid-task).
         lazy: commit an update without training (``zero``: all zeros; ``random``: Gaussian noise), a free rider.
         lazy_std: standard deviation of the ``random`` lazy update.
-        engine: the trainer's engine (``auto``: vmap on CUDA, worker processes on a multi-core CPU).
+        engine: the trainer's engine (``auto``: clients stacked into one model on CUDA, worker processes on a multi-core CPU).
         device: where to train (None: CUDA when present, else the CPU).
         threads: torch threads while training (None: torch's default).
         poll_interval_s: seconds between polls of the chain when nothing happens.

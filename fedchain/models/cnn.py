@@ -10,7 +10,7 @@ class SmallCNN(nn.Module):
     """Three conv 3x3 + ReLU + max-pool stages (32, 64, 64 channels), then fc 256 and fc classes.
 
     No batch normalisation and no dropout: the model has no buffers and no
-    randomness of its own, so clients vectorise over it (the ``vmap`` engine).
+    randomness of its own, so clients vectorise over it (the ``stacked`` and ``vmap`` engines).
     """
 
     def __init__(self, num_classes: int = 10, in_channels: int = 3, image_size: int = 32) -> None:

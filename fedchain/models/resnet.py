@@ -9,7 +9,7 @@ def resnet18(num_classes: int = 10, in_channels: int = 3) -> nn.Module:
     """torchvision's ResNet-18 with a 3x3 stride-1 stem and no max pooling, for small images.
 
     It has batch normalisation (running statistics are buffers), so it trains
-    with the ``sequential`` or ``process`` engine, not ``vmap``.
+    with the ``sequential`` or ``process`` engine, not ``stacked`` or ``vmap``.
     """
     from torchvision.models import resnet18 as torchvision_resnet18  # torchvision loads slowly; only here
 

@@ -7,10 +7,11 @@ from typing import Literal
 
 from fedchain.errors import ConfigError
 
-#: ``auto`` picks ``vmap`` on CUDA (models without buffers), ``process`` on a
-#: CPU with several cores, ``sequential`` otherwise.
-Engine = Literal["auto", "sequential", "process", "vmap"]
-ENGINES: tuple[str, ...] = ("auto", "sequential", "process", "vmap")
+#: ``auto`` picks ``stacked`` on CUDA (models of standard layers; else ``vmap``
+#: for models without buffers), ``process`` on a CPU with several cores,
+#: ``sequential`` otherwise.
+Engine = Literal["auto", "sequential", "process", "vmap", "stacked"]
+ENGINES: tuple[str, ...] = ("auto", "sequential", "process", "vmap", "stacked")
 
 
 @dataclass(frozen=True)

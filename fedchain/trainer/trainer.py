@@ -10,10 +10,16 @@ Engines (all give the sequential engine's results within float tolerance):
 * ``sequential``: the reference, one client after another in this process.
 * ``process``: a persistent pool of single-threaded processes (CPU), data in
   shared memory; the fastest on a multi-core CPU.
-* ``vmap``: all clients as one batched computation with ``torch.func``; the
-  fastest on a GPU, correct (but slow) on a CPU; models without buffers only.
-* ``auto``: ``vmap`` on CUDA when the model allows it, else ``sequential`` on
-  CUDA; ``process`` on a CPU with two or more cores, else ``sequential``.
+* ``stacked``: all clients as one model whose layers hold every client's
+  weights (grouped convolutions, batched matrix products), plain autograd;
+  for GPUs, correct (but slow) on a CPU; models that chain Conv2d, Linear,
+  Flatten, pooling and activation layers (LeNet-5, the small CNN).
+* ``vmap``: all clients as one batched computation with ``torch.func``; for
+  GPUs as well, with more work per step than ``stacked`` but for any model
+  without buffers.
+* ``auto``: on CUDA, ``stacked`` when the model allows it, else ``vmap``
+  when it has no buffers, else ``sequential``; ``process`` on a CPU with two
+  or more cores, else ``sequential``.
 
 A fog node training several jobs of the same model passes each client's own
 starting point (``global_params`` of shape ``[n, d]``); jobs of different
@@ -47,7 +53,8 @@ from fedchain.trainer.local import (
     train_one_client,
 )
 from fedchain.trainer.pool import WorkerPool, available_cores
-from fedchain.trainer.vectorised import train_vectorised
+from fedchain.trainer.stacked import StackedLayer, stack_plan, stacked_gradients
+from fedchain.trainer.vectorised import train_batched, vmap_gradients
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +118,26 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+def pick_engine(device_type: str, *, stackable: bool, has_buffers: bool, cores: int, picklable: bool) -> Engine:
+    """The engine ``auto`` stands for: the fastest correct one for the device and the model.
+
+    On CUDA: ``stacked`` for models of standard layers, else ``vmap`` for models
+    without buffers, else ``sequential``. On a CPU: ``process`` with two or more
+    cores (and a model factory worker processes can receive), else ``sequential``.
+    """
+    if device_type == "cuda":
+        return "stacked" if stackable else ("sequential" if has_buffers else "vmap")
+    return "process" if device_type == "cpu" and cores >= 2 and picklable else "sequential"
+
+
+def _stackable(module: nn.Module) -> tuple[StackedLayer, ...] | None:
+    """The stacked engine's chain of layers of ``module``, or None where it cannot be stacked."""
+    try:
+        return stack_plan(module)
+    except ConfigError:
+        return None
+
+
 def _picklable(obj: object) -> bool:
     try:
         pickle.dumps(obj)
@@ -127,7 +154,7 @@ class Trainer:
             classes, one channel), or a zero-argument factory returning a
             fresh ``nn.Module`` (module-level, hence picklable, for ``process``).
         config: the default :class:`TrainConfig`; ``train`` may override it per call.
-        engine: ``auto``, ``sequential``, ``process`` or ``vmap``.
+        engine: ``auto``, ``sequential``, ``process``, ``vmap`` or ``stacked``.
         device: where to train (default: CUDA if available, else CPU).
         workers: processes of the ``process`` engine (default: the usable cores).
         pool: a shared :class:`WorkerPool` to use instead of an own one.
@@ -157,15 +184,18 @@ class Trainer:
         self.spec: ParamSpec = model_spec_of(self._module)
         has_buffers = any(True for _ in self._module.buffers())
         cores = workers if workers is not None else (pool.workers if pool is not None else available_cores())
+        #: The stacked engine's chain of layers (None for the other engines).
+        self._layers: tuple[StackedLayer, ...] | None = None
+        if engine == "stacked":
+            self._layers = stack_plan(self._module)
         if engine == "auto":
-            if self.device.type == "cuda":
-                engine = "sequential" if has_buffers else "vmap"
-            elif cores >= 2 and _picklable(self.model):
-                engine = "process"
-            else:
-                engine = "sequential"
+            self._layers = _stackable(self._module) if self.device.type == "cuda" else None
+            engine = pick_engine(
+                self.device.type, stackable=self._layers is not None, has_buffers=has_buffers,
+                cores=cores, picklable=self.device.type == "cpu" and _picklable(self.model),
+            )
         if engine == "process" and self.device.type != "cpu":
-            raise ConfigError("the process engine trains on the CPU only", hint="use engine='vmap' or 'sequential' on a GPU")
+            raise ConfigError("the process engine trains on the CPU only", hint="use engine='stacked', 'vmap' or 'sequential' on a GPU")
         if engine == "vmap" and has_buffers:
             raise ConfigError(
                 "the vmap engine cannot train a model with buffers (batch normalisation)",
@@ -257,7 +287,7 @@ class Trainer:
             assert self._pool is not None
             params, losses, steps = self._pool.train(self.model, self.spec, start, pairs, ids, config)
         else:
-            run = self._train_vmap if self.engine == "vmap" else self._train_sequential
+            run = self._train_batched if self.engine in ("vmap", "stacked") else self._train_sequential
             with _torch_threads(self.threads):
                 params, losses, steps = run(start, pairs, ids, config)
         seconds = time.perf_counter() - began
@@ -287,17 +317,22 @@ class Trainer:
             out[position] = flat_state(self._module, self.spec)
         return out, losses, steps
 
-    def _train_vmap(
+    def _train_batched(
         self, start: torch.Tensor, pairs: list[tuple[torch.Tensor, torch.Tensor]], ids: list[int], config: TrainConfig
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The vectorised engines: every client at once, with the ``stacked`` or the ``vmap`` gradients."""
         n = len(pairs)
         images = torch.cat([x.to(self.device) for x, _ in pairs])
         labels = torch.cat([y.to(self.device) for _, y in pairs])
+        if self.engine == "stacked":
+            assert self._layers is not None
+            gradients = stacked_gradients(self._layers, self.spec, images, labels)
+        else:
+            self._module.train()
+            gradients = vmap_gradients(self._module, self.spec, images, labels)
         rows = start.to(self.device).reshape(-1, self.spec.numel).expand(n, -1)
         generators = [client_generator(config.seed, i) for i in ids]
-        sizes = [int(y.shape[0]) for _, y in pairs]
-        self._module.train()
-        return train_vectorised(self._module, self.spec, rows, images, labels, sizes, generators, config)
+        return train_batched(gradients, rows, [int(y.shape[0]) for _, y in pairs], generators, config)
 
 
 def train_clients(
@@ -315,4 +350,4 @@ def train_clients(
         return trainer.train(global_params, clients, client_ids=client_ids)
 
 
-__all__ = ["ClientData", "TrainResult", "Trainer", "initial_params", "train_clients"]
+__all__ = ["ClientData", "TrainResult", "Trainer", "initial_params", "pick_engine", "train_clients"]

@@ -1,42 +1,45 @@
-"""The ``vmap`` engine: many clients as one batched computation (torch.func).
+"""Many clients as one batched computation: the SGD loop the ``vmap`` and ``stacked`` engines share.
 
 Clients are stacked along a leading dimension: parameters ``[n, d]``, and at
-step ``s`` one batch per client ``[n, B, C, H, W]``. One call of
-``vmap(grad(loss))`` computes every client's gradient; the SGD update is a few
-whole-matrix operations. On a GPU this replaces ``n`` small kernel launches
-per layer by one large one, which is where the speed comes from; on a CPU it
-is correct but slower than the sequential loop (the issue's measurement).
+step ``s`` one batch per client, ``B`` sample indices each (``[n, B]``). A
+gradient function gives every client's gradient ``[n, d]`` at once; the SGD
+update is a few whole-matrix operations. The engines differ only in that
+function:
+
+* ``vmap`` (here): ``vmap(grad(loss))`` over ``functional_call`` of the model
+  (torch.func). It trains any model without buffers.
+* ``stacked`` (:mod:`fedchain.trainer.stacked`): the model rewritten as one
+  model whose layers hold every client's weights, differentiated by plain
+  autograd. Fewer operations per step, for models built from standard layers.
+
+On a GPU either replaces ``n`` clients' small kernel launches by one larger
+launch per operation, which is where the speed comes from; on a CPU both are
+correct but slower than the sequential loop (the issue's measurement).
 
 Clients of different sizes: batches are padded to ``B`` samples with a zero
 mask, the loss is the masked mean (equal to the mean over the real batch), and
 a client that has finished its steps is left unchanged (``where(active, ...)``),
-momentum included. Models with buffers (batch normalisation) are refused: their
-running statistics would need in-place updates under ``vmap``.
+momentum included. Models with buffers (batch normalisation) are refused when
+the trainer is built: their running statistics would need per-client in-place
+updates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from fedchain.errors import TrainingError
 from fedchain.fl.params import ParamSpec
 from fedchain.trainer.config import TrainConfig
 from fedchain.trainer.local import epoch_permutations
 
-
-def check_vmappable(model: nn.Module) -> None:
-    """Raise :class:`TrainingError` if ``model`` has buffers (the vmap engine cannot train it)."""
-    buffers = [name for name, _ in model.named_buffers()]
-    if buffers:
-        raise TrainingError(
-            f"the vmap engine cannot train a model with buffers ({', '.join(buffers[:3])}, ...)",
-            hint="use engine='sequential' or 'process' for models with batch normalisation",
-        )
+#: ``(params [n, d], sample rows [n, B], mask [n, B]) -> (gradients [n, d], masked mean losses [n])``:
+#: every client's gradient of its mean loss over the real samples of its batch.
+Gradients = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 def _schedule(
@@ -60,49 +63,38 @@ def _schedule(
     return index.clamp_min(0), mask
 
 
-def train_vectorised(
-    model: nn.Module,
-    spec: ParamSpec,
+def masked_mean_losses(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each client's mean cross-entropy over the real samples of its batch: ``[..., B, K]`` -> ``[...]``."""
+    per_sample = F.cross_entropy(logits.flatten(0, -2), labels.flatten(), reduction="none").view(mask.shape) * mask
+    return per_sample.sum(-1) / mask.sum(-1).clamp_min(1.0)
+
+
+def train_batched(
+    gradients: Gradients,
     start: torch.Tensor,
-    images: torch.Tensor,
-    labels: torch.Tensor,
     sizes: list[int],
     generators: list[torch.Generator],
     config: TrainConfig,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Train ``n`` clients at once; returns (params ``[n, d]``, mean batch losses ``[n]``, steps ``[n]``).
+    """Train ``n`` clients at once with ``gradients``; returns (params ``[n, d]``, mean batch losses ``[n]``, steps ``[n]``).
 
-    ``start`` is ``[n, d]`` (each client's starting point); ``images``/``labels``
-    hold all clients' samples concatenated in order, ``sizes[c]`` of them for
-    client ``c``. Everything is on ``model``'s device.
+    ``start`` is ``[n, d]`` (each client's starting point); client ``c``'s
+    samples are rows ``offset_c .. offset_c + sizes[c]`` of the data the
+    gradient function indexes (all clients' samples concatenated in order).
     """
-    check_vmappable(model)
-    device = images.device
+    device = start.device
     n = len(sizes)
     offsets = [0]
     for size in sizes[:-1]:
         offsets.append(offsets[-1] + size)
     index, mask = _schedule(sizes, offsets, generators, config)
-    index, mask = index.to(device), mask.to(device=device, dtype=images.dtype)
-
-    def loss_of(
-        params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, m: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = functional_call(model, params, (x,))
-        per_sample = F.cross_entropy(logits, y, reduction="none") * m
-        loss = per_sample.sum() / m.sum().clamp_min(1.0)
-        return loss, loss.detach()
-
-    step_fn = vmap(grad(loss_of, has_aux=True))
-    flat = start.to(device=device, dtype=torch.float32).clone()
+    index, mask = index.to(device), mask.to(device=device, dtype=torch.float32)
+    flat = start.to(dtype=torch.float32).clone()
     velocity = torch.zeros_like(flat) if config.momentum else None
     loss_sum = torch.zeros(n, dtype=torch.float64, device=device)
     steps = torch.zeros(n, dtype=torch.int64, device=device)
     for s in range(index.shape[0]):
-        params = {name: tensor.view(n, *shape) for name, tensor, shape in _columns(flat, spec)}
-        rows = index[s]
-        grads, losses = step_fn(params, images[rows], labels[rows], mask[s])
-        update = torch.cat([grads[name].reshape(n, -1) for name in spec.names], dim=1)
+        update, losses = gradients(flat, index[s], mask[s])
         if config.weight_decay:
             update = update.add(flat, alpha=config.weight_decay)
         if velocity is not None:
@@ -116,13 +108,29 @@ def train_vectorised(
     return flat, loss_sum / steps.clamp_min(1), steps
 
 
-def _columns(flat: torch.Tensor, spec: ParamSpec) -> Iterator[tuple[str, torch.Tensor, tuple[int, ...]]]:
-    """(name, column block of ``flat``, shape) for every tensor of ``spec``; blocks are views."""
-    offset = 0
-    for name, shape in zip(spec.names, spec.shapes, strict=True):
-        size = 1
-        for dim in shape:
-            size *= dim
-        yield name, flat[:, offset : offset + size], shape
-        offset += size
+def vmap_gradients(model: nn.Module, spec: ParamSpec, images: torch.Tensor, labels: torch.Tensor) -> Gradients:
+    """The ``vmap`` engine's gradient function: ``vmap(grad(loss))`` over ``functional_call(model)``."""
 
+    def loss_of(
+        params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, m: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        loss = masked_mean_losses(functional_call(model, params, (x,)), y, m)
+        return loss, loss.detach()
+
+    step = vmap(grad(loss_of, has_aux=True))
+
+    def gradients(flat: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = flat.shape[0]
+        grads, losses = step(dict(columns(flat, spec)), images[rows], labels[rows], mask)
+        return torch.cat([grads[name].reshape(n, -1) for name in spec.names], dim=1), losses
+
+    return gradients
+
+
+def columns(flat: torch.Tensor, spec: ParamSpec) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, every client's tensor ``[n, *shape]``) for every tensor of ``spec``: views of ``flat``'s column blocks."""
+    n = flat.shape[0]
+    offset = 0
+    for name, shape, size in zip(spec.names, spec.shapes, spec.sizes, strict=True):
+        yield name, flat[:, offset : offset + size].view(n, *shape)
+        offset += size

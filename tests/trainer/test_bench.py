@@ -19,18 +19,19 @@ from fedchain.trainer.trainer import initial_params
 TINY = ["--clients", "2", "--samples", "32", "--rounds", "1", "--engine", "sequential", "--threads", "1"]
 
 
-def test_bench_train_json_reports_both_loops_on_the_requested_workload(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("engine", ["vmap", "stacked"])
+def test_bench_train_json_reports_both_loops_on_the_requested_workload(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FEDCHAIN_DATA_ROOT", raising=False)
 
     result = CliRunner().invoke(
-        train, ["--json", "--clients", "2", "--samples", "40", "--rounds", "1", "--engine", "vmap", "--device", "cpu", "--threads", "1"]
+        train, ["--json", "--clients", "2", "--samples", "40", "--rounds", "1", "--engine", engine, "--device", "cpu", "--threads", "1"]
     )
 
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["workload"]["clients"] == 2 and report["workload"]["samples_per_client"] == 40
     assert report["workload"]["data"].startswith("MNIST-shaped random data")
-    assert report["engine"] == "vmap"
+    assert report["engine"] == engine
     for key in ("plain", "sequential", "fedchain"):
         assert len(report[key]["rounds"]) == 1
         assert report[key]["samples_per_second"] == 80 / report[key]["seconds_per_round"]

@@ -20,8 +20,21 @@ from fedchain.errors import ConfigError, DataError, TrainingError
 from fedchain.models import ModelSpec
 from fedchain.trainer import TrainConfig, Trainer, WorkerPool, initial_params, train_clients
 from fedchain.trainer.config import Engine
+from fedchain.trainer.trainer import pick_engine
 from tests.support import interruptible_in_own_group
-from tests.trainer.factories import linear_two_by_two, random_clients, tiny_batchnorm_net
+from tests.trainer.factories import (
+    branching_on_its_input,
+    every_stackable_layer,
+    flattening_outside_a_layer,
+    linear_before_flatten,
+    linear_two_by_two,
+    random_clients,
+    tiny_batchnorm_net,
+    with_a_skip_connection,
+    with_an_unused_layer,
+    with_dropout,
+    with_two_heads,
+)
 
 #: Different sizes, a last partial batch, momentum, weight decay and two epochs: every path of the loop.
 CONFIG = TrainConfig(lr=0.05, momentum=0.9, weight_decay=1e-3, batch_size=16, local_epochs=2, seed=11)
@@ -32,7 +45,7 @@ def _engine_trainer(engine: Engine, model: ModelSpec | Callable[[], nn.Module], 
     return Trainer(model, CONFIG, engine=engine, device="cpu", pool=pool if engine == "process" else None)
 
 
-@pytest.mark.parametrize("engine", ["sequential", "process", "vmap"])
+@pytest.mark.parametrize("engine", ["sequential", "process", "vmap", "stacked"])
 def test_one_sgd_step_matches_the_hand_computed_update(engine: Engine, pool: WorkerPool) -> None:
     # Zero weights give logits (0, 0), softmax (1/2, 1/2), loss ln 2. For x = (1, 2)
     # and label 0 the gradient is (p - onehot) x^T = [[-1/2, -1], [1/2, 1]],
@@ -48,7 +61,7 @@ def test_one_sgd_step_matches_the_hand_computed_update(engine: Engine, pool: Wor
     assert result.steps.tolist() == [1] and result.samples.tolist() == [1]
 
 
-@pytest.mark.parametrize("engine", ["process", "vmap"])
+@pytest.mark.parametrize("engine", ["process", "vmap", "stacked"])
 def test_fast_engines_match_the_sequential_loop(engine: Engine, pool: WorkerPool) -> None:
     clients = random_clients([50, 37, 64, 9], (1, 28, 28), 10, seed=0)
     start = initial_params(LENET, seed=1)
@@ -63,7 +76,7 @@ def test_fast_engines_match_the_sequential_loop(engine: Engine, pool: WorkerPool
     assert float((reference.params - start).abs().max()) > 1e-2  # training moved the model
 
 
-@pytest.mark.parametrize("engine", ["process", "vmap"])
+@pytest.mark.parametrize("engine", ["process", "vmap", "stacked"])
 def test_fast_engines_match_with_one_starting_point_per_client(engine: Engine, pool: WorkerPool) -> None:
     clients = random_clients([20, 30], (1, 28, 28), 10, seed=5)
     starts = torch.stack([initial_params(LENET, seed=2), initial_params(LENET, seed=3)])
@@ -74,18 +87,58 @@ def test_fast_engines_match_with_one_starting_point_per_client(engine: Engine, p
     assert torch.allclose(result.params, reference.params, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("engine", ["vmap", "stacked"])
+def test_vectorised_engines_match_the_sequential_loop_on_the_small_cnn(engine: Engine) -> None:
+    # Three channels, padded 3x3 convolutions, three pooling stages: every layer the CNN stacks.
+    cnn = ModelSpec("cnn", in_channels=3)
+    clients = random_clients([40, 23, 9], (3, 32, 32), 10, seed=6)
+    start = initial_params(cnn, seed=2)
+    config = TrainConfig(lr=0.05, batch_size=16, seed=4)
+    reference = Trainer(cnn, config, engine="sequential", device="cpu").train(start, clients)
+
+    result = Trainer(cnn, config, engine=engine, device="cpu").train(start, clients)
+
+    assert torch.allclose(result.params, reference.params, atol=1e-5, rtol=0)
+    assert float((reference.params - start).abs().max()) > 1e-2
+
+
+def test_the_stacked_engine_rewrites_every_layer_kind_it_accepts_as_the_sequential_loop_trains_it() -> None:
+    clients = random_clients([30, 17], (2, 8, 8), 3, seed=8)
+    reference_trainer = Trainer(every_stackable_layer, CONFIG, engine="sequential", device="cpu")
+    start = reference_trainer.initial_params(seed=5)
+    reference = reference_trainer.train(start, clients)
+
+    result = Trainer(every_stackable_layer, CONFIG, engine="stacked", device="cpu").train(start, clients)
+
+    assert torch.allclose(result.params, reference.params, atol=1e-5, rtol=0)
+    assert torch.allclose(result.losses, reference.losses, atol=1e-5)
+    assert float((reference.params - start).abs().max()) > 1e-2
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_on_cuda_auto_picks_vmap_and_it_matches_the_sequential_loop_on_the_same_device() -> None:
+@pytest.mark.parametrize("engine", ["auto", "stacked", "vmap"])
+def test_on_cuda_the_vectorised_engines_match_the_sequential_loop_on_the_same_device(engine: Engine) -> None:
     clients = random_clients([50, 37, 64, 9], (1, 28, 28), 10, seed=0)
     start = initial_params(LENET, seed=1)
     reference = Trainer(LENET, CONFIG, engine="sequential", device="cuda").train(start, clients)
 
-    trainer = Trainer(LENET, CONFIG, engine="auto", device="cuda")
+    trainer = Trainer(LENET, CONFIG, engine=engine, device="cuda")
     result = trainer.train(start, clients)
 
-    assert trainer.engine == result.engine == "vmap"
+    assert trainer.engine == result.engine == ("stacked" if engine == "auto" else engine)
+    assert result.params.device.type == "cuda"
     assert torch.allclose(result.params.cpu(), reference.params.cpu(), atol=1e-4, rtol=0)
     assert torch.allclose(result.losses.cpu(), reference.losses.cpu(), atol=1e-4)
+
+
+def test_auto_stands_for_the_fastest_correct_engine_of_the_device_and_model() -> None:
+    assert pick_engine("cuda", stackable=True, has_buffers=False, cores=8, picklable=True) == "stacked"
+    assert pick_engine("cuda", stackable=False, has_buffers=False, cores=8, picklable=True) == "vmap"
+    assert pick_engine("cuda", stackable=False, has_buffers=True, cores=8, picklable=True) == "sequential"
+    assert pick_engine("cpu", stackable=True, has_buffers=False, cores=2, picklable=True) == "process"
+    assert pick_engine("cpu", stackable=True, has_buffers=False, cores=1, picklable=True) == "sequential"
+    assert pick_engine("cpu", stackable=True, has_buffers=False, cores=2, picklable=False) == "sequential"
+    assert pick_engine("mps", stackable=True, has_buffers=False, cores=2, picklable=True) == "sequential"
 
 
 def test_process_engine_carries_batch_norm_buffers_like_the_sequential_loop(pool: WorkerPool) -> None:
@@ -131,9 +184,32 @@ def test_initial_params_are_reproducible_from_the_seed() -> None:
     assert not torch.equal(initial_params(LENET, 4), initial_params(LENET, 5))
 
 
-def test_vmap_refuses_models_with_batch_norm() -> None:
+@pytest.mark.parametrize("engine", ["vmap", "stacked"])
+def test_vectorised_engines_refuse_models_with_batch_norm(engine: Engine) -> None:
     with pytest.raises(ConfigError, match="buffers"):
-        Trainer(tiny_batchnorm_net, CONFIG, engine="vmap", device="cpu")
+        Trainer(tiny_batchnorm_net, CONFIG, engine=engine, device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("factory", "reason"),
+    [
+        (with_dropout, "layer 2 is a Dropout"),
+        (branching_on_its_input, "its forward cannot be traced"),
+        (flattening_outside_a_layer, "its forward calls flatten outside a layer"),
+        (with_a_skip_connection, "its forward calls add outside a layer"),
+        (with_two_heads, "layer second does not take the previous layer's output alone"),
+        (with_an_unused_layer, "its forward never uses unused.weight"),
+        (linear_before_flatten, "linear layer 0 is not preceded by a Flatten"),
+    ],
+)
+def test_the_stacked_engine_refuses_what_it_cannot_stack_and_says_to_use_vmap(
+    factory: Callable[[], nn.Module], reason: str
+) -> None:
+    with pytest.raises(ConfigError, match="stacked engine cannot train this model") as raised:
+        Trainer(factory, CONFIG, engine="stacked", device="cpu")
+
+    assert reason in str(raised.value)
+    assert raised.value.hint is not None and "engine='vmap'" in raised.value.hint
 
 
 def test_auto_picks_the_process_engine_on_a_multicore_cpu_and_sequential_for_one_worker() -> None:
