@@ -78,6 +78,8 @@ def _layer(name: str, module: nn.Module, channels_side_by_side: bool) -> Stacked
     elif isinstance(module, nn.Flatten):
         if (module.start_dim, module.end_dim) != (1, -1):
             raise _refuse(f"{name} flattens dimensions {module.start_dim}..{module.end_dim}, not 1..-1")
+        if not channels_side_by_side:
+            return StackedLayer(nn.Identity())  # every sample is a flat vector already
     elif isinstance(module, PER_CHANNEL):
         if not channels_side_by_side:
             raise _refuse(f"pooling {name} comes after a Flatten")

@@ -22,11 +22,11 @@ def tiny_batchnorm_net() -> nn.Module:
 
 def every_stackable_layer() -> nn.Module:
     """A chain of every layer kind the stacked engine rewrites, on 2x8x8 images: grouped and bias-free
-    convolutions, average pooling, a bias-free linear layer and several activations."""
+    convolutions, average pooling, a bias-free linear layer, a second Flatten and several activations."""
     return nn.Sequential(
         nn.Conv2d(2, 4, 3, padding=1, groups=2), nn.Tanh(), nn.AvgPool2d(2),
         nn.Conv2d(4, 4, 3, bias=False), nn.LeakyReLU(0.1), nn.Identity(),
-        nn.Flatten(), nn.Linear(16, 5, bias=False), nn.GELU(), nn.Linear(5, 3), nn.Sigmoid(),
+        nn.Flatten(), nn.Linear(16, 5, bias=False), nn.GELU(), nn.Flatten(), nn.Linear(5, 3), nn.Sigmoid(),
     )
 
 
