@@ -203,21 +203,32 @@ def score_round(
     return result, round_quality(result, source=quality_source(strategy), client_losses=losses).values
 
 
-def measure_standalone(trainer: Trainer, config: ExperimentConfig, federation: Federation) -> tuple[tuple[float, ...], ...]:
+def measure_standalone(
+    trainer: Trainer,
+    config: ExperimentConfig,
+    federation: Federation,
+    *,
+    done: Sequence[Sequence[float]] = (),
+    on_repeat: Callable[[tuple[tuple[float, ...], ...]], None] | None = None,
+) -> tuple[tuple[float, ...], ...]:
     """Each client's standalone accuracy, once per ``config.standalone_repeats`` (training seed and initial model differ).
 
     Every repeat trains each client alone for the run's total epochs
     (:func:`~fedchain.trainer.standalone_accuracies`); repeat 0 starts from the
     run's own initial model, so one repeat gives what the run always gave.
+    The repeats in ``done`` (kept by a stopped run) are not trained again;
+    ``on_repeat`` gets every repeat so far after each one ends.
     """
     epochs = config.rounds * config.local_epochs
-    runs = []
-    for repeat in range(config.standalone_repeats):
+    runs = [tuple(float(a) for a in run) for run in done]
+    for repeat in range(len(runs), config.standalone_repeats):
         seed = config.seed + repeat * _STANDALONE_SEED_STRIDE
         initial = trainer.initial_params(seed).to(trainer.device)
         accuracies = standalone_accuracies(trainer, initial, federation.clients, federation.test, epochs=epochs, seed=seed)
         runs.append(tuple(float(a) for a in accuracies.tolist()))
         log.info("standalone models, repeat %d of %d: done", repeat + 1, config.standalone_repeats)
+        if on_repeat is not None:
+            on_repeat(tuple(runs))
     return tuple(runs)
 
 
@@ -297,11 +308,15 @@ def run_experiment(
             for record in records:
                 if on_round is not None:
                     on_round(record)
-        if standalone_runs is None and config.trains_standalone:
-            standalone_runs = measure_standalone(trainer, config, federation)
-            if checkpoint is not None and config.checkpoint_every:  # minutes of training a stop in round 1 would lose
-                elapsed = earlier + time.perf_counter() - began
-                save_checkpoint(checkpoint, config, RunCheckpoint(0, global_params, models, None, None, (), None, _runs(standalone_runs), elapsed))
+        if config.trains_standalone and len(standalone_runs or ()) < config.standalone_repeats:
+
+            def keep_standalone(runs: tuple[tuple[float, ...], ...]) -> None:
+                """Save every finished repeat: each is minutes of training that a stop would lose."""
+                if checkpoint is not None and config.checkpoint_every:
+                    elapsed = earlier + time.perf_counter() - began
+                    save_checkpoint(checkpoint, config, RunCheckpoint(0, global_params, models, None, None, (), None, runs, elapsed))
+
+            standalone_runs = measure_standalone(trainer, config, federation, done=standalone_runs or (), on_repeat=keep_standalone)
         first = 1 if resumed is None else resumed.round + 1
         if config.stop_at_target and rounds_to_target is not None:
             first = config.rounds + 1  # the earlier run had reached its target: nothing left to run

@@ -5,15 +5,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from fedchain.errors import ConfigError
-from fedchain.experiments import load_experiment
+from fedchain.experiments import load_experiment, runner
 from fedchain.experiments.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from fedchain.experiments.results import ExperimentResult, RoundRecord
 from fedchain.experiments.runner import run_experiment
 from fedchain.fl.strategies.fedave import FedAVEState
+from tests.support import present
 
 #: Four rounds of 3 clients on a small real MNIST subset, one thread, the sequential engine.
 SMALL = {"clients": 3, "rounds": 4, "train_samples": 500, "validation_samples": 100, "test_samples": 200,
@@ -75,6 +78,36 @@ def test_the_checkpoint_holds_the_state_after_the_last_saved_round(tmp_path: Pat
     assert isinstance(saved.state, FedAVEState) and saved.state.round == 2 and saved.state.reputation is not None
     assert saved.models is not None and tuple(saved.models.shape) == (3, saved.global_params.numel())
     assert saved.rewards is None  # the clients' own models are their rewards
+
+
+def test_a_run_stopped_between_standalone_repeats_keeps_the_finished_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # prepare: three repeats of the standalone models; the run is stopped while it trains the third
+    config = load_experiment(None, {**SMALL, "strategy": "fedave", "standalone_repeats": 3})
+    unstopped = run_experiment(config)
+    trained: list[int | None] = []  # the seed of every repeat trained from here on
+    real = runner.standalone_accuracies
+
+    def counted(*args: Any, **kwargs: Any) -> torch.Tensor:
+        trained.append(kwargs.get("seed"))
+        if len(trained) == 3:
+            raise Stop
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "standalone_accuracies", counted)
+    path = tmp_path / CHECKPOINT_FILE
+    with pytest.raises(Stop):
+        run_experiment(config, checkpoint=path)
+    saved = load_checkpoint(path, config, FedAVEState, hint="")
+    assert saved is not None and saved.round == 0 and saved.standalone_runs == present(unstopped.standalone_runs)[:2]
+
+    # execute
+    resumed = run_experiment(config, checkpoint=path)
+
+    # assert: only the third repeat is trained again, and the run ends as the unstopped one
+    assert trained == [config.seed, config.seed + 1000, config.seed + 2000, config.seed + 2000]
+    assert _without_seconds(resumed) == _without_seconds(unstopped)
 
 
 def test_a_checkpoint_of_other_settings_is_refused_naming_them(tmp_path: Path) -> None:
