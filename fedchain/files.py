@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from fedchain.errors import ConfigError
@@ -46,6 +48,25 @@ def writable_folder(path: Path, *, option: str) -> Path:
             hint=f"choose a folder you can write to with {option}",
         ) from err
     return path
+
+
+@contextlib.contextmanager
+def output_folder(path: Path, *, option: str) -> Iterator[Path]:
+    """:func:`writable_folder` for the length of a command that writes its results there.
+
+    When the command fails (a set-up error, Ctrl-C) before it has written
+    anything, the folders this call created are removed again, so a refused
+    command leaves nothing behind; a folder that holds anything is kept.
+    """
+    created = [folder for folder in (path, *path.parents) if not folder.exists()]  # deepest first
+    writable_folder(path, option=option)
+    try:
+        yield path
+    except BaseException:
+        for folder in created:
+            with contextlib.suppress(OSError):  # not empty: it holds what the command wrote
+                folder.rmdir()
+        raise
 
 
 def keep_aside(path: Path) -> Path | None:

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from fedchain.cli import cli
-from fedchain.errors import ConfigError
-from fedchain.files import keep_aside, writable_folder, write_atomic
+from fedchain.errors import ConfigError, DataError
+from fedchain.files import keep_aside, output_folder, writable_folder, write_atomic
 
 
 def test_a_writable_folder_is_created_with_its_parents(tmp_path: Path) -> None:
@@ -38,6 +38,45 @@ def test_commands_refuse_an_unwritable_output_folder_before_any_work(tmp_path: P
 
     assert isinstance(result.exception, ConfigError) and "cannot write into the folder" in str(result.exception)
     assert result.output == ""  # no progress bar, no data read, no chain asked
+
+
+class Failed(Exception):
+    """Stands for a command's set-up error or Ctrl-C."""
+
+
+def test_an_output_folder_made_for_a_failed_command_is_removed_with_the_parents_it_made(tmp_path: Path) -> None:
+    folder = tmp_path / "runs" / "simulate" / "run"
+
+    with pytest.raises(Failed), output_folder(folder, option="-o") as made:
+        assert made.is_dir()
+        raise Failed
+
+    assert not (tmp_path / "runs").exists() and tmp_path.is_dir()
+
+
+def test_an_output_folder_that_existed_or_holds_anything_is_kept_when_the_command_fails(tmp_path: Path) -> None:
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    written = tmp_path / "new" / "run"
+
+    with pytest.raises(Failed), output_folder(existing, option="-o"):
+        raise Failed
+    with pytest.raises(Failed), output_folder(written, option="-o"):
+        write_atomic(written / "rounds-unfinished.json", b"[]")
+        raise Failed
+
+    assert existing.is_dir()
+    assert (written / "rounds-unfinished.json").read_bytes() == b"[]"
+
+
+@pytest.mark.parametrize("command", [["simulate", "--clients", "2"], ["reproduce", "fairness", "--seeds", "1"]])
+def test_a_command_refused_at_set_up_leaves_no_output_folder(tmp_path: Path, command: list[str]) -> None:
+    folder = tmp_path / "runs" / "mine"
+
+    result = CliRunner().invoke(cli, [*command, "--train-samples", "200", "--rounds", "1", "-o", str(folder)])
+
+    assert isinstance(result.exception, DataError) and "leaves no training data" in str(result.exception)
+    assert not (tmp_path / "runs").exists()
 
 
 def test_keep_aside_renames_a_file_or_a_folder_to_a_new_name_each_time(tmp_path: Path) -> None:

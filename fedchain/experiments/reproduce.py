@@ -37,7 +37,7 @@ from fedchain.experiments.progress import RunBars, RunObserver
 from fedchain.experiments.results import ExperimentResult, read_result
 from fedchain.experiments.runner import run_experiment
 from fedchain.experiments.simulate import apply_threads, save_finished
-from fedchain.files import keep_aside, writable_folder
+from fedchain.files import keep_aside, output_folder
 from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
 
@@ -134,18 +134,21 @@ def default_output_dir(table: str, base: ExperimentConfig) -> Path:
     return REPRODUCE_ROOT / f"{table}-{settings_digest(base)}"
 
 
-def series_folder(table: str, base: ExperimentConfig, output_dir: Path | None, *, fresh: bool) -> Path:
-    """Where a command keeps its series: ``output_dir``, else :func:`default_output_dir`.
+@contextlib.contextmanager
+def series_folder(table: str, base: ExperimentConfig, output_dir: Path | None, *, fresh: bool) -> Iterator[Path]:
+    """Where a command keeps its series while it runs: ``output_dir``, else :func:`default_output_dir`.
 
     With ``fresh`` the folder's earlier runs are renamed aside (never deleted) so
-    that every run is made again.
+    that every run is made again. A folder the command created and left empty
+    (it failed before its first run began) is removed when the command ends.
     """
     folder = output_dir or default_output_dir(table, base)
     if fresh:
         aside = keep_aside(folder)
         if aside is not None:
             log.warning("--fresh: the earlier runs in %s are kept in %s", folder, aside)
-    return writable_folder(folder, option="--output-dir")
+    with output_folder(folder, option="--output-dir") as kept:
+        yield kept
 
 
 @contextlib.contextmanager
@@ -450,10 +453,12 @@ def rounds_to_accuracy_command(
     if target_accuracy is None:
         raise click.UsageError("rounds to what? The config sets target_accuracy to null; give --target 0.96 or a number there")
     apply_threads(base)
-    output_dir = series_folder("rounds-to-accuracy", base, output_dir, fresh=fresh)
-    console = Console(stderr=True)
     began = time.perf_counter()
-    with _say_what_is_kept(output_dir), RunBars(console, len(settings) * len(strategies)) as bars:
+    with (
+        series_folder("rounds-to-accuracy", base, output_dir, fresh=fresh) as output_dir,
+        _say_what_is_kept(output_dir),
+        RunBars(Console(stderr=True), len(settings) * len(strategies)) as bars,
+    ):
         rows = rounds_to_accuracy(base, strategies, settings, output_dir=output_dir, observer=bars)
     if as_json:
         click.echo(machine_json([row.__dict__ for row in rows]))
@@ -544,11 +549,13 @@ def fairness_command(
     """
     base = load_experiment(config_path, flags, defaults=FAIRNESS_DEFAULTS)
     apply_threads(base)
-    output_dir = series_folder("fairness", base, output_dir, fresh=fresh)
-    console = Console(stderr=True)
     began = time.perf_counter()
     total = len(partitions) * seeds * (len(strategies) + (oracle_floor is not None))
-    with _say_what_is_kept(output_dir), RunBars(console, total) as bars:
+    with (
+        series_folder("fairness", base, output_dir, fresh=fresh) as output_dir,
+        _say_what_is_kept(output_dir),
+        RunBars(Console(stderr=True), total) as bars,
+    ):
         runs = fairness_runs(
             base, strategies, partitions, list(range(seeds)), oracle_floor=oracle_floor, output_dir=output_dir, observer=bars
         )

@@ -35,7 +35,7 @@ from fedchain.experiments.plots import PLOT_FILES, write_plots
 from fedchain.experiments.progress import round_columns
 from fedchain.experiments.results import METRICS_FILE, ExperimentResult, RoundRecord, write_metrics
 from fedchain.experiments.runner import run_experiment
-from fedchain.files import keep_aside, writable_folder, write_atomic
+from fedchain.files import keep_aside, output_folder, write_atomic
 from fedchain.fl import strategy_names
 from fedchain.models.registry import MODELS
 from fedchain.trainer.config import ENGINES
@@ -309,14 +309,13 @@ def simulate(
         name = f"{config.strategy}-{config.dataset}-{config.partition}-{settings_digest(config)}"
         config = config.with_changes(output_dir=DEFAULT_OUTPUT_DIR / name)
     apply_threads(config)
-    writable_folder(config.output_dir, option="--output-dir (or output_dir: in the config file)")
-    aside = keep_run_aside(config, fresh=fresh)
-    if aside is not None:
-        why = "--fresh" if fresh else "the folder held a run of other settings"
-        log.warning("%s: the earlier run's files in %s are kept in %s", why, config.output_dir, aside)
-    console = Console(stderr=True)
-    result = run_with_progress(config, console)
-    paths = save_finished(result, config.output_dir, plots=config.plots)
+    with output_folder(config.output_dir, option="--output-dir (or output_dir: in the config file)"):
+        aside = keep_run_aside(config, fresh=fresh)
+        if aside is not None:
+            why = "--fresh" if fresh else "the folder held a run of other settings"
+            log.warning("%s: the earlier run's files in %s are kept in %s", why, config.output_dir, aside)
+        result = run_with_progress(config, Console(stderr=True))
+        paths = save_finished(result, config.output_dir, plots=config.plots)
     for path in paths:
         log.info("wrote %s", path)
     if as_json:
