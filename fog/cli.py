@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
+from fedchain.agent.session import session_from_options, session_options
 from fedchain.client.cli import SESSION_OPTIONS, merge_flags
 from fedchain.config import load_yaml
-from fedchain.publisher.session import session_from_options, session_options
 from fedchain.trainer.config import ENGINES
 
 #: Flags that set fields of the nested cost model (``cost:`` in the YAML file): flag -> field.

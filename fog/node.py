@@ -32,12 +32,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from fedchain.agent import AgentLogger, AgentState, BlockRange
+from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
+from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
 from fedchain.chain.bindings import JobStatus, TaskStatus
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
-from fedchain.client.runtime import chain_now, session_agent, transact_when_due
 from fedchain.errors import (
     BlobNotFound,
     ContractRevert,
@@ -50,7 +51,6 @@ from fedchain.errors import (
 from fedchain.fl.params import flatten, unflatten
 from fedchain.models.registry import ModelSpec
 from fedchain.publisher.service import withdraw
-from fedchain.publisher.session import ChainSession
 from fedchain.store.digest import parse_digest, to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta
 from fedchain.trainer.config import TrainConfig
@@ -167,7 +167,7 @@ class FogNode:
     # ------------------------------------------------------------------ chain views
 
     def now(self) -> int:
-        """The chain's time (see :func:`fedchain.client.runtime.chain_now`)."""
+        """The chain's time (see :func:`fedchain.agent.chainloop.chain_now`)."""
         return chain_now(self.session)
 
     def task_params(self, task_id: int) -> b.TaskParams:

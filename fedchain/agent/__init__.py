@@ -7,6 +7,12 @@
   transactions), saved atomically as JSON.
 - :class:`AgentLogger`: log lines that end with ``agent=... round=... job=... tx=...``.
 
+Two modules are imported by name, not from here, because they load web3:
+:mod:`fedchain.agent.session` (:class:`~fedchain.agent.session.ChainSession`,
+the deployment, signing key and blob store every command opens) and
+:mod:`fedchain.agent.chainloop` (the loop over a session's chain and the
+chain's clock).
+
 A minimal agent that follows a contract's logs::
 
     w3 = Web3(Web3.HTTPProvider(rpc_url))

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from fedchain.agent.session import session_from_options, session_options
 from fedchain.config import load_yaml
-from fedchain.publisher.session import session_from_options, session_options
 
 if TYPE_CHECKING:
     from fedchain.aggregator.scoring import QualityChoice

@@ -42,6 +42,8 @@ from typing import Any
 import torch
 
 from fedchain.agent import Agent, AgentLogger, AgentSettings, AgentState, BlockRange
+from fedchain.agent.chainloop import transact_when_due
+from fedchain.agent.session import ChainSession
 from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
 from fedchain.aggregator.priors import chain_priors
 from fedchain.aggregator.scoring import (
@@ -69,13 +71,11 @@ from fedchain.chain.bindings import (
     UpdateCommitted,
 )
 from fedchain.chain.events import LogQuery, iter_events
-from fedchain.client.runtime import transact_when_due
 from fedchain.errors import AgentError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
 from fedchain.fl.quality import QualitySource
 from fedchain.fl.strategy import Strategy, get_strategy
 from fedchain.publisher.service import settle_task
-from fedchain.publisher.session import ChainSession
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, load_update, load_validation, put_model
 from fedchain.trainer.device import resolve_device
@@ -83,7 +83,7 @@ from fedchain.trainer.device import resolve_device
 _log = logging.getLogger(__name__)
 
 #: Gas limits of a missed-round report and of a post sent without an estimate: after a deadline on an
-#: automining dev chain, the estimate runs on a block from before it and is refused (fedchain.client.runtime).
+#: automining dev chain, the estimate runs on a block from before it and is refused (fedchain.agent.chainloop).
 REPORT_MISSED_GAS = 500_000
 POST_ROUND_GAS_BASE, POST_ROUND_GAS_PER_CLIENT = 200_000, 60_000
 

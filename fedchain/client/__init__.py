@@ -2,9 +2,8 @@
 
 ``fedchain client run`` (:mod:`fedchain.client.cli`) runs a :class:`ClientAgent`.
 The job data codec (:mod:`fedchain.client.handoff`), the commitments
-(:mod:`fedchain.client.commitments`) and the agents' loop and clock
-(:mod:`fedchain.client.runtime`) are shared with the fog node, which imports
-them without the dataset code: names here are imported on first use.
+(:mod:`fedchain.client.commitments`) are shared with the fog node, which
+imports them without the dataset code: names here are imported on first use.
 """
 
 from __future__ import annotations

@@ -22,17 +22,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fedchain.agent import AgentLogger, AgentState, BlockRange
+from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
+from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
 from fedchain.chain.bindings import JobStatus, TaskStatus
 from fedchain.client.commitments import DATA_SIZE_SALT, data_commitment, derive_salt
 from fedchain.client.config import ClientConfig
 from fedchain.client.data import client_dataset
 from fedchain.client.handoff import JobDataMeta, encode_job_data
-from fedchain.client.runtime import chain_now, session_agent, transact_when_due
 from fedchain.data.datasets import ImageDataset
 from fedchain.errors import AgentError
 from fedchain.publisher.service import settle_task, withdraw
-from fedchain.publisher.session import ChainSession
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_spec
 

@@ -4,8 +4,9 @@ Commands: ``fedchain task create|start|cancel|show|settle`` and ``fedchain withd
 (:mod:`fedchain.publisher.cli`). The functions below are what they call.
 
 Names are imported on first use, so that a command importing
-:mod:`fedchain.publisher.session` (every agent's ``--help``) does not load
-torch through the task spec.
+:mod:`fedchain.publisher.terms` does not load torch through the task
+spec. The chain session every command opens is
+:class:`fedchain.agent.session.ChainSession`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ _EXPORTS: dict[str, str] = {
     "start_task": "service",
     "task_view": "service",
     "withdraw": "service",
-    "ChainSession": "session",
-    "open_session": "session",
     "PublishConfig": "terms",
     "TaskTerms": "terms",
     "load_publish_config": "terms",
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
         task_view,
         withdraw,
     )
-    from fedchain.publisher.session import ChainSession, open_session
     from fedchain.publisher.terms import PublishConfig, TaskTerms, load_publish_config, parse_wei
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

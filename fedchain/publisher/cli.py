@@ -12,12 +12,12 @@ from typing import Any
 import click
 from rich.table import Table
 
+from fedchain.agent.session import session_from_options, session_options
 from fedchain.console import print_table, stdout_console
 from fedchain.publisher.service import TaskView, cancel_task, create_task, settle_task, start_task, task_view
 from fedchain.publisher.service import (
     withdraw as withdraw_balance,
 )
-from fedchain.publisher.session import session_from_options, session_options
 from fedchain.publisher.terms import AMOUNT_FIELDS, WAD, TaskTerms, load_publish_config
 from fedchain.taskspec import TaskSpec
 

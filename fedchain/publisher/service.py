@@ -1,6 +1,6 @@
 """The publisher's actions on chain: create, start, cancel, settle a task, withdraw; and a task's overview.
 
-Each function takes a :class:`~fedchain.publisher.session.ChainSession` and
+Each function takes a :class:`~fedchain.agent.session.ChainSession` and
 returns what happened; the command line (:mod:`fedchain.publisher.cli`) only
 formats it.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from fedchain.agent.session import ChainSession
 from fedchain.chain.bindings import (
     AuctionWrongJobStatus,
     Bid,
@@ -25,7 +26,6 @@ from fedchain.chain.bindings import (
 )
 from fedchain.chain.tx import Receipt
 from fedchain.errors import FedchainError
-from fedchain.publisher.session import ChainSession
 from fedchain.publisher.terms import PublishConfig
 from fedchain.taskspec import TaskSpec, load_spec, put_initial_model, put_spec
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
 from fedchain.chain.abi import ChainEvent, E
 from fedchain.chain.bindings import JobStatus, TaskStatus
 from fedchain.chain.events import LogQuery, fetch_events
-from fedchain.publisher.session import ChainSession
 
 #: 1.0 in the chain's 1e18 fixed point.
 WAD = 10**18

@@ -35,13 +35,14 @@ from typing import TypeVar
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
+from fedchain.agent.session import ChainSession, open_session
 from fedchain.audit import AuditReport, audit_on_chain
 from fedchain.chain.bindings import JobStatus, TaskStatus
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.tx import Transactor
 from fedchain.console import machine_json
 from fedchain.errors import SystemTimeout
-from fedchain.publisher import ChainSession, PublishConfig, create_task, open_session, start_task
+from fedchain.publisher import PublishConfig, create_task, start_task
 from fedchain.system.launch import AgentOptions, RunFolder, aggregator_process, client_process, fog_process
 from fedchain.system.progress import EventLog, TaskProgress, read_progress
 from fedchain.system.roster import ClientPlan, FogPlan, participant_account

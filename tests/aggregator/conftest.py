@@ -15,13 +15,14 @@ import pytest
 import torch
 from eth_utils import keccak
 
+from fedchain.agent.session import ChainSession, open_session
 from fedchain.audit.replay import mechanism_of
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.client.commitments import bid_commitment, data_commitment
 from fedchain.fl.params import flatten, unflatten
 from fedchain.fl.reputation import RevealedBid, choose_winner
-from fedchain.publisher import ChainSession, PublishConfig, TaskTerms, create_task, open_session, start_task
+from fedchain.publisher import PublishConfig, TaskTerms, create_task, start_task
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec, update_meta
 from fedchain.trainer.evaluation import local_losses
 from fedchain.trainer.local import client_generator, train_one_client

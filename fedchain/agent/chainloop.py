@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from fedchain.agent import Agent, AgentSettings, Handler, IdleHandler
+from fedchain.agent.session import ChainSession
 from fedchain.chain.contract import Contract
 from fedchain.chain.tx import Receipt
-from fedchain.publisher.session import ChainSession
 
 
 def session_agent(
