@@ -35,7 +35,7 @@ from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
 from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
-from fedchain.chain.bindings import JobStatus, TaskStatus
+from fedchain.chain.bindings import TaskStatus
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
@@ -50,7 +50,7 @@ from fedchain.errors import (
 )
 from fedchain.fl.params import flatten, unflatten
 from fedchain.models.registry import ModelSpec
-from fedchain.publisher.service import withdraw
+from fedchain.publisher.service import settle_jobs, withdraw
 from fedchain.store.digest import parse_digest, to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta
 from fedchain.trainer.config import TrainConfig
@@ -326,6 +326,13 @@ class FogNode:
                 mine = self._my_bid(job["task"], job["client"])
                 job["phase"] = REVEALED if mine is not None and mine[1].revealed else LOST
                 continue
+            except ContractRevert as err:  # the chain decides: revealed after all (a resent reveal), or retry
+                mine = self._my_bid(job["task"], job["client"])
+                if mine is not None and mine[1].revealed:
+                    job["phase"] = REVEALED
+                else:
+                    self.log.warning("reveal refused; retrying", job=key, error=type(err).__name__)
+                continue
             job["phase"] = REVEALED
             self.log.info("bid revealed", job=key, price=job["price"], tx=receipt.transaction_hash)
 
@@ -489,16 +496,13 @@ class FogNode:
             if not task["ended"] or task.get("withdrawn") is not None:
                 continue
             task_id = int(task_key)
-            for key, job in state.jobs.items():
-                if job["task"] != task_id or job["settled"] or job["bid_index"] is None:
-                    continue
-                status = self.contracts.fog_auction.job(task_id, job["client"]).status
-                if status not in (JobStatus.NONE, JobStatus.SETTLED):
-                    try:
-                        receipt = self.contracts.fog_auction.settle_job(task_id, job["client"])
-                        self.log.info("job settled", job=key, tx=receipt.transaction_hash)
-                    except b.AuctionWrongJobStatus:
-                        pass  # settled by someone else meanwhile
-                job["settled"] = True
+            mine = [key for key, job in state.jobs.items()
+                    if job["task"] == task_id and not job["settled"] and job["bid_index"] is not None]
+            # Everyone may settle a job (its client, the aggregator, each of its bidders): a lost race is done.
+            settled = settle_jobs(self.session, task_id, [state.jobs[key]["client"] for key in mine])
+            for key in mine:
+                state.jobs[key]["settled"] = True
+                if state.jobs[key]["client"] in settled:
+                    self.log.info("job settled", job=key)
             task["withdrawn"] = withdraw(self.session)
             self.log.info("withdrew", task=task_id, wei=task["withdrawn"])

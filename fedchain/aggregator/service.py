@@ -20,7 +20,9 @@ Before round 1 it posts the task's cross-task priors once (eq. 6,
 :mod:`fedchain.aggregator.priors`), all zeros when no earlier task is similar.
 
 After the last round (or the target accuracy) it settles the task
-(``RoundLedger.settle`` and every job's ``settleJob``) and stops.
+(``RoundLedger.settle`` and every job's ``settleJob``) and stops; so it does
+when the task was cancelled, or abandoned (``fedchain task abandon``: nobody
+posted the round within a day of its deadline).
 
 Restart safety: the chain is the source of truth. The current round, whether
 it was posted, and who committed are read from the contracts at every step, so
@@ -57,12 +59,9 @@ from fedchain.aggregator.scoring import (
 )
 from fedchain.chain.bindings import (
     AuctionNoMissedRound,
-    AuctionWrongJobStatus,
     FogSlashed,
     JobReassigned,
     JobStatus,
-    LedgerPriorsAlreadyPosted,
-    LedgerPriorsTooLate,
     LedgerRoundNotReady,
     RoundPosted,
     TaskParams,
@@ -223,7 +222,11 @@ class Aggregator:
             )
         if status == TaskStatus.OPEN:
             return
-        if status in (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED):
+        if status == TaskStatus.ABANDONED and not state.data.get("abandoned_logged"):
+            state.data["abandoned_logged"] = True
+            self.log.warning("task abandoned: its round was not posted within the grace after its deadline; "
+                             "settling what the clients earned before", round=task.current_round)
+        if status in (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED, TaskStatus.ABANDONED):
             result = settle_task(self.session, self.task_id)
             if result.ledger is not None:
                 self.log.info("task settled", tx=result.ledger.transaction_hash)
@@ -254,8 +257,10 @@ class Aggregator:
         result = chain_priors(contracts.task_registry, contracts.round_ledger, self.task_id, task)
         try:
             receipt = contracts.round_ledger.post_priors(self.task_id, list(result.priors))
-        except (LedgerPriorsAlreadyPosted, LedgerPriorsTooLate):
-            return  # posted meanwhile (a restart), or round 1 went first: the chain keeps what it has
+        except ContractRevert:
+            if contracts.round_ledger.priors_posted(self.task_id) or contracts.task_registry.state(self.task_id).current_round != 1:
+                return  # posted meanwhile (a restart), or round 1 went first: the chain keeps what it has
+            raise
         self.log.info("priors posted", priors=list(result.priors), similar=[task_id for task_id, _ in result.similar],
                       tx=receipt.transaction_hash)
 
@@ -271,15 +276,19 @@ class Aggregator:
         """Report every awarded job of ``awaited`` whose fog node missed the deadline (the contract slashes it)."""
         auction = self.session.contracts.fog_auction
         for index in awaited:
-            if auction.job(self.task_id, index).status != JobStatus.AWARDED:
+            job = auction.job(self.task_id, index)
+            if job.status != JobStatus.AWARDED:
                 continue
             try:
                 receipt = transact_when_due(
                     auction, "reportMissedRound(uint256,uint256)", self.task_id, index,
                     gas=REPORT_MISSED_GAS, too_early=(AuctionNoMissedRound,),
                 )
-            except (AuctionNoMissedRound, AuctionWrongJobStatus):
-                continue  # someone else reported it first
+            except ContractRevert:
+                after = auction.job(self.task_id, index)
+                if after.status == JobStatus.AWARDED and after.winner == job.winner:
+                    raise
+                continue  # someone else reported it first (the job moved on): done
             self.log.warning("missed deadline reported", round=round_number, job=index, tx=receipt.transaction_hash)
 
     def _post_round(

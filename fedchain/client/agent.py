@@ -9,7 +9,8 @@ job one step on, reading the chain first so that every step is idempotent:
 3. after the reveal deadline, close it, escrowing price x N: the price is read
    from the chain (the bids, and the contract's own ``utility`` view for each);
 4. write its (locally noised) data to the blob store and commit the data's hash (DataHandoff);
-5. when the task ended: settle the task's clients and its job, then withdraw what it is owed.
+5. when the task ended: settle the task's clients and its own job (a lost race to settle counts as
+   done), then withdraw what it is owed.
 
 The salt is derived from the key (:mod:`fedchain.client.commitments`), so a
 client killed between joining and saving its state can still open its auction.
@@ -205,7 +206,8 @@ class ClientAgent:
         state.data["data_hash"] = to_hex(committed if committed != bytes(32) else digest)
 
     def _settle(self, state: AgentState, index: int) -> None:
-        settlement = settle_task(self.session, self.task_id)
+        # The clients and its own job: the aggregator settles every job, and the fog nodes theirs.
+        settlement = settle_task(self.session, self.task_id, jobs=[index])
         amount = withdraw(self.session)
         state.data.update(withdrawn=amount, settled_jobs=list(settlement.jobs))
         self.log.info("settled and withdrew", job=index, wei=amount)

@@ -8,16 +8,15 @@ formats it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from fedchain.agent.session import ChainSession
 from fedchain.chain.bindings import (
-    AuctionWrongJobStatus,
     Bid,
     ClientInfo,
     Job,
     JobStatus,
-    LedgerAlreadySettled,
     TaskCreated,
     TaskParams,
     TaskState,
@@ -25,7 +24,7 @@ from fedchain.chain.bindings import (
     TreasuryNothingToWithdraw,
 )
 from fedchain.chain.tx import Receipt
-from fedchain.errors import FedchainError
+from fedchain.errors import ContractRevert, FedchainError
 from fedchain.publisher.terms import PublishConfig
 from fedchain.taskspec import TaskSpec, load_spec, put_initial_model, put_spec
 
@@ -79,31 +78,56 @@ class Settlement:
     jobs: tuple[int, ...]
 
 
-def settle_task(session: ChainSession, task_id: int) -> Settlement:
-    """Settle a finished, cancelled or abandoned task: the clients (RoundLedger.settle), then every job (FogAuction.settleJob).
+def settle_task(session: ChainSession, task_id: int, jobs: Sequence[int] | None = None) -> Settlement:
+    """Settle a finished, cancelled or abandoned task: the clients (:func:`settle_clients`), then its jobs
+    (:func:`settle_jobs`): ``jobs``, or every job when None. Idempotent and race-safe, as both are."""
+    receipt = settle_clients(session, task_id)
+    if jobs is None:
+        jobs = range(session.contracts.round_ledger.client_count(task_id))
+    return Settlement(receipt, settle_jobs(session, task_id, jobs))
 
-    Idempotent: what was settled before (by anyone) is skipped.
+
+def settle_clients(session: ChainSession, task_id: int) -> Receipt | None:
+    """RoundLedger.settle: pay the clients' earnings, bonuses and deposits; None when it was settled before.
+
+    A settlement that reverts because another account settled first (in the same
+    block, on a chain with a block time) counts as done: after a revert the chain
+    is read again, and only a revert that left the task unsettled is raised.
     """
     ledger = session.contracts.round_ledger
-    receipt = None
-    if not ledger.settled(task_id):
-        try:
-            receipt = ledger.settle(task_id)
-            log.info("task settled task=%d tx=%s", task_id, receipt.transaction_hash)
-        except LedgerAlreadySettled:
-            pass
-    settled_jobs = []
+    if ledger.settled(task_id):
+        return None
+    try:
+        receipt = ledger.settle(task_id)
+    except ContractRevert:
+        if not ledger.settled(task_id):
+            raise
+        log.info("task settled by another account first task=%d", task_id)
+        return None
+    log.info("task settled task=%d tx=%s", task_id, receipt.transaction_hash)
+    return receipt
+
+
+def settle_jobs(session: ChainSession, task_id: int, jobs: Iterable[int]) -> tuple[int, ...]:
+    """FogAuction.settleJob for each of ``jobs`` not settled yet; returns the ones this call settled.
+
+    Race-safe like :func:`settle_clients`: a job another account settled first is skipped.
+    """
     auction = session.contracts.fog_auction
-    for index in range(ledger.client_count(task_id)):
+    settled = []
+    for index in jobs:
         if auction.job(task_id, index).status in (JobStatus.NONE, JobStatus.SETTLED):
             continue
         try:
-            job_receipt = auction.settle_job(task_id, index)
-        except AuctionWrongJobStatus:
+            receipt = auction.settle_job(task_id, index)
+        except ContractRevert:
+            if auction.job(task_id, index).status != JobStatus.SETTLED:
+                raise
+            log.info("job settled by another account first task=%d job=%d", task_id, index)
             continue
-        settled_jobs.append(index)
-        log.info("job settled task=%d job=%d tx=%s", task_id, index, job_receipt.transaction_hash)
-    return Settlement(receipt, tuple(settled_jobs))
+        settled.append(index)
+        log.info("job settled task=%d job=%d tx=%s", task_id, index, receipt.transaction_hash)
+    return tuple(settled)
 
 
 def withdraw(session: ChainSession) -> int:
