@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the command's --help must not load torch or web3
     from fedchain.audit import AuditReport
     from fedchain.publisher.terms import TaskTerms
     from fedchain.system import Roster, SystemRun, TaskProgress
+    from fedchain.system.figures import JobFigures, Sent
     from fedchain.system.roster import ClientPlan, FogPlan
     from fedchain.taskspec import TaskSpec
 
@@ -80,6 +81,8 @@ class DemoConfig:
         round_duration: seconds from a round's start to its commit deadline.
         auction_duration: seconds of sealed bidding, and again of reveals.
         verify_scores: let the audit re-run the aggregator's scoring from the stored updates.
+        block_time: seconds between the local Anvil's blocks, as on a public chain (2: an L2, 12:
+            Ethereum); 0 mines a block per transaction at once (automine). Ignored with ``rpc_url``.
     """
 
     strategy: str = "fedavg"
@@ -97,11 +100,17 @@ class DemoConfig:
     round_duration: int = 90
     auction_duration: int = 15
     verify_scores: bool = True
+    block_time: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("clients", "fogs", "rounds", "validation_size", "round_duration", "auction_duration"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.block_time < 0:
+            raise ConfigError(f"--block-time must be 0 (automine) or a positive number of seconds, got {self.block_time}")
+        if self.block_time and self.rpc_url is not None:
+            raise ConfigError("--block-time sets the local chain's clock; an --rpc-url chain has its own",
+                              hint="drop --block-time, or drop --rpc-url to run on a local Anvil")
         if self.samples_per_client < 2:
             raise ConfigError(f"--samples-per-client must be at least 2, got {self.samples_per_client}")
 
@@ -143,6 +152,10 @@ class DemoResult:
     report: AuditReport
     #: Seconds from the start to the audit's verdict.
     wall_s: float
+    #: Each participant's mined transactions (and reverts), by name ("deployer" funded and deployed).
+    transactions: dict[str, Sent]
+    #: Jobs that went unbid and client-rounds without a commit.
+    jobs: JobFigures
 
 
 def run_demo(config: DemoConfig, console: Console) -> DemoResult:
@@ -161,9 +174,10 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     timeout = _timeouts(config)
     with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         if config.rpc_url is None:
-            node = stack.enter_context(AnvilNode(AnvilSettings(accounts=1)))
+            node = stack.enter_context(AnvilNode(AnvilSettings(accounts=1, block_time=config.block_time or None)))
             w3, rpc_url, funder = node.web3(), node.rpc_url, node.dev_account(0)
-            console.print(f"local chain: Anvil at {rpc_url}")
+            clock = f"a block every {config.block_time:g} s" if config.block_time else "a block per transaction"
+            console.print(f"local chain: Anvil at {rpc_url}, {clock}")
         else:
             funder = resolve_account()
             if funder is None:
@@ -187,6 +201,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
             run.await_settled([fog.name for fog in roster.fogs], timeout_s=timeout["rounds"], tick=display.tick)
         report = run.audit(verify_scores=config.verify_scores)
         wall_s = time.monotonic() - started
+        transactions, jobs = _figures(run, roster, funder.address, report)
         console.print(participant_tables(roster, report, run))
         console.print(*audit_verdict(report))
         console.print(f"wall time {wall_s:.0f} s; logs, states, store and audit.json in {run_dir}")
@@ -200,7 +215,19 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
                     time.sleep(1.0)
             except KeyboardInterrupt:  # the way out of --keep-running: the verdict above stands
                 console.print("stopping the chain and the fog nodes")
-    return DemoResult(task_id, run_dir, report, wall_s)
+    return DemoResult(task_id, run_dir, report, wall_s, transactions, jobs)
+
+
+def _figures(run: SystemRun, roster: Roster, funder: str, report: AuditReport) -> tuple[dict[str, Sent], JobFigures]:
+    """What the run did on chain: every participant's transactions, unbid jobs and missed client-rounds."""
+    from fedchain.system import AGGREGATOR, PUBLISHER
+    from fedchain.system.figures import job_figures, transactions_by_sender
+
+    names = {run.account(name).address: name for name in (PUBLISHER, AGGREGATOR)}
+    members: tuple[ClientPlan | FogPlan, ...] = (*roster.clients, *roster.fogs)
+    names.update({run.account(plan.name).address: plan.name for plan in members})
+    names[funder] = "deployer"
+    return transactions_by_sender(run.w3, run.deployment.block_number, names), job_figures(report.history)
 
 
 def _fresh_run_dir(requested: Path | None) -> Path:
@@ -379,6 +406,8 @@ def _default(name: str, text: str, kind: type = str) -> Any:
 @_default("auction_duration", "Seconds of bidding, and of reveals.", int)
 @click.option("--verify-scores/--no-verify-scores", default=True, show_default=True,
               help="Let the audit re-run the aggregator's scoring.")
+@_default("block_time", "Seconds between the local chain's blocks, as on a public chain (2: an L2, 12: Ethereum); "
+          "0 mines each transaction at once.", float)
 def demo(**options: Any) -> None:
     """Run FedChain end to end: a local chain, a task, clients, fog nodes and the aggregator as
     separate processes on real data; then the audit, and who earned what.
