@@ -1,8 +1,8 @@
 """What every long-running agent (fog node, aggregator, client) shares.
 
 - :class:`Agent`: a polling loop over confirmed block ranges that saves its
-  progress after every step, resumes where it stopped, and stops cleanly on
-  SIGTERM/SIGINT.
+  progress after every step, resumes where it stopped, rewinds when blocks it
+  handled are reorganised away, and stops cleanly on SIGTERM/SIGINT.
 - :class:`AgentState`: the persisted state (last block, jobs, pending
   transactions), saved atomically as JSON.
 - :class:`AgentLogger`: log lines that end with ``agent=... round=... job=... tx=...``.
@@ -22,11 +22,23 @@ A minimal agent that follows a contract's logs::
             ...  # act, recording what was done in state.jobs / state.pending_txs
 
     settings = AgentSettings(name="fog-1", state_path=Path(".fedchain/fog-1.json"), start_block=deploy_block)
-    Agent(settings, head=lambda: w3.eth.block_number, handle=handle).run()
+    Agent(settings, head=lambda: w3.eth.block_number, handle=handle, block_hash=block_hash_reader(w3)).run()
+
+(:func:`fedchain.agent.chainloop.block_hash_reader`; pass ``on_reorg`` too when
+the handler derives state from events that a reorganisation can take back.)
 """
 
 from fedchain.agent.logs import AgentLogger, record_fields
-from fedchain.agent.runtime import Agent, AgentSettings, BlockRange, Handler, IdleHandler, next_range
+from fedchain.agent.runtime import (
+    Agent,
+    AgentSettings,
+    BlockHashReader,
+    BlockRange,
+    Handler,
+    IdleHandler,
+    ReorgHandler,
+    next_range,
+)
 from fedchain.agent.state import AgentState, load_state, save_state, write_atomic
 
 __all__ = [
@@ -34,9 +46,11 @@ __all__ = [
     "AgentLogger",
     "AgentSettings",
     "AgentState",
+    "BlockHashReader",
     "BlockRange",
     "Handler",
     "IdleHandler",
+    "ReorgHandler",
     "load_state",
     "next_range",
     "record_fields",

@@ -1,5 +1,10 @@
 """What the client and fog-node agents share: their loop over a session's chain, and the chain's clock.
 
+The loop reads block hashes (:func:`block_hash_reader`), so an agent whose
+handled blocks are reorganised away rewinds and handles the new ones; an agent
+that derives state from events passes ``on_reorg`` to forget what came from
+the vanished blocks.
+
 A development chain (Anvil, automining) makes a block only when a transaction
 arrives, so between transactions its latest block's timestamp stands still
 while time passes: the next block will carry the wall clock's time. Gas
@@ -16,7 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedchain.agent import Agent, AgentSettings, Handler, IdleHandler
+from web3 import Web3
+from web3.exceptions import BlockNotFound
+
+from fedchain.agent import Agent, AgentSettings, BlockHashReader, Handler, IdleHandler, ReorgHandler
 from fedchain.agent.session import ChainSession
 from fedchain.chain.contract import Contract
 from fedchain.chain.tx import Receipt
@@ -31,8 +39,13 @@ def session_agent(
     poll_interval_s: float,
     handle: Handler,
     idle: IdleHandler,
+    on_reorg: ReorgHandler | None = None,
 ) -> Agent:
-    """The shared agent loop over ``session``'s chain, starting at the deployment's first block."""
+    """The shared agent loop over ``session``'s chain, starting at the deployment's first block.
+
+    It follows reorganisations by the chain's block hashes; ``on_reorg`` (see
+    :data:`~fedchain.agent.ReorgHandler`) is called after each rewind.
+    """
     settings = AgentSettings(
         name=name,
         state_path=state_path,
@@ -41,7 +54,26 @@ def session_agent(
         poll_interval_s=poll_interval_s,
         owner=session.address,
     )
-    return Agent(settings, head=lambda: int(session.w3.eth.block_number), handle=handle, idle=idle)
+    return Agent(
+        settings,
+        head=lambda: int(session.w3.eth.block_number),
+        handle=handle,
+        idle=idle,
+        block_hash=block_hash_reader(session.w3),
+        on_reorg=on_reorg,
+    )
+
+
+def block_hash_reader(w3: Web3) -> BlockHashReader:
+    """``block_hash(number)`` on ``w3``'s chain, for :class:`~fedchain.agent.Agent`: ``None`` past the head."""
+
+    def block_hash(number: int) -> bytes | None:
+        try:
+            return bytes(w3.eth.get_block(number)["hash"])
+        except BlockNotFound:
+            return None
+
+    return block_hash
 
 
 def chain_now(session: ChainSession) -> int:

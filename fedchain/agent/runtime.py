@@ -7,13 +7,29 @@ An :class:`Agent` is generic. It knows nothing of contracts: it is given
   range (``w3.eth.get_logs({"fromBlock": blocks.first, "toBlock": blocks.last})``
   or the chain layer's typed event fetchers), recording what it did in ``state``;
 - optionally ``idle(state)``: called when no new confirmed block exists, for
-  work driven by the clock rather than by events (a deadline passing).
+  work driven by the clock rather than by events (a deadline passing);
+- optionally ``block_hash(number)``: the hash of the chain's block ``number``
+  (``None`` if there is none), to notice reorganisations, and
+  ``on_reorg(state, ancestor)``: forget what was derived from the blocks after
+  ``ancestor``, which were reorganised away.
 
 Each step is a transaction on the state: the handler works on a copy, and only
 when it returns is the copy, with ``last_block`` advanced, saved atomically and
 kept. A handler that raises leaves the saved state as it was, so the same range
 is handled again after a restart. Handlers must therefore be idempotent for a
 range they may see twice (only after a crash: a clean stop never repeats one).
+
+On a public chain, recent blocks are reorganised away: the chain switches to
+another branch that shares its blocks up to a common ancestor. Given
+``block_hash``, the agent remembers the hashes of the last
+:attr:`AgentSettings.reorg_depth` blocks it handled, and every step first
+checks that the last one is still the chain's. If not, it walks back to the
+newest remembered block that still is, rewinds ``last_block`` there, calls
+``on_reorg`` and saves, then handles the new branch's blocks as any others.
+Handling blocks only ``confirmations`` deep avoids most of this: a
+reorganisation shallower than ``confirmations`` never touches a handled block.
+A head below ``last_block`` whose remembered blocks are all gone is a reset
+chain (an :class:`AgentError`), not a reorganisation.
 
 SIGTERM and SIGINT stop the loop cleanly: the current step finishes and is
 saved, then :meth:`Agent.run` returns (the command exits 0). A second signal
@@ -43,6 +59,12 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OSError,)
 
 #: While waiting for new blocks, how often the loop looks whether a stop was requested (seconds).
 STOP_CHECK_INTERVAL_S = 0.05
+
+#: How many handled blocks' hashes an agent remembers by default: Ethereum finalises blocks after
+#: about 64 (two epochs), so no reorganisation of a finalising chain goes deeper.
+DEFAULT_REORG_DEPTH = 64
+#: The most hashes an agent may remember: each costs about 80 bytes of state file, written every step.
+MAX_REORG_DEPTH = 1_024
 
 
 @dataclass(frozen=True)
@@ -99,6 +121,9 @@ class AgentSettings:
     max_consecutive_failures: int = 30
     #: The account the agent signs with; a state file saved under another is refused.
     owner: str | None = None
+    #: How many of the newest handled blocks' hashes are remembered, so the deepest reorganisation the
+    #: agent can rewind to its exact common ancestor (a deeper one rewinds this many blocks and logs an error).
+    reorg_depth: int = DEFAULT_REORG_DEPTH
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -110,12 +135,19 @@ class AgentSettings:
                 f"agent {self.name!r} needs poll_interval_s > 0, max_blocks_per_step >= 1 "
                 "and max_consecutive_failures >= 1"
             )
+        if not 1 <= self.reorg_depth <= MAX_REORG_DEPTH:
+            raise ConfigError(f"agent {self.name!r} needs 1 <= reorg_depth <= {MAX_REORG_DEPTH}, got {self.reorg_depth}")
 
 
 #: ``handle(blocks, state)``: act on the events of ``blocks``, recording progress in ``state``.
 Handler = Callable[[BlockRange, AgentState], None]
 #: ``idle(state)``: clock-driven work when no new block is confirmed.
 IdleHandler = Callable[[AgentState], None]
+#: ``block_hash(number)``: the hash of the chain's block ``number``, or ``None`` if the chain has none.
+BlockHashReader = Callable[[int], bytes | None]
+#: ``on_reorg(state, ancestor)``: forget what ``state`` holds from the blocks after ``ancestor`` (reorganised away);
+#: ``state.last_block`` is already ``ancestor``, and the blocks after it are handled again next.
+ReorgHandler = Callable[[AgentState, int], None]
 
 
 class Agent:
@@ -128,6 +160,8 @@ class Agent:
         head: Callable[[], int],
         handle: Handler,
         idle: IdleHandler | None = None,
+        block_hash: BlockHashReader | None = None,
+        on_reorg: ReorgHandler | None = None,
         transient: tuple[type[BaseException], ...] = TRANSIENT_ERRORS,
     ) -> None:
         self.settings = settings
@@ -135,6 +169,8 @@ class Agent:
         self._head = head
         self._handle = handle
         self._idle = idle
+        self._block_hash = block_hash  # None: reorganisations go unnoticed (a chain that has none)
+        self._on_reorg = on_reorg
         self._transient = transient
         # A plain flag, not a threading.Event: signal handlers must not take locks the main thread may hold.
         self._stop_requested = False
@@ -169,23 +205,91 @@ class Agent:
             self._state = draft
 
     def step(self) -> BlockRange | None:
-        """Handle the next confirmed block range, or run the idle handler; returns the range handled."""
+        """Rewind past a reorganisation if there was one, then handle the next confirmed block range, or
+        run the idle handler; returns the range handled."""
         settings = self.settings
         head = self._head()
+        self._follow_reorg(head)
         if head < self._state.last_block:
-            raise AgentError(
-                f"agent {settings.name!r} has handled up to block {self._state.last_block}, "
-                f"but the chain's head is block {head}: the chain was reset or is another chain",
-                hint=f"delete {settings.state_path} if the chain was restarted, or pass the right --rpc-url",
-            )
+            raise self._reset_error(head)
         blocks = next_range(self._state.last_block, head, settings.confirmations, settings.max_blocks_per_step)
         if blocks is None:
             if self._idle is not None:
                 self._commit(self._idle)
             return None
-        self._commit(lambda state: self._handle(blocks, state), last_block=blocks.last)
+        # Read before handling: a reorganisation while the handler runs then leaves an old hash, which the
+        # next step notices; read after, a new hash could hide the old events the handler saw.
+        hashes = self._hashes_to_remember(blocks, head)
+        if hashes is None:
+            self.log.debug("the chain shrank under the step; polling again", blocks=str(blocks))
+            return None
+
+        def handle(state: AgentState) -> None:
+            self._handle(blocks, state)
+            state.remember_blocks(hashes, settings.reorg_depth)
+
+        self._commit(handle, last_block=blocks.last)
         self.log.debug("handled blocks", blocks=str(blocks), head=head)
         return blocks
+
+    def _hashes_to_remember(self, blocks: BlockRange, head: int) -> dict[int, bytes] | None:
+        """The hashes of the blocks of ``blocks`` within ``reorg_depth`` of ``head`` (its last block's at least),
+        or ``None`` if one of them is gone already.
+
+        Blocks deeper than that are not reorganised, so catching up far behind costs one read per step.
+        """
+        if self._block_hash is None:
+            return {}
+        first = min(max(blocks.first, head - self.settings.reorg_depth + 1), blocks.last)
+        hashes = {number: self._block_hash(number) for number in range(first, blocks.last + 1)}
+        known = {number: digest for number, digest in hashes.items() if digest is not None}
+        return known if len(known) == len(hashes) else None
+
+    def _follow_reorg(self, head: int) -> None:
+        """If the last handled block is no longer the chain's, rewind to the newest remembered block that is.
+
+        With no remembered block still the chain's, a head below the last handled block means a reset
+        chain (raised by :meth:`step`); otherwise the reorganisation was deeper than ``reorg_depth``,
+        and the agent rewinds that many blocks, which may not reach the fork.
+        """
+        last_block = self._state.last_block
+        remembered = self._state.remembered_blocks()
+        if self._block_hash is None or not remembered:
+            return
+        ancestor = next((number for number, digest in remembered if self._block_hash(number) == digest), None)
+        if ancestor == last_block:
+            return
+        if ancestor is not None:
+            self.log.warning(
+                "chain reorganised: handling the blocks after the common ancestor again",
+                depth=last_block - ancestor, ancestor=ancestor, vanished=str(BlockRange(ancestor + 1, last_block)),
+            )
+        elif head < last_block:
+            raise self._reset_error(head)
+        else:
+            ancestor = max(last_block - self.settings.reorg_depth, self.settings.start_block - 1)
+            self.log.error(
+                f"chain reorganised below every remembered block: rewinding {self.settings.reorg_depth} blocks, "
+                f"which may not reach the fork; delete {self.settings.state_path} to handle the chain again "
+                "from its start block",
+                remembered=len(remembered), ancestor=ancestor,
+            )
+
+        def rewind(state: AgentState) -> None:
+            state.last_block = ancestor
+            state.forget_blocks_after(ancestor)
+            if self._on_reorg is not None:
+                self._on_reorg(state, ancestor)
+
+        self._commit(rewind)
+
+    def _reset_error(self, head: int) -> AgentError:
+        """The error of a chain whose head is below the last handled block, which no reorganisation explains."""
+        return AgentError(
+            f"agent {self.settings.name!r} has handled up to block {self._state.last_block}, "
+            f"but the chain's head is block {head}: the chain was reset or is another chain",
+            hint=f"delete {self.settings.state_path} if the chain was restarted, or pass the right --rpc-url",
+        )
 
     def run(self) -> AgentState:
         """Step until stopped (signal, :meth:`stop`, or a handler setting ``state.finished``); returns the state."""

@@ -9,11 +9,16 @@ The state file is small, human-readable JSON (``jq`` works on it)::
       "finished": false,
       "jobs": {"7": {"phase": "committed", "bid_salt": "0x..."}},
       "pending_txs": {"0xab...": {"action": "reveal", "job": 7}},
-      "data": {}
+      "data": {},
+      "block_hashes": {"1233": "0x5d...", "1234": "0x2d..."}
     }
 
 ``last_block`` is the last block whose events were fully handled; a restart
-resumes at the block after it. ``jobs`` (keyed by job id as text, since JSON
+resumes at the block after it. ``block_hashes`` holds the hashes of the newest
+handled blocks (at most the agent's ``reorg_depth`` of them, keyed by block
+number as text), so that the runtime can tell whether the blocks it handled
+are still the chain's after a reorganisation; a file saved before they were
+kept loads with none. ``jobs`` (keyed by job id as text, since JSON
 keys are text), ``pending_txs`` (keyed by transaction hash) and ``data`` belong
 to the agent: the runtime only saves them. Record a transaction in
 ``pending_txs`` *before* sending it, and check its receipt on restart, so an
@@ -31,7 +36,7 @@ import fcntl
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +62,8 @@ class AgentState:
     data: dict[str, Any] = field(default_factory=dict)
     #: The account the agent signs with (checksum address); None: not recorded (a file from before it was).
     owner: str | None = None
+    #: Hashes (0x hex) of the newest handled blocks, keyed by block number as text; kept by the runtime.
+    block_hashes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """The state as indented JSON; :class:`AgentError` if the agent stored something JSON cannot hold."""
@@ -87,6 +94,8 @@ class AgentState:
             and isinstance(state.finished, bool)
             and all(isinstance(table, dict) for table in (state.jobs, state.pending_txs, state.data))
             and (state.owner is None or isinstance(state.owner, str))
+            and isinstance(state.block_hashes, dict)
+            and all(number.isdecimal() and _is_hex(digest) for number, digest in state.block_hashes.items())
         )
         if not well_typed:
             raise AgentError(f"{source} has a field of the wrong type", hint=_DAMAGED_HINT)
@@ -105,9 +114,35 @@ class AgentState:
         """Forget a pending transaction (mined or dropped); returns what was recorded, if anything."""
         return self.pending_txs.pop(_tx_key(tx_hash), None)
 
+    def remember_blocks(self, hashes: Mapping[int, bytes], keep: int) -> None:
+        """Add the hashes of handled blocks, keeping only those of the ``keep`` newest block numbers."""
+        self.block_hashes.update({str(number): "0x" + bytes(digest).hex() for number, digest in hashes.items()})
+        newest = max(map(int, self.block_hashes), default=0)
+        self.block_hashes = {number: digest for number, digest in self.block_hashes.items() if int(number) > newest - keep}
+
+    def forget_blocks_after(self, block: int) -> None:
+        """Drop the hashes of blocks after ``block`` (they were reorganised away)."""
+        self.block_hashes = {number: digest for number, digest in self.block_hashes.items() if int(number) <= block}
+
+    def remembered_blocks(self) -> list[tuple[int, bytes]]:
+        """The remembered ``(block number, hash)`` pairs, newest first."""
+        pairs = [(int(number), bytes.fromhex(digest.removeprefix("0x"))) for number, digest in self.block_hashes.items()]
+        return sorted(pairs, reverse=True)
+
     def copy(self) -> AgentState:
         """A deep copy (through JSON, so it also proves the state can be saved)."""
         return AgentState.from_json(self.to_json())
+
+
+def _is_hex(text: object) -> bool:
+    """Whether ``text`` is 0x-prefixed hexadecimal text."""
+    if not isinstance(text, str) or not text.startswith("0x"):
+        return False
+    try:
+        bytes.fromhex(text[2:])
+    except ValueError:
+        return False
+    return True
 
 
 def _tx_key(tx_hash: str | bytes) -> str:

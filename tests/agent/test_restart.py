@@ -10,33 +10,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from web3 import Web3
-
 from fedchain.agent import AgentState
 from fedchain.chain.node import AnvilNode
+from tests.agent.toychain import deploy_emitter, emit
 
 AGENT = Path(__file__).with_name("journal_agent.py")
-
-# A contract that emits LOG1 with the first calldata word as its topic, assembled by hand:
-#   runtime  PUSH1 0; CALLDATALOAD; PUSH1 0; PUSH1 0; LOG1; STOP     (LOG1(offset 0, size 0, topic))
-#   init     PUSH1 9; PUSH1 12; PUSH1 0; CODECOPY; PUSH1 9; PUSH1 0; RETURN   (copy the 9 runtime bytes at 12)
-EMITTER_RUNTIME = "60003560006000a100"
-EMITTER_INIT = "6009600c60003960096000f3" + EMITTER_RUNTIME
-
-
-def deploy_emitter(w3: Web3) -> str:
-    sender = w3.eth.accounts[0]
-    receipt = w3.eth.wait_for_transaction_receipt(w3.eth.send_transaction({"from": sender, "data": "0x" + EMITTER_INIT}))
-    assert w3.eth.get_code(receipt["contractAddress"]).hex() == EMITTER_RUNTIME
-    return receipt["contractAddress"]
-
-
-def emit(w3: Web3, emitter: str, *topics: int) -> None:
-    """Emit one event per topic, each in a block of its own (Anvil mines one block per transaction)."""
-    for topic in topics:
-        data = "0x" + topic.to_bytes(32, "big").hex()
-        w3.eth.wait_for_transaction_receipt(w3.eth.send_transaction({"from": w3.eth.accounts[0], "to": emitter, "data": data}))
-
 
 def start_agent(node: AnvilNode, state: Path, journal: Path, step_delay: float) -> subprocess.Popen[str]:
     command = [sys.executable, str(AGENT), "--rpc-url", node.rpc_url, "--state", str(state), "--journal", str(journal)]

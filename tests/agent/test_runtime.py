@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 from web3 import Web3
 
 from fedchain.agent import Agent, AgentSettings, AgentState, BlockRange, next_range, save_state
 from fedchain.errors import AgentError, ConfigError
-
-
-def mine(w3: Web3, blocks: int) -> None:
-    """Mine ``blocks`` empty blocks on Anvil."""
-    w3.provider.make_request("anvil_mine", [hex(blocks)])
-
-
-def settings_for(tmp_path: Path, chain: Web3, **overrides: Any) -> AgentSettings:
-    """Settings of an agent that starts at the block after the chain's current head."""
-    values = {"name": "probe", "state_path": tmp_path / "state.json", "start_block": chain.eth.block_number + 1,
-              "poll_interval_s": 0.01} | overrides
-    return AgentSettings(**values)
+from tests.agent.toychain import mine, settings_for
 
 
 def saved(settings: AgentSettings) -> AgentState:

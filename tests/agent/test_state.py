@@ -58,8 +58,14 @@ def test_a_state_file_of_another_agent_is_refused(tmp_path: Path) -> None:
         '{"version": 1, "agent": "fog-1", "last_block": "1"}',
         '{"version": 1, "agent": "fog-1", "last_block": 1, "jobs": []}',
         '{"version": 1, "agent": "fog-1", "last_block": 1, "surprise": 1}',
+        '{"version": 1, "agent": "fog-1", "last_block": 1, "block_hashes": {"latest": "0xab"}}',
+        '{"version": 1, "agent": "fog-1", "last_block": 1, "block_hashes": {"1": "abcd"}}',
+        '{"version": 1, "agent": "fog-1", "last_block": 1, "block_hashes": {"1": "0xnothex"}}',
     ],
-    ids=["truncated", "not-an-object", "other-version", "block-as-text", "jobs-as-list", "unknown-field"],
+    ids=[
+        "truncated", "not-an-object", "other-version", "block-as-text", "jobs-as-list", "unknown-field",
+        "hash-of-no-number", "hash-without-0x", "hash-not-hex",
+    ],
 )
 def test_a_damaged_state_file_is_refused_with_a_way_out(tmp_path: Path, text: str) -> None:
     path = tmp_path / "state.json"
@@ -103,6 +109,27 @@ def test_a_writer_killed_before_the_rename_leaves_the_old_state(tmp_path: Path) 
 
     assert result.returncode == 137, result.stderr.decode()
     assert load_state(path, agent="fog-1", start_block=0) == a_busy_state()
+
+
+def test_a_state_remembers_the_hashes_of_its_newest_blocks_only_and_forgets_reorganised_ones() -> None:
+    state = AgentState(agent="fog-1", last_block=12)
+    state.remember_blocks({10: b"\x0a", 11: b"\x0b"}, keep=3)
+
+    state.remember_blocks({12: b"\x0c", 13: b"\x0d"}, keep=3)
+
+    assert state.block_hashes == {"11": "0x0b", "12": "0x0c", "13": "0x0d"}
+    assert state.remembered_blocks() == [(13, b"\x0d"), (12, b"\x0c"), (11, b"\x0b")]
+    state.forget_blocks_after(11)
+    assert state.remembered_blocks() == [(11, b"\x0b")]
+
+
+def test_a_state_file_from_before_block_hashes_were_kept_loads_with_none(tmp_path: Path) -> None:
+    path = tmp_path / "fog.json"
+    path.write_text('{"version": 1, "agent": "fog-1", "last_block": 41, "jobs": {"7": {"phase": "bid"}}}')
+
+    state = load_state(path, agent="fog-1", start_block=0)
+
+    assert (state.last_block, state.jobs, state.block_hashes) == (41, {"7": {"phase": "bid"}}, {})
 
 
 def test_a_tracked_transaction_is_keyed_by_its_hex_hash_until_settled() -> None:
