@@ -253,8 +253,10 @@ class Agent:
         and the agent rewinds that many blocks, which may not reach the fork.
         """
         last_block = self._state.last_block
-        remembered = self._state.remembered_blocks()
-        if self._block_hash is None or not remembered:
+        # Only hashes up to the last handled block count: a state whose last block was moved back by hand
+        # (to handle blocks again) keeps newer ones, and its last block has no hash to check.
+        remembered = [(number, digest) for number, digest in self._state.remembered_blocks() if number <= last_block]
+        if self._block_hash is None or not remembered or remembered[0][0] != last_block:
             return
         ancestor = next((number for number, digest in remembered if self._block_hash(number) == digest), None)
         if ancestor == last_block:

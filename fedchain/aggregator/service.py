@@ -43,8 +43,8 @@ from typing import Any
 
 import torch
 
-from fedchain.agent import Agent, AgentLogger, AgentSettings, AgentState, BlockRange
-from fedchain.agent.chainloop import transact_when_due
+from fedchain.agent import AgentLogger, AgentState, BlockRange
+from fedchain.agent.chainloop import session_agent, transact_when_due
 from fedchain.agent.session import ChainSession
 from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
 from fedchain.aggregator.priors import chain_priors
@@ -147,18 +147,10 @@ class Aggregator:
         self.settings = settings
         self.device = resolve_device(settings.device)
         self.task_id = settings.task_id
-        self.agent = Agent(
-            AgentSettings(
-                name=f"aggregator-task-{settings.task_id}",
-                state_path=settings.state_path,
-                start_block=session.deployment.block_number,
-                confirmations=settings.confirmations,
-                poll_interval_s=settings.poll_interval_s,
-                owner=session.address,
-            ),
-            head=lambda: int(session.w3.eth.block_number),
-            handle=self.handle,
-            idle=self.tick,
+        self.agent = session_agent(
+            session, name=f"aggregator-task-{settings.task_id}", state_path=settings.state_path,
+            confirmations=settings.confirmations, poll_interval_s=settings.poll_interval_s,
+            handle=self.handle, idle=self.tick, on_reorg=self._on_reorg,
         )
         self.log = AgentLogger(_log, agent=self.agent.settings.name, task=settings.task_id)
         self._context: _TaskContext | None = None
@@ -205,6 +197,14 @@ class Aggregator:
                 state.data.setdefault("models", {})[str(event.round)] = to_hex(event.model_hash)
         # On a chain that makes blocks on a timer there may never be an idle poll: do the round's work here too.
         self.tick(state)
+
+    def _on_reorg(self, state: AgentState, ancestor: int) -> None:
+        """Forget what came from reorganised blocks: the posted models (read again from the chain's events
+        when needed) and the cached round inputs; the chain, read at every step, is the source of truth."""
+        state.data.pop("models", None)
+        self._active = None
+        self._scored = None
+        self.log.warning("rewound past a reorganisation; reading the task from the chain again", block=ancestor)
 
     # ------------------------------------------------------------------ one round
 

@@ -1,7 +1,9 @@
 """Faults in a running system: real processes on a real chain, one task, four faults, the money intact.
 
-One task runs once for the whole module (starting processes costs tens of
-seconds); each test states what one fault must have done. The cast:
+One task runs once per chain for the whole module (starting processes costs
+tens of seconds): on an automining chain, and on one that mines every 2 s
+like an L2, where agents share blocks and race each other; each test states
+what one fault must have done. The cast:
 
 * client-0 (32 samples): its job goes to ``fog-fast``, the only node fast enough
   for the capped time reputation; ``fog-slow`` is its revealed standby, cheaper.
@@ -39,7 +41,7 @@ import pytest
 from fedchain.audit import AuditReport, CheckName, CheckStatus
 from fedchain.chain import bindings as b
 from fedchain.chain.bindings import TaskStatus
-from fedchain.chain.node import AnvilNode
+from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.fl.reputation import WAD
 from fedchain.publisher import PublishConfig, TaskTerms
 from fedchain.store import open_store
@@ -106,8 +108,19 @@ def corrupt(store_url: str, digest: bytes) -> None:
     store.fs.pipe_file(path, store.fs.cat_file(path)[:-4] + b"\x00\x00\x00\x01")
 
 
+@pytest.fixture(scope="module", params=[None, 2], ids=["automine", "block-time-2s"])
+def chain(request: pytest.FixtureRequest) -> Iterator[AnvilNode]:
+    """The session's automining Anvil, or one of this module's that mines every 2 s like an L2."""
+    if request.param is None:
+        yield request.getfixturevalue("anvil")
+        return
+    with AnvilNode(AnvilSettings(block_time=request.param)) as node:
+        yield node
+
+
 @pytest.fixture(scope="module")
-def faulty_task(anvil: AnvilNode, data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyTask]:
+def faulty_task(chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyTask]:
+    anvil = chain
     run_dir = tmp_path_factory.mktemp("faults")
     with Supervisor() as supervisor:
         run = SystemRun(anvil.web3(), anvil.dev_account(FUNDER), anvil.rpc_url,
