@@ -79,12 +79,16 @@ def deploy_fedchain(
         raise DeploymentError(f"the compiled artifacts lack {', '.join(missing)}", hint="check contracts/ and recompile")
     first_nonce = int(w3.eth.get_transaction_count(deployer, "pending"))
     planned = planned_addresses(deployer, first_nonce)
+    # Every creation is sent before any is awaited: their addresses are known from the nonces, and the
+    # constructors only store addresses, so on a chain with a block time they all land in one block.
+    sent = []
     for offset, name in enumerate(DEPLOYMENT_ORDER):
         artifact = artifacts[name]
         contract = w3.eth.contract(abi=list(artifact.abi), bytecode=artifact.bytecode)
         args = [planned[dependency] for dependency in CONSTRUCTOR_ARGS[name]]
         tx: dict[str, Any] = {"from": deployer, "nonce": first_nonce + offset}
-        tx_hash = contract.constructor(*args).transact(tx)
+        sent.append((name, contract.constructor(*args).transact(tx)))
+    for name, tx_hash in sent:
         receipt = _wait(w3, tx_hash, confirmations)
         if receipt["status"] != 1 or to_checksum_address(receipt["contractAddress"]) != planned[name]:
             raise DeploymentError(
