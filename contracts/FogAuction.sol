@@ -25,6 +25,40 @@ contract FogAuction is IFogAuction {
     mapping(uint256 taskId => mapping(uint256 clientIndex => mapping(address bidder => bool))) private _hasBid;
     mapping(uint256 taskId => uint256 wei_) private _held;
 
+    /// @dev What a commit needs of its task's round, read once per call.
+    /// @param status the task's status
+    /// @param round the current round
+    /// @param deadline the current round's deadline, seconds
+    struct RoundClock {
+        ITaskRegistry.TaskStatus status;
+        uint16 round;
+        uint64 deadline;
+    }
+
+    /// @dev What settling any job of an ended task needs of the task, read once per call.
+    /// @param ended cancelled or abandoned: nobody is slashed at settlement
+    /// @param round the task's current (last) round
+    /// @param deposit r, wei
+    struct Settlement {
+        bool ended;
+        uint16 round;
+        uint256 deposit;
+    }
+
+    /// @dev The credits one job's settlement owes, made after the effects of every job in the call.
+    /// @param client the job's client, credited the unearned escrow and a missed winner's deposit
+    /// @param escrowRefund wei of escrow back to the client
+    /// @param forfeited wei of fog deposit to the client
+    /// @param refundTo the bidders whose deposit r goes back; the first `refunds` entries count
+    /// @param refunds how many of `refundTo` are set
+    struct Payout {
+        address client;
+        uint256 escrowRefund;
+        uint256 forfeited;
+        address[] refundTo;
+        uint256 refunds;
+    }
+
     /// @param registry the TaskRegistry
     /// @param ledger the RoundLedger (clients, their data commitments and reputations)
     /// @param treasury the Treasury
@@ -56,50 +90,45 @@ contract FogAuction is IFogAuction {
 
     /// @inheritdoc IFogAuction
     function commitBid(uint256 taskId, uint256 index, bytes32 commitment) external payable returns (uint256 bidIndex) {
-        _requireTaskStatus(taskId, ITaskRegistry.TaskStatus.Open);
-        Job storage j = _biddingJob(taskId, index);
-        if (block.timestamp > j.biddingDeadline) {
-            revert AuctionBidTooLate(taskId, index, j.biddingDeadline, uint64(block.timestamp));
+        _requireBidDeposits(taskId, 1);
+        bidIndex = _commitBid(taskId, index, commitment);
+        _takeBidDeposits(taskId);
+    }
+
+    /// @inheritdoc IFogAuction
+    function commitBids(uint256 taskId, uint256[] calldata indices, bytes32[] calldata commitments)
+        external
+        payable
+        returns (uint256[] memory bidIndices)
+    {
+        uint256 n = _batchLength(indices.length, commitments.length);
+        _requireBidDeposits(taskId, n);
+        bidIndices = new uint256[](n);
+        for (uint256 i; i < n; ++i) {
+            bidIndices[i] = _commitBid(taskId, indices[i], commitments[i]);
         }
-        uint256 deposit = _registry.params(taskId).fogDeposit;
-        if (msg.value != deposit) revert AuctionWrongValue(msg.value, deposit);
-        if (_hasBid[taskId][index][msg.sender]) revert AuctionAlreadyBid(taskId, index, msg.sender);
-        Bid[] storage bids_ = _bids[taskId][index];
-        bidIndex = bids_.length;
-        if (bidIndex >= MAX_BIDS) revert AuctionTooManyBids(taskId, index, MAX_BIDS);
-        bids_.push(Bid({bidder: msg.sender, commitment: commitment, frequency: 0, price: 0, revealed: false, settled: false}));
-        _hasBid[taskId][index][msg.sender] = true;
-        _held[taskId] += msg.value;
-        emit BidCommitted(taskId, index, msg.sender, bidIndex, commitment);
-        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+        _takeBidDeposits(taskId);
     }
 
     /// @inheritdoc IFogAuction
     function revealBid(uint256 taskId, uint256 index, uint64 frequency, uint96 price, bytes32 salt) external {
-        Job storage j = _biddingJob(taskId, index);
-        uint64 now_ = uint64(block.timestamp);
-        if (now_ <= j.biddingDeadline || now_ > j.revealDeadline) {
-            revert AuctionNotRevealPhase(taskId, index, j.biddingDeadline, j.revealDeadline, now_);
-        }
-        Bid[] storage bids_ = _bids[taskId][index];
-        bytes32 commitment = keccak256(abi.encode(frequency, price, salt, msg.sender));
-        uint256 n = bids_.length;
-        uint256 bidIndex = n;
+        _revealBid(taskId, index, frequency, price, salt);
+    }
+
+    /// @inheritdoc IFogAuction
+    function revealBids(
+        uint256 taskId,
+        uint256[] calldata indices,
+        uint64[] calldata frequencies,
+        uint96[] calldata prices,
+        bytes32[] calldata salts
+    ) external {
+        uint256 n = _batchLength(indices.length, frequencies.length);
+        _batchLength(n, prices.length);
+        _batchLength(n, salts.length);
         for (uint256 i; i < n; ++i) {
-            if (bids_[i].bidder == msg.sender) {
-                bidIndex = i;
-                break;
-            }
+            _revealBid(taskId, indices[i], frequencies[i], prices[i], salts[i]);
         }
-        if (bidIndex == n || bids_[bidIndex].revealed || bids_[bidIndex].commitment != commitment) {
-            revert AuctionBadReveal(taskId, index, msg.sender);
-        }
-        if (frequency == 0) revert AuctionZeroFrequency(taskId, index, msg.sender);
-        Bid storage b = bids_[bidIndex];
-        b.frequency = frequency;
-        b.price = price;
-        b.revealed = true;
-        emit BidRevealed(taskId, index, msg.sender, bidIndex, frequency, price);
     }
 
     /// @inheritdoc IFogAuction
@@ -155,25 +184,20 @@ contract FogAuction is IFogAuction {
 
     /// @inheritdoc IFogAuction
     function commitUpdate(uint256 taskId, uint256 index, uint16 round, bytes32 updateHash) external {
-        Job storage j = _jobs[taskId][index];
-        if (j.status != JobStatus.Awarded) revert AuctionWrongJobStatus(taskId, index, j.status);
-        address fog = _bids[taskId][index][j.winner].bidder;
-        if (msg.sender != fog) revert AuctionNotWinner(taskId, index, msg.sender);
-        ITaskRegistry.TaskState memory s = _registry.state(taskId);
-        if (s.status != ITaskRegistry.TaskStatus.Running) revert AuctionWrongTaskStatus(taskId, s.status);
-        if (round != s.currentRound || j.paidUpTo >= round) revert AuctionWrongRound(taskId, index, round, s.currentRound);
-        if (!_ledger.isActive(taskId, index)) revert AuctionClientInactive(taskId, index);
-        uint64 deadline = s.roundStartedAt + _registry.params(taskId).roundDuration;
-        uint64 now_ = uint64(block.timestamp);
-        if (now_ > deadline) revert AuctionCommitTooLate(taskId, index, deadline, now_);
-        uint256 payment = j.winnerPrice;
-        j.paidUpTo = round;
-        j.committedAt = now_;
-        j.updateHash = updateHash;
-        j.released += payment;
-        _held[taskId] -= payment;
-        emit UpdateCommitted(taskId, index, round, fog, updateHash, now_, payment);
-        _treasury.credit(taskId, fog, payment, Reasons.FOG_PAYMENT);
+        RoundClock memory clock = _roundClock(taskId);
+        _payFog(taskId, _commitUpdate(taskId, index, round, updateHash, clock));
+    }
+
+    /// @inheritdoc IFogAuction
+    function commitUpdates(uint256 taskId, uint16 round, uint256[] calldata indices, bytes32[] calldata updateHashes) external {
+        uint256 n = _batchLength(indices.length, updateHashes.length);
+        RoundClock memory clock = _roundClock(taskId);
+        uint256 payment;
+        for (uint256 i; i < n; ++i) {
+            payment += _commitUpdate(taskId, indices[i], round, updateHashes[i], clock);
+        }
+        // Every entry was checked to be the caller's job: one credit pays them all.
+        _payFog(taskId, payment);
     }
 
     /// @inheritdoc IFogAuction
@@ -211,45 +235,25 @@ contract FogAuction is IFogAuction {
 
     /// @inheritdoc IFogAuction
     function settleJob(uint256 taskId, uint256 index) external {
-        ITaskRegistry.TaskState memory s = _registry.state(taskId);
-        // A cancelled or abandoned task slashes nobody at settlement: every deposit goes back.
-        bool ended = s.status == ITaskRegistry.TaskStatus.Cancelled || s.status == ITaskRegistry.TaskStatus.Abandoned;
-        if (!ended && s.status != ITaskRegistry.TaskStatus.Finished && s.status != ITaskRegistry.TaskStatus.Settled) {
-            revert AuctionWrongTaskStatus(taskId, s.status);
-        }
-        Job storage j = _jobs[taskId][index];
-        JobStatus status = j.status;
-        if (status == JobStatus.None || status == JobStatus.Settled) revert AuctionWrongJobStatus(taskId, index, status);
-        uint256 deposit = _registry.params(taskId).fogDeposit;
-        // A winner that still owes the last round of a finished task loses its deposit, as in reportMissedRound.
-        bool winnerMissed = status == JobStatus.Awarded && !ended && j.paidUpTo < s.currentRound && _ledger.isActive(taskId, index);
-        Bid[] storage bids_ = _bids[taskId][index];
-        uint256 n = bids_.length;
-        uint256 escrowRefund = j.escrow - j.released;
-        uint256 refunded;
-        uint256 forfeited;
-        address[] memory refundTo = new address[](n);
-        uint256 refunds;
-        j.status = JobStatus.Settled;
-        j.released = j.escrow;
+        Settlement memory t = _settlement(taskId);
+        JobStatus status = _jobs[taskId][index].status;
+        if (!_settleable(status)) revert AuctionWrongJobStatus(taskId, index, status);
+        _payOut(taskId, _settleJob(taskId, index, t), t.deposit);
+    }
+
+    /// @inheritdoc IFogAuction
+    function settleJobs(uint256 taskId, uint256[] calldata indices) external returns (uint256 settled) {
+        uint256 n = indices.length;
+        if (n == 0) revert AuctionEmptyBatch();
+        Settlement memory t = _settlement(taskId);
+        Payout[] memory payouts = new Payout[](n);
         for (uint256 i; i < n; ++i) {
-            Bid storage b = bids_[i];
-            if (b.settled) continue;
-            b.settled = true;
-            if (winnerMissed && i == j.winner) {
-                forfeited += deposit;
-            } else {
-                refundTo[refunds++] = b.bidder;
-                refunded += deposit;
-            }
+            // Settled by someone else first (or never auctioned): a lost race, not an error.
+            if (!_settleable(_jobs[taskId][indices[i]].status)) continue;
+            payouts[settled++] = _settleJob(taskId, indices[i], t);
         }
-        _held[taskId] -= escrowRefund + refunded + forfeited;
-        address client_ = _ledger.client(taskId, index).account;
-        emit JobSettled(taskId, index, escrowRefund, refunded, forfeited);
-        _treasury.credit(taskId, client_, escrowRefund, Reasons.ESCROW_REFUND);
-        _treasury.credit(taskId, client_, forfeited, Reasons.BID_FORFEIT);
-        for (uint256 i; i < refunds; ++i) {
-            _treasury.credit(taskId, refundTo[i], deposit, Reasons.BID_REFUND);
+        for (uint256 i; i < settled; ++i) {
+            _payOut(taskId, payouts[i], t.deposit);
         }
     }
 
@@ -290,6 +294,155 @@ contract FogAuction is IFogAuction {
     /// @notice The contracts this auction talks to: (TaskRegistry, RoundLedger, Treasury).
     function dependencies() external view returns (address registry, address ledger, address treasury) {
         return (address(_registry), address(_ledger), address(_treasury));
+    }
+
+    /// @dev Checks that the task takes bids and that `msg.value` is the fog deposit r of `bids` bids.
+    function _requireBidDeposits(uint256 taskId, uint256 bids) private view {
+        _requireTaskStatus(taskId, ITaskRegistry.TaskStatus.Open);
+        uint256 required = _registry.params(taskId).fogDeposit * bids;
+        if (msg.value != required) revert AuctionWrongValue(msg.value, required);
+    }
+
+    /// @dev One sealed bid of the caller for job `index`; its deposit is taken by `_takeBidDeposits`.
+    function _commitBid(uint256 taskId, uint256 index, bytes32 commitment) private returns (uint256 bidIndex) {
+        Job storage j = _biddingJob(taskId, index);
+        if (block.timestamp > j.biddingDeadline) {
+            revert AuctionBidTooLate(taskId, index, j.biddingDeadline, uint64(block.timestamp));
+        }
+        mapping(address bidder => bool) storage hasBid = _hasBid[taskId][index];
+        if (hasBid[msg.sender]) revert AuctionAlreadyBid(taskId, index, msg.sender);
+        Bid[] storage bids_ = _bids[taskId][index];
+        bidIndex = bids_.length;
+        if (bidIndex >= MAX_BIDS) revert AuctionTooManyBids(taskId, index, MAX_BIDS);
+        bids_.push(Bid({bidder: msg.sender, commitment: commitment, frequency: 0, price: 0, revealed: false, settled: false}));
+        hasBid[msg.sender] = true;
+        emit BidCommitted(taskId, index, msg.sender, bidIndex, commitment);
+    }
+
+    /// @dev Holds the call's deposits for the task: one Treasury deposit however many bids they pay for.
+    function _takeBidDeposits(uint256 taskId) private {
+        _held[taskId] += msg.value;
+        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+    }
+
+    function _revealBid(uint256 taskId, uint256 index, uint64 frequency, uint96 price, bytes32 salt) private {
+        Job storage j = _biddingJob(taskId, index);
+        uint64 now_ = uint64(block.timestamp);
+        if (now_ <= j.biddingDeadline || now_ > j.revealDeadline) {
+            revert AuctionNotRevealPhase(taskId, index, j.biddingDeadline, j.revealDeadline, now_);
+        }
+        Bid[] storage bids_ = _bids[taskId][index];
+        bytes32 commitment = keccak256(abi.encode(frequency, price, salt, msg.sender));
+        uint256 n = bids_.length;
+        uint256 bidIndex = n;
+        for (uint256 i; i < n; ++i) {
+            if (bids_[i].bidder == msg.sender) {
+                bidIndex = i;
+                break;
+            }
+        }
+        if (bidIndex == n || bids_[bidIndex].revealed || bids_[bidIndex].commitment != commitment) {
+            revert AuctionBadReveal(taskId, index, msg.sender);
+        }
+        if (frequency == 0) revert AuctionZeroFrequency(taskId, index, msg.sender);
+        Bid storage b = bids_[bidIndex];
+        b.frequency = frequency;
+        b.price = price;
+        b.revealed = true;
+        emit BidRevealed(taskId, index, msg.sender, bidIndex, frequency, price);
+    }
+
+    /// @dev The task's round as a commit sees it, read once per call however many jobs it commits.
+    function _roundClock(uint256 taskId) private view returns (RoundClock memory) {
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        return RoundClock({status: s.status, round: s.currentRound, deadline: s.roundStartedAt + _registry.params(taskId).roundDuration});
+    }
+
+    /// @dev The caller's commit of `round` for job `index`; returns the payment it earned, credited by `_payFog`.
+    function _commitUpdate(uint256 taskId, uint256 index, uint16 round, bytes32 updateHash, RoundClock memory clock)
+        private
+        returns (uint256 payment)
+    {
+        Job storage j = _jobs[taskId][index];
+        if (j.status != JobStatus.Awarded) revert AuctionWrongJobStatus(taskId, index, j.status);
+        if (msg.sender != _bids[taskId][index][j.winner].bidder) revert AuctionNotWinner(taskId, index, msg.sender);
+        if (clock.status != ITaskRegistry.TaskStatus.Running) revert AuctionWrongTaskStatus(taskId, clock.status);
+        if (round != clock.round || j.paidUpTo >= round) revert AuctionWrongRound(taskId, index, round, clock.round);
+        if (!_ledger.isActive(taskId, index)) revert AuctionClientInactive(taskId, index);
+        uint64 now_ = uint64(block.timestamp);
+        if (now_ > clock.deadline) revert AuctionCommitTooLate(taskId, index, clock.deadline, now_);
+        payment = j.winnerPrice;
+        j.paidUpTo = round;
+        j.committedAt = now_;
+        j.updateHash = updateHash;
+        j.released += payment;
+        emit UpdateCommitted(taskId, index, round, msg.sender, updateHash, now_, payment);
+    }
+
+    /// @dev Releases `payment` wei of the task's escrow to the caller, the winner of every job it committed.
+    function _payFog(uint256 taskId, uint256 payment) private {
+        _held[taskId] -= payment;
+        _treasury.credit(taskId, msg.sender, payment, Reasons.FOG_PAYMENT);
+    }
+
+    /// @dev Checks that the task ended and reads what settling any of its jobs needs.
+    function _settlement(uint256 taskId) private view returns (Settlement memory) {
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        // A cancelled or abandoned task slashes nobody at settlement: every deposit goes back.
+        bool ended = s.status == ITaskRegistry.TaskStatus.Cancelled || s.status == ITaskRegistry.TaskStatus.Abandoned;
+        if (!ended && s.status != ITaskRegistry.TaskStatus.Finished && s.status != ITaskRegistry.TaskStatus.Settled) {
+            revert AuctionWrongTaskStatus(taskId, s.status);
+        }
+        return Settlement({ended: ended, round: s.currentRound, deposit: _registry.params(taskId).fogDeposit});
+    }
+
+    /// @dev Settles job `index` (neither None nor Settled): every effect and the event; the credits it owes
+    /// come back as a Payout for `_payOut`, so that a batch makes its external calls after all its effects.
+    function _settleJob(uint256 taskId, uint256 index, Settlement memory t) private returns (Payout memory out) {
+        Job storage j = _jobs[taskId][index];
+        // A winner that still owes the last round of a finished task loses its deposit, as in reportMissedRound.
+        bool winnerMissed = j.status == JobStatus.Awarded && !t.ended && j.paidUpTo < t.round && _ledger.isActive(taskId, index);
+        Bid[] storage bids_ = _bids[taskId][index];
+        uint256 n = bids_.length;
+        out.client = _ledger.client(taskId, index).account;
+        out.escrowRefund = j.escrow - j.released;
+        out.refundTo = new address[](n);
+        j.status = JobStatus.Settled;
+        j.released = j.escrow;
+        for (uint256 i; i < n; ++i) {
+            Bid storage b = bids_[i];
+            if (b.settled) continue;
+            b.settled = true;
+            if (winnerMissed && i == j.winner) {
+                out.forfeited += t.deposit;
+            } else {
+                out.refundTo[out.refunds++] = b.bidder;
+            }
+        }
+        uint256 refunded = out.refunds * t.deposit;
+        _held[taskId] -= out.escrowRefund + refunded + out.forfeited;
+        emit JobSettled(taskId, index, out.escrowRefund, refunded, out.forfeited);
+    }
+
+    /// @dev Whether a job in `status` has anything to settle: it was auctioned and is not settled yet.
+    function _settleable(JobStatus status) private pure returns (bool) {
+        return status != JobStatus.None && status != JobStatus.Settled;
+    }
+
+    /// @dev The credits of one settled job: unearned escrow and forfeited deposits to its client, refunds to the bidders.
+    function _payOut(uint256 taskId, Payout memory out, uint256 deposit) private {
+        _treasury.credit(taskId, out.client, out.escrowRefund, Reasons.ESCROW_REFUND);
+        _treasury.credit(taskId, out.client, out.forfeited, Reasons.BID_FORFEIT);
+        for (uint256 i; i < out.refunds; ++i) {
+            _treasury.credit(taskId, out.refundTo[i], deposit, Reasons.BID_REFUND);
+        }
+    }
+
+    /// @dev The length of a batch, that of `indices`; `values` is the length of an array that must match it.
+    function _batchLength(uint256 indices, uint256 values) private pure returns (uint256) {
+        if (values != indices) revert AuctionBatchLengthMismatch(indices, values);
+        if (indices == 0) revert AuctionEmptyBatch();
+        return indices;
     }
 
     /// @dev Eq. 18: P_i(r_a, r_t_x) - price, with r_t_x the time reputation of one round of T_x = c * D / f.

@@ -113,6 +113,12 @@ interface IFogAuction {
     error AuctionClientInactive(uint256 taskId, uint256 clientIndex);
     /// @notice The winner has not missed a round (or the client is no longer active).
     error AuctionNoMissedRound(uint256 taskId, uint256 clientIndex);
+    /// @notice A batch call's arrays differ in length: every array of values needs one entry per job index.
+    /// @param indices the number of job (client) indices
+    /// @param values the length of the array of values that differs
+    error AuctionBatchLengthMismatch(uint256 indices, uint256 values);
+    /// @notice A batch call named no job.
+    error AuctionEmptyBatch();
 
     /// @notice A client opened the auction for its job.
     /// @param taskId the task
@@ -166,11 +172,36 @@ interface IFogAuction {
     /// @return bidIndex the bid's index
     function commitBid(uint256 taskId, uint256 clientIndex, bytes32 commitment) external payable returns (uint256 bidIndex);
 
+    /// @notice `commitBid` for several jobs of one task in one transaction, all or nothing: each entry is
+    /// checked and emits `BidCommitted` as `commitBid` would, and `msg.value` == r * `indices.length`
+    /// pays every deposit (one `Deposited` event of the Treasury for the total).
+    /// @param indices the jobs, one bid each (a job named twice reverts `AuctionAlreadyBid`)
+    /// @param commitments one sealed bid per job, as for `commitBid`
+    /// @return bidIndices each bid's index in its job's bids
+    function commitBids(uint256 taskId, uint256[] calldata indices, bytes32[] calldata commitments)
+        external
+        payable
+        returns (uint256[] memory bidIndices);
+
     /// @notice Reveal the caller's bid between the bidding and reveal deadlines.
     /// @param frequency f_x, cycles per second (> 0)
     /// @param price P_x, wei per round
     /// @param salt the commitment's salt
     function revealBid(uint256 taskId, uint256 clientIndex, uint64 frequency, uint96 price, bytes32 salt) external;
+
+    /// @notice `revealBid` for several jobs of one task in one transaction, all or nothing: each entry is
+    /// checked and emits `BidRevealed` as `revealBid` would. The arrays run in parallel, one entry per job.
+    /// @param indices the jobs
+    /// @param frequencies f_x per job, cycles per second (> 0)
+    /// @param prices P_x per job, wei per round
+    /// @param salts each commitment's salt
+    function revealBids(
+        uint256 taskId,
+        uint256[] calldata indices,
+        uint64[] calldata frequencies,
+        uint96[] calldata prices,
+        bytes32[] calldata salts
+    ) external;
 
     /// @notice Close the caller's auction after the reveal deadline, escrowing `msg.value` == price * N
     /// (0 when no bid was revealed). Unrevealed deposits are credited to the client.
@@ -179,12 +210,28 @@ interface IFogAuction {
     /// @notice Commit the update hash of the current round as the job's winner; on time, one round's price is released.
     function commitUpdate(uint256 taskId, uint256 clientIndex, uint16 round, bytes32 updateHash) external;
 
+    /// @notice `commitUpdate` of the same round for several jobs the caller won, in one transaction, all or
+    /// nothing: each entry is checked and emits `UpdateCommitted` as `commitUpdate` would; the payments
+    /// they release reach the caller as one `Credited` (FOG_PAYMENT) event of the Treasury for the total.
+    /// @param round the task's current round
+    /// @param indices the jobs
+    /// @param updateHashes one update hash per job
+    function commitUpdates(uint256 taskId, uint16 round, uint256[] calldata indices, bytes32[] calldata updateHashes) external;
+
     /// @notice Slash a winner that missed a round deadline and hand the job to the best eligible standby bid. Anyone.
     function reportMissedRound(uint256 taskId, uint256 clientIndex) external;
 
     /// @notice After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the fog
     /// deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. Anyone, once per job.
     function settleJob(uint256 taskId, uint256 clientIndex) external;
+
+    /// @notice `settleJob` for several jobs of one ended task in one transaction. A job that has nothing to
+    /// settle (never auctioned, or settled already, by an earlier call or an earlier entry) is skipped, not
+    /// an error: several agents may race to settle the same jobs. Reverts `AuctionWrongTaskStatus` before
+    /// the task ended, as `settleJob` does. Anyone.
+    /// @param indices the jobs
+    /// @return settled how many of them this call settled
+    function settleJobs(uint256 taskId, uint256[] calldata indices) external returns (uint256 settled);
 
     /// @notice Eq. 18 for one revealed bid: the client's utility P_i(r_a, r_t_x) - price, wei (may be negative).
     function utility(uint256 taskId, uint256 clientIndex, uint64 frequency, uint96 price) external view returns (int256);

@@ -14,6 +14,8 @@ fixed point) and records any difference in a :class:`~fedchain.audit.checks.Tall
 * payments: each round's eq. 15 payments after pro-rata scaling, the budget
   left, fog payments, the final bonuses of eq. 16, refunds and forfeits; and
   that every ``Credited`` event is one of these (and each of these has one).
+  A fog node's deposits and payments count per transaction: a batch call
+  (``commitBids``, ``commitUpdates``) moves them for all its jobs in one event.
 
 The chain's own values carry the replay on after a mismatch, so one wrong
 event gives one finding rather than a cascade. Everything here is pure: events
@@ -193,6 +195,10 @@ class _Replayer:
         self.actual_credits: list[tuple[b.Credited, str]] = []
         self.expected_deposits: Counter[tuple[str, int]] = Counter()
         self.actual_deposits: list[b.Deposited] = []
+        #: Fog deposits and fog payments by (transaction, fog): a batch call (``commitBids``,
+        #: ``commitUpdates``) moves one fog's money for all its entries in one Treasury event.
+        self.bid_deposits: Counter[tuple[str, str]] = Counter()
+        self.fog_payments: Counter[tuple[str, str]] = Counter()
         self.commits: list[CommitRecord] = []
         self.slashes: list[SlashRecord] = []
         self.rounds: list[RoundRecord] = []
@@ -461,7 +467,7 @@ class _Replayer:
         self.tally.expect(H, f"bid index for job {e.client_index}", len(job.bids), e.bid_index, e)
         job.bids.append(_Bid(e.bidder))
         self.auction_held += self.params.fog_deposit
-        self.expected_deposits[(e.bidder, self.params.fog_deposit)] += 1
+        self.bid_deposits[(e.transaction_hash, e.bidder)] += self.params.fog_deposit
 
     def on_bid_revealed(self, e: b.BidRevealed) -> None:
         job = self._job(e.client_index, e, "bidding")
@@ -514,7 +520,7 @@ class _Replayer:
         job.paid_up_to = e.round
         job.released += e.payment
         self.auction_held -= e.payment
-        self._credit(e.fog, e.payment, FOG_PAYMENT)
+        self.fog_payments[(e.transaction_hash, e.fog)] += e.payment
         self.commits.append(CommitRecord(e.client_index, e.round, e.fog, e.update_hash, e.committed_at, e.payment))
 
     def on_fog_slashed(self, e: b.FogSlashed) -> None:
@@ -621,6 +627,10 @@ class _Replayer:
     def finish(self, withdrawn: dict[str, int]) -> Replay:
         for r in self.pending_removals:
             self.tally.fail(R, f"client {r.client_index} removed outside a round post", r)
+        for (_, bidder), amount in self.bid_deposits.items():
+            self.expected_deposits[(bidder, amount)] += 1
+        for (_, fog), amount in self.fog_payments.items():
+            self._credit(fog, amount, FOG_PAYMENT)
         self._match_credits()
         self._match_deposits()
         history = self._history(withdrawn)

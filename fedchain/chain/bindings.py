@@ -195,6 +195,22 @@ class AuctionBadReveal(CustomError):
     bidder: str
 
 
+class AuctionBatchLengthMismatch(CustomError):
+    """A batch call's arrays differ in length: every array of values needs one entry per job index.
+
+    ``AuctionBatchLengthMismatch(uint256,uint256)``
+
+    - ``indices``: the number of job (client) indices
+    - ``values_``: the length of the array of values that differs
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'indices', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'values', 'type': 'uint256'}], 'name': 'AuctionBatchLengthMismatch', 'type': 'error'}
+    types = TYPES
+    hint = "A batch call's arrays differ in length: every array of values needs one entry per job index."
+    indices: int
+    values_: int
+
+
 class AuctionBidTooLate(CustomError):
     """The bid came after the bidding deadline.
 
@@ -267,6 +283,17 @@ class AuctionDataSizeMismatch(CustomError):
     task_id: int
     client_index: int
     data_size: int
+
+
+class AuctionEmptyBatch(CustomError):
+    """A batch call named no job.
+
+    ``AuctionEmptyBatch()``
+    """
+
+    abi = {'inputs': [], 'name': 'AuctionEmptyBatch', 'type': 'error'}
+    types = TYPES
+    hint = 'A batch call named no job.'
 
 
 class AuctionNoMissedRound(CustomError):
@@ -1677,15 +1704,19 @@ class FogAuction(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'bids', 'outputs': [{'components': [{'internalType': 'address', 'name': 'bidder', 'type': 'address'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'frequency', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'bool', 'name': 'revealed', 'type': 'bool'}, {'internalType': 'bool', 'name': 'settled', 'type': 'bool'}], 'internalType': 'struct IFogAuction.Bid[]', 'name': '', 'type': 'tuple[]'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'closeAuction', 'outputs': [], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}], 'name': 'commitBid', 'outputs': [{'internalType': 'uint256', 'name': 'bidIndex', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'bytes32[]', 'name': 'commitments', 'type': 'bytes32[]'}], 'name': 'commitBids', 'outputs': [{'internalType': 'uint256[]', 'name': 'bidIndices', 'type': 'uint256[]'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'commitTimes', 'outputs': [{'internalType': 'uint64[]', 'name': 'times', 'type': 'uint64[]'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}], 'name': 'commitUpdate', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'bytes32[]', 'name': 'updateHashes', 'type': 'bytes32[]'}], 'name': 'commitUpdates', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'heldFor', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'job', 'outputs': [{'components': [{'internalType': 'enum IFogAuction.JobStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'paidUpTo', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'winner', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'dataSize', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'biddingDeadline', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'revealDeadline', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'winnerPrice', 'type': 'uint96'}, {'internalType': 'uint256', 'name': 'escrow', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'released', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}], 'internalType': 'struct IFogAuction.Job', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'dataSize', 'type': 'uint64'}, {'internalType': 'bytes32', 'name': 'salt', 'type': 'bytes32'}], 'name': 'openAuction', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'reportMissedRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'frequency', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'bytes32', 'name': 'salt', 'type': 'bytes32'}], 'name': 'revealBid', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'uint64[]', 'name': 'frequencies', 'type': 'uint64[]'}, {'internalType': 'uint96[]', 'name': 'prices', 'type': 'uint96[]'}, {'internalType': 'bytes32[]', 'name': 'salts', 'type': 'bytes32[]'}], 'name': 'revealBids', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'settleJob', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}], 'name': 'settleJobs', 'outputs': [{'internalType': 'uint256', 'name': 'settled', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'frequency', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}], 'name': 'utility', 'outputs': [{'internalType': 'int256', 'name': '', 'type': 'int256'}], 'stateMutability': 'view', 'type': 'function'},
     )
     TYPES = TYPES
@@ -1737,6 +1768,18 @@ class FogAuction(Contract):
         """
         return self.transact('commitBid(uint256,uint256,bytes32)', task_id, index, commitment, value=value)
 
+    def commit_bids(self, task_id: int, indices: Sequence[int], commitments: Sequence[bytes], *, value: int = 0) -> Receipt:
+        """`commitBid` for several jobs of one task in one transaction, all or nothing: each entry is checked and emits `BidCommitted` as `commitBid` would, and `msg.value` == r * `indices.length` pays every deposit (one `Deposited` event of the Treasury for the total).
+
+        ``commitBids(uint256,uint256[],bytes32[])``
+
+        - ``task_id``
+        - ``indices``: the jobs, one bid each (a job named twice reverts `AuctionAlreadyBid`)
+        - ``commitments``: one sealed bid per job, as for `commitBid`
+        - ``value``: wei sent with the call
+        """
+        return self.transact('commitBids(uint256,uint256[],bytes32[])', task_id, indices, commitments, value=value)
+
     def commit_times(self, task_id: int, round: int, clients: int) -> tuple[int, ...]:
         """For every client of the task in join order: the block time of its job's commit for `round`, seconds, or 0 when there is none. RoundLedger reads it when a round is posted.
 
@@ -1759,6 +1802,18 @@ class FogAuction(Contract):
         - ``update_hash``
         """
         return self.transact('commitUpdate(uint256,uint256,uint16,bytes32)', task_id, index, round, update_hash)
+
+    def commit_updates(self, task_id: int, round: int, indices: Sequence[int], update_hashes: Sequence[bytes]) -> Receipt:
+        """`commitUpdate` of the same round for several jobs the caller won, in one transaction, all or nothing: each entry is checked and emits `UpdateCommitted` as `commitUpdate` would; the payments they release reach the caller as one `Credited` (FOG_PAYMENT) event of the Treasury for the total.
+
+        ``commitUpdates(uint256,uint16,uint256[],bytes32[])``
+
+        - ``task_id``
+        - ``round``: the task's current round
+        - ``indices``: the jobs
+        - ``update_hashes``: one update hash per job
+        """
+        return self.transact('commitUpdates(uint256,uint16,uint256[],bytes32[])', task_id, round, indices, update_hashes)
 
     def dependencies(self) -> tuple[str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
@@ -1820,6 +1875,19 @@ class FogAuction(Contract):
         """
         return self.transact('revealBid(uint256,uint256,uint64,uint96,bytes32)', task_id, index, frequency, price, salt)
 
+    def reveal_bids(self, task_id: int, indices: Sequence[int], frequencies: Sequence[int], prices: Sequence[int], salts: Sequence[bytes]) -> Receipt:
+        """`revealBid` for several jobs of one task in one transaction, all or nothing: each entry is checked and emits `BidRevealed` as `revealBid` would. The arrays run in parallel, one entry per job.
+
+        ``revealBids(uint256,uint256[],uint64[],uint96[],bytes32[])``
+
+        - ``task_id``
+        - ``indices``: the jobs
+        - ``frequencies``: f_x per job, cycles per second (> 0)
+        - ``prices``: P_x per job, wei per round
+        - ``salts``: each commitment's salt
+        """
+        return self.transact('revealBids(uint256,uint256[],uint64[],uint96[],bytes32[])', task_id, indices, frequencies, prices, salts)
+
     def settle_job(self, task_id: int, index: int) -> Receipt:
         """After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the fog deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. Anyone, once per job.
 
@@ -1829,6 +1897,16 @@ class FogAuction(Contract):
         - ``index``
         """
         return self.transact('settleJob(uint256,uint256)', task_id, index)
+
+    def settle_jobs(self, task_id: int, indices: Sequence[int]) -> Receipt:
+        """`settleJob` for several jobs of one ended task in one transaction. A job that has nothing to settle (never auctioned, or settled already, by an earlier call or an earlier entry) is skipped, not an error: several agents may race to settle the same jobs. Reverts `AuctionWrongTaskStatus` before the task ended, as `settleJob` does. Anyone.
+
+        ``settleJobs(uint256,uint256[])``
+
+        - ``task_id``
+        - ``indices``: the jobs
+        """
+        return self.transact('settleJobs(uint256,uint256[])', task_id, indices)
 
     def utility(self, task_id: int, index: int, frequency: int, price: int) -> int:
         """Eq. 18 for one revealed bid: the client's utility P_i(r_a, r_t_x) - price, wei (may be negative).
@@ -2248,7 +2326,7 @@ class Treasury(Contract):
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerNotAggregator, LedgerNotClient, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskAbandonTooEarly, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerNotAggregator, LedgerNotClient, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskAbandonTooEarly, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
     events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, DataCommitted, Deposited, FogSlashed, JobReassigned, JobSettled, PriorsPosted, RoundClosed, RoundPosted, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
 )
 

@@ -1,9 +1,10 @@
 """Property: random sequences of the whole flow create or lose no wei and match the Python model.
 
 A Hypothesis state machine drives one task on the real chain through joins,
-auctions (bids, reveals, non-revealers), start, fog commits, missed rounds
-(slash and re-award), round posts, cancellation, an aggregator that vanishes
-(the task abandoned after the grace period), settlement and withdrawals.
+auctions (bids, reveals, non-revealers), start, fog commits (one by one or
+batched per fog node), missed rounds (slash and re-award), round posts,
+cancellation, an aggregator that vanishes (the task abandoned after the grace
+period), settlement (of jobs one by one or batched) and withdrawals.
 A model of its own, built on :mod:`fedchain.fl.reputation`, predicts every
 account's claimable balance, the budget, each client's reputation and the
 treasury's totals; after every step the chain must agree to the wei, and the
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
+from eth_utils import keccak
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -256,8 +258,7 @@ class FlowMachine(RuleBasedStateMachine):
         for speed, delay in (("fast", 0), ("slow", 300)):
             if delay and any(p == speed for p in plan.values()):
                 self.jump(self.now() + delay)
-            for i in (i for i, p in plan.items() if p == speed):
-                self._commit(i)
+            self._commit_all([i for i, p in plan.items() if p == speed], data)
         if not self.postable():
             self.jump(self.deadline() + MARGIN + 1)
             self._now = None
@@ -297,9 +298,7 @@ class FlowMachine(RuleBasedStateMachine):
         """Some fog nodes still commit, the aggregator never posts; after the grace period a stranger abandons the task."""
         if dice != 2:  # now and then: most flows should finish
             return
-        for i in self.committable_jobs():
-            if data.draw(st.booleans()):
-                self._commit(i)
+        self._commit_all([i for i in self.committable_jobs() if data.draw(st.booleans())], data)
         grace = self.chain.view("TaskRegistry", "ABANDON_GRACE")
         self.jump(self.deadline() + grace + MARGIN)
         self.chain.send("TaskRegistry", "abandonTask", self.task, by=STRANGER)
@@ -332,8 +331,22 @@ class FlowMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def settle_job(self, data: st.DataObject) -> None:
         index = data.draw(st.sampled_from([i for i, j in self.jobs.items() if j.status != "Settled"]))
-        job = self.jobs[index]
         self.chain.send("FogAuction", "settleJob", self.task, index, by=STRANGER)
+        self._settle_job(index)
+
+    @precondition(lambda self: self.status in ("Finished", "Settled", "Cancelled", "Abandoned") and self.jobs)
+    @rule(data=st.data())
+    def settle_jobs(self, data: st.DataObject) -> None:
+        """Anyone settles several jobs in one call; those settled already (or named twice) are skipped."""
+        indices = data.draw(st.lists(st.sampled_from(sorted(self.jobs)), min_size=1, max_size=4))
+        pending = [i for i in dict.fromkeys(indices) if self.jobs[i].status != "Settled"]
+        receipt = self.chain.send("FogAuction", "settleJobs", self.task, indices, by=STRANGER)
+        assert [e.client_index for e in receipt.events_of(bindings.JobSettled)] == pending
+        for index in pending:
+            self._settle_job(index)
+
+    def _settle_job(self, index: int) -> None:
+        job = self.jobs[index]
         ended = self.status in ("Cancelled", "Abandoned")  # nobody is slashed at their settlement
         winner_missed = job.status == "Awarded" and not ended and job.paid_up_to < self.round and self.active[index]
         self.credit(self.clients[index], job.escrow - job.released)
@@ -390,10 +403,25 @@ class FlowMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ model helpers
 
-    def _commit(self, index: int) -> None:
+    def _commit_all(self, indices: list[int], data: st.DataObject) -> None:
+        """Each fog node commits its jobs among ``indices``: one by one, or in one ``commitUpdates`` if the draw says so."""
+        by_fog: dict[int, list[int]] = {}
+        for index in indices:
+            job = self.jobs[index]
+            by_fog.setdefault(job.bids[present(job.winner)].fog, []).append(index)
+        for fog, jobs in by_fog.items():
+            if len(jobs) > 1 and data.draw(st.booleans()):
+                hashes = [keccak(text=f"update-{i}-{self.round}") for i in jobs]
+                self.chain.send("FogAuction", "commitUpdates", self.task, self.round, jobs, hashes, by=fog)
+                for index in jobs:
+                    self._committed(index, fog)
+                continue
+            for index in jobs:
+                self.chain.commit_update(self.task, index, fog, self.round)
+                self._committed(index, fog)
+
+    def _committed(self, index: int, fog: int) -> None:
         job = self.jobs[index]
-        fog = job.bids[present(job.winner)].fog
-        self.chain.commit_update(self.task, index, fog, self.round)
         job.paid_up_to = self.round
         job.committed_at = self.chain.view("FogAuction", "job", self.task, index).committed_at
         job.released += job.winner_price
