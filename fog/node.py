@@ -35,7 +35,7 @@ from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
 from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
-from fedchain.chain.bindings import TaskStatus
+from fedchain.chain.bindings import JobStatus, TaskStatus
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
@@ -64,13 +64,15 @@ if TYPE_CHECKING:  # loaded on the first job won: the trainer brings the dataset
 _log = logging.getLogger(__name__)
 
 #: Phases of a job this node bid for, as kept in its state.
-OPEN, SKIPPED, MISSED, BID, REVEALED, WON, STANDBY, LOST, SLASHED = (
-    "open", "skipped", "missed", "bid", "revealed", "won", "standby", "lost", "slashed",
+OPEN, SKIPPED, MISSED, BIDDING, BID, REVEALED, WON, STANDBY, LOST, SLASHED = (
+    "open", "skipped", "missed", "bidding", "bid", "revealed", "won", "standby", "lost", "slashed",
 )
 #: Gas limit of a reveal sent without an estimate (it uses well under 100,000).
 REVEAL_GAS = 300_000
+#: Task statuses after which only settlement is left.
+ENDED_STATUSES = frozenset({TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED, TaskStatus.ABANDONED})
 #: Phases whose job still ties up the node (it may win, or trains it).
-ACTIVE_PHASES = frozenset({BID, REVEALED, WON, STANDBY})
+ACTIVE_PHASES = frozenset({BIDDING, BID, REVEALED, WON, STANDBY})
 
 
 def job_key(task_id: int, client_index: int) -> str:
@@ -103,7 +105,7 @@ class FogNode:
         self.log = AgentLogger(_log, agent=config.name)
         self.agent = session_agent(
             session, name=config.name, state_path=config.state_path, confirmations=config.confirmations,
-            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act,
+            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act, on_reorg=self._on_reorg,
         )
         self._addresses = tuple(session.deployment.addresses.values())
         self._specs: dict[int, TaskSpec] = {}
@@ -159,6 +161,7 @@ class FogNode:
         self._act(state)
 
     def _act(self, state: AgentState) -> None:
+        self._bid_due(state)
         self._reveal_due(state)
         self._fetch_due_data(state)
         self._train_due(state)
@@ -204,7 +207,6 @@ class FogNode:
             "phase": OPEN, "bid_index": None, "data_hash": None, "data_status": None,
             "from_round": 1, "committed": [], "settled": False,
         }
-        self._bid(state, key)
 
     def _on_bid_committed(self, event: b.BidCommitted, state: AgentState) -> None:
         job = state.jobs.get(job_key(event.task_id, event.client_index))
@@ -252,12 +254,60 @@ class FogNode:
     def _on_task_ended(self, event: Any, state: AgentState) -> None:
         self._task(state, event.task_id)["ended"] = True
 
+    def _on_reorg(self, state: AgentState, ancestor: int) -> None:
+        """Blocks this node acted on were reorganised away: read every unsettled job's phase from the chain
+        again, so that a bid or commit that vanished is sent again and none is sent twice."""
+        auction, registry = self.contracts.fog_auction, self.contracts.task_registry
+        for job in state.jobs.values():
+            if job["settled"]:
+                continue
+            mine = self._my_bid(job["task"], job["client"])
+            on_chain = auction.job(job["task"], job["client"])
+            if mine is None:
+                phase = OPEN if job["phase"] in (BIDDING, BID, REVEALED, WON, STANDBY) else job["phase"]
+                job.update(phase=phase, bid_index=None)
+                continue
+            index, bid = mine
+            job["bid_index"] = index
+            if on_chain.status == JobStatus.BIDDING:
+                job["phase"] = REVEALED if bid.revealed else BID
+            elif on_chain.status == JobStatus.AWARDED and on_chain.winner == index:
+                job["phase"] = WON
+                job["committed"] = [r for r in job["committed"] if r <= int(on_chain.paid_up_to)]
+            elif job["phase"] in (BIDDING, BID, REVEALED, WON):
+                job["phase"] = STANDBY if bid.revealed and not bid.settled else LOST
+            committed = bytes(self.contracts.data_handoff.data_hash(job["task"], job["client"]))
+            job["data_hash"] = None if committed == bytes(32) else to_hex(committed)
+        for task_key, task in state.data.get("tasks", {}).items():
+            task["ended"] = registry.state(int(task_key)).status in ENDED_STATUSES
+        self.log.warning("rewound past a reorganisation; jobs read again from the chain", block=ancestor)
+
     # ------------------------------------------------------------------ bidding
 
-    def _bid(self, state: AgentState, key: str) -> None:
+    def _bid_due(self, state: AgentState) -> None:
+        """Decide every open auction, and commit this node's sealed bids: one transaction per task for all its jobs."""
+        batches: dict[int, list[tuple[str, bytes]]] = {}
+        now = None
+        for key, job in state.jobs.items():
+            if job["phase"] != OPEN:
+                continue
+            commitment = self._decide(state, key)
+            if commitment is None:
+                continue
+            now = now if now is not None else self.now()
+            if now > job["bidding_deadline"]:
+                job["phase"] = MISSED
+                self.log.info("auction already past its bidding deadline; no bid", job=key)
+                continue
+            job["phase"] = BIDDING
+            batches.setdefault(job["task"], []).append((key, commitment))
+        for task_id, entries in batches.items():
+            self._commit_bids(state, task_id, entries)
+
+    def _decide(self, state: AgentState, key: str) -> bytes | None:
+        """Price the job (eq. 12 plus margin) and return the commitment to bid, or None (skipped, or bid before)."""
         job = state.jobs[key]
         task_id, index = job["task"], job["client"]
-        log = self.log.bind(job=key)
         params = self.task_params(task_id)
         decision = decide_bid(
             self.config.cost,
@@ -269,40 +319,67 @@ class FogNode:
             max_jobs=self.config.max_jobs,
             max_deposit=self.config.max_deposit,
         )
-        auction = self.contracts.fog_auction
-        salt = derive_salt(self.session.transactor.account.key, BID_SALT, auction.address, task_id, index)
+        salt = derive_salt(self.session.transactor.account.key, BID_SALT, self.contracts.fog_auction.address, task_id, index)
         commitment = bid_commitment(decision.frequency, decision.price, salt, self.address)
         job.update(frequency=decision.frequency, price=decision.price, cost=decision.cost, salt=to_hex(salt))
-        existing = self._my_bid(task_id, index)
-        if existing is not None:  # sent before a crash that lost the state: take it up again
-            job.update(phase=REVEALED if existing[1].revealed else BID, bid_index=existing[0])
-            if existing[1].commitment != commitment:
-                log.warning("the bid on chain was made with another cost model; it cannot be revealed")
-            return
+        if self._take_up_bid(key, job, commitment):
+            return None
         if not decision.bid:
             job["phase"] = SKIPPED
-            log.info("no bid", reason=decision.reason)
-            return
-        if self.now() >= job["bidding_deadline"]:
-            job["phase"] = MISSED
-            log.info("auction already past its bidding deadline; no bid")
-            return
+            self.log.info("no bid", job=key, reason=decision.reason)
+            return None
+        return commitment
+
+    def _take_up_bid(self, key: str, job: dict[str, Any], commitment: bytes | None) -> bool:
+        """Whether this node's bid for the job is on chain already (sent before a crash or a reorganisation
+        lost the state); if so the job takes it up again."""
+        existing = self._my_bid(job["task"], job["client"])
+        if existing is None:
+            return False
+        job.update(phase=REVEALED if existing[1].revealed else BID, bid_index=existing[0])
+        if commitment is not None and existing[1].commitment != commitment:
+            self.log.warning("the bid on chain was made with another cost model; it cannot be revealed", job=key)
+        return True
+
+    def _commit_bids(self, state: AgentState, task_id: int, entries: list[tuple[str, bytes]]) -> None:
+        """Commit the sealed bids of ``entries`` (job key, commitment) on one task in one transaction.
+
+        When the batch is refused (an auction closed or passed its deadline meanwhile), each bid is
+        tried on its own, so one late auction does not cost the others.
+        """
+        deposit = self.task_params(task_id).fog_deposit
+        indices = [state.jobs[key]["client"] for key, _ in entries]
         try:
-            receipt = auction.commit_bid(task_id, index, commitment, value=params.fog_deposit)
-        except (ContractRevert, InsufficientFunds) as err:  # too late, too many bids, closed meanwhile; or no funds
-            job["phase"] = MISSED
-            log.warning("bid refused", error=type(err).__name__)
+            receipt = self.contracts.fog_auction.commit_bids(
+                task_id, indices, [commitment for _, commitment in entries], value=deposit * len(entries),
+            )
+        except (ContractRevert, InsufficientFunds) as err:
+            if len(entries) == 1:
+                key = entries[0][0]
+                job = state.jobs[key]
+                if not self._take_up_bid(key, job, None):
+                    job["phase"] = MISSED  # too late, too many bids, closed meanwhile; or no funds
+                    self.log.warning("bid refused", job=key, error=type(err).__name__)
+                return
+            self.log.warning("batch of bids refused; bidding one by one", task=task_id, bids=len(entries),
+                             error=type(err).__name__)
+            for entry in entries:
+                self._commit_bids(state, task_id, [entry])
             return
-        committed = receipt.events_of(b.BidCommitted)[0]
-        job.update(phase=BID, bid_index=committed.bid_index)
-        log.info(
-            "bid committed", price=decision.price, cost=round(decision.cost), frequency=decision.frequency,
-            deposit=params.fog_deposit, tx=receipt.transaction_hash,
-        )
+        by_index = {event.client_index: event for event in receipt.events_of(b.BidCommitted)}
+        for key, _ in entries:
+            job = state.jobs[key]
+            job.update(phase=BID, bid_index=by_index[job["client"]].bid_index)
+            self.log.info(
+                "bid committed", job=key, price=job["price"], cost=round(job["cost"]), frequency=job["frequency"],
+                deposit=deposit, tx=receipt.transaction_hash,
+            )
 
     def _reveal_due(self, state: AgentState) -> None:
+        """Reveal every sealed bid whose reveal window is open: one transaction per task."""
         if self.config.never_reveal:
             return
+        batches: dict[int, list[str]] = {}
         now = None
         for key, job in state.jobs.items():
             if job["phase"] != BID:
@@ -314,25 +391,37 @@ class FogNode:
                 job["phase"] = LOST
                 self.log.warning("reveal window missed; the deposit is forfeited", job=key)
                 continue
-            try:
-                receipt = transact_when_due(
-                    self.contracts.fog_auction, "revealBid(uint256,uint256,uint64,uint96,bytes32)",
-                    job["task"], job["client"], job["frequency"], job["price"], parse_digest(job["salt"]),
-                    gas=REVEAL_GAS, too_early=(b.AuctionNotRevealPhase,),
-                )
-            except b.AuctionNotRevealPhase:
-                continue  # the chain's clock is not there yet; next poll
-            except b.AuctionBadReveal:
-                mine = self._my_bid(job["task"], job["client"])
-                job["phase"] = REVEALED if mine is not None and mine[1].revealed else LOST
-                continue
-            except ContractRevert as err:  # the chain decides: revealed after all (a resent reveal), or retry
-                mine = self._my_bid(job["task"], job["client"])
-                if mine is not None and mine[1].revealed:
-                    job["phase"] = REVEALED
-                else:
-                    self.log.warning("reveal refused; retrying", job=key, error=type(err).__name__)
-                continue
+            batches.setdefault(job["task"], []).append(key)
+        for task_id, keys in batches.items():
+            self._reveal(state, task_id, keys)
+
+    def _reveal(self, state: AgentState, task_id: int, keys: list[str]) -> None:
+        """Reveal the bids of ``keys`` on one task in one transaction; a refused batch is tried bid by bid."""
+        jobs = [state.jobs[key] for key in keys]
+        try:
+            receipt = transact_when_due(
+                self.contracts.fog_auction, "revealBids(uint256,uint256[],uint64[],uint96[],bytes32[])",
+                task_id, [job["client"] for job in jobs], [job["frequency"] for job in jobs],
+                [job["price"] for job in jobs], [parse_digest(job["salt"]) for job in jobs],
+                gas=REVEAL_GAS * len(jobs), too_early=(b.AuctionNotRevealPhase,),
+            )
+        except b.AuctionNotRevealPhase:
+            return  # the chain's clock is not there yet; next poll
+        except ContractRevert as err:  # one bad reveal fails the batch; alone, the chain decides
+            if len(keys) > 1:
+                for key in keys:
+                    self._reveal(state, task_id, [key])
+                return
+            job = jobs[0]
+            mine = self._my_bid(task_id, job["client"])
+            if mine is not None and mine[1].revealed:
+                job["phase"] = REVEALED  # revealed after all (a resent reveal)
+            elif isinstance(err, b.AuctionBadReveal):
+                job["phase"] = LOST
+            else:
+                self.log.warning("reveal refused; retrying", job=keys[0], error=type(err).__name__)
+            return
+        for key, job in zip(keys, jobs, strict=True):
             job["phase"] = REVEALED
             self.log.info("bid revealed", job=key, price=job["price"], tx=receipt.transaction_hash)
 
@@ -369,8 +458,13 @@ class FogNode:
             groups.setdefault((item.spec.model_spec(), item.spec.train_config(item.round)), []).append(item)
         for (model, train_config), jobs in groups.items():
             trained = self._train(model, train_config, jobs)
+            batches: dict[tuple[int, int], list[tuple[DueJob, bytes]]] = {}
             for item, (delta, losses) in zip(jobs, trained, strict=True):
-                self._commit(state, item, delta, losses)
+                meta = update_meta(item.spec, item.task_id, item.round, item.client_index, item.client)
+                digest = store_update(self.session.store, delta, meta, local_losses=losses)
+                batches.setdefault((item.task_id, item.round), []).append((item, digest))
+            for entries in batches.values():
+                self._commit(state, entries)
 
     def _due_jobs(self, state: AgentState) -> list[DueJob]:
         won = [(key, job) for key, job in state.jobs.items() if job["phase"] == WON and job["data_status"] == "ok"]
@@ -461,32 +555,41 @@ class FogNode:
 
         return local_losses(trainer.model, trained, (item.data.images, item.data.labels), device=trainer.device)
 
-    def _commit(
-        self, state: AgentState, item: DueJob, delta: dict[str, torch.Tensor], local_losses: torch.Tensor | None
-    ) -> None:
+    def _commit(self, state: AgentState, entries: list[tuple[DueJob, bytes]]) -> None:
+        """Commit the stored updates of ``entries`` (jobs of one task and round, with their update hashes)
+        in one transaction; a refused batch is tried job by job, so one lost job does not cost the others."""
+        task_id, round_ = entries[0][0].task_id, entries[0][0].round
+        try:
+            receipt = self.contracts.fog_auction.commit_updates(
+                task_id, round_, [item.client_index for item, _ in entries], [digest for _, digest in entries],
+            )
+        except ContractRevert as err:
+            if len(entries) > 1:
+                for entry in entries:
+                    self._commit(state, [entry])
+                return
+            self._commit_refused(state, entries[0][0], err)
+            return
+        payments = {event.client_index: event.payment for event in receipt.events_of(b.UpdateCommitted)}
+        for item, digest in entries:
+            state.jobs[item.key]["committed"].append(item.round)
+            self.log.info("update committed", job=item.key, round=item.round, update=to_hex(digest),
+                          payment=payments.get(item.client_index), tx=receipt.transaction_hash)
+        limit = self.config.stop_after_round
+        if limit is not None and round_ >= limit:
+            self.agent.stop(f"stop_after_round={limit}")
+
+    def _commit_refused(self, state: AgentState, item: DueJob, err: ContractRevert) -> None:
+        """What a refused commit of one job means for it, decided by the decoded error and the chain's state."""
         job = state.jobs[item.key]
         log = self.log.bind(job=item.key, round=item.round)
-        meta = update_meta(item.spec, item.task_id, item.round, item.client_index, item.client)
-        digest = store_update(self.session.store, delta, meta, local_losses=local_losses)
-        try:
-            receipt = self.contracts.fog_auction.commit_update(item.task_id, item.client_index, item.round, digest)
-        except b.AuctionWrongRound:
-            if int(self.contracts.fog_auction.job(item.task_id, item.client_index).paid_up_to) >= item.round:
-                job["committed"].append(item.round)
-            return
-        except (b.AuctionNotWinner, b.AuctionClientInactive, b.AuctionWrongJobStatus) as err:
+        if int(self.contracts.fog_auction.job(item.task_id, item.client_index).paid_up_to) >= item.round:
+            job["committed"].append(item.round)  # committed before (a resent commit): done
+        elif isinstance(err, (b.AuctionNotWinner, b.AuctionClientInactive, b.AuctionWrongJobStatus)):
             job["phase"] = LOST  # slashed and re-awarded, or the client was removed: no more rounds
             log.warning("commit refused; the job is over for this node", error=type(err).__name__)
-            return
-        except ContractRevert as err:  # too late (the contract slashes a missed round), or mined after the deadline
+        else:  # too late (the contract slashes a missed round), or mined after the deadline
             log.warning("commit refused", error=type(err).__name__)
-            return
-        job["committed"].append(item.round)
-        event = receipt.events_of(b.UpdateCommitted)[0]
-        log.info("update committed", update=to_hex(digest), payment=event.payment, tx=receipt.transaction_hash)
-        limit = self.config.stop_after_round
-        if limit is not None and item.round >= limit:
-            self.agent.stop(f"stop_after_round={limit}")
 
     # ------------------------------------------------------------------ settlement
 

@@ -16,6 +16,7 @@ from fedchain.chain.bindings import (
     Bid,
     ClientInfo,
     Job,
+    JobSettled,
     JobStatus,
     TaskCreated,
     TaskParams,
@@ -109,25 +110,19 @@ def settle_clients(session: ChainSession, task_id: int) -> Receipt | None:
 
 
 def settle_jobs(session: ChainSession, task_id: int, jobs: Iterable[int]) -> tuple[int, ...]:
-    """FogAuction.settleJob for each of ``jobs`` not settled yet; returns the ones this call settled.
+    """FogAuction.settleJobs over those of ``jobs`` not settled yet, in one transaction; returns the ones it settled.
 
-    Race-safe like :func:`settle_clients`: a job another account settled first is skipped.
+    Race-safe: the contract skips a job someone else settled first (in the same
+    block, on a chain with a block time), so a lost race settles nothing and is done.
     """
     auction = session.contracts.fog_auction
-    settled = []
-    for index in jobs:
-        if auction.job(task_id, index).status in (JobStatus.NONE, JobStatus.SETTLED):
-            continue
-        try:
-            receipt = auction.settle_job(task_id, index)
-        except ContractRevert:
-            if auction.job(task_id, index).status != JobStatus.SETTLED:
-                raise
-            log.info("job settled by another account first task=%d job=%d", task_id, index)
-            continue
-        settled.append(index)
-        log.info("job settled task=%d job=%d tx=%s", task_id, index, receipt.transaction_hash)
-    return tuple(settled)
+    pending = [index for index in jobs if auction.job(task_id, index).status not in (JobStatus.NONE, JobStatus.SETTLED)]
+    if not pending:
+        return ()
+    receipt = auction.settle_jobs(task_id, pending)
+    settled = tuple(event.client_index for event in receipt.events_of(JobSettled))
+    log.info("jobs settled task=%d jobs=%s tx=%s", task_id, list(settled), receipt.transaction_hash)
+    return settled
 
 
 def withdraw(session: ChainSession) -> int:
