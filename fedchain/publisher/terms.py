@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,10 @@ from fedchain.units import WAD
 
 #: Units an amount may be written in, as wei per unit.
 WEI_UNITS: dict[str, int] = {"wei": 1, "gwei": 10**9, "ether": 10**18, "eth": 10**18}
+
+#: Significant digits of the arithmetic that parses amounts: every uint256 (78 digits) exactly; Decimal's
+#: default of 28 would round a budget of 2^96 wei and let it pass as another amount.
+AMOUNT_DIGITS = 80
 
 #: Fields of :class:`TaskTerms` and :class:`PublishConfig` that are amounts of wei.
 AMOUNT_FIELDS = frozenset({"psi", "phi", "client_deposit", "fog_deposit", "budget"})
@@ -48,7 +52,8 @@ def parse_wei(value: int | str) -> int:
         unit = next((u for u in sorted(WEI_UNITS, key=len, reverse=True) if text.endswith(u)), "wei")
         number = text.removesuffix(unit).strip() if text.endswith(unit) else text
         try:
-            amount = Decimal(number) * WEI_UNITS[unit]
+            with localcontext(prec=AMOUNT_DIGITS):
+                amount = Decimal(number) * WEI_UNITS[unit]
         except InvalidOperation as err:
             raise ConfigError(
                 f"{value!r} is not an amount", hint="write wei as an integer, or a number with a unit: 0.5ether, 20gwei"
