@@ -33,6 +33,21 @@ class ConfigError(FedchainError):
     hint = "check the option against `fedchain COMMAND --help`"
 
 
+class TermOutOfRange(ConfigError):
+    """A task term or the budget is outside what the contracts can hold; refused before anything is sent."""
+
+    hint = "change the values named above: each says its largest value, its flag and its config key"
+
+
+class WindowsTooShort(ConfigError):
+    """A task's bidding, reveal or round window or its time tolerance is too short for this chain's blocks."""
+
+    hint = (
+        "lengthen the windows named above (each gives the flag and config key), or pass the --confirmations "
+        "your agents really use; configs/system/task.yaml has windows for a 12 s chain"
+    )
+
+
 class TaskSpecError(ConfigError):
     """A task spec read from the blob store is malformed or not in canonical form."""
 

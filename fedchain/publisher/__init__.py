@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "Settlement": "service",
     "TaskView": "service",
     "cancel_task": "service",
+    "check_task_windows": "service",
     "create_task": "service",
     "settle_task": "service",
     "start_task": "service",
@@ -28,6 +29,8 @@ _EXPORTS: dict[str, str] = {
     "withdraw": "service",
     "PublishConfig": "terms",
     "TaskTerms": "terms",
+    "WindowProblem": "terms",
+    "check_windows": "terms",
     "load_publish_config": "terms",
     "parse_wei": "terms",
 }
@@ -40,12 +43,20 @@ if TYPE_CHECKING:
         Settlement,
         TaskView,
         cancel_task,
+        check_task_windows,
         create_task,
         settle_task,
         start_task,
         task_view,
         withdraw,
     )
-    from fedchain.publisher.terms import PublishConfig, TaskTerms, load_publish_config, parse_wei
+    from fedchain.publisher.terms import (
+        PublishConfig,
+        TaskTerms,
+        WindowProblem,
+        check_windows,
+        load_publish_config,
+        parse_wei,
+    )
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

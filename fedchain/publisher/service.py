@@ -24,9 +24,10 @@ from fedchain.chain.bindings import (
     TaskStatus,
     TreasuryNothingToWithdraw,
 )
+from fedchain.chain.blocktime import BlockInterval, block_interval
 from fedchain.chain.tx import Receipt
 from fedchain.errors import FedchainError
-from fedchain.publisher.terms import PublishConfig
+from fedchain.publisher.terms import PublishConfig, check_windows, windows_error
 from fedchain.taskspec import TaskSpec, load_spec, put_initial_model, put_spec
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,21 @@ def create_task(session: ChainSession, config: PublishConfig) -> CreatedTask:
         event.task_id, aggregator, config.budget, dataset_id.hex(), model_id.hex(), receipt.transaction_hash,
     )
     return CreatedTask(event.task_id, dataset_id, model_id, receipt)
+
+
+def check_task_windows(session: ChainSession, config: PublishConfig) -> BlockInterval:
+    """Refuse terms whose windows are too short on the session's chain (:func:`~fedchain.publisher.terms.check_windows`).
+
+    Reads the chain's recent block interval, which it returns; raises
+    :class:`~fedchain.errors.WindowsTooShort` naming every window too short for
+    agents acting at ``config.confirmations``. Sends nothing.
+    """
+    interval = block_interval(session.w3)
+    log.info("chain makes %s (over %d gaps)", interval.describe(), interval.gaps)
+    problems = check_windows(config.terms, interval, config.confirmations)
+    if problems:
+        raise windows_error(problems, interval, config.confirmations)
+    return interval
 
 
 def start_task(session: ChainSession, task_id: int) -> Receipt:

@@ -172,3 +172,22 @@ def test_the_example_task_config_creates_its_task(
     assert (params.rounds, params.bidding_duration, params.client_deposit) == (5, 300, 10**15)
     spec = load_spec(world.publisher.store, params.dataset_id)
     assert (spec.model, spec.strategy, spec.privacy_epsilon) == ("lenet5", "fedavg", 2.0)
+
+
+def test_a_budget_or_deposit_the_contracts_cannot_hold_is_refused_before_anything_is_sent(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    registry = world.publisher.contracts.task_registry
+    tasks_before = registry.task_count()
+
+    budget = run_cli(world, PUBLISHER, "task", "create", "--budget", str(2**96), monkeypatch=monkeypatch)
+    budget_err = capsys.readouterr().err
+    deposit = run_cli(world, PUBLISHER, "task", "create", "--client-deposit", "79228162515ether", monkeypatch=monkeypatch)
+    deposit_err = capsys.readouterr().err
+
+    assert (budget, deposit) == (1, 1)
+    assert f"budget {2**96} wei: at most {2**96 - 1} wei (about 7.92e+10 ether); set --budget (budget) lower" in budget_err
+    assert "client_deposit 79228162515000000000000000000 wei: at most" in deposit_err
+    assert "--client-deposit (terms.client_deposit)" in deposit_err
+    assert registry.task_count() == tasks_before
+    assert [path for path in Path(world.store_url).rglob("*") if path.is_file()] == []  # not even the spec was written
