@@ -192,6 +192,23 @@ class ContractRevert(ChainError):
     data: bytes = b""
 
 
+class TaskNotAbandonable(ContractRevert):
+    """A task cannot be abandoned: it is not running (never started, finished, or already ended)."""
+
+    hint = "only a running task whose aggregator stopped posting rounds can be abandoned; `fedchain task show` tells its status"
+
+
+class AbandonTooEarly(TaskNotAbandonable):
+    """A running task cannot be abandoned yet: its aggregator still has time to post the current round."""
+
+    hint = "run `fedchain task abandon` again after the time given above"
+
+    def __init__(self, message: str, *, abandonable_from: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        #: The first block time, seconds, at which the task can be abandoned.
+        self.abandonable_from = abandonable_from
+
+
 class InsufficientFunds(ChainError):
     """The sending account cannot pay for a transaction (gas at the current fees plus value)."""
 

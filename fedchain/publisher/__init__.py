@@ -1,6 +1,6 @@
 """The publisher's side: task terms, creating and managing tasks on chain, and the task overview.
 
-Commands: ``fedchain task create|start|cancel|show|settle`` and ``fedchain withdraw``
+Commands: ``fedchain task create|start|cancel|abandon|show|settle`` and ``fedchain withdraw``
 (:mod:`fedchain.publisher.cli`). The functions below are what they call.
 
 Names are imported on first use, so that a command importing
@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "CreatedTask": "service",
     "Settlement": "service",
     "TaskView": "service",
+    "abandon_task": "service",
     "cancel_task": "service",
     "check_task_windows": "service",
     "create_task": "service",
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         CreatedTask,
         Settlement,
         TaskView,
+        abandon_task,
         cancel_task,
         check_task_windows,
         create_task,

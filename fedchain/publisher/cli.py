@@ -13,9 +13,11 @@ import click
 from rich.table import Table
 
 from fedchain.agent.session import session_from_options, session_options
+from fedchain.chain.bindings import TaskAbandoned
 from fedchain.console import print_table, stdout_console
 from fedchain.publisher.service import (
     TaskView,
+    abandon_task,
     cancel_task,
     check_task_windows,
     create_task,
@@ -99,6 +101,7 @@ def task() -> None:
       fedchain task show --task 1          # clients join and auction their jobs meanwhile
       fedchain task start --task 1         # round 1 begins; the aggregator runs the rounds
       fedchain task settle --task 1        # after the last round (the aggregator also does it)
+      fedchain task abandon --task 1       # anyone, once the aggregator is a day late with a round
       fedchain withdraw                    # take out refunds and forfeited deposits
     """
 
@@ -171,6 +174,23 @@ def cancel(task_id: int, **options: Any) -> None:
     """Cancel an open task; its budget is credited back to you (then `fedchain withdraw`)."""
     receipt = cancel_task(session_from_options(**options), task_id)
     click.echo(f"task {task_id} cancelled (tx {receipt.transaction_hash})")
+
+
+@task.command()
+@_task_id_option
+@session_options
+def abandon(task_id: int, **options: Any) -> None:
+    """Abandon a running task whose aggregator is a day (ABANDON_GRACE) past a round's deadline. Anyone may.
+
+    The unspent budget is credited back to the publisher; then `fedchain task
+    settle` returns the clients' deposits and earnings (no final bonus).
+    """
+    receipt = abandon_task(session_from_options(**options), task_id)
+    (event,) = receipt.events_of(TaskAbandoned)
+    click.echo(
+        f"task {task_id} abandoned at round {event.round}: {event.refund} wei refunded to the publisher "
+        f"(tx {receipt.transaction_hash}); next: fedchain task settle --task {task_id}"
+    )
 
 
 @task.command()
