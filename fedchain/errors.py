@@ -33,6 +33,21 @@ class ConfigError(FedchainError):
     hint = "check the option against `fedchain COMMAND --help`"
 
 
+class TermOutOfRange(ConfigError):
+    """A task term or the budget is outside what the contracts can hold; refused before anything is sent."""
+
+    hint = "change the values named above: each says its largest value, its flag and its config key"
+
+
+class WindowsTooShort(ConfigError):
+    """A task's bidding, reveal or round window or its time tolerance is too short for this chain's blocks."""
+
+    hint = (
+        "lengthen the windows named above (each gives the flag and config key), or pass the --confirmations "
+        "your agents really use; configs/system/task.yaml has windows for a 12 s chain"
+    )
+
+
 class TaskSpecError(ConfigError):
     """A task spec read from the blob store is malformed or not in canonical form."""
 
@@ -175,6 +190,23 @@ class ContractRevert(ChainError):
     hint = "the contract refused the call; the error's name and arguments say why"
     #: The revert data as the node returned it (selector, then the ABI-encoded arguments); empty if none.
     data: bytes = b""
+
+
+class TaskNotAbandonable(ContractRevert):
+    """A task cannot be abandoned: it is not running (never started, finished, or already ended)."""
+
+    hint = "only a running task whose aggregator stopped posting rounds can be abandoned; `fedchain task show` tells its status"
+
+
+class AbandonTooEarly(TaskNotAbandonable):
+    """A running task cannot be abandoned yet: its aggregator still has time to post the current round."""
+
+    hint = "run `fedchain task abandon` again after the time given above"
+
+    def __init__(self, message: str, *, abandonable_from: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        #: The first block time, seconds, at which the task can be abandoned.
+        self.abandonable_from = abandonable_from
 
 
 class InsufficientFunds(ChainError):

@@ -5,6 +5,7 @@ The public API, importable from here (loaded on first use, so that importing
 
 * nodes: :class:`AnvilNode`, :class:`AnvilSettings`, :class:`InProcessChain`, :func:`connect`, :func:`free_port`
 * keys: :func:`resolve_account` (``FEDCHAIN_PRIVATE_KEY`` or an encrypted keystore)
+* block clock: :func:`block_interval`, :func:`next_block_time`, :class:`BlockInterval`
 * sending: :class:`Transactor`, :class:`TxSettings`, :class:`Receipt`
 * contracts: :class:`Contract` (any ABI); typed classes in :mod:`fedchain.chain.bindings`
 * decoding: :class:`AbiRegistry`, :class:`CustomError`, :class:`ChainEvent`
@@ -20,6 +21,7 @@ from fedchain._lazy import lazy_exports
 _EXPORTS: dict[str, str] = {
     "AnvilNode": "node", "AnvilSettings": "node", "InProcessChain": "node", "connect": "node", "free_port": "node",
     "resolve_account": "keys",
+    "BlockInterval": "blocktime", "block_interval": "blocktime", "next_block_time": "blocktime",
     "Transactor": "tx", "TxSettings": "tx", "Receipt": "tx",
     "Contract": "contract",
     "AbiRegistry": "abi", "CustomError": "abi", "ChainEvent": "abi",

@@ -1,6 +1,6 @@
 """The publisher's side: task terms, creating and managing tasks on chain, and the task overview.
 
-Commands: ``fedchain task create|start|cancel|show|settle`` and ``fedchain withdraw``
+Commands: ``fedchain task create|start|cancel|abandon|show|settle`` and ``fedchain withdraw``
 (:mod:`fedchain.publisher.cli`). The functions below are what they call.
 
 Names are imported on first use, so that a command importing
@@ -20,7 +20,9 @@ _EXPORTS: dict[str, str] = {
     "CreatedTask": "service",
     "Settlement": "service",
     "TaskView": "service",
+    "abandon_task": "service",
     "cancel_task": "service",
+    "check_task_windows": "service",
     "create_task": "service",
     "settle_task": "service",
     "start_task": "service",
@@ -28,6 +30,8 @@ _EXPORTS: dict[str, str] = {
     "withdraw": "service",
     "PublishConfig": "terms",
     "TaskTerms": "terms",
+    "WindowProblem": "terms",
+    "check_windows": "terms",
     "load_publish_config": "terms",
     "parse_wei": "terms",
 }
@@ -39,13 +43,22 @@ if TYPE_CHECKING:
         CreatedTask,
         Settlement,
         TaskView,
+        abandon_task,
         cancel_task,
+        check_task_windows,
         create_task,
         settle_task,
         start_task,
         task_view,
         withdraw,
     )
-    from fedchain.publisher.terms import PublishConfig, TaskTerms, load_publish_config, parse_wei
+    from fedchain.publisher.terms import (
+        PublishConfig,
+        TaskTerms,
+        WindowProblem,
+        check_windows,
+        load_publish_config,
+        parse_wei,
+    )
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

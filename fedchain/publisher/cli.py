@@ -13,8 +13,18 @@ import click
 from rich.table import Table
 
 from fedchain.agent.session import session_from_options, session_options
+from fedchain.chain.bindings import TaskAbandoned
 from fedchain.console import print_table, stdout_console
-from fedchain.publisher.service import TaskView, cancel_task, create_task, settle_task, start_task, task_view
+from fedchain.publisher.service import (
+    TaskView,
+    abandon_task,
+    cancel_task,
+    check_task_windows,
+    create_task,
+    settle_task,
+    start_task,
+    task_view,
+)
 from fedchain.publisher.service import (
     withdraw as withdraw_balance,
 )
@@ -91,6 +101,7 @@ def task() -> None:
       fedchain task show --task 1          # clients join and auction their jobs meanwhile
       fedchain task start --task 1         # round 1 begins; the aggregator runs the rounds
       fedchain task settle --task 1        # after the last round (the aggregator also does it)
+      fedchain task abandon --task 1       # anyone, once the aggregator is a day late with a round
       fedchain withdraw                    # take out refunds and forfeited deposits
     """
 
@@ -106,24 +117,38 @@ def task() -> None:
     "--validation-size", type=click.IntRange(min=1),
     help="Samples of the test split the aggregator scores every client's model on. [default: 1000]",
 )
+@click.option(
+    "--confirmations", type=click.IntRange(min=0),
+    help="Blocks the task's fog nodes, clients and aggregator wait on top of an event before acting on it; "
+    "the windows are checked against it and the chain's block interval. [default: 0, for a local chain]",
+)
 @_field_options(TaskTerms, None, "term_")
 @_field_options(TaskSpec, SPEC_FLAGS, "spec_")
 @session_options
 def create(
-    config_path: Path | None, budget: str | None, aggregator: str | None, validation_size: int | None, **options: Any
+    config_path: Path | None, budget: str | None, aggregator: str | None, validation_size: int | None,
+    confirmations: int | None, **options: Any,
 ) -> None:
     """Create a task: write its spec and initial model to the store, escrow the budget on chain.
 
     Amounts are wei unless a unit is given (0.01ether, 20gwei); fractions
     (reputations, quality, accuracy) are plain numbers (0.1 = 10%); times are
     seconds. Prints the new task's id on stdout.
+
+    On a chain with a block clock (a testnet, an L2) the bidding, reveal and
+    round windows and the time tolerance must span enough blocks for the agents
+    to act at their confirmation depth: a window too short is refused before
+    anything is sent, with the smallest workable value for this chain.
     """
     terms = {k.removeprefix("term_"): v for k, v in options.items() if k.startswith("term_")}
     spec = {k.removeprefix("spec_"): v for k, v in options.items() if k.startswith("spec_")}
     if validation_size is not None:
         spec["validation"] = {"size": validation_size}
-    config = load_publish_config(config_path, terms=terms, spec=spec, budget=budget, aggregator=aggregator)
+    config = load_publish_config(
+        config_path, terms=terms, spec=spec, budget=budget, aggregator=aggregator, confirmations=confirmations
+    )
     session = session_from_options(**{k: options[k] for k in ("deployment_file", "rpc_url", "keystore", "store_url")})
+    check_task_windows(session, config)
     created = create_task(session, config)
     click.echo(created.task_id)
     click.echo(
@@ -149,6 +174,23 @@ def cancel(task_id: int, **options: Any) -> None:
     """Cancel an open task; its budget is credited back to you (then `fedchain withdraw`)."""
     receipt = cancel_task(session_from_options(**options), task_id)
     click.echo(f"task {task_id} cancelled (tx {receipt.transaction_hash})")
+
+
+@task.command()
+@_task_id_option
+@session_options
+def abandon(task_id: int, **options: Any) -> None:
+    """Abandon a running task whose aggregator is a day (ABANDON_GRACE) past a round's deadline. Anyone may.
+
+    The unspent budget is credited back to the publisher; then `fedchain task
+    settle` returns the clients' deposits and earnings (no final bonus).
+    """
+    receipt = abandon_task(session_from_options(**options), task_id)
+    (event,) = receipt.events_of(TaskAbandoned)
+    click.echo(
+        f"task {task_id} abandoned at round {event.round}: {event.refund} wei refunded to the publisher "
+        f"(tx {receipt.transaction_hash}); next: fedchain task settle --task {task_id}"
+    )
 
 
 @task.command()

@@ -1,4 +1,4 @@
-"""The publisher's actions on chain: create, start, cancel, settle a task, withdraw; and a task's overview.
+"""The publisher's actions on chain: create, start, cancel, abandon, settle a task, withdraw; and a task's overview.
 
 Each function takes a :class:`~fedchain.agent.session.ChainSession` and
 returns what happened; the command line (:mod:`fedchain.publisher.cli`) only
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from fedchain.agent.session import ChainSession
 from fedchain.chain.bindings import (
@@ -18,18 +19,25 @@ from fedchain.chain.bindings import (
     Job,
     JobSettled,
     JobStatus,
+    TaskAbandoned,
+    TaskAbandonTooEarly,
     TaskCreated,
     TaskParams,
     TaskState,
     TaskStatus,
+    TaskWrongStatus,
     TreasuryNothingToWithdraw,
 )
+from fedchain.chain.blocktime import BlockInterval, block_interval, next_block_time
 from fedchain.chain.tx import Receipt
-from fedchain.errors import ContractRevert, FedchainError
-from fedchain.publisher.terms import PublishConfig
+from fedchain.errors import AbandonTooEarly, ContractRevert, FedchainError, TaskNotAbandonable
+from fedchain.publisher.terms import PublishConfig, check_windows, windows_error
 from fedchain.taskspec import TaskSpec, load_spec, put_initial_model, put_spec
 
 log = logging.getLogger(__name__)
+
+#: Gas limit of an ``abandonTask`` sent after the estimate refused it on a stale latest block (it used 96,064 on Anvil).
+ABANDON_GAS = 150_000
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,21 @@ def create_task(session: ChainSession, config: PublishConfig) -> CreatedTask:
     return CreatedTask(event.task_id, dataset_id, model_id, receipt)
 
 
+def check_task_windows(session: ChainSession, config: PublishConfig) -> BlockInterval:
+    """Refuse terms whose windows are too short on the session's chain (:func:`~fedchain.publisher.terms.check_windows`).
+
+    Reads the chain's recent block interval, which it returns; raises
+    :class:`~fedchain.errors.WindowsTooShort` naming every window too short for
+    agents acting at ``config.confirmations``. Sends nothing.
+    """
+    interval = block_interval(session.w3)
+    log.info("chain makes %s (over %d gaps)", interval.describe(), interval.gaps)
+    problems = check_windows(config.terms, interval, config.confirmations)
+    if problems:
+        raise windows_error(problems, interval, config.confirmations)
+    return interval
+
+
 def start_task(session: ChainSession, task_id: int) -> Receipt:
     """Start round 1 (publisher only; the task needs at least one client)."""
     receipt = session.contracts.task_registry.start_task(task_id)
@@ -69,6 +92,62 @@ def cancel_task(session: ChainSession, task_id: int) -> Receipt:
     receipt = session.contracts.task_registry.cancel_task(task_id)
     log.info("task cancelled task=%d tx=%s", task_id, receipt.transaction_hash)
     return receipt
+
+
+def abandon_task(session: ChainSession, task_id: int) -> Receipt:
+    """Abandon a running task whose aggregator did not post the current round by its deadline plus ABANDON_GRACE.
+
+    Anyone may; the unspent budget is credited back to the publisher (the
+    receipt's TaskAbandoned event says how much). Raises
+    :class:`~fedchain.errors.AbandonTooEarly` saying from when it can be
+    abandoned, or :class:`~fedchain.errors.TaskNotAbandonable` for a task that
+    is not running.
+    """
+    registry = session.contracts.task_registry
+    try:
+        receipt = registry.abandon_task(task_id)
+    except TaskAbandonTooEarly as refused:
+        receipt = _abandon_if_due(session, task_id, refused)
+    except TaskWrongStatus as err:
+        raise TaskNotAbandonable(
+            f"task {task_id} is {err.status.name.lower()}, not running: there is no round left for its aggregator to miss"
+        ) from err
+    (event,) = receipt.events_of(TaskAbandoned)
+    log.info("task abandoned task=%d round=%d refund=%d tx=%s", task_id, event.round, event.refund, receipt.transaction_hash)
+    return receipt
+
+
+def _abandon_if_due(session: ChainSession, task_id: int, refused: TaskAbandonTooEarly) -> Receipt:
+    """Abandon a task the gas estimate found too early, if the next block will be late enough.
+
+    On an automining chain the estimate runs on the latest block, which may be
+    hours old, while the block the transaction makes carries the time now; there
+    it is sent with a fixed gas limit. Otherwise the estimate was right.
+    """
+    due = next_block_time(session.w3, block_interval(session.w3))
+    if due <= refused.abandonable_after:
+        opens = refused.abandonable_after + 1  # the contract needs a block time strictly after abandonableAfter
+        raise AbandonTooEarly(
+            f"task {task_id} cannot be abandoned before {_utc(opens)}, in {_duration(opens - due)} by the chain's clock: "
+            "its aggregator may still post the current round until a day (ABANDON_GRACE) after the round's deadline",
+            abandonable_from=opens,
+        ) from refused
+    registry = session.contracts.task_registry
+    return registry.transactor.send(registry.address, registry.encode("abandonTask(uint256)", task_id), gas=ABANDON_GAS)
+
+
+def _utc(timestamp: int) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(seconds: int) -> str:
+    """``seconds`` in words: ``1 d 2 h``, ``23 h 59 min``, ``4 min 10 s``, ``9 s``."""
+    days, rest = divmod(max(seconds, 0), 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
+    first = next((i for i, (amount, _) in enumerate(parts) if amount), len(parts) - 1)
+    return " ".join(f"{amount} {unit}" for amount, unit in parts[first:first + 2] if amount or first == len(parts) - 1)
 
 
 @dataclass(frozen=True)

@@ -11,30 +11,77 @@ the budget and the aggregator; it loads from a YAML file with flag overrides::
     budget: 1ether
     aggregator: "0x..."
     spec: {dataset: mnist, model: cnn, strategy: fedavg}
+
+Two checks keep a task the contracts would accept from failing later.
+:class:`TaskTerms` and :class:`PublishConfig` refuse a value the contracts
+cannot hold (a uint96 deposit, a budget of 2^96 wei or more, which
+``RoundLedger.postRound`` could not pay out), and :func:`check_windows` names
+every window too short for the task's agents to act in on a chain with a block
+clock: the smallest workable window of each is a named number of blocks
+(:data:`BIDDING_BLOCKS` and the others) beyond the agents' confirmation depth.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from typing import Any
 
 from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
 
-from fedchain.chain.bindings import TaskParams
+from fedchain.chain.abi import field_names
+from fedchain.chain.bindings import TaskParams, TaskRegistry
+from fedchain.chain.blocktime import BlockInterval
 from fedchain.config import from_mapping, load_yaml
-from fedchain.errors import ConfigError
+from fedchain.errors import ConfigError, TermOutOfRange, WindowsTooShort
 from fedchain.taskspec import TaskSpec
-from fedchain.units import WAD
+from fedchain.units import WAD, ether
 
 #: Units an amount may be written in, as wei per unit.
 WEI_UNITS: dict[str, int] = {"wei": 1, "gwei": 10**9, "ether": 10**18, "eth": 10**18}
 
+#: Significant digits of the arithmetic that parses amounts: every uint256 (78 digits) exactly; Decimal's
+#: default of 28 would round a budget of 2^96 wei and let it pass as another amount.
+AMOUNT_DIGITS = 80
+
 #: Fields of :class:`TaskTerms` and :class:`PublishConfig` that are amounts of wei.
 AMOUNT_FIELDS = frozenset({"psi", "phi", "client_deposit", "fog_deposit", "budget"})
+#: Fields of :class:`TaskTerms` written as fractions and sent in 1e18 fixed point.
+FRACTION_FIELDS = frozenset({"target_accuracy", "min_loss_reputation", "min_time_reputation", "min_quality", "reputation_cap"})
+
+#: The most clients a task may admit (TaskRegistry.MAX_CLIENTS).
+MAX_CLIENTS = 500
+#: The most rounds (ReputationMath.MAX_ROUNDS; also ``fedchain.fl.reputation.MAX_ROUNDS``, which this module
+#: does not import: ``fedchain.fl`` loads torch, and `task create --help` must not).
+MAX_ROUNDS = 1000
+#: The largest reputation cap, 1e18 fixed point (ReputationMath.MAX_REPUTATION_CAP; see MAX_ROUNDS).
+MAX_REPUTATION_CAP = 10 * WAD
+#: The largest budget the contracts can pay out: a client's earnings are a uint96 in RoundLedger, and
+#: ``postRound`` reverts with SafeCastOverflowedUintDowncast once they could pass it, which a budget
+#: of 2^96 wei (about 7.9e10 ether) or more allows.
+MAX_BUDGET = 2**96 - 1
+#: Limits tighter than their field's type that TaskRegistry enforces (TaskInvalidParameter), in the contract's units.
+CONTRACT_LIMITS: dict[str, int] = {"rounds": MAX_ROUNDS, "reputation_cap": MAX_REPUTATION_CAP, "max_clients": MAX_CLIENTS}
+
+#: Blocks a bidding window must span beyond the agents' confirmation depth: after the block that opens the
+#: auction has that many blocks on top, a fog node sees it; one block to send its bid (its polling, the RPC),
+#: one in which the bid is mined, and one spare for a full block or a fee that had to be raised.
+BIDDING_BLOCKS = 3
+#: Blocks a reveal window must span beyond the confirmation depth: the first block past the bidding deadline
+#: (no reveal is valid before it), the block the reveal is mined in, and a spare one; the depth lets a fog
+#: node see its reveal confirmed, or see it reorganised away and send it again, before the deadline.
+REVEAL_BLOCKS = 3
+#: Blocks a round must span, beyond the confirmation depth and the expected training time
+#: T = expected_duration / rounds: the block a fog node's commit is mined in, and a spare one. The depth is
+#: the wait before a fog node sees the round start (and the previous round's model) as final.
+ROUND_BLOCKS = 2
+#: Blocks of time tolerance: the aggregator reads each commit's block time while the commit may still be
+#: reorganised into the next block; a tolerance of one interval keeps its post valid then.
+TOLERANCE_BLOCKS = 1
 
 
 def parse_wei(value: int | str) -> int:
@@ -48,7 +95,8 @@ def parse_wei(value: int | str) -> int:
         unit = next((u for u in sorted(WEI_UNITS, key=len, reverse=True) if text.endswith(u)), "wei")
         number = text.removesuffix(unit).strip() if text.endswith(unit) else text
         try:
-            amount = Decimal(number) * WEI_UNITS[unit]
+            with localcontext(prec=AMOUNT_DIGITS):
+                amount = Decimal(number) * WEI_UNITS[unit]
         except InvalidOperation as err:
             raise ConfigError(
                 f"{value!r} is not an amount", hint="write wei as an integer, or a number with a unit: 0.5ether, 20gwei"
@@ -123,6 +171,13 @@ class TaskTerms:
             raise ConfigError(f"reputation_cap must be positive, got {self.reputation_cap}")
         if self.time_tolerance < 0:
             raise ConfigError(f"time_tolerance must be >= 0, got {self.time_tolerance}")
+        unfit = [
+            _unfit(name, value, limit)
+            for name, value, limit in _contract_values(self)
+            if not 0 <= value <= limit
+        ]
+        if unfit:
+            raise TermOutOfRange("the contracts cannot hold these terms:\n" + "\n".join(f"  - {line}" for line in unfit))
 
     def to_params(self, *, model_id: bytes, dataset_id: bytes) -> TaskParams:
         """The contract's ``TaskParams`` (fractions in 1e18 fixed point) for a spec and initial model."""
@@ -160,18 +215,61 @@ class PublishConfig:
         spec: the task spec every agent reads from the store.
         budget: wei escrowed as the reward budget.
         aggregator: the account that will post rounds (checksum address); None: the publisher itself.
+        confirmations: the depth at which the task's agents (fog nodes, clients, aggregator) act on
+            events; ``task create`` checks the windows against it (0 suits a local chain).
     """
 
     terms: TaskTerms = field(default_factory=TaskTerms)
     spec: TaskSpec = field(default_factory=TaskSpec)
     budget: int = 10**18
     aggregator: str | None = None
+    confirmations: int = 0
 
     def __post_init__(self) -> None:
         if self.budget < 1:
             raise ConfigError("the budget must be at least 1 wei", hint="pass --budget, e.g. --budget 1ether")
+        if self.budget > MAX_BUDGET:
+            raise TermOutOfRange(f"the contracts cannot hold {_unfit('budget', self.budget, MAX_BUDGET)}")
+        if isinstance(self.confirmations, bool) or not isinstance(self.confirmations, int) or self.confirmations < 0:
+            raise ConfigError(f"confirmations must be a whole number of blocks >= 0, got {self.confirmations!r}")
         if self.aggregator is not None:
             object.__setattr__(self, "aggregator", _checked_address("aggregator", self.aggregator))
+
+
+def _param_limits() -> dict[str, int]:
+    """The largest value of every unsigned field of the contract's TaskParams: its ABI type's, or a tighter contract limit."""
+    (create,) = (entry for entry in TaskRegistry.ABI if entry.get("name") == "createTask")
+    components = create["inputs"][0]["components"]
+    limits = {
+        name: 2 ** int(component["type"].removeprefix("uint")) - 1
+        for name, component in zip(field_names(components), components, strict=True)
+        if component["type"].startswith("uint")
+    }
+    return {**limits, **CONTRACT_LIMITS}
+
+
+#: The largest value the contract accepts for each unsigned TaskParams field, in its units.
+PARAM_LIMITS = _param_limits()
+
+
+def _contract_values(terms: TaskTerms) -> list[tuple[str, int, int]]:
+    """``(name, value in the contract's units, largest value the contract accepts)`` of every bounded term."""
+    params = terms.to_params(model_id=bytes(32), dataset_id=bytes(32))._asdict()
+    return [(name, params[name], PARAM_LIMITS[name]) for name in PARAM_LIMITS if name in params]
+
+
+def _unfit(name: str, value: int, limit: int) -> str:
+    """What to say of a term or budget outside ``0..limit`` (contract units), in the units a person writes."""
+    if name in AMOUNT_FIELDS:
+        shown, most = f"{value} wei", f"{limit} wei (about {float(ether(limit)):.3g} ether)"
+    elif name in FRACTION_FIELDS:
+        shown, most = f"{value / WAD:g}", f"{limit / WAD:g}"
+    else:
+        shown, most = str(value), str(limit)
+    where = "--budget (budget)" if name == "budget" else f"--{name.replace('_', '-')} (terms.{name})"
+    if value < 0:
+        return f"{name} {shown}: it must be >= 0; set {where}"
+    return f"{name} {shown}: at most {most}; set {where} lower"
 
 
 def _checked_address(name: str, value: object) -> str:
@@ -201,11 +299,12 @@ def load_publish_config(
     spec: Mapping[str, Any] | None = None,
     budget: int | str | None = None,
     aggregator: str | None = None,
+    confirmations: int | None = None,
 ) -> PublishConfig:
     """Load a :class:`PublishConfig` from an optional YAML file; non-None overrides win.
 
     The file may hold the terms at the top level or under ``terms:``, the spec
-    under ``spec:``, and ``budget`` and ``aggregator`` at the top level.
+    under ``spec:``, and ``budget``, ``aggregator`` and ``confirmations`` at the top level.
     """
     data = load_yaml(path) if path is not None else {}
     top = {f.name for f in dataclasses.fields(PublishConfig)}
@@ -228,4 +327,76 @@ def load_publish_config(
         spec=from_mapping(TaskSpec, spec_data, prefix="spec."),
         budget=parse_wei(budget if budget is not None else data.get("budget", PublishConfig.budget)),
         aggregator=aggregator if aggregator is not None else data.get("aggregator"),
+        confirmations=confirmations if confirmations is not None else data.get("confirmations", PublishConfig.confirmations),
+    )
+
+
+@dataclass(frozen=True)
+class WindowProblem:
+    """A task window too short for the agents to act in on a chain with a block clock.
+
+    Attributes:
+        name: the :class:`TaskTerms` field (``bidding_duration``, ``reveal_duration``, ``round_duration``
+            or ``time_tolerance``).
+        value: the window as set, seconds.
+        smallest: the smallest workable window on this chain at this depth, seconds.
+        blocks: the blocks of the chain in ``smallest``.
+        needs: what has to fit in the window, in words.
+        training: seconds of ``smallest`` that are not blocks: the round's expected training time.
+    """
+
+    name: str
+    value: int
+    smallest: int
+    blocks: int
+    needs: str
+    training: int = 0
+
+    def __str__(self) -> str:
+        blocks = f"{self.blocks} block{'s' if self.blocks != 1 else ''}"
+        made_of = f"{self.training} s + {blocks}" if self.training else blocks
+        return (
+            f"{self.name} {self.value} s is too short: at least {self.smallest} s ({made_of}) for {self.needs}; "
+            f"set --{self.name.replace('_', '-')} (terms.{self.name})"
+        )
+
+
+def check_windows(terms: TaskTerms, interval: BlockInterval, confirmations: int) -> list[WindowProblem]:
+    """Every window of ``terms`` shorter than its agents need on a chain making blocks every ``interval``.
+
+    ``confirmations`` is the depth at which the agents act on events. On a chain
+    that makes blocks on demand (automine) a block comes when a transaction
+    does, so no window is too short for it and nothing is returned.
+    """
+    if confirmations < 0:
+        raise ConfigError(f"confirmations must be >= 0, got {confirmations}")
+    if interval.on_demand:
+        return []
+    depth = f"{confirmations} confirmation{'s' if confirmations != 1 else ''}"
+    training = math.ceil(terms.expected_duration / terms.rounds)
+    rules = (
+        ("bidding_duration", terms.bidding_duration, confirmations + BIDDING_BLOCKS, 0,
+         f"a fog node to see the auction open at {depth} and get its bid mined"),
+        ("reveal_duration", terms.reveal_duration, confirmations + REVEAL_BLOCKS, 0,
+         f"the chain to pass the bidding deadline and a reveal to be mined and confirmed at {depth}"),
+        ("round_duration", terms.round_duration, confirmations + ROUND_BLOCKS, training,
+         f"the expected training time (expected_duration / rounds), a fog node seeing the round start at {depth} "
+         "and its commit being mined"),
+        ("time_tolerance", terms.time_tolerance, TOLERANCE_BLOCKS, 0,
+         "a commit re-mined one block later by a reorganisation to keep the round time the aggregator read"),
+    )
+    problems = []
+    for name, value, blocks, extra, needs in rules:
+        smallest = extra + math.ceil(interval.span(blocks))
+        if value < smallest:
+            problems.append(WindowProblem(name, value, smallest, blocks, needs, extra))
+    return problems
+
+
+def windows_error(problems: list[WindowProblem], interval: BlockInterval, confirmations: int) -> WindowsTooShort:
+    """The error that refuses a task for ``problems``: each window, its value and the smallest workable one."""
+    lines = "\n".join(f"  - {problem}" for problem in problems)
+    return WindowsTooShort(
+        f"the task's windows are too short for this chain ({interval.describe()}, agents acting at "
+        f"{confirmations} confirmations):\n{lines}"
     )

@@ -1,8 +1,9 @@
-"""`fedchain task create|show|start|cancel|settle` and `fedchain withdraw` against a real Anvil."""
+"""`fedchain task create|show|start|cancel|abandon|settle` and `fedchain withdraw` against a real Anvil."""
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,12 @@ from rich.console import Console
 from fedchain.chain.bindings import TaskStatus
 from fedchain.cli import main
 from fedchain.console import print_table
+from fedchain.fl.reputation import ABANDON_GRACE
 from fedchain.publisher.cli import render_task
 from fedchain.publisher.service import task_view
 from fedchain.store.digest import keccak256
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec
-from tests.aggregator.conftest import AGGREGATOR, CLIENTS, PUBLISHER, World
+from tests.aggregator.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, TERMS, World
 
 
 def key_of(world: World, account: int) -> str:
@@ -172,3 +174,64 @@ def test_the_example_task_config_creates_its_task(
     assert (params.rounds, params.bidding_duration, params.client_deposit) == (5, 300, 10**15)
     spec = load_spec(world.publisher.store, params.dataset_id)
     assert (spec.model, spec.strategy, spec.privacy_epsilon) == ("lenet5", "fedavg", 2.0)
+
+
+def test_a_budget_or_deposit_the_contracts_cannot_hold_is_refused_before_anything_is_sent(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    registry = world.publisher.contracts.task_registry
+    tasks_before = registry.task_count()
+
+    budget = run_cli(world, PUBLISHER, "task", "create", "--budget", str(2**96), monkeypatch=monkeypatch)
+    budget_err = capsys.readouterr().err
+    deposit = run_cli(world, PUBLISHER, "task", "create", "--client-deposit", "79228162515ether", monkeypatch=monkeypatch)
+    deposit_err = capsys.readouterr().err
+
+    assert (budget, deposit) == (1, 1)
+    assert f"budget {2**96} wei: at most {2**96 - 1} wei (about 7.92e+10 ether); set --budget (budget) lower" in budget_err
+    assert "client_deposit 79228162515000000000000000000 wei: at most" in deposit_err
+    assert "--client-deposit (terms.client_deposit)" in deposit_err
+    assert registry.task_count() == tasks_before
+    assert [path for path in Path(world.store_url).rglob("*") if path.is_file()] == []  # not even the spec was written
+
+
+@pytest.mark.parametrize("mine", [True, False], ids=["block-mined", "latest-block-stale"])
+def test_task_abandon_before_the_grace_says_from_when_and_after_it_refunds_the_unspent_budget(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, mine: bool
+) -> None:
+    # prepare: a running task whose aggregator never posts round 1
+    task_id = world.staffed_task({0: [(FOGS[0], 10**12)]})
+    registry = world.publisher.contracts.task_registry
+    state = registry.state(task_id)
+    opens = state.round_started_at + TERMS.round_duration + ABANDON_GRACE + 1
+
+    # execute: too early, then a day and the round later, then once more
+    early = run_cli(world, FOGS[1], "task", "abandon", "--task", str(task_id), monkeypatch=monkeypatch)
+    early_err = capsys.readouterr().err
+    if mine:
+        world.advance(opens - world.publisher.block_time())
+    else:  # as on a local chain nobody used for a day: the gas estimate runs on a day-old block and says too early
+        world.publisher.w3.provider.make_request("evm_increaseTime", [opens - world.publisher.block_time()])
+    claimable = world.publisher.contracts.treasury.claimable(world.publisher.address)
+    done = run_cli(world, FOGS[1], "task", "abandon", "--task", str(task_id), monkeypatch=monkeypatch)
+    done_out = capsys.readouterr().out
+    again = run_cli(world, FOGS[1], "task", "abandon", "--task", str(task_id), monkeypatch=monkeypatch)
+    again_err = capsys.readouterr().err
+
+    # assert: the refusal names the UTC time and how long until it; anyone may abandon then; the budget comes back
+    assert early == 1
+    opening = datetime.fromtimestamp(opens, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f"task {task_id} cannot be abandoned before {opening}, in 1 d" in early_err
+    assert done == 0
+    assert f"task {task_id} abandoned at round 1: {state.budget_left} wei refunded to the publisher" in done_out
+    assert registry.state(task_id).status == TaskStatus.ABANDONED
+    assert world.publisher.contracts.treasury.claimable(world.publisher.address) == claimable + state.budget_left
+    assert again == 1 and f"task {task_id} is abandoned, not running" in again_err
+
+
+def test_an_open_task_cannot_be_abandoned(world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    task_id = create_with_cli(world, monkeypatch, capsys)
+
+    status = run_cli(world, PUBLISHER, "task", "abandon", "--task", str(task_id), monkeypatch=monkeypatch)
+
+    assert status == 1 and f"task {task_id} is open, not running" in capsys.readouterr().err

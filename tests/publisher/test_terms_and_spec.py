@@ -32,6 +32,11 @@ def test_amounts_parse_to_exact_wei(text: int | str, wei: int) -> None:
     assert parse_wei(text) == wei
 
 
+def test_amounts_of_more_digits_than_decimals_default_precision_stay_exact() -> None:
+    assert parse_wei(str(2**96)) == 2**96
+    assert parse_wei("79228162514.264337593543950335ether") == 2**96 - 1
+
+
 @pytest.mark.parametrize("text", ["0.5wei", "-1", "lots", "1e-3gwei0"])
 def test_amounts_that_are_not_whole_wei_are_refused(text: str) -> None:
     with pytest.raises(ConfigError):
