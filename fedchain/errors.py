@@ -199,6 +199,15 @@ class FeeCapExceeded(ChainError):
         self.cap_wei = cap_wei
 
 
+class RpcUnavailable(ChainError):
+    """A JSON-RPC endpoint kept failing (refused, reset, timed out, HTTP 429 or 5xx) for the whole retry time."""
+
+    hint = (
+        "check that the node at that URL runs and is reachable (or pass another --rpc-url); "
+        "a public endpoint may be rate-limiting this key"
+    )
+
+
 class SigningKeyError(ChainError):
     """No usable signing key: none given, malformed, or a keystore that does not open."""
 
