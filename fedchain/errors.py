@@ -215,6 +215,31 @@ class InsufficientFunds(ChainError):
     hint = "fund the account (its address is in the message) or point at another key"
 
 
+class FeeCapExceeded(ChainError):
+    """The chain's base fee stayed above the operator's cap on the max fee per gas for the whole timeout."""
+
+    hint = (
+        "raise TxSettings.max_fee_per_gas_cap_wei (the operator's fee cap) above the base fee, "
+        "or retry when the chain's fees have fallen"
+    )
+
+    def __init__(self, message: str, *, base_fee_wei: int, cap_wei: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        #: The chain's base fee per gas when the transactor gave up (wei).
+        self.base_fee_wei = base_fee_wei
+        #: The cap it was held to (wei per gas).
+        self.cap_wei = cap_wei
+
+
+class RpcUnavailable(ChainError):
+    """A JSON-RPC endpoint kept failing (refused, reset, timed out, HTTP 429 or 5xx) for the whole retry time."""
+
+    hint = (
+        "check that the node at that URL runs and is reachable (or pass another --rpc-url); "
+        "a public endpoint may be rate-limiting this key"
+    )
+
+
 class SigningKeyError(ChainError):
     """No usable signing key: none given, malformed, or a keystore that does not open."""
 

@@ -48,14 +48,14 @@ from pathlib import Path
 
 from fedchain.agent.logs import AgentLogger
 from fedchain.agent.state import AgentState, exclusive, load_state, save_state
-from fedchain.errors import AgentError, ConfigError
+from fedchain.errors import AgentError, ConfigError, RpcUnavailable
 from fedchain.signals import STOP_SIGNALS, handlers_set
 
 _log = logging.getLogger(__name__)
 
 #: Errors that mean "try again later" by default: connection failures and timeouts (requests' and
-#: aiohttp's errors derive from OSError).
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OSError,)
+#: aiohttp's errors derive from OSError), and an endpoint that kept failing through the RPC retries.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OSError, RpcUnavailable)
 
 #: While waiting for new blocks, how often the loop looks whether a stop was requested (seconds).
 STOP_CHECK_INTERVAL_S = 0.05

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from eth_account.signers.local import LocalAccount
     from web3 import Web3
 
+    from fedchain.chain.rpc import RetrySettings
+
 log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -286,16 +288,25 @@ def mnemonic_account(mnemonic: str, index: int) -> LocalAccount:
     return Account.from_mnemonic(mnemonic, account_path=f"m/44'/60'/0'/0/{index}")
 
 
-def http_web3(rpc_url: str, *, timeout_s: float = RPC_TIMEOUT_S) -> Web3:
-    """A web3 client over HTTP that fails at once instead of retrying an unreachable node."""
+def http_web3(rpc_url: str, *, timeout_s: float = RPC_TIMEOUT_S, retry: RetrySettings | None = None) -> Web3:
+    """A web3 client over HTTP that retries a failing endpoint within ``retry``, then raises RpcUnavailable.
+
+    ``retry`` defaults to :class:`~fedchain.chain.rpc.RetrySettings`' defaults.
+    """
     from web3 import Web3
 
-    provider = Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout_s}, exception_retry_configuration=None)
-    return Web3(provider)
+    from fedchain.chain.rpc import RetryingHTTPProvider, RetrySettings
+
+    return Web3(RetryingHTTPProvider(rpc_url, timeout_s=timeout_s, retry=retry or RetrySettings()))
 
 
-def connect(rpc_url: str, *, chain_id: int | None = None, timeout_s: float = 10.0) -> Web3:
+def connect(
+    rpc_url: str, *, chain_id: int | None = None, timeout_s: float = 10.0, retry: RetrySettings | None = None
+) -> Web3:
     """A web3 client for the node at ``rpc_url``, checked to answer (and to serve ``chain_id`` when given).
+
+    The first contact is not retried, so that a wrong URL is reported at once;
+    the returned client retries failures within ``retry``.
 
     Raises :class:`~fedchain.errors.ChainError` for a URL that is not HTTP(S),
     a node that does not answer within ``timeout_s``, and a chain id other than
@@ -303,7 +314,9 @@ def connect(rpc_url: str, *, chain_id: int | None = None, timeout_s: float = 10.
     """
     if not rpc_url.startswith(("http://", "https://")):
         raise ChainError(f"--rpc-url {rpc_url!r} is not an HTTP(S) URL", hint="pass a URL like http://127.0.0.1:8545")
-    w3 = http_web3(rpc_url, timeout_s=timeout_s)
+    from fedchain.chain.rpc import NO_RETRY
+
+    w3 = http_web3(rpc_url, timeout_s=timeout_s, retry=NO_RETRY)
     try:
         actual = int(w3.eth.chain_id)
     except Exception as err:  # any transport failure means "unreachable"
@@ -316,4 +329,4 @@ def connect(rpc_url: str, *, chain_id: int | None = None, timeout_s: float = 10.
             f"the node at {rpc_url} serves chain id {actual}, not the expected {chain_id}",
             hint="pass the --chain-id of the network behind that URL, or the URL of the network you meant",
         )
-    return http_web3(rpc_url)  # the short timeout was for the first contact only
+    return http_web3(rpc_url, retry=retry)  # the short timeout was for the first contact only

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from operator import attrgetter
 
 import pytest
@@ -14,7 +17,11 @@ from fedchain.chain.compile import Artifact
 from fedchain.chain.contract import Contract
 from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.chain.tx import Transactor, TxSettings
-from fedchain.errors import ContractRevert, InsufficientFunds
+from fedchain.errors import ContractRevert, FeeCapExceeded, InsufficientFunds
+
+GWEI = 10**9
+#: A chain that mines on its own clock, like a public one (seconds per block).
+BLOCK_TIME_S = 1
 
 
 @pytest.fixture()
@@ -129,3 +136,168 @@ def test_confirmations_wait_for_blocks_on_top(probe_artifact: Artifact) -> None:
         receipt = transactor.deploy(probe_artifact.bytecode, (5).to_bytes(32, "big"))
 
         assert w3.eth.block_number >= receipt.block_number + 2
+
+
+# ---------------------------------------------------------------- a chain with a block time
+
+
+@pytest.fixture(scope="module")
+def timed() -> Iterator[AnvilNode]:
+    """An Anvil mining a block every BLOCK_TIME_S, whatever the transactions; tests use accounts of their own."""
+    with AnvilNode(AnvilSettings(block_time=BLOCK_TIME_S)) as node:
+        yield node
+
+
+@contextmanager
+def mining_paused(w3: Web3) -> Iterator[None]:
+    """Hold the next block until the block ends, so that what is sent inside it surely lands in one block."""
+    w3.provider.make_request("anvil_setIntervalMining", [0])
+    try:
+        yield
+    finally:
+        w3.provider.make_request("anvil_setIntervalMining", [BLOCK_TIME_S])
+
+
+def set_next_base_fee(w3: Web3, wei: int) -> None:
+    w3.provider.make_request("anvil_setNextBlockBaseFeePerGas", [hex(wei)])
+
+
+def test_transactions_submitted_back_to_back_are_in_flight_together_and_share_a_block_in_nonce_order(
+    timed: AnvilNode, probe_artifact: Artifact
+) -> None:
+    w3 = timed.web3()
+    transactor = Transactor(w3, timed.dev_account(0), AbiRegistry())
+    probe = Contract.deploy(transactor, probe_artifact.bytecode, 5, abi=probe_artifact.abi)
+
+    with mining_paused(w3):  # submit returns without a block: were it waiting, this would hang
+        pending = [transactor.submit(probe.address, probe.encode("store", 10 + i, "batch")) for i in range(5)]
+    receipts = [transactor.wait(p) for p in pending]
+
+    assert [p.nonce for p in pending] == list(range(pending[0].nonce, pending[0].nonce + 5))
+    assert len({r.block_number for r in receipts}) == 1
+    positions = [w3.eth.get_transaction(p.hash)["transactionIndex"] for p in pending]
+    assert positions == sorted(positions)
+    assert probe.call("value") == 14
+
+
+def test_a_lost_race_in_the_same_block_raises_the_contracts_custom_error(
+    timed: AnvilNode, probe_artifact: Artifact
+) -> None:
+    w3 = timed.web3()
+    winner = Transactor(w3, timed.dev_account(1), AbiRegistry(), TxSettings(priority_fee_wei=2 * GWEI))
+    loser = Transactor(w3, timed.dev_account(2), AbiRegistry(), TxSettings(priority_fee_wei=GWEI))  # mined after
+    probe = Contract.deploy(winner, probe_artifact.bytecode, 5, abi=probe_artifact.abi)
+    loser.registry.add_abi(probe_artifact.abi)
+
+    with mining_paused(w3):
+        closing = winner.submit(probe.address, probe.encode("close"))
+        # fixed gas, as an agent that estimated before the race: the store is mined and reverts there
+        storing = loser.submit(probe.address, probe.encode("store", 50, "too late"), gas=100_000)
+    closed = winner.wait(closing)
+
+    with pytest.raises(ContractRevert) as caught:
+        loser.wait(storing)
+
+    assert type(caught.value).__name__ == "ProbeClosed"  # not "the replay does not say why"
+    assert w3.eth.get_transaction_receipt(storing.hash)["blockNumber"] == closed.block_number
+
+
+def test_a_transaction_priced_below_a_risen_base_fee_is_replaced_and_mined(probe_artifact: Artifact) -> None:
+    with AnvilNode(AnvilSettings(block_time=BLOCK_TIME_S)) as node:
+        w3 = node.web3()
+        transactor = Transactor(w3, node.dev_account(0), AbiRegistry(), TxSettings(replace_after_blocks=2, timeout_s=30))
+
+        with mining_paused(w3):
+            pending = transactor.submit(node.dev_account(1).address, b"", value=1)
+            set_next_base_fee(w3, 100 * pending.fees.max_fee_per_gas)  # decays 12.5% a block: ~35 blocks to fall back
+        receipt = transactor.wait(pending)
+
+        mined = w3.eth.get_transaction(receipt.transaction_hash)
+    assert receipt.transaction_hash != pending.hash
+    assert mined["nonce"] == pending.nonce
+    assert receipt.effective_gas_price > 50 * pending.fees.max_fee_per_gas
+
+
+def test_a_base_fee_above_the_cap_at_submit_raises_fee_cap_exceeded_after_the_timeout() -> None:
+    with AnvilNode(AnvilSettings(block_time=BLOCK_TIME_S)) as node:
+        w3 = node.web3()
+        cap = GWEI
+        set_next_base_fee(w3, 100 * GWEI)
+        while w3.eth.get_block("latest")["baseFeePerGas"] <= cap:
+            pass  # the next block brings the high base fee
+        transactor = Transactor(
+            w3, node.dev_account(0), AbiRegistry(), TxSettings(max_fee_per_gas_cap_wei=cap, timeout_s=1.5)
+        )
+
+        with pytest.raises(FeeCapExceeded) as caught:
+            transactor.send(node.dev_account(1).address, b"", value=1)
+
+        assert w3.eth.get_transaction_count(transactor.address, "pending") == 0  # nothing was sent
+    error = caught.value
+    assert error.cap_wei == cap and error.base_fee_wei > cap
+    assert f"base fee is {error.base_fee_wei} wei" in str(error) and f"at {cap} wei" in str(error)
+    assert "max_fee_per_gas_cap_wei" in error.hint
+
+
+def test_a_base_fee_rising_above_the_cap_while_waiting_raises_fee_cap_exceeded() -> None:
+    with AnvilNode(AnvilSettings(block_time=BLOCK_TIME_S)) as node:
+        w3 = node.web3()
+        cap = 4 * GWEI  # above today's price (2 * 1 gwei base fee + 1 gwei tip), far below the base fee to come
+        settings = TxSettings(max_fee_per_gas_cap_wei=cap, replace_after_blocks=1, timeout_s=3)
+        transactor = Transactor(w3, node.dev_account(0), AbiRegistry(), settings)
+
+        with mining_paused(w3):
+            pending = transactor.submit(node.dev_account(1).address, b"", value=1)
+            set_next_base_fee(w3, 100 * GWEI)
+        with pytest.raises(FeeCapExceeded) as caught:
+            transactor.wait(pending)
+
+    assert pending.fees.max_fee_per_gas <= cap
+    assert caught.value.base_fee_wei > cap
+
+
+def test_a_nonce_taken_by_another_sender_of_the_same_key_is_resynchronised(anvil: AnvilNode, w3: Web3) -> None:
+    first = Transactor(w3, anvil.dev_account(15), AbiRegistry())
+    second = Transactor(w3, anvil.dev_account(15), AbiRegistry())  # same key, counter of its own
+    receiver = anvil.dev_account(16).address
+    first.send(receiver, b"", value=1)
+    second.send(receiver, b"", value=1)  # takes the nonce first's counter will offer next
+
+    receipt = first.send(receiver, b"", value=1)
+
+    nonce = w3.eth.get_transaction(receipt.transaction_hash)["nonce"]
+    assert nonce == w3.eth.get_transaction_count(first.address) - 1 == 2
+
+
+def test_threads_sharing_a_transactor_get_distinct_consecutive_nonces(anvil: AnvilNode, w3: Web3) -> None:
+    transactor = Transactor(w3, anvil.dev_account(17), AbiRegistry())
+    receiver = anvil.dev_account(16).address
+    start = w3.eth.get_transaction_count(transactor.address)
+    nonces: list[int] = []
+
+    def send_three() -> None:
+        for _ in range(3):
+            nonces.append(transactor.submit(receiver, b"", value=1).nonce)
+
+    threads = [threading.Thread(target=send_three) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(nonces) == list(range(start, start + 12))
+
+
+@pytest.mark.parametrize(
+    "field, invalid",
+    [
+        ("max_fee_per_gas_cap_wei", lambda: TxSettings(max_fee_per_gas_cap_wei=0)),
+        ("replace_after_blocks", lambda: TxSettings(replace_after_blocks=0)),
+        ("replacement_fee_bump", lambda: TxSettings(replacement_fee_bump=0.05)),  # nodes refuse bumps under 10%
+    ],
+)
+def test_settings_refuse_a_cap_replacement_delay_or_bump_nodes_would_not_honour(
+    field: str, invalid: Callable[[], TxSettings]
+) -> None:
+    with pytest.raises(ValueError, match=field):
+        invalid()
