@@ -17,7 +17,6 @@ a public chain, blocks keep coming and the estimate succeeds in the first place.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +76,9 @@ def block_hash_reader(w3: Web3) -> BlockHashReader:
 
 
 def chain_now(session: ChainSession) -> int:
-    """The time of the chain's next block: the latest block's timestamp, or the wall clock when blocks lag behind it."""
-    return max(session.block_time("latest"), int(time.time()))
+    """The time of the chain's next block (:class:`~fedchain.chain.blocktime.ChainClock`): what a transaction
+    sent now will most likely see as ``block.timestamp``, so what agents check deadlines against."""
+    return session.clock.next_block_time()
 
 
 def transact_when_due(

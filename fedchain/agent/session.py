@@ -9,7 +9,7 @@ them connect the same way.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 
 from fedchain.chain.bindings import FedChainContracts
+from fedchain.chain.blocktime import ChainClock
 from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE, Deployment, open_deployment
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
 from fedchain.chain.tx import Transactor
@@ -37,6 +38,11 @@ class ChainSession:
     transactor: Transactor
     contracts: FedChainContracts
     store: BlobStore
+    #: The chain's clock: when its next block comes (agents plan against it, not against this machine's clock).
+    clock: ChainClock = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "clock", ChainClock(self.w3))
 
     @property
     def address(self) -> str:

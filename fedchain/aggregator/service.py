@@ -35,7 +35,6 @@ state is checkpointed per round (:mod:`fedchain.aggregator.checkpoint`).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +43,7 @@ from typing import Any
 import torch
 
 from fedchain.agent import AgentLogger, AgentState, BlockRange
-from fedchain.agent.chainloop import session_agent, transact_when_due
+from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
 from fedchain.agent.session import ChainSession
 from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
 from fedchain.aggregator.priors import chain_priors
@@ -241,7 +240,7 @@ class Aggregator:
         count = len(active)
         commits = self.session.contracts.fog_auction.commit_times(self.task_id, round_number, count)
         awaited = [i for i in range(count) if active[i] and commits[i] == 0]
-        now = max(self.session.block_time(), int(time.time()))
+        now = chain_now(self.session)
         if awaited and now <= deadline:
             if self._waiting_logged != round_number:
                 self.log.info("waiting for commits", round=round_number, jobs=awaited, deadline=deadline)

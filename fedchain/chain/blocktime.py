@@ -151,3 +151,34 @@ def node_time(w3: Web3) -> float:
     except Exception as err:  # noqa: BLE001  (an endpoint without a pending block may refuse in any way)
         log.debug("no pending block: %s", err)
         return time.time()
+
+
+#: Seconds between two measurements of the block interval by a :class:`ChainClock` (a chain's pace rarely changes).
+CLOCK_REFRESH_S = 120.0
+
+
+class ChainClock:
+    """The time of a chain's next block, for agents that plan against it (is a deadline still reachable, is a
+    window open yet?) rather than against this machine's clock.
+
+    The interval is measured on first use and again every ``refresh_s`` seconds
+    (about 20 RPC calls); each :meth:`next_block_time` then costs one or two.
+    """
+
+    def __init__(self, w3: Web3, *, refresh_s: float = CLOCK_REFRESH_S) -> None:
+        self.w3 = w3
+        self.refresh_s = refresh_s
+        self._interval: BlockInterval | None = None
+        self._measured_at = 0.0
+
+    @property
+    def interval(self) -> BlockInterval:
+        """The chain's block interval, measured at most ``refresh_s`` seconds ago."""
+        if self._interval is None or time.monotonic() - self._measured_at > self.refresh_s:
+            self._interval = block_interval(self.w3)
+            self._measured_at = time.monotonic()
+        return self._interval
+
+    def next_block_time(self) -> int:
+        """The timestamp the chain's next block will most likely carry (:func:`next_block_time`)."""
+        return next_block_time(self.w3, self.interval)
