@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from fedchain.agent.session import session_from_options, session_options
-from fedchain.client.cli import SESSION_OPTIONS, merge_flags
+from fedchain.agent.session import SESSION_OPTIONS, session_from_options, session_options
+from fedchain.client.cli import merge_flags
 from fedchain.config import load_yaml
 from fedchain.trainer.config import ENGINES
 

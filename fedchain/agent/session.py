@@ -22,8 +22,8 @@ from fedchain.chain.bindings import FedChainContracts
 from fedchain.chain.blocktime import ChainClock
 from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE, Deployment, open_deployment
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
-from fedchain.chain.tx import Transactor
-from fedchain.errors import SigningKeyError
+from fedchain.chain.tx import Transactor, TxSettings
+from fedchain.errors import FedchainError, SigningKeyError
 from fedchain.store import DEFAULT_STORE_URL, BlobStore, open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -62,6 +62,7 @@ def open_session(
     keystore: Path | None = None,
     account: LocalAccount | None = None,
     read_only: bool = False,
+    tx_settings: TxSettings | None = None,
 ) -> ChainSession:
     """Connect to the deployment's chain (or ``rpc_url``), verify it, and sign as ``account`` or the configured key.
 
@@ -74,7 +75,7 @@ def open_session(
         if not read_only:
             raise SigningKeyError("no signing key: this command sends transactions")
         account = Account.create()
-    transactor = Transactor(w3, account)
+    transactor = Transactor(w3, account, settings=tx_settings or TxSettings())
     return ChainSession(
         w3=w3,
         deployment=deployment,
@@ -82,6 +83,10 @@ def open_session(
         contracts=FedChainContracts.bind(deployment, transactor),
         store=open_store(store_url),
     )
+
+
+#: The names of the values :func:`session_options` adds to a command, in :func:`session_from_options`'s order.
+SESSION_OPTIONS = ("deployment_file", "rpc_url", "keystore", "store_url", "max_fee")
 
 
 def session_options(function: F) -> F:
@@ -101,6 +106,12 @@ def session_options(function: F) -> F:
             "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True,
             help="Blob store for specs, models and updates: a folder or any fsspec URL (s3://bucket/prefix).",
         ),
+        click.option(
+            "--max-fee", "max_fee", callback=_parse_fee_cap, metavar="AMOUNT",
+            help="The most this account pays per unit of gas (EIP-1559 max fee), e.g. 50gwei. A stuck transaction "
+            "is re-sent with higher fees up to it; while the chain's base fee is above it, transactions wait, then "
+            "fail saying so.  [default: no cap]",
+        ),
     ]
     for option in reversed(options):
         function = option(function)
@@ -108,7 +119,26 @@ def session_options(function: F) -> F:
 
 
 def session_from_options(
-    deployment_file: Path, rpc_url: str | None, keystore: Path | None, store_url: str, *, read_only: bool = False
+    deployment_file: Path, rpc_url: str | None, keystore: Path | None, store_url: str, max_fee: int | None = None,
+    *, read_only: bool = False,
 ) -> ChainSession:
     """:func:`open_session` from the values of :func:`session_options`."""
-    return open_session(deployment_file, rpc_url=rpc_url, store_url=store_url, keystore=keystore, read_only=read_only)
+    return open_session(
+        deployment_file, rpc_url=rpc_url, store_url=store_url, keystore=keystore, read_only=read_only,
+        tx_settings=TxSettings(max_fee_per_gas_cap_wei=max_fee),
+    )
+
+
+def _parse_fee_cap(_context: click.Context, _parameter: click.Parameter, value: str | None) -> int | None:
+    """``--max-fee``: wei, or an amount with a unit (``50gwei``)."""
+    if value is None:
+        return None
+    from fedchain.publisher.terms import parse_wei  # the task terms load torch: only when the flag is given
+
+    try:
+        fee = parse_wei(value)
+    except FedchainError as err:
+        raise click.BadParameter(str(err.args[0])) from None
+    if fee <= 0:
+        raise click.BadParameter(f"the cap must be above 0 wei, got {value}")
+    return fee

@@ -32,7 +32,7 @@ from fedchain.client.config import ClientConfig
 from fedchain.client.data import client_dataset
 from fedchain.client.handoff import JobDataMeta, encode_job_data
 from fedchain.data.datasets import ImageDataset
-from fedchain.errors import AgentError
+from fedchain.errors import AgentError, ContractRevert
 from fedchain.publisher.service import settle_task, withdraw
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_spec
@@ -41,6 +41,9 @@ _log = logging.getLogger(__name__)
 
 #: Gas limit of closing an auction sent without an estimate (up to 16 bids scored; a few hundred thousand used).
 CLOSE_AUCTION_GAS = 2_000_000
+
+#: Gas limit of opening the auction sent with the join, before the join is mined (it uses about 120,000).
+OPEN_AUCTION_GAS = 250_000
 
 #: Task statuses after which nothing but settlement is left.
 ENDED = (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED, TaskStatus.ABANDONED)
@@ -164,9 +167,25 @@ class ClientAgent:
                 ) from None
             size = len(self.dataset)
             params = self.contracts.task_registry.params(self.task_id)
-            receipt = ledger.join(self.task_id, data_commitment(size, self._salt()), value=params.client_deposit)
+            # Join and open the job's auction in one block: both go out before either is awaited, the opening
+            # with a fixed gas limit (its estimate would fail before the join is mined).
+            transactor, auction = self.session.transactor, self.contracts.fog_auction
+            joining = transactor.submit(
+                ledger.address, ledger.encode("join(uint256,bytes32)", self.task_id, data_commitment(size, self._salt())),
+                value=params.client_deposit,
+            )
+            opening = transactor.submit(
+                auction.address, auction.encode("openAuction(uint256,uint64,bytes32)", self.task_id, size, self._salt()),
+                gas=OPEN_AUCTION_GAS,
+            )
+            receipt = transactor.wait(joining)
             index = int(receipt.events_of(b.ClientJoined)[0].client_index)
             self.log.info("joined", job=index, data_size=size, deposit=params.client_deposit, tx=receipt.transaction_hash)
+            try:
+                opened = transactor.wait(opening)
+                self.log.info("auction opened", job=index, data_size=size, tx=opened.transaction_hash)
+            except ContractRevert as err:  # the next step reads the job's status and opens it then
+                self.log.warning("auction not opened with the join; opening it again", error=type(err).__name__)
         state.data.update(client_index=index, data_size=len(self.dataset))
 
     def _close(self, state: AgentState, index: int, job: b.Job) -> None:

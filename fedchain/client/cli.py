@@ -9,15 +9,11 @@ from typing import Any
 
 import click
 
-from fedchain.agent.session import session_from_options, session_options
+from fedchain.agent.session import SESSION_OPTIONS, session_from_options, session_options
 from fedchain.config import load_yaml
 
 #: Flags that set fields of the nested partition config (``partition:`` in the YAML file).
 PARTITION_FLAGS = {"partitions": "n_clients", "partition": "kind", "partition_seed": "seed", "dirichlet_alpha": "alpha"}
-
-
-#: The options of :func:`~fedchain.agent.session.session_options`, which open the chain session.
-SESSION_OPTIONS = ("deployment_file", "rpc_url", "keystore", "store_url")
 
 
 def merge_flags(base: Mapping[str, Any], flags: Mapping[str, Any], nested: str, nested_flags: Mapping[str, str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from fedchain.agent.session import session_from_options, session_options
+from fedchain.agent.session import SESSION_OPTIONS, session_from_options, session_options
 from fedchain.chain.bindings import TaskAbandoned
 from fedchain.console import print_table, stdout_console
 from fedchain.publisher.service import (
@@ -147,7 +147,7 @@ def create(
     config = load_publish_config(
         config_path, terms=terms, spec=spec, budget=budget, aggregator=aggregator, confirmations=confirmations
     )
-    session = session_from_options(**{k: options[k] for k in ("deployment_file", "rpc_url", "keystore", "store_url")})
+    session = session_from_options(**{k: options[k] for k in SESSION_OPTIONS})
     check_task_windows(session, config)
     created = create_task(session, config)
     click.echo(created.task_id)

@@ -110,12 +110,15 @@ class SystemRun:
     def fund(self, amounts: dict[str, int]) -> None:
         """Top every named participant up to the given wei from the funding key."""
         sender = Transactor(self.w3, self.funder)
-        for name, wanted in amounts.items():
+        pending = []
+        for name, wanted in amounts.items():  # all in flight at once: one block on a chain with a block time
             address = self.account(name).address
             missing = wanted - int(self.w3.eth.get_balance(address))
             if missing > 0:
-                sender.send(address, b"", value=missing)
-                log.info("funded %s (%s) with %d wei", name, address, missing)
+                pending.append((name, address, missing, sender.submit(address, b"", value=missing)))
+        for name, address, missing, tx in pending:
+            sender.wait(tx)
+            log.info("funded %s (%s) with %d wei", name, address, missing)
 
     def session(self, name: str) -> ChainSession:
         """An in-process session signing as participant ``name`` (the publisher's, or a test's look at the chain)."""

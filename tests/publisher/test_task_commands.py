@@ -235,3 +235,28 @@ def test_an_open_task_cannot_be_abandoned(world: World, monkeypatch: pytest.Monk
     status = run_cli(world, PUBLISHER, "task", "abandon", "--task", str(task_id), monkeypatch=monkeypatch)
 
     assert status == 1 and f"task {task_id} is open, not running" in capsys.readouterr().err
+
+
+def test_a_fee_cap_that_is_not_an_amount_is_refused_before_anything_is_sent(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # prepare: the publisher's nonce before
+    before = world.publisher.w3.eth.get_transaction_count(world.publisher.address)
+
+    # execute
+    status = run_cli(world, PUBLISHER, "withdraw", "--max-fee", "lots", monkeypatch=monkeypatch)
+
+    # assert: a usage error naming the option; nothing was sent
+    assert status == 2
+    assert "--max-fee" in capsys.readouterr().err
+    assert world.publisher.w3.eth.get_transaction_count(world.publisher.address) == before
+
+
+def test_a_fee_cap_above_the_base_fee_lets_the_command_through(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # execute: a cap far above what the local chain charges
+    status = run_cli(world, PUBLISHER, "withdraw", "--max-fee", "1000gwei", monkeypatch=monkeypatch)
+
+    # assert
+    assert status == 0
