@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import signal
 import time
 from dataclasses import dataclass
@@ -55,6 +56,10 @@ CYCLES_PER_SAMPLE = 5 * 10**8
 BUDGET_WEI = 10**17
 #: The wei a mid-sized job costs per round: well below the payments, so the auction rewards speed first.
 TARGET_PRICE_WEI = 5 * 10**13
+#: The auctions' bidding and reveal windows by default, seconds, and in blocks at least (task create needs 3).
+AUCTION_S, AUCTION_BLOCKS = 15, 4
+#: How far a posted round time may be from the chain's (commit block time - round start), seconds; at least a block.
+TIME_TOLERANCE_S = 5
 #: Columns of the tables when the output is not a terminal (a log file, a test).
 PIPED_WIDTH = 160
 #: Seconds between two redraws of the progress (each reads the chain).
@@ -79,7 +84,8 @@ class DemoConfig:
         data_root: dataset folder (None: FEDCHAIN_DATA_ROOT).
         validation_size: samples of the publisher's validation set.
         round_duration: seconds from a round's start to its commit deadline.
-        auction_duration: seconds of sealed bidding, and again of reveals.
+        auction_duration: seconds of sealed bidding, and again of reveals; None: 15 s, or
+            AUCTION_BLOCKS blocks of ``block_time`` when that is longer.
         verify_scores: let the audit re-run the aggregator's scoring from the stored updates.
         block_time: seconds between the local Anvil's blocks, as on a public chain (2: an L2, 12:
             Ethereum); 0 mines a block per transaction at once (automine). Ignored with ``rpc_url``.
@@ -98,13 +104,13 @@ class DemoConfig:
     data_root: Path | None = None
     validation_size: int = 500
     round_duration: int = 90
-    auction_duration: int = 15
+    auction_duration: int | None = None
     verify_scores: bool = True
     block_time: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("clients", "fogs", "rounds", "validation_size", "round_duration", "auction_duration"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.block_time < 0:
             raise ConfigError(f"--block-time must be 0 (automine) or a positive number of seconds, got {self.block_time}")
@@ -113,6 +119,14 @@ class DemoConfig:
                               hint="drop --block-time, or drop --rpc-url to run on a local Anvil")
         if self.samples_per_client < 2:
             raise ConfigError(f"--samples-per-client must be at least 2, got {self.samples_per_client}")
+
+    @property
+    def auction_window(self) -> int:
+        """Seconds of bidding, and again of reveals: ``auction_duration``, or by default 15 s and at least
+        AUCTION_BLOCKS blocks, so that fog nodes see an auction, bid and reveal on a chain with a block time."""
+        if self.auction_duration is not None:
+            return self.auction_duration
+        return max(AUCTION_S, math.ceil(AUCTION_BLOCKS * self.block_time))
 
     def terms(self) -> TaskTerms:
         """The task's on-chain terms."""
@@ -123,7 +137,8 @@ class DemoConfig:
             min_loss_reputation=0.1, min_time_reputation=0.1, min_quality=0.5, max_round_time=self.round_duration,
             reputation_cap=REPUTATION_CAP, client_deposit=10**16, fog_deposit=2 * 10**16,
             cycles_per_sample=CYCLES_PER_SAMPLE, round_duration=self.round_duration,
-            bidding_duration=self.auction_duration, reveal_duration=self.auction_duration, time_tolerance=5,
+            bidding_duration=self.auction_window, reveal_duration=self.auction_window,
+            time_tolerance=max(TIME_TOLERANCE_S, math.ceil(self.block_time)),
         )
 
     def spec(self) -> TaskSpec:
@@ -245,7 +260,7 @@ def _timeouts(config: DemoConfig) -> dict[str, float]:
     """Generous bounds for each stage (process start-up on a busy CPU dominates)."""
     return {
         "start": 240.0,
-        "auction": 240.0 + 2 * config.auction_duration,
+        "auction": 240.0 + 2 * config.auction_window,
         "rounds": 180.0 + config.rounds * (config.round_duration + 60.0),
     }
 
@@ -403,7 +418,8 @@ def _default(name: str, text: str, kind: type = str) -> Any:
 @click.option("--data-root", type=click.Path(file_okay=False, path_type=Path),
               help="Dataset folder.  [default: FEDCHAIN_DATA_ROOT]")
 @_default("round_duration", "Seconds per round before a missing commit is slashed.", int)
-@_default("auction_duration", "Seconds of bidding, and of reveals.", int)
+@click.option("--auction-duration", type=int,
+              help=f"Seconds of bidding, and of reveals.  [default: {AUCTION_S}, or {AUCTION_BLOCKS} blocks when longer]")
 @click.option("--verify-scores/--no-verify-scores", default=True, show_default=True,
               help="Let the audit re-run the aggregator's scoring.")
 @_default("block_time", "Seconds between the local chain's blocks, as on a public chain (2: an L2, 12: Ethereum); "

@@ -42,6 +42,8 @@ DEFAULT_MNEMONIC = "test test test test test test test test test test test junk"
 DEFAULT_CHAIN_ID = 31337
 #: Seconds an HTTP JSON-RPC request may take before the node counts as unreachable.
 RPC_TIMEOUT_S = 60.0
+#: Seconds a first contact with a node is retried before it counts as unreachable (a flaky endpoint vs a wrong URL).
+FIRST_CONTACT_RETRY_S = 3.0
 
 
 class NodeError(ChainError):
@@ -305,8 +307,10 @@ def connect(
 ) -> Web3:
     """A web3 client for the node at ``rpc_url``, checked to answer (and to serve ``chain_id`` when given).
 
-    The first contact is not retried, so that a wrong URL is reported at once;
-    the returned client retries failures within ``retry``.
+    The first contact is retried only for FIRST_CONTACT_RETRY_S, so that a
+    wrong URL is reported within seconds while an endpoint that answers one
+    request in five with HTTP 503 still connects; the returned client retries
+    failures within ``retry``.
 
     Raises :class:`~fedchain.errors.ChainError` for a URL that is not HTTP(S),
     a node that does not answer within ``timeout_s``, and a chain id other than
@@ -314,9 +318,9 @@ def connect(
     """
     if not rpc_url.startswith(("http://", "https://")):
         raise ChainError(f"--rpc-url {rpc_url!r} is not an HTTP(S) URL", hint="pass a URL like http://127.0.0.1:8545")
-    from fedchain.chain.rpc import NO_RETRY
+    from fedchain.chain.rpc import RetrySettings
 
-    w3 = http_web3(rpc_url, timeout_s=timeout_s, retry=NO_RETRY)
+    w3 = http_web3(rpc_url, timeout_s=timeout_s, retry=RetrySettings(total_s=FIRST_CONTACT_RETRY_S))
     try:
         actual = int(w3.eth.chain_id)
     except Exception as err:  # any transport failure means "unreachable"

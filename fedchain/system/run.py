@@ -43,6 +43,7 @@ from fedchain.chain.tx import Transactor
 from fedchain.console import machine_json
 from fedchain.errors import SystemTimeout
 from fedchain.publisher import PublishConfig, create_task, start_task
+from fedchain.publisher.service import check_task_windows
 from fedchain.system.launch import AgentOptions, RunFolder, aggregator_process, client_process, fog_process
 from fedchain.system.progress import EventLog, TaskProgress, read_progress
 from fedchain.system.roster import ClientPlan, FogPlan, participant_account
@@ -141,7 +142,8 @@ class SystemRun:
     def create_task(self, config: PublishConfig) -> int:
         """Create the run's task as the publisher, with the aggregator's account as its aggregator."""
         config = PublishConfig(terms=config.terms, spec=config.spec, budget=config.budget,
-                               aggregator=self.account(AGGREGATOR).address)
+                               aggregator=self.account(AGGREGATOR).address, confirmations=config.confirmations)
+        check_task_windows(self.session(PUBLISHER), config)  # windows too short for this chain's blocks: refused
         self.task_id = create_task(self.session(PUBLISHER), config).task_id
         return self.task_id
 
