@@ -258,11 +258,15 @@ class FogNode:
         """Blocks this node acted on were reorganised away: read every unsettled job's phase from the chain
         again, so that a bid or commit that vanished is sent again and none is sent twice."""
         auction, registry = self.contracts.fog_auction, self.contracts.task_registry
-        for job in state.jobs.values():
+        for key, job in list(state.jobs.items()):
             if job["settled"]:
                 continue
-            mine = self._my_bid(job["task"], job["client"])
             on_chain = auction.job(job["task"], job["client"])
+            if on_chain.status == JobStatus.NONE:  # the auction itself vanished: its AuctionOpened, seen again, starts over
+                del state.jobs[key]
+                continue
+            job.update(bidding_deadline=on_chain.bidding_deadline, reveal_deadline=on_chain.reveal_deadline)
+            mine = self._my_bid(job["task"], job["client"])
             if mine is None:
                 phase = OPEN if job["phase"] in (BIDDING, BID, REVEALED, WON, STANDBY) else job["phase"]
                 job.update(phase=phase, bid_index=None)

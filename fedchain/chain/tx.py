@@ -234,6 +234,8 @@ class Transactor:
         self._chain_id: int | None = None
         #: The nonce of the next new transaction; None until first needed (then the node's pending count).
         self._next_nonce: int | None = None
+        #: Nonce -> the hash last sent with it, for nonces not known to be mined (see _close_nonce_gap).
+        self._sent: dict[int, str] = {}
         self._lock = threading.Lock()
 
     @property
@@ -377,6 +379,8 @@ class Transactor:
         if answer not in (None, SendAnswer.KNOWN):
             log.debug("nonce %d: replacement of %s not taken (%s)", pending.nonce, pending.hash, answer.value)
             return replace(pending, sent_at_block=head)
+        with self._lock:
+            self._sent[pending.nonce] = newer.hash
         log.info(
             "nonce %d unmined for %d blocks: replaced %s by %s at %d wei per gas",
             pending.nonce, head - pending.sent_at_block, pending.hash, newer.hash, fees.max_fee_per_gas,
@@ -403,6 +407,7 @@ class Transactor:
         self, to: str | None, data: bytes, value: int, gas: int, fees: Fees, head: int, needed_wei: int
     ) -> PendingTx | None:
         """Sign with the next nonce and broadcast (under the lock); None when the price fell below the base fee."""
+        self._close_nonce_gap()
         for _ in range(NONCE_RESYNC_ATTEMPTS):
             if self._next_nonce is None:
                 self._next_nonce = self._node_nonce()
@@ -415,6 +420,7 @@ class Transactor:
             answer = self._broadcast(signed, pending, needed_wei)
             if answer in (None, SendAnswer.KNOWN):
                 self._next_nonce = pending.nonce + 1
+                self._sent[pending.nonce] = pending.hash
                 log.debug("sent %s (nonce %d, gas %d)", pending.hash, pending.nonce, gas)
                 return pending
             if answer is SendAnswer.BELOW_BASE_FEE:
@@ -428,6 +434,36 @@ class Transactor:
 
     def _node_nonce(self) -> int:
         return int(self.w3.eth.get_transaction_count(self.address, "pending"))
+
+    def _close_nonce_gap(self) -> None:
+        """Go back to the node's next nonce when transactions this account sent are no longer known to it.
+
+        A transaction whose block was reorganised away, or that the pool dropped,
+        leaves the local counter ahead of the chain: the next transaction would
+        wait forever behind the gap. The node's count (pending transactions
+        included) below the counter is checked against the hashes sent for those
+        nonces; one the node does not know is gone, and its nonce is used again.
+        """
+        if self._next_nonce is None:
+            return
+        node = self._node_nonce()
+        for nonce in list(self._sent):
+            if nonce < node:
+                del self._sent[nonce]  # mined: no longer a gap to watch
+        for nonce in range(node, self._next_nonce):
+            sent = self._sent.get(nonce)
+            if sent is None or self._unknown(sent):
+                log.warning("transactions from nonce %d of %s vanished (reorganised away or dropped); "
+                            "sending from there again", nonce, self.address)
+                self._next_nonce = node
+                self._sent = {n: h for n, h in self._sent.items() if n < node}
+                return
+
+    def _unknown(self, tx_hash: str) -> bool:
+        try:
+            return self.w3.eth.get_transaction(tx_hash) is None
+        except TransactionNotFound:
+            return True
 
     def _sign(self, pending: PendingTx) -> Any:
         tx: dict[str, Any] = {

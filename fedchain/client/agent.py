@@ -137,8 +137,9 @@ class ClientAgent:
     def _act(self, state: AgentState) -> None:
         data = state.data
         task = self.contracts.task_registry.state(self.task_id)
-        if "client_index" not in data:
-            self._join(state, task)
+        # Read from the chain at every step, not from the state: a join or a hand-off in blocks that were
+        # reorganised away, or in a transaction the chain dropped, is then sent again.
+        self._join(state, task)
         index = data["client_index"]
         job = self.contracts.fog_auction.job(self.task_id, index)
         if job.status == JobStatus.NONE and task.status == TaskStatus.OPEN:
@@ -146,7 +147,9 @@ class ClientAgent:
             self.log.info("auction opened", job=index, data_size=data["data_size"], tx=receipt.transaction_hash)
         elif job.status == JobStatus.BIDDING and self.now() > job.reveal_deadline:
             self._close(state, index, job)
-        elif job.status == JobStatus.AWARDED and "data_hash" not in data:
+        elif job.status == JobStatus.AWARDED and (
+            "data_hash" not in data or bytes(self.contracts.data_handoff.data_hash(self.task_id, index)) == bytes(32)
+        ):
             self._hand_off(state, index)
         if job.status == JobStatus.VACANT and not data.get("vacant_logged"):
             data["vacant_logged"] = True
@@ -155,7 +158,7 @@ class ClientAgent:
             self._settle(state, index)
 
     def _join(self, state: AgentState, task: b.TaskState) -> None:
-        """Join the task, or find the join made before a restart."""
+        """Join the task, or find the join on chain (made before a restart, or earlier in this process)."""
         ledger = self.contracts.round_ledger
         try:
             index = int(ledger.client_index(self.task_id, self.address))
@@ -186,7 +189,8 @@ class ClientAgent:
                 self.log.info("auction opened", job=index, data_size=size, tx=opened.transaction_hash)
             except ContractRevert as err:  # the next step reads the job's status and opens it then
                 self.log.warning("auction not opened with the join; opening it again", error=type(err).__name__)
-        state.data.update(client_index=index, data_size=len(self.dataset))
+        if state.data.get("client_index") != index:
+            state.data.update(client_index=index, data_size=len(self.dataset))
 
     def _close(self, state: AgentState, index: int, job: b.Job) -> None:
         auction = self.contracts.fog_auction

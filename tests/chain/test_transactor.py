@@ -256,6 +256,24 @@ def test_a_base_fee_rising_above_the_cap_while_waiting_raises_fee_cap_exceeded()
     assert caught.value.base_fee_wei > cap
 
 
+def test_transactions_reorganised_away_leave_no_nonce_gap_behind(probe: Contract, w3: Web3) -> None:
+    # prepare: two transactions mined, then their blocks vanish (a reorganisation back to before them)
+    transactor = probe.transactor
+    snapshot = w3.provider.make_request("evm_snapshot", [])["result"]
+    first_nonce = w3.eth.get_transaction_count(transactor.address)
+    transactor.send(probe.address, probe.encode("store", 21, "gone"))
+    transactor.send(probe.address, probe.encode("store", 22, "gone"))
+    w3.provider.make_request("evm_revert", [snapshot])
+
+    # execute: the next transaction, with the counter two ahead of the chain
+    again = transactor.submit(probe.address, probe.encode("store", 23, "again"))
+    receipt = transactor.wait(again)
+
+    # assert: it took the first vanished nonce and was mined (a gap would have left it waiting forever)
+    assert again.nonce == w3.eth.get_transaction_count(transactor.address) - 1 == first_nonce
+    assert receipt.block_number == w3.eth.block_number and probe.call("value") == 23
+
+
 def test_a_nonce_taken_by_another_sender_of_the_same_key_is_resynchronised(anvil: AnvilNode, w3: Web3) -> None:
     first = Transactor(w3, anvil.dev_account(15), AbiRegistry())
     second = Transactor(w3, anvil.dev_account(15), AbiRegistry())  # same key, counter of its own

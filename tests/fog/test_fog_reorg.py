@@ -1,0 +1,51 @@
+"""Agents on a chain whose recent blocks are reorganised away: what vanished is sent again, nothing twice.
+
+The chain (the package's Anvil) is rewound with ``evm_snapshot``/``evm_revert``
+under a client and a fog node that already acted on the blocks that vanish,
+and a block with another timestamp takes the place of the first vanished one,
+as a competing branch would.
+"""
+
+from __future__ import annotations
+
+from web3 import Web3
+
+from fog.node import BID
+from tests.aggregator.conftest import World
+from tests.fog.conftest import Agents
+
+
+def snapshot(w3: Web3) -> str:
+    return str(w3.provider.make_request("evm_snapshot", [])["result"])
+
+
+def reorganise_back_to(world: World, snapshot_id: str) -> None:
+    """Drop every block after the snapshot, then mine one other block in place of the first that vanished."""
+    w3 = world.publisher.w3
+    assert w3.provider.make_request("evm_revert", [snapshot_id])["result"] is True
+    world.advance(7)  # another timestamp: another block hash at the height the agents handled
+
+
+def test_a_join_auction_and_bid_reorganised_away_are_sent_again_once(world: World, agents: Agents) -> None:
+    # prepare: a task; then, in blocks about to vanish, the client joins and opens its auction and the fog node bids
+    task_id = world.create()
+    before = snapshot(world.publisher.w3)
+    client, fog = agents.client(0, task_id), agents.fog(0, task_id)
+    client.step()
+    fog.step()
+    ledger, auction = world.publisher.contracts.round_ledger, world.publisher.contracts.fog_auction
+    assert ledger.client_count(task_id) == 1 and len(auction.bids(task_id, 0)) == 1
+
+    # execute: the blocks vanish; both agents step on the new branch
+    reorganise_back_to(world, before)
+    assert ledger.client_count(task_id) == 0
+    fog.step()
+    client.step()
+    fog.step()
+
+    # assert: one join, one auction and one bid from this fog node, on the new branch; the fog node's job waits to reveal
+    assert ledger.client_count(task_id) == 1
+    assert [bid.bidder for bid in auction.bids(task_id, 0)] == [fog.address]
+    assert fog.state.jobs[f"{task_id}:0"]["phase"] == BID
+    opened = auction.job(task_id, 0)
+    assert fog.state.jobs[f"{task_id}:0"]["bidding_deadline"] == opened.bidding_deadline
