@@ -76,13 +76,16 @@ class DemoConfig:
         clients: number of client processes.
         fogs: number of fog-node processes.
         rounds: N.
-        samples_per_client: the mean client data size D (clients hold 0.5 to 1.5 times it).
+        samples_per_client: the mean client data size D (clients hold 0.5 to 1.5 times it). 1000 lets
+            LeNet-5 pass 90% in 3 rounds despite the free rider and the noisy clients (64 ended at 47%);
+            the largest client hands off 4.7 MB and a fog node trains in under a second a round.
         rpc_url: an existing chain (with FEDCHAIN_PRIVATE_KEY funding everyone) instead of a local Anvil.
         run_dir: the run folder (None: runs/demo-TIMESTAMP); must be empty or new.
         keep_running: keep the chain and the fog nodes up after the summary, until Ctrl-C.
         seed: the task's seed (initial model, training) and the clients' split and noise.
         data_root: dataset folder (None: FEDCHAIN_DATA_ROOT).
-        validation_size: samples of the publisher's validation set.
+        validation_size: samples of the publisher's validation set (1000: the accuracy it reports,
+            about 93%, has a standard error of 0.8 points, against 1.1 with 500).
         round_duration: seconds from a round's start to its commit deadline.
         auction_duration: seconds of sealed bidding, and again of reveals; None: 15 s, or
             AUCTION_BLOCKS blocks of ``block_time`` when that is longer.
@@ -96,13 +99,13 @@ class DemoConfig:
     clients: int = 5
     fogs: int = 3
     rounds: int = 3
-    samples_per_client: int = 64
+    samples_per_client: int = 1000
     rpc_url: str | None = None
     run_dir: Path | None = None
     keep_running: bool = False
     seed: int = 0
     data_root: Path | None = None
-    validation_size: int = 500
+    validation_size: int = 1000
     round_duration: int = 90
     auction_duration: int | None = None
     verify_scores: bool = True
@@ -145,8 +148,8 @@ class DemoConfig:
         """The task spec every agent reads from the store."""
         from fedchain.taskspec import TaskSpec, ValidationSpec
 
-        return TaskSpec(
-            dataset=self.dataset, model="lenet5", lr=0.1, batch_size=16, local_epochs=3, seed=self.seed,
+        return TaskSpec(  # local training: the defaults that learn on MNIST-sized data (TrainConfig)
+            dataset=self.dataset, model="lenet5", seed=self.seed,
             strategy=self.strategy, validation=ValidationSpec(size=self.validation_size, seed=self.seed),
         )
 

@@ -133,10 +133,10 @@ class TaskSpec:
     model: str = "cnn"
     num_classes: int = 10
     in_channels: int = 1
-    lr: float = 0.05
-    momentum: float = 0.0
-    batch_size: int = 32
-    local_epochs: int = 1
+    lr: float = TrainConfig.lr  # the trainer's defaults, which learn on MNIST-sized data (TrainConfig says how well)
+    momentum: float = TrainConfig.momentum
+    batch_size: int = TrainConfig.batch_size
+    local_epochs: int = TrainConfig.local_epochs
     seed: int = 0
     strategy: str = "fedavg"
     strategy_options: Mapping[str, Any] = field(default_factory=dict)

@@ -32,7 +32,7 @@ from fedchain.config import from_mapping, load_yaml
 from fedchain.data.partition import PartitionKind
 from fedchain.errors import ConfigError
 from fedchain.fl.pruning import Pruning
-from fedchain.trainer.config import Engine
+from fedchain.trainer.config import Engine, TrainConfig
 from fedchain.trainer.device import resolve_device
 
 #: Where ``simulate`` writes when neither the file nor a flag names a folder: a
@@ -129,14 +129,15 @@ class ExperimentConfig:
     target_accuracy: float | None = None
     #: Stop as soon as ``target_accuracy`` is reached.
     stop_at_target: bool = True
-    #: Local epochs per round.
-    local_epochs: int = 1
+    #: Local epochs per round. The local-training defaults are the trainer's (:class:`TrainConfig`,
+    #: which says what they reach on MNIST), so that simulate and a task learn alike.
+    local_epochs: int = TrainConfig.local_epochs
     #: Local mini-batch size.
-    batch_size: int = 32
+    batch_size: int = TrainConfig.batch_size
     #: Local SGD learning rate.
-    lr: float = 0.01
+    lr: float = TrainConfig.lr
     #: Local SGD momentum (0: plain SGD).
-    momentum: float = 0.0
+    momentum: float = TrainConfig.momentum
     #: Aggregation and contribution strategy (``fedavg``, ``quality``, ``cgsv``, ``fedfaim``, ``fedave``).
     strategy: str = "fedavg"
     #: Options of the strategy, passed to its constructor by name.

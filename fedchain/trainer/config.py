@@ -18,6 +18,21 @@ ENGINES: tuple[str, ...] = ("auto", "sequential", "process", "vmap", "stacked")
 class TrainConfig:
     """Local training of one round: plain SGD on cross-entropy, as every engine runs it.
 
+    The defaults are the project's one definition of local training that learns on
+    MNIST-sized data (a few hundred to a thousand samples per client, a handful of
+    rounds); ``fedchain simulate`` (:class:`~fedchain.experiments.ExperimentConfig`)
+    and a task spec (:class:`~fedchain.taskspec.TaskSpec`) take theirs from here.
+    FedAvg's MNIST setting (McMahan et al. 2017: E = 1, B = 10) with plain SGD at
+    lr 0.1: LeNet-5 on 5 IID clients of 600 MNIST samples, fedavg, reaches 92.7-94.7%
+    test accuracy after 5 rounds (seeds 0-2; lr 0.05 reached 91.5-92.7%, lr 0.07
+    92.7-93.9%), and 93.7% after the demo's 3 rounds (clients of 500-1500 samples,
+    two with 50% noisy labels, one served by a free rider). The earlier lr 0.01
+    with B = 32 reached 16%. Momentum is no safe shortcut at this scale: with
+    momentum 0.9, lr 0.05 and B = 16 stalled at 77%, and lr 0.1 with B = 32 swung
+    between 42% and 71%. Momentum stays 0 and E = 1: the example configs and
+    ``fedchain reproduce fairness`` set lr and B but leave those two to the
+    default, so their runs are unchanged.
+
     Attributes:
         lr: learning rate.
         momentum: SGD momentum (torch's convention, no dampening).
@@ -29,10 +44,10 @@ class TrainConfig:
             engine runs it, which other clients train beside it, or their order.
     """
 
-    lr: float = 0.01
+    lr: float = 0.1
     momentum: float = 0.0
     weight_decay: float = 0.0
-    batch_size: int = 32
+    batch_size: int = 10
     local_epochs: int = 1
     seed: int = 0
 

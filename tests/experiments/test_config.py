@@ -7,6 +7,7 @@ import pytest
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, PruningConfig, load_experiment
 from fedchain.experiments.runner import build_strategy
+from fedchain.trainer.config import TrainConfig
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -28,6 +29,14 @@ def test_yaml_values_replace_the_defaults(tmp_path: Path) -> None:
     assert config.lr == pytest.approx(0.05)
     assert config.faults == FaultConfig(noisy_clients=0.3)
     assert config.rounds == ExperimentConfig().rounds
+
+
+def test_local_training_defaults_are_the_trainers_as_a_task_specs_are() -> None:
+    config, trainer = ExperimentConfig(), TrainConfig()
+
+    assert (config.lr, config.momentum, config.batch_size, config.local_epochs) == (
+        trainer.lr, trainer.momentum, trainer.batch_size, trainer.local_epochs,
+    )
 
 
 def test_flags_override_one_key_of_a_section_and_keep_the_others(tmp_path: Path) -> None:

@@ -101,6 +101,23 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     assert "standalone repeats' agreement" in result.output
 
 
+@pytest.mark.slow
+def test_the_defaults_pass_90_percent_on_five_iid_clients_of_600_samples_within_five_rounds(tmp_path: Path) -> None:
+    # prepare: only the run's size is given, so local training is what a first run gets (TrainConfig's
+    # defaults); 4000 training samples less the default 1000 held out for validation leave 600 per client
+    args = ["simulate", "--clients", "5", "--rounds", "5", "--train-samples", "4000", "--test-samples", "2000",
+            "--engine", "sequential", "--threads", "1", "--no-plots", "-o", str(tmp_path), "--json"]
+
+    # execute
+    result = CliRunner().invoke(cli, args)
+
+    # assert: a model a user would take seriously (the defaults before lr 0.1 and batch 10 ended at 16%)
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)
+    assert [client["samples"] for client in metrics["clients"]] == [600] * 5
+    assert metrics["final_accuracy"] >= 0.9
+
+
 def test_an_infinite_update_is_rejected_and_never_averaged_in() -> None:
     # prepare: one of three clients scales its update by infinity (inf, and NaN where it is 0)
     config = load_experiment(None, {**TINY, "strategy": "fedavg", "faults.scaled_clients": 1 / 3, "faults.scale": math.inf})

@@ -146,7 +146,7 @@ def test_task_create_reads_a_yaml_file_and_flags_override_it(
 ) -> None:
     config = tmp_path / "task.yaml"
     config.write_text(
-        "rounds: 7\nbudget: 2ether\nterms: {round_duration: 90}\nspec: {model: lenet5, lr: 0.1, validation: {seed: 4}}\n"
+        "rounds: 7\nbudget: 2ether\nterms: {round_duration: 90}\nspec: {model: lenet5, lr: 0.2, validation: {seed: 4}}\n"
     )
 
     task_id = create_with_cli(
@@ -156,7 +156,7 @@ def test_task_create_reads_a_yaml_file_and_flags_override_it(
     params = world.publisher.contracts.task_registry.params(task_id)
     assert (params.rounds, params.round_duration) == (3, 45)  # --rounds 3 and --round-duration win over the file
     assert world.publisher.contracts.task_registry.state(task_id).budget == 5 * 10**17
-    expected = TaskSpec(model="lenet5", lr=0.1, strategy="cgsv", validation=ValidationSpec(size=300, seed=4))
+    expected = TaskSpec(model="lenet5", lr=0.2, strategy="cgsv", validation=ValidationSpec(size=300, seed=4))
     assert load_spec(world.publisher.store, params.dataset_id) == expected
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from fedchain.taskspec import (
     put_spec,
     update_meta,
 )
+from fedchain.trainer.config import TrainConfig
 
 #: Anvil's account 1, in checksum form.
 AGGREGATOR = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
@@ -162,3 +164,10 @@ def test_validation_given_as_a_mapping_becomes_a_validation_spec() -> None:
 def test_round_seeds_differ_per_round_and_task_seed() -> None:
     seeds = {TaskSpec(seed=s).train_config(r).seed for s in (0, 1) for r in (1, 2, 3)}
     assert len(seeds) == 6
+
+
+def test_a_spec_trains_like_simulate_with_the_trainers_defaults_unless_it_names_its_own() -> None:
+    default, own = TaskSpec(seed=2).train_config(1), TaskSpec(seed=2, lr=0.3, batch_size=64).train_config(1)
+
+    assert default == dataclasses.replace(TrainConfig(), seed=default.seed)  # one definition of training that learns
+    assert (own.lr, own.batch_size) == (0.3, 64)
