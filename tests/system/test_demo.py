@@ -64,6 +64,26 @@ def test_demo_runs_a_task_end_to_end_on_an_existing_chain_and_the_audit_passes(
     assert len(report["clients"]) == 2 and all(client["status"] == "active" for client in report["clients"])
 
 
+@pytest.mark.slow
+def test_demo_on_a_chain_that_mines_every_2_s_awards_and_trains_every_job_and_the_audit_passes(
+    data_root: Path, tmp_path: Path
+) -> None:
+    # prepare: the demo starts its own Anvil with a 2 s block time, as on an L2
+    run_dir = tmp_path / "demo-2s"
+
+    # execute
+    demo = fedchain("demo", "--block-time", "2", "--run-dir", str(run_dir), "--data-root", str(data_root), *DEMO_ARGS)
+
+    # assert: the audit passed; every job got a bid and was awarded, and every client was trained in every round
+    assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
+    assert "a block every 2 s" in demo.stdout and "PASSED" in demo.stdout
+    report = json.loads((run_dir / "audit.json").read_text())
+    assert report["passed"] is True and report["task"]["status"] == "Settled"
+    assert [a["closed"] and a["winner"] is not None for a in report["auctions"]] == [True, True]
+    assert sorted((c["round"], c["client_index"]) for c in report["commits"]) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    assert report["slashes"] == []
+
+
 def processes_mentioning(text: str) -> list[str]:
     """Command lines of the running processes that contain ``text``."""
     found = []
