@@ -278,8 +278,8 @@ contract RoundLedger is IRoundLedger {
         uint256 k = uint256(c.rounds) + 1;
         uint256 sumQuality = c.sumQuality + k * quality;
         uint256 sumTimeRatio = c.sumTimeRatio + k * ReputationMath.timeRatio(p.expectedDuration, p.rounds, timeFp, cap);
-        // Eq. 8: the cross-task prior plus the (decayed) weighted mean, capped.
-        uint256 lossRep = _min(cap, c.prior + ReputationMath.lossReputation(sumQuality, k, quality, p.minQuality, cap));
+        // Eq. 8: the weighted mean plus the cross-task prior, or decayed without the prior below q_min; capped.
+        uint256 lossRep = ReputationMath.lossReputation(sumQuality, k, quality, p.minQuality, c.prior, cap);
         uint256 timeRep = ReputationMath.timeReputation(sumTimeRatio, k, p.maxRoundTime, timeFp, cap);
         // k <= MAX_ROUNDS and every term <= MAX_REPUTATION_CAP, so the sums stay below 2^96;
         // the reputations are capped at MAX_REPUTATION_CAP < 2^64.

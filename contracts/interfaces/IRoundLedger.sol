@@ -165,7 +165,9 @@ interface IRoundLedger {
     /// Allowed once every active client's fog node committed, or after the round's deadline.
     /// An accepted measurement needs a commit in this round whose block time minus the round's start is
     /// within the task's time tolerance of `roundTime`. A client without a commit is skipped
-    /// (no reputation change, no payment); a rejected update counts with quality 0.
+    /// (no reputation change, no payment); a rejected update counts with quality 0. A scored client's r_a is
+    /// min(cap, H_i + the weighted mean of eq. 8) when its quality reaches q_min, else the weighted mean times
+    /// its quality (the prior H_i left out); below r_a_min or r_t_min it is removed and its deposit forfeited.
     /// @param taskId the task
     /// @param round the current round
     /// @param modelHash hash of the round's global model
@@ -175,8 +177,10 @@ interface IRoundLedger {
         external;
 
     /// @notice Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before
-    /// it is posted. Aggregator only. From then on a client's loss reputation is min(cap, H_i + the
-    /// weighted mean of eq. 8). Without this call every prior is 0.
+    /// it is posted. Aggregator only. From then on a client's loss reputation after a round whose quality
+    /// reaches q_min is min(cap, H_i + the weighted mean of eq. 8); after a round below q_min it is the
+    /// decayed weighted mean alone, so a good history cannot carry a client through a garbage round.
+    /// Without this call every prior is 0.
     /// @param taskId the task
     /// @param priors one per client in join order, each at most the task's reputation cap, 1e18 fixed point
     function postPriors(uint256 taskId, uint64[] calldata priors) external;
@@ -204,7 +208,7 @@ interface IRoundLedger {
     /// @notice The client's current loss and time reputation (min(1e18, cap) before its first scored round), 1e18 fixed point.
     function reputation(uint256 taskId, uint256 clientIndex) external view returns (uint64 lossReputation, uint64 timeReputation);
 
-    /// @notice The client's cross-task prior H_i (0 unless posted), 1e18 fixed point.
+    /// @notice The client's cross-task prior H_i (0 unless posted; added to r_a only in rounds at or above q_min), 1e18 fixed point.
     function prior(uint256 taskId, uint256 clientIndex) external view returns (uint64);
 
     /// @notice Whether the task's priors were posted.

@@ -40,14 +40,23 @@ library ReputationMath {
         return timeFp > maxFp ? (rep * maxFp) / timeFp : rep;
     }
 
-    /// @notice Eq. 8's decay: r * q when q < q_min, else r; then capped.
-    function lossReputation(uint256 weightedSum, uint256 k, uint256 quality, uint256 minQuality, uint256 cap)
+    /// @notice Eq. 8: the linear mean of the qualities plus the cross-task prior H_i when q >= q_min; below
+    /// q_min the mean times q alone (the decay), without the prior, so that a good history cannot carry a
+    /// client through a round in which it sent garbage. Then capped. (fedchain/fl/reputation.py caps the
+    /// mean before adding the prior; as the prior is never negative, that is the same value to the wei.)
+    /// @param weightedSum sum over j = 1..k of j * q_j, fixed point
+    /// @param k number of scored rounds, this one included (> 0)
+    /// @param quality q_k, this round's (capped) quality, fixed point
+    /// @param minQuality q_min, fixed point
+    /// @param prior H_i, fixed point
+    /// @param cap reputation cap, fixed point
+    function lossReputation(uint256 weightedSum, uint256 k, uint256 quality, uint256 minQuality, uint256 prior, uint256 cap)
         internal
         pure
         returns (uint256 rep)
     {
         rep = linearMean(weightedSum, k);
-        if (quality < minQuality) rep = (rep * quality) / ONE;
+        rep = quality < minQuality ? (rep * quality) / ONE : rep + prior;
         if (rep > cap) rep = cap;
     }
 

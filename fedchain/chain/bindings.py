@@ -2025,7 +2025,7 @@ class RoundLedger(Contract):
         return self.transact('join(uint256,bytes32)', task_id, commitment, value=value)
 
     def post_priors(self, task_id: int, priors: Sequence[int]) -> Receipt:
-        """Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before it is posted. Aggregator only. From then on a client's loss reputation is min(cap, H_i + the weighted mean of eq. 8). Without this call every prior is 0.
+        """Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before it is posted. Aggregator only. From then on a client's loss reputation after a round whose quality reaches q_min is min(cap, H_i + the weighted mean of eq. 8); after a round below q_min it is the decayed weighted mean alone, so a good history cannot carry a client through a garbage round. Without this call every prior is 0.
 
         ``postPriors(uint256,uint64[])``
 
@@ -2035,7 +2035,7 @@ class RoundLedger(Contract):
         return self.transact('postPriors(uint256,uint64[])', task_id, priors)
 
     def post_round(self, task_id: int, round: int, model_hash: bytes, accuracy: int, measurements: Sequence[Measurement]) -> Receipt:
-        """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client's fog node committed, or after the round's deadline. An accepted measurement needs a commit in this round whose block time minus the round's start is within the task's time tolerance of `roundTime`. A client without a commit is skipped (no reputation change, no payment); a rejected update counts with quality 0.
+        """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client's fog node committed, or after the round's deadline. An accepted measurement needs a commit in this round whose block time minus the round's start is within the task's time tolerance of `roundTime`. A client without a commit is skipped (no reputation change, no payment); a rejected update counts with quality 0. A scored client's r_a is min(cap, H_i + the weighted mean of eq. 8) when its quality reaches q_min, else the weighted mean times its quality (the prior H_i left out); below r_a_min or r_t_min it is removed and its deposit forfeited.
 
         ``postRound(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[])``
 
@@ -2048,7 +2048,7 @@ class RoundLedger(Contract):
         return self.transact('postRound(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[])', task_id, round, model_hash, accuracy, measurements)
 
     def prior(self, task_id: int, index: int) -> int:
-        """The client's cross-task prior H_i (0 unless posted), 1e18 fixed point.
+        """The client's cross-task prior H_i (0 unless posted; added to r_a only in rounds at or above q_min), 1e18 fixed point.
 
         ``prior(uint256,uint256)`` (view: an eth_call)
 

@@ -2,9 +2,13 @@
 
 Eq. 8 makes a client's loss reputation in the current task the sum of two parts::
 
-    r_a_i^n = H_i + (sum_j w^j q_i^j, times q_i^n when q_i^n < q_min)
+    r_a_i^n = H_i + sum_j w^j q_i^j                   when q_i^n >= q_min
+    r_a_i^n =       sum_j w^j q_i^j  *  q_i^n         when q_i^n <  q_min
 
-The second part is the contract's running weighted mean (:mod:`fedchain.fl.reputation`).
+(capped). The second part is the contract's running weighted mean
+(:mod:`fedchain.fl.reputation`). The first is left out of a round below q_min
+(DESIGN.md): a good history must not carry a client through a round in which it
+sent garbage (:func:`fedchain.fl.reputation.loss_reputation_with_prior`).
 The first, the *history term* of eq. 6, is what the client earned in similar
 earlier tasks::
 

@@ -18,6 +18,8 @@ Conventions of the fixed-point model (the contracts' choices, see DESIGN.md):
   reputation cap before it enters a sum; each reputation is capped after it is
   formed. A round time below one second counts as one second.
 * A rejected update scores quality 0; a missing one is skipped (no change).
+* The cross-task prior H_i is added to r_a only in a round whose quality
+  reaches q_min (:func:`loss_reputation_with_prior`).
 * A client joins with r_a = r_t = min(1, cap) (:meth:`ClientReputation.joined`);
   only a client scored in at least one round earns the final bonus.
 
@@ -159,11 +161,19 @@ def loss_reputation(weighted_sum: int, k: int, quality: int, min_quality: int, c
     return min(reputation, cap)
 
 
-def loss_reputation_with_prior(prior: int, mean_term: int, reputation_cap: int) -> int:
-    """Eq. 8: the loss reputation min(cap, H_i + mean term), where the mean term (:func:`loss_reputation`)
-    already carries the q_min decay and H_i is the cross-task prior (:mod:`fedchain.fl.crosstask`)."""
+def loss_reputation_with_prior(prior: int, mean_term: int, quality: int, min_quality: int, reputation_cap: int) -> int:
+    """Eq. 8: the loss reputation min(cap, H_i + mean term) in a round whose quality q_n reaches q_min,
+    and the mean term alone below q_min.
+
+    The mean term (:func:`loss_reputation`) already carries the q_min decay and H_i is the
+    cross-task prior (:mod:`fedchain.fl.crosstask`). The prior stays out of a round below q_min
+    so that a good history cannot carry a client through a round in which it sent garbage: such a
+    round can still take r_a below r_a_min and cost the client its deposit.
+    """
     if prior < 0 or mean_term < 0:
         raise ValueError(f"prior and mean term must be non-negative, got {prior} and {mean_term}")
+    if quality < min_quality:
+        return mean_term
     return min(reputation_cap, prior + mean_term)
 
 
@@ -214,7 +224,8 @@ def score_round(
     ``quality`` is q (fixed point), ``round_time`` t (whole seconds); a rejected
     update (``accepted`` false) scores quality 0. ``prior`` is the client's
     cross-task history term H_i posted for the task (eq. 8, :mod:`fedchain.fl.crosstask`):
-    r_a = min(cap, prior + the decayed weighted mean).
+    r_a = min(cap, prior + the weighted mean) when q >= q_min, else the decayed weighted mean
+    alone (:func:`loss_reputation_with_prior`).
     """
     cap = params.reputation_cap
     q = min(quality, cap) if accepted else 0
@@ -222,7 +233,8 @@ def score_round(
     k = state.rounds + 1
     sum_quality = state.sum_quality + k * q
     sum_time_ratio = state.sum_time_ratio + k * time_ratio(params.expected_duration, params.rounds, time_fp, cap)
-    loss_rep = loss_reputation_with_prior(prior, loss_reputation(sum_quality, k, q, params.min_quality, cap), cap)
+    mean_term = loss_reputation(sum_quality, k, q, params.min_quality, cap)
+    loss_rep = loss_reputation_with_prior(prior, mean_term, q, params.min_quality, cap)
     time_rep = time_reputation(sum_time_ratio, k, params.max_round_time, time_fp, cap)
     reputation = ClientReputation(k, sum_quality, sum_time_ratio, loss_rep, time_rep)
     removed = loss_rep < params.min_loss_reputation or time_rep < params.min_time_reputation

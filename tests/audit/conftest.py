@@ -8,7 +8,9 @@ rejected in round 1 (removed, deposit forfeited); one bid on job 3 is never
 revealed. Every update, job data, spec and model lives in a temporary blob
 store. After three rounds the task is settled, every job is settled, and some
 accounts withdraw. A second task (:func:`drive_scored_task`) posts the scores the
-aggregator's scoring function gives, for ``--verify-scores``. Accounts by role (Anvil's public test keys): 0 deployer,
+aggregator's scoring function gives, for ``--verify-scores``. A third
+(:func:`drive_prior_task`) brings the first task's clients back with their
+cross-task priors for a round in which client 0 sends garbage. Accounts by role (Anvil's public test keys): 0 deployer,
 1 publisher, 2 aggregator, 3..6 clients, 9..14 fog nodes.
 """
 
@@ -269,6 +271,36 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
     return task_id
 
 
+def drive_prior_task(driver: Driver, store: BlobStore) -> int:
+    """A one-round task with :func:`drive_task`'s clients, run after it: they bring priors, client 0 sends garbage.
+
+    The priors are what the aggregator computes from the earlier tasks on the chain (client 0's is its
+    final r_a of :func:`drive_task`, above 1). In the round client 0's update scores quality 0.1, below
+    q_min 0.5, the others 1.0: the prior does not apply in that round, so client 0 is removed.
+    """
+    from fedchain.aggregator.priors import chain_priors
+
+    spec = TaskSpec(dataset="mnist", model="lenet5", validation=ValidationSpec(size=64))
+    task_id, _ = staff_task(driver, store, spec, dict(PARAMS, rounds=1), DATA_SIZES, BIDS)
+    aggregator = driver.as_(AGGREGATOR)
+    priors = chain_priors(aggregator.task_registry, aggregator.round_ledger, task_id, aggregator.task_registry.state(task_id))
+    assert priors.priors[0] > WAD, priors  # the history this task is about
+    aggregator.round_ledger.post_priors(task_id, list(priors.priors))
+    started = aggregator.task_registry.state(task_id).round_started_at
+    generator = torch.Generator().manual_seed(5)
+    global_params = torch.cat([t.reshape(-1) for t in spec.initial_params().values()])
+    measurements = []
+    for index in sorted(range(len(CLIENTS)), key=COMMIT_OFFSETS.__getitem__):
+        delta = torch.randn(global_params.numel(), generator=generator) * 0.01
+        commit = commit_update(driver, store, spec, task_id, 1, index, delta, started + COMMIT_OFFSETS[index])
+        quality = WAD // 10 if index == 0 else WAD
+        measurements.append((index, Measurement(quality=quality, round_time=commit.committed_at - started, accepted=True)))
+    model_hash = put_model(store, spec, task_id, 1, unflatten(global_params, spec.param_spec()))
+    aggregator.round_ledger.post_round(task_id, 1, model_hash, WAD // 2, [m for _, m in sorted(measurements)])
+    settle_everything(driver, task_id, len(CLIENTS), ())
+    return task_id
+
+
 @pytest.fixture(scope="session")
 def audit_node() -> Iterator[AnvilNode]:
     """The audit tests' own Anvil."""
@@ -306,6 +338,12 @@ def _driven(chain: AuditChain, drive: Callable[[Driver, BlobStore], int]) -> Dri
 def driven_task(audit_chain: AuditChain) -> DrivenTask:
     """The module docstring's task, driven once per session, and the audit's readings of it."""
     return _driven(audit_chain, drive_task)
+
+
+@pytest.fixture(scope="session")
+def prior_task(audit_chain: AuditChain, driven_task: DrivenTask) -> DrivenTask:
+    """:func:`drive_prior_task`'s task, driven once per session after ``driven_task`` (its history)."""
+    return _driven(audit_chain, drive_prior_task)
 
 
 @pytest.fixture(scope="session")

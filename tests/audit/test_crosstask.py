@@ -38,35 +38,50 @@ def task_events(log: EventLog, task_id: int, qualities: Mapping[str, int | None]
     log.tx((b.TaskStarted, dict(t, started_at=started_at, clients=len(qualities))),)
 
 
-def post_round(log: EventLog, task_id: int, qualities: dict[str, int], started_at: int, *, finish: bool) -> None:
-    """Round 1 of task ``task_id``: every fog commits 50 s after the start; posted (and the task finishes)."""
+def post_round(
+    log: EventLog, task_id: int, qualities: dict[str, int], started_at: int, *, finish: bool,
+    removed: Mapping[int, int] | None = None,
+) -> None:
+    """Round 1 of task ``task_id``: every fog commits 50 s after the start; posted (and the task finishes).
+
+    ``removed`` maps the index of each client the round removes to its r_a (its r_t is 2: T = 100 s, t = 50 s).
+    """
     t = {"task_id": task_id}
     for index in range(len(qualities)):
         log.tx((b.UpdateCommitted, dict(t, client_index=index, round=1, fog=FOG, update_hash=b"\x05" * 32,
                                         committed_at=started_at + 50, payment=PRICE)),)
     measurements = tuple(b.Measurement(quality=q, round_time=50, accepted=True) for q in qualities.values())
     entries: list[tuple[type, dict[str, Any]]] = [
+        (b.ClientRemoved, dict(t, client_index=index, round=1, loss_reputation=loss_rep, time_reputation=2 * WAD))
+        for index, loss_rep in (removed or {}).items()
+    ]
+    entries.append(
         (b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=measurements,
                              paid=0)),
-    ]
+    )
     if finish:
         entries.append((b.RoundClosed, dict(t, round=1, spent=0, budget_left=10**18, next_round_started_at=0)))
         entries.append((b.TaskFinished, dict(t, last_round=1, finished_at=started_at + 60, target_reached=False)))
     log.tx(*entries)
 
 
-def two_tasks(priors: tuple[int, ...] | None, *, round_1: bool = False) -> list[Any]:
-    """Task 1 finished with A 1.2 and B 0.6; task 2 started with A, B, C and posted ``priors`` (None: no post)."""
+def two_tasks(
+    priors: tuple[int, ...] | None, *, round_1: bool = False, quality_a: int = WAD, removed: Mapping[int, int] | None = None
+) -> list[Any]:
+    """Task 1 finished with A 1.2 and B 0.6; task 2 started with A, B, C and posted ``priors`` (None: no post).
+
+    In task 2's round 1 (when ``round_1``) A scores ``quality_a``, B and C 1.0; ``removed`` as in :func:`post_round`.
+    """
     log = EventLog()
     first = {A: 12 * WAD // 10, B: 6 * WAD // 10}
     task_events(log, 1, first, started_at=1000)
     post_round(log, 1, first, 1000, finish=True)
-    second = {A: WAD, B: WAD, C: WAD}
-    task_events(log, 2, second, started_at=2000)
+    second = {A: quality_a, B: WAD, C: WAD}
+    task_events(log, 2, {A: WAD, B: WAD, C: WAD}, started_at=2000)
     if priors is not None:
         log.tx((b.PriorsPosted, {"task_id": 2, "priors": priors}),)
     if round_1:
-        post_round(log, 2, second, 2000, finish=False)
+        post_round(log, 2, second, 2000, finish=False, removed=removed)
     return log.events
 
 
@@ -84,6 +99,24 @@ def test_priors_recomputed_from_the_earlier_task_pass_the_cross_task_check() -> 
     assert report.history.clients[0].loss_reputation == 22 * WAD // 10
     statuses = {c.name: c.status for c in report.checks}
     assert statuses[CheckName.REPUTATION] is not CheckStatus.FAIL
+
+
+def test_a_round_below_q_min_is_recomputed_without_the_prior_so_the_client_must_be_removed() -> None:
+    # prepare: A (prior 1.2) sends garbage in task 2's round 1: quality 0.1 < q_min 0.5, so r_a = 0.1 * 0.1 = 0.01
+    # without the prior (below r_a_min 0.1: removed); with it r_a would be 1.21 and A would stay
+    priors = (12 * WAD // 10, 6 * WAD // 10, 0)
+    removed = two_tasks(priors, round_1=True, quality_a=WAD // 10, removed={0: WAD // 100})
+    kept = two_tasks(priors, round_1=True, quality_a=WAD // 10)
+    # execute
+    honest, prior_applied = audit_task(2, removed), audit_task(2, kept)
+    # assert: the chain that removes A agrees with the audit; one that kept A (the prior applied) fails it
+    statuses = {c.name: c.status for c in honest.checks}
+    assert statuses[CheckName.REPUTATION] is not CheckStatus.FAIL, honest.check(CheckName.REPUTATION).findings
+    assert statuses[CheckName.CROSS_TASK] is CheckStatus.PASS
+    a = honest.history.clients[0]
+    assert (a.loss_reputation, a.status, a.removed_round) == (WAD // 100, "removed", 1)
+    [finding] = prior_applied.check(CheckName.REPUTATION).findings
+    assert "removal of client 0 in round 1" in finding.message
 
 
 def test_priors_that_differ_from_the_recomputed_ones_fail_the_cross_task_check() -> None:

@@ -46,6 +46,19 @@ def test_the_rebuilt_history_holds_the_slash_the_removal_and_the_forfeits(driven
     assert history.task.status == "Settled"
 
 
+def test_a_client_with_a_prior_that_sends_garbage_is_removed_and_the_audit_passes(prior_task: DrivenTask) -> None:
+    readings = prior_task.readings
+
+    report = audit_task(prior_task.task_id, readings.events, views=readings.views, store=prior_task.store())
+
+    assert {c.name.value: [f.message for f in c.findings] for c in report.checks if c.failed} == {}
+    assert report.check(CheckName.CROSS_TASK).status is CheckStatus.PASS
+    client = report.history.clients[0]
+    # Quality 0.1 < q_min: r_a = 0.1 * 0.1 without the prior (above 1), below r_a_min 0.1.
+    assert (client.status, client.removed_round, client.loss_reputation) == ("removed", 1, 10**16)
+    assert [(c.status, c.deposit_returned) for c in report.history.clients] == [("removed", 0)] + [("active", 10**16)] * 3
+
+
 def commit_of(driven_task: DrivenTask, client: int, round_number: int) -> CommitRecord:
     commits = audit_task(driven_task.task_id, driven_task.readings.events).history.commits
     return next(c for c in commits if (c.client_index, c.round) == (client, round_number))

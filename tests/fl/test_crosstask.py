@@ -210,8 +210,9 @@ def test_history_term_lies_between_the_clients_own_reputations_in_similar_tasks(
 
 
 def test_loss_reputation_with_prior_adds_the_history_term_to_the_mean_term_under_the_cap() -> None:
-    assert loss_reputation_with_prior(wad(0.6), wad(0.9), reputation_cap=2 * WAD) == wad(1.5)
-    assert loss_reputation_with_prior(wad(1.6), wad(0.9), reputation_cap=2 * WAD) == 2 * WAD
+    # q = 1.0 reaches q_min = 0.5, so the prior counts
+    assert loss_reputation_with_prior(wad(0.6), wad(0.9), WAD, wad(0.5), reputation_cap=2 * WAD) == wad(1.5)
+    assert loss_reputation_with_prior(wad(1.6), wad(0.9), WAD, wad(0.5), reputation_cap=2 * WAD) == 2 * WAD
 
 
 def test_duplicate_clients_are_refused_with_a_reason() -> None:

@@ -23,6 +23,7 @@ from fedchain.fl.reputation import (
     linear_weights,
     loss_reputation,
     loss_reputation_float,
+    loss_reputation_with_prior,
     round_payment,
     scale_pro_rata,
     score_round,
@@ -77,6 +78,32 @@ def test_quality_below_q_min_multiplies_the_loss_reputation_by_the_quality() -> 
     weighted_sum = WAD + 2 * (WAD // 5)
     assert loss_reputation(weighted_sum, 2, WAD // 5, WAD // 2, 10 * WAD) == 93_333_333_333_333_333
     assert loss_reputation_float([1.0, 0.2], 0.5) == pytest.approx(1.4 / 3 * 0.2)
+
+
+def test_the_prior_counts_in_a_round_at_or_above_q_min_and_not_below() -> None:
+    # Prior 2.0, mean term 0.6, q_min 0.5, cap 10: q = 0.8 and q = 0.5 (exactly q_min) give 2.6; q = 0.4 gives 0.6.
+    prior, mean_term, q_min, cap = 2 * WAD, 6 * WAD // 10, WAD // 2, 10 * WAD
+    assert loss_reputation_with_prior(prior, mean_term, 8 * WAD // 10, q_min, cap) == 26 * WAD // 10
+    assert loss_reputation_with_prior(prior, mean_term, q_min, q_min, cap) == 26 * WAD // 10
+    assert loss_reputation_with_prior(prior, mean_term, q_min - 1, q_min, cap) == mean_term
+    assert loss_reputation_with_prior(prior, mean_term, 0, q_min, cap) == mean_term
+
+
+def test_a_high_prior_does_not_carry_a_client_through_a_round_below_q_min() -> None:
+    # Prior 5.0. Round 1, q = 1.0: r_a = 5 + 1 = 6. Round 2, q = 0.2 < q_min 0.5: the prior is left out,
+    # r_a = (1 + 2*0.2)/3 * 0.2 = 0.09333 < r_a_min 0.1: removed, unpaid (with the prior r_a would be 5.0933).
+    # Had round 2 been exactly q_min: r_a = 5 + (1 + 2*0.5)/3 = 5.6667.
+    prior = 5 * WAD
+    first = score_round(ClientReputation(), params(), WAD, 200, True, prior)
+    garbage = score_round(first.reputation, params(), WAD // 5, 200, True, prior)
+    borderline = score_round(first.reputation, params(), WAD // 2, 200, True, prior)
+    rejected = score_round(first.reputation, params(), WAD, 200, False, prior)
+    assert first.reputation.loss_reputation == 6 * WAD
+    assert garbage.reputation.loss_reputation == 93_333_333_333_333_333
+    assert garbage.removed and garbage.payment == 0
+    assert borderline.reputation.loss_reputation == prior + 666_666_666_666_666_666
+    assert not borderline.removed
+    assert rejected.reputation.loss_reputation == 0 and rejected.removed
 
 
 def test_time_reputation_averages_t_over_round_times_and_penalises_slow_rounds() -> None:
