@@ -39,6 +39,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from fedchain.errors import ConfigError, TaskSpecError
+from fedchain.fl.screening import ScreeningConfig
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
 from fedchain.trainer.config import TrainConfig
@@ -127,6 +128,8 @@ class TaskSpec:
         privacy_mechanism: ``laplace`` or ``gaussian`` (with ``privacy_delta``).
         privacy_delta: delta of the Gaussian mechanism.
         validation: the publisher's validation set.
+        screening: the rules that drop a round's attacks before the strategy sees them
+            (:mod:`fedchain.fl.screening`); in the spec so that the auditor re-runs the aggregator's.
     """
 
     dataset: str = "mnist"
@@ -144,6 +147,7 @@ class TaskSpec:
     privacy_mechanism: PrivacyMechanism = "laplace"
     privacy_delta: float = 1e-5
     validation: ValidationSpec = field(default_factory=ValidationSpec)
+    screening: ScreeningConfig = field(default_factory=ScreeningConfig)
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -154,6 +158,8 @@ class TaskSpec:
         object.__setattr__(self, "model", ModelSpec(self.model, self.num_classes, self.in_channels).name)
         if isinstance(self.validation, Mapping):  # TaskSpec(validation={"size": 500}) from Python
             object.__setattr__(self, "validation", ValidationSpec(**self.validation))
+        if isinstance(self.screening, Mapping):  # TaskSpec(screening={"min_cosine": 0.0}) from Python
+            object.__setattr__(self, "screening", ScreeningConfig(**self.screening))
         options = json.loads(json.dumps(dict(self.strategy_options), sort_keys=True))  # JSON values only
         object.__setattr__(self, "strategy_options", MappingProxyType(options))
         self.strategy_instance()  # an unknown strategy or option fails here, before a task escrows its budget
@@ -174,6 +180,7 @@ class TaskSpec:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["strategy_options"] = dict(self.strategy_options)
         data["validation"] = dataclasses.asdict(self.validation)
+        data["screening"] = dataclasses.asdict(self.screening)
         return {"format": FORMAT, **data}
 
     def to_bytes(self) -> bytes:

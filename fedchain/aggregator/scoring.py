@@ -3,10 +3,14 @@
 :func:`score_round` takes the current global model and every client's update
 (``None`` where the client sent nothing usable: missing, malformed, removed),
 evaluates each client's updated model on the publisher's validation set
-(``loss_i``: never a loss the trainer reports), aggregates with the strategy,
-and returns the new global model with the chain's measurement of every client:
-quality ``q_i`` (Tian's loss ratio or the strategy's rescaled contribution,
-:mod:`fedchain.fl.quality`), round time and acceptance.
+(``loss_i``: never a loss the trainer reports), screens the updates with the
+task spec's rules (:mod:`fedchain.fl.screening`: a screened-out update reaches
+the strategy as a rejected one), aggregates with the strategy, and returns the
+new global model with the chain's measurement of every client: quality ``q_i``
+(Tian's loss ratio or the strategy's rescaled contribution,
+:mod:`fedchain.fl.quality`), round time and acceptance. The aggregator, the
+auditor's ``--verify-scores`` and the benchmarks all score here, so they
+screen alike.
 
 fedave also needs each client's per-sample losses on its own data, which only
 its fog node has: they come inside the update's payload
@@ -32,6 +36,7 @@ from fedchain.chain.bindings import Measurement
 from fedchain.data.datasets import ImageDataset
 from fedchain.errors import ConfigError
 from fedchain.fl.quality import QualitySource, round_quality, to_wad
+from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
 from fedchain.taskspec import TaskSpec
@@ -119,6 +124,8 @@ class RoundOutcome:
     qualities: tuple[float, ...]
     client_losses: tuple[float, ...]
     state: StrategyState | None
+    #: What screening decided, per client (None when no update was usable).
+    screening: ScreeningResult | None = None
 
     @property
     def accuracy_wad(self) -> int:
@@ -134,11 +141,14 @@ def score_round(
     state: StrategyState | None,
     *,
     quality: QualitySource = "loss",
+    screening: ScreeningConfig = ScreeningConfig(),  # noqa: B008 (frozen: one shared default is safe)
 ) -> RoundOutcome:
-    """Evaluate every usable update, aggregate them, and measure every client for the chain (module docstring).
+    """Evaluate every usable update, screen, aggregate, and measure every client for the chain (module docstring).
 
-    With no usable update the global model and the strategy's state stay as they were and every quality is 0.
-    For a strategy that needs local losses, an update without them is not usable.
+    ``screening`` must be the task spec's (:attr:`TaskSpec.screening`), so that every agent that scores
+    the round rejects the same updates. With no usable update the global model and the strategy's state
+    stay as they were and every quality is 0. For a strategy that needs local losses, an update without
+    them is not usable.
     """
     n = len(clients)
     needs_losses = strategy.needs_local_losses
@@ -148,6 +158,7 @@ def score_round(
     losses = [math.nan] * n
     qualities = [0.0] * n
     new_global, new_state = global_params, state
+    screened = None
     if any(usable):
         rows = [i for i in range(n) if usable[i]]
         updates = torch.full((n, global_params.numel()), math.nan, dtype=global_params.dtype)
@@ -165,7 +176,8 @@ def score_round(
             client_evaluations=evaluations,
             local_sample_losses=[c.local_losses for c in clients] if needs_losses else None,
         )
-        result = strategy.round(global_params, updates, sizes, state, validation)
+        screened = screen(updates, torch.tensor(usable), torch.tensor(losses, dtype=torch.float64), screening)
+        result = strategy.round(global_params, screened_updates(updates, screened), sizes, state, validation)
         # A loss that is not finite (an update that blows the model up) fails the quality check too.
         accepted = result.accepted & torch.tensor([math.isfinite(x) for x in losses])
         result = dataclasses.replace(result, accepted=accepted)
@@ -183,4 +195,4 @@ def score_round(
         for i in range(n)
     )
     accuracy = evaluator(new_global).accuracy
-    return RoundOutcome(new_global, accuracy, measurements, tuple(qualities), tuple(losses), new_state)
+    return RoundOutcome(new_global, accuracy, measurements, tuple(qualities), tuple(losses), new_state, screened)

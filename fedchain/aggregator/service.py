@@ -312,7 +312,7 @@ class Aggregator:
             previous = self._strategy_state(context, round_number - 1)
             outcome = score_round(
                 context.strategy, global_params, clients, context.evaluator, previous,
-                quality=context.quality,
+                quality=context.quality, screening=context.spec.screening,
             )
             model_hash = self._publish(context, round_number, outcome)
             self._scored = (key, outcome, model_hash)

@@ -110,7 +110,7 @@ def _reproduce(
                                                 client.account, commit.update_hash, entry)
             rejections.append(reason)
             clients.append(entry)
-        outcome = score_round(strategy, global_params, clients, evaluator, state, quality=quality)
+        outcome = score_round(strategy, global_params, clients, evaluator, state, quality=quality, screening=spec.screening)
         state, model_hash = outcome.state, posted.model_hash
         reproduced: list[int | None] = []
         gaps = []

@@ -32,6 +32,7 @@ from fedchain.config import from_mapping, load_yaml
 from fedchain.data.partition import PartitionKind
 from fedchain.errors import ConfigError
 from fedchain.fl.pruning import Pruning
+from fedchain.fl.screening import ScreeningConfig
 from fedchain.trainer.config import Engine, TrainConfig
 from fedchain.trainer.device import resolve_device
 
@@ -149,6 +150,9 @@ class ExperimentConfig:
     own_models: bool | None = None
     #: Misbehaving clients.
     faults: FaultConfig = field(default_factory=FaultConfig)
+    #: The screening rules run before the strategy sees a round's updates, as a task spec's
+    #: (``enabled: false`` measures a strategy undefended).
+    screening: ScreeningConfig = field(default_factory=ScreeningConfig)
     #: Privacy budget of the local noise added to client data; ``None`` adds none.
     epsilon: float | None = None
     #: Training samples held out of every client as the aggregator's validation set.

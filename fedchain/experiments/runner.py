@@ -2,9 +2,11 @@
 
 Every round: clients train locally (the trainer's fastest engine), faulty
 clients tamper with their updates, the aggregator scores every updated model
-on its validation set, the strategy aggregates (updates with NaN or infinite
-values are rejected there and never averaged in), the global model is tested,
-and a :class:`RoundRecord` is emitted.
+on its validation set, screening drops the updates its rules call attacks
+(:mod:`fedchain.fl.screening`, the config's ``screening``, as a task spec's),
+the strategy aggregates (updates with NaN or infinite values, screened-out
+ones included, are rejected there and never averaged in), the global model is
+tested, and a :class:`RoundRecord` is emitted.
 
 Two client protocols:
 
@@ -37,6 +39,7 @@ from fedchain.experiments.federation import FREE_RIDER, SCALED, Federation, buil
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
 from fedchain.fl.quality import QualitySource
+from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategies.fedave import FedAVE
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer import TrainConfig, Trainer, WorkerPool, predict, standalone_accuracies
@@ -181,26 +184,32 @@ def score_round(
     updates: torch.Tensor,
     state: StrategyState | None,
     client_params: torch.Tensor | None,
-) -> tuple[RoundResult, tuple[float, ...]]:
-    """The aggregator's side of one round: validation inputs, the strategy's round, the chain's quality.
+    screening: ScreeningConfig,
+) -> tuple[RoundResult, tuple[float, ...], ScreeningResult]:
+    """The aggregator's side of one round: validation inputs, screening, the strategy's round, the chain's quality.
 
     ``local_models`` are the models the clients sent (``start + updates``); ``client_params`` the
     models they trained from when they keep their own (else ``None``). Returns the strategy's
-    result and every client's quality q_i.
+    result, every client's quality q_i and what screening decided.
     """
     by_loss = quality_source(strategy) == "loss"
-    client_evaluations = evaluator.evaluations(local_models, federation.validation) if by_loss else None
+    client_evaluations = None
+    if by_loss or screening.needs_losses:
+        client_evaluations = evaluator.evaluations(local_models, federation.validation)
+    losses = None if client_evaluations is None else torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
+    screened = screen(updates, torch.ones(updates.shape[0], dtype=torch.bool), losses, screening)
     validation = Validation(
         evaluate=lambda params: evaluator.evaluate(params, federation.validation),
         client_evaluations=client_evaluations,
         local_sample_losses=_LocalLosses(evaluator, local_models, federation.clients),
     )
     sizes = torch.tensor(federation.data_sizes, dtype=torch.float64)
-    result = strategy.round(global_params, updates, sizes, state, validation, client_params=client_params)
-    losses = None
-    if client_evaluations is not None and result.client_losses is None:
-        losses = torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
-    return result, round_quality(result, source=quality_source(strategy), client_losses=losses).values
+    sent = screened_updates(updates, screened)
+    result = strategy.round(global_params, sent, sizes, state, validation, client_params=client_params)
+    if result.client_losses is not None:
+        losses = None  # the strategy measured them itself
+    quality = round_quality(result, source=quality_source(strategy), client_losses=losses).values
+    return result, quality, screened
 
 
 def measure_standalone(
@@ -326,9 +335,11 @@ def run_experiment(
             seed = config.seed * _ROUND_SEED_STRIDE + round_number
             trained = trainer.train(start, clients, config=dataclasses.replace(train_config, seed=seed))
             updates = tamper(trained.updates(start), federation.faults, config, round_number)
-            result, quality = score_round(
-                strategy, evaluator, federation, global_params, start + updates, updates, state, models
+            result, quality, screened = score_round(
+                strategy, evaluator, federation, global_params, start + updates, updates, state, models, config.screening
             )
+            for client, reason in screened.rejected().items():
+                log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)
             state, global_params, last_rewards = result.state, result.global_params, result.rewards
             if models is not None and result.rewards is not None:
                 models = result.rewards

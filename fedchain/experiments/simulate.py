@@ -247,6 +247,7 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--free-rider-mode", type=click.Choice(["zero", "random"]), help="What a free rider sends.")
 @click.option("--scaled-clients", type=float, help="Fraction of clients that scale their update.")
 @click.option("--scale", type=float, help="Factor of a scaled client's update.")
+@click.option("--screening/--no-screening", default=None, help="Screen every round's updates before the strategy [default: yes].")
 @click.option("--epsilon", type=float, help="Privacy budget of the local noise on client data.")
 @click.option("--train-samples", type=int, help="Use only this many training samples.")
 @click.option("--test-samples", type=int, help="Use only this many test samples.")
@@ -300,6 +301,7 @@ def simulate(
         "free_rider_mode": "faults.free_rider_mode",
         "scaled_clients": "faults.scaled_clients",
         "scale": "faults.scale",
+        "screening": "screening.enabled",
     }
     overrides = {renames.get(key, key): value for key, value in flags.items()}
     overrides["pruning.sparsity"] = pruning

@@ -3,8 +3,11 @@
 Two sources, one per task:
 
 - ``"loss"`` (default): ``q_i = loss_avg / loss_i``, where ``loss_i`` is the
-  validation loss of client i's updated model and ``loss_avg`` the mean over
-  the accepted clients. Losses are floored at :data:`LOSS_FLOOR` (both sides),
+  validation loss of client i's updated model and ``loss_avg`` the median over
+  the accepted (screened, :mod:`fedchain.fl.screening`) clients: with a mean,
+  one attacker's huge loss would raise every honest client's quality a
+  thousandfold, and its tiny loss lower them; a median moves only when half
+  the round moves it. Losses are floored at :data:`LOSS_FLOOR` (both sides),
   so a perfect model gets a large finite quality, and all-zero losses give 1.
 - ``"contribution"``: the strategy's per-round contribution, rescaled so that
   its mean over the accepted clients is 1. Rule for zero and negative values:
@@ -48,11 +51,15 @@ class RoundQuality:
 
 
 def loss_ratio(losses: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
-    """Tian eq. 4 over the accepted clients: ``mean_accepted(loss) / loss_i``; 0 where not accepted."""
+    """Tian eq. 4 over the accepted clients: ``median_accepted(loss) / loss_i``; 0 where not accepted.
+
+    The median is numpy's (the two middle losses averaged for an even count), so no single
+    client's loss moves another client's quality beyond the next loss in order (module docstring).
+    """
     losses = losses.to(torch.float64)
     if not accepted.any():
         return torch.zeros_like(losses)
-    average = losses[accepted].mean().clamp_min(LOSS_FLOOR)
+    average = losses[accepted].quantile(0.5).clamp_min(LOSS_FLOOR)
     ratio = average / torch.where(accepted, losses, torch.ones_like(losses)).clamp_min(LOSS_FLOOR)
     return torch.where(accepted, ratio, torch.zeros_like(ratio))
 

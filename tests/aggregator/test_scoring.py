@@ -13,6 +13,7 @@ from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported,
 from fedchain.errors import AgentError, ConfigError
 from fedchain.fl.divergence import loss_kl
 from fedchain.fl.quality import to_wad
+from fedchain.fl.screening import NO_SCREENING, ScreeningConfig, ScreeningReason
 from fedchain.fl.strategies.cgsv import CGSVState
 from fedchain.fl.strategy import StrategyState, get_strategy
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_validation
@@ -62,9 +63,12 @@ def test_round_without_usable_updates_keeps_the_model_and_scores_nobody(evaluato
 
 
 def test_contribution_quality_is_rescaled_to_mean_one_over_accepted_clients(evaluator: Evaluator) -> None:
+    # prepare: three updates around one direction, as trained ones are (three random directions agree on
+    # nothing, and screening drops them all)
     g = initial_params(SPEC.model_spec(), seed=2)
     generator = torch.Generator().manual_seed(1)
-    updates = [torch.randn(g.numel(), generator=generator) * 0.01 for _ in range(3)]
+    common = torch.randn(g.numel(), generator=generator) * 0.01
+    updates = [common + 0.005 * torch.randn(g.numel(), generator=generator) for _ in range(3)]
     clients = [ClientInput(u, 100, 3) for u in updates]
 
     outcome = score_round(get_strategy("cgsv"), g, clients, evaluator, None, quality="contribution")
@@ -129,3 +133,45 @@ def test_strategy_state_checkpoint_round_trips_tensors_none_and_counters(tmp_pat
     assert load_strategy_state(tmp_path, 1, CGSVState) == CGSVState(round=1, weights=None)
     with pytest.raises(AgentError, match="StrategyState"):
         load_strategy_state(tmp_path, 4, StrategyState)  # a CGSV checkpoint is not a plain state
+
+
+def test_a_screened_out_update_is_scored_as_rejected_and_moves_no_honest_quality(evaluator: Evaluator) -> None:
+    # prepare: four small updates in one direction and the same round with a fifth client scaling one x1000
+    g = initial_params(SPEC.model_spec(), seed=5)
+    generator = torch.Generator().manual_seed(5)
+    common = torch.randn(g.numel(), generator=generator) * 0.01
+    honest = [common + 0.005 * torch.randn(g.numel(), generator=generator) for _ in range(4)]
+    clients = [ClientInput(u, 100, 3) for u in honest]
+    attacked = [*clients, ClientInput(1000 * honest[0], 100, 3)]
+
+    # execute
+    alone = score_round(get_strategy("quality"), g, clients, evaluator, None)
+    outcome = score_round(get_strategy("quality"), g, attacked, evaluator, None)
+
+    # assert: the attacker is rejected with quality 0 on chain, the honest clients score as without it
+    assert outcome.screening is not None and outcome.screening.rejected() == {4: ScreeningReason.NORM_TOO_LARGE}
+    assert [m.accepted for m in outcome.measurements] == [True] * 4 + [False]
+    assert outcome.measurements[4].quality == 0
+    assert outcome.qualities[:4] == pytest.approx(alone.qualities, rel=1e-12)
+    torch.testing.assert_close(outcome.global_params, alone.global_params)
+
+
+def test_screening_follows_the_config_it_is_given(evaluator: Evaluator) -> None:
+    g = initial_params(SPEC.model_spec(), seed=6)
+    generator = torch.Generator().manual_seed(6)
+    updates = [torch.randn(g.numel(), generator=generator) * 0.01 for _ in range(3)]
+    clients = [ClientInput(u, 100, 3) for u in [*updates, -100 * updates[0]]]
+
+    outcome = score_round(get_strategy("fedavg"), g, clients, evaluator, None, screening=NO_SCREENING)
+
+    assert all(m.accepted for m in outcome.measurements)
+
+
+def test_the_task_spec_carries_its_screening_rules_through_its_bytes_for_the_auditor() -> None:
+    spec = dataclasses.replace(SPEC, screening=ScreeningConfig(min_cosine=0.1, max_loss_ratio=None))
+
+    again = TaskSpec.from_bytes(spec.to_bytes())
+
+    assert again.screening == ScreeningConfig(min_cosine=0.1, max_loss_ratio=None)
+    assert TaskSpec.from_bytes(SPEC.to_bytes()).screening == ScreeningConfig()
+    assert spec.dataset_id != SPEC.dataset_id  # other rules, another task

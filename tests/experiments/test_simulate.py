@@ -136,6 +136,25 @@ def test_an_infinite_update_is_rejected_and_never_averaged_in() -> None:
         assert sum(record.contribution) == pytest.approx(1.0)  # fedavg: data shares of the two accepted clients
 
 
+@pytest.mark.parametrize("strategy", ["fedavg", "quality"])
+def test_screening_drops_a_client_scaling_its_update_x1000_and_no_honest_client_scores_zero(strategy: str) -> None:
+    # prepare: one client in five multiplies its update by 1000
+    settings = {**TINY, "clients": 5, "train_samples": 800, "strategy": strategy}
+    config = load_experiment(None, {**settings, "faults.scaled_clients": 0.2, "faults.scale": 1000.0})
+    federation = build_federation(config)
+    bad = federation.faults.index(SCALED)
+
+    # execute
+    result = run_experiment(config, federation=federation)
+
+    # assert: the attacker is never aggregated and the model learns; every honest client keeps a quality near 1
+    for record in result.rounds:
+        assert record.accepted == tuple(i != bad for i in range(5))
+        assert record.quality[bad] == 0.0
+        assert all(0.3 < q < 3 for i, q in enumerate(record.quality) if i != bad)
+    assert result.rounds[-1].test_accuracy > 2 * CHANCE
+
+
 def test_faulty_clients_are_disjoint_seeded_groups_of_the_requested_size() -> None:
     faults = FaultConfig(noisy_clients=0.3, free_riders=0.2, scaled_clients=0.1)
 

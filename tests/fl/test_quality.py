@@ -18,18 +18,18 @@ def evaluations(*losses: float) -> Validation:
 
 
 def test_quality_weights_are_loss_ratio_times_size_normalised() -> None:
-    """Losses 1, 2, 4: loss_avg = 7/3, q = [7/3, 7/6, 7/12]; sizes 1, 1, 2: q|D| = [7/3, 7/6, 7/6],
-    sum 14/3, weights [1/2, 1/4, 1/4]. Updates e_1, e_2, e_3 -> new global [1/2, 1/4, 1/4]."""
+    """Losses 1, 2, 4: loss_avg = median = 2, q = [2, 1, 1/2]; sizes 1, 1, 2: q|D| = [2, 1, 1],
+    sum 4, weights [1/2, 1/4, 1/4]. Updates e_1, e_2, e_3 -> new global [1/2, 1/4, 1/4]."""
     result = get_strategy("quality").round(torch.zeros(3), torch.eye(3), [1, 1, 2], None, evaluations(1.0, 2.0, 4.0))
 
     torch.testing.assert_close(result.weights, torch.tensor([0.5, 0.25, 0.25], dtype=F64))
-    torch.testing.assert_close(result.contribution, torch.tensor([7 / 3, 7 / 6, 7 / 12], dtype=F64))
+    torch.testing.assert_close(result.contribution, torch.tensor([2.0, 1.0, 0.5], dtype=F64))
     torch.testing.assert_close(result.global_params, torch.tensor([0.5, 0.25, 0.25]))
     torch.testing.assert_close(result.client_losses, torch.tensor([1.0, 2.0, 4.0], dtype=F64))
 
 
 def test_quality_calls_the_evaluator_on_each_clients_updated_model() -> None:
-    """loss(p) = sum(p) + 1: global [1, 1] plus updates [1, 0], [2, 1] give losses 4 and 6; mean 5,
+    """loss(p) = sum(p) + 1: global [1, 1] plus updates [1, 0], [2, 1] give losses 4 and 6; median 5,
     q = [5/4, 5/6]; equal sizes: weights [5/4, 5/6] / (25/12) = [0.6, 0.4]."""
     validation = Validation(evaluate=lambda p: Evaluation(loss=float(p.sum()) + 1, accuracy=0.0))
     updates = torch.tensor([[1.0, 0.0], [2.0, 1.0]])
@@ -56,6 +56,24 @@ def test_loss_ratio_ignores_rejected_clients_in_the_average() -> None:
     quality = loss_ratio(torch.tensor([2.0, 6.0, 100.0], dtype=F64), torch.tensor([True, True, False]))
 
     torch.testing.assert_close(quality, torch.tensor([2.0, 2 / 3, 0.0], dtype=F64))
+
+
+def test_loss_ratio_averages_with_the_median_of_the_accepted_losses() -> None:
+    """Accepted losses 1, 2, 3, 4: loss_avg = (2 + 3) / 2 = 2.5 (numpy's median), q = [2.5, 1.25, 5/6, 0.625]."""
+    quality = loss_ratio(torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=F64), torch.ones(4, dtype=torch.bool))
+
+    torch.testing.assert_close(quality, torch.tensor([2.5, 1.25, 2.5 / 3, 0.625], dtype=F64))
+
+
+@given(attacker_loss=st.floats(min_value=1e-6, max_value=1e12, allow_nan=False))
+def test_one_attackers_loss_cannot_move_the_honest_clients_quality(attacker_loss: float) -> None:
+    """Honest losses 1, 2, 2, 3 and one attacker: the median stays 2 whatever the attacker's loss,
+    so each honest client keeps q = 2 / loss_i (a mean would give honest clients up to ~1e11 for a huge loss)."""
+    losses = torch.tensor([1.0, 2.0, 2.0, 3.0, attacker_loss], dtype=F64)
+
+    quality = loss_ratio(losses, torch.ones(5, dtype=torch.bool))
+
+    torch.testing.assert_close(quality[:4], torch.tensor([2.0, 1.0, 1.0, 2 / 3], dtype=F64))
 
 
 def test_loss_ratio_of_all_zero_losses_is_one() -> None:
@@ -109,7 +127,7 @@ def test_round_quality_defaults_to_the_strategys_measured_losses() -> None:
 
     quality = round_quality(result)
 
-    assert quality.values == pytest.approx((7 / 3, 7 / 6, 7 / 12))
+    assert quality.values == pytest.approx((2.0, 1.0, 0.5))  # median loss 2
     assert quality.wad == to_wad(quality.values)
 
 

@@ -1,8 +1,8 @@
 """Quality weighting (Tian et al. 2023, eq. 19): weights ``q_i |D_i|``, normalised.
 
 ``q_i = loss_avg / loss_i`` (eq. 4), where ``loss_i`` is the validation loss of
-client i's updated model ``global + Delta_i`` and ``loss_avg`` the mean of
-those losses over the accepted clients. A lower loss weighs more.
+client i's updated model ``global + Delta_i`` and ``loss_avg`` the median of
+those losses over the accepted clients (:func:`~fedchain.fl.quality.loss_ratio`). A lower loss weighs more.
 """
 
 from __future__ import annotations

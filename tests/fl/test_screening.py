@@ -1,0 +1,228 @@
+"""Screening: each rule on hand-built updates, honest clients kept, attacks dropped with their reason."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fedchain.errors import ConfigError
+from fedchain.fl.screening import NO_SCREENING, ScreeningConfig, ScreeningReason, screen, screened_updates
+
+F64 = torch.float64
+#: Parameters of the hand-built updates: enough for random directions to be nearly orthogonal
+#: (the cosine of two random directions has a spread of 1/sqrt(DIM), 0.007).
+DIM = 20_000
+HONEST = 5
+
+
+def honest_updates(n: int = HONEST, seed: int = 0) -> torch.Tensor:
+    """``n`` updates sharing a direction (cosine about 0.8 to each other), norms within about 10%."""
+    generator = torch.Generator().manual_seed(seed)
+    common = torch.randn(DIM, generator=generator)
+    return torch.stack([common + 0.5 * torch.randn(DIM, generator=generator) for _ in range(n)])
+
+
+def with_attacker(attack: torch.Tensor, updates: torch.Tensor | None = None) -> torch.Tensor:
+    """The honest updates with ``attack`` as the last row."""
+    honest = honest_updates() if updates is None else updates
+    return torch.cat([honest, attack[None, :]])
+
+
+def everyone(n: int) -> torch.Tensor:
+    return torch.ones(n, dtype=torch.bool)
+
+
+def losses_of(n: int, value: float = 1.0) -> torch.Tensor:
+    return torch.full((n,), value, dtype=F64)
+
+
+def test_honest_updates_are_all_accepted_with_the_defaults() -> None:
+    updates = honest_updates(10)
+
+    result = screen(updates, everyone(10), losses_of(10))
+
+    assert result.accepted.all()
+    assert result.rejected() == {}
+
+
+@pytest.mark.parametrize("factor", [10.0, 1000.0])
+def test_a_scaled_update_is_rejected_for_its_norm(factor: float) -> None:
+    honest = honest_updates()
+
+    result = screen(with_attacker(factor * honest[0], honest), everyone(HONEST + 1), losses_of(HONEST + 1))
+
+    assert result.rejected() == {HONEST: ScreeningReason.NORM_TOO_LARGE}
+    assert result.norms[HONEST] / result.median_norm > 4
+
+
+def test_a_sign_flipped_update_is_rejected_for_its_direction() -> None:
+    honest = honest_updates()
+
+    result = screen(with_attacker(-honest[0], honest), everyone(HONEST + 1), losses_of(HONEST + 1))
+
+    assert result.rejected() == {HONEST: ScreeningReason.DIRECTION}
+    assert result.cosines[HONEST] < -0.5
+    assert (result.cosines[:HONEST] > 0.5).all()
+
+
+def test_a_zero_update_is_rejected_as_a_free_rider() -> None:
+    result = screen(with_attacker(torch.zeros(DIM)), everyone(HONEST + 1), losses_of(HONEST + 1))
+
+    assert result.rejected() == {HONEST: ScreeningReason.NORM_TOO_SMALL}
+
+
+def test_a_tiny_update_is_rejected_below_the_norm_floor() -> None:
+    honest = honest_updates()
+
+    result = screen(with_attacker(0.01 * honest[0], honest), everyone(HONEST + 1), losses_of(HONEST + 1))
+
+    assert result.rejected() == {HONEST: ScreeningReason.NORM_TOO_SMALL}
+
+
+def test_gaussian_noise_of_the_updates_own_norm_is_rejected_for_its_direction_on_agreeing_data() -> None:
+    # prepare: a task on IID-like data raises min_cosine above the noise's spread (the default keeps skewed clients)
+    honest = honest_updates()
+    noise = torch.randn(DIM, generator=torch.Generator().manual_seed(7))
+    noise = noise / noise.norm() * honest[0].norm()
+    config = ScreeningConfig(min_cosine=0.1)
+
+    result = screen(with_attacker(noise, honest), everyone(HONEST + 1), losses_of(HONEST + 1), config)
+
+    assert result.rejected() == {HONEST: ScreeningReason.DIRECTION}
+    assert abs(float(result.cosines[HONEST])) < 0.03
+
+
+def test_three_sybil_copies_of_a_poisoned_update_among_ten_are_all_rejected() -> None:
+    # prepare: 7 honest clients and 3 identical copies of one sign-flipped update (norm like the honest ones)
+    honest = honest_updates(7)
+    poisoned = -honest.mean(dim=0)
+    updates = torch.cat([honest, poisoned.expand(3, -1)])
+
+    # execute
+    result = screen(updates, everyone(10), losses_of(10))
+
+    # assert: the copies cannot drag the median, which 7 honest updates hold
+    assert result.rejected() == {7: ScreeningReason.DIRECTION, 8: ScreeningReason.DIRECTION, 9: ScreeningReason.DIRECTION}
+    assert result.accepted[:7].all()
+
+
+def test_a_model_with_a_high_validation_loss_is_rejected_by_the_loss_check() -> None:
+    updates = honest_updates(6)
+    losses = torch.tensor([1.0, 1.1, 0.9, 1.2, 1.0, 5.5], dtype=F64)
+
+    result = screen(updates, everyone(6), losses)
+
+    assert result.rejected() == {5: ScreeningReason.LOSS_TOO_HIGH}
+    assert result.median_loss == pytest.approx(1.05)
+
+
+def test_a_model_whose_loss_is_not_finite_is_rejected_even_in_a_small_round() -> None:
+    result = screen(honest_updates(2), everyone(2), torch.tensor([1.0, math.inf], dtype=F64))
+
+    assert result.rejected() == {1: ScreeningReason.LOSS_NOT_FINITE}
+
+
+def test_with_fewer_than_three_updates_only_the_absolute_checks_apply() -> None:
+    # prepare: two updates, one scaled x1000; a third row is NaN; a fourth is absent (NaN, not present)
+    honest = honest_updates(1)[0]
+    updates = torch.stack([honest, 1000 * honest, torch.full((DIM,), math.nan), torch.full((DIM,), math.nan)])
+    present = torch.tensor([True, True, True, False])
+
+    # execute
+    result = screen(updates, present, torch.tensor([1.0, 50.0, 1.0, math.nan], dtype=F64))
+
+    # assert: the median of two is no robust statistic: the scaled update and its loss pass
+    assert result.reasons == (
+        ScreeningReason.ACCEPTED, ScreeningReason.ACCEPTED, ScreeningReason.NON_FINITE, ScreeningReason.ABSENT
+    )
+    assert math.isnan(result.median_norm)
+
+
+def test_a_zero_update_is_rejected_even_in_a_small_round() -> None:
+    updates = torch.stack([honest_updates(1)[0], torch.zeros(DIM)])
+
+    result = screen(updates, everyone(2), losses_of(2))
+
+    assert result.rejected() == {1: ScreeningReason.NORM_TOO_SMALL}
+
+
+def test_absent_rows_are_never_read_into_the_statistics() -> None:
+    # prepare: the same honest round, once with an absent row of huge values appended
+    honest = honest_updates()
+    updates = torch.cat([honest, torch.full((1, DIM), 1e30)])
+    present = torch.tensor([True] * HONEST + [False])
+
+    # execute
+    with_absent = screen(updates, present, losses_of(HONEST + 1))
+    alone = screen(honest, everyone(HONEST), losses_of(HONEST))
+
+    # assert
+    assert with_absent.median_norm == alone.median_norm
+    assert with_absent.reasons == (*alone.reasons, ScreeningReason.ABSENT)
+
+
+def test_the_screened_updates_mark_rejected_rows_nan_and_keep_accepted_rows() -> None:
+    honest = honest_updates()
+    updates = with_attacker(1000 * honest[0], honest)
+
+    sent = screened_updates(updates, screen(updates, everyone(HONEST + 1), losses_of(HONEST + 1)))
+
+    assert torch.equal(sent[:HONEST], honest)
+    assert sent[HONEST].isnan().all()
+
+
+def test_clipping_scales_accepted_updates_down_to_the_median_norm() -> None:
+    # prepare: norms 1, 2, 3 along one axis: the median norm is 2
+    updates = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
+    config = ScreeningConfig(clip_to_median_norm=True, max_loss_ratio=None)
+
+    # execute
+    result = screen(updates, everyone(3), config=config)
+
+    # assert
+    torch.testing.assert_close(result.scales, torch.tensor([1.0, 1.0, 2 / 3], dtype=F64))
+    torch.testing.assert_close(screened_updates(updates, result), torch.tensor([[1.0, 0.0], [2.0, 0.0], [2.0, 0.0]]))
+
+
+def test_a_rule_set_to_none_does_not_apply() -> None:
+    honest = honest_updates()
+    config = ScreeningConfig(max_norm_ratio=None)
+
+    result = screen(with_attacker(1000 * honest[0], honest), everyone(HONEST + 1), losses_of(HONEST + 1), config)
+
+    assert result.accepted.all()
+
+
+def test_screening_disabled_accepts_every_present_update() -> None:
+    updates = with_attacker(-1000 * honest_updates()[0])
+    present = torch.tensor([True] * HONEST + [False])
+
+    result = screen(updates, present, config=NO_SCREENING)
+
+    assert result.accepted.tolist() == present.tolist()
+
+
+def test_the_loss_check_without_losses_says_what_to_pass() -> None:
+    with pytest.raises(ConfigError, match="validation loss") as caught:
+        screen(honest_updates(), everyone(HONEST))
+
+    assert "max_loss_ratio" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"max_norm_ratio": 1.0},
+        {"max_norm_ratio": math.inf},
+        {"min_norm_ratio": 1.5},
+        {"min_norm_ratio": 0.0},
+        {"max_loss_ratio": 0.5},
+        {"min_cosine": 1.0},
+        {"min_updates": 2},
+    ],
+)
+def test_a_threshold_that_would_reject_honest_clients_or_mean_nothing_is_refused(settings: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        ScreeningConfig(**settings)  # type: ignore[arg-type]
