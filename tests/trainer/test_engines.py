@@ -101,7 +101,7 @@ def test_vectorised_engines_match_the_sequential_loop_on_the_small_cnn(engine: E
     # The tolerance is 1/40 of the largest update entry: on an AMD EPYC CPU the engines' convolutions
     # (grouped, or vmapped) and the loop's take other oneDNN algorithms and ended 3.3e-4 apart after
     # at most 3 steps, where a wrong client's weights or gradient, or a step too many, moves entries by
-    # the update's own size (2e-2). On the Intel machines before, they agreed to 1e-5.
+    # the update's own size (2e-2). On the machine of earlier CI runs they agreed to 1e-5.
     assert float((reference.params - start).abs().max()) > 1e-2
     assert torch.allclose(result.params, reference.params, atol=5e-4, rtol=0)
 
