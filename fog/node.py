@@ -482,17 +482,23 @@ class FogNode:
                 task_states[task_id] = self.contracts.task_registry.state(task_id)
             task = task_states[task_id]
             round_ = int(task.current_round)
-            if task.status != TaskStatus.RUNNING or round_ < job["from_round"] or round_ in job["committed"]:
+            if task.status != TaskStatus.RUNNING or round_ < job["from_round"]:
                 continue
             limit = self.config.stop_after_round
             if limit is not None and round_ > limit:
                 self.agent.stop(f"stop_after_round={limit}")
                 continue
+            # The chain, not the state, says whether the round is committed: a commit whose block was
+            # reorganised away (or that the chain dropped) is in the state but no longer on chain.
+            if int(self.contracts.fog_auction.job(task_id, job["client"]).paid_up_to) >= round_:
+                if round_ not in job["committed"]:
+                    job["committed"].append(round_)
+                continue
+            if round_ in job["committed"]:
+                job["committed"].remove(round_)
+                self.log.warning("the round's commit is no longer on chain; committing again", job=key, round=round_)
             if self.now() > task.round_started_at + self.task_params(task_id).round_duration:
                 continue  # too late for this round; the contract slashes a missed round
-            if int(self.contracts.fog_auction.job(task_id, job["client"]).paid_up_to) >= round_:
-                job["committed"].append(round_)
-                continue
             try:
                 start = self._global_model(state, task_id, round_)
             except (UpdateRejected, StoreError) as err:  # not (yet) in this store, or damaged: try again next poll

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from web3 import Web3
 
+from fedchain.publisher import start_task
 from fog.node import BID
 from tests.aggregator.conftest import World
-from tests.fog.conftest import Agents
+from tests.fog.conftest import Agents, award
 
 
 def snapshot(w3: Web3) -> str:
@@ -49,3 +50,23 @@ def test_a_join_auction_and_bid_reorganised_away_are_sent_again_once(world: Worl
     assert fog.state.jobs[f"{task_id}:0"]["phase"] == BID
     opened = auction.job(task_id, 0)
     assert fog.state.jobs[f"{task_id}:0"]["bidding_deadline"] == opened.bidding_deadline
+
+
+def test_a_commit_that_vanished_from_the_chain_is_committed_again(world: World, agents: Agents) -> None:
+    # prepare: the fog node won the job, trained round 1 and committed it; then the commit's block vanishes
+    task_id = world.create()
+    client, fog = agents.client(0, task_id), agents.fog(0, task_id)
+    award(world, (client,), (fog,), start=False)
+    start_task(world.publisher, task_id)
+    before = snapshot(world.publisher.w3)
+    fog.step()
+    auction = world.publisher.contracts.fog_auction
+    assert auction.job(task_id, 0).paid_up_to == 1 and fog.state.jobs[f"{task_id}:0"]["committed"] == [1]
+    world.publisher.w3.provider.make_request("evm_revert", [before])
+
+    # execute: the next step, with the round still open
+    fog.step()
+
+    # assert: round 1 is committed again, once
+    assert auction.job(task_id, 0).paid_up_to == 1
+    assert fog.state.jobs[f"{task_id}:0"]["committed"] == [1]
