@@ -15,7 +15,15 @@ from fedchain.data.datasets import (
     load_dataset,
     resolve_data_root,
 )
-from fedchain.data.faults import flip_labels, free_ride, noisy_labels, scale_update
+from fedchain.data.faults import (
+    flip_labels,
+    flip_sign,
+    free_ride,
+    noise_of_norm,
+    noisy_labels,
+    scale_update,
+    sybil_update,
+)
 from fedchain.data.partition import (
     PartitionConfig,
     classes_per_client,
@@ -39,9 +47,11 @@ __all__ = [
     "default_cache_dir",
     "dirichlet",
     "flip_labels",
+    "flip_sign",
     "free_ride",
     "iid",
     "load_dataset",
+    "noise_of_norm",
     "noise_scale",
     "noisy_labels",
     "partition",
@@ -50,4 +60,5 @@ __all__ = [
     "privatise",
     "resolve_data_root",
     "scale_update",
+    "sybil_update",
 ]

@@ -1,4 +1,5 @@
-"""Client faults for experiments: bad labels, free riders, scaled updates.
+"""Client faults for experiments: bad labels, free riders, and poisoned updates (scaled,
+sign-flipped, noise, colluding Sybils).
 
 Pure functions: they return new tensors and never change their inputs. Random
 ones take a ``torch.Generator`` so that experiments are reproducible.
@@ -6,6 +7,7 @@ ones take a ``torch.Generator`` so that experiments are reproducible.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -76,3 +78,40 @@ def free_ride(
 def scale_update(update: torch.Tensor, factor: float) -> torch.Tensor:
     """An update multiplied by ``factor`` (a boosting attacker for factor > 1, a lazy client below 1)."""
     return update * factor
+
+
+def flip_sign(update: torch.Tensor) -> torch.Tensor:
+    """The sign-flip attack: minus the honest ``update``, pulling the model back as hard as it would have moved."""
+    return -update
+
+
+def noise_of_norm(update: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+    """Gaussian noise rescaled to exactly the norm of the honest ``update`` (the noise attack).
+
+    Unlike a random free rider (:func:`free_ride`, whose norm matches only in
+    expectation), the noise has the honest norm to the last bit of float
+    precision, so only its direction can give it away. A zero update gives zero.
+    """
+    noise = torch.randn(update.shape, generator=generator, dtype=torch.float32).to(device=update.device, dtype=update.dtype)
+    norm = noise.norm()
+    if norm == 0:
+        return torch.zeros_like(update)
+    return noise * (update.norm() / norm)
+
+
+def sybil_update(honest: torch.Tensor, factor: float) -> torch.Tensor:
+    """The one update that every colluding Sybil sends: ``-factor`` times the mean of their honest updates.
+
+    ``honest`` holds one honest update per Sybil (``[k, d]``). The Sybils pool
+    what they learnt and all send the same vector, opposite to it: each copy is
+    as far from the honest direction as a sign flip, while the copies agree
+    with one another perfectly, which is what defeats defences that trust
+    updates close to others (Multi-Krum, a median with enough copies) and
+    contribution scores measured against the aggregate. With ``factor`` 1 its
+    norm is at most a typical honest norm, so a norm check alone cannot tell.
+    """
+    if honest.ndim != 2 or honest.shape[0] == 0:
+        raise ConfigError(f"Sybil updates need a [k, d] tensor with k >= 1, got shape {tuple(honest.shape)}")
+    if not (factor > 0 and math.isfinite(factor)):
+        raise ConfigError(f"the Sybil factor must be a positive finite number, got {factor}", hint="1 gives an honest-sized update")
+    return honest.mean(dim=0) * -factor

@@ -23,10 +23,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from fedchain.config import from_mapping, load_yaml
 from fedchain.data.partition import PartitionKind
@@ -47,7 +48,8 @@ class FaultConfig:
 
     Faulty clients are drawn with the experiment's seed, disjointly, in the
     order the fields are listed: noisy labels, label flipping, free riders,
-    scaled updates.
+    scaled updates, sign flips, noise, Sybils (the later kinds came later, so
+    a run without them keeps the clients it always drew).
     """
 
     #: Fraction of clients whose local labels are partly replaced by random labels.
@@ -64,13 +66,30 @@ class FaultConfig:
     scaled_clients: float = 0.0
     #: Factor applied to a scaled client's update.
     scale: float = 10.0
+    #: Fraction of clients that send minus their honest update (sign flip).
+    sign_flipped_clients: float = 0.0
+    #: Fraction of clients that send Gaussian noise of their honest update's norm.
+    noise_clients: float = 0.0
+    #: Fraction of clients that collude as Sybils: all send one identical update,
+    #: ``-sybil_scale`` times the mean of their honest updates (:func:`fedchain.data.sybil_update`).
+    sybil_clients: float = 0.0
+    #: Factor of the Sybils' shared update (1: the norm of an honest update at most).
+    sybil_scale: float = 1.0
+
+    #: The fields that are fractions of all clients, in the order faulty clients are drawn.
+    client_fractions: ClassVar[tuple[str, ...]] = (
+        "noisy_clients", "flipped_clients", "free_riders", "scaled_clients",
+        "sign_flipped_clients", "noise_clients", "sybil_clients",
+    )
 
     def __post_init__(self) -> None:
-        for name in ("noisy_clients", "noise_rate", "flipped_clients", "free_riders", "scaled_clients"):
+        for name in (*self.client_fractions, "noise_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"faults.{name}={value} must lie in [0, 1]")
-        total = self.noisy_clients + self.flipped_clients + self.free_riders + self.scaled_clients
+        if not (self.sybil_scale > 0 and math.isfinite(self.sybil_scale)):
+            raise ValueError(f"faults.sybil_scale={self.sybil_scale} must be a positive finite number")
+        total = sum(getattr(self, name) for name in self.client_fractions)
         if total > 1.0 + 1e-9:
             raise ValueError(f"the fault fractions add up to {total:g}; at most 1 (every client has at most one fault)")
 

@@ -30,6 +30,20 @@ NOISY = "noisy"
 FLIPPED = "flipped"
 FREE_RIDER = "free-rider"
 SCALED = "scaled"
+SIGN_FLIPPED = "sign-flipped"
+NOISE = "noise"
+SYBIL = "sybil"
+
+#: The fault label of every fraction field of :class:`FaultConfig`.
+FAULT_LABELS = {
+    "noisy_clients": NOISY,
+    "flipped_clients": FLIPPED,
+    "free_riders": FREE_RIDER,
+    "scaled_clients": SCALED,
+    "sign_flipped_clients": SIGN_FLIPPED,
+    "noise_clients": NOISE,
+    "sybil_clients": SYBIL,
+}
 
 #: Offsets that derive independent generators from the experiment's seed.
 _SEED_SPLIT = 1
@@ -48,7 +62,7 @@ class Federation:
     validation: ImageDataset
     #: The test split used for every reported accuracy.
     test: ImageDataset
-    #: Each client's injected fault (``none``, ``noisy``, ``flipped``, ``free-rider``, ``scaled``).
+    #: Each client's injected fault (``none`` or a value of :data:`FAULT_LABELS`).
     faults: tuple[str, ...]
 
     @property
@@ -66,15 +80,10 @@ def assign_faults(n_clients: int, faults: FaultConfig, seed: int) -> tuple[str, 
     order = np.random.default_rng([seed, _SEED_FAULTS]).permutation(n_clients)
     labels = [NO_FAULT] * n_clients
     start = 0
-    for fault, fraction in (
-        (NOISY, faults.noisy_clients),
-        (FLIPPED, faults.flipped_clients),
-        (FREE_RIDER, faults.free_riders),
-        (SCALED, faults.scaled_clients),
-    ):
-        count = round(fraction * n_clients)
+    for name in FaultConfig.client_fractions:
+        count = round(getattr(faults, name) * n_clients)
         for client in order[start : start + count]:
-            labels[int(client)] = fault
+            labels[int(client)] = FAULT_LABELS[name]
         start += count
     return tuple(labels)
 

@@ -54,7 +54,8 @@ class ClientInfo:
 
     index: int
     samples: int
-    #: ``none``, ``noisy``, ``flipped``, ``free-rider`` or ``scaled``.
+    #: ``none`` or the fault's label (``noisy``, ``flipped``, ``free-rider``, ``scaled``, ``sign-flipped``,
+    #: ``noise``, ``sybil``; :data:`fedchain.experiments.federation.FAULT_LABELS`).
     fault: str = "none"
 
 

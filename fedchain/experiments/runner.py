@@ -31,11 +31,11 @@ import torch
 from torch import nn
 
 from fedchain.data.datasets import ImageDataset, dataset_info
-from fedchain.data.faults import free_ride, scale_update
+from fedchain.data.faults import flip_sign, free_ride, noise_of_norm, scale_update, sybil_update
 from fedchain.errors import ConfigError
 from fedchain.experiments.checkpoint import RunCheckpoint, load_checkpoint, save_checkpoint
 from fedchain.experiments.config import ExperimentConfig
-from fedchain.experiments.federation import FREE_RIDER, SCALED, Federation, build_federation
+from fedchain.experiments.federation import FREE_RIDER, NOISE, SCALED, SIGN_FLIPPED, SYBIL, Federation, build_federation
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
 from fedchain.fl.quality import QualitySource
@@ -62,8 +62,8 @@ REWARD_IN_KIND = frozenset({"fedfaim", "fedave"})
 
 #: Mixes the experiment seed and the round number into the trainer's per-round seed.
 _ROUND_SEED_STRIDE = 1_000_003
-#: Offset of the generator that draws free riders' random updates.
-_SEED_FREE_RIDERS = 5
+#: Offset of the generator that draws random updates (free riders', noise clients').
+_SEED_RANDOM_UPDATES = 5
 #: Repeat k of the standalone models trains with seed ``seed + k * _STANDALONE_SEED_STRIDE``
 #: (repeat 0 with the run's own seed, from the run's initial model).
 _STANDALONE_SEED_STRIDE = 1000
@@ -159,14 +159,22 @@ class _LocalLosses(Sequence[torch.Tensor]):
 
 
 def tamper(updates: torch.Tensor, faults: Sequence[str], config: ExperimentConfig, round_number: int) -> torch.Tensor:
-    """The updates the clients send: free riders' replaced, scaled clients' multiplied (a new tensor)."""
+    """The updates the clients send (a new tensor): free riders' and noise clients' replaced, scaled
+    clients' multiplied, sign flippers' negated, and every Sybil's the one update they agreed on."""
     sent = updates.clone()
-    generator = torch.Generator().manual_seed((config.seed * _ROUND_SEED_STRIDE + round_number) * 10 + _SEED_FREE_RIDERS)
+    generator = torch.Generator().manual_seed((config.seed * _ROUND_SEED_STRIDE + round_number) * 10 + _SEED_RANDOM_UPDATES)
     for i, fault in enumerate(faults):
         if fault == FREE_RIDER:
             sent[i] = free_ride(updates[i], config.faults.free_rider_mode, generator=generator)
         elif fault == SCALED:
             sent[i] = scale_update(updates[i], config.faults.scale)
+        elif fault == SIGN_FLIPPED:
+            sent[i] = flip_sign(updates[i])
+        elif fault == NOISE:
+            sent[i] = noise_of_norm(updates[i], generator=generator)
+    sybils = [i for i, fault in enumerate(faults) if fault == SYBIL]
+    if sybils:
+        sent[sybils] = sybil_update(updates[sybils], config.faults.sybil_scale)
     return sent
 
 

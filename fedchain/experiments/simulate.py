@@ -247,6 +247,10 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--free-rider-mode", type=click.Choice(["zero", "random"]), help="What a free rider sends.")
 @click.option("--scaled-clients", type=float, help="Fraction of clients that scale their update.")
 @click.option("--scale", type=float, help="Factor of a scaled client's update.")
+@click.option("--sign-flipped-clients", type=float, help="Fraction of clients that send minus their update.")
+@click.option("--noise-clients", type=float, help="Fraction of clients that send noise of their update's norm.")
+@click.option("--sybil-clients", type=float, help="Fraction of colluding Sybils, all sending one update against the others.")
+@click.option("--sybil-scale", type=float, help="Factor of the Sybils' update: minus this times their honest mean.")
 @click.option("--screening/--no-screening", default=None, help="Screen every round's updates before the strategy [default: yes].")
 @click.option("--epsilon", type=float, help="Privacy budget of the local noise on client data.")
 @click.option("--train-samples", type=int, help="Use only this many training samples.")
@@ -301,6 +305,10 @@ def simulate(
         "free_rider_mode": "faults.free_rider_mode",
         "scaled_clients": "faults.scaled_clients",
         "scale": "faults.scale",
+        "sign_flipped_clients": "faults.sign_flipped_clients",
+        "noise_clients": "faults.noise_clients",
+        "sybil_clients": "faults.sybil_clients",
+        "sybil_scale": "faults.sybil_scale",
         "screening": "screening.enabled",
     }
     overrides = {renames.get(key, key): value for key, value in flags.items()}

@@ -7,7 +7,18 @@ import math
 import pytest
 import torch
 
-from fedchain.data import ImageDataset, flip_labels, free_ride, noise_scale, noisy_labels, privatise, scale_update
+from fedchain.data import (
+    ImageDataset,
+    flip_labels,
+    flip_sign,
+    free_ride,
+    noise_of_norm,
+    noise_scale,
+    noisy_labels,
+    privatise,
+    scale_update,
+    sybil_update,
+)
 from fedchain.data.privacy import Mechanism
 from fedchain.errors import ConfigError
 
@@ -54,6 +65,36 @@ def test_random_free_rider_matches_the_honest_update_norm_and_is_reproducible() 
 
 def test_scaled_update_is_the_update_times_the_factor() -> None:
     assert scale_update(torch.tensor([1.0, -2.0]), 3.0).tolist() == [3.0, -6.0]
+
+
+def test_sign_flip_sends_minus_the_honest_update_and_leaves_it_alone() -> None:
+    honest = torch.tensor([1.0, -2.0, 0.0])
+
+    assert flip_sign(honest).tolist() == [-1.0, 2.0, 0.0]
+    assert honest.tolist() == [1.0, -2.0, 0.0]
+
+
+def test_noise_update_has_exactly_the_honest_norm_and_no_honest_direction() -> None:
+    honest = torch.tensor([3.0, 4.0] + [0.0] * 9998)  # norm 5
+
+    noise = noise_of_norm(honest, generator=torch.Generator().manual_seed(0))
+    again = noise_of_norm(honest, generator=torch.Generator().manual_seed(0))
+
+    assert torch.equal(noise, again)
+    assert float(noise.norm()) == pytest.approx(5.0, rel=1e-6)
+    assert abs(float(torch.nn.functional.cosine_similarity(noise, honest, dim=0))) < 0.05  # spread 1/sqrt(d) = 0.01
+    assert torch.equal(noise_of_norm(torch.zeros(4), generator=torch.Generator()), torch.zeros(4))
+
+
+def test_sybils_send_one_vector_minus_factor_times_the_mean_of_their_honest_updates() -> None:
+    honest = torch.tensor([[1.0, 2.0], [3.0, -2.0], [2.0, 3.0]])  # mean [2, 1]
+
+    assert sybil_update(honest, 1.0).tolist() == [-2.0, -1.0]
+    assert sybil_update(honest, 3.0).tolist() == [-6.0, -3.0]
+    with pytest.raises(ConfigError, match="positive finite"):
+        sybil_update(honest, 0.0)
+    with pytest.raises(ConfigError, match=r"\[k, d\]"):
+        sybil_update(torch.zeros(0, 2), 1.0)
 
 
 def test_noise_scales_follow_the_laplace_and_gaussian_mechanisms() -> None:

@@ -25,11 +25,16 @@ from fedchain.experiments.progress import RunObserver
 from fedchain.experiments.reproduce import (
     FAIRNESS_DEFAULTS,
     ORACLE,
+    ROBUSTNESS_COLUMNS,
+    ROBUSTNESS_DEFAULTS,
     FairnessRun,
     default_output_dir,
     fairness_runs,
     oracle_quota_fractions,
+    robustness_runs,
+    robustness_table,
     summarise_fairness,
+    summarise_robustness,
 )
 from fedchain.experiments.results import ExperimentResult, RoundRecord
 from tests.support import interruptible_in_own_group
@@ -39,11 +44,11 @@ SMALL = {"clients": 3, "rounds": 1, "train_samples": 500, "validation_samples": 
          "engine": "sequential", "device": "cpu", "threads": 1, "plots": False}
 
 
-def test_reproduce_offers_both_tables() -> None:
+def test_reproduce_offers_its_tables() -> None:
     result = CliRunner().invoke(cli, ["reproduce", "--help"])
 
     assert result.exit_code == 0
-    assert "rounds-to-accuracy" in result.output and "fairness" in result.output
+    assert all(table in result.output for table in ("rounds-to-accuracy", "fairness", "robustness"))
 
 
 def test_rounds_to_accuracy_refuses_a_config_without_a_target(tmp_path: Path) -> None:
@@ -340,6 +345,9 @@ def test_the_fairness_command_refuses_an_oracle_floor_outside_0_1() -> None:
         ("fairness", "--partitions", " "),
         ("rounds-to-accuracy", "--strategies", ""),
         ("rounds-to-accuracy", "--settings", ","),
+        ("robustness", "--attacks", ","),
+        ("robustness", "--fractions", "0"),
+        ("robustness", "--fractions", "0.2,a"),
     ],
 )
 def test_a_table_with_no_rows_is_refused_instead_of_printed_empty(command: str, flag: str, value: str) -> None:
@@ -347,3 +355,33 @@ def test_a_table_with_no_rows_is_refused_instead_of_printed_empty(command: str, 
 
     assert result.exit_code == 2  # a usage error, before any data is loaded
     assert flag in result.output
+
+
+def test_robustness_catches_a_x1000_scaler_under_fedavg_and_leaves_the_clean_run_without_precision(tmp_path: Path) -> None:
+    # prepare: 5 clients, one of them (0.2) scales its update by 1000
+    flags = ["--strategies", "fedavg,quality", "--attacks", "none,scale-x1000", "--partitions", "iid",
+             "--fractions", "0.2", "--rounds", "2", "--clients", "5", "--train-samples", "500",
+             "--validation-samples", "100", "--test-samples", "200", "--engine", "sequential", "--threads", "1"]
+
+    # execute: the command prints its table; the same series again reads every run back
+    printed = CliRunner().invoke(cli, ["reproduce", "robustness", *flags, "-o", str(tmp_path)])
+    base = load_experiment(None, {**SMALL, "clients": 5, "rounds": 2}, defaults=ROBUSTNESS_DEFAULTS)
+    recorder = Recorder()
+    runs = robustness_runs(base, ["fedavg", "quality"], ["none", "scale-x1000"], ["iid"], [0.2], [0],
+                           output_dir=tmp_path, observer=recorder)
+
+    # assert
+    assert printed.exit_code == 0, printed.output
+    assert [c.header for c in robustness_table(summarise_robustness(runs), "t").columns] == list(ROBUSTNESS_COLUMNS)
+    assert all(word in printed.output for word in ("precision", "recall", "removed", "pay", "n/a", "scale-x1000"))
+    notes = [event[3] for event in recorder.events if event[0] == "started"]
+    assert notes == ["read back from an earlier invocation"] * 4
+    clean = {r.strategy: r for r in runs if r.attack == "none"}
+    attacked = {r.strategy: r for r in runs if r.attack == "scale-x1000"}
+    assert set(clean) == set(attacked) == {"fedavg", "quality"}
+    assert all(math.isnan(r.precision) and math.isnan(r.recall) and r.caught_round is None for r in clean.values())
+    assert all(math.isnan(r.attacker_pay_share) and r.attackers_removed == 0 for r in clean.values())
+    scaler = attacked["fedavg"]
+    assert (scaler.recall, scaler.precision, scaler.caught_round) == (1.0, 1.0, 1)  # rejected in both rounds
+    assert scaler.attackers_removed == 1 and scaler.attacker_pay_share == 0.0  # quality 0: r_a 0, removed in round 1
+    assert scaler.accuracy_change == pytest.approx(scaler.final_accuracy - clean["fedavg"].final_accuracy)

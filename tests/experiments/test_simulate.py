@@ -25,7 +25,17 @@ from fedchain.errors import ConfigError, DataError
 from fedchain.experiments import build_federation, load_experiment, run_experiment
 from fedchain.experiments.checkpoint import CHECKPOINT_FILE
 from fedchain.experiments.config import FaultConfig
-from fedchain.experiments.federation import FREE_RIDER, NO_FAULT, NOISY, SCALED, assign_faults, imbalanced_classes
+from fedchain.experiments.federation import (
+    FREE_RIDER,
+    NO_FAULT,
+    NOISE,
+    NOISY,
+    SCALED,
+    SIGN_FLIPPED,
+    SYBIL,
+    assign_faults,
+    imbalanced_classes,
+)
 from fedchain.experiments.results import RoundRecord
 from fedchain.experiments.runner import tamper
 from fedchain.experiments.simulate import UNFINISHED_FILE, save_unfinished
@@ -166,6 +176,32 @@ def test_faulty_clients_are_disjoint_seeded_groups_of_the_requested_size() -> No
     assert first.count(NO_FAULT) == 4
 
 
+def test_the_new_attacks_draw_after_the_old_faults_so_old_runs_keep_their_clients() -> None:
+    old = FaultConfig(noisy_clients=0.3, scaled_clients=0.1)
+
+    faults = assign_faults(10, FaultConfig(noisy_clients=0.3, scaled_clients=0.1, sign_flipped_clients=0.2,
+                                           noise_clients=0.1, sybil_clients=0.3), seed=4)
+
+    kept = assign_faults(10, old, seed=4)
+    assert all(f == k for f, k in zip(faults, kept, strict=True) if k != NO_FAULT)
+    assert (faults.count(SIGN_FLIPPED), faults.count(NOISE), faults.count(SYBIL), faults.count(NO_FAULT)) == (2, 1, 3, 0)
+
+
+def test_tamper_negates_sign_flippers_noises_to_the_honest_norm_and_gives_sybils_one_update() -> None:
+    # prepare: sybils 1 and 3 trained [1, 2] and [3, 0], mean [2, 1]
+    config = load_experiment(None, {"faults.sybil_scale": 2.0})
+    updates = torch.tensor([[1.0, -2.0], [1.0, 2.0], [3.0, 4.0], [3.0, 0.0], [0.5, 0.5]])
+
+    # execute
+    sent = tamper(updates, (SIGN_FLIPPED, SYBIL, NOISE, SYBIL, NO_FAULT), config, round_number=1)
+
+    # assert
+    assert sent[0].tolist() == [-1.0, 2.0]
+    assert sent[1].tolist() == [-4.0, -2.0] and sent[3].tolist() == [-4.0, -2.0]
+    assert float(sent[2].norm()) == pytest.approx(5.0) and not torch.equal(sent[2], updates[2])
+    assert sent[4].tolist() == [0.5, 0.5]
+
+
 def test_tamper_zeroes_free_riders_and_scales_scaled_clients_only() -> None:
     # prepare
     config = load_experiment(None, {"faults.scale": 3.0, "faults.free_rider_mode": "zero"})
@@ -197,6 +233,16 @@ def test_an_unknown_strategy_flag_lists_the_valid_ones() -> None:
 
     assert result.exit_code == 2
     assert "fedmagic" in result.output and "fedave" in result.output and "cgsv" in result.output
+
+
+def test_the_attack_flags_reach_the_fault_section() -> None:
+    flags = ["--sign-flipped-clients", "0.3", "--noise-clients", "0.3", "--sybil-clients", "0.5"]
+
+    result = CliRunner().invoke(cli, ["simulate", *flags])  # refused before any data is read
+    scaled = CliRunner().invoke(cli, ["simulate", "--sybil-clients", "0.2", "--sybil-scale", "-1"])
+
+    assert isinstance(result.exception, ConfigError) and "add up to 1.1" in str(result.exception)
+    assert isinstance(scaled.exception, ConfigError) and "sybil_scale=-1.0" in str(scaled.exception)
 
 
 def test_an_unknown_strategy_in_a_file_lists_the_valid_ones() -> None:

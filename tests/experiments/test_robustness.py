@@ -1,0 +1,94 @@
+"""What an attack did to a run, read off hand-built results: detection, and the chain's pay and removals."""
+
+import math
+
+import pytest
+
+from fedchain.errors import ConfigError
+from fedchain.experiments.config import ExperimentConfig, FaultConfig
+from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
+from fedchain.experiments.robustness import (
+    ATTACKS,
+    attack_faults,
+    chain_pay,
+    detection,
+    mechanism_params,
+    neutral_round_time,
+)
+
+PSI = 10**15  # the default terms' psi, wei
+
+
+def _result(faults: list[str], rounds: list[tuple[list[float], list[bool]]]) -> ExperimentResult:
+    """A finished run of ``len(faults)`` clients whose round r scored ``rounds[r]`` = (qualities, accepted)."""
+    return ExperimentResult(
+        config=ExperimentConfig(rounds=len(rounds)),
+        clients=tuple(ClientInfo(i, 100, fault) for i, fault in enumerate(faults)),
+        rounds=tuple(
+            RoundRecord(r + 1, 0.9, 0.3, tuple(quality), tuple(quality), tuple(accepted), 1.0)
+            for r, (quality, accepted) in enumerate(rounds)
+        ),
+        standalone_runs=None, reward_accuracy=None, rounds_to_target=None, seconds=1.0,
+    )
+
+
+#: Clients 0 and 3 honest, 1 and 2 attackers. Round 1: client 2 below q_min, honest client 3 too;
+#: round 2: attacker 1 rejected, attacker 2 below q_min again.
+RUN = _result(
+    ["none", "scaled", "sign-flipped", "none"],
+    [([1.0, 1.0, 0.4, 0.3], [True, True, True, True]), ([1.0, 0.0, 0.4, 1.0], [True, False, True, True])],
+)
+
+
+def test_detection_counts_rejected_and_below_q_min_client_rounds_and_the_round_of_the_last_first_catch() -> None:
+    found = detection(RUN, min_quality=0.5)
+
+    # caught: (r1, c2), (r1, c3), (r2, c1), (r2, c2); attackers' 3 of 4 client-rounds, honest 1 of 4
+    assert found.precision == pytest.approx(3 / 4)
+    assert found.recall == pytest.approx(3 / 4)
+    assert found.honest_flagged == pytest.approx(1 / 4)
+    assert found.caught_round == 2  # attacker 1 first caught in round 2
+
+
+def test_without_attackers_precision_recall_and_catch_round_do_not_apply() -> None:
+    clean = _result(["none", "none"], [([0.2, 1.0], [True, True])])
+
+    found = detection(clean, min_quality=0.5)
+
+    assert math.isnan(found.precision) and math.isnan(found.recall) and found.caught_round is None
+    assert found.honest_flagged == 0.5
+
+
+def test_an_attacker_never_caught_leaves_no_catch_round_and_precision_undefined() -> None:
+    missed = _result(["scaled", "none"], [([1.0, 1.0], [True, True])])
+
+    found = detection(missed, min_quality=0.5)
+
+    assert found.caught_round is None and found.recall == 0.0 and math.isnan(found.precision)
+
+
+def test_the_chain_pays_by_the_mechanism_and_removes_a_client_whose_r_a_falls_below_r_a_min() -> None:
+    # prepare: T = 600 s / 2 rounds = 300 s, every client's round time t_max = 120 s: r_t = 300 / 120 = 2.5
+    params = mechanism_params(2)
+    assert neutral_round_time(params) == 120
+
+    # execute
+    pay = chain_pay(RUN, params)
+
+    # assert: q = 1: psi * 2.5^2 * 1 per round; q = 0.4 < q_min: r_a = 0.4 * 0.4 = 0.16 >= 0.1, psi * 6.25 * 0.16;
+    # client 1 rejected in round 2: r_a = (1 * 1 + 2 * 0) / 3 * 0 = 0 < 0.1, removed with nothing for that round;
+    # client 3: round 1 r_a = 0.09 < 0.1, removed, never scored again
+    assert pay.paid == (2 * PSI * 25 // 4, PSI * 25 // 4, 2 * PSI, 0)
+    assert pay.removed_round == (None, 2, None, 1)
+    assert pay.removed([1, 2]) == 1 and pay.removed([0, 3]) == 1
+    assert pay.mean_pay([1, 2]) == pytest.approx((PSI * 6.25 + 2 * PSI) / 2)
+
+
+def test_every_attack_is_a_fault_of_the_given_fraction_with_its_settings() -> None:
+    assert attack_faults("none", 0.3) == FaultConfig()
+    assert attack_faults("scale-x1000", 0.2) == FaultConfig(scaled_clients=0.2, scale=1000.0)
+    assert attack_faults("free-ride-random", 0.3) == FaultConfig(free_riders=0.3, free_rider_mode="random")
+    assert attack_faults("sybil", 0.3) == FaultConfig(sybil_clients=0.3)
+    assert all(attack_faults(name, 0.3) != FaultConfig() for name in ATTACKS if name != "none")
+    with pytest.raises(ConfigError, match="unknown attack 'dos'"):
+        attack_faults("dos", 0.2)
