@@ -46,7 +46,7 @@ from fedchain.trainer.evaluation import predict
 MAX_QUALITY_WAD = 2**64 - 1
 
 #: Strategies whose per-round contribution is the chain's quality by default (DESIGN.md).
-CONTRIBUTION_STRATEGIES = frozenset({"cgsv", "fedfaim", "fedave"})
+CONTRIBUTION_STRATEGIES = frozenset({"cgsv", "fedfaim", "fedave", "fair"})
 
 QualityChoice = Literal["auto", "loss", "contribution"]
 

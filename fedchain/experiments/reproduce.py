@@ -49,7 +49,7 @@ from fedchain.experiments.robustness import (
     mechanism_params,
     min_quality,
 )
-from fedchain.experiments.runner import run_experiment
+from fedchain.experiments.runner import REWARD_IN_KIND, run_experiment
 from fedchain.experiments.simulate import apply_threads, save_finished
 from fedchain.files import keep_aside, output_folder
 from fedchain.fl.reputation import MechanismParams
@@ -339,11 +339,12 @@ def fairness_runs(
                     )
                     first_run = first_run or result
                     scores = result.fairness()
-                    if scores is None:
+                    if scores is None and run_config.strategy in REWARD_IN_KIND:
                         raise ConfigError(
-                            f"strategy {strategy!r} gives no rewarded models, so it has no fairness figure",
-                            hint="use reward-in-kind strategies: --strategies fedfaim,fedave",
+                            f"strategy {strategy!r} gave no rewarded models, so it has no fairness figure",
+                            hint="run it with standalone models and at least two clients",
                         )
+                    scores = scores or (math.nan, math.nan)  # a strategy without rewards: its global model only
                     ranking = result.contribution_pearson()
                     gain = result.collaboration_gain() or (math.nan, math.nan)
                     best = result.best_round_fairness()
@@ -365,8 +366,22 @@ def fairness_runs(
                             fairness_ceiling=_or_nan(result.fairness_ceiling()),
                         )
                     )
-                    observer.run_done(f"{label}: Pearson {scores[0]:.3f}", result)
+                    done = f"Pearson {scores[0]:.3f}" if run_config.strategy in REWARD_IN_KIND else "no rewards"
+                    observer.run_done(f"{label}: {done}", result)
     return runs
+
+
+def global_gap(rows: Sequence[FairnessRow], reference: str = "fedavg") -> dict[tuple[str, str], float]:
+    """Every row's mean global accuracy minus ``reference``'s on the same partition, by (partition, strategy).
+
+    Rows of a partition without a ``reference`` row are left out.
+    """
+    references = {row.partition: row.accuracy_mean for row in rows if row.strategy == reference}
+    return {
+        (row.partition, row.strategy): row.accuracy_mean - references[row.partition]
+        for row in rows
+        if row.partition in references
+    }
 
 
 def summarise_fairness(runs: Sequence[FairnessRun]) -> list[FairnessRow]:
@@ -396,6 +411,11 @@ def summarise_fairness(runs: Sequence[FairnessRun]) -> list[FairnessRow]:
             )
         )
     return rows
+
+
+def _figure(value: float, form: str) -> str:
+    """``value`` written with ``form``, or a dash when it is NaN (a row without rewards has no fairness figures)."""
+    return "-" if math.isnan(value) else form.format(value)
 
 
 def _or_nan(value: float | None) -> float:
@@ -539,7 +559,8 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
 @click.option("--rounds", type=int, help=f"Rounds per run [default: {FAIRNESS_DEFAULTS['rounds']}].")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds (0, 1, ...).")
 @click.option(
-    "--strategies", default="fedfaim,fedave", show_default=True, callback=_names, help="Comma-separated reward-in-kind strategies."
+    "--strategies", default="fedfaim,fedave,fair,fedavg", show_default=True, callback=_names,
+    help="Comma-separated strategies; one without rewards in kind (fedavg) gives its global accuracy only.",
 )
 @click.option("--partitions", default="pow,cla,dir", show_default=True, callback=_names, help="Comma-separated partitions.")
 @click.option(
@@ -560,13 +581,17 @@ def fairness_command(
     config_path: Path | None, output_dir: Path | None, fresh: bool, as_json: bool, seeds: int, strategies: list[str],
     partitions: list[str], oracle_floor: float | None, **flags: Any,
 ) -> None:
-    """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave; 10 clients, POW/CLA/DIR (FedAVE).
+    """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave, fair; 10 clients, POW/CLA/DIR (FedAVE).
 
     \b
     POW: power-law client sizes; CLA: client j holds j + 1 of the 10 classes
     (class-number imbalance, unless the config sets classes_per_client);
-    DIR: Dirichlet(alpha) label skew. Clients keep their own models and
-    receive their rewards in kind (the CGSV/FedAVE protocol); each client's
+    DIR: Dirichlet(alpha) label skew. Under fedfaim and fedave clients keep
+    their own models and receive their rewards in kind (the CGSV/FedAVE
+    protocol); under fair they train from the global model and the reward is
+    a model apart, its quota calibrated to the accuracy it buys. fedavg rewards
+    no one: its row gives the global accuracy the others are compared with
+    ("vs fedavg", in points). Each client's
     standalone accuracy comes from training it alone for as many epochs.
     "contribution Pearson" correlates standalone accuracy with the mean
     contribution instead: whether the strategy ranks clients as their data
@@ -605,21 +630,25 @@ def fairness_command(
     table = Table(title=f"fairness: Pearson(standalone, reward), MNIST, {base.clients} clients, {base.rounds} rounds")
     per_round = base.fairness_every > 0
     repeated = base.standalone_repeats > 1
+    gaps = global_gap(rows)
     columns = (
         "partition", "strategy", "Pearson mean", "Pearson std", *(("best round (its mean gain)",) if per_round else ()),
         *(("reference agreement", "ceiling") if repeated else ()),
-        "contribution Pearson", "Jain mean", "mean gain", "worst gain", "global accuracy", "seeds",
+        "contribution Pearson", "Jain mean", "mean gain", "worst gain", "global accuracy",
+        *(("vs fedavg",) if gaps else ()), "seeds",
     )
     for column in columns:
         table.add_column(column, justify="left" if column in ("partition", "strategy") else "right")
     for row in rows:
+        gap = gaps.get((row.partition, row.strategy))
         table.add_row(
-            row.partition, row.strategy, f"{row.pearson_mean:.3f}", f"{row.pearson_std:.3f}",
+            row.partition, row.strategy, _figure(row.pearson_mean, "{:.3f}"), _figure(row.pearson_std + 0 * row.pearson_mean, "{:.3f}"),
             *((f"{row.best_round_pearson_mean:.3f} ({100 * row.best_round_gain_mean:+.1f} pt)",) if per_round else ()),
             *((f"{row.reference_agreement_mean:.3f}", f"{row.fairness_ceiling_mean:.3f}") if repeated else ()),
-            f"{row.contribution_pearson_mean:.3f}", f"{row.jain_mean:.3f}",
-            f"{100 * row.gain_mean:+.1f} pt", f"{100 * row.gain_worst:+.1f} pt",
-            f"{100 * row.accuracy_mean:.2f}%", str(row.seeds),
+            _figure(row.contribution_pearson_mean, "{:.3f}"), _figure(row.jain_mean, "{:.3f}"),
+            _figure(100 * row.gain_mean, "{:+.1f} pt"), _figure(100 * row.gain_worst, "{:+.1f} pt"),
+            f"{100 * row.accuracy_mean:.2f}%", *(("-" if gap is None else f"{100 * gap:+.2f} pt",) if gaps else ()),
+            str(row.seeds),
         )
     out = stdout_console(PIPED_WIDTH)
     print_table(out, table, labels=2)

@@ -16,6 +16,9 @@ Two client protocols:
   share of the global update (FedAVE's and CGSV's protocol; the default for
   fedfaim and fedave): a better contributor ends with a better model, which
   is what the fairness figures measure.
+
+The fair strategy rewards in kind too, but its rewards are models apart:
+its clients train from the global model unless ``own_models`` says otherwise.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundReco
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
 from fedchain.fl.quality import QualitySource
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
+from fedchain.fl.strategies.fair import Fair
 from fedchain.fl.strategies.fedave import FedAVE
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer import TrainConfig, Trainer, WorkerPool, predict, standalone_accuracies
@@ -55,10 +59,13 @@ RoundCallback = Callable[[RoundRecord], None]
 
 #: Strategies whose per-round quality for the chain is their contribution (DESIGN.md);
 #: the others use the Tian loss ratio.
-CONTRIBUTION_QUALITY = frozenset({"cgsv", "fedfaim", "fedave"})
+CONTRIBUTION_QUALITY = frozenset({"cgsv", "fedfaim", "fedave", "fair"})
 
-#: Strategies that reward in kind: by default their clients keep their own rewarded models.
-REWARD_IN_KIND = frozenset({"fedfaim", "fedave"})
+#: Strategies that reward in kind (each client gets a rewarded model).
+REWARD_IN_KIND = frozenset({"fedfaim", "fedave", "fair"})
+#: Of those, the ones whose clients keep their rewarded models and train from them by default
+#: (the seeds' protocol); the fair protocol's clients train from the global model.
+TRAIN_FROM_REWARD = frozenset({"fedfaim", "fedave"})
 
 #: Mixes the experiment seed and the round number into the trainer's per-round seed.
 _ROUND_SEED_STRIDE = 1_000_003
@@ -86,12 +93,13 @@ def build_strategy(config: ExperimentConfig) -> Strategy:
 def fit_strategy(strategy: AnyStrategy, spec: ModelSpec, n_clients: int) -> AnyStrategy:
     """``strategy`` fitted to the model and the federation, at set-up rather than in round 1.
 
-    fedave gets the model's layer sizes when none were given (it masks rewards per
-    layer), and its fixed ``quota_fractions``, if any, must name every client.
+    fedave and fair get the model's layer sizes when none were given (they mask rewards
+    per layer), and fedave's fixed ``quota_fractions``, if any, must name every client.
     """
-    if not isinstance(strategy, FedAVE):
+    if not isinstance(strategy, FedAVE | Fair):
         return strategy
-    strategy.check_client_count(n_clients)
+    if isinstance(strategy, FedAVE):
+        strategy.check_client_count(n_clients)
     if strategy.layer_sizes:
         return strategy
     return dataclasses.replace(strategy, layer_sizes=model_spec_of(spec.build()).sizes)
@@ -105,7 +113,7 @@ def keeps_own_models(config: ExperimentConfig, strategy: Strategy) -> bool:
             f"own_models needs a strategy that rewards in kind; {strategy.name!r} gives clients no models",
             hint=f"use one of {', '.join(sorted(REWARD_IN_KIND))}, or leave own_models unset",
         )
-    return rewards if config.own_models is None else config.own_models
+    return strategy.name in TRAIN_FROM_REWARD if config.own_models is None else config.own_models
 
 
 class ModelEvaluator:
@@ -426,6 +434,7 @@ def _check_own_models(resumed: RunCheckpoint, own_models: bool, path: Path | Non
 __all__ = [
     "CONTRIBUTION_QUALITY",
     "REWARD_IN_KIND",
+    "TRAIN_FROM_REWARD",
     "ModelEvaluator",
     "RoundCallback",
     "build_strategy",

@@ -74,3 +74,12 @@ def select_by_agreement(
             for local, count in zip(local_updates, counts, strict=True)
         ]
     )
+
+
+def sparsify_fractions(update: torch.Tensor, fractions: Sequence[float], layer_sizes: Sequence[int]) -> torch.Tensor:
+    """Row i keeps ``fractions[i]`` of ``update``'s largest magnitudes ``[len(fractions), d]``:
+    of every layer with ``layer_sizes`` (:func:`sparsify_top_magnitude_by_layer`), else of the
+    whole vector (``ceil(fraction * d)`` entries)."""
+    if layer_sizes:
+        return sparsify_top_magnitude_by_layer(update, fractions, layer_sizes)
+    return sparsify_top_magnitude(update, [math.ceil(f * update.numel()) for f in fractions])

@@ -30,6 +30,7 @@ from fedchain.experiments.reproduce import (
     FairnessRun,
     default_output_dir,
     fairness_runs,
+    global_gap,
     oracle_quota_fractions,
     robustness_runs,
     robustness_table,
@@ -117,6 +118,23 @@ def test_the_oracle_run_is_fedave_with_quotas_from_the_measured_standalone_accur
     expected = oracle_quota_fractions(fedave["standalone_accuracy"], 0.05)
     assert oracle["config"]["strategy_options"]["quota_fractions"] == pytest.approx(list(expected))
     assert min(expected) == pytest.approx(0.05) and max(expected) == 1.0
+
+
+def test_the_fair_row_sits_beside_fedavgs_global_accuracy_which_has_no_fairness_figures(tmp_path: Path) -> None:
+    # prepare
+    base = load_experiment(None, SMALL, defaults=FAIRNESS_DEFAULTS)
+
+    # execute
+    runs = fairness_runs(base, ["fair", "fedavg"], ["pow"], [0], output_dir=tmp_path)
+    rows = summarise_fairness(runs)
+
+    # assert
+    fair, fedavg = runs
+    assert math.isfinite(fair.pearson) and math.isfinite(fair.gain_mean) and math.isfinite(fair.gain_worst)
+    assert math.isnan(fedavg.pearson) and math.isnan(fedavg.gain_mean) and math.isnan(fedavg.jain)
+    assert fair.final_accuracy == fedavg.final_accuracy  # the fair protocol's global model is FedAvg's
+    assert global_gap(rows) == {("pow", "fair"): 0.0, ("pow", "fedavg"): 0.0}
+    assert global_gap(rows, reference="cgsv") == {}
 
 
 class Recorder(RunObserver):

@@ -39,7 +39,7 @@ from fedchain.experiments.federation import (
 from fedchain.experiments.results import RoundRecord
 from fedchain.experiments.runner import tamper
 from fedchain.experiments.simulate import UNFINISHED_FILE, save_unfinished
-from tests.support import interruptible_in_own_group
+from tests.support import interruptible_in_own_group, present
 
 #: A tiny run: 3 clients of ~130 samples, a 100-sample validation set, 300 test samples.
 TINY = {
@@ -315,6 +315,23 @@ def test_own_models_with_a_strategy_that_gives_no_models_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="own_models needs a strategy that rewards in kind"):
         run_experiment(config)
+
+
+def test_the_fair_protocol_trains_from_fedavgs_global_model_and_rewards_every_client_with_a_model_apart() -> None:
+    # prepare: the same data and seed under fedavg and under the fair protocol
+    config = load_experiment(None, {**TINY, "strategy": "fair", "standalone": True})
+    federation = build_federation(config)
+
+    # execute
+    fair = run_experiment(config, federation=federation)
+    fedavg = run_experiment(config.with_changes(strategy="fedavg"), federation=federation)
+
+    # assert: rewards decoupled from training, so the global model is FedAvg's, round for round
+    assert [r.test_accuracy for r in fair.rounds] == [r.test_accuracy for r in fedavg.rounds]
+    rewards = present(fair.reward_accuracy)
+    assert len(rewards) == 3 and max(rewards) <= fair.final_accuracy + 0.05  # no reward beats the whole update by much
+    assert fair.fairness() is not None and fair.collaboration_gain() is not None
+    assert all(0.0 <= c <= 1.0 for record in fair.rounds for c in record.contribution)  # each round's rescaled signal
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])

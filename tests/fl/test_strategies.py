@@ -28,12 +28,12 @@ def validation_for(n: int, seed: int) -> Validation:
     return Validation(evaluate=evaluate, local_sample_losses=local)
 
 
-@pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave"])
+@pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave", "fair"])
 def test_every_registered_strategy_is_tested_here(name: str) -> None:
     assert name in strategy_names()
 
 
-@pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave"])
+@pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave", "fair"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_a_non_finite_update_is_rejected_and_never_averaged_in(name: str, bad: float) -> None:
     updates = torch.randn(3, D, generator=torch.Generator().manual_seed(1))
@@ -50,7 +50,7 @@ def test_a_non_finite_update_is_rejected_and_never_averaged_in(name: str, bad: f
         assert torch.isfinite(result.rewards).all()
 
 
-@pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave"])
+@pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave", "fair"])
 @settings(max_examples=8, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 1000), n=st.integers(2, 5))
 def test_strategies_are_permutation_equivariant_with_weights_summing_to_one(name: str, seed: int, n: int) -> None:
@@ -74,7 +74,7 @@ def test_strategies_are_permutation_equivariant_with_weights_summing_to_one(name
         torch.testing.assert_close(permuted.rewards, plain.rewards[permutation], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave"])
+@pytest.mark.parametrize("name", ["fedavg", "quality", "cgsv", "fedfaim", "fedave", "fair"])
 def test_round_leaves_its_inputs_untouched(name: str) -> None:
     updates = torch.randn(3, D, generator=torch.Generator().manual_seed(5))
     updates[0, 0] = float("nan")

@@ -67,6 +67,58 @@ class FedAVEState(StrategyState):
     reputation: torch.Tensor | None = None
 
 
+def kl_and_layer_problems(kl_floor: float, bins: int, epsilon: float, layer_sizes: Sequence[int]) -> list[str]:
+    """What is wrong with the settings of the loss-histogram KL and of per-layer rewards (empty: nothing)."""
+    problems = []
+    if not kl_floor > 0:
+        problems.append(f"kl_floor={kl_floor} must be positive")
+    if bins < 1:
+        problems.append(f"bins={bins} must be at least 1")
+    if not epsilon > 0:
+        problems.append(f"histogram_epsilon={epsilon} must be positive")
+    if any(size <= 0 for size in layer_sizes):
+        problems.append(f"layer_sizes={list(layer_sizes)} must all be positive")
+    return problems
+
+
+def client_divergences(
+    strategy: str,
+    inputs: RoundInputs,
+    evaluations: Sequence[Evaluation | None],
+    bins: int,
+    epsilon: float,
+    floor: float,
+) -> torch.Tensor:
+    """FedAVE's ``KL_i`` (local vs validation loss histograms of client i's updated model), at least
+    ``floor``, float64 ``[n]``; NaN for clients without an evaluation (rejected ones).
+
+    A :class:`ConfigError` naming ``strategy`` when the validation lacks the per-sample losses.
+    """
+    local = inputs.validation.local_sample_losses
+    if local is None or len(local) != inputs.n_clients:
+        raise ConfigError(
+            f"strategy {strategy!r} needs one vector of local per-sample losses per client",
+            hint="pass Validation(local_sample_losses=[losses of client i's model on its own data, ...])",
+        )
+    divergence = torch.full((inputs.n_clients,), math.nan, dtype=torch.float64)
+    for i, evaluation in enumerate(evaluations):
+        if evaluation is None:
+            continue
+        if evaluation.sample_losses is None:
+            raise ConfigError(
+                f"strategy {strategy!r} needs per-sample validation losses",
+                hint="return Evaluation(..., sample_losses=...) from the evaluator",
+            )
+        losses = local[i]
+        if losses is None:
+            raise ConfigError(
+                f"client {i} has an update but no local per-sample losses, which {strategy!r} needs",
+                hint="give every client with an update its losses in Validation.local_sample_losses",
+            )
+        divergence[i] = max(loss_kl(losses, evaluation.sample_losses, bins, epsilon), floor)
+    return divergence
+
+
 def reward_quotas(reputation: torch.Tensor, divergence: torch.Tensor, size: int, beta: float) -> list[int]:
     """``floor(clamp(d tanh(beta r_i) / (max_j tanh(beta r_j) KL_i), 0, d))``; 0 where ``r_i = 0``."""
     squashed = torch.tanh(beta * reputation)
@@ -120,14 +172,7 @@ class FedAVE(Strategy[FedAVEState]):
             problems.append(f"alpha={self.alpha} must be in [0, 1)")
         if not self.beta > 0:
             problems.append(f"beta={self.beta} must be positive")
-        if not self.kl_floor > 0:
-            problems.append(f"kl_floor={self.kl_floor} must be positive")
-        if self.bins < 1:
-            problems.append(f"bins={self.bins} must be at least 1")
-        if not self.histogram_epsilon > 0:
-            problems.append(f"histogram_epsilon={self.histogram_epsilon} must be positive")
-        if any(size <= 0 for size in self.layer_sizes):
-            problems.append(f"layer_sizes={list(self.layer_sizes)} must all be positive")
+        problems += kl_and_layer_problems(self.kl_floor, self.bins, self.histogram_epsilon, self.layer_sizes)
         if not all(0.0 <= f <= 1.0 for f in self.quota_fractions):
             problems.append(f"quota_fractions={list(self.quota_fractions)} must all lie in [0, 1]")
         if problems:
@@ -137,30 +182,7 @@ class FedAVE(Strategy[FedAVEState]):
 
     def divergences(self, inputs: RoundInputs, evaluations: Sequence[Evaluation | None]) -> torch.Tensor:
         """``KL_i`` floored at ``kl_floor`` for every evaluated client (NaN for rejected ones)."""
-        local = inputs.validation.local_sample_losses
-        if local is None or len(local) != inputs.n_clients:
-            raise ConfigError(
-                f"strategy {self.name!r} needs one vector of local per-sample losses per client",
-                hint="pass Validation(local_sample_losses=[losses of client i's model on its own data, ...])",
-            )
-        divergence = torch.full((inputs.n_clients,), math.nan, dtype=torch.float64)
-        for i, evaluation in enumerate(evaluations):
-            if evaluation is None:
-                continue
-            if evaluation.sample_losses is None:
-                raise ConfigError(
-                    f"strategy {self.name!r} needs per-sample validation losses",
-                    hint="return Evaluation(..., sample_losses=...) from the evaluator",
-                )
-            losses = local[i]
-            if losses is None:
-                raise ConfigError(
-                    f"client {i} has an update but no local per-sample losses, which {self.name!r} needs",
-                    hint="give every client with an update its losses in Validation.local_sample_losses",
-                )
-            kl = loss_kl(losses, evaluation.sample_losses, self.bins, self.histogram_epsilon)
-            divergence[i] = max(kl, self.kl_floor)
-        return divergence
+        return client_divergences(self.name, inputs, evaluations, self.bins, self.histogram_epsilon, self.kl_floor)
 
     def sparsify(self, global_update: torch.Tensor, quotas: Sequence[int]) -> torch.Tensor:
         """Every client's reward ``[n, d]``: whole-vector top-``quota_i``, or per layer with ``layer_sizes``."""
