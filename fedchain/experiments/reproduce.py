@@ -397,7 +397,7 @@ def summarise_fairness(runs: Sequence[FairnessRun]) -> list[FairnessRow]:
                 partition=partition,
                 strategy=strategy,
                 pearson_mean=statistics.fmean(pearsons),
-                pearson_std=statistics.stdev(pearsons) if len(pearsons) > 1 else 0.0,
+                pearson_std=_sample_std(pearsons),
                 contribution_pearson_mean=statistics.fmean(m.contribution_pearson for m in members),
                 jain_mean=statistics.fmean(m.jain for m in members),
                 accuracy_mean=statistics.fmean(m.final_accuracy for m in members),
@@ -411,6 +411,13 @@ def summarise_fairness(runs: Sequence[FairnessRun]) -> list[FairnessRow]:
             )
         )
     return rows
+
+
+def _sample_std(values: Sequence[float]) -> float:
+    """The sample standard deviation; 0 for one value, NaN when any value is NaN (a row without rewards)."""
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def _figure(value: float, form: str) -> str:
@@ -642,7 +649,7 @@ def fairness_command(
     for row in rows:
         gap = gaps.get((row.partition, row.strategy))
         table.add_row(
-            row.partition, row.strategy, _figure(row.pearson_mean, "{:.3f}"), _figure(row.pearson_std + 0 * row.pearson_mean, "{:.3f}"),
+            row.partition, row.strategy, _figure(row.pearson_mean, "{:.3f}"), _figure(row.pearson_std, "{:.3f}"),
             *((f"{row.best_round_pearson_mean:.3f} ({100 * row.best_round_gain_mean:+.1f} pt)",) if per_round else ()),
             *((f"{row.reference_agreement_mean:.3f}", f"{row.fairness_ceiling_mean:.3f}") if repeated else ()),
             _figure(row.contribution_pearson_mean, "{:.3f}"), _figure(row.jain_mean, "{:.3f}"),

@@ -93,6 +93,21 @@ def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_an
     assert math.isnan(rows[1].best_round_pearson_mean)  # rewarded models not tested per round
 
 
+def test_a_strategy_without_rewards_summarises_to_nan_fairness_and_its_global_accuracy() -> None:
+    runs = [
+        FairnessRun(
+            "pow", "fedavg", seed, math.nan, contribution_pearson=0.5, jain=math.nan, final_accuracy=0.9 + seed / 100,
+            seconds=1.0, gain_mean=math.nan, gain_worst=math.nan,
+        )
+        for seed in range(2)
+    ]
+
+    (row,) = summarise_fairness(runs)
+
+    assert math.isnan(row.pearson_mean) and math.isnan(row.pearson_std) and math.isnan(row.gain_worst)
+    assert row.accuracy_mean == pytest.approx(0.905)
+
+
 def test_oracle_quotas_grow_geometrically_from_the_floor_with_standalone_accuracy() -> None:
     # z = [0, 0.5, 1]: 0.04 ** 1, 0.04 ** 0.5, 0.04 ** 0
     assert oracle_quota_fractions([0.8, 0.9, 1.0], 0.04) == pytest.approx((0.04, 0.2, 1.0))
