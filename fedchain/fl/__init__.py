@@ -26,6 +26,9 @@ _EXPORTS: dict[str, str] = {
     "task_similarity": "crosstask",
     "loss_histogram": "divergence",
     "loss_kl": "divergence",
+    "accuracy_targets": "fairness",
+    "calibrated_quotas": "fairness",
+    "rescale_unit": "fairness",
     "jain_index": "metrics",
     "pearson": "metrics",
     "Pruning": "pruning",
@@ -66,6 +69,7 @@ __all__ = sorted(_EXPORTS)
 if TYPE_CHECKING:
     from fedchain.fl.crosstask import CrossTaskPriors, FinishedTask, history_priors, task_similarity
     from fedchain.fl.divergence import loss_histogram, loss_kl
+    from fedchain.fl.fairness import accuracy_targets, calibrated_quotas, rescale_unit
     from fedchain.fl.metrics import jain_index, pearson
     from fedchain.fl.pruning import Pruning, topology_mask
     from fedchain.fl.quality import RoundQuality, loss_ratio, rescaled_contribution, round_quality, to_wad
