@@ -175,3 +175,26 @@ def test_the_task_spec_carries_its_screening_rules_through_its_bytes_for_the_aud
     assert again.screening == ScreeningConfig(min_cosine=0.1, max_loss_ratio=None)
     assert TaskSpec.from_bytes(SPEC.to_bytes()).screening == ScreeningConfig()
     assert spec.dataset_id != SPEC.dataset_id  # other rules, another task
+
+
+def test_a_fair_round_of_the_running_system_keeps_fedavgs_model_and_a_state_that_checkpoints(
+    evaluator: Evaluator, tmp_path: Path
+) -> None:
+    # prepare: two updates with local losses (data sizes 100 and 300)
+    g = initial_params(SPEC.model_spec(), seed=5)
+    generator = torch.Generator().manual_seed(5)
+    u0, u1 = (torch.randn(g.numel(), generator=generator) * 0.01 for _ in range(2))
+    local = [torch.rand(50, generator=generator) * 3, torch.rand(80, generator=generator) + 2]
+    clients = [ClientInput(u0, 100, 4, local_losses=local[0]), ClientInput(u1, 300, 5, local_losses=local[1])]
+    fair = get_strategy("fair")
+
+    # execute
+    outcome = score_round(fair, g, clients, evaluator, None, quality=quality_source("fair"))
+    save_strategy_state(tmp_path, 1, present(outcome.state))
+    loaded = load_strategy_state(tmp_path, 1, fair.state_type)
+
+    # assert
+    torch.testing.assert_close(outcome.global_params, g + 0.25 * u0 + 0.75 * u1)
+    assert quality_source("fair") == "contribution" and all(m.accepted for m in outcome.measurements)
+    assert loaded is not None and torch.equal(present(loaded.initial), g)
+    assert torch.equal(present(loaded.signal_sum), present(outcome.state.signal_sum))
