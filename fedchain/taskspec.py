@@ -250,7 +250,7 @@ class TaskSpec:
 
     def strategy_instance(self) -> Strategy:
         """The spec's strategy with its options (ConfigError for an unknown name or option)."""
-        from fedchain.fl.strategy import get_strategy
+        from fedchain.fl.registry import get_strategy
 
         return get_strategy(self.strategy, **self.strategy_options)
 

@@ -72,7 +72,8 @@ from fedchain.chain.events import LogQuery, iter_events
 from fedchain.errors import AgentError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
 from fedchain.fl.quality import QualitySource
-from fedchain.fl.strategy import Strategy, get_strategy
+from fedchain.fl.registry import get_strategy
+from fedchain.fl.strategy import Strategy
 from fedchain.publisher.service import settle_task
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, load_update, load_validation, put_model

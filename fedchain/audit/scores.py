@@ -75,7 +75,7 @@ def _reproduce(
     strategy_name: str | None, quality_choice: QualityChoice,
 ) -> Iterable[RoundScore]:
     from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
-    from fedchain.fl.strategy import get_strategy
+    from fedchain.fl.registry import get_strategy
     from fedchain.taskspec import load_model, load_spec, load_validation
 
     task = history.task

@@ -232,7 +232,7 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
     """
     from fedchain.aggregator.priors import chain_priors
     from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round
-    from fedchain.fl.strategy import get_strategy
+    from fedchain.fl.registry import get_strategy
     from fedchain.taskspec import load_validation
 
     spec = TaskSpec(dataset="mnist", model="lenet5", strategy="fedavg", seed=3, validation=ValidationSpec(size=64))

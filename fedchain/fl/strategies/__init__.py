@@ -1,4 +1,4 @@
-"""The built-in strategies; importing this package registers them (see :func:`fedchain.fl.get_strategy`)."""
+"""The built-in strategies; :mod:`fedchain.fl.registry` names them (see :func:`fedchain.fl.get_strategy`)."""
 
 from fedchain.fl.strategies.cgsv import CGSV, CGSVState
 from fedchain.fl.strategies.fedave import FedAVE, FedAVEState
