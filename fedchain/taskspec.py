@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import json
 import math
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -64,7 +65,8 @@ INITIAL_MODEL_TASK_ID = 0
 #: Slack over ``4 * numel`` bytes for a payload's safetensors header (names, shapes, metadata).
 PAYLOAD_HEADER_SLACK_BYTES = 64 * 1024
 
-#: Local privacy mechanisms a client may apply (fedchain.data.privacy).
+#: Local privacy mechanisms a client may apply: :data:`fedchain.data.privacy.Mechanism`, spelled
+#: again here because importing fedchain.data loads torch; a test keeps the two equal.
 PrivacyMechanism = Literal["laplace", "gaussian"]
 
 #: Which split of the dataset the publisher's validation samples come from.
@@ -166,8 +168,11 @@ class TaskSpec:
         self.train_config(0)  # validates lr, momentum, batch_size, local_epochs
         if self.privacy_epsilon is not None and not (self.privacy_epsilon > 0 and math.isfinite(self.privacy_epsilon)):
             raise ConfigError(f"privacy_epsilon must be a positive number or None, got {self.privacy_epsilon}")
-        if self.privacy_mechanism not in ("laplace", "gaussian"):
-            raise ConfigError(f"privacy_mechanism must be 'laplace' or 'gaussian', got {self.privacy_mechanism!r}")
+        if self.privacy_mechanism not in typing.get_args(PrivacyMechanism):
+            raise ConfigError(
+                f"privacy_mechanism must be one of {typing.get_args(PrivacyMechanism)}, got {self.privacy_mechanism!r}",
+                hint="set privacy_mechanism to laplace or gaussian (with privacy_delta)",
+            )
         if not 0 < self.privacy_delta < 1:
             raise ConfigError(f"privacy_delta must be in (0, 1), got {self.privacy_delta}")
         if self.seed < 0:
