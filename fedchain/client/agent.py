@@ -172,21 +172,27 @@ class ClientAgent:
 
     def _collect_rewards(self, state: AgentState, index: int) -> None:
         """Fetch and prove the reward of every round committed since the last step; keep the newest."""
-        rewards: dict[str, str] = state.data.setdefault("rewards", {})
+        rewards: dict[str, str | None] = state.data.setdefault("rewards", {})
         commitments = reward_commitments(self.session, self.task_id)
         for round_number in sorted(set(commitments) - {int(r) for r in rewards}):
             try:
                 reward = verified_reward(self.session, self.spec, commitments[round_number], index, self.address)
-            except RewardError as err:  # not in this store yet, or altered: try again at the next step
+            except RewardError as err:
+                if not self.contracts.round_ledger.is_active(self.task_id, index):
+                    rewards[str(round_number)] = None  # removed from the task: no reward from then on
+                    self.log.info("no reward: the client was removed from the task", round=round_number)
+                    continue
+                # Not in this store yet, or altered: try again at the next step.
                 self.log.warning("reward not verified", round=round_number, error=str(err.args[0]))
                 return
             rewards[str(round_number)] = to_hex(reward.reward_hash)
             self.log.info("reward verified", round=round_number, reward=reward.reward_hash, proof=len(reward.proof))
-        if rewards:
-            last = max(rewards, key=int)
-            if state.data.get("final_reward") != rewards[last] or not self.reward_path.exists():
-                write_atomic(self.reward_path, self.session.store.get(rewards[last]))
-                state.data["final_reward"] = rewards[last]
+        kept = {r: h for r, h in rewards.items() if h is not None}
+        if kept:
+            last = max(kept, key=int)
+            if state.data.get("final_reward") != kept[last] or not self.reward_path.exists():
+                write_atomic(self.reward_path, self.session.store.get(kept[last]))
+                state.data["final_reward"] = kept[last]
 
     def _join(self, state: AgentState, task: b.TaskState) -> None:
         """Join the task, or find the join on chain (made before a restart, or earlier in this process)."""
