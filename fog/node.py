@@ -9,7 +9,9 @@ AuctionOpened      decide (:func:`fog.bidding.decide_bid`) and commit a sealed b
 AuctionClosed      the job is won (or lost, or held on standby)
 JobReassigned      a standby bid of this node took over a slashed job
 DataCommitted      fetch the client's data from the store; refuse it unless it matches the hash and size
-(round running)    train every due job in one pass of the multi-client trainer; store each update (with
+(round running)    train every due job in one pass of the multi-client trainer, from the global model or, when
+                   the task's spec says ``train_from: reward``, from the client's last reward proven on chain;
+                   store each update (with
                    the trained model's per-sample losses on the job's data when the task's strategy,
                    fedave, needs them) and commit its hash before the round's deadline
 Task ended         settle its jobs (deposits back), then withdraw what the Treasury credited
@@ -44,6 +46,7 @@ from fedchain.errors import (
     ContractRevert,
     InsufficientFunds,
     JobDataRejected,
+    RewardError,
     StoreError,
     TaskSpecError,
     UpdateRejected,
@@ -51,6 +54,7 @@ from fedchain.errors import (
 from fedchain.fl.params import flatten, unflatten
 from fedchain.models.registry import ModelSpec
 from fedchain.publisher.service import settle_jobs, withdraw
+from fedchain.rewards import reward_commitments, verified_reward
 from fedchain.store.digest import parse_digest, to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta
 from fedchain.trainer.config import TrainConfig
@@ -499,17 +503,34 @@ class FogNode:
                 self.log.warning("the round's commit is no longer on chain; committing again", job=key, round=round_)
             if self.now() > task.round_started_at + self.task_params(task_id).round_duration:
                 continue  # too late for this round; the contract slashes a missed round
+            client = job.get("client_account") or self.contracts.round_ledger.client(task_id, job["client"]).account
+            job["client_account"] = client
             try:
-                start = self._global_model(state, task_id, round_)
-            except (UpdateRejected, StoreError) as err:  # not (yet) in this store, or damaged: try again next poll
-                self.log.warning("global model unavailable", job=key, round=round_, error=str(err.args[0]))
+                start = self._start_model(state, task_id, round_, job["client"], client)
+            except (UpdateRejected, StoreError, RewardError) as err:  # not (yet) in this store, or damaged: try again
+                self.log.warning("start model unavailable", job=key, round=round_, error=str(err.args[0]))
                 continue
             if start is None or key not in self._data:
                 continue
-            client = job.get("client_account") or self.contracts.round_ledger.client(task_id, job["client"]).account
-            job["client_account"] = client
             due.append(DueJob(key, task_id, job["client"], round_, self.task_spec(task_id), start, self._data[key], client))
         return due
+
+    def _start_model(
+        self, state: AgentState, task_id: int, round_: int, client_index: int, client: str
+    ) -> dict[str, torch.Tensor] | None:
+        """The model client ``client_index``'s round ``round_`` trains from: the global model of the round before,
+        or, when the task's spec trains from rewards, the client's reward of the round before, proven against
+        the root committed on chain (None while that round is not posted)."""
+        spec = self.task_spec(task_id)
+        if spec.train_from != "reward" or round_ == 1:
+            return self._global_model(state, task_id, round_)
+        commitment = reward_commitments(self.session, task_id).get(round_ - 1)
+        if commitment is None:
+            return None
+        reward = verified_reward(self.session, spec, commitment, client_index, client)
+        self.log.info("training from the client's reward", job=job_key(task_id, client_index), round=round_,
+                      reward=reward.reward_hash)
+        return reward.params
 
     def _global_model(self, state: AgentState, task_id: int, round_: int) -> dict[str, torch.Tensor] | None:
         """The model round ``round_`` starts from: the initial model, or the one posted with the round before."""

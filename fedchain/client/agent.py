@@ -9,7 +9,10 @@ job one step on, reading the chain first so that every step is idempotent:
 3. after the reveal deadline, close it, escrowing price x N: the price is read
    from the chain (the bids, and the contract's own ``utility`` view for each);
 4. write its (locally noised) data to the blob store and commit the data's hash (DataHandoff);
-5. when the task ended: settle the task's clients and its own job (a lost race to settle counts as
+5. when the task's strategy rewards in kind: after every posted round, fetch its reward, prove it
+   against the round's root on chain (``RoundLedger.verifyReward``) and record it; the last one is
+   kept beside the state file (``<state>-reward.safetensors``, :meth:`ClientAgent.reward_path`);
+6. when the task ended: settle the task's clients and its own job (a lost race to settle counts as
    done), then withdraw what it is owed.
 
 The salt is derived from the key (:mod:`fedchain.client.commitments`), so a
@@ -21,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
@@ -32,8 +36,10 @@ from fedchain.client.config import ClientConfig
 from fedchain.client.data import client_dataset
 from fedchain.client.handoff import JobDataMeta, encode_job_data
 from fedchain.data.datasets import ImageDataset
-from fedchain.errors import AgentError, ContractRevert
+from fedchain.errors import AgentError, ContractRevert, RewardError
+from fedchain.files import write_atomic
 from fedchain.publisher.service import settle_task, withdraw
+from fedchain.rewards import gives_rewards, reward_commitments, verified_reward
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_spec
 
@@ -154,8 +160,39 @@ class ClientAgent:
         if job.status == JobStatus.VACANT and not data.get("vacant_logged"):
             data["vacant_logged"] = True
             self.log.warning("no fog node trains this job (no bid revealed, or no standby left)", job=index)
+        if gives_rewards(self.spec.strategy) and task.status != TaskStatus.OPEN:
+            self._collect_rewards(state, index)
         if task.status in ENDED:
             self._settle(state, index)
+
+    @property
+    def reward_path(self) -> Path:
+        """Where the client keeps its last verified reward (the stored safetensors bytes)."""
+        return self.config.state_path.with_name(self.config.state_path.stem + "-reward.safetensors")
+
+    def _collect_rewards(self, state: AgentState, index: int) -> None:
+        """Fetch and prove the reward of every round committed since the last step; keep the newest."""
+        rewards: dict[str, str | None] = state.data.setdefault("rewards", {})
+        commitments = reward_commitments(self.session, self.task_id)
+        for round_number in sorted(set(commitments) - {int(r) for r in rewards}):
+            try:
+                reward = verified_reward(self.session, self.spec, commitments[round_number], index, self.address)
+            except RewardError as err:
+                if not self.contracts.round_ledger.is_active(self.task_id, index):
+                    rewards[str(round_number)] = None  # removed from the task: no reward from then on
+                    self.log.info("no reward: the client was removed from the task", round=round_number)
+                    continue
+                # Not in this store yet, or altered: try again at the next step.
+                self.log.warning("reward not verified", round=round_number, error=str(err.args[0]))
+                return
+            rewards[str(round_number)] = to_hex(reward.reward_hash)
+            self.log.info("reward verified", round=round_number, reward=reward.reward_hash, proof=len(reward.proof))
+        kept = {r: h for r, h in rewards.items() if h is not None}
+        if kept:
+            last = max(kept, key=int)
+            if state.data.get("final_reward") != kept[last] or not self.reward_path.exists():
+                write_atomic(self.reward_path, self.session.store.get(kept[last]))
+                state.data["final_reward"] = kept[last]
 
     def _join(self, state: AgentState, task: b.TaskState) -> None:
         """Join the task, or find the join on chain (made before a restart, or earlier in this process)."""

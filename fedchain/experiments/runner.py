@@ -42,6 +42,7 @@ from fedchain.fl.quality import QualitySource
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategies.fedave import FedAVE
 from fedchain.models.registry import ModelSpec
+from fedchain.rewards import REWARD_IN_KIND
 from fedchain.trainer import TrainConfig, Trainer, WorkerPool, predict, standalone_accuracies
 from fedchain.trainer.local import model_spec_of
 
@@ -56,9 +57,6 @@ RoundCallback = Callable[[RoundRecord], None]
 #: Strategies whose per-round quality for the chain is their contribution (DESIGN.md);
 #: the others use the Tian loss ratio.
 CONTRIBUTION_QUALITY = frozenset({"cgsv", "fedfaim", "fedave"})
-
-#: Strategies that reward in kind: by default their clients keep their own rewarded models.
-REWARD_IN_KIND = frozenset({"fedfaim", "fedave"})
 
 #: Mixes the experiment seed and the round number into the trainer's per-round seed.
 _ROUND_SEED_STRIDE = 1_000_003

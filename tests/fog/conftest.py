@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fedchain.chain.bindings import Measurement
+from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.client import ClientAgent, ClientConfig
 from fedchain.data.partition import PartitionConfig
 from fedchain.fl.reputation import WAD
@@ -80,7 +81,7 @@ def post_round(world: World, task_id: int, round_number: int) -> None:
         job = contracts.fog_auction.job(task_id, index)
         committed = job.paid_up_to == round_number and job.committed_at > 0
         measurements.append(Measurement(WAD if committed else 0, job.committed_at - started if committed else 0, committed))
-    contracts.round_ledger.post_round(task_id, round_number, model_hash, 0, measurements)
+    contracts.round_ledger.post_round(task_id, round_number, model_hash, 0, ZERO_ROOT, ZERO_ROOT, measurements)
 
 
 @pytest.fixture
