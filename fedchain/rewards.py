@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fedchain.chain.merkle import RewardTree
 from fedchain.errors import (
@@ -188,14 +188,75 @@ def load_reward(
         ) from err
 
 
-def reward_commitments(session: ChainSession, task_id: int) -> dict[int, RewardsCommitted]:
-    """Round -> the ``RewardsCommitted`` event of every round of task ``task_id`` that committed rewards."""
+@dataclass(frozen=True)
+class Commitment:
+    """A round's rewards as committed on chain (``RewardsCommitted``): what a client's proof is checked against."""
+
+    task_id: int
+    round: int
+    #: The Merkle root over (client index, reward hash) of the round.
+    rewards_root: bytes
+    #: The hash of the round's :class:`RewardList` in the blob store.
+    reward_list: bytes
+    #: The block the commitment was mined in (forgotten when a reorganisation takes that block back).
+    block_number: int
+
+    @classmethod
+    def of(cls, event: RewardsCommitted) -> Commitment:
+        """The commitment a ``RewardsCommitted`` event makes."""
+        return cls(event.task_id, event.round, bytes(event.rewards_root), bytes(event.reward_list), event.block_number)
+
+
+class CommitmentBook:
+    """The ``RewardsCommitted`` of one task that an agent has seen, kept in its JSON state.
+
+    Agents record the events of the block ranges they handle (:meth:`record`), so finding a round's
+    commitment reads no log twice, and a restarted agent has them all; when blocks are reorganised
+    away, the agent's ``on_reorg`` calls :meth:`forget_after` and the new branch's events are recorded
+    as they are handled again. ``table`` is the state's own dict (round -> root, list and block), changed in place.
+    """
+
+    def __init__(self, task_id: int, table: dict[str, dict[str, Any]]) -> None:
+        self.task_id = task_id
+        self.table = table
+
+    def record(self, event: RewardsCommitted) -> None:
+        """Keep ``event`` if it is of this book's task."""
+        if event.task_id == self.task_id:
+            entry = {"root": to_hex(event.rewards_root), "list": to_hex(event.reward_list), "block": event.block_number}
+            self.table[str(event.round)] = entry
+
+    def get(self, round_number: int) -> Commitment | None:
+        """Round ``round_number``'s commitment, or None when none was seen (not posted yet, or no rewards)."""
+        entry = self.table.get(str(round_number))
+        return None if entry is None else self._commitment(round_number, entry)
+
+    def commitments(self) -> list[Commitment]:
+        """Every commitment seen, by round."""
+        return [self._commitment(int(r), entry) for r, entry in sorted(self.table.items(), key=lambda e: int(e[0]))]
+
+    def _commitment(self, round_number: int, entry: dict[str, Any]) -> Commitment:
+        return Commitment(
+            self.task_id, round_number, parse_digest(entry["root"]), parse_digest(entry["list"]), int(entry["block"])
+        )
+
+    def forget_after(self, block: int) -> list[int]:
+        """Forget the commitments mined after ``block`` (reorganised away); returns their rounds."""
+        gone = sorted(int(r) for r, entry in self.table.items() if int(entry["block"]) > block)
+        for round_number in gone:
+            del self.table[str(round_number)]
+        return gone
+
+
+def reward_commitments(session: ChainSession, task_id: int) -> dict[int, Commitment]:
+    """Round -> the commitment of every round of task ``task_id`` that committed rewards, read from every log
+    of the ledger since the deployment (for one-off commands; agents keep a :class:`CommitmentBook`)."""
     from fedchain.chain.bindings import RewardsCommitted
     from fedchain.chain.events import LogQuery, iter_events
 
     query = LogQuery(addresses=(session.contracts.round_ledger.address,), from_block=session.deployment.block_number)
     return {
-        event.round: event
+        event.round: Commitment.of(event)
         for event in iter_events(session.w3, session.transactor.registry, query)
         if isinstance(event, RewardsCommitted) and event.task_id == task_id
     }
@@ -237,7 +298,7 @@ def verify_listed(
 def verified_reward(
     session: ChainSession,
     spec: TaskSpec,
-    commitment: RewardsCommitted,
+    commitment: Commitment,
     client_index: int,
     client: str,
 ) -> VerifiedReward:
@@ -337,6 +398,8 @@ __all__ = [
     "LIST_FORMAT",
     "REWARD_IN_KIND",
     "TRAIN_FROM",
+    "Commitment",
+    "CommitmentBook",
     "RewardList",
     "RewardRow",
     "TrainFrom",

@@ -11,7 +11,10 @@ job one step on, reading the chain first so that every step is idempotent:
 4. write its (locally noised) data to the blob store and commit the data's hash (DataHandoff);
 5. when the task's strategy rewards in kind: after every posted round, fetch its reward, prove it
    against the round's root on chain (``RoundLedger.verifyReward``) and record it; the last one is
-   kept beside the state file (``<state>-reward.safetensors``, :meth:`ClientAgent.reward_path`);
+   kept beside the state file (``<state>-reward.safetensors``, :meth:`ClientAgent.reward_path`).
+   The rounds' roots come from the ``RewardsCommitted`` events of the blocks it handles, kept in its
+   state (:class:`~fedchain.rewards.CommitmentBook`); blocks reorganised away take theirs, and the
+   rewards proven against them, back;
 6. when the task ended: settle the task's clients and its own job (a lost race to settle counts as
    done), then withdraw what it is owed.
 
@@ -31,6 +34,7 @@ from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
 from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
 from fedchain.chain.bindings import JobStatus, TaskStatus
+from fedchain.chain.events import LogQuery, iter_events
 from fedchain.client.commitments import DATA_SIZE_SALT, data_commitment, derive_salt
 from fedchain.client.config import ClientConfig
 from fedchain.client.data import client_dataset
@@ -39,7 +43,7 @@ from fedchain.data.datasets import ImageDataset
 from fedchain.errors import AgentError, ContractRevert, RewardError
 from fedchain.files import write_atomic
 from fedchain.publisher.service import settle_task, withdraw
-from fedchain.rewards import gives_rewards, reward_commitments, verified_reward
+from fedchain.rewards import CommitmentBook, gives_rewards, verified_reward
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_spec
 
@@ -93,7 +97,7 @@ class ClientAgent:
         self.log = AgentLogger(_log, agent=config.name, task=config.task_id)
         self.agent = session_agent(
             session, name=config.name, state_path=config.state_path, confirmations=config.confirmations,
-            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act,
+            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act, on_reorg=self._on_reorg,
         )
         self._spec: TaskSpec | None = None
         self._dataset: ImageDataset | None = None
@@ -138,7 +142,33 @@ class ClientAgent:
     # ------------------------------------------------------------------ the steps
 
     def _handle(self, blocks: BlockRange, state: AgentState) -> None:
+        if gives_rewards(self.spec.strategy):
+            self._record_commitments(blocks, state)
         self._act(state)
+
+    def _commitments(self, state: AgentState) -> CommitmentBook:
+        """The task's reward commitments seen in the blocks handled so far."""
+        return CommitmentBook(self.task_id, state.data.setdefault("commitments", {}))
+
+    def _record_commitments(self, blocks: BlockRange, state: AgentState) -> None:
+        """Keep the task's ``RewardsCommitted`` of ``blocks``: only the new blocks' logs are read."""
+        book = self._commitments(state)
+        query = LogQuery(addresses=(self.contracts.round_ledger.address,), from_block=blocks.first, to_block=blocks.last)
+        for event in iter_events(self.session.w3, self.session.transactor.registry, query):
+            if isinstance(event, b.RewardsCommitted):
+                book.record(event)
+
+    def _on_reorg(self, state: AgentState, ancestor: int) -> None:
+        """Forget the commitments of blocks reorganised away, and the rewards proven against them:
+        the rounds are proven again against what the new branch commits."""
+        gone = self._commitments(state).forget_after(ancestor)
+        rewards = state.data.get("rewards", {})
+        for round_number in gone:
+            rewards.pop(str(round_number), None)
+        if state.data.get("final_reward") not in rewards.values():
+            state.data.pop("final_reward", None)
+        if gone:
+            self.log.warning("rewards reorganised away; proving them again", rounds=gone, block=ancestor)
 
     def _act(self, state: AgentState) -> None:
         data = state.data
@@ -173,10 +203,12 @@ class ClientAgent:
     def _collect_rewards(self, state: AgentState, index: int) -> None:
         """Fetch and prove the reward of every round committed since the last step; keep the newest."""
         rewards: dict[str, str | None] = state.data.setdefault("rewards", {})
-        commitments = reward_commitments(self.session, self.task_id)
-        for round_number in sorted(set(commitments) - {int(r) for r in rewards}):
+        for commitment in self._commitments(state).commitments():
+            round_number = commitment.round
+            if str(round_number) in rewards:
+                continue
             try:
-                reward = verified_reward(self.session, self.spec, commitments[round_number], index, self.address)
+                reward = verified_reward(self.session, self.spec, commitment, index, self.address)
             except RewardError as err:
                 if not self.contracts.round_ledger.is_active(self.task_id, index):
                     rewards[str(round_number)] = None  # removed from the task: no reward from then on
