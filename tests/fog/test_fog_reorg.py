@@ -16,7 +16,7 @@ from fedchain.store.digest import keccak256, to_hex
 from fog.node import BID
 from tests.aggregator.conftest import World
 from tests.fog.conftest import Agents, award, post_round
-from tests.fog.test_fog_rewards import REWARD_SPEC, a_reward, committed_update, reward_task, trained_from
+from tests.fog.test_fog_rewards import REWARD_SPEC, a_reward, committed_update, job_data, reward_task, trained_from
 
 
 def snapshot(w3: Web3) -> str:
@@ -108,7 +108,8 @@ def test_a_reward_commitment_reorganised_away_is_forgotten_and_the_new_branchs_r
     assert [book["1"]["root"]] == [to_hex(second.tree.root)] and client.state.data["commitments"] == book
     assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 2
     update = committed_update(world, task_id, client.address)
-    torch.testing.assert_close(update, trained_from(REWARD_SPEC, second_reward, world, task_id, client.state.data["data_hash"]))
+    data = job_data(world, task_id, client.state.data["data_hash"])
+    torch.testing.assert_close(update, trained_from(REWARD_SPEC, second_reward, data))
     assert client.state.data["rewards"] == {"1": to_hex(second.rewards[0][1])}
     assert client.state.data["final_reward"] == to_hex(second.rewards[0][1])
     assert keccak256(client.reward_path.read_bytes()) == second.rewards[0][1]

@@ -15,10 +15,10 @@ import torch
 
 from fedchain.agent import record_fields
 from fedchain.client import ClientAgent
-from fedchain.client.handoff import ExpectedJobData, fetch_job_data
+from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
 from fedchain.fl.params import flatten
 from fedchain.taskspec import TaskSpec, load_update
-from fedchain.trainer.trainer import Trainer
+from fedchain.trainer.trainer import train_clients
 from fog import FogNode
 from tests.aggregator.conftest import SPEC, World
 from tests.fog.conftest import Agents, award, post_round
@@ -41,19 +41,20 @@ def reward_task(world: World, agents: Agents) -> tuple[int, ClientAgent, FogNode
     return task_id, client, fog
 
 
-def trained_from(spec: TaskSpec, start: dict[str, torch.Tensor], world: World, task_id: int, data_hash: str) -> torch.Tensor:
-    """The flat update of client 0's round 2 trained from ``start`` on its handed-off data, as a fog node trains it."""
-    contracts = world.publisher.contracts
-    job = contracts.fog_auction.job(task_id, 0)
-    expected = ExpectedJobData(task_id, 0, job.data_size, spec.num_classes, spec.in_channels)
-    data = fetch_job_data(world.publisher.store, data_hash, expected)
-    trainer = Trainer(spec.model_spec(), engine="sequential", threads=1)
-    try:
-        flat = flatten(start, spec.param_spec())[0][None]
-        result = trainer.train(flat, [(data.images, data.labels)], client_ids=[0], config=spec.train_config(2))
-        return result.updates(flat).cpu()[0]
-    finally:
-        trainer.close()
+def trained_from(spec: TaskSpec, start: dict[str, torch.Tensor], data: JobData, index: int = 0) -> torch.Tensor:
+    """The flat update of client ``index``'s round 2 trained from ``start`` on its job data, as a fog node trains it."""
+    flat = flatten(start, spec.param_spec())[0]
+    config = spec.train_config(2)
+    trained = train_clients(spec.model_spec(), flat, [(data.images, data.labels)], config, engine="sequential",
+                            client_ids=[index])
+    return trained.updates(flat).cpu()[0]
+
+
+def job_data(world: World, task_id: int, data_hash: str) -> JobData:
+    """Client 0's data as handed off to its fog node."""
+    job = world.publisher.contracts.fog_auction.job(task_id, 0)
+    expected = ExpectedJobData(task_id, 0, job.data_size, REWARD_SPEC.num_classes, REWARD_SPEC.in_channels)
+    return fetch_job_data(world.publisher.store, data_hash, expected)
 
 
 def committed_update(world: World, task_id: int, client: str) -> torch.Tensor:
@@ -79,9 +80,9 @@ def test_on_a_task_that_trains_from_rewards_the_fog_trains_round_two_from_the_cl
     # assert: round 2 committed; its update is the training from the reward, not from the global model
     assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 2
     update = committed_update(world, task_id, client.address)
-    data_hash = client.state.data["data_hash"]
-    torch.testing.assert_close(update, trained_from(REWARD_SPEC, reward, world, task_id, data_hash))
-    from_global = trained_from(REWARD_SPEC, REWARD_SPEC.initial_params(), world, task_id, data_hash)
+    data = job_data(world, task_id, client.state.data["data_hash"])
+    torch.testing.assert_close(update, trained_from(REWARD_SPEC, reward, data))
+    from_global = trained_from(REWARD_SPEC, REWARD_SPEC.initial_params(), data)
     assert not torch.allclose(update, from_global)
     # and the fog node says which reward it trained from: the one the chain's root proves
     assert listed is not None and listed.tree.root == world.publisher.contracts.round_ledger.reward_root(task_id, 1)

@@ -1,4 +1,5 @@
-"""End to end: a fedave task on a chain with 2 s blocks pays rewards in kind that clients prove and the audit checks."""
+"""End to end on a chain with 2 s blocks: tasks that pay rewards in kind, which clients prove, fog nodes train from
+and the audit checks."""
 
 from __future__ import annotations
 
@@ -10,17 +11,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
+from fedchain.agent.session import open_session
 from fedchain.audit import CheckName
 from fedchain.chain.keys import PRIVATE_KEY_ENV
 from fedchain.chain.node import AnvilNode, AnvilSettings
+from fedchain.client.handoff import ExpectedJobData, fetch_job_data
+from fedchain.fl.params import flatten
+from fedchain.rewards import load_reward
 from fedchain.store import open_store
 from fedchain.store.digest import keccak256
+from fedchain.taskspec import load_model, load_spec, load_update
+from tests.fog.test_fog_rewards import trained_from
 from tests.system.test_demo import DEMO_TIMEOUT_S
 
-#: A small fedave demo: 2 clients, 2 fog nodes (fog 0 a free rider), 2 rounds, few samples.
+#: A small demo: 2 fog nodes (fog 0 a free rider), 2 rounds, few samples.
 DEMO_ARGS = (
-    "--strategy", "fedave", "--clients", "2", "--fogs", "2", "--rounds", "2", "--samples-per-client", "24",
+    "--fogs", "2", "--rounds", "2", "--samples-per-client", "24",
     "--auction-duration", "10", "--round-duration", "60", "--no-verify-scores",
 )  # fmt: skip
 
@@ -38,19 +46,27 @@ def l2_chain() -> Iterator[AnvilNode]:
         yield node
 
 
+def small_demo(
+    chain: AnvilNode, data_root: Path, run_dir: Path, *options: str, strategy: str = "fedave", clients: int = 2
+) -> tuple[str, ...]:
+    """Run the small demo of ``strategy`` and ``clients`` on ``chain`` into ``run_dir``, asserting it passed;
+    the commands' chain options."""
+    env = {**os.environ, PRIVATE_KEY_ENV: "0x" + chain.dev_account(0).key.hex()}
+    demo = fedchain(
+        "demo", "--rpc-url", chain.rpc_url, "--run-dir", str(run_dir), "--data-root", str(data_root), *DEMO_ARGS,
+        "--strategy", strategy, "--clients", str(clients), *options, env=env,
+    )
+    assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
+    return ("--deployment", str(run_dir / "deployment.json"), "--store", str(run_dir / "store"))
+
+
 @pytest.mark.slow
 def test_a_fedave_task_commits_rewards_that_the_client_verifies_and_the_audit_checks(
     l2_chain: AnvilNode, data_root: Path, tmp_path: Path
 ) -> None:
     # prepare: a fedave task run end to end as separate processes on a chain that mines every 2 s
     run_dir = tmp_path / "demo"
-    env = {**os.environ, PRIVATE_KEY_ENV: "0x" + l2_chain.dev_account(0).key.hex()}
-    demo = fedchain(
-        "demo", "--rpc-url", l2_chain.rpc_url, "--run-dir", str(run_dir), "--data-root", str(data_root), *DEMO_ARGS,
-        env=env,
-    )
-    assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
-    chain = ("--deployment", str(run_dir / "deployment.json"), "--store", str(run_dir / "store"))
+    chain = small_demo(l2_chain, data_root, run_dir)
     report = json.loads((run_dir / "audit.json").read_text())
     survivor = next(c for c in report["clients"] if c["status"] == "active")
     # the client processes are named in start order, not by their index in the task
@@ -120,3 +136,54 @@ def test_a_fedave_task_commits_rewards_that_the_client_verifies_and_the_audit_ch
         f"round 2 client {survivor['index']}" in f["message"] for f in checks[CheckName.STORE_REWARDS.value]["findings"]
     )
     assert refused.returncode != 0 and "hint:" in refused.stderr + refused.stdout
+
+
+@pytest.mark.slow
+def test_a_task_that_trains_from_rewards_trains_round_two_from_each_clients_proven_round_one_reward(
+    l2_chain: AnvilNode, data_root: Path, tmp_path: Path
+) -> None:
+    # prepare: a small fedfaim task with five clients, each training from its reward. Some are removed in round 1
+    # (the free rider's, and noisy ones); those that stay get shares of the update by reputation, so all but the
+    # best get a reward that is not the global model. (On so little data the demo's fedave clamps every quota to
+    # the whole update: all its rewards are the global model, and training from them cannot be told apart.)
+    run_dir = tmp_path / "demo"
+
+    # execute: the demo, then the audit with the scores and rewards reproduced (each client scored from its reward)
+    chain = small_demo(l2_chain, data_root, run_dir, "--train-from", "reward", strategy="fedfaim", clients=5)
+    audit = fedchain("audit", "--task", "1", "--json", "--verify-scores", "--data-root", str(data_root), *chain)
+
+    # assert: each survivor's fog node says it trained round 2 from the reward its client proved for round 1,
+    # and its committed update is the training from that reward, recomputed here
+    report = json.loads((run_dir / "audit.json").read_text())
+    survivors = [c for c in report["clients"] if c["status"] == "active"]
+    saved = [json.loads(path.read_text())["data"] for path in (run_dir / "state").glob("client-*.json")]
+    states = {state["client_index"]: state for state in saved}
+    fog_lines = [line for path in (run_dir / "logs").glob("fog-*.log") for line in path.read_text().splitlines()]
+    session = open_session(run_dir / "deployment.json", store_url=str(run_dir / "store"), read_only=True)
+    spec = load_spec(session.store, session.contracts.task_registry.params(1).dataset_id)
+    global_1 = load_model(session.store, spec, report["rounds"][0]["model_hash"], task_id=1, round_number=1)
+    unlike_global = 0
+    assert len(survivors) >= 2
+    for client in survivors:
+        index, state = client["index"], states[client["index"]]
+        reward_hash = state["rewards"]["1"]
+        said = [line for line in fog_lines if "training from the client's reward" in line and f" job=1:{index} " in line]
+        assert said and all(" round=2 " in line and line.endswith(f"reward={reward_hash}") for line in said)
+        job = session.contracts.fog_auction.job(1, index)
+        assert job.paid_up_to == 2
+        update = load_update(session.store, spec, job.update_hash, task_id=1, round_number=2, client_index=index,
+                             client=client["account"], data_size=job.data_size)
+        data = fetch_job_data(session.store, state["data_hash"],
+                              ExpectedJobData(1, index, job.data_size, spec.num_classes, spec.in_channels))
+        reward = load_reward(session.store, spec, reward_hash, task_id=1, round_number=1, client_index=index,
+                             client=client["account"])
+        committed = flatten(update.params, spec.param_spec())[0]
+        torch.testing.assert_close(committed, trained_from(spec, reward, data, index), rtol=1e-4, atol=1e-5)
+        if not torch.allclose(flatten(reward, spec.param_spec())[0], flatten(global_1, spec.param_spec())[0]):
+            unlike_global += 1
+            assert not torch.allclose(committed, trained_from(spec, global_1, data, index), rtol=1e-4, atol=1e-5)
+    assert unlike_global >= 1
+    # and the audit reproduced every score and reward from those starts
+    assert audit.returncode == 0, f"audit failed:\n{audit.stdout[-4000:]}\n{audit.stderr[-4000:]}"
+    checks = {check["name"]: check["status"] for check in json.loads(audit.stdout)["checks"]}
+    assert checks == {name.value: "pass" for name in CheckName}
