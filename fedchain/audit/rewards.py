@@ -17,7 +17,7 @@ from fedchain.audit.checks import CheckName, Tally
 from fedchain.audit.history import TaskHistory
 from fedchain.chain.abi import ChainEvent
 from fedchain.chain.bindings import RewardsCommitted
-from fedchain.errors import RewardError, TaskSpecError
+from fedchain.errors import RewardError, StoreError, TaskSpecError
 from fedchain.store import BlobStore, to_hex
 
 
@@ -43,7 +43,7 @@ def check_rewards(history: TaskHistory, commitments: Mapping[int, RewardsCommitt
         return tally
     try:
         spec = load_spec(store, params.dataset_id)
-    except (TaskSpecError, RewardError) as err:
+    except (TaskSpecError, RewardError, StoreError) as err:  # missing or damaged: store.models fails on it
         tally.skip(CheckName.STORE_REWARDS, f"the task spec cannot be read: {str(err).splitlines()[0]}")
         return tally
     if not gives_rewards(spec.strategy):  # then no round may commit rewards

@@ -144,8 +144,9 @@ def test_a_task_that_trains_from_rewards_trains_round_two_from_each_clients_prov
 ) -> None:
     # prepare: a small fedfaim task with five clients, each training from its reward. Some are removed in round 1
     # (the free rider's, and noisy ones); those that stay get shares of the update by reputation, so all but the
-    # best get a reward that is not the global model. (On so little data the demo's fedave clamps every quota to
-    # the whole update: all its rewards are the global model, and training from them cannot be told apart.)
+    # best get a reward that is not the global model. (On so little data the demo's fedave gave quotas at or near
+    # the whole update: its rewards equalled the global model within 1e-4, so training from them could not be told
+    # apart from training from the global model.)
     run_dir = tmp_path / "demo"
 
     # execute: the demo, then the audit with the scores and rewards reproduced (each client scored from its reward)
