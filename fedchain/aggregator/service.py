@@ -67,6 +67,7 @@ from fedchain.chain.bindings import (
     JobReassigned,
     JobStatus,
     LedgerRoundNotReady,
+    RewardsCommitted,
     RoundPosted,
     TaskParams,
     TaskState,
@@ -81,7 +82,7 @@ from fedchain.fl.quality import QualitySource
 from fedchain.fl.registry import get_strategy
 from fedchain.fl.strategy import Strategy
 from fedchain.publisher.service import settle_task
-from fedchain.rewards import put_rewards, reward_commitments, stacked_rewards, verified_reward
+from fedchain.rewards import CommitmentBook, put_rewards, reward_commitments, stacked_rewards, verified_reward
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, load_update, load_validation, put_model
 from fedchain.trainer.device import resolve_device
@@ -203,6 +204,8 @@ class Aggregator:
                               from_round=event.from_round, tx=event.transaction_hash)
             elif isinstance(event, RoundPosted):
                 state.data.setdefault("models", {})[str(event.round)] = to_hex(event.model_hash)
+            elif isinstance(event, RewardsCommitted):
+                self._commitments(state).record(event)
         # On a chain that makes blocks on a timer there may never be an idle poll: do the round's work here too.
         self.tick(state)
 
@@ -210,6 +213,7 @@ class Aggregator:
         """Forget what came from reorganised blocks: the posted models (read again from the chain's events
         when needed) and the cached round inputs; the chain, read at every step, is the source of truth."""
         state.data.pop("models", None)
+        self._commitments(state).forget_after(ancestor)
         self._active = None
         self._scored = None
         self.log.warning("rewound past a reorganisation; reading the task from the chain again", block=ancestor)
@@ -322,7 +326,7 @@ class Aggregator:
             outcome = score_round(
                 context.strategy, global_params, clients, context.evaluator, previous,
                 quality=context.quality, screening=context.spec.screening,
-                client_params=self._client_params(context, round_number, global_params, active),
+                client_params=self._client_params(state, context, round_number, global_params, active),
             )
             model_hash = self._publish(context, round_number, outcome)
             rewards = self._publish_rewards(context, round_number, outcome, active)
@@ -379,8 +383,13 @@ class Aggregator:
             context.clients.extend(ledger.client(self.task_id, i).account for i in range(len(context.clients), count))
         return context.clients
 
+    def _commitments(self, state: AgentState) -> CommitmentBook:
+        """The task's reward commitments seen in the blocks handled so far."""
+        return CommitmentBook(self.task_id, state.data.setdefault("commitments", {}))
+
     def _client_params(
-        self, context: _TaskContext, round_number: int, global_params: torch.Tensor, active: list[bool]
+        self, state: AgentState, context: _TaskContext, round_number: int, global_params: torch.Tensor,
+        active: list[bool],
     ) -> torch.Tensor | None:
         """The model each client trained ``round_number`` from when the task trains from rewards, stacked ``[n, d]``.
 
@@ -390,7 +399,9 @@ class Aggregator:
         """
         if context.spec.train_from != "reward" or round_number == 1:
             return None
-        commitment = reward_commitments(self.session, self.task_id).get(round_number - 1)
+        commitment = self._commitments(state).get(round_number - 1)
+        if commitment is None:  # posted in a block not handled yet (confirmations): read the logs once
+            commitment = reward_commitments(self.session, self.task_id).get(round_number - 1)
         if commitment is None:
             raise AgentError(
                 f"round {round_number - 1} of task {self.task_id} committed no rewards, but its clients train from them",
