@@ -8,6 +8,7 @@ import {IFogAuction} from "./interfaces/IFogAuction.sol";
 import {Reasons} from "./libraries/Reasons.sol";
 import {ReputationMath} from "./libraries/ReputationMath.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProof.sol";
 
 /// @title RoundLedger: clients, reputation, per-round payments and settlement of FedChain tasks
 /// @notice Per client and task two storage slots: (sumQuality, sumTimeRatio, lossReputation) and
@@ -39,6 +40,7 @@ contract RoundLedger is IRoundLedger {
     mapping(uint256 taskId => uint256 wei_) private _rewardsHeld;
     mapping(uint256 taskId => bool) private _settled;
     mapping(uint256 taskId => bool) private _priorsPosted;
+    mapping(uint256 taskId => mapping(uint16 round => bytes32 root)) private _rewardRoots;
 
     /// @param registry the TaskRegistry
     /// @param treasury the Treasury
@@ -71,13 +73,22 @@ contract RoundLedger is IRoundLedger {
     }
 
     /// @inheritdoc IRoundLedger
-    function postRound(uint256 taskId, uint16 round, bytes32 modelHash, uint64 accuracy, Measurement[] calldata measurements)
-        external
-    {
+    function postRound(
+        uint256 taskId,
+        uint16 round,
+        bytes32 modelHash,
+        uint64 accuracy,
+        bytes32 rewardsRoot,
+        bytes32 rewardList,
+        Measurement[] calldata measurements
+    ) external {
         ITaskRegistry.TaskState memory s = _registry.state(taskId);
         _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Running);
         if (msg.sender != s.aggregator) revert LedgerNotAggregator(taskId, msg.sender);
         if (round != s.currentRound) revert LedgerWrongRound(taskId, round, s.currentRound);
+        if ((rewardsRoot == bytes32(0)) != (rewardList == bytes32(0))) {
+            revert LedgerInconsistentRewards(taskId, round, rewardsRoot, rewardList);
+        }
         ClientSlot[] storage clients = _clients[taskId];
         uint256 n = clients.length;
         if (measurements.length != n) revert LedgerWrongMeasurementCount(taskId, measurements.length, n);
@@ -124,6 +135,11 @@ contract RoundLedger is IRoundLedger {
         _rewardsHeld[taskId] += paid;
 
         emit RoundPosted(taskId, round, modelHash, accuracy, measurements, paid);
+        if (rewardsRoot != bytes32(0)) {
+            // One slot per round whatever the number of clients: the proofs live off chain.
+            _rewardRoots[taskId][round] = rewardsRoot;
+            emit RewardsCommitted(taskId, round, rewardsRoot, rewardList);
+        }
         _registry.closeRound(taskId, paid, p.targetAccuracy != 0 && accuracy >= p.targetAccuracy);
         _treasury.credit(taskId, s.publisher, forfeited, Reasons.DEPOSIT_FORFEIT);
     }
@@ -253,6 +269,23 @@ contract RoundLedger is IRoundLedger {
     /// @inheritdoc IRoundLedger
     function rewardsHeld(uint256 taskId) external view returns (uint256) {
         return _rewardsHeld[taskId];
+    }
+
+    /// @inheritdoc IRoundLedger
+    function rewardRoot(uint256 taskId, uint16 round) external view returns (bytes32) {
+        return _rewardRoots[taskId][round];
+    }
+
+    /// @inheritdoc IRoundLedger
+    function verifyReward(uint256 taskId, uint16 round, uint256 index, bytes32 rewardHash, bytes32[] calldata proof)
+        external
+        view
+        returns (bool)
+    {
+        bytes32 root = _rewardRoots[taskId][round];
+        if (root == bytes32(0)) revert LedgerNoRewards(taskId, round);
+        bytes32 leaf = keccak256(bytes.concat(keccak256(abi.encode(index, rewardHash))));
+        return MerkleProof.verifyCalldata(proof, root, leaf);
     }
 
     /// @inheritdoc IRoundLedger

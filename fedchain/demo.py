@@ -33,6 +33,7 @@ from rich.text import Text
 from fedchain.console import stdout_console
 from fedchain.errors import AuditFailed, ConfigError, SigningKeyError
 from fedchain.files import writable_folder
+from fedchain.rewards import TRAIN_FROM, TrainFrom
 from fedchain.signals import handlers_set
 from fedchain.units import WAD, ether, fixed
 
@@ -72,6 +73,8 @@ class DemoConfig:
 
     Attributes:
         strategy: aggregation strategy of the task (fedavg, quality, cgsv, fedfaim, fedave).
+        train_from: what fog nodes train a client's next round from: ``global`` (the global model) or
+            ``reward`` (the client's reward of the round before, proven on chain; fedfaim and fedave only).
         dataset: mnist or fashion-mnist.
         clients: number of client processes.
         fogs: number of fog-node processes.
@@ -95,6 +98,7 @@ class DemoConfig:
     """
 
     strategy: str = "fedavg"
+    train_from: TrainFrom = "global"
     dataset: str = "mnist"
     clients: int = 5
     fogs: int = 3
@@ -151,6 +155,7 @@ class DemoConfig:
         return TaskSpec(  # local training: the defaults that learn on MNIST-sized data (TrainConfig)
             dataset=self.dataset, model="lenet5", seed=self.seed,
             strategy=self.strategy, validation=ValidationSpec(size=self.validation_size, seed=self.seed),
+            train_from=self.train_from,
         )
 
     def roster(self) -> Roster:
@@ -407,6 +412,8 @@ def _default(name: str, text: str, kind: type = str) -> Any:
 
 @click.command()
 @_default("strategy", "Aggregation strategy: fedavg, quality, cgsv, fedfaim, fedave.")
+@click.option("--train-from", type=click.Choice(TRAIN_FROM), default=DemoConfig.train_from, show_default=True,
+              help="What a client's next round trains from: the global model, or its reward (fedfaim, fedave).")
 @_default("dataset", "mnist or fashion-mnist.")
 @_default("clients", "Client processes.", int)
 @_default("fogs", "Fog-node processes (fog 0 is a free rider).", int)

@@ -178,6 +178,36 @@ class BlobTooLarge(StoreError):
     hint = "raise the size limit only if the object is expected to be this large"
 
 
+class RewardError(FedchainError):
+    """A reward in kind cannot be had: the task has none, the round committed none, or it is missing or does not verify."""
+
+    hint = "check --task and --round: `fedchain client reward --task N` lists the rounds whose rewards were committed"
+
+
+class NoRewardsInKind(RewardError):
+    """The task's strategy gives no rewards in kind (only fedfaim and fedave do)."""
+
+    hint = "rewards in kind exist only for tasks created with strategy fedfaim or fedave; the global model is the result"
+
+
+class RewardMissing(RewardError):
+    """A committed reward (or the round's reward list) is not in the blob store, or its bytes do not match its hash."""
+
+    hint = "open the store the aggregator writes to (--store); the aggregator may also still be writing the round"
+
+
+class RewardNotVerified(RewardError):
+    """A reward's hash is not proven by the Merkle root committed on chain for its round."""
+
+    hint = "do not use this model: the store or the reward list was altered; run `fedchain audit --task N`"
+
+
+class MerkleError(FedchainError):
+    """A Merkle tree of rewards cannot be built or holds no leaf for a client."""
+
+    hint = "give each client index at most one reward hash per round"
+
+
 class ChainError(FedchainError):
     """The chain cannot be reached or used (RPC, node, keys, deployment)."""
 

@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import json
 import math
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fedchain.errors import ConfigError, TaskSpecError
 from fedchain.fl.screening import ScreeningConfig
+from fedchain.rewards import REWARD_IN_KIND, TRAIN_FROM, TrainFrom, gives_rewards
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
 from fedchain.trainer.config import TrainConfig
@@ -64,7 +66,8 @@ INITIAL_MODEL_TASK_ID = 0
 #: Slack over ``4 * numel`` bytes for a payload's safetensors header (names, shapes, metadata).
 PAYLOAD_HEADER_SLACK_BYTES = 64 * 1024
 
-#: Local privacy mechanisms a client may apply (fedchain.data.privacy).
+#: Local privacy mechanisms a client may apply: :data:`fedchain.data.privacy.Mechanism`, spelled
+#: again here because importing fedchain.data loads torch; a test keeps the two equal.
 PrivacyMechanism = Literal["laplace", "gaussian"]
 
 #: Which split of the dataset the publisher's validation samples come from.
@@ -130,6 +133,9 @@ class TaskSpec:
         validation: the publisher's validation set.
         screening: the rules that drop a round's attacks before the strategy sees them
             (:mod:`fedchain.fl.screening`); in the spec so that the auditor re-runs the aggregator's.
+        train_from: the model a fog node trains a client's next round from: ``global`` (the global model,
+            the fair protocol's choice) or ``reward`` (the client's last committed reward in kind, as in the
+            fedfaim and fedave seeds; only for a strategy that rewards in kind).
     """
 
     dataset: str = "mnist"
@@ -148,6 +154,7 @@ class TaskSpec:
     privacy_delta: float = 1e-5
     validation: ValidationSpec = field(default_factory=ValidationSpec)
     screening: ScreeningConfig = field(default_factory=ScreeningConfig)
+    train_from: TrainFrom = "global"
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -166,12 +173,30 @@ class TaskSpec:
         self.train_config(0)  # validates lr, momentum, batch_size, local_epochs
         if self.privacy_epsilon is not None and not (self.privacy_epsilon > 0 and math.isfinite(self.privacy_epsilon)):
             raise ConfigError(f"privacy_epsilon must be a positive number or None, got {self.privacy_epsilon}")
-        if self.privacy_mechanism not in ("laplace", "gaussian"):
-            raise ConfigError(f"privacy_mechanism must be 'laplace' or 'gaussian', got {self.privacy_mechanism!r}")
+        if self.privacy_mechanism not in typing.get_args(PrivacyMechanism):
+            raise ConfigError(
+                f"privacy_mechanism must be one of {typing.get_args(PrivacyMechanism)}, got {self.privacy_mechanism!r}",
+                hint="set privacy_mechanism to laplace or gaussian (with privacy_delta)",
+            )
         if not 0 < self.privacy_delta < 1:
             raise ConfigError(f"privacy_delta must be in (0, 1), got {self.privacy_delta}")
         if self.seed < 0:
             raise ConfigError(f"seed must be non-negative, got {self.seed}")
+        self._check_train_from()
+
+    def _check_train_from(self) -> None:
+        if self.train_from not in TRAIN_FROM:
+            raise ConfigError(f"train_from must be 'global' or 'reward', got {self.train_from!r}")
+        if self.train_from == "reward" and not gives_rewards(self.strategy):
+            raise ConfigError(
+                f"train_from 'reward' needs a strategy that rewards in kind; {self.strategy!r} gives clients no models",
+                hint=f"use one of {', '.join(sorted(REWARD_IN_KIND))}, or train_from 'global'",
+            )
+        if self.train_from == "reward" and self.strategy_instance().pruning is not None:
+            raise ConfigError(
+                "train_from 'reward' cannot be combined with pruning: the pruned broadcast is the global model's",
+                hint="leave the strategy's pruning unset, or train_from 'global'",
+            )
 
     # -- serialisation -------------------------------------------------------------------------
 
@@ -250,7 +275,7 @@ class TaskSpec:
 
     def strategy_instance(self) -> Strategy:
         """The spec's strategy with its options (ConfigError for an unknown name or option)."""
-        from fedchain.fl.strategy import get_strategy
+        from fedchain.fl.registry import get_strategy
 
         return get_strategy(self.strategy, **self.strategy_options)
 

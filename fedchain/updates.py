@@ -79,8 +79,8 @@ LOCAL_LOSSES = "__local_losses__"
 #: The most local losses an update carries (4 bytes each): a larger job ships its first this many samples' losses.
 MAX_LOCAL_LOSSES = 65_536
 
-#: What a payload holds: a client's trained update, or a round's global model.
-PayloadKind = Literal["update", "model"]
+#: What a payload holds: a client's trained update, a round's global model, or a client's rewarded model.
+PayloadKind = Literal["update", "model", "reward"]
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,8 @@ class UpdateMeta:
     def __post_init__(self) -> None:
         if self.client is not None:  # addresses compare equal whatever their checksum casing
             object.__setattr__(self, "client", self.client.lower())
-        if self.kind not in ("update", "model"):
-            raise ValueError(f"kind must be 'update' or 'model', got {self.kind!r}")
+        if self.kind not in ("update", "model", "reward"):
+            raise ValueError(f"kind must be 'update', 'model' or 'reward', got {self.kind!r}")
         if self.task_id < 0 or self.round < 0 or (self.job_id is not None and self.job_id < 0):
             raise ValueError(f"task_id, round and job_id must be non-negative in {self}")
 

@@ -9,9 +9,12 @@ AuctionOpened      decide (:func:`fog.bidding.decide_bid`) and commit a sealed b
 AuctionClosed      the job is won (or lost, or held on standby)
 JobReassigned      a standby bid of this node took over a slashed job
 DataCommitted      fetch the client's data from the store; refuse it unless it matches the hash and size
-(round running)    train every due job in one pass of the multi-client trainer; store each update (with
-                   the trained model's per-sample losses on the job's data when the task's strategy,
-                   fedave, needs them) and commit its hash before the round's deadline
+RewardsCommitted   keep the round's reward root and list (a task whose clients train from their rewards)
+(round running)    train every due job in one pass of the multi-client trainer, from the global model or, when
+                   the task's spec says ``train_from: reward``, from the client's last reward proven on chain
+                   (a reward the root does not prove is refused: the job is not trained that round); store
+                   each update (with the trained model's per-sample losses on the job's data when the task's
+                   strategy, fedave, needs them) and commit its hash before the round's deadline
 Task ended         settle its jobs (deposits back), then withdraw what the Treasury credited
 =================  =====================================================================
 
@@ -44,6 +47,8 @@ from fedchain.errors import (
     ContractRevert,
     InsufficientFunds,
     JobDataRejected,
+    RewardError,
+    RewardNotVerified,
     StoreError,
     TaskSpecError,
     UpdateRejected,
@@ -51,6 +56,7 @@ from fedchain.errors import (
 from fedchain.fl.params import flatten, unflatten
 from fedchain.models.registry import ModelSpec
 from fedchain.publisher.service import settle_jobs, withdraw
+from fedchain.rewards import CommitmentBook, verified_reward
 from fedchain.store.digest import parse_digest, to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta
 from fedchain.trainer.config import TrainConfig
@@ -121,6 +127,7 @@ class FogNode:
             b.FogSlashed: self._on_fog_slashed,
             b.DataCommitted: self._on_data_committed,
             b.RoundPosted: self._on_round_posted,
+            b.RewardsCommitted: self._on_rewards_committed,
             b.TaskFinished: self._on_task_ended,
             b.TaskSettled: self._on_task_ended,
             b.TaskCancelled: self._on_task_ended,
@@ -195,6 +202,10 @@ class FogNode:
     def _task(self, state: AgentState, task_id: int) -> dict[str, Any]:
         return state.data.setdefault("tasks", {}).setdefault(str(task_id), {"models": {}, "ended": False})
 
+    def _commitments(self, state: AgentState, task_id: int) -> CommitmentBook:
+        """The reward commitments of a task seen in the blocks handled so far."""
+        return CommitmentBook(task_id, self._task(state, task_id).setdefault("rewards", {}))
+
     # ------------------------------------------------------------------ events
 
     def _on_auction_opened(self, event: b.AuctionOpened, state: AgentState) -> None:
@@ -251,6 +262,9 @@ class FogNode:
     def _on_round_posted(self, event: b.RoundPosted, state: AgentState) -> None:
         self._task(state, event.task_id)["models"][str(event.round)] = to_hex(event.model_hash)
 
+    def _on_rewards_committed(self, event: b.RewardsCommitted, state: AgentState) -> None:
+        self._commitments(state, event.task_id).record(event)
+
     def _on_task_ended(self, event: Any, state: AgentState) -> None:
         self._task(state, event.task_id)["ended"] = True
 
@@ -282,8 +296,10 @@ class FogNode:
                 job["phase"] = STANDBY if bid.revealed and not bid.settled else LOST
             committed = bytes(self.contracts.data_handoff.data_hash(job["task"], job["client"]))
             job["data_hash"] = None if committed == bytes(32) else to_hex(committed)
+            job.pop("refused_rewards", None)  # the commitments they were refused against may be gone
         for task_key, task in state.data.get("tasks", {}).items():
             task["ended"] = registry.state(int(task_key)).status in ENDED_STATUSES
+            self._commitments(state, int(task_key)).forget_after(ancestor)  # seen again if still on the new branch
         self.log.warning("rewound past a reorganisation; jobs read again from the chain", block=ancestor)
 
     # ------------------------------------------------------------------ bidding
@@ -499,17 +515,41 @@ class FogNode:
                 self.log.warning("the round's commit is no longer on chain; committing again", job=key, round=round_)
             if self.now() > task.round_started_at + self.task_params(task_id).round_duration:
                 continue  # too late for this round; the contract slashes a missed round
+            client = job.get("client_account") or self.contracts.round_ledger.client(task_id, job["client"]).account
+            job["client_account"] = client
+            if str(round_) in job.get("refused_rewards", {}):
+                continue
             try:
-                start = self._global_model(state, task_id, round_)
-            except (UpdateRejected, StoreError) as err:  # not (yet) in this store, or damaged: try again next poll
-                self.log.warning("global model unavailable", job=key, round=round_, error=str(err.args[0]))
+                start = self._start_model(state, task_id, round_, job["client"], client)
+            except RewardNotVerified as err:  # the chain's root does not prove it: never train from it
+                job.setdefault("refused_rewards", {})[str(round_)] = str(err.args[0])
+                self.log.error("reward refused: the root committed on chain does not prove it; the round is not trained",
+                               job=key, round=round_, error=str(err.args[0]), hint=err.hint)
+                continue
+            except (UpdateRejected, StoreError, RewardError) as err:  # not (yet) in this store, or damaged: try again
+                self.log.warning("start model unavailable", job=key, round=round_, error=str(err.args[0]))
                 continue
             if start is None or key not in self._data:
                 continue
-            client = job.get("client_account") or self.contracts.round_ledger.client(task_id, job["client"]).account
-            job["client_account"] = client
             due.append(DueJob(key, task_id, job["client"], round_, self.task_spec(task_id), start, self._data[key], client))
         return due
+
+    def _start_model(
+        self, state: AgentState, task_id: int, round_: int, client_index: int, client: str
+    ) -> dict[str, torch.Tensor] | None:
+        """The model client ``client_index``'s round ``round_`` trains from: the global model of the round before,
+        or, when the task's spec trains from rewards, the client's reward of the round before, proven against
+        the root committed on chain (None while that round is not posted)."""
+        spec = self.task_spec(task_id)
+        if spec.train_from != "reward" or round_ == 1:
+            return self._global_model(state, task_id, round_)
+        commitment = self._commitments(state, task_id).get(round_ - 1)
+        if commitment is None:
+            return None  # not posted yet (or posted without rewards: the aggregator does not run the task's spec)
+        reward = verified_reward(self.session, spec, commitment, client_index, client)
+        self.log.info("training from the client's reward", job=job_key(task_id, client_index), round=round_,
+                      reward=reward.reward_hash)
+        return reward.params
 
     def _global_model(self, state: AgentState, task_id: int, round_: int) -> dict[str, torch.Tensor] | None:
         """The model round ``round_`` starts from: the initial model, or the one posted with the round before."""

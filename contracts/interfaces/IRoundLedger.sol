@@ -117,6 +117,17 @@ interface IRoundLedger {
     /// @param cap the task's reputation cap, 1e18 fixed point
     error LedgerPriorAboveCap(uint256 taskId, uint256 clientIndex, uint64 prior, uint64 cap);
 
+    /// @notice A round's reward root and reward list must both be zero (no rewards in kind) or both be set.
+    /// @param taskId the task
+    /// @param round the round
+    /// @param rewardsRoot the posted Merkle root
+    /// @param rewardList the posted hash of the reward list
+    error LedgerInconsistentRewards(uint256 taskId, uint16 round, bytes32 rewardsRoot, bytes32 rewardList);
+    /// @notice No rewards in kind were committed for this round (not posted yet, or a strategy without them).
+    /// @param taskId the task
+    /// @param round the round
+    error LedgerNoRewards(uint256 taskId, uint16 round);
+
     /// @notice A client joined a task and deposited d.
     /// @param taskId the task
     /// @param client the client
@@ -135,6 +146,15 @@ interface IRoundLedger {
     event RoundPosted(
         uint256 indexed taskId, uint16 indexed round, bytes32 modelHash, uint64 accuracy, Measurement[] measurements, uint256 paid
     );
+    /// @notice The aggregator committed a round's rewards in kind (each client's rewarded model) with the round.
+    /// @param taskId the task
+    /// @param round the round
+    /// @param rewardsRoot OpenZeppelin standard Merkle root over the leaves (uint256 clientIndex, bytes32 rewardHash),
+    /// each leaf keccak256(bytes.concat(keccak256(abi.encode(clientIndex, rewardHash)))); the reward hash names the
+    /// rewarded model in the blob store
+    /// @param rewardList hash of the round's reward list in the blob store (every client index with its reward hash),
+    /// from which anyone rebuilds the tree and its proofs
+    event RewardsCommitted(uint256 indexed taskId, uint16 indexed round, bytes32 rewardsRoot, bytes32 rewardList);
     /// @notice A client fell below r_a_min or r_t_min; it was removed and its deposit forfeited to the publisher.
     /// @param taskId the task
     /// @param clientIndex the client
@@ -172,9 +192,18 @@ interface IRoundLedger {
     /// @param round the current round
     /// @param modelHash hash of the round's global model
     /// @param accuracy the global model's validation accuracy, 1e18 fixed point; at or above the target the task finishes
+    /// @param rewardsRoot Merkle root of the round's rewards in kind (see `RewardsCommitted`); zero for a strategy without them
+    /// @param rewardList hash of the round's reward list in the blob store; zero exactly when `rewardsRoot` is
     /// @param measurements one per client in join order
-    function postRound(uint256 taskId, uint16 round, bytes32 modelHash, uint64 accuracy, Measurement[] calldata measurements)
-        external;
+    function postRound(
+        uint256 taskId,
+        uint16 round,
+        bytes32 modelHash,
+        uint64 accuracy,
+        bytes32 rewardsRoot,
+        bytes32 rewardList,
+        Measurement[] calldata measurements
+    ) external;
 
     /// @notice Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before
     /// it is posted. Aggregator only. From then on a client's loss reputation after a round whose quality
@@ -219,6 +248,21 @@ interface IRoundLedger {
 
     /// @notice Wei of per-round payments credited to the task's clients and not yet paid out (they are paid at settlement).
     function rewardsHeld(uint256 taskId) external view returns (uint256);
+
+    /// @notice The Merkle root of a round's rewards in kind; zero when none were committed.
+    function rewardRoot(uint256 taskId, uint16 round) external view returns (bytes32);
+
+    /// @notice Whether `proof` proves that client `clientIndex`'s reward in `round` is the model hashed `rewardHash`.
+    /// Reverts with LedgerNoRewards when the round committed no rewards.
+    /// @param taskId the task
+    /// @param round the round
+    /// @param clientIndex the client
+    /// @param rewardHash keccak256 of the rewarded model's bytes in the blob store
+    /// @param proof the sibling hashes from the leaf to the root (OpenZeppelin `MerkleProof`)
+    function verifyReward(uint256 taskId, uint16 round, uint256 clientIndex, bytes32 rewardHash, bytes32[] calldata proof)
+        external
+        view
+        returns (bool);
 
     /// @notice Whether `settle` ran for the task.
     function settled(uint256 taskId) external view returns (bool);

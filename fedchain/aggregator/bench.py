@@ -19,7 +19,7 @@ import torch
 from fedchain.aggregator.scoring import ClientInput, Evaluator, quality_source, score_round
 from fedchain.console import machine_json
 from fedchain.fl.params import flatten, unflatten
-from fedchain.fl.strategy import get_strategy
+from fedchain.fl.registry import get_strategy
 from fedchain.store.blobs import BlobStore
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_validation, put_model, update_meta
 from fedchain.updates import fetch_update, store_update

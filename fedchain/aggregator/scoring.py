@@ -17,9 +17,11 @@ its fog node has: they come inside the update's payload
 (:func:`fedchain.taskspec.load_update`), so the on-chain hash covers them. They
 are the one input the trainer reports itself; a fog node that forges them can
 raise its client's reputation ``Acc_i / KL_i`` at most to ``Acc_i / kl_floor``.
-fedave rewards in kind, but the running system publishes one global model:
-clients train from it every round and the sparsified per-client rewards are
-not distributed; aggregation, contribution and quality are the seed's.
+fedfaim and fedave reward in kind: the outcome carries every client's
+rewarded model (:attr:`RoundOutcome.rewards`), which the aggregator stores and
+commits on chain (:mod:`fedchain.rewards`). When the task's clients train from
+their own rewards (``TaskSpec.train_from == "reward"``), ``client_params`` holds
+the model each client trained from, and its updated model is that plus its update.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from fedchain.fl.quality import QualitySource, round_quality, to_wad
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
+from fedchain.rewards import gives_rewards
 from fedchain.taskspec import TaskSpec
 from fedchain.trainer.evaluation import predict
 
@@ -126,6 +129,9 @@ class RoundOutcome:
     state: StrategyState | None
     #: What screening decided, per client (None when no update was usable).
     screening: ScreeningResult | None = None
+    #: Every client's rewarded model ``[n, d]`` for a strategy that rewards in kind (the model it trained
+    #: from when no update was usable), else None.
+    rewards: torch.Tensor | None = None
 
     @property
     def accuracy_wad(self) -> int:
@@ -142,13 +148,15 @@ def score_round(
     *,
     quality: QualitySource = "loss",
     screening: ScreeningConfig = ScreeningConfig(),  # noqa: B008 (frozen: one shared default is safe)
+    client_params: torch.Tensor | None = None,
 ) -> RoundOutcome:
     """Evaluate every usable update, screen, aggregate, and measure every client for the chain (module docstring).
 
     ``screening`` must be the task spec's (:attr:`TaskSpec.screening`), so that every agent that scores
     the round rejects the same updates. With no usable update the global model and the strategy's state
     stay as they were and every quality is 0. For a strategy that needs local losses, an update without
-    them is not usable.
+    them is not usable. ``client_params`` ``[n, d]``: the model each client trained from when the
+    clients train from their own rewards (None: all trained from ``global_params``).
     """
     n = len(clients)
     needs_losses = strategy.needs_local_losses
@@ -159,12 +167,14 @@ def score_round(
     qualities = [0.0] * n
     new_global, new_state = global_params, state
     screened = None
+    starts = global_params.expand(n, -1) if client_params is None else client_params.to(global_params.dtype)
+    rewards = starts.clone() if gives_rewards(strategy.name) else None
     if any(usable):
         rows = [i for i in range(n) if usable[i]]
         updates = torch.full((n, global_params.numel()), math.nan, dtype=global_params.dtype)
         for i in rows:
             updates[i] = clients[i].update.to(global_params.dtype)  # type: ignore[union-attr]
-        evaluated = evaluator.evaluations(global_params + updates[rows])
+        evaluated = evaluator.evaluations(starts[rows] + updates[rows])
         placeholder = Evaluation(loss=math.nan, accuracy=0.0)
         evaluations = [placeholder] * n
         for i, evaluation in zip(rows, evaluated, strict=True):
@@ -177,13 +187,16 @@ def score_round(
             local_sample_losses=[c.local_losses for c in clients] if needs_losses else None,
         )
         screened = screen(updates, torch.tensor(usable), torch.tensor(losses, dtype=torch.float64), screening)
-        result = strategy.round(global_params, screened_updates(updates, screened), sizes, state, validation)
+        result = strategy.round(
+            global_params, screened_updates(updates, screened), sizes, state, validation, client_params=client_params
+        )
         # A loss that is not finite (an update that blows the model up) fails the quality check too.
         accepted = result.accepted & torch.tensor([math.isfinite(x) for x in losses])
         result = dataclasses.replace(result, accepted=accepted)
         scored = round_quality(result, source=quality, client_losses=torch.tensor(losses, dtype=torch.float64))
         qualities = list(scored.values)
         new_global, new_state = result.global_params, result.state
+        rewards = result.rewards if rewards is not None else None
         usable = accepted.tolist()
     wads = to_wad(qualities)
     measurements = tuple(
@@ -195,4 +208,4 @@ def score_round(
         for i in range(n)
     )
     accuracy = evaluator(new_global).accuracy
-    return RoundOutcome(new_global, accuracy, measurements, tuple(qualities), tuple(losses), new_state, screened)
+    return RoundOutcome(new_global, accuracy, measurements, tuple(qualities), tuple(losses), new_state, screened, rewards)

@@ -14,7 +14,12 @@ Every round ``n``:
 4. evaluate, aggregate and score (:func:`fedchain.aggregator.scoring.score_round`),
    with round time = block time of the commit - the round's start;
 5. write the new global model to the store, save the strategy's state, and
-   post the round in ONE transaction (``RoundLedger.postRound``).
+   post the round in ONE transaction (``RoundLedger.postRound``). For a
+   strategy that rewards in kind, every active client's rewarded model and the
+   round's reward list go to the store first, and the post carries their Merkle
+   root and the list's hash (:mod:`fedchain.rewards`); when the task's clients
+   train from their rewards (``TaskSpec.train_from``), each client's update is
+   scored against its reward of the round before, proven against that round's root.
 
 Before round 1 it posts the task's cross-task priors once (eq. 6,
 :mod:`fedchain.aggregator.priors`), all zeros when no earlier task is similar.
@@ -62,6 +67,7 @@ from fedchain.chain.bindings import (
     JobReassigned,
     JobStatus,
     LedgerRoundNotReady,
+    RewardsCommitted,
     RoundPosted,
     TaskParams,
     TaskState,
@@ -69,11 +75,14 @@ from fedchain.chain.bindings import (
     UpdateCommitted,
 )
 from fedchain.chain.events import LogQuery, iter_events
+from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.errors import AgentError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
 from fedchain.fl.quality import QualitySource
-from fedchain.fl.strategy import Strategy, get_strategy
+from fedchain.fl.registry import get_strategy
+from fedchain.fl.strategy import Strategy
 from fedchain.publisher.service import settle_task
+from fedchain.rewards import CommitmentBook, put_rewards, reward_commitments, stacked_rewards, verified_reward
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, load_update, load_validation, put_model
 from fedchain.trainer.device import resolve_device
@@ -155,8 +164,9 @@ class Aggregator:
         self._context: _TaskContext | None = None
         self._waiting_logged: int | None = None
         self._active: tuple[int, list[bool]] | None = None
-        #: The last round scored: ((round, commit times), outcome, model hash), so a refused post is retried cheaply.
-        self._scored: tuple[tuple[int, tuple[int, ...]], RoundOutcome, bytes] | None = None
+        #: The last round scored: ((round, commit times), outcome, model hash, (reward root, reward list)), so a
+        #: refused post is retried cheaply.
+        self._scored: tuple[tuple[int, tuple[int, ...]], RoundOutcome, bytes, tuple[bytes, bytes]] | None = None
 
     # ------------------------------------------------------------------ the loop
 
@@ -194,6 +204,8 @@ class Aggregator:
                               from_round=event.from_round, tx=event.transaction_hash)
             elif isinstance(event, RoundPosted):
                 state.data.setdefault("models", {})[str(event.round)] = to_hex(event.model_hash)
+            elif isinstance(event, RewardsCommitted):
+                self._commitments(state).record(event)
         # On a chain that makes blocks on a timer there may never be an idle poll: do the round's work here too.
         self.tick(state)
 
@@ -201,6 +213,7 @@ class Aggregator:
         """Forget what came from reorganised blocks: the posted models (read again from the chain's events
         when needed) and the cached round inputs; the chain, read at every step, is the source of truth."""
         state.data.pop("models", None)
+        self._commitments(state).forget_after(ancestor)
         self._active = None
         self._scored = None
         self.log.warning("rewound past a reorganisation; reading the task from the chain again", block=ancestor)
@@ -302,7 +315,7 @@ class Aggregator:
         log = self.log.bind(round=round_number)
         key = (round_number, tuple(commits))
         if self._scored is not None and self._scored[0] == key:  # a retried post: the inputs are the same
-            outcome, model_hash = self._scored[1], self._scored[2]
+            outcome, model_hash, rewards = self._scored[1], self._scored[2], self._scored[3]
         else:
             global_params = self._global_model(state, context, round_number)
             clients = [
@@ -313,13 +326,16 @@ class Aggregator:
             outcome = score_round(
                 context.strategy, global_params, clients, context.evaluator, previous,
                 quality=context.quality, screening=context.spec.screening,
+                client_params=self._client_params(state, context, round_number, global_params, active),
             )
             model_hash = self._publish(context, round_number, outcome)
-            self._scored = (key, outcome, model_hash)
+            rewards = self._publish_rewards(context, round_number, outcome, active)
+            self._scored = (key, outcome, model_hash, rewards)
         try:
             receipt = transact_when_due(
-                self.session.contracts.round_ledger, "postRound(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[])",
-                self.task_id, round_number, model_hash, outcome.accuracy_wad, list(outcome.measurements),
+                self.session.contracts.round_ledger,
+                "postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool)[])",
+                self.task_id, round_number, model_hash, outcome.accuracy_wad, *rewards, list(outcome.measurements),
                 gas=POST_ROUND_GAS_BASE + POST_ROUND_GAS_PER_CLIENT * len(outcome.measurements),
                 too_early=(LedgerRoundNotReady,),
             )
@@ -331,7 +347,7 @@ class Aggregator:
         log.info(
             "round posted", accuracy=round(outcome.accuracy, 4),
             accepted=sum(m.accepted for m in outcome.measurements), clients=len(outcome.measurements),
-            model=model_hash, tx=receipt.transaction_hash,
+            model=model_hash, rewards=rewards[0] if rewards[0] != ZERO_ROOT else None, tx=receipt.transaction_hash,
         )
 
     def _publish(self, context: _TaskContext, round_number: int, outcome: RoundOutcome) -> bytes:
@@ -342,7 +358,62 @@ class Aggregator:
             save_strategy_state(self.settings.checkpoint_dir, round_number, outcome.state)
         return model_hash
 
+    def _publish_rewards(
+        self, context: _TaskContext, round_number: int, outcome: RoundOutcome, active: list[bool]
+    ) -> tuple[bytes, bytes]:
+        """Write every active client's reward and the round's list to the store; (Merkle root, list hash) to post.
+
+        Zeros for a strategy without rewards in kind."""
+        rewards = stacked_rewards(outcome.rewards, active)
+        if not rewards:
+            return ZERO_ROOT, ZERO_ROOT
+        accounts = self._accounts(context, len(active))
+        listed, list_hash = put_rewards(
+            self.session.store, context.spec, self.task_id, round_number,
+            {i: (accounts[i], unflatten(reward, context.param_spec)) for i, reward in rewards.items()},
+        )
+        return listed.tree.root, list_hash
+
     # ------------------------------------------------------------------ inputs
+
+    def _accounts(self, context: _TaskContext, count: int) -> list[str]:
+        """The addresses of the task's first ``count`` clients (read from the chain once)."""
+        if count > len(context.clients):
+            ledger = self.session.contracts.round_ledger
+            context.clients.extend(ledger.client(self.task_id, i).account for i in range(len(context.clients), count))
+        return context.clients
+
+    def _commitments(self, state: AgentState) -> CommitmentBook:
+        """The task's reward commitments seen in the blocks handled so far."""
+        return CommitmentBook(self.task_id, state.data.setdefault("commitments", {}))
+
+    def _client_params(
+        self, state: AgentState, context: _TaskContext, round_number: int, global_params: torch.Tensor,
+        active: list[bool],
+    ) -> torch.Tensor | None:
+        """The model each client trained ``round_number`` from when the task trains from rewards, stacked ``[n, d]``.
+
+        None when clients train from the global model (and in round 1, where every client starts from the
+        initial model). A client's start is its reward of the round before, proven against that round's root;
+        a client without one (removed) starts from the global model, which nobody scores.
+        """
+        if context.spec.train_from != "reward" or round_number == 1:
+            return None
+        commitment = self._commitments(state).get(round_number - 1)
+        if commitment is None:  # posted in a block not handled yet (confirmations): read the logs once
+            commitment = reward_commitments(self.session, self.task_id).get(round_number - 1)
+        if commitment is None:
+            raise AgentError(
+                f"round {round_number - 1} of task {self.task_id} committed no rewards, but its clients train from them",
+                hint="the task's rounds were posted by another aggregator or strategy; run the task spec's strategy",
+            )
+        accounts = self._accounts(context, len(active))
+        starts = global_params.expand(len(active), -1).clone()
+        for index, keep in enumerate(active):
+            if keep:
+                reward = verified_reward(self.session, context.spec, commitment, index, accounts[index])
+                starts[index] = flatten(reward.params, context.param_spec)[0].to(starts.dtype)
+        return starts
 
     def _load_context(self) -> _TaskContext:
         if self._context is None:
@@ -396,9 +467,7 @@ class Aggregator:
         job = auction.job(self.task_id, index)
         if not active or committed_at == 0:
             return ClientInput(update=None, data_size=job.data_size, round_time=None, active=active)
-        if index >= len(context.clients):
-            ledger = self.session.contracts.round_ledger
-            context.clients.extend(ledger.client(self.task_id, i).account for i in range(len(context.clients), index + 1))
+        self._accounts(context, index + 1)
         try:
             decoded = load_update(
                 self.session.store, context.spec, job.update_hash, task_id=self.task_id, round_number=round_number,

@@ -30,6 +30,7 @@ class CheckName(str, enum.Enum):
     WITHDRAWALS = "withdrawals.bounded"
     STORE_UPDATES = "store.updates"
     STORE_MODELS = "store.models"
+    STORE_REWARDS = "store.rewards"
     SCORES = "scores.reproduced"
 
 
@@ -45,7 +46,14 @@ DESCRIPTIONS: Mapping[CheckName, str] = {
     CheckName.WITHDRAWALS: "no account ever withdrew more than it was credited; claimable == credited - withdrawn",
     CheckName.STORE_UPDATES: "every committed update (and job data) hash names a blob whose bytes hash to it",
     CheckName.STORE_MODELS: "every model hash (modelId, datasetId, each round's model) names a blob whose bytes hash to it",
-    CheckName.SCORES: "the posted qualities are reproduced from the stored updates within the tolerance",
+    CheckName.STORE_REWARDS: (
+        "every round of a task that rewards in kind committed a reward root, rebuilt from its stored reward list, "
+        "and every listed reward is in the store intact and is its client's"
+    ),
+    CheckName.SCORES: (
+        "the posted qualities (and, for rewards in kind, every reward) are reproduced from the stored updates "
+        "within the tolerance"
+    ),
 }
 
 

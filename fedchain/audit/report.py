@@ -21,6 +21,7 @@ from fedchain.audit.crosstask import check_cross_task
 from fedchain.audit.history import TaskHistory
 from fedchain.audit.money import check_treasury
 from fedchain.audit.replay import replay_task
+from fedchain.audit.rewards import check_rewards, reward_events
 from fedchain.audit.store import check_store
 from fedchain.audit.views import ChainViews, check_task_views
 from fedchain.chain.abi import ChainEvent
@@ -133,9 +134,11 @@ def audit_task(
     tally = tally.merge(check_cross_task(replay.history, events))
     if store is not None:
         tally = tally.merge(check_store(replay.history, store))
+        tally = tally.merge(check_rewards(replay.history, reward_events(task_id, events), store))
     else:
         tally.skip(CheckName.STORE_UPDATES, "no blob store given")
         tally.skip(CheckName.STORE_MODELS, "no blob store given")
+        tally.skip(CheckName.STORE_REWARDS, "no blob store given")
     if scores is not None:
         tally = tally.merge(scores.tally)
     else:

@@ -10,13 +10,19 @@ of this reproduction. It then calls the aggregator's own scoring function,
 :func:`fedchain.aggregator.scoring.score_round`, and compares the posted
 qualities, acceptances and accuracy with the reproduced ones. Evaluation runs
 in floating point, so qualities match within a tolerance, not to the wei.
+
+For a strategy that rewards in kind, every stored reward of the round
+(``RewardsCommitted``) is compared with the reproduced one: their largest
+parameter difference must be within the tolerance too. When the task's clients
+train from their rewards, each client's start is its stored reward of the round
+before (checked by ``store.rewards``), as the aggregator had it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +31,9 @@ from fedchain.audit.checks import CheckName, Tally
 from fedchain.audit.history import TaskHistory
 from fedchain.audit.replay import replay_task
 from fedchain.audit.report import RoundScore, ScoreVerification
+from fedchain.audit.rewards import reward_events
 from fedchain.chain.abi import ChainEvent
+from fedchain.chain.bindings import RewardsCommitted
 from fedchain.errors import FedchainError, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten
 from fedchain.store import BlobStore
@@ -33,6 +41,8 @@ from fedchain.store.digest import to_hex
 from fedchain.units import WAD
 
 if TYPE_CHECKING:
+    import torch
+
     from fedchain.aggregator.scoring import ClientInput, QualityChoice
     from fedchain.taskspec import TaskSpec
 
@@ -57,11 +67,13 @@ def verify_scores(
     use the task spec's strategy (its ``--strategy``, ``--quality``; the spec's
     options go with the spec's strategy only, as in the aggregator).
     """
+    events = list(events)
     history = replay_task(task_id, events).history
+    commitments = reward_events(task_id, events)
     tally = Tally()
     limit = round(tolerance * WAD)
     try:
-        rounds = tuple(_reproduce(history, store, tally, limit, data_root, device, strategy, quality))
+        rounds = tuple(_reproduce(history, commitments, store, tally, limit, data_root, device, strategy, quality))
     except FedchainError as err:
         tally.fail(CheckName.SCORES, f"cannot reproduce the scores: {str(err).splitlines()[0]}")
         rounds = ()
@@ -71,11 +83,11 @@ def verify_scores(
 
 
 def _reproduce(
-    history: TaskHistory, store: BlobStore, tally: Tally, limit: int, data_root: str | Path | None, device: str,
-    strategy_name: str | None, quality_choice: QualityChoice,
+    history: TaskHistory, commitments: Mapping[int, RewardsCommitted], store: BlobStore, tally: Tally, limit: int,
+    data_root: str | Path | None, device: str, strategy_name: str | None, quality_choice: QualityChoice,
 ) -> Iterable[RoundScore]:
     from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
-    from fedchain.fl.strategy import get_strategy
+    from fedchain.fl.registry import get_strategy
     from fedchain.taskspec import load_model, load_spec, load_validation
 
     task = history.task
@@ -110,8 +122,24 @@ def _reproduce(
                                                 client.account, commit.update_hash, entry)
             rejections.append(reason)
             clients.append(entry)
-        outcome = score_round(strategy, global_params, clients, evaluator, state, quality=quality, screening=spec.screening)
+        starts = None
+        if spec.train_from == "reward" and n > 1:
+            starts = global_params.expand(len(clients), -1).clone()
+            for index, reward in _stored_rewards(history, commitments, store, spec, n - 1).items():
+                starts[index] = reward.to(starts.dtype)
+        outcome = score_round(
+            strategy, global_params, clients, evaluator, state, quality=quality, screening=spec.screening,
+            client_params=starts,
+        )
         state, model_hash = outcome.state, posted.model_hash
+        if outcome.rewards is not None and n in commitments:
+            for index, stored in _stored_rewards(history, commitments, store, spec, n).items():
+                gap = float((outcome.rewards[index] - stored.to(outcome.rewards.dtype)).abs().max())
+                tally.require(
+                    CheckName.SCORES, gap <= limit / WAD,
+                    f"round {n} client {index}: the stored reward differs from the reproduced one by up to {gap:.3g} "
+                    f"(tolerance {limit / WAD:g})",
+                )
         reproduced: list[int | None] = []
         gaps = []
         for client, mine, theirs in zip(history.clients, outcome.measurements, posted.measurements, strict=True):
@@ -139,6 +167,29 @@ def _reproduce(
         yield RoundScore(
             n, tuple(m.quality for m in posted.measurements), tuple(reproduced), largest, largest <= limit, tuple(rejections)
         )
+
+
+def _stored_rewards(
+    history: TaskHistory, commitments: Mapping[int, RewardsCommitted], store: BlobStore, spec: TaskSpec, round_number: int
+) -> dict[int, torch.Tensor]:
+    """Client index -> its stored reward of ``round_number`` (flat), as listed by the round's committed list."""
+    from fedchain.errors import RewardMissing
+    from fedchain.rewards import load_reward, load_reward_list
+
+    commitment = commitments.get(round_number)
+    if commitment is None:
+        raise RewardMissing(f"round {round_number} committed no rewards")
+    task_id = history.task.task_id
+    listed = load_reward_list(store, commitment.reward_list, task_id=task_id, round_number=round_number)
+    accounts = {c.index: c.account for c in history.clients}
+    return {
+        index: flatten(
+            load_reward(store, spec, digest, task_id=task_id, round_number=round_number, client_index=index,
+                        client=accounts.get(index, "")),
+            spec.param_spec(),
+        )[0]
+        for index, digest in listed.rewards
+    }
 
 
 def _decoded_update(

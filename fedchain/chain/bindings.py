@@ -596,6 +596,42 @@ class LedgerAlreadySettled(CustomError):
     task_id: int
 
 
+class LedgerInconsistentRewards(CustomError):
+    """A round's reward root and reward list must both be zero (no rewards in kind) or both be set.
+
+    ``LedgerInconsistentRewards(uint256,uint16,bytes32,bytes32)``
+
+    - ``task_id``: the task
+    - ``round``: the round
+    - ``rewards_root``: the posted Merkle root
+    - ``reward_list``: the posted hash of the reward list
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'rewardsRoot', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'rewardList', 'type': 'bytes32'}], 'name': 'LedgerInconsistentRewards', 'type': 'error'}
+    types = TYPES
+    hint = "A round's reward root and reward list must both be zero (no rewards in kind) or both be set."
+    task_id: int
+    round: int
+    rewards_root: bytes
+    reward_list: bytes
+
+
+class LedgerNoRewards(CustomError):
+    """No rewards in kind were committed for this round (not posted yet, or a strategy without them).
+
+    ``LedgerNoRewards(uint256,uint16)``
+
+    - ``task_id``: the task
+    - ``round``: the round
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'LedgerNoRewards', 'type': 'error'}
+    types = TYPES
+    hint = 'No rewards in kind were committed for this round (not posted yet, or a strategy without them).'
+    task_id: int
+    round: int
+
+
 class LedgerNotAggregator(CustomError):
     """Only the task's aggregator may post rounds.
 
@@ -850,6 +886,16 @@ class LedgerWrongTaskStatus(CustomError):
     hint = 'The task is unknown or not in the status this call needs.'
     task_id: int
     status: TaskStatus
+
+
+class MerkleProofInvalidMultiproof(CustomError):
+    """The contracts' custom error ``MerkleProofInvalidMultiproof()``.
+
+    ``MerkleProofInvalidMultiproof()``
+    """
+
+    abi = {'inputs': [], 'name': 'MerkleProofInvalidMultiproof', 'type': 'error'}
+    types = TYPES
 
 
 class ReentrancyGuardReentrantCall(CustomError):
@@ -1436,6 +1482,27 @@ class PriorsPosted(ChainEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RewardsCommitted(ChainEvent):
+    """The aggregator committed a round's rewards in kind (each client's rewarded model) with the round.
+
+    ``RewardsCommitted(uint256,uint16,bytes32,bytes32)``
+
+    - ``task_id``: the task (indexed)
+    - ``round``: the round (indexed)
+    - ``rewards_root``: OpenZeppelin standard Merkle root over the leaves (uint256 clientIndex, bytes32 rewardHash), each leaf keccak256(bytes.concat(keccak256(abi.encode(clientIndex, rewardHash)))); the reward hash names the rewarded model in the blob store
+    - ``reward_list``: hash of the round's reward list in the blob store (every client index with its reward hash), from which anyone rebuilds the tree and its proofs
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'rewardsRoot', 'type': 'bytes32'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'rewardList', 'type': 'bytes32'}], 'name': 'RewardsCommitted', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    round: int
+    rewards_root: bytes
+    reward_list: bytes
+
+
+@dataclass(frozen=True, kw_only=True)
 class RoundClosed(ChainEvent):
     """A round was posted; the budget paid for it and the clock moved on.
 
@@ -1938,13 +2005,15 @@ class RoundLedger(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'isActive', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}], 'name': 'join', 'outputs': [{'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64[]', 'name': 'priors', 'type': 'uint64[]'}], 'name': 'postPriors', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'postRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'internalType': 'bytes32', 'name': 'rewardsRoot', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'rewardList', 'type': 'bytes32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'postRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'prior', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'priorsPosted', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'reputation', 'outputs': [{'internalType': 'uint64', 'name': 'lossRep', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'timeRep', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'rewardRoot', 'outputs': [{'internalType': 'bytes32', 'name': '', 'type': 'bytes32'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'rewardsHeld', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'settle', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'settled', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'rewardHash', 'type': 'bytes32'}, {'internalType': 'bytes32[]', 'name': 'proof', 'type': 'bytes32[]'}], 'name': 'verifyReward', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
     )
     TYPES = TYPES
 
@@ -2034,18 +2103,20 @@ class RoundLedger(Contract):
         """
         return self.transact('postPriors(uint256,uint64[])', task_id, priors)
 
-    def post_round(self, task_id: int, round: int, model_hash: bytes, accuracy: int, measurements: Sequence[Measurement]) -> Receipt:
+    def post_round(self, task_id: int, round: int, model_hash: bytes, accuracy: int, rewards_root: bytes, reward_list: bytes, measurements: Sequence[Measurement]) -> Receipt:
         """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client's fog node committed, or after the round's deadline. An accepted measurement needs a commit in this round whose block time minus the round's start is within the task's time tolerance of `roundTime`. A client without a commit is skipped (no reputation change, no payment); a rejected update counts with quality 0. A scored client's r_a is min(cap, H_i + the weighted mean of eq. 8) when its quality reaches q_min, else the weighted mean times its quality (the prior H_i left out); below r_a_min or r_t_min it is removed and its deposit forfeited.
 
-        ``postRound(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[])``
+        ``postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool)[])``
 
         - ``task_id``: the task
         - ``round``: the current round
         - ``model_hash``: hash of the round's global model
         - ``accuracy``: the global model's validation accuracy, 1e18 fixed point; at or above the target the task finishes
+        - ``rewards_root``: Merkle root of the round's rewards in kind (see `RewardsCommitted`); zero for a strategy without them
+        - ``reward_list``: hash of the round's reward list in the blob store; zero exactly when `rewardsRoot` is
         - ``measurements``: one per client in join order
         """
-        return self.transact('postRound(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[])', task_id, round, model_hash, accuracy, measurements)
+        return self.transact('postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool)[])', task_id, round, model_hash, accuracy, rewards_root, reward_list, measurements)
 
     def prior(self, task_id: int, index: int) -> int:
         """The client's cross-task prior H_i (0 unless posted; added to r_a only in rounds at or above q_min), 1e18 fixed point.
@@ -2076,6 +2147,16 @@ class RoundLedger(Contract):
         """
         return self.call('reputation(uint256,uint256)', task_id, index)
 
+    def reward_root(self, task_id: int, round: int) -> bytes:
+        """The Merkle root of a round's rewards in kind; zero when none were committed.
+
+        ``rewardRoot(uint256,uint16)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``round``
+        """
+        return self.call('rewardRoot(uint256,uint16)', task_id, round)
+
     def rewards_held(self, task_id: int) -> int:
         """Wei of per-round payments credited to the task's clients and not yet paid out (they are paid at settlement).
 
@@ -2102,6 +2183,19 @@ class RoundLedger(Contract):
         - ``task_id``
         """
         return self.call('settled(uint256)', task_id)
+
+    def verify_reward(self, task_id: int, round: int, index: int, reward_hash: bytes, proof: Sequence[bytes]) -> bool:
+        """Whether `proof` proves that client `clientIndex`'s reward in `round` is the model hashed `rewardHash`. Reverts with LedgerNoRewards when the round committed no rewards.
+
+        ``verifyReward(uint256,uint16,uint256,bytes32,bytes32[])`` (view: an eth_call)
+
+        - ``task_id``: the task
+        - ``round``: the round
+        - ``index``
+        - ``reward_hash``: keccak256 of the rewarded model's bytes in the blob store
+        - ``proof``: the sibling hashes from the leaf to the root (OpenZeppelin `MerkleProof`)
+        """
+        return self.call('verifyReward(uint256,uint16,uint256,bytes32,bytes32[])', task_id, round, index, reward_hash, proof)
 
 
 class TaskRegistry(Contract):
@@ -2326,8 +2420,8 @@ class Treasury(Contract):
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerNotAggregator, LedgerNotClient, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskAbandonTooEarly, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
-    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, DataCommitted, Deposited, FogSlashed, JobReassigned, JobSettled, PriorsPosted, RoundClosed, RoundPosted, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerInconsistentRewards, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskAbandonTooEarly, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
+    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, DataCommitted, Deposited, FogSlashed, JobReassigned, JobSettled, PriorsPosted, RewardsCommitted, RoundClosed, RoundPosted, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
 )
 
 #: Contract classes by contract name.

@@ -4,7 +4,9 @@ The benchmark starts its own Anvil, deploys the contracts with the recipe,
 and for each size builds a task whose clients have all joined, whose jobs
 are all awarded (one sealed bid each) and whose fog nodes have all committed
 round 1; then the aggregator posts round 1 and the receipt's ``gasUsed`` is
-the figure. Gas per client-round = gas / clients (the transaction's fixed
+the figure. The round commits rewards in kind (a reward root and a reward
+list, as a fedave or fedfaim task posts), the dearer case: a task without
+them posts zeros and skips the root's storage slot. Gas per client-round = gas / clients (the transaction's fixed
 cost included, so small rounds look dearer).
 
 Batches: for n jobs, two identical one-round tasks of n clients, every job
@@ -49,6 +51,8 @@ FOG_DEPOSIT = 10**15
 PRICE = 10**12
 BIDDING_S = 60
 REVEAL_S = 60
+#: The (reward root, reward list) the benchmark's round commits: any non-zero pair costs the same.
+REWARDS = (keccak(text="rewards-root-1"), keccak(text="reward-list-1"))
 
 
 #: The steps a batch call replaces, in the order a task goes through them.
@@ -178,7 +182,7 @@ class _Bench:
         start = TaskState(*registry.functions.state(task).call()).round_started_at
         commits = auction.functions.commitTimes(task, 1, clients).call()
         measurements = [(WAD * (80 + i % 40) // 100, t - start, True) for i, t in enumerate(commits)]
-        gas[POST_ROUND] = self.gas([(ledger.functions.postRound(task, 1, keccak(text="model-1"), WAD // 2, measurements), aggregator, 0)])
+        gas[POST_ROUND] = self.gas([(ledger.functions.postRound(task, 1, keccak(text="model-1"), WAD // 2, *REWARDS, measurements), aggregator, 0)])
         return task, gas
 
     def post_round_gas(self, clients: int) -> int:

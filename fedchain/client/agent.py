@@ -9,7 +9,13 @@ job one step on, reading the chain first so that every step is idempotent:
 3. after the reveal deadline, close it, escrowing price x N: the price is read
    from the chain (the bids, and the contract's own ``utility`` view for each);
 4. write its (locally noised) data to the blob store and commit the data's hash (DataHandoff);
-5. when the task ended: settle the task's clients and its own job (a lost race to settle counts as
+5. when the task's strategy rewards in kind: after every posted round, fetch its reward, prove it
+   against the round's root on chain (``RoundLedger.verifyReward``) and record it; the last one is
+   kept beside the state file (``<state>-reward.safetensors``, :meth:`ClientAgent.reward_path`).
+   The rounds' roots come from the ``RewardsCommitted`` events of the blocks it handles, kept in its
+   state (:class:`~fedchain.rewards.CommitmentBook`); blocks reorganised away take theirs, and the
+   rewards proven against them, back;
+6. when the task ended: settle the task's clients and its own job (a lost race to settle counts as
    done), then withdraw what it is owed.
 
 The salt is derived from the key (:mod:`fedchain.client.commitments`), so a
@@ -21,19 +27,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
 from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
 from fedchain.chain.bindings import JobStatus, TaskStatus
+from fedchain.chain.events import LogQuery, iter_events
 from fedchain.client.commitments import DATA_SIZE_SALT, data_commitment, derive_salt
 from fedchain.client.config import ClientConfig
 from fedchain.client.data import client_dataset
 from fedchain.client.handoff import JobDataMeta, encode_job_data
 from fedchain.data.datasets import ImageDataset
-from fedchain.errors import AgentError, ContractRevert
+from fedchain.errors import AgentError, ContractRevert, RewardError
+from fedchain.files import write_atomic
 from fedchain.publisher.service import settle_task, withdraw
+from fedchain.rewards import CommitmentBook, gives_rewards, verified_reward
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_spec
 
@@ -87,7 +97,7 @@ class ClientAgent:
         self.log = AgentLogger(_log, agent=config.name, task=config.task_id)
         self.agent = session_agent(
             session, name=config.name, state_path=config.state_path, confirmations=config.confirmations,
-            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act,
+            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act, on_reorg=self._on_reorg,
         )
         self._spec: TaskSpec | None = None
         self._dataset: ImageDataset | None = None
@@ -132,7 +142,33 @@ class ClientAgent:
     # ------------------------------------------------------------------ the steps
 
     def _handle(self, blocks: BlockRange, state: AgentState) -> None:
+        if gives_rewards(self.spec.strategy):
+            self._record_commitments(blocks, state)
         self._act(state)
+
+    def _commitments(self, state: AgentState) -> CommitmentBook:
+        """The task's reward commitments seen in the blocks handled so far."""
+        return CommitmentBook(self.task_id, state.data.setdefault("commitments", {}))
+
+    def _record_commitments(self, blocks: BlockRange, state: AgentState) -> None:
+        """Keep the task's ``RewardsCommitted`` of ``blocks``: only the new blocks' logs are read."""
+        book = self._commitments(state)
+        query = LogQuery(addresses=(self.contracts.round_ledger.address,), from_block=blocks.first, to_block=blocks.last)
+        for event in iter_events(self.session.w3, self.session.transactor.registry, query):
+            if isinstance(event, b.RewardsCommitted):
+                book.record(event)
+
+    def _on_reorg(self, state: AgentState, ancestor: int) -> None:
+        """Forget the commitments of blocks reorganised away, and the rewards proven against them:
+        the rounds are proven again against what the new branch commits."""
+        gone = self._commitments(state).forget_after(ancestor)
+        rewards = state.data.get("rewards", {})
+        for round_number in gone:
+            rewards.pop(str(round_number), None)
+        if state.data.get("final_reward") not in rewards.values():
+            state.data.pop("final_reward", None)
+        if gone:
+            self.log.warning("rewards reorganised away; proving them again", rounds=gone, block=ancestor)
 
     def _act(self, state: AgentState) -> None:
         data = state.data
@@ -154,8 +190,41 @@ class ClientAgent:
         if job.status == JobStatus.VACANT and not data.get("vacant_logged"):
             data["vacant_logged"] = True
             self.log.warning("no fog node trains this job (no bid revealed, or no standby left)", job=index)
+        if gives_rewards(self.spec.strategy) and task.status != TaskStatus.OPEN:
+            self._collect_rewards(state, index)
         if task.status in ENDED:
             self._settle(state, index)
+
+    @property
+    def reward_path(self) -> Path:
+        """Where the client keeps its last verified reward (the stored safetensors bytes)."""
+        return self.config.state_path.with_name(self.config.state_path.stem + "-reward.safetensors")
+
+    def _collect_rewards(self, state: AgentState, index: int) -> None:
+        """Fetch and prove the reward of every round committed since the last step; keep the newest."""
+        rewards: dict[str, str | None] = state.data.setdefault("rewards", {})
+        for commitment in self._commitments(state).commitments():
+            round_number = commitment.round
+            if str(round_number) in rewards:
+                continue
+            try:
+                reward = verified_reward(self.session, self.spec, commitment, index, self.address)
+            except RewardError as err:
+                if not self.contracts.round_ledger.is_active(self.task_id, index):
+                    rewards[str(round_number)] = None  # removed from the task: no reward from then on
+                    self.log.info("no reward: the client was removed from the task", round=round_number)
+                    continue
+                # Not in this store yet, or altered: try again at the next step.
+                self.log.warning("reward not verified", round=round_number, error=str(err.args[0]))
+                return
+            rewards[str(round_number)] = to_hex(reward.reward_hash)
+            self.log.info("reward verified", round=round_number, reward=reward.reward_hash, proof=len(reward.proof))
+        kept = {r: h for r, h in rewards.items() if h is not None}
+        if kept:
+            last = max(kept, key=int)
+            if state.data.get("final_reward") != kept[last] or not self.reward_path.exists():
+                write_atomic(self.reward_path, self.session.store.get(kept[last]))
+                state.data["final_reward"] = kept[last]
 
     def _join(self, state: AgentState, task: b.TaskState) -> None:
         """Join the task, or find the join on chain (made before a restart, or earlier in this process)."""

@@ -78,3 +78,51 @@ def run(config_path: Path | None, **options: Any) -> None:
         click.echo(f"{config.name}: task {config.task_id} settled; withdrew {state.data.get('withdrawn', 0)} wei")
     else:
         click.echo(f"{config.name} stopped at block {state.last_block}; run it again to resume")
+
+
+@client.command()
+@click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task.")
+@click.option("--round", "round_number", type=click.IntRange(min=1), help="One round's reward.  [default: every committed round]")
+@click.option("--client", "client_address", help="The client's address.  [default: the signing account]")
+@click.option(
+    "--save", "save_path", type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the reward (of --round, else the last round) to this safetensors file.",
+)
+@click.option("--accuracy", is_flag=True, help="Also evaluate each reward on the task's validation set (needs the data root).")
+@click.option("--data-root", help="Folder with the validation dataset.  [default: $FEDCHAIN_DATA_ROOT]")
+@session_options
+def reward(
+    task_id: int,
+    round_number: int | None,
+    client_address: str | None,
+    save_path: Path | None,
+    accuracy: bool,
+    data_root: str | None,
+    **options: Any,
+) -> None:
+    """Show your rewards in kind (round, hash, proven on chain, accuracy) or save one.
+
+    \b
+    Every reward is fetched from the store and proven against the Merkle root the
+    aggregator committed with its round (RoundLedger.verifyReward). Example:
+      fedchain client reward --task 1 --save my-model.safetensors
+    """
+    from fedchain.rewards import client_rewards
+
+    session = session_from_options(**options, read_only=True)
+    rows = client_rewards(
+        session, task_id, client_address or session.address, round_number=round_number, accuracy=accuracy, data_root=data_root
+    )
+    for row in rows:
+        shown = "" if row.accuracy is None else f"  accuracy {row.accuracy:.2%}"
+        click.echo(f"round {row.round}  reward 0x{row.reward_hash.hex()}  verified on chain: {'yes' if row.verified else 'NO'}{shown}")
+    if save_path is not None:
+        from fedchain.errors import RewardNotVerified
+        from fedchain.files import write_atomic
+
+        last = rows[-1]
+        if not last.verified:
+            raise RewardNotVerified(f"the reward of round {last.round} does not verify against the root on chain; not saved")
+
+        write_atomic(save_path, session.store.get(last.reward_hash))
+        click.echo(f"saved the reward of round {last.round} to {save_path}")

@@ -49,10 +49,11 @@ from fedchain.experiments.robustness import (
     mechanism_params,
     min_quality,
 )
-from fedchain.experiments.runner import REWARD_IN_KIND, run_experiment
+from fedchain.experiments.runner import run_experiment
 from fedchain.experiments.simulate import apply_threads, save_finished
 from fedchain.files import keep_aside, output_folder
 from fedchain.fl.reputation import MechanismParams
+from fedchain.rewards import REWARD_IN_KIND
 from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
 

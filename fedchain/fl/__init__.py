@@ -46,8 +46,8 @@ _EXPORTS: dict[str, str] = {
     "Strategy": "strategy",
     "StrategyState": "strategy",
     "Validation": "strategy",
-    "get_strategy": "strategy",
-    "strategy_names": "strategy",
+    "get_strategy": "registry",
+    "strategy_names": "registry",
     "NO_SCREENING": "screening",
     "ScreeningConfig": "screening",
     "ScreeningReason": "screening",
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from fedchain.fl.metrics import jain_index, pearson
     from fedchain.fl.pruning import Pruning, topology_mask
     from fedchain.fl.quality import RoundQuality, loss_ratio, rescaled_contribution, round_quality, to_wad
+    from fedchain.fl.registry import get_strategy, strategy_names
     from fedchain.fl.robust import (
         clip_scales,
         coordinate_median,
@@ -100,8 +101,6 @@ if TYPE_CHECKING:
         Strategy,
         StrategyState,
         Validation,
-        get_strategy,
-        strategy_names,
     )
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

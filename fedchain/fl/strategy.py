@@ -3,7 +3,7 @@
 A strategy is a frozen dataclass (its fields are its configuration) with one
 pure method, :meth:`Strategy.round`::
 
-    strategy = get_strategy("cgsv", gamma0=0.5)
+    strategy = get_strategy("cgsv", gamma0=0.5)    # fedchain.fl.registry
     state = None                                   # the first round builds it
     for t in range(rounds):
         sent = strategy.broadcast(global_params, state)   # pruned when pruning is on
@@ -27,7 +27,7 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
+from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 
@@ -41,9 +41,6 @@ from fedchain.errors import (
 )
 from fedchain.fl.aggregate import finite_rows
 from fedchain.fl.pruning import Pruning, restore_dense, topology_mask
-
-if TYPE_CHECKING:
-    from fedchain.fl.strategies import CGSV, FedAVE, FedAvg, FedFAIM, QualityWeighted
 
 
 @dataclass(frozen=True)
@@ -283,7 +280,7 @@ def check_state_size(strategy: str, vector: torch.Tensor | None, n_clients: int)
 class Strategy(ABC, Generic[S]):
     """Base of every strategy: input checks, NaN rejection and the pruning option."""
 
-    #: Registry name (``get_strategy(name)``).
+    #: Registry name (``fedchain.fl.registry.get_strategy(name)``).
     name: ClassVar[str]
     #: The state class this strategy carries.
     state_type: ClassVar[type[StrategyState]] = StrategyState
@@ -369,56 +366,3 @@ class Strategy(ABC, Generic[S]):
         aggregated update, and ``reward_updates`` (not ``rewards``: :meth:`round`
         adds them to the models the clients trained from).
         """
-
-
-_REGISTRY: dict[str, type[Strategy]] = {}
-
-StrategyT = TypeVar("StrategyT", bound=type[Strategy])
-
-
-def register(cls: StrategyT) -> StrategyT:
-    """Class decorator: make ``cls`` available as ``get_strategy(cls.name)``."""
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def strategy_names() -> tuple[str, ...]:
-    """The registered strategy names, sorted."""
-    _load_builtin()
-    return tuple(sorted(_REGISTRY))
-
-
-# The built-in names give their own class to type checkers; any other registered name, a Strategy.
-@overload
-def get_strategy(name: Literal["fedavg"], **options: Any) -> FedAvg: ...
-@overload
-def get_strategy(name: Literal["quality"], **options: Any) -> QualityWeighted: ...
-@overload
-def get_strategy(name: Literal["cgsv"], **options: Any) -> CGSV: ...
-@overload
-def get_strategy(name: Literal["fedfaim"], **options: Any) -> FedFAIM: ...
-@overload
-def get_strategy(name: Literal["fedave"], **options: Any) -> FedAVE: ...
-@overload
-def get_strategy(name: str, **options: Any) -> Strategy: ...
-
-
-def get_strategy(name: str, **options: Any) -> Strategy:
-    """The strategy ``name`` configured by ``options`` (its dataclass fields).
-
-    Options may come from YAML: nested mappings (``pruning: {sparsity: 0.5}``)
-    become their dataclasses and values are type-checked.
-    """
-    from fedchain.config import from_mapping
-
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise ConfigError(
-            f"unknown strategy {name!r}",
-            hint=f"known strategies: {', '.join(sorted(_REGISTRY))}",
-        )
-    return from_mapping(_REGISTRY[name], options, prefix=f"{name}.")
-
-
-def _load_builtin() -> None:
-    import fedchain.fl.strategies  # noqa: F401  (registers the built-in strategies)

@@ -34,7 +34,7 @@ from fedchain.taskspec import TaskSpec
 #: TaskSpec fields that `task create` offers as flags (the rest come from --config).
 SPEC_FLAGS: tuple[str, ...] = (
     "dataset", "model", "num_classes", "in_channels", "lr", "momentum", "batch_size", "local_epochs", "seed",
-    "strategy", "privacy_epsilon",
+    "strategy", "privacy_epsilon", "train_from",
 )
 
 #: Columns of `task show` output when it does not go to a terminal.

@@ -13,9 +13,10 @@ from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported,
 from fedchain.errors import AgentError, ConfigError
 from fedchain.fl.divergence import loss_kl
 from fedchain.fl.quality import to_wad
+from fedchain.fl.registry import get_strategy
 from fedchain.fl.screening import NO_SCREENING, ScreeningConfig, ScreeningReason
 from fedchain.fl.strategies.cgsv import CGSVState
-from fedchain.fl.strategy import StrategyState, get_strategy
+from fedchain.fl.strategy import StrategyState
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_validation
 from fedchain.trainer.evaluation import predict
 from fedchain.trainer.trainer import initial_params

@@ -34,6 +34,7 @@ from fedchain.chain import bindings
 from fedchain.chain.abi import AbiRegistry
 from fedchain.chain.bindings import FedChainContracts, Measurement, TaskCreated, TaskParams, UpdateCommitted
 from fedchain.chain.deployment import Deployment, deploy
+from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.chain.tx import Transactor
 from fedchain.fl.params import unflatten
@@ -217,7 +218,7 @@ def drive_task(driver: Driver, store: BlobStore) -> int:
         ]
         global_params = global_params + 0.001 * round_number
         model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))
-        aggregator.round_ledger.post_round(task_id, round_number, model_hash, 9 * WAD // 10, measurements)
+        aggregator.round_ledger.post_round(task_id, round_number, model_hash, 9 * WAD // 10, ZERO_ROOT, ZERO_ROOT, measurements)
     settle_everything(driver, task_id, len(CLIENTS), WITHDRAWERS)
     return task_id
 
@@ -232,7 +233,7 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
     """
     from fedchain.aggregator.priors import chain_priors
     from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round
-    from fedchain.fl.strategy import get_strategy
+    from fedchain.fl.registry import get_strategy
     from fedchain.taskspec import load_validation
 
     spec = TaskSpec(dataset="mnist", model="lenet5", strategy="fedavg", seed=3, validation=ValidationSpec(size=64))
@@ -264,7 +265,9 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
         outcome = score_round(strategy, global_params, inputs, evaluator, strategy_state, quality="loss")
         global_params, strategy_state = outcome.global_params, outcome.state
         model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))
-        receipt = aggregator.round_ledger.post_round(task_id, round_number, model_hash, outcome.accuracy_wad, list(outcome.measurements))
+        receipt = aggregator.round_ledger.post_round(
+            task_id, round_number, model_hash, outcome.accuracy_wad, ZERO_ROOT, ZERO_ROOT, list(outcome.measurements)
+        )
         removed = {e.client_index for e in receipt.events_of(bindings.ClientRemoved)}
         active = [a and i not in removed for i, a in enumerate(active)]
     settle_everything(driver, task_id, len(sizes), ())
@@ -296,7 +299,7 @@ def drive_prior_task(driver: Driver, store: BlobStore) -> int:
         quality = WAD // 10 if index == 0 else WAD
         measurements.append((index, Measurement(quality=quality, round_time=commit.committed_at - started, accepted=True)))
     model_hash = put_model(store, spec, task_id, 1, unflatten(global_params, spec.param_spec()))
-    aggregator.round_ledger.post_round(task_id, 1, model_hash, WAD // 2, [m for _, m in sorted(measurements)])
+    aggregator.round_ledger.post_round(task_id, 1, model_hash, WAD // 2, ZERO_ROOT, ZERO_ROOT, [m for _, m in sorted(measurements)])
     settle_everything(driver, task_id, len(CLIENTS), ())
     return task_id
 

@@ -27,6 +27,7 @@ from fedchain.chain.abi import AbiRegistry, CustomError, snake_case
 from fedchain.chain.bindings import REGISTRY
 from fedchain.chain.compile import Artifact, compile_contracts
 from fedchain.chain.contract import Contract
+from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.chain.recipe import DEPLOYMENT_ORDER, deploy_fedchain
 from fedchain.chain.tx import Receipt, Transactor
@@ -204,9 +205,17 @@ class FedChain:
     def commit_update(self, task_id: int, index: int, fog: int, round_: int) -> Receipt:
         return self.send("FogAuction", "commitUpdate", task_id, index, round_, keccak(text=f"update-{index}-{round_}"), by=fog)
 
-    def post_round(self, task_id: int, round_: int, measurements: list[tuple[int, int, bool]], accuracy: int = 0) -> Receipt:
+    def post_round(
+        self,
+        task_id: int,
+        round_: int,
+        measurements: list[tuple[int, int, bool]],
+        accuracy: int = 0,
+        rewards: tuple[bytes, bytes] = (ZERO_ROOT, ZERO_ROOT),
+    ) -> Receipt:
+        """Post a round as the aggregator; ``rewards`` is its (reward root, reward list), none by default."""
         model_hash = keccak(text=f"model-{round_}")
-        return self.send("RoundLedger", "postRound", task_id, round_, model_hash, accuracy, measurements, by=AGGREGATOR)
+        return self.send("RoundLedger", "postRound", task_id, round_, model_hash, accuracy, *rewards, measurements, by=AGGREGATOR)
 
     def staffed_task(
         self, params: TaskParams = TaskParams(), *, clients: tuple[int, ...] = CLIENTS[:2], budget: int = 10**18, price: int = 10**14

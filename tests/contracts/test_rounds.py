@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from fedchain.chain import bindings
+from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.fl.reputation import WAD, ClientReputation, final_bonus, scale_pro_rata, score_round
 from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
 
@@ -94,7 +95,7 @@ def test_only_the_aggregator_posts_and_a_round_cannot_be_posted_twice(chain: Fed
     commit_at(chain, task, 1, 1, 60)
     measurements = [(WAD, 50, True), (WAD, 60, True)]
     with chain.reverts(bindings.LedgerNotAggregator, task, chain.account(STRANGER)):
-        chain.send("RoundLedger", "postRound", task, 1, b"\0" * 32, 0, measurements, by=STRANGER)
+        chain.send("RoundLedger", "postRound", task, 1, b"\0" * 32, 0, ZERO_ROOT, ZERO_ROOT, measurements, by=STRANGER)
     chain.post_round(task, 1, measurements)
     with chain.reverts(bindings.LedgerWrongRound, task, 1, 2):
         chain.post_round(task, 1, measurements)

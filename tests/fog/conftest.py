@@ -6,16 +6,20 @@ its own key and state file, to be stepped by the test like their loops would.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from fedchain.chain.bindings import Measurement
+from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.client import ClientAgent, ClientConfig
 from fedchain.data.partition import PartitionConfig
 from fedchain.fl.reputation import WAD
 from fedchain.publisher import start_task
+from fedchain.rewards import RewardList, put_rewards
 from fedchain.taskspec import load_spec, put_model
 from fog import CostModel, FogConfig, FogNode
 from tests.aggregator.conftest import CLIENTS, FOGS, TERMS, World, chain_node, deployment_file, world  # noqa: F401
@@ -68,19 +72,38 @@ def award(world: World, clients: tuple[ClientAgent, ...], fogs: tuple[FogNode, .
         node.step()  # see the awards and the data (and train round 1 when started)
 
 
-def post_round(world: World, task_id: int, round_number: int) -> None:
-    """Post ``round_number`` as the aggregator: the initial weights as the new model, every committed client at quality 1."""
+def post_round(
+    world: World,
+    task_id: int,
+    round_number: int,
+    rewards: Mapping[int, dict[str, torch.Tensor]] | None = None,
+    *,
+    rewards_root: bytes | None = None,
+) -> RewardList | None:
+    """Post ``round_number`` as the aggregator: the initial weights as the new model, every committed client at quality 1.
+
+    With ``rewards`` (client index -> rewarded model) it stores them and their list and commits their root, or
+    ``rewards_root`` instead when given (a root that the stored list does not build); returns the stored list."""
     session = world.aggregator
     contracts = session.contracts
     spec = load_spec(session.store, contracts.task_registry.params(task_id).dataset_id)
     model_hash = put_model(session.store, spec, task_id, round_number, spec.initial_params())
+    root = list_hash = ZERO_ROOT
+    listed = None
+    if rewards is not None:
+        accounts = {index: contracts.round_ledger.client(task_id, index).account for index in rewards}
+        listed, list_hash = put_rewards(
+            session.store, spec, task_id, round_number, {i: (accounts[i], params) for i, params in rewards.items()}
+        )
+        root = listed.tree.root if rewards_root is None else rewards_root
     started = contracts.task_registry.state(task_id).round_started_at
     measurements = []
     for index in range(contracts.round_ledger.client_count(task_id)):
         job = contracts.fog_auction.job(task_id, index)
         committed = job.paid_up_to == round_number and job.committed_at > 0
         measurements.append(Measurement(WAD if committed else 0, job.committed_at - started if committed else 0, committed))
-    contracts.round_ledger.post_round(task_id, round_number, model_hash, 0, measurements)
+    contracts.round_ledger.post_round(task_id, round_number, model_hash, 0, root, list_hash, measurements)
+    return listed
 
 
 @pytest.fixture

@@ -8,12 +8,15 @@ as a competing branch would.
 
 from __future__ import annotations
 
+import torch
 from web3 import Web3
 
 from fedchain.publisher import start_task
+from fedchain.store.digest import keccak256, to_hex
 from fog.node import BID
 from tests.aggregator.conftest import World
-from tests.fog.conftest import Agents, award
+from tests.fog.conftest import Agents, award, post_round
+from tests.fog.test_fog_rewards import REWARD_SPEC, a_reward, committed_update, job_data, reward_task, trained_from
 
 
 def snapshot(w3: Web3) -> str:
@@ -70,3 +73,43 @@ def test_a_commit_that_vanished_from_the_chain_is_committed_again(world: World, 
     # assert: round 1 is committed again, once
     assert auction.job(task_id, 0).paid_up_to == 1
     assert fog.state.jobs[f"{task_id}:0"]["committed"] == [1]
+
+
+def test_a_reward_commitment_reorganised_away_is_forgotten_and_the_new_branchs_reward_is_trained_from_and_proven(
+    world: World, agents: Agents
+) -> None:
+    # prepare: a task whose clients train from their rewards; round 1 is posted with one reward, the fog node
+    # trains round 2 from it and the client proves it; then those blocks vanish
+    task_id, client, fog = reward_task(world, agents)
+    before = snapshot(world.publisher.w3)
+    first = post_round(world, task_id, 1, {0: a_reward(REWARD_SPEC, seed=1)})
+    fog.step()
+    client.step()
+    assert first is not None and client.state.data["rewards"] == {"1": to_hex(first.rewards[0][1])}
+    assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 2
+
+    # execute: the blocks vanish, both agents step; then the new branch posts round 1 with another reward
+    reorganise_back_to(world, before)
+    fog.step()
+    client.step()
+    forgotten = (fog.state.data["tasks"][str(task_id)]["rewards"], client.state.data["commitments"])
+    proven = dict(client.state.data["rewards"])
+    second_reward = a_reward(REWARD_SPEC, seed=2)
+    second = post_round(world, task_id, 1, {0: second_reward})
+    fog.step()
+    client.step()
+
+    # assert: the vanished commitment was forgotten with the reward proven against it; both agents then hold only
+    # the new branch's commitment; the fog trained round 2 again, from the new
+    # reward; the client proved the new reward and keeps it
+    assert forgotten == ({}, {}) and proven == {}
+    assert second is not None and first.rewards != second.rewards
+    book = fog.state.data["tasks"][str(task_id)]["rewards"]
+    assert [book["1"]["root"]] == [to_hex(second.tree.root)] and client.state.data["commitments"] == book
+    assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 2
+    update = committed_update(world, task_id, client.address)
+    data = job_data(world, task_id, client.state.data["data_hash"])
+    torch.testing.assert_close(update, trained_from(REWARD_SPEC, second_reward, data))
+    assert client.state.data["rewards"] == {"1": to_hex(second.rewards[0][1])}
+    assert client.state.data["final_reward"] == to_hex(second.rewards[0][1])
+    assert keccak256(client.reward_path.read_bytes()) == second.rewards[0][1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from fedchain.errors import ConfigError, TaskSpecError
 from fedchain.publisher.terms import PublishConfig, TaskTerms, load_publish_config, parse_wei
 from fedchain.store import keccak256, open_store
 from fedchain.taskspec import (
+    PrivacyMechanism,
     TaskSpec,
     ValidationSpec,
     load_model,
@@ -171,3 +173,17 @@ def test_a_spec_trains_like_simulate_with_the_trainers_defaults_unless_it_names_
 
     assert default == dataclasses.replace(TrainConfig(), seed=default.seed)  # one definition of training that learns
     assert (own.lr, own.batch_size) == (0.3, 64)
+
+
+def test_the_specs_privacy_mechanisms_are_exactly_the_ones_privatise_applies() -> None:
+    from fedchain.data.privacy import Mechanism
+
+    assert typing.get_args(PrivacyMechanism) == typing.get_args(Mechanism)
+    for mechanism in typing.get_args(Mechanism):
+        spec = TaskSpec(dataset="mnist", model="cnn", privacy_epsilon=2.0, privacy_mechanism=mechanism)
+        assert TaskSpec.from_bytes(spec.to_bytes()).privacy_mechanism == mechanism
+
+
+def test_a_spec_with_an_unknown_privacy_mechanism_is_refused() -> None:
+    with pytest.raises(ConfigError, match="privacy_mechanism"):
+        TaskSpec(dataset="mnist", model="cnn", privacy_mechanism="exponential")  # type: ignore[arg-type]

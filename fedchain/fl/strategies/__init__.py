@@ -1,4 +1,4 @@
-"""The built-in strategies; importing this package registers them (see :func:`fedchain.fl.get_strategy`)."""
+"""The built-in strategies; :mod:`fedchain.fl.registry` names them (see :func:`fedchain.fl.get_strategy`)."""
 
 from fedchain.fl.strategies.cgsv import CGSV, CGSVState
 from fedchain.fl.strategies.fair import Fair, FairState
@@ -12,4 +12,10 @@ __all__ = [
     "CGSVState",
     "Fair",
     "FairState",
-    "FedAVE", "FedAVEState", "FedAvg", "FedFAIM", "FedFAIMState", "QualityWeighted"]
+    "FedAVE",
+    "FedAVEState",
+    "FedAvg",
+    "FedFAIM",
+    "FedFAIMState",
+    "QualityWeighted",
+]

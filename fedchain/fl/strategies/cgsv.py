@@ -23,7 +23,7 @@ import torch
 
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregate import cosine_to, data_shares, normalise_weights, unit_rows, weighted_sum
-from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register
+from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,6 @@ class CGSVState(StrategyState):
     weights: torch.Tensor | None = None
 
 
-@register
 @dataclass(frozen=True, kw_only=True)
 class CGSV(Strategy[CGSVState]):
     """Cosine-gradient Shapley aggregation. No validation inputs, no rewards in kind.

@@ -46,7 +46,7 @@ from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON
 from fedchain.fl.fairness import accuracy_targets, calibrated_quotas, rescale_unit
 from fedchain.fl.rewards import sparsify_fractions
 from fedchain.fl.strategies.fedave import client_divergences, kl_and_layer_problems
-from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size, register
+from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size
 
 #: Server-side ranking signals of the fair protocol.
 RankingSignal = Literal["neg_log_kl", "cosine", "combined"]
@@ -64,7 +64,6 @@ class FairState(StrategyState):
     signal_sum: torch.Tensor | None = None
 
 
-@register
 @dataclass(frozen=True, kw_only=True)
 class Fair(Strategy[FairState]):
     """The fair reward protocol. Needs ``Validation.evaluate`` or ``evaluate_many`` (the quota grid's

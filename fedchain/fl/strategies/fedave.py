@@ -56,7 +56,6 @@ from fedchain.fl.strategy import (
     Strategy,
     StrategyState,
     check_state_size,
-    register,
 )
 
 
@@ -129,7 +128,6 @@ def reward_quotas(reputation: torch.Tensor, divergence: torch.Tensor, size: int,
     return [min(size, max(0, math.floor(q))) if math.isfinite(q) else 0 for q in quotas.tolist()]
 
 
-@register
 @dataclass(frozen=True, kw_only=True)
 class FedAVE(Strategy[FedAVEState]):
     """FedAVE. Needs ``Validation.local_sample_losses`` and, for every client's model,

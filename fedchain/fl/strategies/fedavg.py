@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fedchain.fl.aggregate import data_shares, weighted_sum
-from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, register
+from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState
 
 
-@register
 @dataclass(frozen=True, kw_only=True)
 class FedAvg(Strategy[StrategyState]):
     """Data-size weighted mean of the finite updates.

@@ -51,7 +51,6 @@ from fedchain.fl.strategy import (
     Strategy,
     StrategyState,
     check_state_size,
-    register,
 )
 
 #: Growth rate c of FedFAIM's Gompertz function q = a exp(b exp(c x)), a = 1, b = -1.
@@ -105,7 +104,6 @@ def _paired_standard_errors(evaluations: list[Evaluation]) -> torch.Tensor:
     return differences.std(dim=1) / math.sqrt(samples)
 
 
-@register
 @dataclass(frozen=True, kw_only=True)
 class FedFAIM(Strategy[FedFAIMState]):
     """FedFAIM. Needs ``Validation.evaluate`` or ``evaluate_many`` (N + 1 models a round).

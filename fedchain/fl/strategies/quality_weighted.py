@@ -14,10 +14,9 @@ import torch
 
 from fedchain.fl.aggregate import normalise_weights, weighted_sum
 from fedchain.fl.quality import loss_ratio
-from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, register
+from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState
 
 
-@register
 @dataclass(frozen=True, kw_only=True)
 class QualityWeighted(Strategy[StrategyState]):
     """Tian eq. 19. Needs ``Validation.client_evaluations`` or ``Validation.evaluate``.

@@ -1,0 +1,54 @@
+"""The strategy registry: each built-in strategy's name, lookup by name and listing.
+
+The import graph is one-way: :mod:`fedchain.fl.strategy` is the API,
+:mod:`fedchain.fl.strategies` implement it, and this module maps names to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, overload
+
+from fedchain.config import from_mapping
+from fedchain.errors import ConfigError
+from fedchain.fl.strategies import CGSV, Fair, FedAVE, FedAvg, FedFAIM, QualityWeighted
+from fedchain.fl.strategy import Strategy
+
+#: Every built-in strategy class by its :attr:`Strategy.name`.
+STRATEGIES: Mapping[str, type[Strategy]] = {cls.name: cls for cls in (FedAvg, QualityWeighted, CGSV, FedFAIM, FedAVE, Fair)}
+
+
+def strategy_names() -> tuple[str, ...]:
+    """The registered strategy names, sorted."""
+    return tuple(sorted(STRATEGIES))
+
+
+# The built-in names give their own class to type checkers; any other name, a Strategy.
+@overload
+def get_strategy(name: Literal["fedavg"], **options: Any) -> FedAvg: ...
+@overload
+def get_strategy(name: Literal["quality"], **options: Any) -> QualityWeighted: ...
+@overload
+def get_strategy(name: Literal["cgsv"], **options: Any) -> CGSV: ...
+@overload
+def get_strategy(name: Literal["fedfaim"], **options: Any) -> FedFAIM: ...
+@overload
+def get_strategy(name: Literal["fedave"], **options: Any) -> FedAVE: ...
+@overload
+def get_strategy(name: Literal["fair"], **options: Any) -> Fair: ...
+@overload
+def get_strategy(name: str, **options: Any) -> Strategy: ...
+
+
+def get_strategy(name: str, **options: Any) -> Strategy:
+    """The strategy ``name`` configured by ``options`` (its dataclass fields).
+
+    Options may come from YAML: nested mappings (``pruning: {sparsity: 0.5}``)
+    become their dataclasses and values are type-checked.
+    """
+    if name not in STRATEGIES:
+        raise ConfigError(
+            f"unknown strategy {name!r}",
+            hint=f"known strategies: {', '.join(strategy_names())}",
+        )
+    return from_mapping(STRATEGIES[name], options, prefix=f"{name}.")
