@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -38,6 +38,7 @@ from fedchain.chain.bindings import Measurement
 from fedchain.data.datasets import ImageDataset
 from fedchain.errors import ConfigError
 from fedchain.fl.quality import QualitySource, round_quality, to_wad
+from fedchain.fl.registry import fit_layer_sizes, get_strategy
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
@@ -76,6 +77,18 @@ def check_supported(strategy: Strategy, spec: TaskSpec) -> None:
             f"(strategy {spec.strategy!r}) do not ship them",
             hint=f"create the task with strategy {strategy.name!r}, or run the task spec's strategy",
         )
+
+
+def task_strategy(name: str, options: Mapping[str, Any], spec: TaskSpec) -> Strategy:
+    """The strategy ``name`` with ``options`` as it scores rounds of the task of ``spec``.
+
+    The aggregator and the auditor both build it here, so they compute the same thing:
+    checked against what the task's updates carry (:func:`check_supported`) and fitted
+    to the model's layers (rewards in kind are masked per layer, as in ``simulate``).
+    """
+    strategy = get_strategy(name, **options)
+    check_supported(strategy, spec)
+    return fit_layer_sizes(strategy, spec.param_spec().sizes)
 
 
 @dataclass(frozen=True)

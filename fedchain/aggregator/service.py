@@ -57,9 +57,9 @@ from fedchain.aggregator.scoring import (
     Evaluator,
     QualityChoice,
     RoundOutcome,
-    check_supported,
     quality_source,
     score_round,
+    task_strategy,
 )
 from fedchain.chain.bindings import (
     AuctionNoMissedRound,
@@ -424,8 +424,7 @@ class Aggregator:
                            else (spec.strategy_options if name == spec.strategy else {}))
             if name != spec.strategy:
                 self.log.warning("strategy differs from the task spec's", strategy=name, spec_strategy=spec.strategy)
-            strategy = get_strategy(name, **options)
-            check_supported(strategy, spec)
+            strategy = task_strategy(name, options, spec)
             evaluator = Evaluator(spec.model_spec(), load_validation(spec, self.settings.data_root), self.device)
             self._context = _TaskContext(
                 params=params, spec=spec, strategy=strategy, evaluator=evaluator,

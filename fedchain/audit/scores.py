@@ -86,8 +86,7 @@ def _reproduce(
     history: TaskHistory, commitments: Mapping[int, RewardsCommitted], store: BlobStore, tally: Tally, limit: int,
     data_root: str | Path | None, device: str, strategy_name: str | None, quality_choice: QualityChoice,
 ) -> Iterable[RoundScore]:
-    from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
-    from fedchain.fl.registry import get_strategy
+    from fedchain.aggregator.scoring import ClientInput, Evaluator, quality_source, score_round, task_strategy
     from fedchain.taskspec import load_model, load_spec, load_validation
 
     task = history.task
@@ -95,8 +94,7 @@ def _reproduce(
         return
     spec = load_spec(store, task.params.dataset_id)
     name = strategy_name or spec.strategy
-    strategy = get_strategy(name, **(dict(spec.strategy_options) if name == spec.strategy else {}))
-    check_supported(strategy, spec)
+    strategy = task_strategy(name, dict(spec.strategy_options) if name == spec.strategy else {}, spec)
     quality = quality_source(name, quality_choice)
     evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
     param_spec = spec.param_spec()

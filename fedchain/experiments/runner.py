@@ -42,6 +42,7 @@ from fedchain.experiments.federation import FREE_RIDER, NOISE, SCALED, SIGN_FLIP
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
 from fedchain.fl.quality import QualitySource
+from fedchain.fl.registry import fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategies.fair import Fair
 from fedchain.fl.strategies.fedave import FedAVE
@@ -96,13 +97,11 @@ def fit_strategy(strategy: AnyStrategy, spec: ModelSpec, n_clients: int) -> AnyS
     fedave and fair get the model's layer sizes when none were given (they mask rewards
     per layer), and fedave's fixed ``quota_fractions``, if any, must name every client.
     """
-    if not isinstance(strategy, FedAVE | Fair):
-        return strategy
     if isinstance(strategy, FedAVE):
         strategy.check_client_count(n_clients)
-    if strategy.layer_sizes:
+    if not isinstance(strategy, FedAVE | Fair) or strategy.layer_sizes:
         return strategy
-    return dataclasses.replace(strategy, layer_sizes=model_spec_of(spec.build()).sizes)
+    return fit_layer_sizes(strategy, model_spec_of(spec.build()).sizes)
 
 
 def keeps_own_models(config: ExperimentConfig, strategy: Strategy) -> bool:

@@ -6,8 +6,9 @@ The import graph is one-way: :mod:`fedchain.fl.strategy` is the API,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, overload
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeVar, overload
 
 from fedchain.config import from_mapping
 from fedchain.errors import ConfigError
@@ -16,6 +17,9 @@ from fedchain.fl.strategy import Strategy
 
 #: Every built-in strategy class by its :attr:`Strategy.name`.
 STRATEGIES: Mapping[str, type[Strategy]] = {cls.name: cls for cls in (FedAvg, QualityWeighted, CGSV, FedFAIM, FedAVE, Fair)}
+
+#: Any strategy type (:func:`fit_layer_sizes` returns what it was given).
+S = TypeVar("S", bound=Strategy)
 
 
 def strategy_names() -> tuple[str, ...]:
@@ -52,3 +56,17 @@ def get_strategy(name: str, **options: Any) -> Strategy:
             hint=f"known strategies: {', '.join(strategy_names())}",
         )
     return from_mapping(STRATEGIES[name], options, prefix=f"{name}.")
+
+
+def fit_layer_sizes(strategy: S, layer_sizes: Sequence[int]) -> S:
+    """``strategy`` with the model's layer sizes when it masks rewards per layer and was given none.
+
+    fedave and fair keep each layer's largest entries of an update as a reward, so that every
+    layer of a rewarded model moves; without the sizes they fall back to the whole vector. The
+    experiments, the aggregator and the auditor all fit the strategy this way, so a reward is
+    the same object in each.
+    """
+    if not isinstance(strategy, FedAVE | Fair) or strategy.layer_sizes:
+        return strategy
+    return dataclasses.replace(strategy, layer_sizes=tuple(layer_sizes))
+

@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
-from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
+from fedchain.aggregator.scoring import (
+    ClientInput,
+    Evaluator,
+    check_supported,
+    quality_source,
+    score_round,
+    task_strategy,
+)
 from fedchain.errors import AgentError, ConfigError
 from fedchain.fl.divergence import loss_kl
 from fedchain.fl.quality import to_wad
@@ -95,6 +102,18 @@ def test_fedave_is_refused_for_a_task_whose_fog_nodes_ship_no_local_losses() -> 
     assert "strategy 'fedave'" in caught.value.hint
     check_supported(fedave, dataclasses.replace(SPEC, strategy="fedave"))
     check_supported(get_strategy("cgsv"), SPEC)
+
+
+def test_the_task_strategy_masks_rewards_per_layer_of_the_tasks_model_as_simulate_does() -> None:
+    sizes = SPEC.param_spec().sizes
+
+    for name in ("fedave", "fair"):
+        strategy = task_strategy(name, {}, dataclasses.replace(SPEC, strategy=name))
+        assert strategy.layer_sizes == sizes, name  # type: ignore[attr-defined]
+    given = task_strategy("fair", {"layer_sizes": (sum(sizes),)}, dataclasses.replace(SPEC, strategy="fair"))
+    assert given.layer_sizes == (sum(sizes),)  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="local losses"):
+        task_strategy("fedave", {}, SPEC)  # checked against what the task's updates carry
 
 
 def test_fedave_round_scores_acc_over_kl_of_the_shipped_local_losses_and_drops_an_update_without_them(
