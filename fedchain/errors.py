@@ -187,7 +187,7 @@ class RewardError(FedchainError):
 class NoRewardsInKind(RewardError):
     """The task's strategy gives no rewards in kind (only fedfaim and fedave do)."""
 
-    hint = "rewards in kind exist only for tasks created with strategy fedfaim or fedave; the global model is the result"
+    hint = "rewards in kind exist only for tasks created with strategy fedfaim, fedave or fair; the global model is the result"
 
 
 class RewardMissing(RewardError):

@@ -125,7 +125,7 @@ class TaskSpec:
         batch_size: local mini-batch size, samples.
         local_epochs: local passes over a client's data per round.
         seed: the task's seed: the initial model's weights and each round's training seed derive from it.
-        strategy: aggregation strategy: ``fedavg``, ``quality``, ``cgsv``, ``fedfaim`` or ``fedave`` (``fedchain.fl.get_strategy``).
+        strategy: aggregation strategy: ``fedavg``, ``quality``, ``cgsv``, ``fedfaim``, ``fedave`` or ``fair`` (``fedchain.fl.get_strategy``).
         strategy_options: the strategy's options (its dataclass fields), JSON values.
         privacy_epsilon: per-pixel local privacy budget a client applies before handing its data over; None: none.
         privacy_mechanism: ``laplace`` or ``gaussian`` (with ``privacy_delta``).
@@ -191,6 +191,12 @@ class TaskSpec:
             raise ConfigError(
                 f"train_from 'reward' needs a strategy that rewards in kind; {self.strategy!r} gives clients no models",
                 hint=f"use one of {', '.join(sorted(REWARD_IN_KIND))}, or train_from 'global'",
+            )
+        if self.train_from == "reward" and self.strategy == "fair":
+            raise ConfigError(
+                "train_from 'reward' contradicts strategy 'fair': the fair protocol trains every client from the "
+                "global model and calibrates the rewards apart from training",
+                hint="train_from 'global' with fair, or fedave/fedfaim for the seeds' train-from-your-reward protocol",
             )
         if self.train_from == "reward" and self.strategy_instance().pruning is not None:
             raise ConfigError(

@@ -187,3 +187,23 @@ def test_the_specs_privacy_mechanisms_are_exactly_the_ones_privatise_applies() -
 def test_a_spec_with_an_unknown_privacy_mechanism_is_refused() -> None:
     with pytest.raises(ConfigError, match="privacy_mechanism"):
         TaskSpec(dataset="mnist", model="cnn", privacy_mechanism="exponential")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "train_from", "refusal"),
+    [
+        ("fedavg", "reward", "needs a strategy that rewards in kind"),
+        ("fair", "reward", "contradicts strategy 'fair'"),
+        ("fedave", "model", "must be 'global' or 'reward'"),
+    ],
+)
+def test_a_spec_refuses_a_training_start_its_strategy_cannot_give(strategy: str, train_from: str, refusal: str) -> None:
+    with pytest.raises(ConfigError, match=refusal):
+        TaskSpec(dataset="mnist", model="lenet5", strategy=strategy, train_from=train_from)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("strategy", "train_from"), [("fedave", "reward"), ("fedfaim", "reward"), ("fair", "global")])
+def test_a_spec_round_trips_the_model_its_clients_train_from(strategy: str, train_from: str) -> None:
+    spec = TaskSpec(dataset="mnist", model="lenet5", strategy=strategy, train_from=train_from)  # type: ignore[arg-type]
+
+    assert TaskSpec.from_bytes(spec.to_bytes()).train_from == train_from
