@@ -75,7 +75,6 @@ def _reproduce(
     strategy_name: str | None, quality_choice: QualityChoice,
 ) -> Iterable[RoundScore]:
     from fedchain.aggregator.scoring import ClientInput, Evaluator, check_supported, quality_source, score_round
-    from fedchain.fl.strategy import get_strategy
     from fedchain.taskspec import load_model, load_spec, load_validation
 
     task = history.task
@@ -83,7 +82,7 @@ def _reproduce(
         return
     spec = load_spec(store, task.params.dataset_id)
     name = strategy_name or spec.strategy
-    strategy = get_strategy(name, **(dict(spec.strategy_options) if name == spec.strategy else {}))
+    strategy = spec.strategy_named(name)
     check_supported(strategy, spec)
     quality = quality_source(name, quality_choice)
     evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
