@@ -12,7 +12,7 @@ from fedchain.fl.screening import (
     NO_SCREENING,
     ScreeningConfig,
     ScreeningReason,
-    median_agreement,
+    agreement_with_others,
     screen,
     screened_updates,
 )
@@ -173,14 +173,32 @@ def test_the_agreement_rule_skips_models_too_small_for_noise_to_look_different()
     assert ScreeningReason.UNCORRELATED not in result.reasons
 
 
-def test_median_agreement_is_the_median_absolute_cosine_to_the_others() -> None:
-    """Rows x, y, -x, x+y: |cos| to the others: x (0, 1, .707) -> .707; y (0, 0, .707) -> 0;
-    -x (1, 0, .707) -> .707; x+y (.707, .707, .707) -> .707."""
+def test_agreement_is_the_larger_of_the_median_absolute_cosine_and_the_cosine_to_the_others_median() -> None:
+    """Rows x, y, -x, x+y. Median |cos| to the others: x (0, 1, .707) -> .707; y (0, 0, .707) -> 0;
+    -x -> .707; x+y (.707, .707, .707) -> .707. The others' coordinate medians: for x, of y, -x, x+y:
+    (0, 1), |cos| 0; for y, of x, -x, x+y: (1, 0), 0; for -x: (0, 0), 0; for x+y, of x, y, -x: (0, 0), 0."""
     updates = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [1.0, 1.0]], dtype=F64)
 
-    agreement = median_agreement(updates)
+    agreement = agreement_with_others(updates)
 
     torch.testing.assert_close(agreement, torch.tensor([0.5**0.5, 0.0, 0.5**0.5, 0.5**0.5], dtype=F64))
+
+
+def test_agreement_late_in_training_comes_from_the_others_median_when_single_updates_are_mostly_noise() -> None:
+    # prepare: 9 updates, each a small common part of weight 0.16 plus noise: pairwise cosines of about
+    # 0.025 (3.5 noise sigmas at DIM, below the default 4), but the median of 8 others averages their noise out
+    generator = torch.Generator().manual_seed(11)
+    common = torch.randn(DIM, generator=generator)
+    updates = torch.stack([0.16 * common + torch.randn(DIM, generator=generator) for _ in range(9)])
+    units = updates / updates.norm(dim=1, keepdim=True)
+    pairwise = (units @ units.T).abs()[~torch.eye(9, dtype=torch.bool)].reshape(9, 8).median(dim=1).values
+
+    # execute
+    result = screen(updates, everyone(9), losses_of(9))
+
+    # assert
+    assert (pairwise * DIM**0.5 < 4).all()
+    assert result.accepted.all()
 
 
 def test_three_sybil_copies_of_a_poisoned_update_among_ten_are_all_rejected() -> None:
@@ -193,7 +211,11 @@ def test_three_sybil_copies_of_a_poisoned_update_among_ten_are_all_rejected() ->
     result = screen(updates, everyone(10), losses_of(10))
 
     # assert: the copies cannot drag the median, which 7 honest updates hold
-    assert result.rejected() == {7: ScreeningReason.DIRECTION, 8: ScreeningReason.DIRECTION, 9: ScreeningReason.DIRECTION}
+    assert result.rejected() == {
+        7: ScreeningReason.DIRECTION,
+        8: ScreeningReason.DIRECTION,
+        9: ScreeningReason.DIRECTION,
+    }
     assert result.accepted[:7].all()
 
 
@@ -224,7 +246,10 @@ def test_with_fewer_than_three_updates_only_the_absolute_checks_apply() -> None:
 
     # assert: the median of two is no robust statistic: the scaled update and its loss pass
     assert result.reasons == (
-        ScreeningReason.ACCEPTED, ScreeningReason.ACCEPTED, ScreeningReason.NON_FINITE, ScreeningReason.ABSENT
+        ScreeningReason.ACCEPTED,
+        ScreeningReason.ACCEPTED,
+        ScreeningReason.NON_FINITE,
+        ScreeningReason.ABSENT,
     )
     assert math.isnan(result.median_norm)
 
