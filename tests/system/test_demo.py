@@ -88,6 +88,30 @@ def test_demo_on_a_chain_that_mines_every_2_s_awards_and_trains_every_job_and_th
     assert report["slashes"] == []
 
 
+@pytest.mark.slow
+def test_the_default_demo_removes_the_free_riders_client_and_pays_noisy_clients_less_than_clean_ones(
+    anvil: AnvilNode, data_root: Path, tmp_path: Path
+) -> None:
+    # prepare: the default cast (5 clients of 500-1500 samples, the odd ones with 50% noisy labels; fog 0 a free
+    # rider serving the smallest), on the session's chain; the scores' re-run is the other tests' job
+    run_dir = tmp_path / "demo"
+    env = {**os.environ, PRIVATE_KEY_ENV: "0x" + anvil.dev_account(FUNDER).key.hex()}
+
+    # execute
+    demo = fedchain("demo", "--rpc-url", anvil.rpc_url, "--run-dir", str(run_dir), "--data-root", str(data_root),
+                    "--no-verify-scores", env=env)
+
+    # assert: the incentive the demo is there to show (issue 20, item 6)
+    assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
+    report = json.loads((run_dir / "audit.json").read_text())
+    paid = {c["data_size"]: int(c["earned"]) + int(c["bonus"] or 0) for c in report["clients"]}
+    removed = {c["data_size"]: c["removed_round"] for c in report["clients"]}
+    assert removed == {500: 1, 750: None, 1000: None, 1250: None, 1500: None}  # 500: the free rider's client
+    assert paid[500] == 0
+    noisy, clean = (paid[750], paid[1250]), (paid[1000], paid[1500])
+    assert max(noisy) < min(clean)  # the noisy client of 1250 samples earns less than the clean one of 1000
+
+
 def processes_mentioning(text: str) -> list[str]:
     """Command lines of the running processes that contain ``text``."""
     found = []
