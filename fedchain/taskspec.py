@@ -40,7 +40,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from fedchain.errors import ConfigError, TaskSpecError
-from fedchain.fl.screening import ScreeningConfig
+from fedchain.fl.aggregation import MEAN, AggregationConfig
+from fedchain.fl.screening import ADDED_LATER, ScreeningConfig
 from fedchain.rewards import REWARD_IN_KIND, TRAIN_FROM, TrainFrom, gives_rewards
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
@@ -136,6 +137,9 @@ class TaskSpec:
         train_from: the model a fog node trains a client's next round from: ``global`` (the global model,
             the fair protocol's choice) or ``reward`` (the client's last committed reward in kind, as in the
             fedfaim and fedave seeds; only for a strategy that rewards in kind).
+        aggregation: how the strategy combines the updates it accepted: the weighted mean (the default,
+            left out of the spec's bytes so that a spec written before the setting keeps its datasetId)
+            or a robust rule (:mod:`fedchain.fl.aggregation`).
     """
 
     dataset: str = "mnist"
@@ -155,6 +159,7 @@ class TaskSpec:
     validation: ValidationSpec = field(default_factory=ValidationSpec)
     screening: ScreeningConfig = field(default_factory=ScreeningConfig)
     train_from: TrainFrom = "global"
+    aggregation: AggregationConfig = MEAN
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -167,6 +172,8 @@ class TaskSpec:
             object.__setattr__(self, "validation", ValidationSpec(**self.validation))
         if isinstance(self.screening, Mapping):  # TaskSpec(screening={"min_cosine": 0.0}) from Python
             object.__setattr__(self, "screening", ScreeningConfig(**self.screening))
+        if isinstance(self.aggregation, Mapping):  # TaskSpec(aggregation={"rule": "median"}) from Python
+            object.__setattr__(self, "aggregation", AggregationConfig(**self.aggregation))
         options = json.loads(json.dumps(dict(self.strategy_options), sort_keys=True))  # JSON values only
         object.__setattr__(self, "strategy_options", MappingProxyType(options))
         self.strategy_instance()  # an unknown strategy or option fails here, before a task escrows its budget
@@ -211,7 +218,15 @@ class TaskSpec:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["strategy_options"] = dict(self.strategy_options)
         data["validation"] = dataclasses.asdict(self.validation)
-        data["screening"] = dataclasses.asdict(self.screening)
+        # Settings added later, at the value an older spec without them means, stay out: its bytes, and datasetId, stay.
+        screening = dataclasses.asdict(self.screening)
+        data["screening"] = {k: v for k, v in screening.items() if k not in ADDED_LATER or v != ADDED_LATER[k]}
+        if self.aggregation == MEAN:  # a spec from before the setting had none: its bytes, and its datasetId, stay
+            del data["aggregation"]
+        else:
+            data["aggregation"] = dataclasses.asdict(self.aggregation)
+        if self.train_from == "global":  # likewise: specs from before rewards in kind trained from the global model
+            del data["train_from"]
         return {"format": FORMAT, **data}
 
     def to_bytes(self) -> bytes:
@@ -229,6 +244,8 @@ class TaskSpec:
             raise TaskSpecError(f"the task spec is not UTF-8 JSON: {err}") from err
         if not isinstance(fields, dict) or fields.pop("format", None) != FORMAT:
             raise TaskSpecError(f"the task spec is not in the {FORMAT} format")
+        if isinstance(fields.get("screening"), dict):  # a setting it lacks is one its aggregator did not have
+            fields["screening"] = {**ADDED_LATER, **fields["screening"]}
         try:
             return from_mapping(cls, fields)
         except ConfigError as err:
@@ -280,10 +297,17 @@ class TaskSpec:
         return self.strategy_instance().needs_local_losses
 
     def strategy_instance(self) -> Strategy:
-        """The spec's strategy with its options (ConfigError for an unknown name or option)."""
-        from fedchain.fl.registry import get_strategy
+        """The spec's strategy with its options and aggregation rule (ConfigError for an unknown name or option)."""
+        return self.strategy_named(self.strategy)
 
-        return get_strategy(self.strategy, **self.strategy_options)
+    def strategy_named(self, name: str, options: Mapping[str, Any] | None = None) -> Strategy:
+        """Strategy ``name`` with the spec's aggregation rule: with ``options``, or the spec's own when it is
+        the spec's strategy (an aggregator or auditor may run another; none otherwise)."""
+        from fedchain.fl.registry import configured_strategy
+
+        if options is None:
+            options = self.strategy_options if name == self.strategy else {}
+        return configured_strategy(name, options, self.aggregation)
 
     def local_loss_count(self, data_size: int) -> int | None:
         """How many local losses an update of a job of ``data_size`` samples carries; None when it carries none."""

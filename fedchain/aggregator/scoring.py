@@ -38,7 +38,7 @@ from fedchain.chain.bindings import Measurement
 from fedchain.data.datasets import ImageDataset
 from fedchain.errors import ConfigError
 from fedchain.fl.quality import QualitySource, round_quality, to_wad
-from fedchain.fl.registry import fit_layer_sizes, get_strategy
+from fedchain.fl.registry import fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
@@ -79,14 +79,16 @@ def check_supported(strategy: Strategy, spec: TaskSpec) -> None:
         )
 
 
-def task_strategy(name: str, options: Mapping[str, Any], spec: TaskSpec) -> Strategy:
-    """The strategy ``name`` with ``options`` as it scores rounds of the task of ``spec``.
+def task_strategy(name: str, options: Mapping[str, Any] | None, spec: TaskSpec) -> Strategy:
+    """The strategy ``name`` as it scores rounds of the task of ``spec``.
 
     The aggregator and the auditor both build it here, so they compute the same thing:
-    checked against what the task's updates carry (:func:`check_supported`) and fitted
-    to the model's layers (rewards in kind are masked per layer, as in ``simulate``).
+    with ``options`` (None: the spec's own options when ``name`` is the spec's strategy)
+    and the spec's aggregation rule (:meth:`TaskSpec.strategy_named`), checked against
+    what the task's updates carry (:func:`check_supported`) and fitted to the model's
+    layers (rewards in kind are masked per layer, as in ``simulate``).
     """
-    strategy = get_strategy(name, **options)
+    strategy = spec.strategy_named(name, options)
     check_supported(strategy, spec)
     return fit_layer_sizes(strategy, spec.param_spec().sizes)
 

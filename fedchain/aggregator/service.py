@@ -420,11 +420,9 @@ class Aggregator:
             params = self.session.contracts.task_registry.params(self.task_id)
             spec = load_spec(self.session.store, params.dataset_id)
             name = self.settings.strategy or spec.strategy
-            options = dict(self.settings.strategy_options if self.settings.strategy_options is not None
-                           else (spec.strategy_options if name == spec.strategy else {}))
             if name != spec.strategy:
                 self.log.warning("strategy differs from the task spec's", strategy=name, spec_strategy=spec.strategy)
-            strategy = task_strategy(name, options, spec)
+            strategy = task_strategy(name, self.settings.strategy_options, spec)
             evaluator = Evaluator(spec.model_spec(), load_validation(spec, self.settings.data_root), self.device)
             self._context = _TaskContext(
                 params=params, spec=spec, strategy=strategy, evaluator=evaluator,

@@ -94,7 +94,7 @@ def _reproduce(
         return
     spec = load_spec(store, task.params.dataset_id)
     name = strategy_name or spec.strategy
-    strategy = task_strategy(name, dict(spec.strategy_options) if name == spec.strategy else {}, spec)
+    strategy = task_strategy(name, None, spec)
     quality = quality_source(name, quality_choice)
     evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
     param_spec = spec.param_spec()

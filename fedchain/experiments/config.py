@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Literal
 from fedchain.config import from_mapping, load_yaml
 from fedchain.data.partition import PartitionKind
 from fedchain.errors import ConfigError
+from fedchain.fl.aggregation import MEAN, AggregationConfig
 from fedchain.fl.pruning import Pruning
 from fedchain.fl.screening import ScreeningConfig
 from fedchain.trainer.config import Engine, TrainConfig
@@ -172,6 +173,9 @@ class ExperimentConfig:
     #: The screening rules run before the strategy sees a round's updates, as a task spec's
     #: (``enabled: false`` measures a strategy undefended).
     screening: ScreeningConfig = field(default_factory=ScreeningConfig)
+    #: How the strategy combines the updates it accepted, as a task spec's: the weighted mean or a
+    #: robust rule (:mod:`fedchain.fl.aggregation`).
+    aggregation: AggregationConfig = MEAN
     #: Privacy budget of the local noise added to client data; ``None`` adds none.
     epsilon: float | None = None
     #: Training samples held out of every client as the aggregator's validation set.

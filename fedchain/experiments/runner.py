@@ -40,9 +40,9 @@ from fedchain.experiments.checkpoint import RunCheckpoint, load_checkpoint, save
 from fedchain.experiments.config import ExperimentConfig
 from fedchain.experiments.federation import FREE_RIDER, NOISE, SCALED, SIGN_FLIPPED, SYBIL, Federation, build_federation
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
-from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, get_strategy, round_quality
+from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, round_quality
 from fedchain.fl.quality import QualitySource
-from fedchain.fl.registry import fit_layer_sizes
+from fedchain.fl.registry import configured_strategy, fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategies.fair import Fair
 from fedchain.fl.strategies.fedave import FedAVE
@@ -84,11 +84,11 @@ def model_spec(config: ExperimentConfig, federation: Federation) -> ModelSpec:
 
 
 def build_strategy(config: ExperimentConfig) -> Strategy:
-    """The strategy of ``config`` with its options and, when enabled, pruning."""
+    """The strategy of ``config`` with its options, its aggregation rule and, when enabled, pruning."""
     options = dict(config.strategy_options)
     if config.pruning.enabled:
         options["pruning"] = config.pruning.to_pruning(total_rounds=config.rounds, seed=config.seed)
-    return get_strategy(config.strategy, **options)
+    return configured_strategy(config.strategy, options, config.aggregation)
 
 
 def fit_strategy(strategy: AnyStrategy, spec: ModelSpec, n_clients: int) -> AnyStrategy:

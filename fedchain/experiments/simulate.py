@@ -37,6 +37,7 @@ from fedchain.experiments.results import METRICS_FILE, ExperimentResult, RoundRe
 from fedchain.experiments.runner import run_experiment
 from fedchain.files import keep_aside, output_folder, write_atomic
 from fedchain.fl import strategy_names
+from fedchain.fl.aggregation import AGGREGATION_RULES
 from fedchain.models.registry import MODELS
 from fedchain.trainer.config import ENGINES
 
@@ -252,6 +253,11 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--sybil-clients", type=float, help="Fraction of colluding Sybils, all sending one update against the others.")
 @click.option("--sybil-scale", type=float, help="Factor of the Sybils' update: minus this times their honest mean.")
 @click.option("--screening/--no-screening", default=None, help="Screen every round's updates before the strategy [default: yes].")
+@click.option("--aggregation", type=click.Choice(AGGREGATION_RULES), help="How accepted updates are combined [default: mean].")
+@click.option("--trim-fraction", type=float, help="trimmed_mean: fraction cut from each end of every coordinate [default: 0.2].")
+@click.option("--krum-byzantine", type=int, help="multi_krum: attackers tolerated (f) [default: 3].")
+@click.option("--krum-keep", type=int, help="multi_krum: updates averaged (1: Krum) [default: all but f].")
+@click.option("--clip-norm", type=float, help="Scale every accepted update down to at most this norm first [default: no clipping].")
 @click.option("--epsilon", type=float, help="Privacy budget of the local noise on client data.")
 @click.option("--train-samples", type=int, help="Use only this many training samples.")
 @click.option("--test-samples", type=int, help="Use only this many test samples.")
@@ -310,6 +316,11 @@ def simulate(
         "sybil_clients": "faults.sybil_clients",
         "sybil_scale": "faults.sybil_scale",
         "screening": "screening.enabled",
+        "aggregation": "aggregation.rule",
+        "trim_fraction": "aggregation.trim_fraction",
+        "krum_byzantine": "aggregation.krum_byzantine",
+        "krum_keep": "aggregation.krum_keep",
+        "clip_norm": "aggregation.clip_norm",
     }
     overrides = {renames.get(key, key): value for key, value in flags.items()}
     overrides["pruning.sparsity"] = pruning

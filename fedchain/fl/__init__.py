@@ -9,7 +9,7 @@ The public strategy API::
 
 See :mod:`fedchain.fl.strategy` for the conventions (shapes, devices, NaN rules).
 Names are imported on first use, so that the task spec can read its
-:class:`ScreeningConfig` without loading torch.
+:class:`ScreeningConfig` and :class:`AggregationConfig` without loading torch.
 """
 
 from __future__ import annotations
@@ -48,10 +48,12 @@ _EXPORTS: dict[str, str] = {
     "Validation": "strategy",
     "get_strategy": "registry",
     "strategy_names": "registry",
+    "AggregationConfig": "aggregation",
     "NO_SCREENING": "screening",
     "ScreeningConfig": "screening",
     "ScreeningReason": "screening",
     "ScreeningResult": "screening",
+    "agreement_with_others": "screening",
     "screen": "screening",
     "screened_updates": "screening",
     "clip_scales": "robust",
@@ -67,6 +69,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from fedchain.fl.aggregation import AggregationConfig
     from fedchain.fl.crosstask import CrossTaskPriors, FinishedTask, history_priors, task_similarity
     from fedchain.fl.divergence import loss_histogram, loss_kl
     from fedchain.fl.fairness import accuracy_targets, calibrated_quotas, rescale_unit
@@ -89,6 +92,7 @@ if TYPE_CHECKING:
         ScreeningConfig,
         ScreeningReason,
         ScreeningResult,
+        agreement_with_others,
         screen,
         screened_updates,
     )

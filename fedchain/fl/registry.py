@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from fedchain.config import from_mapping
 from fedchain.errors import ConfigError
+from fedchain.fl.aggregation import MEAN, AggregationConfig
 from fedchain.fl.strategies import CGSV, Fair, FedAVE, FedAvg, FedFAIM, QualityWeighted
 from fedchain.fl.strategy import Strategy
 
@@ -57,6 +58,19 @@ def get_strategy(name: str, **options: Any) -> Strategy:
         )
     return from_mapping(STRATEGIES[name], options, prefix=f"{name}.")
 
+
+def configured_strategy(name: str, options: Mapping[str, Any], aggregation: AggregationConfig = MEAN) -> Strategy:
+    """The strategy ``name`` with its ``options`` and a task's (or an experiment's) aggregation rule.
+
+    The rule is a setting of its own (``aggregation:`` in a task spec or an experiment config), so the
+    options may not set it too: a :class:`ConfigError` says where it goes.
+    """
+    if "aggregation" in options:
+        raise ConfigError(
+            f"strategy {name!r}: aggregation is not a strategy option",
+            hint="set it at the top level of the task spec or experiment config (aggregation: {rule: median})",
+        )
+    return get_strategy(name, **options, aggregation=aggregation)
 
 def fit_layer_sizes(strategy: S, layer_sizes: Sequence[int]) -> S:
     """``strategy`` with the model's layer sizes when it masks rewards per layer and was given none.

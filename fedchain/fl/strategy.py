@@ -40,6 +40,7 @@ from fedchain.errors import (
     UpdateSpecMismatch,
 )
 from fedchain.fl.aggregate import finite_rows
+from fedchain.fl.aggregation import MEAN, AggregationConfig
 from fedchain.fl.pruning import Pruning, restore_dense, topology_mask
 
 
@@ -287,8 +288,26 @@ class Strategy(ABC, Generic[S]):
     #: Whether it needs :attr:`Validation.local_sample_losses` (losses only the trainer of a client's data can compute).
     needs_local_losses: ClassVar[bool] = False
 
+    #: Whether the strategy normalises every update to a length of its own and weighs the results by its
+    #: own scores (cgsv, fedave): then only the plain mean applies (:mod:`fedchain.fl.aggregation`).
+    normalises_updates: ClassVar[bool] = False
+
     #: Dynamic-topology pruning of the model sent to clients; None = dense.
     pruning: Pruning | None = None
+    #: How the accepted updates are combined: the weighted mean or a robust rule (the task spec's ``aggregation``).
+    aggregation: AggregationConfig = MEAN
+
+    def __post_init__(self) -> None:
+        if self.normalises_updates and not self.aggregation.is_mean:
+            from fedchain.fl.registry import STRATEGIES  # the strategies import this module: only when refusing
+
+            robust = ", ".join(sorted(name for name, cls in STRATEGIES.items() if not cls.normalises_updates))
+            raise ConfigError(
+                f"strategy {self.name!r} normalises every update itself and weighs them by its own scores, "
+                f"so it takes only the plain mean, not aggregation rule {self.aggregation.rule!r}"
+                + (f" with clip_norm {self.aggregation.clip_norm}" if self.aggregation.clip_norm is not None else ""),
+                hint=f"use aggregation rule mean without clip_norm with {self.name}, or a robust rule with {robust}",
+            )
 
     def init_state(self, data_sizes: torch.Tensor) -> S:
         """The state before round 1 (``data_sizes`` is float64 ``[n]``)."""

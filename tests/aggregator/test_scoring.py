@@ -18,6 +18,7 @@ from fedchain.aggregator.scoring import (
     task_strategy,
 )
 from fedchain.errors import AgentError, ConfigError
+from fedchain.fl.aggregation import MEAN, AggregationConfig
 from fedchain.fl.divergence import loss_kl
 from fedchain.fl.quality import to_wad
 from fedchain.fl.registry import get_strategy
@@ -218,3 +219,35 @@ def test_a_fair_round_of_the_running_system_keeps_fedavgs_model_and_a_state_that
     assert quality_source("fair") == "contribution" and all(m.accepted for m in outcome.measurements)
     assert loaded is not None and torch.equal(present(loaded.initial), g)
     assert torch.equal(present(loaded.signal_sum), present(outcome.state.signal_sum))
+
+
+#: A spec's bytes as written before screening had ``min_agreement`` and specs had ``aggregation``.
+LEGACY_SPEC_BYTES = (
+    b'{"batch_size":10,"dataset":"mnist","format":"fedchain-taskspec/1","in_channels":1,"local_epochs":1,"lr":0.1,'
+    b'"model":"lenet5","momentum":0.0,"num_classes":10,"privacy_delta":1e-05,"privacy_epsilon":null,'
+    b'"privacy_mechanism":"laplace","screening":{"clip_to_median_norm":false,"enabled":true,"max_loss_ratio":5.0,'
+    b'"max_norm_ratio":4.0,"min_cosine":-0.3,"min_norm_ratio":0.1,"min_updates":3},"seed":0,"strategy":"fedavg",'
+    b'"strategy_options":{},"validation":{"seed":0,"size":1000,"split":"test"}}'
+)
+
+
+def test_a_spec_written_before_the_agreement_rule_and_aggregation_keeps_its_bytes_and_its_rules() -> None:
+    spec = TaskSpec.from_bytes(LEGACY_SPEC_BYTES)
+
+    assert spec.to_bytes() == LEGACY_SPEC_BYTES  # so its datasetId, the store key, is unchanged
+    assert spec.screening.min_agreement is None  # its aggregator did not run the rule: the auditor must not either
+    assert spec.aggregation == MEAN
+    assert TaskSpec(dataset="mnist", model="lenet5").screening.min_agreement == ScreeningConfig().min_agreement
+
+
+def test_the_task_spec_carries_its_aggregation_rule_to_every_strategy_it_builds() -> None:
+    spec = dataclasses.replace(SPEC, aggregation=AggregationConfig(rule="median"))
+
+    again = TaskSpec.from_bytes(spec.to_bytes())
+
+    assert again.aggregation == AggregationConfig(rule="median")
+    assert again.strategy_instance().aggregation.rule == "median"
+    assert again.strategy_named("quality").aggregation.rule == "median"
+    assert spec.dataset_id != SPEC.dataset_id
+    with pytest.raises(ConfigError, match="plain mean"):
+        dataclasses.replace(SPEC, strategy="cgsv", aggregation=AggregationConfig(rule="median"))

@@ -165,6 +165,57 @@ def test_screening_drops_a_client_scaling_its_update_x1000_and_no_honest_client_
     assert result.rounds[-1].test_accuracy > 2 * CHANCE
 
 
+@pytest.mark.parametrize("mode", ["noise", "random"])
+def test_screening_drops_a_client_sending_noise_as_uncorrelated_and_keeps_every_honest_client(mode: str) -> None:
+    # prepare: one client in five sends Gaussian noise (of its update's norm, or a random free rider's)
+    faults = {"faults.noise_clients": 0.2} if mode == "noise" else {"faults.free_riders": 0.2, "faults.free_rider_mode": "random"}
+    config = load_experiment(None, {**TINY, "clients": 5, "train_samples": 800, **faults})
+    federation = build_federation(config)
+    bad = federation.faults.index(NOISE if mode == "noise" else FREE_RIDER)
+
+    # execute
+    result = run_experiment(config, federation=federation)
+
+    # assert
+    for record in result.rounds:
+        assert record.accepted == tuple(i != bad for i in range(5))
+        assert record.quality[bad] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("rule", "extra"),
+    [("median", {}), ("trimmed_mean", {}), ("multi_krum", {"aggregation.krum_byzantine": 1}), ("mean", {"aggregation.clip_norm": 0.5})],
+)
+def test_every_robust_rule_learns_in_a_tiny_run_where_a_client_scaling_x1000_poisons_the_mean(
+    rule: str, extra: dict[str, float]
+) -> None:
+    # prepare: five clients, one scaling its update x1000, and no screening: only the rule stands in the way
+    settings = {**TINY, "clients": 5, "train_samples": 800, "screening.enabled": False, "aggregation.rule": rule, **extra}
+    attacked = {**settings, "faults.scaled_clients": 0.2, "faults.scale": 1000.0}
+
+    # execute
+    robust = run_experiment(load_experiment(None, attacked))
+    plain = run_experiment(load_experiment(None, {**attacked, "aggregation.rule": "mean", "aggregation.clip_norm": None}))
+
+    # assert: the plain mean is poisoned, the rule learns
+    assert plain.rounds[-1].test_accuracy < 2 * CHANCE
+    assert robust.rounds[-1].test_accuracy > 3 * CHANCE
+
+
+def test_a_robust_rule_with_a_strategy_that_normalises_updates_is_refused_before_any_training() -> None:
+    config = load_experiment(None, {**TINY, "strategy": "cgsv", "aggregation.rule": "median"})
+
+    with pytest.raises(ConfigError, match="plain mean"):
+        run_experiment(config)
+
+
+def test_simulate_takes_the_aggregation_rule_as_flags() -> None:
+    result = CliRunner().invoke(cli, ["simulate", "--strategy", "cgsv", "--aggregation", "median", "--rounds", "1"])
+
+    assert result.exit_code != 0
+    assert "plain mean" in (result.output + str(result.exception))
+
+
 def test_faulty_clients_are_disjoint_seeded_groups_of_the_requested_size() -> None:
     faults = FaultConfig(noisy_clients=0.3, free_riders=0.2, scaled_clients=0.1)
 

@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from fedchain.errors import ConfigError
-from fedchain.fl.screening import NO_SCREENING, ScreeningConfig, ScreeningReason, screen, screened_updates
+from fedchain.fl.screening import (
+    NO_SCREENING,
+    ScreeningConfig,
+    ScreeningReason,
+    agreement_with_others,
+    screen,
+    screened_updates,
+)
 
 F64 = torch.float64
 #: Parameters of the hand-built updates: enough for random directions to be nearly orthogonal
@@ -94,6 +101,106 @@ def test_gaussian_noise_of_the_updates_own_norm_is_rejected_for_its_direction_on
     assert abs(float(result.cosines[HONEST])) < 0.03
 
 
+def noise_like(update: torch.Tensor, seed: int) -> torch.Tensor:
+    """Gaussian noise of ``update``'s norm (the noise attack; a random free rider's differs only in its norm)."""
+    noise = torch.randn(DIM, generator=torch.Generator().manual_seed(seed))
+    return noise / noise.norm() * update.norm()
+
+
+def skewed_updates(n: int, shared: float, seed: int = 0) -> torch.Tensor:
+    """``n`` updates that mostly disagree: a common part of weight ``shared`` plus a large part of their own.
+
+    Pairwise cosines are about ``shared**2 / (1 + shared**2)``: 0.083 for shared 0.3, 12 noise sigmas at DIM.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    common = torch.randn(DIM, generator=generator)
+    return torch.stack([shared * common + torch.randn(DIM, generator=generator) for _ in range(n)])
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_gaussian_noise_of_an_honest_norm_is_rejected_as_uncorrelated_with_the_defaults(seed: int) -> None:
+    honest = honest_updates()
+
+    result = screen(with_attacker(noise_like(honest[0], seed), honest), everyone(HONEST + 1), losses_of(HONEST + 1))
+
+    assert result.rejected() == {HONEST: ScreeningReason.UNCORRELATED}
+    assert float(result.agreement[HONEST]) < 3  # |N(0, 1)|-sized, in sigmas of noise
+    assert (result.agreement[:HONEST] > 100).all()  # cosine 0.8 is 113 sigmas at DIM
+
+
+def test_honest_updates_that_barely_agree_still_pass_and_noise_among_them_does_not() -> None:
+    # prepare: 8 skewed honest clients (pairwise cosine about 0.08) and 2 noise attackers
+    honest = skewed_updates(8, shared=0.3)
+    updates = torch.cat([honest, noise_like(honest[0], 1)[None], noise_like(honest[1], 2)[None]])
+
+    # execute
+    result = screen(updates, everyone(10), losses_of(10))
+
+    # assert: the rule does not need the honest to agree much, only more than noise can
+    assert result.rejected() == {8: ScreeningReason.UNCORRELATED, 9: ScreeningReason.UNCORRELATED}
+    assert (result.agreement[:8] > ScreeningConfig().min_agreement).all()  # type: ignore[operator]
+
+
+def test_sybils_sending_one_noise_vector_agree_only_with_each_other_and_are_rejected() -> None:
+    # prepare: 7 honest clients and 3 copies of one noise vector: each copy has |cos| 1 with two others
+    honest = honest_updates(7)
+    updates = torch.cat([honest, noise_like(honest[0], 3).expand(3, -1)])
+
+    # execute
+    result = screen(updates, everyone(10), losses_of(10))
+
+    # assert: the median over the 9 others is still a cosine with an honest update
+    assert result.rejected() == dict.fromkeys((7, 8, 9), ScreeningReason.UNCORRELATED)
+
+
+def test_the_agreement_rule_set_to_none_lets_noise_through_as_before() -> None:
+    honest = honest_updates()
+    updates = with_attacker(noise_like(honest[0], 4), honest)
+
+    result = screen(updates, everyone(HONEST + 1), losses_of(HONEST + 1), ScreeningConfig(min_agreement=None))
+
+    assert result.accepted.all()
+    assert result.agreement.isnan().all()
+
+
+def test_the_agreement_rule_skips_models_too_small_for_noise_to_look_different() -> None:
+    # prepare: 3 parameters, below (2 * 8)**2: three random directions agree by chance
+    updates = torch.randn(4, 3, generator=torch.Generator().manual_seed(5))
+
+    result = screen(updates, everyone(4), config=ScreeningConfig(max_loss_ratio=None, min_cosine=None))
+
+    assert result.agreement.isnan().all()
+    assert ScreeningReason.UNCORRELATED not in result.reasons
+
+
+def test_agreement_is_the_larger_of_the_median_absolute_cosine_and_the_cosine_to_the_others_median() -> None:
+    """Rows x, y, -x, x+y. Median |cos| to the others: x (0, 1, .707) -> .707; y (0, 0, .707) -> 0;
+    -x -> .707; x+y (.707, .707, .707) -> .707. The others' coordinate medians: for x, of y, -x, x+y:
+    (0, 1), |cos| 0; for y, of x, -x, x+y: (1, 0), 0; for -x: (0, 0), 0; for x+y, of x, y, -x: (0, 0), 0."""
+    updates = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [1.0, 1.0]], dtype=F64)
+
+    agreement = agreement_with_others(updates)
+
+    torch.testing.assert_close(agreement, torch.tensor([0.5**0.5, 0.0, 0.5**0.5, 0.5**0.5], dtype=F64))
+
+
+def test_agreement_late_in_training_comes_from_the_others_median_when_single_updates_are_mostly_noise() -> None:
+    # prepare: 9 updates, each a small common part of weight 0.16 plus noise: pairwise cosines of about
+    # 0.025 (3.5 noise sigmas at DIM, below the default 4), but the median of 8 others averages their noise out
+    generator = torch.Generator().manual_seed(11)
+    common = torch.randn(DIM, generator=generator)
+    updates = torch.stack([0.16 * common + torch.randn(DIM, generator=generator) for _ in range(9)])
+    units = updates / updates.norm(dim=1, keepdim=True)
+    pairwise = (units @ units.T).abs()[~torch.eye(9, dtype=torch.bool)].reshape(9, 8).median(dim=1).values
+
+    # execute
+    result = screen(updates, everyone(9), losses_of(9))
+
+    # assert
+    assert (pairwise * DIM**0.5 < 4).all()
+    assert result.accepted.all()
+
+
 def test_three_sybil_copies_of_a_poisoned_update_among_ten_are_all_rejected() -> None:
     # prepare: 7 honest clients and 3 identical copies of one sign-flipped update (norm like the honest ones)
     honest = honest_updates(7)
@@ -104,7 +211,11 @@ def test_three_sybil_copies_of_a_poisoned_update_among_ten_are_all_rejected() ->
     result = screen(updates, everyone(10), losses_of(10))
 
     # assert: the copies cannot drag the median, which 7 honest updates hold
-    assert result.rejected() == {7: ScreeningReason.DIRECTION, 8: ScreeningReason.DIRECTION, 9: ScreeningReason.DIRECTION}
+    assert result.rejected() == {
+        7: ScreeningReason.DIRECTION,
+        8: ScreeningReason.DIRECTION,
+        9: ScreeningReason.DIRECTION,
+    }
     assert result.accepted[:7].all()
 
 
@@ -135,7 +246,10 @@ def test_with_fewer_than_three_updates_only_the_absolute_checks_apply() -> None:
 
     # assert: the median of two is no robust statistic: the scaled update and its loss pass
     assert result.reasons == (
-        ScreeningReason.ACCEPTED, ScreeningReason.ACCEPTED, ScreeningReason.NON_FINITE, ScreeningReason.ABSENT
+        ScreeningReason.ACCEPTED,
+        ScreeningReason.ACCEPTED,
+        ScreeningReason.NON_FINITE,
+        ScreeningReason.ABSENT,
     )
     assert math.isnan(result.median_norm)
 
@@ -220,6 +334,8 @@ def test_the_loss_check_without_losses_says_what_to_pass() -> None:
         {"min_norm_ratio": 0.0},
         {"max_loss_ratio": 0.5},
         {"min_cosine": 1.0},
+        {"min_agreement": 0.0},
+        {"min_agreement": math.inf},
         {"min_updates": 2},
     ],
 )

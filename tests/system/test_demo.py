@@ -33,17 +33,22 @@ def fedchain(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
+def demo_on_chain(anvil: AnvilNode, run_dir: Path, data_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``fedchain demo`` on the session's chain, funded by one test key (as with --rpc-url on any chain)."""
+    env = {**os.environ, PRIVATE_KEY_ENV: "0x" + anvil.dev_account(FUNDER).key.hex()}
+    return fedchain("demo", "--rpc-url", anvil.rpc_url, "--run-dir", str(run_dir), "--data-root", str(data_root),
+                    *args, env=env)
+
+
 @pytest.mark.slow
 def test_demo_runs_a_task_end_to_end_on_an_existing_chain_and_the_audit_passes(
     anvil: AnvilNode, data_root: Path, tmp_path: Path
 ) -> None:
-    # prepare: the session's chain, funded by one test key (as with --rpc-url on any chain)
+    # prepare
     run_dir = tmp_path / "demo"
-    env = {**os.environ, PRIVATE_KEY_ENV: "0x" + anvil.dev_account(FUNDER).key.hex()}
 
-    # execute: the demo, then the audit command on the task it ran, with every check asked for
-    demo = fedchain("demo", "--rpc-url", anvil.rpc_url, "--run-dir", str(run_dir), "--data-root", str(data_root),
-                    *DEMO_ARGS, env=env)
+    # execute: the demo on the session's chain, then the audit command on the task it ran, with every check asked for
+    demo = demo_on_chain(anvil, run_dir, data_root, *DEMO_ARGS)
     audit = fedchain(
         "audit", "--task", "1", "--deployment", str(run_dir / "deployment.json"), "--store", str(run_dir / "store"),
         "--json", "--verify-scores", "--data-root", str(data_root),
@@ -86,6 +91,28 @@ def test_demo_on_a_chain_that_mines_every_2_s_awards_and_trains_every_job_and_th
     assert len(active) == 1
     assert sorted((c["round"], c["client_index"]) for c in report["commits"]) == sorted([(1, 0), (1, 1), (2, active[0])])
     assert report["slashes"] == []
+
+
+@pytest.mark.slow
+def test_the_default_demo_removes_the_free_riders_client_and_pays_noisy_clients_less_than_clean_ones(
+    anvil: AnvilNode, data_root: Path, tmp_path: Path
+) -> None:
+    # prepare: the default cast (5 clients of 500-1500 samples, the odd ones with 50% noisy labels; fog 0 a free
+    # rider serving the smallest), on the session's chain; the scores' re-run is the other tests' job
+    run_dir = tmp_path / "demo"
+
+    # execute
+    demo = demo_on_chain(anvil, run_dir, data_root, "--no-verify-scores")
+
+    # assert: the incentive the demo is there to show (issue 20, item 6)
+    assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
+    report = json.loads((run_dir / "audit.json").read_text())
+    paid = {c["data_size"]: int(c["earned"]) + int(c["bonus"] or 0) for c in report["clients"]}
+    removed = {c["data_size"]: c["removed_round"] for c in report["clients"]}
+    assert removed == {500: 1, 750: None, 1000: None, 1250: None, 1500: None}  # 500: the free rider's client
+    assert paid[500] == 0
+    noisy, clean = (paid[750], paid[1250]), (paid[1000], paid[1500])
+    assert max(noisy) < min(clean)  # the noisy client of 1250 samples earns less than the clean one of 1000
 
 
 def processes_mentioning(text: str) -> list[str]:

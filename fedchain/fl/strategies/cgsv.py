@@ -41,6 +41,7 @@ class CGSV(Strategy[CGSVState]):
     """
 
     name = "cgsv"
+    normalises_updates = True
     state_type = CGSVState
 
     #: Normalised update length tau; None aggregates the raw updates.
@@ -49,6 +50,7 @@ class CGSV(Strategy[CGSVState]):
     gamma0: float = 0.5
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not 0.0 <= self.gamma0 <= 1.0:
             raise ConfigError(f"cgsv gamma0 must be in [0, 1], got {self.gamma0}", hint="e.g. gamma0: 0.5")
         if self.tau is not None and self.tau <= 0:

@@ -4,7 +4,8 @@ rewards decoupled from training, quotas calibrated to the accuracy they buy.
 Round t, with ``theta_0`` the global model of round 1 and ``theta_t`` this round's:
 
 1. Aggregation: FedAvg, ``u_G = sum_i |D_i|/sum|D| Delta_i`` over the finite updates;
-   ``theta_{t+1} = theta_t + u_G``. The global model is FedAvg's, whatever the rewards.
+   ``theta_{t+1} = theta_t + u_G``. The global model is FedAvg's, whatever the rewards
+   (or the task's robust rule in place of the mean, :attr:`Strategy.aggregation`).
 2. Ranking: this round's signal of every eligible client (finite, non-zero update),
    rescaled to [0, 1] over them (0 for the others): ``neg_log_kl``, ``-log KL_i`` of
    FedAVE's loss histograms (client i's updated model on its own data vs on the
@@ -41,7 +42,7 @@ from typing import Literal
 import torch
 
 from fedchain.errors import ConfigError
-from fedchain.fl.aggregate import ZERO_NORM, cosine_to, data_shares, row_norms, weighted_sum
+from fedchain.fl.aggregate import ZERO_NORM, cosine_to, data_shares, row_norms
 from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON
 from fedchain.fl.fairness import accuracy_targets, calibrated_quotas, rescale_unit
 from fedchain.fl.rewards import sparsify_fractions
@@ -93,6 +94,7 @@ class Fair(Strategy[FairState]):
     layer_sizes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         problems = []
         if self.signal not in ("neg_log_kl", "cosine", "combined"):
             problems.append(f"signal={self.signal!r} must be neg_log_kl, cosine or combined")
@@ -132,7 +134,7 @@ class Fair(Strategy[FairState]):
         check_state_size(self.name, state.signal_sum, inputs.n_clients)
         initial = inputs.global_params.clone() if state.initial is None else state.initial.to(inputs.global_params)
         weights = data_shares(inputs.data_sizes, inputs.finite)
-        global_update = weighted_sum(inputs.updates, weights)
+        global_update = self.aggregation.combine(inputs.updates, weights)
         new_global = inputs.global_params + global_update
         eligible = inputs.finite & (row_norms(inputs.updates) > ZERO_NORM)
         signal = self.round_signal(inputs, global_update, eligible)

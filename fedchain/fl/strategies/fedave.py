@@ -138,6 +138,7 @@ class FedAVE(Strategy[FedAVEState]):
     """
 
     name = "fedave"
+    normalises_updates = True
     state_type = FedAVEState
     needs_local_losses = True
 
@@ -163,6 +164,7 @@ class FedAVE(Strategy[FedAVEState]):
     quota_fractions: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         problems = []
         if not self.tau > 0:
             problems.append(f"tau={self.tau} must be positive")

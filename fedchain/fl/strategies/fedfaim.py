@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import torch
 
 from fedchain.errors import ConfigError
-from fedchain.fl.aggregate import cosine_to, row_norms, weighted_sum
+from fedchain.fl.aggregate import cosine_to, row_norms
 from fedchain.fl.rewards import select_by_agreement
 from fedchain.fl.strategy import (
     Evaluation,
@@ -130,6 +130,7 @@ class FedFAIM(Strategy[FedFAIMState]):
     significance: float = 0.0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not 0.0 <= self.reputation_floor <= 1.0:
             raise ConfigError(
                 f"fedfaim reputation_floor={self.reputation_floor} must be in [0, 1]", hint="e.g. reputation_floor: 0.001"
@@ -189,7 +190,7 @@ class FedFAIM(Strategy[FedFAIMState]):
         passed = inputs.finite & torch.isfinite(deltas) & (deltas >= self.delta - self.significance * errors)
         logits = torch.where(passed, self.gamma * deltas, torch.full_like(deltas, -math.inf))
         weights = torch.softmax(logits, dim=0) if passed.any() else torch.zeros_like(deltas)
-        global_update = weighted_sum(inputs.updates, weights)
+        global_update = self.aggregation.combine(inputs.updates, weights)
         contribution = torch.where(
             passed, row_norms(inputs.updates) * cosine_to(inputs.updates, global_update), torch.zeros_like(deltas)
         )

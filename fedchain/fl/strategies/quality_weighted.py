@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fedchain.fl.aggregate import normalise_weights, weighted_sum
+from fedchain.fl.aggregate import normalise_weights
 from fedchain.fl.quality import loss_ratio
 from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState
 
@@ -36,7 +36,7 @@ class QualityWeighted(Strategy[StrategyState]):
         quality = loss_ratio(losses, accepted)
         weights = normalise_weights(quality * inputs.data_sizes)
         return RoundResult(
-            global_params=inputs.global_params + weighted_sum(inputs.updates, weights),
+            global_params=inputs.global_params + self.aggregation.combine(inputs.updates, weights),
             contribution=quality,
             rewards=None,
             accepted=accepted,
