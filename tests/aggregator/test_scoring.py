@@ -24,6 +24,7 @@ from fedchain.fl.quality import to_wad
 from fedchain.fl.registry import get_strategy
 from fedchain.fl.screening import NO_SCREENING, ScreeningConfig, ScreeningReason
 from fedchain.fl.strategies.cgsv import CGSVState
+from fedchain.fl.strategies.fair import FairState
 from fedchain.fl.strategy import StrategyState
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_validation
 from fedchain.trainer.evaluation import predict
@@ -218,6 +219,7 @@ def test_a_fair_round_of_the_running_system_keeps_fedavgs_model_and_a_state_that
     torch.testing.assert_close(outcome.global_params, g + 0.25 * u0 + 0.75 * u1)
     assert quality_source("fair") == "contribution" and all(m.accepted for m in outcome.measurements)
     assert loaded is not None and torch.equal(present(loaded.initial), g)
+    assert isinstance(outcome.state, FairState)
     assert torch.equal(present(loaded.signal_sum), present(outcome.state.signal_sum))
 
 
