@@ -13,6 +13,7 @@ from fedchain.agent.session import SESSION_OPTIONS, session_from_options, sessio
 from fedchain.client.cli import merge_flags
 from fedchain.config import load_yaml
 from fedchain.trainer.config import ENGINES
+from fog.config import ATTACK_MODES
 
 #: Flags that set fields of the nested cost model (``cost:`` in the YAML file): flag -> field.
 COST_FLAGS = {name: name for name in ("frequency", "alpha", "cycles_per_sample", "margin")}
@@ -52,6 +53,12 @@ def fog() -> None:
 @click.option("--never-reveal", is_flag=True, default=None, help="Fault: commit bids but never reveal them.")
 @click.option("--stop-after-round", type=int, help="Fault: stop after committing this round.")
 @click.option("--lazy", type=click.Choice(["zero", "random"]), help="Fault: free rider, commit zero or noise updates without training.")
+@click.option(
+    "--attack", type=click.Choice(ATTACK_MODES),
+    help="Fault: train, then flip the updates' sign, replace them by noise of their norm, scale them, "
+    "or send all its jobs one Sybil update (minus their mean).",
+)
+@click.option("--attack-scale", type=float, help="Factor of --attack scale and sybil.  [default: 10]")
 @click.option("--engine", type=click.Choice(ENGINES), help="Trainer engine.  [default: auto]")
 @click.option("--device", help="Training device (cpu, cuda). Default: CUDA when present.")
 @click.option("--threads", type=int, help="Torch threads while training.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +16,9 @@ from fog.bidding import CostModel
 
 #: What a lazy (free-riding) fog node commits instead of training: an all-zero update, or noise.
 LazyMode = Literal["zero", "random"]
+#: What an attacking fog node does to the updates it trained (:data:`fedchain.data.faults.UPDATE_ATTACKS`).
+AttackMode = Literal["sign-flip", "noise", "scale", "sybil"]
+ATTACK_MODES: tuple[str, ...] = typing.get_args(AttackMode)
 
 
 @dataclass(frozen=True)
@@ -31,12 +36,17 @@ class FogConfig:
         stop_after_round: commit rounds up to this one, then stop (a fault: the node leaves mid-task).
         lazy: commit an update without training (``zero``: all zeros; ``random``: Gaussian noise), a free rider.
         lazy_std: standard deviation of the ``random`` lazy update.
+        attack: train, then attack the updates before committing them (a fault for robustness tests):
+            ``sign-flip``, ``noise`` of each update's own norm, ``scale`` by ``attack_scale``, or
+            ``sybil``: every job it won in a round gets one update, ``-attack_scale`` times their mean
+            (its clients act as colluding Sybils). See :func:`fedchain.data.faults.attack_updates`.
+        attack_scale: the factor of the ``scale`` and ``sybil`` attacks.
         engine: the trainer's engine (``auto``: clients stacked into one model on CUDA, worker processes on a multi-core CPU).
         device: where to train (None: CUDA when present, else the CPU).
         threads: torch threads while training (None: torch's default).
         poll_interval_s: seconds between polls of the chain when nothing happens.
         confirmations: blocks on top of a block before its events are acted on (0 on a local chain).
-        seed: seed of the lazy mode's noise.
+        seed: seed of the lazy mode's and the noise attack's noise.
     """
 
     name: str = "fog"
@@ -49,6 +59,8 @@ class FogConfig:
     stop_after_round: int | None = None
     lazy: LazyMode | None = None
     lazy_std: float = 0.01
+    attack: AttackMode | None = None
+    attack_scale: float = 10.0
     engine: Engine = "auto"
     device: str | None = None
     threads: int | None = None
@@ -67,6 +79,15 @@ class FogConfig:
             raise ConfigError(f"unknown engine {self.engine!r}", hint=f"use one of: {', '.join(ENGINES)}")
         if self.lazy_std < 0:
             raise ConfigError(f"lazy_std must be >= 0, got {self.lazy_std}")
+        if self.attack is not None and self.attack not in ATTACK_MODES:
+            raise ConfigError(f"unknown attack {self.attack!r}", hint=f"use one of: {', '.join(ATTACK_MODES)}")
+        if self.attack is not None and self.lazy is not None:
+            raise ConfigError(
+                "a fog node is either lazy (commits without training) or an attacker (trains, then attacks), not both",
+                hint="drop --lazy or --attack",
+            )
+        if not (self.attack_scale > 0 and math.isfinite(self.attack_scale)):
+            raise ConfigError(f"attack_scale must be a positive finite number, got {self.attack_scale}")
         from fedchain.trainer.device import resolve_device  # torch: loaded to run, not for --help
 
         resolve_device(self.device)  # a device this machine lacks is refused before the node bids for anything

@@ -592,6 +592,12 @@ class FogNode:
             self.log.info(
                 "trained", jobs=len(jobs), round=jobs[0].round, engine=result.engine, seconds=round(result.seconds, 2),
             )
+            if self.config.attack is not None:
+                from fedchain.data.faults import attack_updates
+
+                generator = torch.Generator().manual_seed(self.config.seed + train_config.seed)
+                deltas = attack_updates(deltas, self.config.attack, scale=self.config.attack_scale, generator=generator)
+                self.log.info("attack: committing corrupted updates", jobs=len(jobs), attack=self.config.attack)
         return [
             (unflatten(row, trainer.spec), self._local_losses(trainer, item, start + row))
             for item, start, row in zip(jobs, starts, deltas, strict=True)

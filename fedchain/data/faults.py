@@ -115,3 +115,34 @@ def sybil_update(honest: torch.Tensor, factor: float) -> torch.Tensor:
     if not (factor > 0 and math.isfinite(factor)):
         raise ConfigError(f"the Sybil factor must be a positive finite number, got {factor}", hint="1 gives an honest-sized update")
     return honest.mean(dim=0) * -factor
+
+
+#: What an attacking fog node does to the updates it trained (``fog run --attack``).
+UPDATE_ATTACKS = ("sign-flip", "noise", "scale", "sybil")
+
+
+def attack_updates(updates: torch.Tensor, attack: str, *, scale: float, generator: torch.Generator) -> torch.Tensor:
+    """The updates ``[k, d]`` one party trained honestly, after ``attack`` (:data:`UPDATE_ATTACKS`).
+
+    The same faults as ``simulate``'s, for a fog node that trains its k jobs and then
+    attacks: ``sign-flip`` (:func:`flip_sign`), ``noise`` of each update's own norm
+    (:func:`noise_of_norm`), ``scale`` by ``scale`` (:func:`scale_update`), and ``sybil``:
+    its k jobs' clients as colluding Sybils, all sent one update, ``-scale`` times the
+    mean of the honest ones (:func:`sybil_update`).
+    """
+    if attack not in UPDATE_ATTACKS:
+        raise ConfigError(f"unknown update attack {attack!r}", hint=f"use one of {', '.join(UPDATE_ATTACKS)}")
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ConfigError(f"the attack's scale must be a positive finite number, got {scale}")
+    if attack == "sybil":
+        return sybil_update(updates, scale).expand_as(updates).clone()
+    rows = []
+    for update in updates:
+        if attack == "sign-flip":
+            rows.append(flip_sign(update))
+        elif attack == "noise":
+            rows.append(noise_of_norm(update, generator=generator))
+        else:
+            rows.append(scale_update(update, scale))
+    return torch.stack(rows) if rows else updates.clone()
+

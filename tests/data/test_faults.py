@@ -19,6 +19,7 @@ from fedchain.data import (
     scale_update,
     sybil_update,
 )
+from fedchain.data.faults import attack_updates
 from fedchain.data.privacy import Mechanism
 from fedchain.errors import ConfigError
 
@@ -135,3 +136,24 @@ def test_privacy_noise_is_added_on_the_0_1_scale_of_normalised_images() -> None:
 
     assert torch.allclose(noisy.images * 0.3081 + 0.1307, pixels, atol=1e-5)
     assert math.isclose(noise_scale(1e9), 1e-9)
+
+
+def test_an_attacking_fog_node_corrupts_the_updates_it_trained_as_simulate_does() -> None:
+    honest = torch.tensor([[1.0, 2.0, 2.0], [3.0, 0.0, 4.0]])
+
+    def attack(name: str, scale: float = 10.0) -> torch.Tensor:
+        return attack_updates(honest, name, scale=scale, generator=torch.Generator().manual_seed(0))
+
+    torch.testing.assert_close(attack("sign-flip"), -honest)
+    torch.testing.assert_close(attack("scale", 3.0), 3.0 * honest)
+    torch.testing.assert_close(attack("sybil", 1.0), torch.tensor([[-2.0, -1.0, -3.0]] * 2))
+    noise = attack("noise")
+    torch.testing.assert_close(noise.norm(dim=1), honest.norm(dim=1))
+    assert not torch.allclose(noise, honest) and torch.equal(noise, attack("noise"))  # reproducible by its seed
+    assert torch.equal(honest, torch.tensor([[1.0, 2.0, 2.0], [3.0, 0.0, 4.0]]))  # the honest updates are left alone
+
+
+@pytest.mark.parametrize(("attack", "scale", "refusal"), [("boost", 2.0, "unknown update attack"), ("scale", 0.0, "positive")])
+def test_an_unknown_attack_or_a_scale_that_is_no_factor_is_refused(attack: str, scale: float, refusal: str) -> None:
+    with pytest.raises(ConfigError, match=refusal):
+        attack_updates(torch.ones(2, 3), attack, scale=scale, generator=torch.Generator())

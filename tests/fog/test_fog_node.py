@@ -18,6 +18,7 @@ from fedchain.chain.bindings import JobStatus
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import bid_commitment
 from fedchain.client.handoff import ExpectedJobData, fetch_job_data
+from fedchain.errors import ConfigError
 from fedchain.fl.params import flatten
 from fedchain.publisher import start_task
 from fedchain.store.digest import parse_digest
@@ -165,6 +166,31 @@ def test_lazy_fog_commits_an_all_zero_update_without_training(world: World, agen
     update = fetch_update(session.store, job.update_hash, spec.param_spec(), spec.max_payload_bytes())
     assert job.paid_up_to == 1
     assert all(not tensor.any() for tensor in update.params.values())
+
+
+def test_an_attacking_fog_trains_its_jobs_then_sends_them_one_sybil_update(world: World, agents: Agents) -> None:
+    # prepare: two clients whose jobs one fog node wins; it trains both, then sends minus their mean for both
+    task_id = world.create()
+    fog = agents.fog(0, task_id, attack="sybil", attack_scale=1.0)
+
+    award(world, (agents.client(0, task_id), agents.client(1, task_id)), (fog,))
+
+    # assert: both rounds committed, with one identical non-zero update
+    session = world.publisher
+    spec = load_spec(session.store, session.contracts.task_registry.params(task_id).dataset_id)
+    jobs = [session.contracts.fog_auction.job(task_id, index) for index in (0, 1)]
+    updates = [
+        flatten(fetch_update(session.store, job.update_hash, spec.param_spec(), spec.max_payload_bytes()).params,
+                spec.param_spec())[0]
+        for job in jobs
+    ]
+    assert [job.paid_up_to for job in jobs] == [1, 1]
+    assert torch.equal(updates[0], updates[1]) and updates[0].abs().sum() > 0
+
+
+def test_a_fog_node_is_lazy_or_an_attacker_not_both(agents: Agents, world: World) -> None:
+    with pytest.raises(ConfigError, match="either lazy"):
+        agents.fog(0, world.create(), lazy="zero", attack="noise")
 
 
 def test_fog_stops_after_the_round_it_was_told_to_stop_after(world: World, agents: Agents) -> None:
