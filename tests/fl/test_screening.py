@@ -61,7 +61,7 @@ def test_a_scaled_update_is_rejected_for_its_norm(factor: float) -> None:
     result = screen(with_attacker(factor * honest[0], honest), everyone(HONEST + 1), losses_of(HONEST + 1))
 
     assert result.rejected() == {HONEST: ScreeningReason.NORM_TOO_LARGE}
-    assert result.norms[HONEST] / result.median_norm > 4
+    assert result.norms[HONEST] / result.median_norm > ScreeningConfig().max_norm_ratio  # type: ignore[operator]
 
 
 def test_a_sign_flipped_update_is_rejected_for_its_direction() -> None:
@@ -220,13 +220,14 @@ def test_three_sybil_copies_of_a_poisoned_update_among_ten_are_all_rejected() ->
 
 
 def test_a_model_with_a_high_validation_loss_is_rejected_by_the_loss_check() -> None:
+    # client 4: an honest model on skewed data (measured up to 26x the median); client 5: a garbage model
     updates = honest_updates(6)
-    losses = torch.tensor([1.0, 1.1, 0.9, 1.2, 1.0, 5.5], dtype=F64)
+    losses = torch.tensor([1.0, 1.1, 0.9, 1.2, 26.0, 150.0], dtype=F64)
 
     result = screen(updates, everyone(6), losses)
 
     assert result.rejected() == {5: ScreeningReason.LOSS_TOO_HIGH}
-    assert result.median_loss == pytest.approx(1.05)
+    assert result.median_loss == pytest.approx(1.15)
 
 
 def test_a_model_whose_loss_is_not_finite_is_rejected_even_in_a_small_round() -> None:
