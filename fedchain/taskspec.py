@@ -112,6 +112,12 @@ def _param_spec_of(model: ModelSpec) -> ParamSpec:
     return ParamSpec.of(model.build().state_dict())
 
 
+#: Top-level fields a spec gained after specs were first stored, with the value a spec without them means
+#: (the aggregation rule: the plain mean; the start of training: the global model). At that value a field
+#: stays out of the spec's bytes, so an older spec read and written again keeps its datasetId.
+_FIELDS_ADDED_LATER: dict[str, object] = {"aggregation": MEAN, "train_from": "global"}
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """Everything the agents of one task share off chain (see the module docstring).
@@ -221,12 +227,11 @@ class TaskSpec:
         # Settings added later, at the value an older spec without them means, stay out: its bytes, and datasetId, stay.
         screening = dataclasses.asdict(self.screening)
         data["screening"] = {k: v for k, v in screening.items() if k not in ADDED_LATER or v != ADDED_LATER[k]}
-        if self.aggregation == MEAN:  # a spec from before the setting had none: its bytes, and its datasetId, stay
-            del data["aggregation"]
-        else:
+        for name, before in _FIELDS_ADDED_LATER.items():
+            if data[name] == before:
+                del data[name]
+        if "aggregation" in data:
             data["aggregation"] = dataclasses.asdict(self.aggregation)
-        if self.train_from == "global":  # likewise: specs from before rewards in kind trained from the global model
-            del data["train_from"]
         return {"format": FORMAT, **data}
 
     def to_bytes(self) -> bytes:
