@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from fedchain.chain.merkle import RewardTree
+from fedchain.chain.merkle import RewardTree, find_reward
 from fedchain.errors import (
     BlobCorrupted,
     BlobNotFound,
@@ -104,9 +104,9 @@ class RewardList:
 
     def reward_hash(self, client_index: int) -> bytes:
         """Client ``client_index``'s reward hash; a :class:`RewardMissing` when it has none this round."""
-        for index, digest in self.rewards:
-            if index == client_index:
-                return digest
+        digest = find_reward(self.rewards, client_index)
+        if digest is not None:
+            return digest
         raise RewardMissing(
             f"client {client_index} has no reward in round {self.round} of task {self.task_id}",
             hint="a client removed from the task before the round gets no reward",

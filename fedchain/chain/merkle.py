@@ -45,6 +45,11 @@ def leaf_hash(index: int, reward_hash: bytes | str) -> bytes:
     return keccak256(keccak256(encoded))
 
 
+def find_reward(rewards: Sequence[tuple[int, bytes]], index: int) -> bytes | None:
+    """Client ``index``'s reward hash among ``rewards`` (client index, hash) pairs; None when it has none."""
+    return next((digest for client, digest in rewards if client == index), None)
+
+
 def hash_pair(a: bytes, b: bytes) -> bytes:
     """A parent node: keccak256 of the two children in ascending order (OpenZeppelin's commutative hash)."""
     return keccak256(a + b if a < b else b + a)
@@ -99,9 +104,9 @@ class RewardTree:
 
     def reward_hash(self, index: int) -> bytes:
         """Client ``index``'s reward hash; a :class:`MerkleError` when it has no reward in this tree."""
-        for client, digest in self.rewards:
-            if client == index:
-                return digest
+        digest = find_reward(self.rewards, index)
+        if digest is not None:
+            return digest
         raise MerkleError(
             f"client {index} has no reward in this round",
             hint="a client removed from the task, or one that joined no round, gets no reward",
@@ -119,4 +124,4 @@ class RewardTree:
         return tuple(proof)
 
 
-__all__ = ["ZERO_ROOT", "RewardTree", "hash_pair", "leaf_hash", "process_proof", "verify"]
+__all__ = ["ZERO_ROOT", "RewardTree", "find_reward", "hash_pair", "leaf_hash", "process_proof", "verify"]
