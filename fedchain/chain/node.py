@@ -43,7 +43,10 @@ DEFAULT_CHAIN_ID = 31337
 #: Seconds an HTTP JSON-RPC request may take before the node counts as unreachable.
 RPC_TIMEOUT_S = 60.0
 #: Seconds a first contact with a node is retried before it counts as unreachable (a flaky endpoint vs a wrong URL).
-FIRST_CONTACT_RETRY_S = 3.0
+#: 3 s was too short: an endpoint that stalls one request in five for 2 s could spend it on one stall and one
+#: more fault, and an agent started through it died (seen once in the flaky-RPC system test); 10 s leaves
+#: room for several attempts while a wrong URL is still reported within seconds.
+FIRST_CONTACT_RETRY_S = 10.0
 
 
 class NodeError(ChainError):
