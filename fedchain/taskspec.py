@@ -117,6 +117,11 @@ def _param_spec_of(model: ModelSpec) -> ParamSpec:
 #: stays out of the spec's bytes, so an older spec read and written again keeps its datasetId.
 _FIELDS_ADDED_LATER: dict[str, object] = {"aggregation": MEAN, "train_from": "global"}
 
+#: Strategy options whose default changed after specs were first stored, with the value a spec without the
+#: option meant: fedfaim's quality check was the seed's plain comparison (significance 0) until 2026-11-25.
+#: A spec built today states today's default in its bytes; an older spec read back keeps its meaning and bytes.
+_OPTIONS_CHANGED_LATER: dict[str, dict[str, Any]] = {"fedfaim": {"significance": 0.0}}
+
 
 @dataclass(frozen=True)
 class TaskSpec:
@@ -181,6 +186,9 @@ class TaskSpec:
         if isinstance(self.aggregation, Mapping):  # TaskSpec(aggregation={"rule": "median"}) from Python
             object.__setattr__(self, "aggregation", AggregationConfig(**self.aggregation))
         options = json.loads(json.dumps(dict(self.strategy_options), sort_keys=True))  # JSON values only
+        for name in _OPTIONS_CHANGED_LATER.get(self.strategy, {}):
+            if name not in options:  # today's default, stated, so that the bytes tell it from the old one
+                options[name] = getattr(self.strategy_named(self.strategy, {}), name)
         object.__setattr__(self, "strategy_options", MappingProxyType(options))
         self.strategy_instance()  # an unknown strategy or option fails here, before a task escrows its budget
         self.train_config(0)  # validates lr, momentum, batch_size, local_epochs
@@ -222,7 +230,8 @@ class TaskSpec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as plain JSON values (with the format tag)."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        data["strategy_options"] = dict(self.strategy_options)
+        meant = _OPTIONS_CHANGED_LATER.get(self.strategy, {})
+        data["strategy_options"] = {k: v for k, v in self.strategy_options.items() if k not in meant or v != meant[k]}
         data["validation"] = dataclasses.asdict(self.validation)
         # Settings added later, at the value an older spec without them means, stay out: its bytes, and datasetId, stay.
         screening = dataclasses.asdict(self.screening)
@@ -251,6 +260,9 @@ class TaskSpec:
             raise TaskSpecError(f"the task spec is not in the {FORMAT} format")
         if isinstance(fields.get("screening"), dict):  # a setting it lacks is one its aggregator did not have
             fields["screening"] = {**ADDED_LATER, **fields["screening"]}
+        if isinstance(fields.get("strategy_options"), dict):  # an option it lacks had the default of its day
+            meant = _OPTIONS_CHANGED_LATER.get(str(fields.get("strategy")), {})
+            fields["strategy_options"] = {**meant, **fields["strategy_options"]}
         try:
             return from_mapping(cls, fields)
         except ConfigError as err:

@@ -9,7 +9,7 @@ import torch
 
 from fedchain.errors import ConfigError
 from fedchain.fl import Evaluation, Validation, get_strategy
-from fedchain.fl.strategies.fedfaim import gompertz_quality
+from fedchain.fl.strategies.fedfaim import FedFAIM, gompertz_quality
 from fedchain.fl.strategy import RoundInputs
 from tests.support import present
 
@@ -23,6 +23,13 @@ def squared_distance(params: torch.Tensor) -> Evaluation:
 
 
 VALIDATION = Validation(evaluate=squared_distance)
+
+
+def seed_fedfaim(**options: object) -> FedFAIM:
+    """FedFAIM with the seed's plain quality check (significance 0), the one these hand computations work."""
+    strategy = get_strategy("fedfaim", significance=0.0, **options)
+    assert isinstance(strategy, FedFAIM)
+    return strategy
 
 
 def _inputs(updates: torch.Tensor) -> RoundInputs:
@@ -48,7 +55,7 @@ def test_fedfaim_round_matches_hand_computed_values() -> None:
     """
     updates = torch.tensor([[1.0, 1.0], [1.0, 0.0], [-1.0, -1.0]])
 
-    strategy = get_strategy("fedfaim", delta=0.0, gamma=1.0, renormalise_leave_one_out=True)
+    strategy = seed_fedfaim(delta=0.0, gamma=1.0, renormalise_leave_one_out=True)
 
     result = strategy.round(torch.zeros(2), updates, [5, 5, 5], None, VALIDATION)
 
@@ -75,8 +82,8 @@ def test_a_small_helpful_update_passes_unless_the_leave_one_out_model_is_renorma
     """
     updates = torch.tensor([[1.0, 1.0], [0.1, 0.1]])
 
-    default = get_strategy("fedfaim")
-    renormalised = get_strategy("fedfaim", renormalise_leave_one_out=True)
+    default = seed_fedfaim()
+    renormalised = seed_fedfaim(renormalise_leave_one_out=True)
 
     result = default.round(torch.zeros(2), updates, [5, 5], None, VALIDATION)
 
@@ -139,7 +146,7 @@ def test_gompertz_quality_matches_the_seed_constants() -> None:
 def test_fedfaim_zero_update_gets_no_reward() -> None:
     """A free rider's zero update has ||u|| = 0, so phi = 0, z = 0, r = floor = 1e-3 and num = floor(2e-3) = 0."""
     updates = torch.tensor([[1.0, 1.0], [0.5, 1.0], [0.0, 0.0]])
-    strategy = get_strategy("fedfaim", delta=-10.0)
+    strategy = seed_fedfaim(delta=-10.0)
 
     result = strategy.round(torch.zeros(2), updates, [1, 1, 1], None, VALIDATION)
 
@@ -152,7 +159,7 @@ def test_fedfaim_zero_update_gets_no_reward() -> None:
 def test_fedfaim_nan_update_fails_the_quality_check() -> None:
     updates = torch.tensor([[1.0, 1.0], [float("nan"), 1.0]])
 
-    result = get_strategy("fedfaim").round(torch.zeros(2), updates, [1, 1], None, VALIDATION)
+    result = seed_fedfaim().round(torch.zeros(2), updates, [1, 1], None, VALIDATION)
 
     assert result.accepted.tolist() == [True, False]
     torch.testing.assert_close(result.global_params, torch.tensor([1.0, 1.0]))
@@ -161,13 +168,13 @@ def test_fedfaim_nan_update_fails_the_quality_check() -> None:
 
 def test_fedfaim_without_an_evaluator_says_what_to_pass() -> None:
     with pytest.raises(ConfigError, match="validation evaluator"):
-        get_strategy("fedfaim").round(torch.zeros(2), torch.ones(2, 2), [1, 1])
+        seed_fedfaim().round(torch.zeros(2), torch.ones(2, 2), [1, 1])
 
 
 def test_fedfaim_reputation_accumulates_over_rounds() -> None:
     """Two rounds of the same updates double the cumulative contribution and the pass counts."""
     updates = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
-    strategy = get_strategy("fedfaim", delta=-10.0)
+    strategy = seed_fedfaim(delta=-10.0)
     first = strategy.round(torch.zeros(2), updates, [1, 1], None, VALIDATION)
 
     second = strategy.round(torch.zeros(2), updates, [1, 1], first.state, VALIDATION)
@@ -185,7 +192,7 @@ def test_fedfaim_batched_evaluation_gives_the_same_round_in_one_call() -> None:
         batches.append(models.shape[0])
         return [squared_distance(model) for model in models]
 
-    strategy = get_strategy("fedfaim", gamma=1.0)
+    strategy = seed_fedfaim(gamma=1.0)
     one_by_one = strategy.round(torch.zeros(2), updates, [5, 5, 5], None, VALIDATION)
 
     batched = strategy.round(torch.zeros(2), updates, [5, 5, 5], None, Validation(evaluate_many=evaluate_many))
@@ -208,11 +215,11 @@ def test_fedfaim_reputation_floor_keeps_a_failing_client_rewarded() -> None:
     updates = torch.stack([torch.ones(d), -torch.ones(d)])
     validation = Validation(evaluate=loss)
 
-    floored = get_strategy("fedfaim").round(torch.zeros(d), updates, [1, 1], None, validation)
-    unclamped = get_strategy("fedfaim", reputation_floor=0.0).round(torch.zeros(d), updates, [1, 1], None, validation)
+    floored = seed_fedfaim().round(torch.zeros(d), updates, [1, 1], None, validation)
+    unclamped = seed_fedfaim(reputation_floor=0.0).round(torch.zeros(d), updates, [1, 1], None, validation)
 
     assert floored.accepted.tolist() == [True, False]
     assert (present(floored.reward_updates)[1] != 0).sum().item() == math.floor(1e-3 / math.exp(-math.exp(-5.5)) * d) == 4
     assert (present(unclamped.reward_updates)[1] != 0).sum().item() == 0
     with pytest.raises(ConfigError, match="reputation_floor"):
-        get_strategy("fedfaim", reputation_floor=1.5)
+        seed_fedfaim(reputation_floor=1.5)
