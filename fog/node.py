@@ -260,7 +260,9 @@ class FogNode:
             job["data_hash"] = to_hex(event.data_hash)
 
     def _on_round_posted(self, event: b.RoundPosted, state: AgentState) -> None:
-        self._task(state, event.task_id)["models"][str(event.round)] = to_hex(event.model_hash)
+        task = self._task(state, event.task_id)
+        task["models"][str(event.round)] = to_hex(event.model_hash)
+        task.setdefault("model_blocks", {})[str(event.round)] = event.block_number  # to forget it on a reorganisation
 
     def _on_rewards_committed(self, event: b.RewardsCommitted, state: AgentState) -> None:
         self._commitments(state, event.task_id).record(event)
@@ -300,6 +302,9 @@ class FogNode:
         for task_key, task in state.data.get("tasks", {}).items():
             task["ended"] = registry.state(int(task_key)).status in ENDED_STATUSES
             self._commitments(state, int(task_key)).forget_after(ancestor)  # seen again if still on the new branch
+            blocks = task.setdefault("model_blocks", {})
+            for round_key in [r for r, block in blocks.items() if block > ancestor]:  # so is a posted model
+                del blocks[round_key], task["models"][round_key]
         self.log.warning("rewound past a reorganisation; jobs read again from the chain", block=ancestor)
 
     # ------------------------------------------------------------------ bidding

@@ -93,16 +93,18 @@ def test_a_reward_commitment_reorganised_away_is_forgotten_and_the_new_branchs_r
     fog.step()
     client.step()
     forgotten = (fog.state.data["tasks"][str(task_id)]["rewards"], client.state.data["commitments"])
+    models_after_reorg = dict(fog.state.data["tasks"][str(task_id)]["models"])
     proven = dict(client.state.data["rewards"])
     second_reward = a_reward(REWARD_SPEC, seed=2)
     second = post_round(world, task_id, 1, {0: second_reward})
     fog.step()
     client.step()
 
-    # assert: the vanished commitment was forgotten with the reward proven against it; both agents then hold only
+    # assert: the vanished commitment and model were forgotten with the reward proven against it; both agents then hold only
     # the new branch's commitment; the fog trained round 2 again, from the new
     # reward; the client proved the new reward and keeps it
-    assert forgotten == ({}, {}) and proven == {}
+    assert forgotten == ({}, {}) and proven == {} and models_after_reorg == {}  # round 1's model went with its block
+    assert list(fog.state.data["tasks"][str(task_id)]["models"]) == ["1"]  # and came back with the new branch's
     assert second is not None and first.rewards != second.rewards
     book = fog.state.data["tasks"][str(task_id)]["rewards"]
     assert [book["1"]["root"]] == [to_hex(second.tree.root)] and client.state.data["commitments"] == book
