@@ -238,9 +238,21 @@ def test_a_spec_written_before_the_agreement_rule_and_aggregation_keeps_its_byte
 
     assert spec.to_bytes() == LEGACY_SPEC_BYTES  # so its datasetId, the store key, is unchanged
     assert spec.screening.min_agreement is None  # its aggregator did not run the rule: the auditor must not either
+    assert spec.screening.reassess_agreement is False
     assert (spec.screening.max_norm_ratio, spec.screening.max_loss_ratio) == (4.0, 5.0)  # its thresholds, not today's
     assert spec.aggregation == MEAN
     assert TaskSpec(dataset="mnist", model="lenet5").screening.min_agreement == ScreeningConfig().min_agreement
+
+
+def test_a_spec_written_before_the_agreement_rules_second_look_keeps_its_bytes_and_its_single_look() -> None:
+    today = TaskSpec(dataset="mnist", model="lenet5").to_bytes()
+    assert b'"min_agreement":3.0,' in today and b',"reassess_agreement":true' in today
+    before = today.replace(b'"min_agreement":3.0,', b'"min_agreement":4.0,').replace(b',"reassess_agreement":true', b"")
+
+    spec = TaskSpec.from_bytes(before)
+
+    assert spec.to_bytes() == before
+    assert (spec.screening.min_agreement, spec.screening.reassess_agreement) == (4.0, False)
 
 
 def test_the_task_spec_carries_its_aggregation_rule_to_every_strategy_it_builds() -> None:

@@ -12,6 +12,7 @@ from fedchain.fl.screening import (
     NO_SCREENING,
     ScreeningConfig,
     ScreeningReason,
+    agreement_against,
     agreement_with_others,
     screen,
     screened_updates,
@@ -141,6 +142,26 @@ def test_honest_updates_that_barely_agree_still_pass_and_noise_among_them_does_n
     assert (result.agreement[:8] > ScreeningConfig().min_agreement).all()  # type: ignore[operator]
 
 
+@pytest.mark.parametrize("reassess", [False, True])
+def test_an_honest_update_that_noise_among_the_others_drags_below_the_rule_is_kept_when_measured_again(
+    reassess: bool,
+) -> None:
+    # prepare: 7 skewed honest clients (pairwise cosine about 0.02) and 3 noise attackers; against all nine
+    # others, honest client 5 agrees 3.8 noise sigmas, against the six other honest ones 5.6
+    honest = skewed_updates(7, shared=0.15)
+    updates = torch.cat([honest, *(noise_like(honest[i], 20 + i)[None] for i in range(3))])
+    config = ScreeningConfig(min_agreement=4.0, reassess_agreement=reassess)
+    assert float(agreement_with_others(updates)[5]) * DIM**0.5 < 4 < float(agreement_with_others(honest)[5]) * DIM**0.5
+
+    # execute
+    result = screen(updates, everyone(10), losses_of(10), config)
+
+    # assert: measured again against the updates that passed, the honest client is kept; noise is not
+    noise = dict.fromkeys((7, 8, 9), ScreeningReason.UNCORRELATED)
+    assert result.rejected() == (noise if reassess else {5: ScreeningReason.UNCORRELATED, **noise})
+    assert (result.agreement[7:] < 3).all()
+
+
 def test_sybils_sending_one_noise_vector_agree_only_with_each_other_and_are_rejected() -> None:
     # prepare: 7 honest clients and 3 copies of one noise vector: each copy has |cos| 1 with two others
     honest = honest_updates(7)
@@ -182,6 +203,19 @@ def test_agreement_is_the_larger_of_the_median_absolute_cosine_and_the_cosine_to
     agreement = agreement_with_others(updates)
 
     torch.testing.assert_close(agreement, torch.tensor([0.5**0.5, 0.0, 0.5**0.5, 0.5**0.5], dtype=F64))
+
+
+def test_the_agreement_of_one_update_against_a_pool_is_its_agreement_with_the_others() -> None:
+    # prepare: 5 honest updates, a noise vector and a copy of the first honest update
+    honest = honest_updates()
+    updates = torch.cat([honest, noise_like(honest[0], 12)[None], honest[:1]]).to(F64)
+
+    # execute
+    everyone_at_once = agreement_with_others(updates)
+    one_at_a_time = [agreement_against(updates[i], updates[torch.arange(7) != i]) for i in range(7)]
+
+    # assert
+    torch.testing.assert_close(torch.tensor(one_at_a_time, dtype=F64), everyone_at_once)
 
 
 def test_agreement_late_in_training_comes_from_the_others_median_when_single_updates_are_mostly_noise() -> None:
