@@ -118,9 +118,10 @@ def _param_spec_of(model: ModelSpec) -> ParamSpec:
 _FIELDS_ADDED_LATER: dict[str, object] = {"aggregation": MEAN, "train_from": "global"}
 
 #: Strategy options whose default changed after specs were first stored, with the value a spec without the
-#: option meant: fedfaim's quality check was the seed's plain comparison (significance 0) until 2026-11-25.
+#: option meant: fedfaim's quality check was the seed's plain comparison (significance 0, a fixed threshold)
+#: until 2026-11-25.
 #: A spec built today states today's default in its bytes; an older spec read back keeps its meaning and bytes.
-_OPTIONS_CHANGED_LATER: dict[str, dict[str, Any]] = {"fedfaim": {"significance": 0.0}}
+_OPTIONS_CHANGED_LATER: dict[str, dict[str, Any]] = {"fedfaim": {"significance": 0.0, "outlier_spread": None}}
 
 
 @dataclass(frozen=True)

@@ -299,6 +299,7 @@ def _as_in_seed(strategy: str, config: ExperimentConfig) -> dict[str, Any]:
     options = dict(config.strategy_options)
     if strategy == "fedfaim":
         options.setdefault("significance", 0.0)
+        options.setdefault("outlier_spread", None)
     return options
 
 

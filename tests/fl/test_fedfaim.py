@@ -26,8 +26,8 @@ VALIDATION = Validation(evaluate=squared_distance)
 
 
 def seed_fedfaim(**options: object) -> FedFAIM:
-    """FedFAIM with the seed's plain quality check (significance 0), the one these hand computations work."""
-    strategy = get_strategy("fedfaim", significance=0.0, **options)
+    """FedFAIM with the seed's plain quality check (no tolerance, a fixed threshold), the one these hand computations work."""
+    strategy = get_strategy("fedfaim", significance=0.0, outlier_spread=None, **options)
     assert isinstance(strategy, FedFAIM)
     return strategy
 
@@ -116,12 +116,14 @@ def test_significance_passes_a_slightly_negative_marginal_loss_within_its_standa
     validation = Validation(evaluate=_two_sample_losses)
     inputs = RoundInputs(torch.zeros(1), updates, torch.ones(2, dtype=F64), torch.ones(2, dtype=torch.bool), validation)
 
-    deltas, errors = get_strategy("fedfaim", significance=1.0).marginal_loss_test(inputs)
+    deltas, errors = get_strategy("fedfaim", significance=1.0, outlier_spread=None).marginal_loss_test(inputs)
 
     torch.testing.assert_close(deltas, torch.tensor([0.8, -0.0525], dtype=F64), atol=1e-6, rtol=0)
     torch.testing.assert_close(errors, torch.tensor([1.0, 0.1], dtype=F64), atol=1e-6, rtol=0)
     accepted = {
-        z: get_strategy("fedfaim", significance=z).round(torch.zeros(1), updates, [1, 1], None, validation).accepted
+        z: get_strategy("fedfaim", significance=z, outlier_spread=None)
+        .round(torch.zeros(1), updates, [1, 1], None, validation)
+        .accepted
         for z in (0.0, 0.5, 1.0)
     }
     assert accepted[0.0].tolist() == [True, False]
@@ -129,11 +131,30 @@ def test_significance_passes_a_slightly_negative_marginal_loss_within_its_standa
     assert accepted[1.0].tolist() == [True, True]
 
 
+def test_a_round_whose_mean_step_overshoots_fails_only_the_client_far_below_the_typical_one() -> None:
+    """u = 2.4, 2.5, 2.6 and 4 times [1, 1], global 0, best model [1, 1]: the mean step (2.875) overshoots, so
+    leaving anyone out lowers the loss and every delta_i is negative: -3.78, -3.91, -4.03 and -5.5 for the
+    largest. The seed's fixed threshold 0 fails all four. The robust bound: median (the lower one) -4.03,
+    absolute deviations 0.25, 0.124, 0, 1.47 with median 0.124, sigma 1.4826 * 0.124 = 0.184, bound
+    -4.03 - 3 * 0.184 = -4.58: only the last fails."""
+    updates = torch.tensor([[2.4, 2.4], [2.5, 2.5], [2.6, 2.6], [4.0, 4.0]])
+    seed, robust = (get_strategy("fedfaim", significance=0.0, outlier_spread=spread) for spread in (None, 3.0))
+
+    deltas, _ = robust.marginal_loss_test(_inputs(updates))
+    fixed, relative = (s.round(torch.zeros(2), updates, [1, 1, 1, 1], None, VALIDATION) for s in (seed, robust))
+
+    assert robust.threshold(deltas) == pytest.approx(-4.03 - 3 * 1.4826 * 0.124, abs=2e-3)
+    assert fixed.accepted.tolist() == [False] * 4
+    assert relative.accepted.tolist() == [True, True, True, False]
+
+
 def test_significance_needs_per_sample_losses_and_a_sensible_value() -> None:
     with pytest.raises(ConfigError, match="per-sample validation losses"):
         get_strategy("fedfaim", significance=2.0).round(torch.zeros(2), torch.ones(2, 2), [1, 1], None, VALIDATION)
     with pytest.raises(ConfigError, match="significance"):
         get_strategy("fedfaim", significance=-1.0)
+    with pytest.raises(ConfigError, match="outlier_spread"):
+        get_strategy("fedfaim", outlier_spread=-1.0)
 
 
 def test_gompertz_quality_matches_the_seed_constants() -> None:

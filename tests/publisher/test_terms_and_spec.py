@@ -210,14 +210,16 @@ def test_a_spec_round_trips_the_model_its_clients_train_from(strategy: str, trai
 
 
 def test_a_fedfaim_spec_states_todays_quality_check_and_an_older_one_keeps_the_plain_check() -> None:
-    """fedfaim's ``significance`` default became 2 after specs were stored: a spec without the option meant 0."""
+    """fedfaim's check changed defaults after specs were stored: a spec without the options meant the seed's check."""
     new = TaskSpec(dataset="mnist", model="lenet5", strategy="fedfaim")
-    older_bytes = new.to_bytes().replace(b'"significance":2.0', b"")
+    stated = b'"strategy_options":{"outlier_spread":3.0,"significance":2.0}'
+    older_bytes = new.to_bytes().replace(stated, b'"strategy_options":{}')
 
-    assert new.strategy_options["significance"] == 2.0 and b'"significance":2.0' in new.to_bytes()
+    assert dict(new.strategy_options) == {"significance": 2.0, "outlier_spread": 3.0} and stated in new.to_bytes()
     assert TaskSpec.from_bytes(new.to_bytes()) == new
     older = TaskSpec.from_bytes(older_bytes)
-    assert older.strategy_options["significance"] == 0.0  # what its aggregator ran: the auditor runs it too
+    # what its aggregator ran, so the auditor runs it too
+    assert dict(older.strategy_options) == {"significance": 0.0, "outlier_spread": None}
     assert older.to_bytes() == older_bytes  # so its datasetId, the store key, is unchanged
-    plain = TaskSpec(dataset="mnist", model="lenet5", strategy="fedfaim", strategy_options={"significance": 0})
-    assert plain.to_bytes() == older_bytes
+    seed = {"significance": 0, "outlier_spread": None}
+    assert TaskSpec(dataset="mnist", model="lenet5", strategy="fedfaim", strategy_options=seed).to_bytes() == older_bytes
