@@ -696,6 +696,9 @@ class RobustnessRun:
     caught_round: int | None
     attackers_removed: int
     honest_removed: int
+    #: Honest clients removed here but not in the same strategy's run without attackers: what the attack
+    #: itself cost the honest (the others the mechanism removes on this data with or without attackers).
+    honest_removed_by_attack: int
     #: The attackers' mean pay on chain as a share of the honest clients' mean pay.
     attacker_pay_share: float
     seconds: float
@@ -729,7 +732,7 @@ def robustness_runs(
     with WorkerPool() as pool:
         for partition in partitions:
             for seed in seeds:
-                clean: dict[str, float] = {}  # each strategy's final accuracy without attackers
+                clean: dict[str, tuple[float, frozenset[int]]] = {}  # per strategy without attackers: accuracy, removed
                 for attack, fraction in settings:
                     split = _Split(base.with_changes(partition=partition, seed=seed, faults=attack_faults(attack, fraction)))
                     setting = NO_ATTACK if attack == NO_ATTACK else f"{attack}-{fraction:g}"
@@ -737,8 +740,9 @@ def robustness_runs(
                         label, name = f"{partition} seed {seed} {setting} {strategy}", f"{partition}-seed{seed}-{setting}-{strategy}"
                         run_config = split.config.with_changes(strategy=strategy)
                         result = _run_or_read(run_config, split, name, label, pool=pool, output_dir=output_dir, observer=observer)
-                        clean.setdefault(strategy, result.final_accuracy)
-                        run = _robustness_run(result, partition, attack, fraction, clean[strategy], mechanism)
+                        if strategy not in clean:
+                            clean[strategy] = (result.final_accuracy, chain_pay(result, mechanism).removed_of(range(len(result.clients))))
+                        run = _robustness_run(result, partition, attack, fraction, *clean[strategy], mechanism)
                         if attack in attacks:
                             runs.append(run)
                         observer.run_done(label, result)
@@ -746,9 +750,11 @@ def robustness_runs(
 
 
 def _robustness_run(
-    result: ExperimentResult, partition: str, attack: str, fraction: float, clean_accuracy: float, mechanism: MechanismParams
+    result: ExperimentResult, partition: str, attack: str, fraction: float, clean_accuracy: float,
+    clean_removed: frozenset[int], mechanism: MechanismParams,
 ) -> RobustnessRun:
-    """What one finished run says about its attack: accuracy, detection, and the chain's pay and removals."""
+    """What one finished run says about its attack: accuracy, detection, and the chain's pay and removals
+    (against the run without attackers: its final accuracy and the clients the chain removed in it)."""
     bad = attackers(result)
     honest = [c.index for c in result.clients if c.index not in bad]
     found = detection(result, min_quality(mechanism))
@@ -768,6 +774,7 @@ def _robustness_run(
         caught_round=found.caught_round,
         attackers_removed=pay.removed(bad),
         honest_removed=pay.removed(honest),
+        honest_removed_by_attack=len(pay.removed_of(honest) - clean_removed),
         attacker_pay_share=pay.mean_pay(bad) / honest_pay if bad and honest_pay > 0 else math.nan,
         seconds=result.seconds,
     )
@@ -790,6 +797,7 @@ class RobustnessRow:
     caught_round: int | None
     attackers_removed: float
     honest_removed: float
+    honest_removed_by_attack: float
     attacker_pay_share: float
     seeds: int
 
@@ -813,6 +821,7 @@ def summarise_robustness(runs: Sequence[RobustnessRun]) -> list[RobustnessRow]:
                 caught_round=None if None in caught else max(r for r in caught if r is not None),
                 attackers_removed=statistics.fmean(m.attackers_removed for m in members),
                 honest_removed=statistics.fmean(m.honest_removed for m in members),
+                honest_removed_by_attack=statistics.fmean(m.honest_removed_by_attack for m in members),
                 attacker_pay_share=_mean_defined(m.attacker_pay_share for m in members),
                 seeds=len(members),
             )
@@ -832,7 +841,7 @@ NOT_APPLICABLE = "n/a"
 #: The columns of the robustness table, in order.
 ROBUSTNESS_COLUMNS = (
     "partition", "strategy", "attack", "fraction", "accuracy", "vs clean", "precision", "recall",
-    "honest flagged", "all caught by", "attackers removed", "honest removed", "attacker pay", "seeds",
+    "honest flagged", "all caught by", "attackers removed", "honest removed", "by the attack", "attacker pay", "seeds",
 )
 
 
@@ -848,7 +857,8 @@ def robustness_table(rows: Sequence[RobustnessRow], title: str) -> Table:
             _percent(row.final_accuracy), "-" if none else _points(row.accuracy_change),
             _percent(row.precision), _percent(row.recall), _percent(row.honest_flagged),
             NOT_APPLICABLE if row.caught_round is None else f"round {row.caught_round}",
-            f"{row.attackers_removed:g}", f"{row.honest_removed:g}", _percent(row.attacker_pay_share), str(row.seeds),
+            f"{row.attackers_removed:g}", f"{row.honest_removed:g}", "-" if none else f"{row.honest_removed_by_attack:g}",
+            _percent(row.attacker_pay_share), str(row.seeds),
         )
     return table
 
@@ -934,8 +944,11 @@ def robustness_command(
     columns feed every client's qualities through the contracts' own
     mechanism with a default task's terms (same round time for everyone, no
     budget limit): who falls below r_a_min and loses its deposit, and the
-    attackers' mean pay as a share of the honest clients' mean pay. n/a: the
-    figure does not apply (no attackers, or nobody caught).
+    attackers' mean pay as a share of the honest clients' mean pay. "by the
+    attack" counts the honest clients removed that the same strategy's run
+    without attackers kept: on skewed data the mechanism removes some honest
+    clients with or without attackers. n/a: the figure does not apply (no
+    attackers, or nobody caught).
     \b
     Example (a quick look, minutes on a laptop):
       fedchain reproduce robustness --partitions iid --rounds 5 --strategies fedavg,quality --fractions 0.2

@@ -165,6 +165,10 @@ class ChainPay:
         """How many of ``clients`` were removed."""
         return sum(self.removed_round[i] is not None for i in clients)
 
+    def removed_of(self, clients: Sequence[int]) -> frozenset[int]:
+        """Which of ``clients`` were removed."""
+        return frozenset(i for i in clients if self.removed_round[i] is not None)
+
 
 def chain_pay(result: ExperimentResult, params: MechanismParams) -> ChainPay:
     """Feed every round's qualities through :func:`~fedchain.fl.reputation.score_round`, as the RoundLedger would.

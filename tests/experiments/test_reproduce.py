@@ -414,6 +414,8 @@ def test_robustness_catches_a_x1000_scaler_under_fedavg_and_leaves_the_clean_run
     assert set(clean) == set(attacked) == {"fedavg", "quality"}
     assert all(math.isnan(r.precision) and math.isnan(r.recall) and r.caught_round is None for r in clean.values())
     assert all(math.isnan(r.attacker_pay_share) and r.attackers_removed == 0 for r in clean.values())
+    assert all(r.honest_removed_by_attack == 0 for r in clean.values())  # its own removals are the baseline
+    assert all(0 <= r.honest_removed_by_attack <= r.honest_removed for r in attacked.values())
     scaler = attacked["fedavg"]
     assert (scaler.recall, scaler.precision, scaler.caught_round) == (1.0, 1.0, 1)  # rejected in both rounds
     assert scaler.attackers_removed == 1 and scaler.attacker_pay_share == 0.0  # quality 0: r_a 0, removed in round 1

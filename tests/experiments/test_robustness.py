@@ -81,6 +81,7 @@ def test_the_chain_pays_by_the_mechanism_and_removes_a_client_whose_r_a_falls_be
     assert pay.paid == (2 * PSI * 25 // 4, PSI * 25 // 4, 2 * PSI, 0)
     assert pay.removed_round == (None, 2, None, 1)
     assert pay.removed([1, 2]) == 1 and pay.removed([0, 3]) == 1
+    assert pay.removed_of([1, 2]) == {1} and pay.removed_of([0, 3]) == {3}
     assert pay.mean_pay([1, 2]) == pytest.approx((PSI * 6.25 + 2 * PSI) / 2)
 
 
