@@ -187,9 +187,10 @@ class TaskSpec:
         if isinstance(self.aggregation, Mapping):  # TaskSpec(aggregation={"rule": "median"}) from Python
             object.__setattr__(self, "aggregation", AggregationConfig(**self.aggregation))
         options = json.loads(json.dumps(dict(self.strategy_options), sort_keys=True))  # JSON values only
-        for name in _OPTIONS_CHANGED_LATER.get(self.strategy, {}):
-            if name not in options:  # today's default, stated, so that the bytes tell it from the old one
-                options[name] = getattr(self.strategy_named(self.strategy, {}), name)
+        changed = [name for name in _OPTIONS_CHANGED_LATER.get(self.strategy, {}) if name not in options]
+        if changed:  # today's defaults, stated, so that the bytes tell them from the old ones
+            defaults = self.strategy_named(self.strategy, {})
+            options.update({name: getattr(defaults, name) for name in changed})
         object.__setattr__(self, "strategy_options", MappingProxyType(options))
         self.strategy_instance()  # an unknown strategy or option fails here, before a task escrows its budget
         self.train_config(0)  # validates lr, momentum, batch_size, local_epochs

@@ -42,6 +42,7 @@ from fedchain.experiments.results import ExperimentResult, read_result
 from fedchain.experiments.robustness import (
     ATTACKS,
     NO_ATTACK,
+    ChainPay,
     attack_faults,
     attackers,
     chain_pay,
@@ -53,6 +54,7 @@ from fedchain.experiments.runner import run_experiment
 from fedchain.experiments.simulate import apply_threads, save_finished
 from fedchain.files import keep_aside, output_folder
 from fedchain.fl.reputation import MechanismParams
+from fedchain.fl.strategies.fedfaim import SEED_QUALITY_CHECK
 from fedchain.rewards import REWARD_IN_KIND
 from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
@@ -296,11 +298,9 @@ def oracle_quota_fractions(standalone: Sequence[float], floor: float) -> tuple[f
 def _as_in_seed(strategy: str, config: ExperimentConfig) -> dict[str, Any]:
     """The config's strategy options, with fedfaim's quality check the seed's plain comparison unless it names
     another: the fairness table reproduces the papers (the product's default tolerates 2 standard errors)."""
-    options = dict(config.strategy_options)
     if strategy == "fedfaim":
-        options.setdefault("significance", 0.0)
-        options.setdefault("outlier_spread", None)
-    return options
+        return {**SEED_QUALITY_CHECK, **config.strategy_options}
+    return dict(config.strategy_options)
 
 
 def fairness_runs(
@@ -740,9 +740,10 @@ def robustness_runs(
                         label, name = f"{partition} seed {seed} {setting} {strategy}", f"{partition}-seed{seed}-{setting}-{strategy}"
                         run_config = split.config.with_changes(strategy=strategy)
                         result = _run_or_read(run_config, split, name, label, pool=pool, output_dir=output_dir, observer=observer)
+                        pay = chain_pay(result, mechanism)
                         if strategy not in clean:
-                            clean[strategy] = (result.final_accuracy, chain_pay(result, mechanism).removed_of(range(len(result.clients))))
-                        run = _robustness_run(result, partition, attack, fraction, *clean[strategy], mechanism)
+                            clean[strategy] = (result.final_accuracy, pay.removed_of(range(len(result.clients))))
+                        run = _robustness_run(result, pay, partition, attack, fraction, *clean[strategy], mechanism)
                         if attack in attacks:
                             runs.append(run)
                         observer.run_done(label, result)
@@ -750,15 +751,14 @@ def robustness_runs(
 
 
 def _robustness_run(
-    result: ExperimentResult, partition: str, attack: str, fraction: float, clean_accuracy: float,
+    result: ExperimentResult, pay: ChainPay, partition: str, attack: str, fraction: float, clean_accuracy: float,
     clean_removed: frozenset[int], mechanism: MechanismParams,
 ) -> RobustnessRun:
-    """What one finished run says about its attack: accuracy, detection, and the chain's pay and removals
-    (against the run without attackers: its final accuracy and the clients the chain removed in it)."""
+    """What one finished run and the chain's pay of it (``pay``) say about its attack: accuracy, detection, pay
+    and removals (against the run without attackers: its final accuracy and the clients the chain removed in it)."""
     bad = attackers(result)
     honest = [c.index for c in result.clients if c.index not in bad]
     found = detection(result, min_quality(mechanism))
-    pay = chain_pay(result, mechanism)
     honest_pay = pay.mean_pay(honest)
     return RobustnessRun(
         partition=partition,

@@ -163,7 +163,7 @@ class ChainPay:
 
     def removed(self, clients: Sequence[int]) -> int:
         """How many of ``clients`` were removed."""
-        return sum(self.removed_round[i] is not None for i in clients)
+        return len(self.removed_of(clients))
 
     def removed_of(self, clients: Sequence[int]) -> frozenset[int]:
         """Which of ``clients`` were removed."""

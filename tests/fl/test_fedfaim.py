@@ -9,7 +9,7 @@ import torch
 
 from fedchain.errors import ConfigError
 from fedchain.fl import Evaluation, Validation, get_strategy
-from fedchain.fl.strategies.fedfaim import FedFAIM, gompertz_quality
+from fedchain.fl.strategies.fedfaim import SEED_QUALITY_CHECK, FedFAIM, gompertz_quality
 from fedchain.fl.strategy import RoundInputs
 from tests.support import present
 
@@ -27,7 +27,7 @@ VALIDATION = Validation(evaluate=squared_distance)
 
 def seed_fedfaim(**options: object) -> FedFAIM:
     """FedFAIM with the seed's plain quality check (no tolerance, a fixed threshold), the one these hand computations work."""
-    strategy = get_strategy("fedfaim", significance=0.0, outlier_spread=None, **options)
+    strategy = get_strategy("fedfaim", **SEED_QUALITY_CHECK, **options)
     assert isinstance(strategy, FedFAIM)
     return strategy
 

@@ -60,6 +60,8 @@ from fedchain.fl.strategy import (
 GOMPERTZ_RATE = 5.5
 #: The median absolute deviation of a normal sample times this estimates its standard deviation.
 MAD_TO_SIGMA = 1.4826
+#: The options of the seed's own quality check: a plain comparison with the fixed threshold ``delta``.
+SEED_QUALITY_CHECK: dict[str, float | None] = {"significance": 0.0, "outlier_spread": None}
 
 
 @dataclass(frozen=True)
