@@ -19,6 +19,7 @@ contract FogAuction is IFogAuction {
     ITaskRegistry private immutable _registry;
     IRoundLedger private immutable _ledger;
     ITreasury private immutable _treasury;
+    address private immutable _disputes;
 
     mapping(uint256 taskId => mapping(uint256 clientIndex => Job)) private _jobs;
     mapping(uint256 taskId => mapping(uint256 clientIndex => Bid[])) private _bids;
@@ -62,10 +63,12 @@ contract FogAuction is IFogAuction {
     /// @param registry the TaskRegistry
     /// @param ledger the RoundLedger (clients, their data commitments and reputations)
     /// @param treasury the Treasury
-    constructor(ITaskRegistry registry, IRoundLedger ledger, ITreasury treasury) {
+    /// @param disputes the Disputes contract, the only caller of slashFraud
+    constructor(ITaskRegistry registry, IRoundLedger ledger, ITreasury treasury, address disputes) {
         _registry = registry;
         _ledger = ledger;
         _treasury = treasury;
+        _disputes = disputes;
     }
 
     /// @inheritdoc IFogAuction
@@ -210,27 +213,43 @@ contract FogAuction is IFogAuction {
         uint16 missed = _missedRound(s, j.paidUpTo, deadlinePassed);
         if (missed == 0 || !_ledger.isActive(taskId, index)) revert AuctionNoMissedRound(taskId, index);
 
-        Bid[] storage bids_ = _bids[taskId][index];
-        Bid storage slashed = bids_[j.winner];
+        Bid storage slashed = _bids[taskId][index][j.winner];
         slashed.settled = true;
         _held[taskId] -= p.fogDeposit;
-        (uint64 lossRep,) = _ledger.reputation(taskId, index);
-        uint256 next = _bestStandby(p, lossRep, j, bids_);
         // A running task's next round to commit is the current one, unless its deadline already passed.
         uint16 fromRound = s.status == ITaskRegistry.TaskStatus.Running && !deadlinePassed ? s.currentRound : s.currentRound + 1;
-        j.paidUpTo = fromRound - 1;
-        j.committedAt = 0;
-        j.winner = uint32(next);
-        if (next == NO_WINNER) {
-            j.status = JobStatus.Vacant;
-            j.winnerPrice = 0;
-        } else {
-            j.winnerPrice = bids_[next].price;
-        }
         address client_ = _ledger.client(taskId, index).account;
         emit FogSlashed(taskId, index, slashed.bidder, missed, p.fogDeposit);
-        emit JobReassigned(taskId, index, uint32(next), j.winnerPrice, next == NO_WINNER ? 0 : fromRound);
+        _reassign(taskId, index, j, p, fromRound);
         _treasury.credit(taskId, client_, p.fogDeposit, Reasons.BID_FORFEIT);
+    }
+
+    /// @inheritdoc IFogAuction
+    function slashFraud(uint256 taskId, uint256 index, address fog, uint16 round) external returns (bool slashed) {
+        if (msg.sender != _disputes) revert AuctionNotDisputes(msg.sender);
+        Job storage j = _jobs[taskId][index];
+        // Only a fog node that still holds the job has a deposit left to take: one slashed before (a missed
+        // round, an earlier verdict) has none, and the job has moved on already.
+        if (j.status != JobStatus.Awarded) return false;
+        Bid storage b = _bids[taskId][index][j.winner];
+        if (b.bidder != fog || b.settled) return false;
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        b.settled = true;
+        _held[taskId] -= p.fogDeposit;
+        uint256 compensation = j.winnerPrice < p.fogDeposit ? j.winnerPrice : p.fogDeposit;
+        uint256 burned = p.fogDeposit - compensation;
+        // The job moves on from the current round if this node has not committed it and its deadline has not
+        // passed; else from the next one (a round is never paid twice from the client's escrow).
+        bool open_ = s.status == ITaskRegistry.TaskStatus.Running && j.paidUpTo < s.currentRound
+            && block.timestamp <= s.roundStartedAt + p.roundDuration;
+        uint16 fromRound = open_ ? s.currentRound : s.currentRound + 1;
+        address client_ = _ledger.client(taskId, index).account;
+        emit FogFraudSlashed(taskId, index, fog, round, compensation, burned);
+        _reassign(taskId, index, j, p, fromRound);
+        _treasury.credit(taskId, client_, compensation, Reasons.FOG_COMPENSATION);
+        _treasury.creditSink(taskId, burned, Reasons.FOG_SLASH);
+        return true;
     }
 
     /// @inheritdoc IFogAuction
@@ -291,9 +310,9 @@ contract FogAuction is IFogAuction {
         return _held[taskId];
     }
 
-    /// @notice The contracts this auction talks to: (TaskRegistry, RoundLedger, Treasury).
-    function dependencies() external view returns (address registry, address ledger, address treasury) {
-        return (address(_registry), address(_ledger), address(_treasury));
+    /// @notice The contracts this auction talks to: (TaskRegistry, RoundLedger, Treasury, Disputes).
+    function dependencies() external view returns (address registry, address ledger, address treasury, address disputes) {
+        return (address(_registry), address(_ledger), address(_treasury), _disputes);
     }
 
     /// @dev Checks that the task takes bids and that `msg.value` is the fog deposit r of `bids` bids.
@@ -393,6 +412,9 @@ contract FogAuction is IFogAuction {
         if (!ended && s.status != ITaskRegistry.TaskStatus.Finished && s.status != ITaskRegistry.TaskStatus.Settled) {
             revert AuctionWrongTaskStatus(taskId, s.status);
         }
+        // A pending round may still slash a fog node for fraud: deposits wait for every posted round to be final.
+        (uint16 posted, uint16 finalized) = _ledger.rounds(taskId);
+        if (posted != finalized) revert AuctionRoundsPending(taskId, posted, finalized);
         return Settlement({ended: ended, round: s.currentRound, deposit: _registry.params(taskId).fogDeposit});
     }
 
@@ -436,6 +458,26 @@ contract FogAuction is IFogAuction {
         for (uint256 i; i < out.refunds; ++i) {
             _treasury.credit(taskId, out.refundTo[i], deposit, Reasons.BID_REFUND);
         }
+    }
+
+    /// @dev Hands job `index`, whose winner was just slashed, to the best standby bid from round `fromRound` on
+    /// (or leaves it vacant), and emits JobReassigned.
+    function _reassign(uint256 taskId, uint256 index, Job storage j, ITaskRegistry.TaskParams memory p, uint16 fromRound)
+        private
+    {
+        Bid[] storage bids_ = _bids[taskId][index];
+        (uint64 lossRep,) = _ledger.reputation(taskId, index);
+        uint256 next = _bestStandby(p, lossRep, j, bids_);
+        j.paidUpTo = fromRound - 1;
+        j.committedAt = 0;
+        j.winner = uint32(next);
+        if (next == NO_WINNER) {
+            j.status = JobStatus.Vacant;
+            j.winnerPrice = 0;
+        } else {
+            j.winnerPrice = bids_[next].price;
+        }
+        emit JobReassigned(taskId, index, uint32(next), j.winnerPrice, next == NO_WINNER ? 0 : fromRound);
     }
 
     /// @dev The length of a batch, that of `indices`; `values` is the length of an array that must match it.

@@ -5,6 +5,7 @@ import {IRoundLedger} from "./interfaces/IRoundLedger.sol";
 import {ITaskRegistry} from "./interfaces/ITaskRegistry.sol";
 import {ITreasury} from "./interfaces/ITreasury.sol";
 import {IFogAuction} from "./interfaces/IFogAuction.sol";
+import {IDisputes} from "./interfaces/IDisputes.sol";
 import {Reasons} from "./libraries/Reasons.sol";
 import {ReputationMath} from "./libraries/ReputationMath.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
@@ -12,7 +13,8 @@ import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProo
 
 /// @title RoundLedger: clients, reputation, per-round payments and settlement of FedChain tasks
 /// @notice Per client and task two storage slots: (sumQuality, sumTimeRatio, lossReputation) and
-/// (timeReputation, earned, rounds, status, prior). A round's post reads and writes each once.
+/// (timeReputation, earned, rounds, status, prior). A round's post reads each client's status once and stores
+/// one record for the round; its finalisation reads and writes each client's two slots once.
 contract RoundLedger is IRoundLedger {
     using ReputationMath for uint256;
 
@@ -28,9 +30,18 @@ contract RoundLedger is IRoundLedger {
         uint64 prior;
     }
 
+    /// @dev Where a task's rounds are, in one slot.
+    struct TaskRounds {
+        uint16 posted;
+        uint16 finalized;
+        bool settled;
+        bool priorsPosted;
+    }
+
     ITaskRegistry private immutable _registry;
     ITreasury private immutable _treasury;
     IFogAuction private immutable _auction;
+    IDisputes private immutable _disputes;
 
     mapping(uint256 taskId => ClientSlot[]) private _clients;
     mapping(uint256 taskId => address[]) private _accounts;
@@ -38,17 +49,19 @@ contract RoundLedger is IRoundLedger {
     mapping(uint256 taskId => bytes32[]) private _dataCommitments;
     mapping(uint256 taskId => uint256 wei_) private _depositsHeld;
     mapping(uint256 taskId => uint256 wei_) private _rewardsHeld;
-    mapping(uint256 taskId => bool) private _settled;
-    mapping(uint256 taskId => bool) private _priorsPosted;
+    mapping(uint256 taskId => TaskRounds) private _rounds;
+    mapping(uint256 taskId => mapping(uint16 round => RoundRecord)) private _roundRecords;
     mapping(uint256 taskId => mapping(uint16 round => bytes32 root)) private _rewardRoots;
 
     /// @param registry the TaskRegistry
     /// @param treasury the Treasury
     /// @param auction the FogAuction (source of the fog commits' block times)
-    constructor(ITaskRegistry registry, ITreasury treasury, IFogAuction auction) {
+    /// @param disputes the Disputes contract (open challenges and the fates of challenged entries)
+    constructor(ITaskRegistry registry, ITreasury treasury, IFogAuction auction, IDisputes disputes) {
         _registry = registry;
         _treasury = treasury;
         _auction = auction;
+        _disputes = disputes;
     }
 
     /// @inheritdoc IRoundLedger
@@ -94,21 +107,64 @@ contract RoundLedger is IRoundLedger {
         if (measurements.length != n) revert LedgerWrongMeasurementCount(taskId, measurements.length, n);
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
         uint64[] memory commits = _auction.commitTimes(taskId, round, n);
+        for (uint256 i; i < n; ++i) {
+            // Only the slot holding the status is read: the round is scored when it is finalised.
+            if (clients[i].status != ClientStatus.Active) continue;
+            Measurement calldata m = measurements[i];
+            bool committed = commits[i] != 0;
+            if (m.committed != committed) revert LedgerCommitMismatch(taskId, i, committed);
+            if (committed) {
+                _checkRoundTime(taskId, i, m.roundTime, commits[i] - s.roundStartedAt, p.timeTolerance);
+            } else {
+                _requireSkippable(taskId, i, s, p, m.accepted);
+            }
+        }
+        _rounds[taskId].posted = round;
+        _roundRecords[taskId][round] = RoundRecord(_entriesHash(taskId, round, measurements), uint64(block.timestamp));
+        emit RoundPosted(taskId, round, modelHash, accuracy, measurements);
+        if (rewardsRoot != bytes32(0)) {
+            // One slot per round whatever the number of clients: the proofs live off chain.
+            _rewardRoots[taskId][round] = rewardsRoot;
+            emit RewardsCommitted(taskId, round, rewardsRoot, rewardList);
+        }
+        _registry.closeRound(taskId, p.targetAccuracy != 0 && accuracy >= p.targetAccuracy);
+    }
 
-        ClientSlot[] memory next = new ClientSlot[](n);
+    /// @inheritdoc IRoundLedger
+    function finalizeRound(uint256 taskId, uint16 round, Measurement[] calldata measurements) external {
+        TaskRounds storage t = _rounds[taskId];
+        uint16 next = t.finalized + 1;
+        if (round != next || round > t.posted) revert LedgerNotNextRound(taskId, round, next, t.posted);
+        RoundRecord memory record = _roundRecords[taskId][round];
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        uint64 closesAt = record.postedAt + p.challengeWindow;
+        if (block.timestamp <= closesAt) revert LedgerWindowOpen(taskId, round, closesAt, uint64(block.timestamp));
+        (uint16 open, uint16 challenged) = _disputes.roundChallenges(taskId, round);
+        if (open != 0) revert LedgerChallengesOpen(taskId, round, open);
+        if (_entriesHash(taskId, round, measurements) != record.entriesHash) revert LedgerMeasurementsMismatch(taskId, round);
+
+        ClientSlot[] storage clients = _clients[taskId];
+        uint256 n = clients.length;
+        IDisputes.Fate[] memory fates;
+        Measurement[] memory corrected;
+        if (challenged != 0) (fates, corrected) = _disputes.fates(taskId, round, n);
+        ClientSlot[] memory updated = new ClientSlot[](n);
         uint256[] memory payments = new uint256[](n);
         uint256 total;
         uint256 removed;
         for (uint256 i; i < n; ++i) {
             ClientSlot memory c = clients[i];
-            next[i] = c;
+            updated[i] = c;
             if (c.status != ClientStatus.Active) continue;
-            if (commits[i] == 0) {
-                _requireSkippable(taskId, i, s, p, measurements[i].accepted);
-                continue;
+            Measurement memory m = measurements[i];
+            if (challenged != 0 && fates[i] != IDisputes.Fate.Posted) {
+                if (fates[i] != IDisputes.Fate.Corrected) continue; // void or neutral: skipped this round
+                // A verdict corrects the quality and the acceptance; whether and when the fog committed is the chain's.
+                m.quality = corrected[i].quality;
+                m.accepted = corrected[i].accepted;
             }
-            _checkRoundTime(taskId, i, measurements[i].roundTime, commits[i] - s.roundStartedAt, p.timeTolerance);
-            uint256 payment = _score(c, p, measurements[i]);
+            if (!m.committed) continue;
+            uint256 payment = _score(c, p, m);
             if (c.status == ClientStatus.Removed) {
                 ++removed;
                 emit ClientRemoved(taskId, i, round, c.lossReputation, c.timeReputation);
@@ -117,10 +173,10 @@ contract RoundLedger is IRoundLedger {
             total += payment;
         }
 
-        uint256 available = s.budgetLeft;
+        uint256 available = _registry.state(taskId).budgetLeft;
         uint256 paid;
         for (uint256 i; i < n; ++i) {
-            ClientSlot memory c = next[i];
+            ClientSlot memory c = updated[i];
             if (payments[i] != 0) {
                 uint256 payment = payments[i].scaled(total, available);
                 // Checked: the sum of a client's payments is at most the task's budget; a budget of 2^96 wei
@@ -133,15 +189,10 @@ contract RoundLedger is IRoundLedger {
         uint256 forfeited = removed * p.clientDeposit;
         _depositsHeld[taskId] -= forfeited;
         _rewardsHeld[taskId] += paid;
-
-        emit RoundPosted(taskId, round, modelHash, accuracy, measurements, paid);
-        if (rewardsRoot != bytes32(0)) {
-            // One slot per round whatever the number of clients: the proofs live off chain.
-            _rewardRoots[taskId][round] = rewardsRoot;
-            emit RewardsCommitted(taskId, round, rewardsRoot, rewardList);
-        }
-        _registry.closeRound(taskId, paid, p.targetAccuracy != 0 && accuracy >= p.targetAccuracy);
-        _treasury.credit(taskId, s.publisher, forfeited, Reasons.DEPOSIT_FORFEIT);
+        t.finalized = round;
+        emit RoundFinalized(taskId, round, paid, forfeited);
+        _registry.spendBudget(taskId, round, paid);
+        _treasury.creditSink(taskId, forfeited, Reasons.DEPOSIT_FORFEIT);
     }
 
     /// @inheritdoc IRoundLedger
@@ -149,7 +200,8 @@ contract RoundLedger is IRoundLedger {
         ITaskRegistry.TaskState memory s = _registry.state(taskId);
         _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Running);
         if (msg.sender != s.aggregator) revert LedgerNotAggregator(taskId, msg.sender);
-        if (_priorsPosted[taskId]) revert LedgerPriorsAlreadyPosted(taskId);
+        TaskRounds storage t = _rounds[taskId];
+        if (t.priorsPosted) revert LedgerPriorsAlreadyPosted(taskId);
         if (s.currentRound != 1) revert LedgerPriorsTooLate(taskId, s.currentRound);
         ClientSlot[] storage clients = _clients[taskId];
         uint256 n = clients.length;
@@ -159,18 +211,21 @@ contract RoundLedger is IRoundLedger {
             if (priors[i] > cap) revert LedgerPriorAboveCap(taskId, i, priors[i], cap);
             clients[i].prior = priors[i];
         }
-        _priorsPosted[taskId] = true;
+        t.priorsPosted = true;
         emit PriorsPosted(taskId, priors);
     }
 
     /// @inheritdoc IRoundLedger
     function settle(uint256 taskId) external {
         ITaskRegistry.TaskState memory s = _registry.state(taskId);
-        if (_settled[taskId]) revert LedgerAlreadySettled(taskId);
-        // A cancelled or abandoned task refunded its budget already and pays no final bonus.
-        bool ended = s.status == ITaskRegistry.TaskStatus.Cancelled || s.status == ITaskRegistry.TaskStatus.Abandoned;
+        TaskRounds storage t = _rounds[taskId];
+        if (t.settled) revert LedgerAlreadySettled(taskId);
+        // A cancelled or abandoned task pays no final bonus; a cancelled one refunded its budget already.
+        bool cancelled = s.status == ITaskRegistry.TaskStatus.Cancelled;
+        bool ended = cancelled || s.status == ITaskRegistry.TaskStatus.Abandoned;
         if (!ended) _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Finished);
-        _settled[taskId] = true;
+        if (t.finalized != t.posted) revert LedgerRoundsPending(taskId, t.posted, t.finalized);
+        t.settled = true;
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
         ClientSlot[] storage clients = _clients[taskId];
         uint256 n = clients.length;
@@ -182,9 +237,8 @@ contract RoundLedger is IRoundLedger {
             for (uint256 i; i < n; ++i) {
                 ClientSlot storage c = clients[i];
                 if (c.status != ClientStatus.Active || c.rounds == 0) continue;
-                uint256 bonus = ReputationMath.finalBonus(
-                    p.phi, p.expectedDuration, actualDuration, ReputationMath.totalReputation(c.lossReputation, c.timeReputation)
-                );
+                uint256 totalRep = ReputationMath.totalReputation(c.lossReputation, c.timeReputation, p.reputationCap);
+                uint256 bonus = ReputationMath.finalBonus(p.phi, p.expectedDuration, actualDuration, totalRep);
                 bonuses[i] = bonus;
                 total += bonus;
             }
@@ -204,7 +258,8 @@ contract RoundLedger is IRoundLedger {
             _treasury.credit(taskId, accounts[i], earned + bonus, Reasons.CLIENT_REWARD);
             _treasury.credit(taskId, accounts[i], deposit, Reasons.DEPOSIT_RETURN);
         }
-        if (!ended) _registry.settleBudget(taskId, bonusesPaid);
+        if (!cancelled) _registry.settleBudget(taskId, bonusesPaid);
+        _disputes.releaseBond(taskId);
     }
 
     /// @inheritdoc IRoundLedger
@@ -258,7 +313,7 @@ contract RoundLedger is IRoundLedger {
 
     /// @inheritdoc IRoundLedger
     function priorsPosted(uint256 taskId) external view returns (bool) {
-        return _priorsPosted[taskId];
+        return _rounds[taskId].priorsPosted;
     }
 
     /// @inheritdoc IRoundLedger
@@ -290,17 +345,33 @@ contract RoundLedger is IRoundLedger {
 
     /// @inheritdoc IRoundLedger
     function settled(uint256 taskId) external view returns (bool) {
-        return _settled[taskId];
+        return _rounds[taskId].settled;
     }
 
-    /// @notice The contracts this ledger talks to: (TaskRegistry, Treasury, FogAuction).
-    function dependencies() external view returns (address registry, address treasury, address auction) {
-        return (address(_registry), address(_treasury), address(_auction));
+    /// @inheritdoc IRoundLedger
+    function roundRecord(uint256 taskId, uint16 round) external view returns (RoundRecord memory) {
+        return _roundRecords[taskId][round];
+    }
+
+    /// @inheritdoc IRoundLedger
+    function rounds(uint256 taskId) external view returns (uint16 posted, uint16 finalized) {
+        TaskRounds memory t = _rounds[taskId];
+        return (t.posted, t.finalized);
+    }
+
+    /// @notice The contracts this ledger talks to: (TaskRegistry, Treasury, FogAuction, Disputes).
+    function dependencies() external view returns (address registry, address treasury, address auction, address disputes) {
+        return (address(_registry), address(_treasury), address(_auction), address(_disputes));
+    }
+
+    /// @dev What a round's record commits to: its task, its number and every measurement as posted.
+    function _entriesHash(uint256 taskId, uint16 round, Measurement[] calldata measurements) private pure returns (bytes32) {
+        return keccak256(abi.encode(taskId, round, measurements));
     }
 
     /// @dev Score one committed measurement into `c` (eqs. 4-10, 15); marks it Removed below the thresholds.
     /// @return payment the unscaled eq. 15 payment, wei
-    function _score(ClientSlot memory c, ITaskRegistry.TaskParams memory p, Measurement calldata m)
+    function _score(ClientSlot memory c, ITaskRegistry.TaskParams memory p, Measurement memory m)
         private
         pure
         returns (uint256 payment)

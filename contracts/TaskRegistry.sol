@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {ITaskRegistry} from "./interfaces/ITaskRegistry.sol";
 import {ITreasury} from "./interfaces/ITreasury.sol";
 import {IRoundLedger} from "./interfaces/IRoundLedger.sol";
+import {IDisputes} from "./interfaces/IDisputes.sol";
 import {Reasons} from "./libraries/Reasons.sol";
 import {ReputationMath} from "./libraries/ReputationMath.sol";
 
@@ -17,16 +18,19 @@ contract TaskRegistry is ITaskRegistry {
 
     ITreasury private immutable _treasury;
     IRoundLedger private immutable _ledger;
+    IDisputes private immutable _disputes;
 
     uint256 private _taskCount;
     mapping(uint256 taskId => TaskParams) private _params;
     mapping(uint256 taskId => TaskState) private _states;
 
     /// @param treasury the Treasury holding the budgets
-    /// @param ledger the RoundLedger, the only caller of closeRound and settleBudget
-    constructor(ITreasury treasury, IRoundLedger ledger) {
+    /// @param ledger the RoundLedger, the only caller of closeRound, spendBudget and settleBudget
+    /// @param disputes the Disputes contract (whether a task's aggregator bond is posted)
+    constructor(ITreasury treasury, IRoundLedger ledger, IDisputes disputes) {
         _treasury = treasury;
         _ledger = ledger;
+        _disputes = disputes;
     }
 
     modifier onlyLedger() {
@@ -39,6 +43,8 @@ contract TaskRegistry is ITaskRegistry {
         _validate(p);
         if (aggregator == address(0)) revert TaskInvalidAggregator(aggregator);
         if (msg.value == 0) revert TaskInvalidParameter("budget", 0);
+        uint256 minimum = _minimumBond(p, msg.value);
+        if (p.aggregatorBond < minimum) revert TaskBondTooSmall(p.aggregatorBond, minimum);
         taskId = ++_taskCount;
         _params[taskId] = p;
         _states[taskId] = TaskState({
@@ -73,11 +79,8 @@ contract TaskRegistry is ITaskRegistry {
         uint64 abandonableAfter = s.roundStartedAt + _params[taskId].roundDuration + ABANDON_GRACE;
         uint64 now_ = uint64(block.timestamp);
         if (now_ <= abandonableAfter) revert TaskAbandonTooEarly(taskId, abandonableAfter, now_);
-        uint256 refund = s.budgetLeft;
         s.status = TaskStatus.Abandoned;
-        s.budgetLeft = 0;
-        emit TaskAbandoned(taskId, s.currentRound, now_, refund);
-        _treasury.credit(taskId, s.publisher, refund, Reasons.BUDGET_REFUND);
+        emit TaskAbandoned(taskId, s.currentRound, now_);
     }
 
     /// @inheritdoc ITaskRegistry
@@ -85,6 +88,7 @@ contract TaskRegistry is ITaskRegistry {
         TaskState storage s = _publisherTask(taskId, TaskStatus.Open);
         uint256 clients = _ledger.clientCount(taskId);
         if (clients == 0) revert TaskHasNoClients(taskId);
+        if (!_disputes.bonded(taskId)) revert TaskNotBonded(taskId);
         uint64 now_ = uint64(block.timestamp);
         s.status = TaskStatus.Running;
         s.currentRound = 1;
@@ -94,35 +98,41 @@ contract TaskRegistry is ITaskRegistry {
     }
 
     /// @inheritdoc ITaskRegistry
-    function closeRound(uint256 taskId, uint256 spent, bool targetReached) external onlyLedger returns (bool finished) {
+    function closeRound(uint256 taskId, bool targetReached) external onlyLedger returns (bool finished) {
         TaskState storage s = _states[taskId];
         _requireStatus(taskId, s.status, TaskStatus.Running);
-        uint256 left = s.budgetLeft;
-        if (spent > left) revert TaskBudgetExceeded(taskId, spent, left);
-        // spent <= left was checked above.
-        unchecked {
-            left -= spent;
-        }
-        s.budgetLeft = left;
         uint16 round = s.currentRound;
         uint64 now_ = uint64(block.timestamp);
         finished = targetReached || round >= _params[taskId].rounds;
         if (finished) {
             s.status = TaskStatus.Finished;
             s.finishedAt = now_;
-            emit RoundClosed(taskId, round, spent, left, 0);
+            emit RoundClosed(taskId, round, 0);
             emit TaskFinished(taskId, round, now_, targetReached);
         } else {
             s.currentRound = round + 1;
             s.roundStartedAt = now_;
-            emit RoundClosed(taskId, round, spent, left, now_);
+            emit RoundClosed(taskId, round, now_);
         }
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function spendBudget(uint256 taskId, uint16 round, uint256 amount) external onlyLedger {
+        TaskState storage s = _states[taskId];
+        uint256 left = s.budgetLeft;
+        if (amount > left) revert TaskBudgetExceeded(taskId, amount, left);
+        // amount <= left was checked above.
+        unchecked {
+            left -= amount;
+        }
+        s.budgetLeft = left;
+        emit BudgetSpent(taskId, round, amount, left);
     }
 
     /// @inheritdoc ITaskRegistry
     function settleBudget(uint256 taskId, uint256 bonuses) external onlyLedger returns (uint256 refund) {
         TaskState storage s = _states[taskId];
-        _requireStatus(taskId, s.status, TaskStatus.Finished);
+        if (s.status != TaskStatus.Abandoned) _requireStatus(taskId, s.status, TaskStatus.Finished);
         uint256 left = s.budgetLeft;
         if (bonuses > left) revert TaskBudgetExceeded(taskId, bonuses, left);
         // bonuses <= left was checked above.
@@ -130,9 +140,14 @@ contract TaskRegistry is ITaskRegistry {
             refund = left - bonuses;
         }
         s.budgetLeft = 0;
-        s.status = TaskStatus.Settled;
+        if (s.status == TaskStatus.Finished) s.status = TaskStatus.Settled;
         emit TaskSettled(taskId, bonuses, refund);
         _treasury.credit(taskId, s.publisher, refund, Reasons.BUDGET_REFUND);
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function minimumBond(TaskParams calldata p, uint256 budget) external pure returns (uint256) {
+        return _minimumBond(p, budget);
     }
 
     /// @inheritdoc ITaskRegistry
@@ -158,9 +173,16 @@ contract TaskRegistry is ITaskRegistry {
         return _taskCount;
     }
 
-    /// @notice The contracts this registry talks to: (Treasury, RoundLedger).
-    function dependencies() external view returns (address treasury, address ledger) {
-        return (address(_treasury), address(_ledger));
+    /// @notice The contracts this registry talks to: (Treasury, RoundLedger, Disputes).
+    function dependencies() external view returns (address treasury, address ledger, address disputes) {
+        return (address(_treasury), address(_ledger), address(_disputes));
+    }
+
+    /// @dev What one round's post can move: every deposit it could forfeit plus the most one round can pay
+    /// (eq. 15 at r_a = r_t = cap for every client, and never more than the budget).
+    function _minimumBond(TaskParams calldata p, uint256 budget) private pure returns (uint256) {
+        uint256 roundPay = p.maxClients * ReputationMath.maxRoundPayment(p.psi, p.reputationCap);
+        return uint256(p.maxClients) * p.clientDeposit + (roundPay < budget ? roundPay : budget);
     }
 
     function _validate(TaskParams calldata p) private pure {
@@ -175,6 +197,8 @@ contract TaskRegistry is ITaskRegistry {
         if (p.biddingDuration == 0) revert TaskInvalidParameter("biddingDuration", 0);
         if (p.revealDuration == 0) revert TaskInvalidParameter("revealDuration", 0);
         if (p.maxClients == 0 || p.maxClients > MAX_CLIENTS) revert TaskInvalidParameter("maxClients", p.maxClients);
+        if (p.challengeWindow == 0) revert TaskInvalidParameter("challengeWindow", 0);
+        if (p.challengeBond == 0) revert TaskInvalidParameter("challengeBond", 0);
     }
 
     function _publisherTask(uint256 taskId, TaskStatus required) private view returns (TaskState storage s) {

@@ -5,11 +5,13 @@ import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol
 import {ITreasury} from "./interfaces/ITreasury.sol";
 
 /// @title Treasury: custody of every wei in FedChain, pull payments only
-/// @notice The three modules are fixed at deployment (immutables); nobody else can move money.
+/// @notice The four modules and the sink are fixed at deployment (immutables); nobody else can move money.
 contract Treasury is ITreasury, ReentrancyGuard {
     address private immutable _registry;
     address private immutable _ledger;
     address private immutable _auction;
+    address private immutable _disputes;
+    address private immutable _sink;
 
     mapping(uint256 taskId => uint256 wei_) private _held;
     mapping(address account => uint256 wei_) private _claimable;
@@ -18,14 +20,19 @@ contract Treasury is ITreasury, ReentrancyGuard {
     /// @param registry the TaskRegistry
     /// @param ledger the RoundLedger
     /// @param auction the FogAuction
-    constructor(address registry, address ledger, address auction) {
+    /// @param disputes the Disputes contract (bonds and challenges)
+    /// @param sink_ where forfeits go that no wronged party is owed (address(0): burned)
+    constructor(address registry, address ledger, address auction, address disputes, address sink_) {
         _registry = registry;
         _ledger = ledger;
         _auction = auction;
+        _disputes = disputes;
+        _sink = sink_;
+        emit SinkSet(sink_);
     }
 
     modifier onlyModule() {
-        if (msg.sender != _registry && msg.sender != _ledger && msg.sender != _auction) {
+        if (msg.sender != _registry && msg.sender != _ledger && msg.sender != _auction && msg.sender != _disputes) {
             revert TreasuryUnauthorized(msg.sender);
         }
         _;
@@ -42,6 +49,15 @@ contract Treasury is ITreasury, ReentrancyGuard {
 
     /// @inheritdoc ITreasury
     function credit(uint256 taskId, address to, uint256 amount, bytes32 reason) external onlyModule {
+        _credit(taskId, to, amount, reason);
+    }
+
+    /// @inheritdoc ITreasury
+    function creditSink(uint256 taskId, uint256 amount, bytes32 reason) external onlyModule {
+        _credit(taskId, _sink, amount, reason);
+    }
+
+    function _credit(uint256 taskId, address to, uint256 amount, bytes32 reason) private {
         if (amount == 0) return;
         uint256 pool = _held[taskId];
         if (amount > pool) revert TreasuryPoolExhausted(taskId, amount, pool);
@@ -82,8 +98,13 @@ contract Treasury is ITreasury, ReentrancyGuard {
         return _totals;
     }
 
-    /// @notice The three modules allowed to move money: (TaskRegistry, RoundLedger, FogAuction).
-    function modules() external view returns (address registry, address ledger, address auction) {
-        return (_registry, _ledger, _auction);
+    /// @inheritdoc ITreasury
+    function sink() external view returns (address) {
+        return _sink;
+    }
+
+    /// @notice The four modules allowed to move money: (TaskRegistry, RoundLedger, FogAuction, Disputes).
+    function modules() external view returns (address registry, address ledger, address auction, address disputes) {
+        return (_registry, _ledger, _auction, _disputes);
     }
 }

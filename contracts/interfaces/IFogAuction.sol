@@ -16,7 +16,9 @@ import {ITaskRegistry} from "./ITaskRegistry.sol";
 /// Each round the winner commits its update's hash; a commit before the round's deadline releases
 /// one round's price to the fog node. A winner that misses a deadline is slashed (deposit to the
 /// client) by anyone's `reportMissedRound`, and the job goes to the best standby bid whose price is
-/// at most the escrowed price. After the task ends, `settleJob` returns deposits and unearned escrow.
+/// at most the escrowed price. A winner whose update the arbiter committee found fraudulent (Disputes) is
+/// slashed the same way, its client compensated with the round's price. After the task ends and every posted
+/// round is final, `settleJob` returns deposits and unearned escrow.
 interface IFogAuction {
     /// @notice Where a job's auction is.
     enum JobStatus {
@@ -119,6 +121,13 @@ interface IFogAuction {
     error AuctionBatchLengthMismatch(uint256 indices, uint256 values);
     /// @notice A batch call named no job.
     error AuctionEmptyBatch();
+    /// @notice Only the Disputes contract may slash a fog node for fraud.
+    error AuctionNotDisputes(address caller);
+    /// @notice Jobs are settled once every posted round is final (a pending round may still slash for fraud).
+    /// @param taskId the task
+    /// @param posted the last posted round
+    /// @param finalized the last final round
+    error AuctionRoundsPending(uint256 taskId, uint16 posted, uint16 finalized);
 
     /// @notice A client opened the auction for its job.
     /// @param taskId the task
@@ -150,6 +159,14 @@ interface IFogAuction {
     /// @param round the missed round
     /// @param forfeited wei of deposit credited to the client
     event FogSlashed(uint256 indexed taskId, uint256 indexed clientIndex, address indexed fog, uint16 round, uint256 forfeited);
+    /// @notice The committee upheld a fog challenge: the job's winner committed an update its honest re-execution
+    /// does not reproduce. Its deposit r was slashed: the round's price back to the client, the rest to the sink.
+    /// @param round the round whose update was fraudulent
+    /// @param compensation wei credited to the client (the winner's price, at most r)
+    /// @param burned wei credited to the sink (r - compensation)
+    event FogFraudSlashed(
+        uint256 indexed taskId, uint256 indexed clientIndex, address indexed fog, uint16 round, uint256 compensation, uint256 burned
+    );
     /// @notice The job went to a standby bid after a slash. `winner` is type(uint32).max when none was eligible (job vacant).
     /// @param winner bid index of the new winner
     /// @param price wei per round the new winner is paid
@@ -220,6 +237,14 @@ interface IFogAuction {
 
     /// @notice Slash a winner that missed a round deadline and hand the job to the best eligible standby bid. Anyone.
     function reportMissedRound(uint256 taskId, uint256 clientIndex) external;
+
+    /// @notice After an upheld fog challenge: if `fog` still holds job `clientIndex` (it is the winner and its
+    /// deposit is held), slash its deposit (the round's price, at most r, to the client; the rest to the sink)
+    /// and hand the job to the best eligible standby bid, from the current round if `fog` has not committed it
+    /// and its deadline has not passed, else from the next. Disputes only.
+    /// @param round the round whose update the committee found fraudulent
+    /// @return slashed false when `fog` no longer holds the job (nothing left to slash)
+    function slashFraud(uint256 taskId, uint256 clientIndex, address fog, uint16 round) external returns (bool slashed);
 
     /// @notice After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the fog
     /// deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. Anyone, once per job.

@@ -5,13 +5,15 @@ import {ITaskRegistry} from "./ITaskRegistry.sol";
 
 /// @title IRoundLedger: clients of a task, their reputation, round posting and settlement
 /// @notice Clients join an open task with deposit d and a commitment to their data size. Each round
-/// the task's aggregator posts ONE transaction with every client's measurements; the ledger updates
-/// each client's loss reputation r_a (eqs. 5, 8), time reputation r_t (eq. 9) and r_at = r_a * r_t
-/// (eq. 10) in O(1) storage (running sums with linear weights w^j = 2j / (k(k+1))), credits the
-/// per-round payment of eq. 15 (pro rata when the budget runs short) and removes clients below
-/// r_a_min or r_t_min, forfeiting their deposit to the publisher. After the task finishes,
-/// `settle` pays the final bonus of eq. 16, returns deposits of clients in good standing and refunds
-/// the unspent budget. Membership lives here, not in a contract of its own, because the per-client
+/// the task's aggregator posts ONE transaction with every client's measurements; the post is pending (it
+/// moves no money and changes no reputation) until the task's challenge window has passed and no challenge of
+/// it is open (IDisputes). Then anyone finalises it, rounds in order: the ledger applies the verdicts' fates,
+/// updates each client's loss reputation r_a (eqs. 5, 8), time reputation r_t (eq. 9) and
+/// r_at = min(cap, r_a * r_t) (eq. 10) in O(1) storage (running sums with linear weights
+/// w^j = 2j / (k(k+1))), credits the per-round payment of eq. 15 to its earnings (pro rata when the budget
+/// runs short) and removes clients below r_a_min or r_t_min, forfeiting their deposit to the sink. After the
+/// task finishes and every posted round is final, `settle` pays the final bonus of eq. 16, returns deposits of
+/// clients in good standing, refunds the unspent budget and releases what is left of the aggregator's bond. Membership lives here, not in a contract of its own, because the per-client
 /// state must sit next to the round posting for its gas to stay O(1) per client.
 /// Reputations are 1e18 fixed point; a client starts with r_a = r_t = min(1e18, cap) and earns no
 /// final bonus unless it was scored in at least one round.
@@ -27,10 +29,20 @@ interface IRoundLedger {
     /// @param quality q_i^n, 1e18 fixed point (loss_avg / loss_i, or a rescaled contribution)
     /// @param roundTime t_i^n, seconds from the round's start to the fog commit, as measured by the aggregator
     /// @param accepted false when the update was rejected (scored with quality 0) or is missing (round skipped)
+    /// @param committed whether the client's fog node committed an update this round (checked at the post)
     struct Measurement {
         uint64 quality;
         uint32 roundTime;
         bool accepted;
+        bool committed;
+    }
+
+    /// @notice A posted round.
+    /// @param entriesHash keccak256(abi.encode(taskId, round, measurements))
+    /// @param postedAt block time of the post, seconds (its challenge window runs from here)
+    struct RoundRecord {
+        bytes32 entriesHash;
+        uint64 postedAt;
     }
 
     /// @notice A client's state in a task (one storage slot pair per client).
@@ -41,7 +53,7 @@ interface IRoundLedger {
     /// @param sumTimeRatio sum over its scored rounds j of j * min(cap, T / t_j), 1e18 fixed point
     /// @param lossReputation r_a after its last scored round (min(1e18, cap) before the first), 1e18 fixed point
     /// @param timeReputation r_t after its last scored round (min(1e18, cap) before the first), 1e18 fixed point
-    /// @param earned wei credited by eq. 15 so far and not yet paid out
+    /// @param earned wei credited by eq. 15 in final rounds so far and not yet paid out
     struct ClientInfo {
         address account;
         ClientStatus status;
@@ -91,6 +103,32 @@ interface IRoundLedger {
     error LedgerRoundNotReady(uint256 taskId, uint256 clientIndex, uint64 deadline);
     /// @notice A measurement was accepted although no update was committed for the client in this round.
     error LedgerUncommittedUpdate(uint256 taskId, uint256 clientIndex);
+    /// @notice A measurement's `committed` flag disagrees with the chain: the client's fog node did or did not commit.
+    /// @param taskId the task
+    /// @param clientIndex the client
+    /// @param committed whether its fog node committed the round
+    error LedgerCommitMismatch(uint256 taskId, uint256 clientIndex, bool committed);
+    /// @notice Rounds are finalised in order: this is not the next round to finalise, or it is not posted.
+    /// @param taskId the task
+    /// @param round the round in the call
+    /// @param next the next round to finalise
+    /// @param posted the last posted round
+    error LedgerNotNextRound(uint256 taskId, uint16 round, uint16 next, uint16 posted);
+    /// @notice The round's challenge window is still open.
+    /// @param taskId the task
+    /// @param round the round
+    /// @param closesAt the last second of its window
+    /// @param now_ the block time now
+    error LedgerWindowOpen(uint256 taskId, uint16 round, uint64 closesAt, uint64 now_);
+    /// @notice A challenge of the round awaits its verdict (or its expiry).
+    error LedgerChallengesOpen(uint256 taskId, uint16 round, uint16 open);
+    /// @notice The measurements given are not the ones posted for the round.
+    error LedgerMeasurementsMismatch(uint256 taskId, uint16 round);
+    /// @notice Settlement waits for every posted round to be final.
+    /// @param taskId the task
+    /// @param posted the last posted round
+    /// @param finalized the last final round
+    error LedgerRoundsPending(uint256 taskId, uint16 posted, uint16 finalized);
     /// @notice A posted round time disagrees with the block time of the fog node's commit.
     /// @param taskId the task
     /// @param clientIndex the client
@@ -135,17 +173,20 @@ interface IRoundLedger {
     /// @param dataCommitment keccak256(abi.encode(dataSize, salt)): its data size, revealed when it opens its auction
     /// @param deposit wei
     event ClientJoined(uint256 indexed taskId, address indexed client, uint256 clientIndex, bytes32 dataCommitment, uint256 deposit);
-    /// @notice The aggregator posted a round. Together with the task's parameters this is enough to
-    /// recompute every reputation and payment of the round.
+    /// @notice The aggregator posted a round; it is pending until finalised. Together with the task's parameters and
+    /// the fates of challenged entries this is enough to recompute every reputation and payment of the round.
     /// @param taskId the task
     /// @param round the round
     /// @param modelHash hash of the round's global model (as stored in the blob store)
     /// @param accuracy the global model's accuracy on the validation set, 1e18 fixed point
     /// @param measurements one per client in join order (entries of removed clients are ignored)
-    /// @param paid wei credited to clients for the round, after pro-rata scaling
-    event RoundPosted(
-        uint256 indexed taskId, uint16 indexed round, bytes32 modelHash, uint64 accuracy, Measurement[] measurements, uint256 paid
-    );
+    event RoundPosted(uint256 indexed taskId, uint16 indexed round, bytes32 modelHash, uint64 accuracy, Measurement[] measurements);
+    /// @notice A posted round became final: reputations updated, payments credited to earnings, removals made.
+    /// @param taskId the task
+    /// @param round the round
+    /// @param paid wei credited to clients' earnings for the round, after pro-rata scaling
+    /// @param forfeited wei of removed clients' deposits sent to the sink
+    event RoundFinalized(uint256 indexed taskId, uint16 indexed round, uint256 paid, uint256 forfeited);
     /// @notice The aggregator committed a round's rewards in kind (each client's rewarded model) with the round.
     /// @param taskId the task
     /// @param round the round
@@ -155,7 +196,8 @@ interface IRoundLedger {
     /// @param rewardList hash of the round's reward list in the blob store (every client index with its reward hash),
     /// from which anyone rebuilds the tree and its proofs
     event RewardsCommitted(uint256 indexed taskId, uint16 indexed round, bytes32 rewardsRoot, bytes32 rewardList);
-    /// @notice A client fell below r_a_min or r_t_min; it was removed and its deposit forfeited to the publisher.
+    /// @notice A client fell below r_a_min or r_t_min in a finalised round; it was removed and its deposit forfeited
+    /// to the sink.
     /// @param taskId the task
     /// @param clientIndex the client
     /// @param round the round after which it was removed
@@ -183,11 +225,10 @@ interface IRoundLedger {
 
     /// @notice Post the current round: one measurement per client in join order. Aggregator only.
     /// Allowed once every active client's fog node committed, or after the round's deadline.
-    /// An accepted measurement needs a commit in this round whose block time minus the round's start is
-    /// within the task's time tolerance of `roundTime`. A client without a commit is skipped
-    /// (no reputation change, no payment); a rejected update counts with quality 0. A scored client's r_a is
-    /// min(cap, H_i + the weighted mean of eq. 8) when its quality reaches q_min, else the weighted mean times
-    /// its quality (the prior H_i left out); below r_a_min or r_t_min it is removed and its deposit forfeited.
+    /// An active client's measurement is `committed` exactly when its fog node committed this round; a committed
+    /// measurement's `roundTime` is within the task's time tolerance of the commit's block time minus the round's
+    /// start; an uncommitted one is not accepted. The round is pending: nothing is scored or paid until
+    /// `finalizeRound`. The clock moves on at once (the next round starts, or the task finishes).
     /// @param taskId the task
     /// @param round the current round
     /// @param modelHash hash of the round's global model
@@ -205,6 +246,16 @@ interface IRoundLedger {
         Measurement[] calldata measurements
     ) external;
 
+    /// @notice Finalise posted round `round` (the one after the last final round) once its challenge window is over
+    /// and no challenge of it is open. Anyone. `measurements` are the round's posted ones (from `RoundPosted`);
+    /// each challenged entry takes its fate (IDisputes): corrected, or skipped when void or neutral. A client
+    /// without a commit (or a void or neutral entry) is skipped (no reputation change, no payment); a rejected
+    /// update counts with quality 0. A scored client's r_a is min(cap, H_i + the weighted mean of eq. 8) when its
+    /// quality reaches q_min, else the weighted mean times its quality (the prior H_i left out); below r_a_min or
+    /// r_t_min it is removed and its deposit goes to the sink. Payments are credited to earnings (paid at
+    /// settlement), scaled pro rata when the budget left cannot cover them.
+    function finalizeRound(uint256 taskId, uint16 round, Measurement[] calldata measurements) external;
+
     /// @notice Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before
     /// it is posted. Aggregator only. From then on a client's loss reputation after a round whose quality
     /// reaches q_min is min(cap, H_i + the weighted mean of eq. 8); after a round below q_min it is the
@@ -216,7 +267,8 @@ interface IRoundLedger {
 
     /// @notice Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a
     /// `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good
-    /// standing back, no final bonus: the task did not complete). Anyone may call it, once.
+    /// standing back, the unspent budget refunded, no final bonus: the task did not complete), once every posted
+    /// round is final; what is left of the aggregator's bond goes back to whoever posted it. Anyone, once.
     function settle(uint256 taskId) external;
 
     /// @notice A client's state.
@@ -266,4 +318,10 @@ interface IRoundLedger {
 
     /// @notice Whether `settle` ran for the task.
     function settled(uint256 taskId) external view returns (bool);
+
+    /// @notice A posted round's record (zeros when not posted).
+    function roundRecord(uint256 taskId, uint16 round) external view returns (RoundRecord memory);
+
+    /// @notice The last posted and the last final round of the task (0 before any).
+    function rounds(uint256 taskId) external view returns (uint16 posted, uint16 finalized);
 }

@@ -4,11 +4,13 @@ pragma solidity ^0.8.24;
 /// @title ITaskRegistry: federated-learning tasks, their parameters, budget and round clock
 /// @notice A publisher creates a task with every parameter of the mechanism (DESIGN.md) and escrows
 /// the reward budget (ether) in the same transaction. Life cycle:
-/// `Open` (clients join, fog auctions run) -> `Running` (rounds 1..N) -> `Finished` (after round N or
-/// the target accuracy) -> `Settled` (bonus paid, deposits returned, unspent budget refunded);
-/// or `Open` -> `Cancelled` (full refund); or `Running` -> `Abandoned` when the aggregator stops posting
-/// (anyone may call `abandonTask` once the current round is ABANDON_GRACE seconds past its deadline:
-/// unspent budget refunded, no final bonus). Fixed point values are 1e18 = 1.0.
+/// `Open` (clients join, fog auctions run, the aggregator's bond is posted) -> `Running` (rounds 1..N are
+/// posted) -> `Finished` (after round N or the target accuracy is posted) -> `Settled` (once every posted round
+/// is final: bonus paid, deposits returned, unspent budget refunded); or `Open` -> `Cancelled` (full refund);
+/// or `Running` -> `Abandoned` when the aggregator stops posting (anyone may call `abandonTask` once the
+/// current round is ABANDON_GRACE seconds past its deadline; at settlement the unspent budget goes back and
+/// no final bonus is paid). The budget is spent when a round is finalised (RoundLedger.finalizeRound), not
+/// when it is posted. Fixed point values are 1e18 = 1.0.
 interface ITaskRegistry {
     /// @notice Where a task is in its life cycle.
     enum TaskStatus {
@@ -43,6 +45,11 @@ interface ITaskRegistry {
     /// @param timeTolerance seconds a posted round time may differ from the fog commit's block time
     /// @param maxClients most clients that may join, 1..MAX_CLIENTS
     /// @param secondPrice true: the auction winner is paid the second-price (Vickrey) price; false: its own bid
+    /// @param challengeWindow seconds after a round's post during which its entries can be challenged; the round
+    /// is final only after it
+    /// @param challengeBond wei a challenger escrows with each challenge
+    /// @param aggregatorBond wei the aggregator's bond must be (Disputes.postBond), at least what one round's post
+    /// can move: maxClients * clientDeposit + min(budget, maxClients * psi * cap^3)
     struct TaskParams {
         bytes32 modelId;
         bytes32 datasetId;
@@ -65,15 +72,18 @@ interface ITaskRegistry {
         uint32 timeTolerance;
         uint16 maxClients;
         bool secondPrice;
+        uint32 challengeWindow;
+        uint96 challengeBond;
+        uint96 aggregatorBond;
     }
 
     /// @notice A task's state apart from its parameters.
-    /// @param publisher who created it and receives refunds and forfeited deposits
+    /// @param publisher who created it and receives the unspent budget back
     /// @param aggregator the only account that may post rounds
     /// @param status life-cycle stage
     /// @param currentRound the round being trained (1-based; 0 before start; N or the last posted round once finished; the unposted round once abandoned)
     /// @param budget wei escrowed at creation
-    /// @param budgetLeft wei of the budget not yet credited to anyone
+    /// @param budgetLeft wei of the budget not yet spent on final rounds or refunded
     /// @param startedAt block time of `startTask`, seconds (0 before)
     /// @param roundStartedAt block time at which the current round began, seconds
     /// @param finishedAt block time of the last posted round, seconds (0 before)
@@ -114,6 +124,12 @@ interface ITaskRegistry {
     error TaskAbandonTooEarly(uint256 taskId, uint64 abandonableAfter, uint64 now_);
     /// @notice A task cannot start without clients.
     error TaskHasNoClients(uint256 taskId);
+    /// @notice A task cannot start before its aggregator's bond is posted (Disputes.postBond).
+    error TaskNotBonded(uint256 taskId);
+    /// @notice The aggregator bond the terms ask for is less than what one round's post can move.
+    /// @param bond the terms' aggregatorBond, wei
+    /// @param minimum maxClients * clientDeposit + min(budget, maxClients * psi * cap^3), wei
+    error TaskBondTooSmall(uint256 bond, uint256 minimum);
     /// @notice Only the RoundLedger may move the round clock and spend the budget.
     error TaskNotLedger(address caller);
     /// @notice The ledger tried to spend more budget than is left.
@@ -135,32 +151,36 @@ interface ITaskRegistry {
     /// @param taskId the task
     /// @param refund wei credited to the publisher
     event TaskCancelled(uint256 indexed taskId, uint256 refund);
-    /// @notice A running task's aggregator did not post `round` in time; the task is `Abandoned` and its
-    /// unspent budget went back to the publisher.
+    /// @notice A running task's aggregator did not post `round` in time; the task is `Abandoned`. Its unspent
+    /// budget goes back to the publisher at settlement, once the rounds posted before are final.
     /// @param taskId the task
     /// @param round the round that was never posted
     /// @param abandonedAt block time, seconds
-    /// @param refund wei credited to the publisher
-    event TaskAbandoned(uint256 indexed taskId, uint16 round, uint64 abandonedAt, uint256 refund);
+    event TaskAbandoned(uint256 indexed taskId, uint16 round, uint64 abandonedAt);
     /// @notice Round 1 began.
     /// @param taskId the task
     /// @param startedAt block time, seconds
     /// @param clients number of clients that joined
     event TaskStarted(uint256 indexed taskId, uint64 startedAt, uint256 clients);
-    /// @notice A round was posted; the budget paid for it and the clock moved on.
+    /// @notice A round was posted and the clock moved on (its payments wait for its finalisation).
     /// @param taskId the task
-    /// @param round the round that completed
-    /// @param spent wei of budget credited to clients for it
-    /// @param budgetLeft wei left after it
+    /// @param round the round that was posted
     /// @param nextRoundStartedAt block time at which the next round began (0 when the task finished)
-    event RoundClosed(uint256 indexed taskId, uint16 indexed round, uint256 spent, uint256 budgetLeft, uint64 nextRoundStartedAt);
+    event RoundClosed(uint256 indexed taskId, uint16 indexed round, uint64 nextRoundStartedAt);
+    /// @notice A final round's payments were taken from the budget.
+    /// @param taskId the task
+    /// @param round the round that was finalised
+    /// @param spent wei of budget credited to the clients' earnings for it
+    /// @param budgetLeft wei left after it
+    event BudgetSpent(uint256 indexed taskId, uint16 indexed round, uint256 spent, uint256 budgetLeft);
     /// @notice The task finished (round N posted or target accuracy reached).
     /// @param taskId the task
     /// @param lastRound the last posted round
     /// @param finishedAt block time, seconds
     /// @param targetReached whether the aggregator reported the target accuracy
     event TaskFinished(uint256 indexed taskId, uint16 lastRound, uint64 finishedAt, bool targetReached);
-    /// @notice The task was settled: the final bonuses were paid and the rest of the budget refunded.
+    /// @notice The task's budget was settled: the final bonuses were paid and the rest refunded (a finished task
+    /// becomes `Settled`; an abandoned one stays `Abandoned`, with no bonuses).
     /// @param taskId the task
     /// @param bonuses wei of budget credited as final bonuses
     /// @param refund wei credited back to the publisher
@@ -177,24 +197,31 @@ interface ITaskRegistry {
     function cancelTask(uint256 taskId) external;
 
     /// @notice Abandon a `Running` task whose current round was not posted by its deadline plus
-    /// ABANDON_GRACE seconds. Anyone may call it. The unspent budget is credited back to the publisher
-    /// and the task becomes `Abandoned`; clients then take their earnings and deposits back through
-    /// RoundLedger.settle (no final bonus: the task did not complete), fog nodes their deposits and
-    /// the unearned escrow through FogAuction.settleJob.
+    /// ABANDON_GRACE seconds. Anyone may call it. The task becomes `Abandoned`; once its posted rounds are final,
+    /// RoundLedger.settle credits the clients their earnings and deposits (no final bonus: the task did not
+    /// complete) and the publisher the unspent budget; fog nodes take their deposits and the clients the
+    /// unearned escrow back through FogAuction.settleJob.
     function abandonTask(uint256 taskId) external;
 
-    /// @notice Start round 1 of an `Open` task with at least one client. Publisher only.
+    /// @notice Start round 1 of an `Open` task with at least one client and its aggregator's bond. Publisher only.
     function startTask(uint256 taskId) external;
 
-    /// @notice Close the current round: spend `spent` wei of budget and move the clock on, or finish
-    /// the task after round N or when `targetReached`. RoundLedger only.
+    /// @notice Close the current (just posted) round: move the clock on, or finish the task after round N or
+    /// when `targetReached`. RoundLedger only.
     /// @return finished whether the task is now `Finished`
-    function closeRound(uint256 taskId, uint256 spent, bool targetReached) external returns (bool finished);
+    function closeRound(uint256 taskId, bool targetReached) external returns (bool finished);
 
-    /// @notice Spend `bonuses` wei of budget, refund the rest to the publisher and mark the task
-    /// `Settled`. RoundLedger only.
+    /// @notice Spend `amount` wei of budget on the final round `round`'s payments. RoundLedger only.
+    function spendBudget(uint256 taskId, uint16 round, uint256 amount) external;
+
+    /// @notice Spend `bonuses` wei of budget and refund the rest to the publisher: a `Finished` task becomes
+    /// `Settled`, an `Abandoned` one (bonuses 0) stays `Abandoned`. RoundLedger only, once.
     /// @return refund wei credited to the publisher
     function settleBudget(uint256 taskId, uint256 bonuses) external returns (uint256 refund);
+
+    /// @notice The least aggregator bond a task with these terms and budget may ask for, wei: what one round's
+    /// post can move (every deposit it could forfeit plus the most one round can pay).
+    function minimumBond(TaskParams calldata params, uint256 budget) external pure returns (uint256);
 
     /// @notice A task's parameters.
     function params(uint256 taskId) external view returns (TaskParams memory);

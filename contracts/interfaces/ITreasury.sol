@@ -3,9 +3,11 @@ pragma solidity ^0.8.24;
 
 /// @title ITreasury: the one place where FedChain's ether lives
 /// @notice Every wei that enters FedChain (task budgets, client deposits, fog deposits, client escrows
-/// for fog jobs) is held here in a pool per task. The other contracts (the "modules": TaskRegistry,
-/// RoundLedger, FogAuction) move money out of a task's pool into an account's claimable balance;
-/// only the account itself takes it out, through `withdraw` (pull payments).
+/// for fog jobs, aggregator bonds, challenge bonds) is held here in a pool per task. The other contracts
+/// (the "modules": TaskRegistry, RoundLedger, FogAuction, Disputes) move money out of a task's pool into an
+/// account's claimable balance; only the account itself takes it out, through `withdraw` (pull payments).
+/// Forfeits and slashes that no wronged party is owed go to the sink, an address fixed at deployment
+/// (the zero address by default: nobody can ever withdraw its balance, so that money is burned).
 /// Invariant: `address(this).balance == totalHeld + totalClaimable` and
 /// `totalDeposited == totalWithdrawn + totalHeld + totalClaimable`, to the wei.
 interface ITreasury {
@@ -21,7 +23,7 @@ interface ITreasury {
         uint256 claimable;
     }
 
-    /// @notice The caller is not one of the three FedChain modules.
+    /// @notice The caller is not one of the four FedChain modules.
     /// @param caller the rejected caller
     error TreasuryUnauthorized(address caller);
     /// @notice A module asked to pay more out of a task's pool than it holds.
@@ -37,6 +39,9 @@ interface ITreasury {
     /// @param amount wei
     error TreasuryTransferFailed(address account, uint256 amount);
 
+    /// @notice The Treasury was deployed with this sink (in its constructor; it never changes).
+    /// @param sink where forfeits go that no wronged party is owed (address(0): burned)
+    event SinkSet(address indexed sink);
     /// @notice Wei entered a task's pool.
     /// @param taskId the task
     /// @param from who sent it (the payer, not the module)
@@ -59,6 +64,12 @@ interface ITreasury {
     /// @param from the payer, recorded in the event
     function deposit(uint256 taskId, address from) external payable;
 
+    /// @notice Move `amount` wei from `taskId`'s pool to the sink's balance (a `Credited` event to the sink). Modules only.
+    /// @param taskId the task
+    /// @param amount wei (0 is a no-op without event)
+    /// @param reason why, a code of the `Reasons` library
+    function creditSink(uint256 taskId, uint256 amount, bytes32 reason) external;
+
     /// @notice Move `amount` wei from `taskId`'s pool to `to`'s claimable balance. Modules only.
     /// @param taskId the task
     /// @param to the account credited
@@ -78,4 +89,7 @@ interface ITreasury {
 
     /// @notice The accounting totals (see `Totals`).
     function totals() external view returns (Totals memory);
+
+    /// @notice Where forfeits go that no wronged party is owed, fixed at deployment (address(0): burned).
+    function sink() external view returns (address);
 }

@@ -10,7 +10,7 @@ library Reasons {
     bytes32 internal constant CLIENT_REWARD = "CLIENT_REWARD";
     /// @notice A client's deposit d back, at settlement or cancellation.
     bytes32 internal constant DEPOSIT_RETURN = "DEPOSIT_RETURN";
-    /// @notice A removed client's deposit d to the publisher.
+    /// @notice A removed client's deposit d to the sink (never to the publisher, who appoints the aggregator).
     bytes32 internal constant DEPOSIT_FORFEIT = "DEPOSIT_FORFEIT";
     /// @notice A fog node's price for one round committed on time.
     bytes32 internal constant FOG_PAYMENT = "FOG_PAYMENT";
@@ -20,4 +20,18 @@ library Reasons {
     bytes32 internal constant BID_FORFEIT = "BID_FORFEIT";
     /// @notice The part of a client's job escrow that no fog node earned, back to the client.
     bytes32 internal constant ESCROW_REFUND = "ESCROW_REFUND";
+    /// @notice What is left of the aggregator's bond, back to whoever posted it, at settlement.
+    bytes32 internal constant BOND_REFUND = "BOND_REFUND";
+    /// @notice The aggregator's bond after an upheld challenge, less the challenger's reward, to the sink.
+    bytes32 internal constant BOND_SLASH = "BOND_SLASH";
+    /// @notice Half of the aggregator's bond to the challenger whose challenge was upheld.
+    bytes32 internal constant CHALLENGE_REWARD = "CHALLENGE_REWARD";
+    /// @notice A challenge bond back to its challenger: the challenge was upheld, or expired without a verdict.
+    bytes32 internal constant CHALLENGE_REFUND = "CHALLENGE_REFUND";
+    /// @notice A rejected challenge's bond: half to the accused, the rest to the sink.
+    bytes32 internal constant CHALLENGE_FORFEIT = "CHALLENGE_FORFEIT";
+    /// @notice A fraudulent fog node's deposit to its client: the price of the voided round, at most r.
+    bytes32 internal constant FOG_COMPENSATION = "FOG_COMPENSATION";
+    /// @notice The rest of a fraudulent fog node's deposit, to the sink.
+    bytes32 internal constant FOG_SLASH = "FOG_SLASH";
 }

@@ -81,9 +81,16 @@ library ReputationMath {
         return (((psi * timeRep * timeRep) / (ONE * ONE)) * lossRep) / ONE;
     }
 
-    /// @notice Eq. 10: r_at = r_a * r_t / 1e18.
-    function totalReputation(uint256 lossRep, uint256 timeRep) internal pure returns (uint256) {
-        return (lossRep * timeRep) / ONE;
+    /// @notice Eq. 10: r_at = min(cap, r_a * r_t / 1e18). Capped like every other reputation, so that the
+    /// final bonus of eq. 16 is bounded as designed (uncapped, r_at reached cap^2).
+    function totalReputation(uint256 lossRep, uint256 timeRep, uint256 cap) internal pure returns (uint256) {
+        uint256 rep = (lossRep * timeRep) / ONE;
+        return rep < cap ? rep : cap;
+    }
+
+    /// @notice The most one client can be paid in one round (eq. 15 at r_a = r_t = cap), wei.
+    function maxRoundPayment(uint256 psi, uint256 cap) internal pure returns (uint256) {
+        return roundPayment(psi, cap, cap, 0, 0);
     }
 
     /// @notice Eq. 16: phi * max(0, T_ex - T_r) * r_at / 1e18, wei.

@@ -69,6 +69,7 @@ def read_views(w3: Web3, deployment: Deployment, task_id: int, events: tuple[Cha
     ledger = b.RoundLedger(reader, deployment.address("RoundLedger"))
     auction = b.FogAuction(reader, deployment.address("FogAuction"))
     treasury = b.Treasury(reader, deployment.address("Treasury"))
+    disputes = b.Disputes(reader, deployment.address("Disputes"))
 
     def at(contract: Contract, signature: str, *args: object) -> Any:
         """The view ``signature(args)`` at ``block``, decoded by its ABI (the fields below name the types)."""
@@ -91,6 +92,8 @@ def read_views(w3: Web3, deployment: Deployment, task_id: int, events: tuple[Cha
         jobs=tuple(at(auction, "job", task_id, i) for i in range(clients)),
         auction_held=at(auction, "heldFor", task_id),
         treasury_held=at(treasury, "held", task_id),
+        disputes_held=at(disputes, "heldFor", task_id),
+        rounds=tuple(at(ledger, "rounds", task_id)),
     )
     credited = sorted({e.to for e in events if isinstance(e, b.Credited)})
     treasury_views = TreasuryViews(

@@ -32,6 +32,8 @@ class CheckName(str, enum.Enum):
     STORE_MODELS = "store.models"
     STORE_REWARDS = "store.rewards"
     SCORES = "scores.reproduced"
+    DISPUTES = "disputes.replayed"
+    SINK = "forfeits.sink"
 
 
 #: What each check asserts, one line each (shown in every report).
@@ -50,6 +52,12 @@ DESCRIPTIONS: Mapping[CheckName, str] = {
         "every round of a task that rewards in kind committed a reward root, rebuilt from its stored reward list, "
         "and every listed reward is in the store intact and is its client's"
     ),
+    CheckName.DISPUTES: (
+        "the aggregator's bond, every challenge, verdict and expiry, the fate it gave its entry and the money it "
+        "moved follow the rules"
+    ),
+    CheckName.SINK: "every forfeit and slash went to the deployment's sink (a rejected challenge's half to the accused), "
+    "none to the publisher",
     CheckName.SCORES: (
         "the posted qualities (and, for rewards in kind, every reward) are reproduced from the stored updates "
         "within the tolerance"

@@ -36,6 +36,15 @@ class TaskRecord:
     #: Wei credited as final bonuses and refunded to the publisher at settlement (None before).
     bonuses: int | None
     refund: int | None
+    #: Who posted the aggregator's bond (None before), what it was, and what went back at settlement (None before).
+    bonder: str | None = None
+    bond: int = 0
+    bond_returned: int | None = None
+    #: The last posted and the last final round.
+    posted_rounds: int = 0
+    final_rounds: int = 0
+    #: The deployment's sink (where forfeits go), as the Treasury announced it.
+    sink: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,11 +71,8 @@ class ClientRecord:
     removed_round: int | None
     #: keccak256 of the data it handed to its fog node (DataHandoff), if committed.
     data_hash: bytes | None
-
-    @property
-    def total_reputation(self) -> int:
-        """r_at = r_a * r_t (eq. 10), fixed point."""
-        return self.loss_reputation * self.time_reputation // 10**18
+    #: r_at = min(cap, r_a * r_t) (eq. 10), fixed point.
+    total_reputation: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,16 +115,41 @@ class CommitRecord:
 
 @dataclass(frozen=True)
 class SlashRecord:
-    """A winner that missed a round, and who took the job over."""
+    """A winner that was slashed (it missed a round, or the committee found its update fraudulent), and who took
+    the job over."""
 
     client_index: int
     fog: str
     round: int
+    #: Wei of its deposit taken: to the client for a missed round; to the client (compensation) and the sink for fraud.
     forfeited: int
     #: Bid index of the new winner, or None when the job fell vacant.
     new_winner: int | None
     new_price: int
     from_round: int
+    #: ``missed`` (no commit by the deadline) or ``fraud`` (an upheld fog challenge).
+    kind: str = "missed"
+
+
+@dataclass(frozen=True)
+class ChallengeRecord:
+    """A challenge of a posted round and how it ended."""
+
+    challenge_id: int
+    round: int
+    client_index: int
+    #: ``entry`` (against the aggregator) or ``fog`` (against the fog node that committed the round).
+    kind: str
+    challenger: str
+    accused: str
+    #: The measurement the entry should be (entry challenges).
+    proposed: Measurement
+    bond: int
+    verdict_deadline: int
+    #: ``open``, ``upheld``, ``rejected`` or ``expired``.
+    status: str
+    #: The entry's fate after this challenge: ``posted``, ``neutral``, ``corrected`` or ``void``.
+    fate: str
 
 
 @dataclass(frozen=True)
@@ -139,6 +170,10 @@ class RoundRecord:
     #: Each client's payment for the round, wei.
     payments: tuple[int, ...]
     removed: tuple[int, ...]
+    #: What the challenges made of each entry (``posted`` where none): ``neutral``, ``corrected`` or ``void``.
+    fates: tuple[str, ...] = ()
+    #: Wei of removed clients' deposits sent to the sink when the round became final.
+    forfeited: int = 0
 
 
 @dataclass(frozen=True)
@@ -163,6 +198,7 @@ class TaskHistory:
     credits: tuple[CreditRecord, ...]
     #: Wei each account of the task withdrew from the Treasury (over all tasks: withdrawals are per account).
     withdrawn: tuple[tuple[str, int], ...]
+    challenges: tuple[ChallengeRecord, ...] = ()
 
     def credited_to(self, account: str) -> dict[str, int]:
         """Wei credited to ``account`` by this task, by reason."""
@@ -171,6 +207,11 @@ class TaskHistory:
             if credit.account == account:
                 totals[credit.reason] = totals.get(credit.reason, 0) + credit.amount
         return totals
+
+    @property
+    def to_sink(self) -> dict[str, int]:
+        """Wei this task sent to the sink, by reason."""
+        return self.credited_to(self.task.sink) if self.task.sink is not None else {}
 
     @property
     def fog_nodes(self) -> tuple[str, ...]:

@@ -11,11 +11,20 @@ fixed point) and records any difference in a :class:`~fedchain.audit.checks.Tall
 * reputation: r_a and r_t of every scored client after every round (with the
   posted cross-task priors of eq. 8 applied), and who falls below the
   thresholds and is removed;
-* payments: each round's eq. 15 payments after pro-rata scaling, the budget
-  left, fog payments, the final bonuses of eq. 16, refunds and forfeits; and
-  that every ``Credited`` event is one of these (and each of these has one).
+* payments: each final round's eq. 15 payments after pro-rata scaling, the
+  budget left, fog payments, the final bonuses of eq. 16, refunds and forfeits;
+  and that every ``Credited`` event is one of these (and each of these has one).
   A fog node's deposits and payments count per transaction: a batch call
-  (``commitBids``, ``commitUpdates``) moves them for all its jobs in one event.
+  (``commitBids``, ``commitUpdates``) moves them for all its jobs in one event;
+* accountability: the aggregator's bond, every challenge, verdict and expiry,
+  the fate each gives its entry (applied when the round is finalised), the
+  bonds and slashes they move, and that every forfeit went to the
+  deployment's sink (announced by the Treasury's ``SinkSet``), never to the
+  publisher or the aggregator.
+
+A post is pending: the replay scores a round when its ``RoundFinalized``
+event comes, with the measurements of its ``RoundPosted`` event and the
+fates of its challenged entries.
 
 The chain's own values carry the replay on after a mismatch, so one wrong
 event gives one finding rather than a cascade. Everything here is pure: events
@@ -34,6 +43,7 @@ from fedchain.audit.history import (
     NO_WINNER,
     AuctionRecord,
     BidRecord,
+    ChallengeRecord,
     ClientRecord,
     CommitRecord,
     CreditRecord,
@@ -57,6 +67,7 @@ from fedchain.fl.reputation import (
 )
 
 H, A, R, P, E = CheckName.HISTORY, CheckName.AUCTIONS, CheckName.REPUTATION, CheckName.PAYMENTS, CheckName.ESCROW_TASK
+D, S = CheckName.DISPUTES, CheckName.SINK
 
 #: ``Reasons`` codes of the Treasury's ``Credited`` events.
 BUDGET_REFUND = "BUDGET_REFUND"
@@ -67,6 +78,20 @@ FOG_PAYMENT = "FOG_PAYMENT"
 BID_REFUND = "BID_REFUND"
 BID_FORFEIT = "BID_FORFEIT"
 ESCROW_REFUND = "ESCROW_REFUND"
+BOND_REFUND = "BOND_REFUND"
+BOND_SLASH = "BOND_SLASH"
+CHALLENGE_REWARD = "CHALLENGE_REWARD"
+CHALLENGE_REFUND = "CHALLENGE_REFUND"
+CHALLENGE_FORFEIT = "CHALLENGE_FORFEIT"
+FOG_COMPENSATION = "FOG_COMPENSATION"
+FOG_SLASH = "FOG_SLASH"
+#: Reasons of money taken from someone as a penalty: none may reach the publisher or the aggregator, who can
+#: trigger them (DESIGN.md, Accountability).
+FORFEIT_REASONS = frozenset({DEPOSIT_FORFEIT, BOND_SLASH, CHALLENGE_FORFEIT, FOG_SLASH})
+#: The sink by default: the zero address (burned).
+BURN_SINK = "0x0000000000000000000000000000000000000000"
+#: The fates of a challenged entry, weakest first (IDisputes.Fate).
+FATES = ("posted", "neutral", "corrected", "void")
 
 
 def reason_name(reason: bytes) -> str:
@@ -91,6 +116,8 @@ class PoolParts:
     rewards_held: int
     #: FogAuction: fog deposits and unreleased job escrow.
     auction_held: int
+    #: Disputes: what is left of the aggregator's bond and the open challenges' bonds.
+    disputes_held: int
     #: Treasury: everything deposited into and credited out of the pool.
     deposited: int
     credited: int
@@ -103,7 +130,7 @@ class PoolParts:
     @property
     def parts(self) -> int:
         """The sum of the modules' shares; equals :attr:`held` when no wei is lost or created."""
-        return self.budget_left + self.deposits_held + self.rewards_held + self.auction_held
+        return self.budget_left + self.deposits_held + self.rewards_held + self.auction_held + self.disputes_held
 
 
 @dataclass(frozen=True)
@@ -159,11 +186,30 @@ class _Job:
     commits: dict[int, b.UpdateCommitted] = field(default_factory=dict)
 
 
+@dataclass
+class _Posted:
+    """A posted round, pending until its RoundFinalized."""
+
+    event: b.RoundPosted
+    #: Block time of the post (the next round's start, or the task's finish), once known.
+    posted_at: int | None = None
+    final: bool = False
+
+
+@dataclass
+class _Challenge:
+    event: b.ChallengeOpened
+    status: str = "open"
+    fate: str = "posted"
+
+
 class _Replayer:
     """Applies one task's events in order; see the module docstring."""
 
-    def __init__(self, task_id: int, mechanism: MechanismParams | None) -> None:
+    def __init__(self, task_id: int, mechanism: MechanismParams | None, sink: str, verdict_window: int | None) -> None:
         self.task_id = task_id
+        self.sink = sink
+        self.verdict_window = verdict_window
         self.override = mechanism
         self.tally = Tally()
         self.created: b.TaskCreated | None = None
@@ -189,8 +235,8 @@ class _Replayer:
         self.pending_removals: list[b.ClientRemoved] = []
         #: The posted cross-task priors H_i (eq. 8), one per client; None until PriorsPosted (all 0).
         self.priors: tuple[int, ...] | None = None
-        self.pending_close: tuple[int, int, bool] | None = None
-        self.last_slash: b.FogSlashed | None = None
+        self.pending_close: tuple[int, bool] | None = None
+        self.last_slash: b.FogSlashed | b.FogFraudSlashed | None = None
         self.expected_credits: Counter[tuple[str, int, str]] = Counter()
         self.actual_credits: list[tuple[b.Credited, str]] = []
         self.expected_deposits: Counter[tuple[str, int]] = Counter()
@@ -202,6 +248,19 @@ class _Replayer:
         self.commits: list[CommitRecord] = []
         self.slashes: list[SlashRecord] = []
         self.rounds: list[RoundRecord] = []
+        self.disputes_held = 0
+        self.bond_left = 0
+        self.bond = 0
+        self.bonder: str | None = None
+        self.bond_returned: int | None = None
+        self.posted: dict[int, _Posted] = {}
+        self.finalized_up_to = 0
+        self.pending_spend: tuple[int, int] | None = None
+        self.challenges: dict[int, _Challenge] = {}
+        #: (round, client index) -> (fate, the corrected measurement where the fate is ``corrected``).
+        self.fates: dict[tuple[int, int], tuple[str, b.Measurement | None]] = {}
+        #: Expected effects of a verdict in its own transaction: (tx, kind) -> what the event must say.
+        self.expected_in_tx: dict[tuple[str, str], Any] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -219,6 +278,10 @@ class _Replayer:
         """A ``Credited`` event the contracts must emit (none for 0 wei)."""
         if amount:
             self.expected_credits[(account, amount, reason)] += 1
+
+    def _credit_sink(self, amount: int, reason: str) -> None:
+        """A ``Credited`` event to the deployment's sink the contracts must emit (none for 0 wei)."""
+        self._credit(self.sink, amount, reason)
 
     def _client(self, index: int, at: ChainEvent) -> _Client | None:
         if self.tally.require(H, 0 <= index < len(self.clients), f"client index {index} never joined", at):
@@ -275,9 +338,6 @@ class _Replayer:
         after = self.round_started_at + self.params.round_duration + ABANDON_GRACE
         self.tally.require(H, e.abandoned_at > after,
                            f"task abandoned at {e.abandoned_at}, not after its round's deadline plus the grace ({after})", e)
-        self.tally.expect(P, "refund at abandonment", self.budget_left, e.refund, e)
-        self._credit(self.publisher, e.refund, BUDGET_REFUND)
-        self.budget_left = 0
         self.status, self.abandoned_at = "Abandoned", e.abandoned_at
 
     def on_task_started(self, e: b.TaskStarted) -> None:
@@ -291,14 +351,11 @@ class _Replayer:
                                   f"round {e.round} closed without being posted", e):
             return
         assert self.pending_close is not None
-        _, paid, finished = self.pending_close
+        _, finished = self.pending_close
         self.pending_close = None
-        self.tally.expect(P, f"round {e.round} spent", paid, e.spent, e)
-        self.tally.expect(P, f"budget left after round {e.round}", self.budget_left - e.spent, e.budget_left, e)
-        self.budget_left = e.budget_left
-        self.rewards_held += e.spent
         self.tally.expect(H, f"task finished after round {e.round}", finished, e.next_round_started_at == 0, e)
         if e.next_round_started_at != 0:
+            self.posted[e.round].posted_at = e.next_round_started_at
             self.current_round += 1
             self.round_started_at = e.next_round_started_at
 
@@ -306,18 +363,33 @@ class _Replayer:
         self._status(e, "Running")
         self.tally.expect(H, "last round", self.current_round, e.last_round, e)
         target = self.params.target_accuracy
-        reached = bool(self.rounds) and target != 0 and self.rounds[-1].accuracy >= target
+        last = self.posted.get(e.last_round)
+        reached = last is not None and target != 0 and last.event.accuracy >= target
         self.tally.expect(H, "target reached", reached, e.target_reached, e)
+        if last is not None:
+            last.posted_at = e.finished_at
         self.status, self.finished_at, self.target_reached = "Finished", e.finished_at, e.target_reached
 
+    def on_budget_spent(self, e: b.BudgetSpent) -> None:
+        expected = self.pending_spend
+        self.pending_spend = None
+        if not self.tally.require(H, expected is not None and expected[0] == e.round,
+                                  f"budget spent on round {e.round}, which was not finalised", e):
+            return
+        assert expected is not None
+        self.tally.expect(P, f"round {e.round} spent", expected[1], e.spent, e)
+        self.tally.expect(P, f"budget left after round {e.round}", self.budget_left - e.spent, e.budget_left, e)
+        self.budget_left = e.budget_left
+
     def on_task_settled(self, e: b.TaskSettled) -> None:
-        self._status(e, "Finished")
+        self._status(e, "Finished", "Abandoned")
         self.tally.expect(P, "final bonuses", sum(self.expected_bonuses or ()), e.bonuses, e)
         self.tally.expect(P, "budget refund at settlement", self.budget_left - e.bonuses, e.refund, e)
         self._credit(self.publisher, e.refund, BUDGET_REFUND)
         self.settled_bonuses, self.settled_refund = e.bonuses, e.refund
         self.budget_left = 0
-        self.status = "Settled"
+        if self.status == "Finished":
+            self.status = "Settled"
 
     # ------------------------------------------------------------------ RoundLedger
 
@@ -345,24 +417,19 @@ class _Replayer:
         self.priors = tuple(e.priors)
 
     def on_round_posted(self, e: b.RoundPosted) -> None:
-        mechanism = self.mechanism
-        assert mechanism is not None
         self._status(e, "Running")
         self.tally.expect(H, "posted round", self.current_round, e.round, e)
         n = len(self.clients)
         if not self.tally.expect(H, f"measurements in round {e.round}", n, len(e.measurements), e):
-            self.pending_removals.clear()
             return
-        payments = [0] * n
-        scored = [False] * n
-        removed: list[int] = []
         tolerance = self.params.time_tolerance
         for client, m in zip(self.clients, e.measurements, strict=True):
+            if not client.active:  # removed by a final round: its entry is ignored
+                continue
             i = client.index
             job = self.jobs.get(i)
             commit = job.commits.get(e.round) if job is not None else None
-            if not client.active:
-                continue
+            self.tally.expect(H, f"client {i} round {e.round} posted as committed", commit is not None, m.committed, e)
             if commit is None:
                 self.tally.require(H, not m.accepted, f"client {i} accepted in round {e.round} without a commit", e)
                 continue
@@ -371,6 +438,39 @@ class _Replayer:
                 H, abs(m.round_time - observed) <= tolerance,
                 f"client {i} round {e.round}: posted round time {m.round_time} s, its commit came after {observed} s", e,
             )
+        self.posted[e.round] = _Posted(e)
+        target = self.params.target_accuracy
+        finished = (target != 0 and e.accuracy >= target) or e.round >= self.params.rounds
+        self.pending_close = (e.round, finished)
+
+    def on_round_finalized(self, e: b.RoundFinalized) -> None:
+        mechanism = self.mechanism
+        assert mechanism is not None
+        posted = self.posted.get(e.round)
+        expected_round = self.finalized_up_to + 1
+        if not self.tally.require(H, posted is not None and e.round == expected_round,
+                                  f"round {e.round} finalised, expected round {expected_round} (posted and next)", e):
+            self.pending_removals.clear()
+            return
+        assert posted is not None
+        opened = [c for c in self.challenges.values() if c.event.round == e.round and c.status == "open"]
+        self.tally.require(D, not opened, f"round {e.round} finalised with {len(opened)} challenge(s) open", e)
+        n = len(self.clients)
+        payments = [0] * n
+        scored = [False] * n
+        removed: list[int] = []
+        fates = []
+        for client, posted_m in zip(self.clients, posted.event.measurements, strict=True):
+            i = client.index
+            fate, corrected = self.fates.get((e.round, i), ("posted", None))
+            fates.append(fate)
+            if not client.active or fate in ("void", "neutral"):
+                continue
+            m = posted_m
+            if fate == "corrected" and corrected is not None:
+                m = m._replace(quality=corrected.quality, accepted=corrected.accepted)
+            if not m.committed:
+                continue
             prior = self.priors[i] if self.priors is not None and i < len(self.priors) else 0
             score = score_round(client.reputation, mechanism, m.quality, m.round_time, m.accepted, prior)
             client.reputation, scored[i], payments[i] = score.reputation, True, score.payment
@@ -384,26 +484,28 @@ class _Replayer:
         self.tally.expect(P, f"round {e.round} paid", paid, e.paid, e)
         self._check_removals(e, scored, removed)
         forfeited = len(removed) * self.params.client_deposit
+        self.tally.expect(P, f"round {e.round} forfeited deposits", forfeited, e.forfeited, e)
         self.deposits_held -= forfeited
-        self._credit(self.publisher, forfeited, DEPOSIT_FORFEIT)
-        target = self.params.target_accuracy
-        finished = (target != 0 and e.accuracy >= target) or e.round >= self.params.rounds
-        self.pending_close = (e.round, e.paid, finished)
+        self.rewards_held += e.paid
+        self._credit_sink(forfeited, DEPOSIT_FORFEIT)
+        self.pending_spend = (e.round, e.paid)
+        posted.final = True
+        self.finalized_up_to = e.round
         self.rounds.append(RoundRecord(
-            round=e.round, model_hash=e.model_hash, accuracy=e.accuracy, measurements=tuple(e.measurements),
-            paid=e.paid, scored=tuple(scored),
+            round=e.round, model_hash=posted.event.model_hash, accuracy=posted.event.accuracy,
+            measurements=tuple(posted.event.measurements), paid=e.paid, scored=tuple(scored),
             loss_reputation=tuple(c.reputation.loss_reputation for c in self.clients),
             time_reputation=tuple(c.reputation.time_reputation for c in self.clients),
-            payments=tuple(scaled), removed=tuple(removed),
+            payments=tuple(scaled), removed=tuple(removed), fates=tuple(fates), forfeited=e.forfeited,
         ))
 
-    def _check_removals(self, e: b.RoundPosted, scored: list[bool], removed: list[int]) -> None:
+    def _check_removals(self, e: b.RoundFinalized, scored: list[bool], removed: list[int]) -> None:
         """Each scored client's removal decision (Algorithm 1) against the round's ClientRemoved events."""
         actual = {r.client_index: r for r in self.pending_removals if r.round == e.round}
         stray = [r for r in self.pending_removals if r.round != e.round]
         self.pending_removals.clear()
         for r in stray:
-            self.tally.fail(R, f"client {r.client_index} removed in round {r.round} while round {e.round} was posted", r)
+            self.tally.fail(R, f"client {r.client_index} removed in round {r.round} while round {e.round} was finalised", r)
         for i in (i for i, was_scored in enumerate(scored) if was_scored):
             rep = self.clients[i].reputation
             event = actual.pop(i, None)
@@ -419,6 +521,8 @@ class _Replayer:
 
     def on_client_settled(self, e: b.ClientSettled) -> None:
         self._status(e, "Finished", "Cancelled", "Abandoned")
+        pending = [r for r, p in self.posted.items() if not p.final]
+        self.tally.require(H, not pending, f"client {e.client_index} settled while round(s) {pending} were pending", e)
         client = self._client(e.client_index, e)
         if client is None:
             return
@@ -441,7 +545,7 @@ class _Replayer:
         duration = self.finished_at - self.started_at
         p = self.params
         bonuses = [
-            final_bonus(p.phi, p.expected_duration, duration, c.reputation.total_reputation)
+            final_bonus(p.phi, p.expected_duration, duration, c.reputation.total_reputation(p.reputation_cap))
             if c.active and c.reputation.rounds > 0 else 0
             for c in self.clients
         ]
@@ -538,6 +642,27 @@ class _Replayer:
         self._credit(client.account, e.forfeited, BID_FORFEIT)
         self.last_slash = e
 
+    def on_fog_fraud_slashed(self, e: b.FogFraudSlashed) -> None:
+        expected = self.expected_in_tx.pop((e.transaction_hash, "fraud"), None)
+        self.tally.require(D, expected == (e.client_index, e.fog, True),
+                           f"fog {e.fog} slashed for fraud on job {e.client_index} without an upheld fog challenge for it", e)
+        job = self._job(e.client_index, e, "awarded")
+        client = self._client(e.client_index, e)
+        if job is None or client is None:
+            return
+        winner = job.bids[job.winner] if job.winner < len(job.bids) else None
+        self.tally.expect(H, f"slashed fog of job {e.client_index}", winner.bidder if winner else None, e.fog, e)
+        deposit = self.params.fog_deposit
+        compensation = min(job.winner_price, deposit)
+        self.tally.expect(P, f"compensation of client {e.client_index} for fog fraud", compensation, e.compensation, e)
+        self.tally.expect(P, f"fog deposit of job {e.client_index} burned for fraud", deposit - compensation, e.burned, e)
+        if winner is not None:
+            winner.settled = True
+        self.auction_held -= e.compensation + e.burned
+        self._credit(client.account, e.compensation, FOG_COMPENSATION)
+        self._credit_sink(e.burned, FOG_SLASH)
+        self.last_slash = e
+
     def on_job_reassigned(self, e: b.JobReassigned) -> None:
         job = self._job(e.client_index, e, "awarded")
         client = self._client(e.client_index, e)
@@ -566,9 +691,13 @@ class _Replayer:
             job.paid_up_to = e.from_round - 1
             job.winner_price = e.price
         job.winner = e.winner
+        if isinstance(slash, b.FogFraudSlashed):
+            forfeited, kind = slash.compensation + slash.burned, "fraud"
+        else:
+            forfeited, kind = slash.forfeited, "missed"
         self.slashes.append(SlashRecord(
-            e.client_index, slash.fog, slash.round, slash.forfeited,
-            None if e.winner == NO_WINNER else e.winner, e.price, e.from_round,
+            e.client_index, slash.fog, slash.round, forfeited,
+            None if e.winner == NO_WINNER else e.winner, e.price, e.from_round, kind,
         ))
 
     def on_job_settled(self, e: b.JobSettled) -> None:
@@ -603,6 +732,101 @@ class _Replayer:
         job.released = job.escrow
         job.status = "settled"
 
+    # ------------------------------------------------------------------ Disputes
+
+    def on_bond_posted(self, e: b.BondPosted) -> None:
+        self._status(e, "Open")
+        self.tally.require(D, self.bonder is None, "the aggregator's bond was posted twice", e)
+        self.tally.expect(D, "aggregator bond", self.params.aggregator_bond, e.amount, e)
+        self.bonder, self.bond, self.bond_left = e.bonder, e.amount, e.amount
+        self.disputes_held += e.amount
+        self.expected_deposits[(e.bonder, e.amount)] += 1
+
+    def on_bond_released(self, e: b.BondReleased) -> None:
+        self.tally.expect(D, "bonder", self.bonder, e.bonder, e)
+        self.tally.expect(D, "bond returned at settlement", self.bond_left, e.amount, e)
+        self._credit(e.bonder, e.amount, BOND_REFUND)
+        self.disputes_held -= e.amount
+        self.bond_left, self.bond_returned = 0, e.amount
+
+    def on_challenge_opened(self, e: b.ChallengeOpened) -> None:
+        posted = self.posted.get(e.round)
+        if not self.tally.require(D, posted is not None and not posted.final,
+                                  f"challenge {e.challenge_id} of round {e.round}, which is not a pending posted round", e):
+            return
+        assert posted is not None
+        self.tally.require(D, 0 <= e.client_index < len(self.clients),
+                           f"challenge {e.challenge_id} names client {e.client_index}, who never joined", e)
+        self.tally.expect(D, f"bond of challenge {e.challenge_id}", self.params.challenge_bond, e.bond, e)
+        if self.verdict_window is not None and posted.posted_at is not None:
+            opened_at = e.verdict_deadline - self.verdict_window
+            closes = posted.posted_at + self.params.challenge_window
+            self.tally.require(D, opened_at <= closes,
+                               f"challenge {e.challenge_id} opened at {opened_at}, after round {e.round}'s window ({closes})", e)
+        if e.kind == b.ChallengeKind.ENTRY:
+            assert self.created is not None
+            self.tally.expect(D, f"accused of entry challenge {e.challenge_id}", self.created.aggregator, e.accused, e)
+        elif e.kind == b.ChallengeKind.FOG and 0 <= e.client_index < len(self.clients):
+            self.tally.expect(D, f"challenger of fog challenge {e.challenge_id}", self.clients[e.client_index].account,
+                              e.challenger, e)
+        self.challenges[e.challenge_id] = _Challenge(e)
+        self.disputes_held += e.bond
+        self.expected_deposits[(e.challenger, e.bond)] += 1
+
+    def on_challenge_resolved(self, e: b.ChallengeResolved) -> None:
+        record = self.challenges.get(e.challenge_id)
+        if not self.tally.require(D, record is not None and record.status == "open",
+                                  f"challenge {e.challenge_id} resolved but not open", e):
+            return
+        assert record is not None
+        c = record.event
+        status = e.status.name.lower()
+        record.status = status
+        self.disputes_held -= c.bond
+        key = (c.round, c.client_index)
+        fate, corrected = self.fates.get(key, ("posted", None))
+        if status == "upheld":
+            outcome = "void" if c.kind == b.ChallengeKind.FOG else "corrected"
+        else:
+            outcome = "neutral" if status == "expired" else "posted"
+        if FATES.index(outcome) > FATES.index(fate):
+            fate, corrected = outcome, (c.proposed if outcome == "corrected" else None)
+        self.fates[key] = (fate, corrected)
+        record.fate = fate
+        self.tally.expect(D, f"fate of round {c.round} client {c.client_index} after challenge {c.challenge_id}",
+                          fate, FATES[int(e.fate)], e)
+        if status == "rejected":
+            half = c.bond // 2
+            self._credit(c.accused, half, CHALLENGE_FORFEIT)
+            self._credit_sink(c.bond - half, CHALLENGE_FORFEIT)
+        elif status == "expired":
+            self._credit(c.challenger, c.bond, CHALLENGE_REFUND)
+        elif c.kind == b.ChallengeKind.ENTRY:
+            reward = self.bond_left // 2
+            self._credit(c.challenger, c.bond, CHALLENGE_REFUND)
+            self._credit(c.challenger, reward, CHALLENGE_REWARD)
+            self._credit_sink(self.bond_left - reward, BOND_SLASH)
+            if self.bond_left:
+                self.expected_in_tx[(e.transaction_hash, "bond")] = (c.challenge_id, reward, self.bond_left - reward)
+            self.disputes_held -= self.bond_left
+            self.bond_left = 0
+        else:
+            self._credit(c.challenger, c.bond, CHALLENGE_REFUND)
+            job = self.jobs.get(c.client_index)
+            commit = job.commits.get(c.round) if job is not None else None
+            self.tally.require(D, commit is not None and commit.fog == c.accused,
+                               f"fog challenge {c.challenge_id} upheld against {c.accused}, who did not commit round "
+                               f"{c.round} of job {c.client_index}", e)
+            holds = (job is not None and job.status == "awarded" and job.winner < len(job.bids)
+                     and job.bids[job.winner].bidder == c.accused and not job.bids[job.winner].settled)
+            if holds:
+                self.expected_in_tx[(e.transaction_hash, "fraud")] = (c.client_index, c.accused, True)
+
+    def on_bond_slashed(self, e: b.BondSlashed) -> None:
+        expected = self.expected_in_tx.pop((e.transaction_hash, "bond"), None)
+        self.tally.expect(D, "aggregator bond slashed (challenge, reward, burned)", expected,
+                          (e.challenge_id, e.reward, e.burned), e)
+
     # ------------------------------------------------------------------ DataHandoff, Treasury
 
     def on_data_committed(self, e: b.DataCommitted) -> None:
@@ -626,7 +850,11 @@ class _Replayer:
 
     def finish(self, withdrawn: dict[str, int]) -> Replay:
         for r in self.pending_removals:
-            self.tally.fail(R, f"client {r.client_index} removed outside a round post", r)
+            self.tally.fail(R, f"client {r.client_index} removed outside a round's finalisation", r)
+        for (tx, kind), expected in self.expected_in_tx.items():
+            what = "fraud slash" if kind == "fraud" else "bond slash"
+            self.tally.fail(D, f"the {what} an upheld challenge called for is missing from transaction {tx} ({expected})")
+        self._check_sink()
         for (_, bidder), amount in self.bid_deposits.items():
             self.expected_deposits[(bidder, amount)] += 1
         for (_, fog), amount in self.fog_payments.items():
@@ -635,12 +863,28 @@ class _Replayer:
         self._match_deposits()
         history = self._history(withdrawn)
         pool = PoolParts(
-            self.budget_left, self.deposits_held, self.rewards_held, self.auction_held, self.deposited, self.credited
+            self.budget_left, self.deposits_held, self.rewards_held, self.auction_held, self.disputes_held,
+            self.deposited, self.credited,
         )
         if self.created is not None:
             self.tally.expect(E, "the pool (deposited - credited) against the modules' holdings rebuilt from their events",
                               pool.parts, pool.held)
         return Replay(history=history, mechanism=self.mechanism, pool=pool, tally=self.tally)
+
+    def _check_sink(self) -> None:
+        """Every forfeit and slash went to the deployment's sink, except a rejected challenge's share for the accused
+        (who did not trigger it: the challenger did); the publisher, who appoints the aggregator, received none."""
+        if self.created is None:
+            return
+        accused = {c.event.accused for c in self.challenges.values() if c.status == "rejected"}
+        for event, reason in self.actual_credits:
+            if reason not in FORFEIT_REASONS:
+                continue
+            allowed = event.to == self.sink or (reason == CHALLENGE_FORFEIT and event.to in accused)
+            self.tally.require(S, allowed, f"{reason} of {event.amount} wei went to {event.to}, not to the sink {self.sink}",
+                               event)
+        received = [(e, r) for e, r in self.actual_credits if e.to == self.publisher and r in FORFEIT_REASONS]
+        self.tally.require(S, not received, f"the publisher received forfeits: {[(r, e.amount) for e, r in received]}")
 
     def _match_credits(self) -> None:
         """Every Credited event is one the replay expects, and every expected credit happened."""
@@ -682,6 +926,12 @@ class _Replayer:
             target_reached=self.target_reached,
             bonuses=self.settled_bonuses,
             refund=self.settled_refund,
+            bonder=self.bonder,
+            bond=self.bond,
+            bond_returned=self.bond_returned,
+            posted_rounds=max(self.posted, default=0),
+            final_rounds=self.finalized_up_to,
+            sink=self.sink,
         )
         clients = tuple(
             ClientRecord(
@@ -690,6 +940,7 @@ class _Replayer:
                 sum_time_ratio=c.reputation.sum_time_ratio, loss_reputation=c.reputation.loss_reputation,
                 time_reputation=c.reputation.time_reputation, earned=c.earned, bonus=c.bonus,
                 deposit_returned=c.deposit_returned, removed_round=c.removed_round, data_hash=c.data_hash,
+                total_reputation=c.reputation.total_reputation(self.params.reputation_cap) if created else 0,
             )
             for c in self.clients
         )
@@ -708,10 +959,21 @@ class _Replayer:
         accounts = {c.account for c in self.clients} | {bid.bidder for job in self.jobs.values() for bid in job.bids}
         if created:
             accounts |= {created.publisher}
+        challenges = tuple(
+            ChallengeRecord(
+                challenge_id=c.event.challenge_id, round=c.event.round, client_index=c.event.client_index,
+                kind=c.event.kind.name.lower(), challenger=c.event.challenger, accused=c.event.accused,
+                proposed=c.event.proposed, bond=c.event.bond, verdict_deadline=c.event.verdict_deadline,
+                status=c.status, fate=c.fate,
+            )
+            for _, c in sorted(self.challenges.items())
+        )
+        accounts |= {c.challenger for c in challenges} | ({self.bonder} if self.bonder else set())
         return TaskHistory(
             task=task, clients=clients, auctions=auctions, commits=tuple(self.commits), slashes=tuple(self.slashes),
             rounds=tuple(self.rounds), credits=credits,
             withdrawn=tuple(sorted((a, w) for a, w in withdrawn.items() if a in accounts)),
+            challenges=challenges,
         )
 
 
@@ -722,6 +984,14 @@ _HANDLERS: dict[type[ChainEvent], Callable[[_Replayer, Any], None]] = {
     b.TaskAbandoned: _Replayer.on_task_abandoned,
     b.TaskStarted: _Replayer.on_task_started,
     b.RoundClosed: _Replayer.on_round_closed,
+    b.BudgetSpent: _Replayer.on_budget_spent,
+    b.RoundFinalized: _Replayer.on_round_finalized,
+    b.FogFraudSlashed: _Replayer.on_fog_fraud_slashed,
+    b.BondPosted: _Replayer.on_bond_posted,
+    b.BondReleased: _Replayer.on_bond_released,
+    b.ChallengeOpened: _Replayer.on_challenge_opened,
+    b.ChallengeResolved: _Replayer.on_challenge_resolved,
+    b.BondSlashed: _Replayer.on_bond_slashed,
     b.TaskFinished: _Replayer.on_task_finished,
     b.TaskSettled: _Replayer.on_task_settled,
     b.ClientJoined: _Replayer.on_client_joined,
@@ -748,11 +1018,17 @@ def replay_task(task_id: int, events: Iterable[ChainEvent], *, mechanism: Mechan
 
     ``mechanism`` replaces the parameters the task was created with (to ask
     "what if"; an audit leaves it None). Events of other tasks are ignored,
-    except withdrawals, which are per account.
+    except withdrawals, which are per account, and the deployment's own
+    (the Treasury's ``SinkSet``, the committee's ``CommitteeFormed``).
     """
-    replayer = _Replayer(task_id, mechanism)
+    events = sorted(events)
+    sinks = [e.sink for e in events if isinstance(e, b.SinkSet)]
+    windows = [e.verdict_window for e in events if isinstance(e, b.CommitteeFormed)]
+    replayer = _Replayer(task_id, mechanism, sinks[0] if sinks else BURN_SINK, windows[0] if windows else None)
+    if not sinks:
+        replayer.tally.note(S, "the deployment's SinkSet event is not among the events: the zero address is assumed")
     withdrawn: dict[str, int] = {}
-    for event in sorted(events):
+    for event in events:
         if isinstance(event, b.Withdrawn):
             withdrawn[event.account] = withdrawn.get(event.account, 0) + event.amount
         elif getattr(event, "task_id", None) == task_id:

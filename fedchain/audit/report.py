@@ -221,7 +221,6 @@ def _task_dict(history: TaskHistory) -> dict[str, Any]:
 
 def _client_dict(client: Any) -> dict[str, Any]:
     data = dataclasses.asdict(client)
-    data["total_reputation"] = client.total_reputation
     return _jsonable(data, money=("deposit", "sum_quality", "sum_time_ratio", "loss_reputation", "time_reputation",
                                   "total_reputation", "earned", "bonus", "deposit_returned"))
 

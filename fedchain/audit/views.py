@@ -34,6 +34,10 @@ class TaskViews:
     auction_held: int
     #: Treasury.held(task).
     treasury_held: int
+    #: Disputes.heldFor(task): the bond left and the open challenges' bonds.
+    disputes_held: int = 0
+    #: RoundLedger.rounds(task): the last posted and the last final round.
+    rounds: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,8 @@ def check_task_views(replay: Replay, views: TaskViews) -> Tally:
 
     tally.expect(E, "the task's Treasury pool (deposited - credited)", pool.held, views.treasury_held)
     tally.expect(E, "fog deposits and escrow held by the auction", pool.auction_held, views.auction_held)
-    parts = views.state.budget_left + views.deposits_held + views.rewards_held + views.auction_held
-    tally.expect(E, "the pool's parts (budget left + client deposits + rewards + auction)", parts, views.treasury_held)
+    tally.expect(E, "bonds held by the disputes contract", pool.disputes_held, views.disputes_held)
+    tally.expect(H, "posted and final rounds", (task.posted_rounds, task.final_rounds), tuple(views.rounds))
+    parts = views.state.budget_left + views.deposits_held + views.rewards_held + views.auction_held + views.disputes_held
+    tally.expect(E, "the pool's parts (budget left + client deposits + rewards + auction + bonds)", parts, views.treasury_held)
     return tally

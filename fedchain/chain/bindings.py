@@ -22,6 +22,33 @@ from fedchain.chain.tx import Receipt, Transactor
 # --------------------------------------------------------------------------- enums
 
 
+class ChallengeKind(IntEnum):
+    """Solidity enum ``IDisputes.ChallengeKind``."""
+
+    NONE = 0
+    ENTRY = 1
+    FOG = 2
+
+
+class ChallengeStatus(IntEnum):
+    """Solidity enum ``IDisputes.ChallengeStatus``."""
+
+    NONE = 0
+    OPEN = 1
+    UPHELD = 2
+    REJECTED = 3
+    EXPIRED = 4
+
+
+class Fate(IntEnum):
+    """Solidity enum ``IDisputes.Fate``."""
+
+    POSTED = 0
+    NEUTRAL = 1
+    CORRECTED = 2
+    VOID = 3
+
+
 class JobStatus(IntEnum):
     """Solidity enum ``IFogAuction.JobStatus``."""
 
@@ -52,7 +79,49 @@ class TaskStatus(IntEnum):
     ABANDONED = 6
 
 
+class RecoverError(IntEnum):
+    """Solidity enum ``ECDSA.RecoverError``."""
+
+    NO_ERROR = 0
+    INVALID_SIGNATURE = 1
+    INVALID_SIGNATURE_LENGTH = 2
+    INVALID_SIGNATURE_S = 3
+
+
+class Rounding(IntEnum):
+    """Solidity enum ``Math.Rounding``."""
+
+    FLOOR = 0
+    CEIL = 1
+    TRUNC = 2
+    EXPAND = 3
+
+
 # --------------------------------------------------------------------------- structs
+
+
+class Measurement(NamedTuple):
+    """Solidity struct ``IRoundLedger.Measurement``."""
+
+    quality: int
+    round_time: int
+    accepted: bool
+    committed: bool
+
+
+class Challenge(NamedTuple):
+    """Solidity struct ``IDisputes.Challenge``."""
+
+    task_id: int
+    challenger: str
+    opened_at: int
+    round: int
+    kind: ChallengeKind
+    status: ChallengeStatus
+    accused: str
+    bond: int
+    client_index: int
+    proposed: Measurement
 
 
 class Bid(NamedTuple):
@@ -83,14 +152,6 @@ class Job(NamedTuple):
     update_hash: bytes
 
 
-class Measurement(NamedTuple):
-    """Solidity struct ``IRoundLedger.Measurement``."""
-
-    quality: int
-    round_time: int
-    accepted: bool
-
-
 class ClientInfo(NamedTuple):
     """Solidity struct ``IRoundLedger.ClientInfo``."""
 
@@ -102,6 +163,13 @@ class ClientInfo(NamedTuple):
     loss_reputation: int
     time_reputation: int
     earned: int
+
+
+class RoundRecord(NamedTuple):
+    """Solidity struct ``IRoundLedger.RoundRecord``."""
+
+    entries_hash: bytes
+    posted_at: int
 
 
 class TaskParams(NamedTuple):
@@ -128,6 +196,9 @@ class TaskParams(NamedTuple):
     time_tolerance: int
     max_clients: int
     second_price: bool
+    challenge_window: int
+    challenge_bond: int
+    aggregator_bond: int
 
 
 class TaskState(NamedTuple):
@@ -154,7 +225,7 @@ class Totals(NamedTuple):
 
 
 #: The classes of the contracts' enums and structs, by qualified Solidity name (for decoding).
-TYPES: Mapping[str, type] = {'IFogAuction.JobStatus': JobStatus, 'IRoundLedger.ClientStatus': ClientStatus, 'ITaskRegistry.TaskStatus': TaskStatus, 'IFogAuction.Bid': Bid, 'IFogAuction.Job': Job, 'IRoundLedger.Measurement': Measurement, 'IRoundLedger.ClientInfo': ClientInfo, 'ITaskRegistry.TaskParams': TaskParams, 'ITaskRegistry.TaskState': TaskState, 'ITreasury.Totals': Totals}
+TYPES: Mapping[str, type] = {'IDisputes.ChallengeKind': ChallengeKind, 'IDisputes.ChallengeStatus': ChallengeStatus, 'IDisputes.Fate': Fate, 'IFogAuction.JobStatus': JobStatus, 'IRoundLedger.ClientStatus': ClientStatus, 'ITaskRegistry.TaskStatus': TaskStatus, 'ECDSA.RecoverError': RecoverError, 'Math.Rounding': Rounding, 'IRoundLedger.Measurement': Measurement, 'IDisputes.Challenge': Challenge, 'IFogAuction.Bid': Bid, 'IFogAuction.Job': Job, 'IRoundLedger.ClientInfo': ClientInfo, 'IRoundLedger.RoundRecord': RoundRecord, 'ITaskRegistry.TaskParams': TaskParams, 'ITaskRegistry.TaskState': TaskState, 'ITreasury.Totals': Totals}
 
 # --------------------------------------------------------------------------- errors
 
@@ -330,6 +401,20 @@ class AuctionNotClient(CustomError):
     caller: str
 
 
+class AuctionNotDisputes(CustomError):
+    """Only the Disputes contract may slash a fog node for fraud.
+
+    ``AuctionNotDisputes(address)``
+
+    - ``caller``
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'caller', 'type': 'address'}], 'name': 'AuctionNotDisputes', 'type': 'error'}
+    types = TYPES
+    hint = 'Only the Disputes contract may slash a fog node for fraud.'
+    caller: str
+
+
 class AuctionNotRevealPhase(CustomError):
     """A reveal outside [biddingDeadline, revealDeadline).
 
@@ -388,6 +473,24 @@ class AuctionRevealNotOver(CustomError):
     client_index: int
     reveal_deadline: int
     now_: int
+
+
+class AuctionRoundsPending(CustomError):
+    """Jobs are settled once every posted round is final (a pending round may still slash for fraud).
+
+    ``AuctionRoundsPending(uint256,uint16,uint16)``
+
+    - ``task_id``: the task
+    - ``posted``: the last posted round
+    - ``finalized``: the last final round
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'posted', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'finalized', 'type': 'uint16'}], 'name': 'AuctionRoundsPending', 'type': 'error'}
+    types = TYPES
+    hint = 'Jobs are settled once every posted round is final (a pending round may still slash for fraud).'
+    task_id: int
+    posted: int
+    finalized: int
 
 
 class AuctionTooManyBids(CustomError):
@@ -496,6 +599,366 @@ class AuctionZeroFrequency(CustomError):
     bidder: str
 
 
+class CommitteeBadMember(CustomError):
+    """A member address is zero or appears twice among the constructor's members.
+
+    ``CommitteeBadMember(address)``
+
+    - ``member``
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'member', 'type': 'address'}], 'name': 'CommitteeBadMember', 'type': 'error'}
+    types = TYPES
+    hint = "A member address is zero or appears twice among the constructor's members."
+    member: str
+
+
+class CommitteeBadSignature(CustomError):
+    """A signature does not recover to an address (malformed, or a high-s signature).
+
+    ``CommitteeBadSignature(uint256)``
+
+    - ``position_``: its position among the submitted signatures
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'position', 'type': 'uint256'}], 'name': 'CommitteeBadSignature', 'type': 'error'}
+    types = TYPES
+    hint = 'A signature does not recover to an address (malformed, or a high-s signature).'
+    position_: int
+
+
+class CommitteeInvalid(CustomError):
+    """The constructor's members or quorum are unusable.
+
+    ``CommitteeInvalid(uint256,uint256)``
+
+    - ``members``: how many members were given
+    - ``quorum``: the quorum given
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'members', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'quorum', 'type': 'uint256'}], 'name': 'CommitteeInvalid', 'type': 'error'}
+    types = TYPES
+    hint = "The constructor's members or quorum are unusable."
+    members: int
+    quorum: int
+
+
+class CommitteeInvalidWindow(CustomError):
+    """The verdict window must be positive.
+
+    ``CommitteeInvalidWindow(uint32)``
+
+    - ``verdict_window``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint32', 'name': 'verdictWindow', 'type': 'uint32'}], 'name': 'CommitteeInvalidWindow', 'type': 'error'}
+    types = TYPES
+    hint = 'The verdict window must be positive.'
+    verdict_window: int
+
+
+class CommitteeNoQuorum(CustomError):
+    """Fewer signatures than the quorum.
+
+    ``CommitteeNoQuorum(uint256,uint256)``
+
+    - ``signatures``: how many were submitted
+    - ``quorum``: how many are needed
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'signatures', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'quorum', 'type': 'uint256'}], 'name': 'CommitteeNoQuorum', 'type': 'error'}
+    types = TYPES
+    hint = 'Fewer signatures than the quorum.'
+    signatures: int
+    quorum: int
+
+
+class CommitteeNotMember(CustomError):
+    """A signature recovers to an address outside the committee.
+
+    ``CommitteeNotMember(address)``
+
+    - ``signer``: the recovered address
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'signer', 'type': 'address'}], 'name': 'CommitteeNotMember', 'type': 'error'}
+    types = TYPES
+    hint = 'A signature recovers to an address outside the committee.'
+    signer: str
+
+
+class CommitteeSignersNotSorted(CustomError):
+    """Signatures must come in strictly increasing order of their signers' addresses (no member twice).
+
+    ``CommitteeSignersNotSorted(uint256)``
+
+    - ``position_``: the position of the first signature out of order
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'position', 'type': 'uint256'}], 'name': 'CommitteeSignersNotSorted', 'type': 'error'}
+    types = TYPES
+    hint = "Signatures must come in strictly increasing order of their signers' addresses (no member twice)."
+    position_: int
+
+
+class DisputeAlreadyBonded(CustomError):
+    """The task's aggregator bond was posted already.
+
+    ``DisputeAlreadyBonded(uint256)``
+
+    - ``task_id``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'DisputeAlreadyBonded', 'type': 'error'}
+    types = TYPES
+    hint = "The task's aggregator bond was posted already."
+    task_id: int
+
+
+class DisputeNoFog(CustomError):
+    """A fog challenge must name the fog node that committed the round.
+
+    ``DisputeNoFog(uint256,uint256)``
+
+    - ``task_id``
+    - ``client_index``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'DisputeNoFog', 'type': 'error'}
+    types = TYPES
+    hint = 'A fog challenge must name the fog node that committed the round.'
+    task_id: int
+    client_index: int
+
+
+class DisputeNotClient(CustomError):
+    """Only the job's client may challenge its fog node.
+
+    ``DisputeNotClient(uint256,uint256,address)``
+
+    - ``task_id``
+    - ``client_index``
+    - ``caller``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'address', 'name': 'caller', 'type': 'address'}], 'name': 'DisputeNotClient', 'type': 'error'}
+    types = TYPES
+    hint = "Only the job's client may challenge its fog node."
+    task_id: int
+    client_index: int
+    caller: str
+
+
+class DisputeNotLedger(CustomError):
+    """Only the RoundLedger may release a task's bond.
+
+    ``DisputeNotLedger(address)``
+
+    - ``caller``
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'caller', 'type': 'address'}], 'name': 'DisputeNotLedger', 'type': 'error'}
+    types = TYPES
+    hint = "Only the RoundLedger may release a task's bond."
+    caller: str
+
+
+class DisputeNotOpen(CustomError):
+    """The challenge is resolved or expired already.
+
+    ``DisputeNotOpen(uint256,uint8)``
+
+    - ``challenge_id``
+    - ``status``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'internalType': 'enum IDisputes.ChallengeStatus', 'name': 'status', 'type': 'uint8'}], 'name': 'DisputeNotOpen', 'type': 'error'}
+    types = TYPES
+    hint = 'The challenge is resolved or expired already.'
+    challenge_id: int
+    status: ChallengeStatus
+
+
+class DisputeRoundNotPosted(CustomError):
+    """The round has not been posted.
+
+    ``DisputeRoundNotPosted(uint256,uint16)``
+
+    - ``task_id``
+    - ``round``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'DisputeRoundNotPosted', 'type': 'error'}
+    types = TYPES
+    hint = 'The round has not been posted.'
+    task_id: int
+    round: int
+
+
+class DisputeUnknownChallenge(CustomError):
+    """No challenge has this id.
+
+    ``DisputeUnknownChallenge(uint256)``
+
+    - ``challenge_id``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'name': 'DisputeUnknownChallenge', 'type': 'error'}
+    types = TYPES
+    hint = 'No challenge has this id.'
+    challenge_id: int
+
+
+class DisputeUnknownClient(CustomError):
+    """No client has this index in the task.
+
+    ``DisputeUnknownClient(uint256,uint256)``
+
+    - ``task_id``
+    - ``client_index``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'DisputeUnknownClient', 'type': 'error'}
+    types = TYPES
+    hint = 'No client has this index in the task.'
+    task_id: int
+    client_index: int
+
+
+class DisputeVerdictNotDue(CustomError):
+    """The challenge cannot expire before its verdict window is over.
+
+    ``DisputeVerdictNotDue(uint256,uint64,uint64)``
+
+    - ``challenge_id``
+    - ``deadline``
+    - ``now_``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'deadline', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'now_', 'type': 'uint64'}], 'name': 'DisputeVerdictNotDue', 'type': 'error'}
+    types = TYPES
+    hint = 'The challenge cannot expire before its verdict window is over.'
+    challenge_id: int
+    deadline: int
+    now_: int
+
+
+class DisputeVerdictTooLate(CustomError):
+    """The verdict came after the verdict window; the challenge can only expire now.
+
+    ``DisputeVerdictTooLate(uint256,uint64,uint64)``
+
+    - ``challenge_id``: the challenge
+    - ``deadline``: the last second a verdict was accepted
+    - ``now_``: the block time now
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'deadline', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'now_', 'type': 'uint64'}], 'name': 'DisputeVerdictTooLate', 'type': 'error'}
+    types = TYPES
+    hint = 'The verdict came after the verdict window; the challenge can only expire now.'
+    challenge_id: int
+    deadline: int
+    now_: int
+
+
+class DisputeWindowClosed(CustomError):
+    """The round's challenge window is over (or the round is final).
+
+    ``DisputeWindowClosed(uint256,uint16,uint64,uint64)``
+
+    - ``task_id``: the task
+    - ``round``: the round
+    - ``closed_at``: the last second of its window
+    - ``now_``: the block time now
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'closedAt', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'now_', 'type': 'uint64'}], 'name': 'DisputeWindowClosed', 'type': 'error'}
+    types = TYPES
+    hint = "The round's challenge window is over (or the round is final)."
+    task_id: int
+    round: int
+    closed_at: int
+    now_: int
+
+
+class DisputeWrongTaskStatus(CustomError):
+    """The task is not in the status this call needs (unknown tasks are `None`).
+
+    ``DisputeWrongTaskStatus(uint256,uint8)``
+
+    - ``task_id``
+    - ``status``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'enum ITaskRegistry.TaskStatus', 'name': 'status', 'type': 'uint8'}], 'name': 'DisputeWrongTaskStatus', 'type': 'error'}
+    types = TYPES
+    hint = 'The task is not in the status this call needs (unknown tasks are `None`).'
+    task_id: int
+    status: TaskStatus
+
+
+class DisputeWrongValue(CustomError):
+    """`msg.value` is not what the call requires.
+
+    ``DisputeWrongValue(uint256,uint256)``
+
+    - ``sent``: wei sent
+    - ``required``: wei required
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'sent', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'required', 'type': 'uint256'}], 'name': 'DisputeWrongValue', 'type': 'error'}
+    types = TYPES
+    hint = '`msg.value` is not what the call requires.'
+    sent: int
+    required: int
+
+
+class ECDSAInvalidSignature(CustomError):
+    """The contracts' custom error ``ECDSAInvalidSignature()``.
+
+    ``ECDSAInvalidSignature()``
+    """
+
+    abi = {'inputs': [], 'name': 'ECDSAInvalidSignature', 'type': 'error'}
+    types = TYPES
+
+
+class ECDSAInvalidSignatureLength(CustomError):
+    """The contracts' custom error ``ECDSAInvalidSignatureLength(uint256)``.
+
+    ``ECDSAInvalidSignatureLength(uint256)``
+
+    - ``length``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'length', 'type': 'uint256'}], 'name': 'ECDSAInvalidSignatureLength', 'type': 'error'}
+    types = TYPES
+    length: int
+
+
+class ECDSAInvalidSignatureS(CustomError):
+    """The contracts' custom error ``ECDSAInvalidSignatureS(bytes32)``.
+
+    ``ECDSAInvalidSignatureS(bytes32)``
+
+    - ``s``
+    """
+
+    abi = {'inputs': [{'internalType': 'bytes32', 'name': 's', 'type': 'bytes32'}], 'name': 'ECDSAInvalidSignatureS', 'type': 'error'}
+    types = TYPES
+    s: bytes
+
+
+class ERC5267ExtensionsNotSupported(CustomError):
+    """The contracts' custom error ``ERC5267ExtensionsNotSupported()``.
+
+    ``ERC5267ExtensionsNotSupported()``
+    """
+
+    abi = {'inputs': [], 'name': 'ERC5267ExtensionsNotSupported', 'type': 'error'}
+    types = TYPES
+
+
 class HandoffAlreadyCommitted(CustomError):
     """The job's data hash was already committed; it cannot change.
 
@@ -566,6 +1029,16 @@ class HandoffZeroHash(CustomError):
     client_index: int
 
 
+class InvalidShortString(CustomError):
+    """The contracts' custom error ``InvalidShortString()``.
+
+    ``InvalidShortString()``
+    """
+
+    abi = {'inputs': [], 'name': 'InvalidShortString', 'type': 'error'}
+    types = TYPES
+
+
 class LedgerAlreadyJoined(CustomError):
     """The account already joined this task.
 
@@ -596,6 +1069,42 @@ class LedgerAlreadySettled(CustomError):
     task_id: int
 
 
+class LedgerChallengesOpen(CustomError):
+    """A challenge of the round awaits its verdict (or its expiry).
+
+    ``LedgerChallengesOpen(uint256,uint16,uint16)``
+
+    - ``task_id``
+    - ``round``
+    - ``open``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'open', 'type': 'uint16'}], 'name': 'LedgerChallengesOpen', 'type': 'error'}
+    types = TYPES
+    hint = 'A challenge of the round awaits its verdict (or its expiry).'
+    task_id: int
+    round: int
+    open: int
+
+
+class LedgerCommitMismatch(CustomError):
+    """A measurement's `committed` flag disagrees with the chain: the client's fog node did or did not commit.
+
+    ``LedgerCommitMismatch(uint256,uint256,bool)``
+
+    - ``task_id``: the task
+    - ``client_index``: the client
+    - ``committed``: whether its fog node committed the round
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'name': 'LedgerCommitMismatch', 'type': 'error'}
+    types = TYPES
+    hint = "A measurement's `committed` flag disagrees with the chain: the client's fog node did or did not commit."
+    task_id: int
+    client_index: int
+    committed: bool
+
+
 class LedgerInconsistentRewards(CustomError):
     """A round's reward root and reward list must both be zero (no rewards in kind) or both be set.
 
@@ -614,6 +1123,22 @@ class LedgerInconsistentRewards(CustomError):
     round: int
     rewards_root: bytes
     reward_list: bytes
+
+
+class LedgerMeasurementsMismatch(CustomError):
+    """The measurements given are not the ones posted for the round.
+
+    ``LedgerMeasurementsMismatch(uint256,uint16)``
+
+    - ``task_id``
+    - ``round``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'LedgerMeasurementsMismatch', 'type': 'error'}
+    types = TYPES
+    hint = 'The measurements given are not the ones posted for the round.'
+    task_id: int
+    round: int
 
 
 class LedgerNoRewards(CustomError):
@@ -662,6 +1187,26 @@ class LedgerNotClient(CustomError):
     hint = 'The account is not a client of this task.'
     task_id: int
     account: str
+
+
+class LedgerNotNextRound(CustomError):
+    """Rounds are finalised in order: this is not the next round to finalise, or it is not posted.
+
+    ``LedgerNotNextRound(uint256,uint16,uint16,uint16)``
+
+    - ``task_id``: the task
+    - ``round``: the round in the call
+    - ``next``: the next round to finalise
+    - ``posted``: the last posted round
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'next', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'posted', 'type': 'uint16'}], 'name': 'LedgerNotNextRound', 'type': 'error'}
+    types = TYPES
+    hint = 'Rounds are finalised in order: this is not the next round to finalise, or it is not posted.'
+    task_id: int
+    round: int
+    next: int
+    posted: int
 
 
 class LedgerPriorAboveCap(CustomError):
@@ -752,6 +1297,24 @@ class LedgerRoundTimeMismatch(CustomError):
     observed: int
 
 
+class LedgerRoundsPending(CustomError):
+    """Settlement waits for every posted round to be final.
+
+    ``LedgerRoundsPending(uint256,uint16,uint16)``
+
+    - ``task_id``: the task
+    - ``posted``: the last posted round
+    - ``finalized``: the last final round
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'posted', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'finalized', 'type': 'uint16'}], 'name': 'LedgerRoundsPending', 'type': 'error'}
+    types = TYPES
+    hint = 'Settlement waits for every posted round to be final.'
+    task_id: int
+    posted: int
+    finalized: int
+
+
 class LedgerTaskFull(CustomError):
     """The task already has its maximum number of clients.
 
@@ -798,6 +1361,26 @@ class LedgerUnknownClientIndex(CustomError):
     hint = 'No client has this index in the task.'
     task_id: int
     client_index: int
+
+
+class LedgerWindowOpen(CustomError):
+    """The round's challenge window is still open.
+
+    ``LedgerWindowOpen(uint256,uint16,uint64,uint64)``
+
+    - ``task_id``: the task
+    - ``round``: the round
+    - ``closes_at``: the last second of its window
+    - ``now_``: the block time now
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'closesAt', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'now_', 'type': 'uint64'}], 'name': 'LedgerWindowOpen', 'type': 'error'}
+    types = TYPES
+    hint = "The round's challenge window is still open."
+    task_id: int
+    round: int
+    closes_at: int
+    now_: int
 
 
 class LedgerWrongDeposit(CustomError):
@@ -964,6 +1547,54 @@ class SafeCastOverflowedUintToInt(CustomError):
     value: int
 
 
+class StringTooLong(CustomError):
+    """The contracts' custom error ``StringTooLong(string)``.
+
+    ``StringTooLong(string)``
+
+    - ``str``
+    """
+
+    abi = {'inputs': [{'internalType': 'string', 'name': 'str', 'type': 'string'}], 'name': 'StringTooLong', 'type': 'error'}
+    types = TYPES
+    str: str
+
+
+class StringsInsufficientHexLength(CustomError):
+    """The contracts' custom error ``StringsInsufficientHexLength(uint256,uint256)``.
+
+    ``StringsInsufficientHexLength(uint256,uint256)``
+
+    - ``value``
+    - ``length``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'value', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'length', 'type': 'uint256'}], 'name': 'StringsInsufficientHexLength', 'type': 'error'}
+    types = TYPES
+    value: int
+    length: int
+
+
+class StringsInvalidAddressFormat(CustomError):
+    """The contracts' custom error ``StringsInvalidAddressFormat()``.
+
+    ``StringsInvalidAddressFormat()``
+    """
+
+    abi = {'inputs': [], 'name': 'StringsInvalidAddressFormat', 'type': 'error'}
+    types = TYPES
+
+
+class StringsInvalidChar(CustomError):
+    """The contracts' custom error ``StringsInvalidChar()``.
+
+    ``StringsInvalidChar()``
+    """
+
+    abi = {'inputs': [], 'name': 'StringsInvalidChar', 'type': 'error'}
+    types = TYPES
+
+
 class TaskAbandonTooEarly(CustomError):
     """The task cannot be abandoned yet: its current round is not past deadline + ABANDON_GRACE; the aggregator may still post it. Call again after `abandonableAfter`.
 
@@ -980,6 +1611,22 @@ class TaskAbandonTooEarly(CustomError):
     task_id: int
     abandonable_after: int
     now_: int
+
+
+class TaskBondTooSmall(CustomError):
+    """The aggregator bond the terms ask for is less than what one round's post can move.
+
+    ``TaskBondTooSmall(uint256,uint256)``
+
+    - ``bond``: the terms' aggregatorBond, wei
+    - ``minimum``: maxClients * clientDeposit + min(budget, maxClients * psi * cap^3), wei
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'bond', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'minimum', 'type': 'uint256'}], 'name': 'TaskBondTooSmall', 'type': 'error'}
+    types = TYPES
+    hint = "The aggregator bond the terms ask for is less than what one round's post can move."
+    bond: int
+    minimum: int
 
 
 class TaskBudgetExceeded(CustomError):
@@ -1042,6 +1689,20 @@ class TaskInvalidParameter(CustomError):
     hint = 'A parameter is out of its allowed range.'
     field: bytes
     value: int
+
+
+class TaskNotBonded(CustomError):
+    """A task cannot start before its aggregator's bond is posted (Disputes.postBond).
+
+    ``TaskNotBonded(uint256)``
+
+    - ``task_id``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'TaskNotBonded', 'type': 'error'}
+    types = TYPES
+    hint = "A task cannot start before its aggregator's bond is posted (Disputes.postBond)."
+    task_id: int
 
 
 class TaskNotLedger(CustomError):
@@ -1155,7 +1816,7 @@ class TreasuryTransferFailed(CustomError):
 
 
 class TreasuryUnauthorized(CustomError):
-    """The caller is not one of the three FedChain modules.
+    """The caller is not one of the four FedChain modules.
 
     ``TreasuryUnauthorized(address)``
 
@@ -1164,7 +1825,7 @@ class TreasuryUnauthorized(CustomError):
 
     abi = {'inputs': [{'internalType': 'address', 'name': 'caller', 'type': 'address'}], 'name': 'TreasuryUnauthorized', 'type': 'error'}
     types = TYPES
-    hint = 'The caller is not one of the three FedChain modules.'
+    hint = 'The caller is not one of the four FedChain modules.'
     caller: str
 
 
@@ -1266,6 +1927,144 @@ class BidRevealed(ChainEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BondPosted(ChainEvent):
+    """An aggregator bond was escrowed for a task.
+
+    ``BondPosted(uint256,address,uint256)``
+
+    - ``task_id``: the task (indexed)
+    - ``bonder``: who paid it (and gets what is left of it back at settlement) (indexed)
+    - ``amount``: wei
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'bonder', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'BondPosted', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    bonder: str
+    amount: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BondReleased(ChainEvent):
+    """What was left of a task's aggregator bond went back to whoever posted it, at settlement.
+
+    ``BondReleased(uint256,address,uint256)``
+
+    - ``task_id``: (indexed)
+    - ``bonder``: (indexed)
+    - ``amount``
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'bonder', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'BondReleased', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    bonder: str
+    amount: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BondSlashed(ChainEvent):
+    """An upheld entry challenge slashed what was left of the aggregator's bond.
+
+    ``BondSlashed(uint256,uint256,uint256,uint256)``
+
+    - ``task_id``: the task (indexed)
+    - ``challenge_id``: the upheld challenge (indexed)
+    - ``reward``: wei to the challenger (half of the bond left)
+    - ``burned``: wei to the sink (the rest)
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'reward', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'burned', 'type': 'uint256'}], 'name': 'BondSlashed', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    challenge_id: int
+    reward: int
+    burned: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetSpent(ChainEvent):
+    """A final round's payments were taken from the budget.
+
+    ``BudgetSpent(uint256,uint16,uint256,uint256)``
+
+    - ``task_id``: the task (indexed)
+    - ``round``: the round that was finalised (indexed)
+    - ``spent``: wei of budget credited to the clients' earnings for it
+    - ``budget_left``: wei left after it
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint256', 'name': 'spent', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'budgetLeft', 'type': 'uint256'}], 'name': 'BudgetSpent', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    round: int
+    spent: int
+    budget_left: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChallengeOpened(ChainEvent):
+    """A challenge was opened.
+
+    ``ChallengeOpened(uint256,uint256,uint16,uint32,uint8,address,address,(uint64,uint32,bool,bool),uint256,uint64)``
+
+    - ``challenge_id``: its id (1, 2, ...) (indexed)
+    - ``task_id``: the task (indexed)
+    - ``round``: the disputed round
+    - ``client_index``: the client whose entry or job is disputed
+    - ``kind``: entry or fog
+    - ``challenger``: who opened it
+    - ``accused``: the aggregator (entry) or the named fog node (fog)
+    - ``proposed``: the measurement the entry should be (entry challenges)
+    - ``bond``: wei escrowed
+    - ``verdict_deadline``: the last second a verdict is accepted
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'indexed': False, 'internalType': 'enum IDisputes.ChallengeKind', 'name': 'kind', 'type': 'uint8'}, {'indexed': False, 'internalType': 'address', 'name': 'challenger', 'type': 'address'}, {'indexed': False, 'internalType': 'address', 'name': 'accused', 'type': 'address'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'indexed': False, 'internalType': 'struct IRoundLedger.Measurement', 'name': 'proposed', 'type': 'tuple'}, {'indexed': False, 'internalType': 'uint256', 'name': 'bond', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint64', 'name': 'verdictDeadline', 'type': 'uint64'}], 'name': 'ChallengeOpened', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    challenge_id: int
+    task_id: int
+    round: int
+    client_index: int
+    kind: ChallengeKind
+    challenger: str
+    accused: str
+    proposed: Measurement
+    bond: int
+    verdict_deadline: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChallengeResolved(ChainEvent):
+    """A challenge was resolved by the committee's verdict, or expired without one.
+
+    ``ChallengeResolved(uint256,uint256,uint16,uint32,uint8,uint8)``
+
+    - ``challenge_id``: the challenge (indexed)
+    - ``task_id``: the task (indexed)
+    - ``round``: the disputed round
+    - ``client_index``: the client
+    - ``status``: Upheld, Rejected or Expired
+    - ``fate``: the fate of the entry after this outcome
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'indexed': False, 'internalType': 'enum IDisputes.ChallengeStatus', 'name': 'status', 'type': 'uint8'}, {'indexed': False, 'internalType': 'enum IDisputes.Fate', 'name': 'fate', 'type': 'uint8'}], 'name': 'ChallengeResolved', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    challenge_id: int
+    task_id: int
+    round: int
+    client_index: int
+    status: ChallengeStatus
+    fate: Fate
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClientJoined(ChainEvent):
     """A client joined a task and deposited d.
 
@@ -1290,7 +2089,7 @@ class ClientJoined(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class ClientRemoved(ChainEvent):
-    """A client fell below r_a_min or r_t_min; it was removed and its deposit forfeited to the publisher.
+    """A client fell below r_a_min or r_t_min in a finalised round; it was removed and its deposit forfeited to the sink.
 
     ``ClientRemoved(uint256,uint256,uint16,uint64,uint64)``
 
@@ -1332,6 +2131,25 @@ class ClientSettled(ChainEvent):
     earned: int
     bonus: int
     deposit_returned: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitteeFormed(ChainEvent):
+    """The committee was formed (in the constructor; it never changes).
+
+    ``CommitteeFormed(address[],uint8,uint32)``
+
+    - ``members``: the members, in the order given
+    - ``quorum``: M, the signatures a verdict needs
+    - ``verdict_window``: seconds from a challenge's opening within which its verdict must be submitted
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': False, 'internalType': 'address[]', 'name': 'members', 'type': 'address[]'}, {'indexed': False, 'internalType': 'uint8', 'name': 'quorum', 'type': 'uint8'}, {'indexed': False, 'internalType': 'uint32', 'name': 'verdictWindow', 'type': 'uint32'}], 'name': 'CommitteeFormed', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    members: tuple[str, ...]
+    quorum: int
+    verdict_window: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1393,6 +2211,43 @@ class Deposited(ChainEvent):
     from_: str
     amount: int
     held: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class EIP712DomainChanged(ChainEvent):
+    """The contracts' event ``EIP712DomainChanged()``.
+
+    ``EIP712DomainChanged()``
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [], 'name': 'EIP712DomainChanged', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+
+
+@dataclass(frozen=True, kw_only=True)
+class FogFraudSlashed(ChainEvent):
+    """The committee upheld a fog challenge: the job's winner committed an update its honest re-execution does not reproduce. Its deposit r was slashed: the round's price back to the client, the rest to the sink.
+
+    ``FogFraudSlashed(uint256,uint256,address,uint16,uint256,uint256)``
+
+    - ``task_id``: (indexed)
+    - ``client_index``: (indexed)
+    - ``fog``: (indexed)
+    - ``round``: the round whose update was fraudulent
+    - ``compensation``: wei credited to the client (the winner's price, at most r)
+    - ``burned``: wei credited to the sink (r - compensation)
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint256', 'name': 'compensation', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'burned', 'type': 'uint256'}], 'name': 'FogFraudSlashed', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    client_index: int
+    fog: str
+    round: int
+    compensation: int
+    burned: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1504,42 +2359,58 @@ class RewardsCommitted(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class RoundClosed(ChainEvent):
-    """A round was posted; the budget paid for it and the clock moved on.
+    """A round was posted and the clock moved on (its payments wait for its finalisation).
 
-    ``RoundClosed(uint256,uint16,uint256,uint256,uint64)``
+    ``RoundClosed(uint256,uint16,uint64)``
 
     - ``task_id``: the task (indexed)
-    - ``round``: the round that completed (indexed)
-    - ``spent``: wei of budget credited to clients for it
-    - ``budget_left``: wei left after it
+    - ``round``: the round that was posted (indexed)
     - ``next_round_started_at``: block time at which the next round began (0 when the task finished)
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint256', 'name': 'spent', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'budgetLeft', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint64', 'name': 'nextRoundStartedAt', 'type': 'uint64'}], 'name': 'RoundClosed', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint64', 'name': 'nextRoundStartedAt', 'type': 'uint64'}], 'name': 'RoundClosed', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
     round: int
-    spent: int
-    budget_left: int
     next_round_started_at: int
 
 
 @dataclass(frozen=True, kw_only=True)
-class RoundPosted(ChainEvent):
-    """The aggregator posted a round. Together with the task's parameters this is enough to recompute every reputation and payment of the round.
+class RoundFinalized(ChainEvent):
+    """A posted round became final: reputations updated, payments credited to earnings, removals made.
 
-    ``RoundPosted(uint256,uint16,bytes32,uint64,(uint64,uint32,bool)[],uint256)``
+    ``RoundFinalized(uint256,uint16,uint256,uint256)``
+
+    - ``task_id``: the task (indexed)
+    - ``round``: the round (indexed)
+    - ``paid``: wei credited to clients' earnings for the round, after pro-rata scaling
+    - ``forfeited``: wei of removed clients' deposits sent to the sink
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint256', 'name': 'paid', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'forfeited', 'type': 'uint256'}], 'name': 'RoundFinalized', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    round: int
+    paid: int
+    forfeited: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundPosted(ChainEvent):
+    """The aggregator posted a round; it is pending until finalised. Together with the task's parameters and the fates of challenged entries this is enough to recompute every reputation and payment of the round.
+
+    ``RoundPosted(uint256,uint16,bytes32,uint64,(uint64,uint32,bool,bool)[])``
 
     - ``task_id``: the task (indexed)
     - ``round``: the round (indexed)
     - ``model_hash``: hash of the round's global model (as stored in the blob store)
     - ``accuracy``: the global model's accuracy on the validation set, 1e18 fixed point
     - ``measurements``: one per client in join order (entries of removed clients are ignored)
-    - ``paid``: wei credited to clients for the round, after pro-rata scaling
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'indexed': False, 'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}], 'indexed': False, 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}, {'indexed': False, 'internalType': 'uint256', 'name': 'paid', 'type': 'uint256'}], 'name': 'RoundPosted', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'indexed': False, 'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'indexed': False, 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'RoundPosted', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
@@ -1547,28 +2418,40 @@ class RoundPosted(ChainEvent):
     model_hash: bytes
     accuracy: int
     measurements: tuple[Measurement, ...]
-    paid: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SinkSet(ChainEvent):
+    """The Treasury was deployed with this sink (in its constructor; it never changes).
+
+    ``SinkSet(address)``
+
+    - ``sink``: where forfeits go that no wronged party is owed (address(0): burned) (indexed)
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'address', 'name': 'sink', 'type': 'address'}], 'name': 'SinkSet', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    sink: str
 
 
 @dataclass(frozen=True, kw_only=True)
 class TaskAbandoned(ChainEvent):
-    """A running task's aggregator did not post `round` in time; the task is `Abandoned` and its unspent budget went back to the publisher.
+    """A running task's aggregator did not post `round` in time; the task is `Abandoned`. Its unspent budget goes back to the publisher at settlement, once the rounds posted before are final.
 
-    ``TaskAbandoned(uint256,uint16,uint64,uint256)``
+    ``TaskAbandoned(uint256,uint16,uint64)``
 
     - ``task_id``: the task (indexed)
     - ``round``: the round that was never posted
     - ``abandoned_at``: block time, seconds
-    - ``refund``: wei credited to the publisher
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint64', 'name': 'abandonedAt', 'type': 'uint64'}, {'indexed': False, 'internalType': 'uint256', 'name': 'refund', 'type': 'uint256'}], 'name': 'TaskAbandoned', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint64', 'name': 'abandonedAt', 'type': 'uint64'}], 'name': 'TaskAbandoned', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
     round: int
     abandoned_at: int
-    refund: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1592,7 +2475,7 @@ class TaskCancelled(ChainEvent):
 class TaskCreated(ChainEvent):
     """A task was created and its budget escrowed.
 
-    ``TaskCreated(uint256,address,address,uint256,(bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool))``
+    ``TaskCreated(uint256,address,address,uint256,(bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96))``
 
     - ``task_id``: the new task's id (1, 2, ...) (indexed)
     - ``publisher``: its publisher (indexed)
@@ -1601,7 +2484,7 @@ class TaskCreated(ChainEvent):
     - ``params``: all its parameters
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'publisher', 'type': 'address'}, {'indexed': True, 'internalType': 'address', 'name': 'aggregator', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}, {'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}], 'indexed': False, 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'params', 'type': 'tuple'}], 'name': 'TaskCreated', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'publisher', 'type': 'address'}, {'indexed': True, 'internalType': 'address', 'name': 'aggregator', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}, {'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}], 'indexed': False, 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'params', 'type': 'tuple'}], 'name': 'TaskCreated', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
@@ -1634,7 +2517,7 @@ class TaskFinished(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class TaskSettled(ChainEvent):
-    """The task was settled: the final bonuses were paid and the rest of the budget refunded.
+    """The task's budget was settled: the final bonuses were paid and the rest refunded (a finished task becomes `Settled`; an abandoned one stays `Abandoned`, with no bonuses).
 
     ``TaskSettled(uint256,uint256,uint256)``
 
@@ -1717,6 +2600,101 @@ class Withdrawn(ChainEvent):
 # --------------------------------------------------------------------------- contracts
 
 
+class ArbiterCommittee(Contract):
+    """The ``ArbiterCommittee`` contract (contracts/ArbiterCommittee.sol).
+    Holds no money and has no owner: the members, the quorum and the verdict window are set in the constructor and nothing can change them.
+    """
+
+    NAME = 'ArbiterCommittee'
+    ABI = (
+        {'inputs': [{'internalType': 'address[]', 'name': 'members_', 'type': 'address[]'}, {'internalType': 'uint8', 'name': 'quorum_', 'type': 'uint8'}, {'internalType': 'uint32', 'name': 'verdictWindow_', 'type': 'uint32'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [], 'name': 'MAX_MEMBERS', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'VERDICT_TYPEHASH', 'outputs': [{'internalType': 'bytes32', 'name': '', 'type': 'bytes32'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'eip712Domain', 'outputs': [{'internalType': 'bytes1', 'name': 'fields', 'type': 'bytes1'}, {'internalType': 'string', 'name': 'name', 'type': 'string'}, {'internalType': 'string', 'name': 'version', 'type': 'string'}, {'internalType': 'uint256', 'name': 'chainId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'verifyingContract', 'type': 'address'}, {'internalType': 'bytes32', 'name': 'salt', 'type': 'bytes32'}, {'internalType': 'uint256[]', 'name': 'extensions', 'type': 'uint256[]'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'account', 'type': 'address'}], 'name': 'isMember', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'members', 'outputs': [{'internalType': 'address[]', 'name': '', 'type': 'address[]'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'quorum', 'outputs': [{'internalType': 'uint8', 'name': '', 'type': 'uint8'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'bytes32', 'name': 'digest', 'type': 'bytes32'}, {'internalType': 'bytes[]', 'name': 'signatures', 'type': 'bytes[]'}], 'name': 'requireQuorum', 'outputs': [], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'upheld', 'type': 'bool'}], 'name': 'verdictDigest', 'outputs': [{'internalType': 'bytes32', 'name': '', 'type': 'bytes32'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'verdictWindow', 'outputs': [{'internalType': 'uint32', 'name': '', 'type': 'uint32'}], 'stateMutability': 'view', 'type': 'function'},
+    )
+    TYPES = TYPES
+
+    def max_members(self) -> int:
+        """The most members a committee may have (Chainlink OCR's bound: n <= 31).
+
+        ``MAX_MEMBERS()`` (view: an eth_call)
+        """
+        return self.call('MAX_MEMBERS()')
+
+    def verdict_typehash(self) -> bytes:
+        """The EIP-712 type hash of a verdict.
+
+        ``VERDICT_TYPEHASH()`` (view: an eth_call)
+        """
+        return self.call('VERDICT_TYPEHASH()')
+
+    def eip712_domain(self) -> tuple[bytes, str, str, int, str, bytes, tuple[int, ...]]:
+        """``eip712Domain()``
+
+        ``eip712Domain()`` (view: an eth_call)
+        """
+        return self.call('eip712Domain()')
+
+    def is_member(self, account: str) -> bool:
+        """Whether `account` is a member.
+
+        ``isMember(address)`` (view: an eth_call)
+
+        - ``account``
+        """
+        return self.call('isMember(address)', account)
+
+    def members(self) -> tuple[str, ...]:
+        """The members, in the order given at deployment.
+
+        ``members()`` (view: an eth_call)
+        """
+        return self.call('members()')
+
+    def quorum(self) -> int:
+        """M, the signatures a verdict needs.
+
+        ``quorum()`` (view: an eth_call)
+        """
+        return self.call('quorum()')
+
+    def require_quorum(self, digest: bytes, signatures: Sequence[bytes]) -> None:
+        """Reverts unless `signatures` are at least `quorum` valid signatures of distinct members over `digest`, ordered by signer address (ascending).
+
+        ``requireQuorum(bytes32,bytes[])`` (view: an eth_call)
+
+        - ``digest``
+        - ``signatures``
+        """
+        self.call('requireQuorum(bytes32,bytes[])', digest, signatures)
+
+    def verdict_digest(self, challenge_id: int, task_id: int, round: int, client_index: int, upheld: bool) -> bytes:
+        """The EIP-712 digest the members sign for a verdict.
+
+        ``verdictDigest(uint256,uint256,uint16,uint32,bool)`` (view: an eth_call)
+
+        - ``challenge_id``: the challenge (Disputes)
+        - ``task_id``: its task
+        - ``round``: the round it disputes
+        - ``client_index``: the client whose entry or job it disputes
+        - ``upheld``: true: the challenge is right
+        """
+        return self.call('verdictDigest(uint256,uint256,uint16,uint32,bool)', challenge_id, task_id, round, client_index, upheld)
+
+    def verdict_window(self) -> int:
+        """Seconds from a challenge's opening within which its verdict must be submitted.
+
+        ``verdictWindow()`` (view: an eth_call)
+        """
+        return self.call('verdictWindow()')
+
+
 class DataHandoff(Contract):
     """The ``DataHandoff`` contract (contracts/DataHandoff.sol).
     It holds no money and no other state; it reads the ledger (who the client is) and the auction (whether the job was awarded).
@@ -1760,12 +2738,174 @@ class DataHandoff(Contract):
         return self.call('dependencies()')
 
 
+class Disputes(Contract):
+    """The ``Disputes`` contract (contracts/Disputes.sol).
+    It owns the bonds' accounting (their wei sit in the task's Treasury pool) and the fate of every challenged entry, which RoundLedger.finalizeRound applies. A verdict is checked by the ArbiterCommittee; a fog verdict's slash is made by the FogAuction.
+    """
+
+    NAME = 'Disputes'
+    ABI = (
+        {'inputs': [{'internalType': 'contract ITaskRegistry', 'name': 'registry', 'type': 'address'}, {'internalType': 'contract IRoundLedger', 'name': 'ledger', 'type': 'address'}, {'internalType': 'contract IFogAuction', 'name': 'auction', 'type': 'address'}, {'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'contract IArbiterCommittee', 'name': 'committee', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'bond', 'outputs': [{'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}, {'internalType': 'address', 'name': 'bonder', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'bonded', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'name': 'challenge', 'outputs': [{'components': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'challenger', 'type': 'address'}, {'internalType': 'uint64', 'name': 'openedAt', 'type': 'uint64'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'enum IDisputes.ChallengeKind', 'name': 'kind', 'type': 'uint8'}, {'internalType': 'enum IDisputes.ChallengeStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'address', 'name': 'accused', 'type': 'address'}, {'internalType': 'uint96', 'name': 'bond', 'type': 'uint96'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement', 'name': 'proposed', 'type': 'tuple'}], 'internalType': 'struct IDisputes.Challenge', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'challengeCount', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'committee', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'name': 'expire', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'fates', 'outputs': [{'internalType': 'enum IDisputes.Fate[]', 'name': 'fates_', 'type': 'uint8[]'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'corrected', 'type': 'tuple[]'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'heldFor', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement', 'name': 'proposed', 'type': 'tuple'}], 'name': 'openEntryChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'internalType': 'address', 'name': 'fog', 'type': 'address'}], 'name': 'openFogChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'postBond', 'outputs': [], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'releaseBond', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'internalType': 'bool', 'name': 'upheld', 'type': 'bool'}, {'internalType': 'bytes[]', 'name': 'signatures', 'type': 'bytes[]'}], 'name': 'resolve', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'roundChallenges', 'outputs': [{'internalType': 'uint16', 'name': 'open', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'total', 'type': 'uint16'}], 'stateMutability': 'view', 'type': 'function'},
+    )
+    TYPES = TYPES
+
+    def bond(self, task_id: int) -> tuple[int, str]:
+        """Wei left of the task's aggregator bond, and who posted it.
+
+        ``bond(uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        """
+        return self.call('bond(uint256)', task_id)
+
+    def bonded(self, task_id: int) -> bool:
+        """Whether the task's aggregator bond was posted.
+
+        ``bonded(uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        """
+        return self.call('bonded(uint256)', task_id)
+
+    def challenge(self, challenge_id: int) -> Challenge:
+        """A challenge.
+
+        ``challenge(uint256)`` (view: an eth_call)
+
+        - ``challenge_id``
+        """
+        return self.call('challenge(uint256)', challenge_id)
+
+    def challenge_count(self) -> int:
+        """Number of challenges opened so far (ids are 1..challengeCount).
+
+        ``challengeCount()`` (view: an eth_call)
+        """
+        return self.call('challengeCount()')
+
+    def dependencies(self) -> tuple[str, str, str, str, str]:
+        """The contracts it reads: (RoundLedger, FogAuction).
+
+        ``dependencies()`` (view: an eth_call)
+        """
+        return self.call('dependencies()')
+
+    def expire(self, challenge_id: int) -> Receipt:
+        """Expire an open challenge whose verdict deadline passed without a verdict: the entry becomes neutral for its round and the challenger's bond goes back. Anyone.
+
+        ``expire(uint256)``
+
+        - ``challenge_id``
+        """
+        return self.transact('expire(uint256)', challenge_id)
+
+    def fates(self, task_id: int, round: int, clients: int) -> tuple[tuple[Fate, ...], tuple[Measurement, ...]]:
+        """The fates of the first `clients` entries of a round, and the corrected measurement of each (meaningful where the fate is `Corrected`).
+
+        ``fates(uint256,uint16,uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``round``
+        - ``clients``
+        """
+        return self.call('fates(uint256,uint16,uint256)', task_id, round, clients)
+
+    def held_for(self, task_id: int) -> int:
+        """Wei the task's pool holds for this contract: the bond left plus the open challenges' bonds.
+
+        ``heldFor(uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        """
+        return self.call('heldFor(uint256)', task_id)
+
+    def open_entry_challenge(self, task_id: int, round: int, client_index: int, proposed: Measurement, *, value: int = 0) -> Receipt:
+        """Challenge client `clientIndex`'s entry in posted round `round`, naming what it should be. `msg.value` must be the task's `challengeBond`. Within the round's challenge window; anyone.
+
+        ``openEntryChallenge(uint256,uint16,uint32,(uint64,uint32,bool,bool))``
+
+        - ``task_id``
+        - ``round``
+        - ``client_index``
+        - ``proposed``
+        - ``value``: wei sent with the call
+        """
+        return self.transact('openEntryChallenge(uint256,uint16,uint32,(uint64,uint32,bool,bool))', task_id, round, client_index, proposed, value=value)
+
+    def open_fog_challenge(self, task_id: int, round: int, client_index: int, fog: str, *, value: int = 0) -> Receipt:
+        """Challenge the update fog node `fog` committed for the caller's job in posted round `round`. `msg.value` must be the task's `challengeBond`. Within the round's challenge window; the job's client only.
+
+        ``openFogChallenge(uint256,uint16,uint32,address)``
+
+        - ``task_id``
+        - ``round``
+        - ``client_index``
+        - ``fog``
+        - ``value``: wei sent with the call
+        """
+        return self.transact('openFogChallenge(uint256,uint16,uint32,address)', task_id, round, client_index, fog, value=value)
+
+    def post_bond(self, task_id: int, *, value: int = 0) -> Receipt:
+        """Escrow the task's aggregator bond: `msg.value` must be the task's `aggregatorBond`. While the task is `Open`, once; anyone may pay it (the aggregator, or the publisher on its behalf).
+
+        ``postBond(uint256)``
+
+        - ``task_id``
+        - ``value``: wei sent with the call
+        """
+        return self.transact('postBond(uint256)', task_id, value=value)
+
+    def release_bond(self, task_id: int) -> Receipt:
+        """Credit what is left of the task's aggregator bond back to whoever posted it. RoundLedger only (at settlement, when no challenge can be open any more).
+
+        ``releaseBond(uint256)``
+
+        - ``task_id``
+        """
+        return self.transact('releaseBond(uint256)', task_id)
+
+    def resolve(self, challenge_id: int, upheld: bool, signatures: Sequence[bytes]) -> Receipt:
+        """Resolve an open challenge with the committee's verdict: `signatures` are at least `quorum` members' EIP-712 signatures of (challengeId, taskId, round, clientIndex, upheld), ordered by signer. Anyone may submit them, before the challenge's verdict deadline.
+
+        ``resolve(uint256,bool,bytes[])``
+
+        - ``challenge_id``
+        - ``upheld``
+        - ``signatures``
+        """
+        return self.transact('resolve(uint256,bool,bytes[])', challenge_id, upheld, signatures)
+
+    def round_challenges(self, task_id: int, round: int) -> tuple[int, int]:
+        """Challenges of a round: still open, and opened in all.
+
+        ``roundChallenges(uint256,uint16)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``round``
+        """
+        return self.call('roundChallenges(uint256,uint16)', task_id, round)
+
+
 class FogAuction(Contract):
     """The ``FogAuction`` contract (contracts/FogAuction.sol)."""
 
     NAME = 'FogAuction'
     ABI = (
-        {'inputs': [{'internalType': 'contract ITaskRegistry', 'name': 'registry', 'type': 'address'}, {'internalType': 'contract IRoundLedger', 'name': 'ledger', 'type': 'address'}, {'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [{'internalType': 'contract ITaskRegistry', 'name': 'registry', 'type': 'address'}, {'internalType': 'contract IRoundLedger', 'name': 'ledger', 'type': 'address'}, {'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
         {'inputs': [], 'name': 'MAX_BIDS', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'NO_WINNER', 'outputs': [{'internalType': 'uint32', 'name': '', 'type': 'uint32'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'bids', 'outputs': [{'components': [{'internalType': 'address', 'name': 'bidder', 'type': 'address'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'frequency', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'bool', 'name': 'revealed', 'type': 'bool'}, {'internalType': 'bool', 'name': 'settled', 'type': 'bool'}], 'internalType': 'struct IFogAuction.Bid[]', 'name': '', 'type': 'tuple[]'}], 'stateMutability': 'view', 'type': 'function'},
@@ -1775,7 +2915,7 @@ class FogAuction(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'commitTimes', 'outputs': [{'internalType': 'uint64[]', 'name': 'times', 'type': 'uint64[]'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}], 'name': 'commitUpdate', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'bytes32[]', 'name': 'updateHashes', 'type': 'bytes32[]'}], 'name': 'commitUpdates', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'heldFor', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'job', 'outputs': [{'components': [{'internalType': 'enum IFogAuction.JobStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'paidUpTo', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'winner', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'dataSize', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'biddingDeadline', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'revealDeadline', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'winnerPrice', 'type': 'uint96'}, {'internalType': 'uint256', 'name': 'escrow', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'released', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}], 'internalType': 'struct IFogAuction.Job', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'dataSize', 'type': 'uint64'}, {'internalType': 'bytes32', 'name': 'salt', 'type': 'bytes32'}], 'name': 'openAuction', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
@@ -1784,6 +2924,7 @@ class FogAuction(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'uint64[]', 'name': 'frequencies', 'type': 'uint64[]'}, {'internalType': 'uint96[]', 'name': 'prices', 'type': 'uint96[]'}, {'internalType': 'bytes32[]', 'name': 'salts', 'type': 'bytes32[]'}], 'name': 'revealBids', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'settleJob', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}], 'name': 'settleJobs', 'outputs': [{'internalType': 'uint256', 'name': 'settled', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'slashFraud', 'outputs': [{'internalType': 'bool', 'name': 'slashed', 'type': 'bool'}], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'frequency', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}], 'name': 'utility', 'outputs': [{'internalType': 'int256', 'name': '', 'type': 'int256'}], 'stateMutability': 'view', 'type': 'function'},
     )
     TYPES = TYPES
@@ -1882,7 +3023,7 @@ class FogAuction(Contract):
         """
         return self.transact('commitUpdates(uint256,uint16,uint256[],bytes32[])', task_id, round, indices, update_hashes)
 
-    def dependencies(self) -> tuple[str, str, str]:
+    def dependencies(self) -> tuple[str, str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
@@ -1890,7 +3031,7 @@ class FogAuction(Contract):
         return self.call('dependencies()')
 
     def held_for(self, task_id: int) -> int:
-        """Wei the auction holds for the task now (fog deposits not yet paid out plus unreleased escrow).
+        """Wei the task's pool holds for this contract: the bond left plus the open challenges' bonds.
 
         ``heldFor(uint256)`` (view: an eth_call)
 
@@ -1975,6 +3116,18 @@ class FogAuction(Contract):
         """
         return self.transact('settleJobs(uint256,uint256[])', task_id, indices)
 
+    def slash_fraud(self, task_id: int, index: int, fog: str, round: int) -> Receipt:
+        """After an upheld fog challenge: if `fog` still holds job `clientIndex` (it is the winner and its deposit is held), slash its deposit (the round's price, at most r, to the client; the rest to the sink) and hand the job to the best eligible standby bid, from the current round if `fog` has not committed it and its deadline has not passed, else from the next. Disputes only.
+
+        ``slashFraud(uint256,uint256,address,uint16)``
+
+        - ``task_id``
+        - ``index``
+        - ``fog``
+        - ``round``: the round whose update the committee found fraudulent
+        """
+        return self.transact('slashFraud(uint256,uint256,address,uint16)', task_id, index, fog, round)
+
     def utility(self, task_id: int, index: int, frequency: int, price: int) -> int:
         """Eq. 18 for one revealed bid: the client's utility P_i(r_a, r_t_x) - price, wei (may be negative).
 
@@ -1990,27 +3143,30 @@ class FogAuction(Contract):
 
 class RoundLedger(Contract):
     """The ``RoundLedger`` contract (contracts/RoundLedger.sol).
-    Per client and task two storage slots: (sumQuality, sumTimeRatio, lossReputation) and (timeReputation, earned, rounds, status, prior). A round's post reads and writes each once.
+    Per client and task two storage slots: (sumQuality, sumTimeRatio, lossReputation) and (timeReputation, earned, rounds, status, prior). A round's post reads each client's status once and stores one record for the round; its finalisation reads and writes each client's two slots once.
     """
 
     NAME = 'RoundLedger'
     ABI = (
-        {'inputs': [{'internalType': 'contract ITaskRegistry', 'name': 'registry', 'type': 'address'}, {'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'contract IFogAuction', 'name': 'auction', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [{'internalType': 'contract ITaskRegistry', 'name': 'registry', 'type': 'address'}, {'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'contract IFogAuction', 'name': 'auction', 'type': 'address'}, {'internalType': 'contract IDisputes', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'client', 'outputs': [{'components': [{'internalType': 'address', 'name': 'account', 'type': 'address'}, {'internalType': 'enum IRoundLedger.ClientStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint96', 'name': 'sumQuality', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'sumTimeRatio', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'lossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'timeReputation', 'type': 'uint64'}, {'internalType': 'uint128', 'name': 'earned', 'type': 'uint128'}], 'internalType': 'struct IRoundLedger.ClientInfo', 'name': 'info', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'clientCount', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'account', 'type': 'address'}], 'name': 'clientIndex', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'dataCommitment', 'outputs': [{'internalType': 'bytes32', 'name': '', 'type': 'bytes32'}], 'stateMutability': 'view', 'type': 'function'},
-        {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'depositsHeld', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'finalizeRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'isActive', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}], 'name': 'join', 'outputs': [{'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64[]', 'name': 'priors', 'type': 'uint64[]'}], 'name': 'postPriors', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'internalType': 'bytes32', 'name': 'rewardsRoot', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'rewardList', 'type': 'bytes32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'postRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'internalType': 'bytes32', 'name': 'rewardsRoot', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'rewardList', 'type': 'bytes32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'postRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'prior', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'priorsPosted', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'reputation', 'outputs': [{'internalType': 'uint64', 'name': 'lossRep', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'timeRep', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'rewardRoot', 'outputs': [{'internalType': 'bytes32', 'name': '', 'type': 'bytes32'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'rewardsHeld', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'roundRecord', 'outputs': [{'components': [{'internalType': 'bytes32', 'name': 'entriesHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'postedAt', 'type': 'uint64'}], 'internalType': 'struct IRoundLedger.RoundRecord', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'rounds', 'outputs': [{'internalType': 'uint16', 'name': 'posted', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'finalized', 'type': 'uint16'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'settle', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'settled', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'rewardHash', 'type': 'bytes32'}, {'internalType': 'bytes32[]', 'name': 'proof', 'type': 'bytes32[]'}], 'name': 'verifyReward', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
@@ -2056,7 +3212,7 @@ class RoundLedger(Contract):
         """
         return self.call('dataCommitment(uint256,uint256)', task_id, index)
 
-    def dependencies(self) -> tuple[str, str, str]:
+    def dependencies(self) -> tuple[str, str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
@@ -2071,6 +3227,17 @@ class RoundLedger(Contract):
         - ``task_id``
         """
         return self.call('depositsHeld(uint256)', task_id)
+
+    def finalize_round(self, task_id: int, round: int, measurements: Sequence[Measurement]) -> Receipt:
+        """Finalise posted round `round` (the one after the last final round) once its challenge window is over and no challenge of it is open. Anyone. `measurements` are the round's posted ones (from `RoundPosted`); each challenged entry takes its fate (IDisputes): corrected, or skipped when void or neutral. A client without a commit (or a void or neutral entry) is skipped (no reputation change, no payment); a rejected update counts with quality 0. A scored client's r_a is min(cap, H_i + the weighted mean of eq. 8) when its quality reaches q_min, else the weighted mean times its quality (the prior H_i left out); below r_a_min or r_t_min it is removed and its deposit goes to the sink. Payments are credited to earnings (paid at settlement), scaled pro rata when the budget left cannot cover them.
+
+        ``finalizeRound(uint256,uint16,(uint64,uint32,bool,bool)[])``
+
+        - ``task_id``
+        - ``round``
+        - ``measurements``
+        """
+        return self.transact('finalizeRound(uint256,uint16,(uint64,uint32,bool,bool)[])', task_id, round, measurements)
 
     def is_active(self, task_id: int, index: int) -> bool:
         """Whether the client is `Active` (joined and not removed).
@@ -2104,9 +3271,9 @@ class RoundLedger(Contract):
         return self.transact('postPriors(uint256,uint64[])', task_id, priors)
 
     def post_round(self, task_id: int, round: int, model_hash: bytes, accuracy: int, rewards_root: bytes, reward_list: bytes, measurements: Sequence[Measurement]) -> Receipt:
-        """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client's fog node committed, or after the round's deadline. An accepted measurement needs a commit in this round whose block time minus the round's start is within the task's time tolerance of `roundTime`. A client without a commit is skipped (no reputation change, no payment); a rejected update counts with quality 0. A scored client's r_a is min(cap, H_i + the weighted mean of eq. 8) when its quality reaches q_min, else the weighted mean times its quality (the prior H_i left out); below r_a_min or r_t_min it is removed and its deposit forfeited.
+        """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client's fog node committed, or after the round's deadline. An active client's measurement is `committed` exactly when its fog node committed this round; a committed measurement's `roundTime` is within the task's time tolerance of the commit's block time minus the round's start; an uncommitted one is not accepted. The round is pending: nothing is scored or paid until `finalizeRound`. The clock moves on at once (the next round starts, or the task finishes).
 
-        ``postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool)[])``
+        ``postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool,bool)[])``
 
         - ``task_id``: the task
         - ``round``: the current round
@@ -2116,7 +3283,7 @@ class RoundLedger(Contract):
         - ``reward_list``: hash of the round's reward list in the blob store; zero exactly when `rewardsRoot` is
         - ``measurements``: one per client in join order
         """
-        return self.transact('postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool)[])', task_id, round, model_hash, accuracy, rewards_root, reward_list, measurements)
+        return self.transact('postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool,bool)[])', task_id, round, model_hash, accuracy, rewards_root, reward_list, measurements)
 
     def prior(self, task_id: int, index: int) -> int:
         """The client's cross-task prior H_i (0 unless posted; added to r_a only in rounds at or above q_min), 1e18 fixed point.
@@ -2166,8 +3333,27 @@ class RoundLedger(Contract):
         """
         return self.call('rewardsHeld(uint256)', task_id)
 
+    def round_record(self, task_id: int, round: int) -> RoundRecord:
+        """A posted round's record (zeros when not posted).
+
+        ``roundRecord(uint256,uint16)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``round``
+        """
+        return self.call('roundRecord(uint256,uint16)', task_id, round)
+
+    def rounds(self, task_id: int) -> tuple[int, int]:
+        """The last posted and the last final round of the task (0 before any).
+
+        ``rounds(uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        """
+        return self.call('rounds(uint256)', task_id)
+
     def settle(self, task_id: int) -> Receipt:
-        """Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good standing back, no final bonus: the task did not complete). Anyone may call it, once.
+        """Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good standing back, the unspent budget refunded, no final bonus: the task did not complete), once every posted round is final; what is left of the aggregator's bond goes back to whoever posted it. Anyone, once.
 
         ``settle(uint256)``
 
@@ -2203,17 +3389,19 @@ class TaskRegistry(Contract):
 
     NAME = 'TaskRegistry'
     ABI = (
-        {'inputs': [{'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'contract IRoundLedger', 'name': 'ledger', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [{'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'contract IRoundLedger', 'name': 'ledger', 'type': 'address'}, {'internalType': 'contract IDisputes', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
         {'inputs': [], 'name': 'ABANDON_GRACE', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'MAX_CLIENTS', 'outputs': [{'internalType': 'uint16', 'name': '', 'type': 'uint16'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'abandonTask', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'cancelTask', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'spent', 'type': 'uint256'}, {'internalType': 'bool', 'name': 'targetReached', 'type': 'bool'}], 'name': 'closeRound', 'outputs': [{'internalType': 'bool', 'name': 'finished', 'type': 'bool'}], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'address', 'name': 'aggregator', 'type': 'address'}], 'name': 'createTask', 'outputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
-        {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'params', 'outputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bool', 'name': 'targetReached', 'type': 'bool'}], 'name': 'closeRound', 'outputs': [{'internalType': 'bool', 'name': 'finished', 'type': 'bool'}], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'address', 'name': 'aggregator', 'type': 'address'}], 'name': 'createTask', 'outputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}], 'name': 'minimumBond', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'pure', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'params', 'outputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'roundDeadline', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'bonuses', 'type': 'uint256'}], 'name': 'settleBudget', 'outputs': [{'internalType': 'uint256', 'name': 'refund', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'spendBudget', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'startTask', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'state', 'outputs': [{'components': [{'internalType': 'address', 'name': 'publisher', 'type': 'address'}, {'internalType': 'address', 'name': 'aggregator', 'type': 'address'}, {'internalType': 'enum ITaskRegistry.TaskStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'currentRound', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'budgetLeft', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'startedAt', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'roundStartedAt', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'finishedAt', 'type': 'uint64'}], 'internalType': 'struct ITaskRegistry.TaskState', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'taskCount', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
@@ -2235,7 +3423,7 @@ class TaskRegistry(Contract):
         return self.call('MAX_CLIENTS()')
 
     def abandon_task(self, task_id: int) -> Receipt:
-        """Abandon a `Running` task whose current round was not posted by its deadline plus ABANDON_GRACE seconds. Anyone may call it. The unspent budget is credited back to the publisher and the task becomes `Abandoned`; clients then take their earnings and deposits back through RoundLedger.settle (no final bonus: the task did not complete), fog nodes their deposits and the unearned escrow through FogAuction.settleJob.
+        """Abandon a `Running` task whose current round was not posted by its deadline plus ABANDON_GRACE seconds. Anyone may call it. The task becomes `Abandoned`; once its posted rounds are final, RoundLedger.settle credits the clients their earnings and deposits (no final bonus: the task did not complete) and the publisher the unspent budget; fog nodes take their deposits and the clients the unearned escrow back through FogAuction.settleJob.
 
         ``abandonTask(uint256)``
 
@@ -2252,34 +3440,43 @@ class TaskRegistry(Contract):
         """
         return self.transact('cancelTask(uint256)', task_id)
 
-    def close_round(self, task_id: int, spent: int, target_reached: bool) -> Receipt:
-        """Close the current round: spend `spent` wei of budget and move the clock on, or finish the task after round N or when `targetReached`. RoundLedger only.
+    def close_round(self, task_id: int, target_reached: bool) -> Receipt:
+        """Close the current (just posted) round: move the clock on, or finish the task after round N or when `targetReached`. RoundLedger only.
 
-        ``closeRound(uint256,uint256,bool)``
+        ``closeRound(uint256,bool)``
 
         - ``task_id``
-        - ``spent``
         - ``target_reached``
         """
-        return self.transact('closeRound(uint256,uint256,bool)', task_id, spent, target_reached)
+        return self.transact('closeRound(uint256,bool)', task_id, target_reached)
 
     def create_task(self, p: TaskParams, aggregator: str, *, value: int = 0) -> Receipt:
         """Create a task, escrowing `msg.value` wei as its budget.
 
-        ``createTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool),address)``
+        ``createTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),address)``
 
         - ``p``
         - ``aggregator``: the account that will post rounds
         - ``value``: wei sent with the call
         """
-        return self.transact('createTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool),address)', p, aggregator, value=value)
+        return self.transact('createTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),address)', p, aggregator, value=value)
 
-    def dependencies(self) -> tuple[str, str]:
+    def dependencies(self) -> tuple[str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
         """
         return self.call('dependencies()')
+
+    def minimum_bond(self, p: TaskParams, budget: int) -> int:
+        """The least aggregator bond a task with these terms and budget may ask for, wei: what one round's post can move (every deposit it could forfeit plus the most one round can pay).
+
+        ``minimumBond((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),uint256)`` (view: an eth_call)
+
+        - ``p``
+        - ``budget``
+        """
+        return self.call('minimumBond((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),uint256)', p, budget)
 
     def params(self, task_id: int) -> TaskParams:
         """A task's parameters.
@@ -2300,7 +3497,7 @@ class TaskRegistry(Contract):
         return self.call('roundDeadline(uint256)', task_id)
 
     def settle_budget(self, task_id: int, bonuses: int) -> Receipt:
-        """Spend `bonuses` wei of budget, refund the rest to the publisher and mark the task `Settled`. RoundLedger only.
+        """Spend `bonuses` wei of budget and refund the rest to the publisher: a `Finished` task becomes `Settled`, an `Abandoned` one (bonuses 0) stays `Abandoned`. RoundLedger only, once.
 
         ``settleBudget(uint256,uint256)``
 
@@ -2309,8 +3506,19 @@ class TaskRegistry(Contract):
         """
         return self.transact('settleBudget(uint256,uint256)', task_id, bonuses)
 
+    def spend_budget(self, task_id: int, round: int, amount: int) -> Receipt:
+        """Spend `amount` wei of budget on the final round `round`'s payments. RoundLedger only.
+
+        ``spendBudget(uint256,uint16,uint256)``
+
+        - ``task_id``
+        - ``round``
+        - ``amount``
+        """
+        return self.transact('spendBudget(uint256,uint16,uint256)', task_id, round, amount)
+
     def start_task(self, task_id: int) -> Receipt:
-        """Start round 1 of an `Open` task with at least one client. Publisher only.
+        """Start round 1 of an `Open` task with at least one client and its aggregator's bond. Publisher only.
 
         ``startTask(uint256)``
 
@@ -2337,17 +3545,19 @@ class TaskRegistry(Contract):
 
 class Treasury(Contract):
     """The ``Treasury`` contract (contracts/Treasury.sol).
-    The three modules are fixed at deployment (immutables); nobody else can move money.
+    The four modules and the sink are fixed at deployment (immutables); nobody else can move money.
     """
 
     NAME = 'Treasury'
     ABI = (
-        {'inputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}, {'internalType': 'address', 'name': 'sink_', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
         {'inputs': [{'internalType': 'address', 'name': 'account', 'type': 'address'}], 'name': 'claimable', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'to', 'type': 'address'}, {'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'reason', 'type': 'bytes32'}], 'name': 'credit', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'reason', 'type': 'bytes32'}], 'name': 'creditSink', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'from', 'type': 'address'}], 'name': 'deposit', 'outputs': [], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'held', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
-        {'inputs': [], 'name': 'modules', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'modules', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'sink', 'outputs': [{'internalType': 'address', 'name': '', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'totals', 'outputs': [{'components': [{'internalType': 'uint256', 'name': 'deposited', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'withdrawn', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'held', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'claimable', 'type': 'uint256'}], 'internalType': 'struct ITreasury.Totals', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'withdraw', 'outputs': [{'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
     )
@@ -2374,6 +3584,17 @@ class Treasury(Contract):
         """
         return self.transact('credit(uint256,address,uint256,bytes32)', task_id, to, amount, reason)
 
+    def credit_sink(self, task_id: int, amount: int, reason: bytes) -> Receipt:
+        """Move `amount` wei from `taskId`'s pool to the sink's balance (a `Credited` event to the sink). Modules only.
+
+        ``creditSink(uint256,uint256,bytes32)``
+
+        - ``task_id``: the task
+        - ``amount``: wei (0 is a no-op without event)
+        - ``reason``: why, a code of the `Reasons` library
+        """
+        return self.transact('creditSink(uint256,uint256,bytes32)', task_id, amount, reason)
+
     def deposit(self, task_id: int, from_: str, *, value: int = 0) -> Receipt:
         """Put `msg.value` into `taskId`'s pool on behalf of `from`. Modules only.
 
@@ -2394,12 +3615,19 @@ class Treasury(Contract):
         """
         return self.call('held(uint256)', task_id)
 
-    def modules(self) -> tuple[str, str, str]:
-        """The three modules allowed to move money: (TaskRegistry, RoundLedger, FogAuction).
+    def modules(self) -> tuple[str, str, str, str]:
+        """The four modules allowed to move money: (TaskRegistry, RoundLedger, FogAuction, Disputes).
 
         ``modules()`` (view: an eth_call)
         """
         return self.call('modules()')
+
+    def sink(self) -> str:
+        """Where forfeits go that no wronged party is owed, fixed at deployment (address(0): burned).
+
+        ``sink()`` (view: an eth_call)
+        """
+        return self.call('sink()')
 
     def totals(self) -> Totals:
         """The accounting totals (see `Totals`).
@@ -2420,19 +3648,21 @@ class Treasury(Contract):
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerInconsistentRewards, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, TaskAbandonTooEarly, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
-    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, ClientJoined, ClientRemoved, ClientSettled, Credited, DataCommitted, Deposited, FogSlashed, JobReassigned, JobSettled, PriorsPosted, RewardsCommitted, RoundClosed, RoundPosted, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotDisputes, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionRoundsPending, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, CommitteeBadMember, CommitteeBadSignature, CommitteeInvalid, CommitteeInvalidWindow, CommitteeNoQuorum, CommitteeNotMember, CommitteeSignersNotSorted, DisputeAlreadyBonded, DisputeNoFog, DisputeNotClient, DisputeNotLedger, DisputeNotOpen, DisputeRoundNotPosted, DisputeUnknownChallenge, DisputeUnknownClient, DisputeVerdictNotDue, DisputeVerdictTooLate, DisputeWindowClosed, DisputeWrongTaskStatus, DisputeWrongValue, ECDSAInvalidSignature, ECDSAInvalidSignatureLength, ECDSAInvalidSignatureS, ERC5267ExtensionsNotSupported, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, InvalidShortString, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerChallengesOpen, LedgerCommitMismatch, LedgerInconsistentRewards, LedgerMeasurementsMismatch, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerNotNextRound, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerRoundsPending, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWindowOpen, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, StringTooLong, StringsInsufficientHexLength, StringsInvalidAddressFormat, StringsInvalidChar, TaskAbandonTooEarly, TaskBondTooSmall, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotBonded, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
+    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, BondPosted, BondReleased, BondSlashed, BudgetSpent, ChallengeOpened, ChallengeResolved, ClientJoined, ClientRemoved, ClientSettled, CommitteeFormed, Credited, DataCommitted, Deposited, EIP712DomainChanged, FogFraudSlashed, FogSlashed, JobReassigned, JobSettled, PriorsPosted, RewardsCommitted, RoundClosed, RoundFinalized, RoundPosted, SinkSet, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
 )
 
 #: Contract classes by contract name.
-CONTRACTS: Mapping[str, type[Contract]] = {'DataHandoff': DataHandoff, 'FogAuction': FogAuction, 'RoundLedger': RoundLedger, 'TaskRegistry': TaskRegistry, 'Treasury': Treasury}
+CONTRACTS: Mapping[str, type[Contract]] = {'ArbiterCommittee': ArbiterCommittee, 'DataHandoff': DataHandoff, 'Disputes': Disputes, 'FogAuction': FogAuction, 'RoundLedger': RoundLedger, 'TaskRegistry': TaskRegistry, 'Treasury': Treasury}
 
 
 @dataclass(frozen=True)
 class FedChainContracts:
     """Every deployed FedChain contract, typed, sending through one transactor."""
 
+    arbiter_committee: ArbiterCommittee
     data_handoff: DataHandoff
+    disputes: Disputes
     fog_auction: FogAuction
     round_ledger: RoundLedger
     task_registry: TaskRegistry
@@ -2446,7 +3676,9 @@ class FedChainContracts:
         for event in REGISTRY.events:
             transactor.registry.register_event(event)
         return cls(
+            arbiter_committee=ArbiterCommittee(transactor, deployment.address('ArbiterCommittee')),
             data_handoff=DataHandoff(transactor, deployment.address('DataHandoff')),
+            disputes=Disputes(transactor, deployment.address('Disputes')),
             fog_auction=FogAuction(transactor, deployment.address('FogAuction')),
             round_ledger=RoundLedger(transactor, deployment.address('RoundLedger')),
             task_registry=TaskRegistry(transactor, deployment.address('TaskRegistry')),

@@ -1,13 +1,22 @@
-"""``fedchain bench gas``: the gas of posting one round, and what FogAuction's batch calls save.
+"""``fedchain bench gas``: the gas of posting and finalising one round, of the disputes, and what FogAuction's
+batch calls save.
 
-The benchmark starts its own Anvil, deploys the contracts with the recipe,
-and for each size builds a task whose clients have all joined, whose jobs
-are all awarded (one sealed bid each) and whose fog nodes have all committed
-round 1; then the aggregator posts round 1 and the receipt's ``gasUsed`` is
-the figure. The round commits rewards in kind (a reward root and a reward
+The benchmark starts its own Anvil, deploys the contracts with the recipe
+(a committee of three, quorum two), and for each size builds a task whose
+clients have all joined, whose jobs are all awarded (one sealed bid each) and
+whose fog nodes have all committed round 1; then the aggregator posts round 1
+(the receipt's ``gasUsed`` is the post's figure), the challenge window passes
+and anyone finalises it (the finalisation's figure: reputations, payments,
+removals). The round commits rewards in kind (a reward root and a reward
 list, as a fedave or fedfaim task posts), the dearer case: a task without
-them posts zeros and skips the root's storage slot. Gas per client-round = gas / clients (the transaction's fixed
-cost included, so small rounds look dearer).
+them posts zeros and skips the root's storage slot. Gas per client-round =
+gas / clients (the transaction's fixed cost included, so small rounds look
+dearer).
+
+Disputes, on the smallest size: opening an entry challenge, a verdict that
+upholds it (two signatures checked, the bond slashed), the same for a fog
+challenge (the fog node slashed and its job handed to a standby bid), an
+expiry, and the finalisation of a round whose entries were challenged.
 
 Batches: for n jobs, two identical one-round tasks of n clients, every job
 won by the same fog node. One is driven with a single call per job, the
@@ -25,13 +34,14 @@ from typing import Any
 
 import click
 from eth_abi import encode as abi_encode
+from eth_account.signers.local import LocalAccount
 from eth_utils import keccak
 from web3 import Web3
 
 from fedchain.chain.bindings import TaskParams, TaskState
 from fedchain.chain.compile import compile_contracts
 from fedchain.chain.node import AnvilNode, AnvilSettings
-from fedchain.chain.recipe import deploy_fedchain
+from fedchain.chain.recipe import ArbiterSettings, deploy_fedchain
 from fedchain.console import machine_json
 from fedchain.errors import ConfigError
 
@@ -59,6 +69,11 @@ REWARDS = (keccak(text="rewards-root-1"), keccak(text="reward-list-1"))
 COMMIT_BIDS, REVEAL_BIDS, COMMIT_UPDATES, SETTLE_JOBS = "commit bids", "reveal bids", "commit updates", "settle jobs"
 BATCHED_STEPS = (COMMIT_BIDS, REVEAL_BIDS, COMMIT_UPDATES, SETTLE_JOBS)
 POST_ROUND = "post round"
+FINALIZE_ROUND = "finalize round"
+#: The benchmark's challenge window and the committee's verdict window, seconds.
+CHALLENGE_WINDOW_S = 60
+VERDICT_WINDOW_S = 600
+CHALLENGE_BOND = 10**14
 
 
 @dataclass(frozen=True)
@@ -80,11 +95,28 @@ class BatchRow:
 
 @dataclass(frozen=True)
 class GasRow:
-    """One measurement: posting one round for ``clients`` clients."""
+    """One measurement: posting one round for ``clients`` clients, then finalising it."""
 
     clients: int
+    #: The post's gas (and per client): the target is on this one, the aggregator's transaction.
     gas: int
     gas_per_client_round: int
+    #: The finalisation's gas (anyone sends it, after the challenge window).
+    finalize_gas: int
+    finalize_gas_per_client_round: int
+
+
+@dataclass(frozen=True)
+class DisputeGas:
+    """The gas of each dispute step, measured on a task of ``clients`` clients."""
+
+    clients: int
+    open_challenge: int
+    verdict_entry_upheld: int
+    verdict_fog_upheld: int
+    expire: int
+    #: Finalising the round whose entries were challenged (a correction and a void applied).
+    finalize_challenged_round: int
 
 
 def task_params(max_clients: int, rounds: int = BENCH_ROUNDS) -> TaskParams:
@@ -111,15 +143,23 @@ def task_params(max_clients: int, rounds: int = BENCH_ROUNDS) -> TaskParams:
         time_tolerance=5,
         max_clients=max_clients,
         second_price=False,
+        challenge_window=CHALLENGE_WINDOW_S,
+        challenge_bond=CHALLENGE_BOND,
+        aggregator_bond=BENCH_BOND,
     )
+
+
+#: The bond every benchmark task asks for: above the floor for up to 500 clients with the bench's terms.
+BENCH_BOND = 500 * CLIENT_DEPOSIT + 10**18
 
 
 class _Bench:
     """Drives the deployed contracts from the node's unlocked accounts, waiting only once per batch."""
 
-    def __init__(self, w3: Web3, addresses: Mapping[str, str]) -> None:
+    def __init__(self, w3: Web3, addresses: Mapping[str, str], arbiters: Sequence[LocalAccount] = ()) -> None:
         artifacts = compile_contracts()
         self.w3 = w3
+        self.arbiters = list(arbiters)
         self.accounts = [Web3.to_checksum_address(a) for a in w3.eth.accounts]
         self.c = {name: w3.eth.contract(address=address, abi=list(artifacts[name].abi)) for name, address in addresses.items()}
 
@@ -140,11 +180,12 @@ class _Bench:
         """The summed ``gasUsed`` of :meth:`batch`'s transactions."""
         return sum(int(receipt["gasUsed"]) for receipt in self.batch(calls))
 
-    def drive(self, clients: int, *, rounds: int, batched: bool) -> tuple[int, dict[str, int]]:
+    def drive(self, clients: int, *, rounds: int, batched: bool, standby: bool = False) -> tuple[int, dict[str, int]]:
         """A task of ``clients`` clients from creation to round 1's post, every job won by one fog node.
 
         Returns the task and the gas of the fog node's steps and of the post, by step. With ``batched``
-        the fog node makes each step in one batch call, otherwise in one call per job.
+        the fog node makes each step in one batch call, otherwise in one call per job. With ``standby`` a
+        second fog node bids dearer for job 0 and stays on standby.
         """
         publisher, aggregator, fog = self.accounts[:3]
         members = self.accounts[3 : 3 + clients]
@@ -153,6 +194,7 @@ class _Bench:
         task = registry.functions.taskCount().call() + 1
         budget = 10**18
         self.batch([(registry.functions.createTask(task_params(clients, rounds), aggregator), publisher, budget)])
+        self.batch([(self.c["Disputes"].functions.postBond(task), aggregator, BENCH_BOND)])
         salts = [keccak(text=f"salt-{i}") for i in jobs]
         data_size = 600
         commitments = [keccak(abi_encode(["uint256", "bytes32"], [data_size, s])) for s in salts]
@@ -166,12 +208,18 @@ class _Bench:
             gas[COMMIT_BIDS] = self.gas([(auction.functions.commitBids(task, jobs, [sealed] * clients), fog, FOG_DEPOSIT * clients)])
         else:
             gas[COMMIT_BIDS] = self.gas([(auction.functions.commitBid(task, i, sealed), fog, FOG_DEPOSIT) for i in jobs])
+        rival = self.accounts[-2]
+        rival_sealed = keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, PRICE, bid_salt, rival]))
+        if standby:
+            self.batch([(auction.functions.commitBid(task, 0, rival_sealed), rival, FOG_DEPOSIT)])
         self.advance(BIDDING_S + 1)
         if batched:
             reveal = auction.functions.revealBids(task, jobs, [frequency] * clients, [PRICE] * clients, [bid_salt] * clients)
             gas[REVEAL_BIDS] = self.gas([(reveal, fog, 0)])
         else:
             gas[REVEAL_BIDS] = self.gas([(auction.functions.revealBid(task, i, frequency, PRICE, bid_salt), fog, 0) for i in jobs])
+        if standby:  # the same bid, later: ties go to the earliest, so the rival waits on standby
+            self.batch([(auction.functions.revealBid(task, 0, frequency, PRICE, bid_salt), rival, 0)])
         self.advance(REVEAL_S + 1)
         self.batch([(auction.functions.closeAuction(task, i), m, PRICE * rounds) for i, m in enumerate(members)])
         self.batch([(registry.functions.startTask(task), publisher, 0)])
@@ -181,19 +229,58 @@ class _Bench:
             gas[COMMIT_UPDATES] = self.gas([(auction.functions.commitUpdate(task, i, 1, hashes[i]), fog, 0) for i in jobs])
         start = TaskState(*registry.functions.state(task).call()).round_started_at
         commits = auction.functions.commitTimes(task, 1, clients).call()
-        measurements = [(WAD * (80 + i % 40) // 100, t - start, True) for i, t in enumerate(commits)]
-        gas[POST_ROUND] = self.gas([(ledger.functions.postRound(task, 1, keccak(text="model-1"), WAD // 2, *REWARDS, measurements), aggregator, 0)])
+        self.measurements = [(WAD * (80 + i % 40) // 100, t - start, True, True) for i, t in enumerate(commits)]
+        post = ledger.functions.postRound(task, 1, keccak(text="model-1"), WAD // 2, *REWARDS, self.measurements)
+        gas[POST_ROUND] = self.gas([(post, aggregator, 0)])
         return task, gas
 
-    def post_round_gas(self, clients: int) -> int:
-        """Set up a task with ``clients`` staffed clients, commit round 1 and return the gas of posting it."""
-        return self.drive(clients, rounds=BENCH_ROUNDS, batched=False)[1][POST_ROUND]
+    def finalize(self, task: int) -> int:
+        """Let round 1's challenge window pass and finalise it; its gas."""
+        self.advance(CHALLENGE_WINDOW_S + 1)
+        return self.gas([(self.c["RoundLedger"].functions.finalizeRound(task, 1, self.measurements), self.accounts[-1], 0)])
+
+    def round_gas(self, clients: int) -> GasRow:
+        """Set up a task with ``clients`` staffed clients, commit round 1; the gas of posting and of finalising it."""
+        task, gas = self.drive(clients, rounds=BENCH_ROUNDS, batched=False)
+        post, final = gas[POST_ROUND], self.finalize(task)
+        return GasRow(clients, post, post // clients, final, final // clients)
+
+    def signatures(self, challenge: int, upheld: bool) -> list[bytes]:
+        """Every arbiter's EIP-712 signature of the verdict, ordered by signer (the contract wants them so)."""
+        disputes, committee = self.c["Disputes"], self.c["ArbiterCommittee"]
+        record = disputes.functions.challenge(challenge).call()
+        task, round_, index = record[0], record[3], record[8]
+        digest = committee.functions.verdictDigest(challenge, task, round_, index, upheld).call()
+        signed = sorted((a.address.lower(), bytes(a.unsafe_sign_hash(digest).signature)) for a in self.arbiters)
+        return [signature for _, signature in signed]
+
+    def dispute_gas(self, clients: int) -> DisputeGas:
+        """On a task of ``clients`` (at least 3) clients: open three challenges of round 1, resolve two, expire one,
+        then finalise the round."""
+        task, _ = self.drive(clients, rounds=BENCH_ROUNDS, batched=False, standby=True)
+        disputes = self.c["Disputes"].functions
+        members = self.accounts[3 : 3 + clients]
+        fog, stranger = self.accounts[2], self.accounts[-1]
+        proposed = (WAD, self.measurements[1][1], True, True)
+        opened = self.gas([(disputes.openEntryChallenge(task, 1, 1, proposed), stranger, CHALLENGE_BOND)])
+        self.batch([
+            (disputes.openFogChallenge(task, 1, 0, fog), members[0], CHALLENGE_BOND),
+            (disputes.openEntryChallenge(task, 1, 2, proposed), stranger, CHALLENGE_BOND),
+        ])
+        first = disputes.challengeCount().call() - 2
+        entry = self.gas([(disputes.resolve(first, True, self.signatures(first, True)), stranger, 0)])
+        fog_verdict = self.gas([(disputes.resolve(first + 1, True, self.signatures(first + 1, True)), stranger, 0)])
+        self.advance(VERDICT_WINDOW_S + 1)
+        expired = self.gas([(disputes.expire(first + 2), stranger, 0)])
+        final = self.gas([(self.c["RoundLedger"].functions.finalizeRound(task, 1, self.measurements), stranger, 0)])
+        return DisputeGas(clients, opened, entry, fog_verdict, expired, final)
 
     def batch_rows(self, jobs: int) -> list[BatchRow]:
         """Two identical one-round tasks of ``jobs`` jobs, one driven by single calls, one by batches; a row per step."""
         steps: list[dict[str, int]] = []
         for batched in (False, True):
             task, gas = self.drive(jobs, rounds=1, batched=batched)  # the post finishes a one-round task
+            self.finalize(task)  # jobs are settled once every posted round is final
             settle = self.c["FogAuction"].functions
             stranger = self.accounts[-1]
             if batched:
@@ -205,23 +292,32 @@ class _Bench:
         return [BatchRow.of(step, jobs, singles[step], batches[step]) for step in BATCHED_STEPS]
 
 
-def measure(sizes: Sequence[int] = DEFAULT_SIZES, batch_jobs: Sequence[int] = ()) -> tuple[list[GasRow], list[BatchRow]]:
-    """Start Anvil and deploy; the gas of one round's post for each client count in ``sizes``, and the
-    batch calls against single calls for each job count in ``batch_jobs``."""
+#: Clients of the task on which the disputes are measured (three challenges of three entries).
+DISPUTE_CLIENTS = 3
+
+
+def measure(
+    sizes: Sequence[int] = DEFAULT_SIZES, batch_jobs: Sequence[int] = ()
+) -> tuple[list[GasRow], list[BatchRow], DisputeGas]:
+    """Start Anvil and deploy; the gas of one round's post and finalisation for each client count in ``sizes``,
+    the batch calls against single calls for each job count in ``batch_jobs``, and the dispute steps."""
     if not sizes or min(sizes) < 1 or (batch_jobs and min(batch_jobs) < 1):
         raise ConfigError(f"client and job counts must be positive, got {list(sizes)} and {list(batch_jobs)}")
-    settings = AnvilSettings(accounts=max([*sizes, *batch_jobs]) + 4, gas_limit=60_000_000)
+    settings = AnvilSettings(accounts=max([*sizes, *batch_jobs, DISPUTE_CLIENTS]) + 10, gas_limit=60_000_000)
     with AnvilNode(settings) as node:
         w3 = node.web3()
-        addresses = deploy_fedchain(w3, w3.eth.accounts[0])
-        bench = _Bench(w3, addresses)
+        arbiters = [node.dev_account(settings.accounts - 1 - i) for i in (1, 2, 3)]
+        committee = ArbiterSettings.of([a.address for a in arbiters], quorum=2, verdict_window=VERDICT_WINDOW_S)
+        addresses = deploy_fedchain(w3, w3.eth.accounts[0], arbiters=committee)
+        bench = _Bench(w3, addresses, arbiters[:2])
         rows = []
         for clients in sizes:
-            gas = bench.post_round_gas(clients)
-            rows.append(GasRow(clients, gas, gas // clients))
-            log.info("posting a round for %d clients: %d gas", clients, gas)
+            row = bench.round_gas(clients)
+            rows.append(row)
+            log.info("a round for %d clients: post %d gas, finalisation %d gas", clients, row.gas, row.finalize_gas)
+        disputes = bench.dispute_gas(DISPUTE_CLIENTS)
         batches = [row for jobs in batch_jobs for row in bench.batch_rows(jobs)]
-        return rows, batches
+        return rows, batches, disputes
 
 
 @click.command(name="gas")
@@ -235,19 +331,30 @@ def measure(sizes: Sequence[int] = DEFAULT_SIZES, batch_jobs: Sequence[int] = ()
     help="Job counts of the batch calls to measure against single calls (repeat the option; 0 measures none).",
 )
 def gas(as_json: bool, sizes: tuple[int, ...], batch_jobs: tuple[int, ...]) -> None:
-    """Gas of posting one round for 10, 50 and 100 clients, and what FogAuction's batch calls save."""
-    rows, batches = measure(sizes, [n for n in batch_jobs if n > 0])
+    """Gas of posting and finalising one round for 10, 50 and 100 clients, of each dispute step, and what
+    FogAuction's batch calls save."""
+    rows, batches, disputes = measure(sizes, [n for n in batch_jobs if n > 0])
     if as_json:
         click.echo(machine_json({
             "target_gas_per_client_round": TARGET_GAS_PER_CLIENT_ROUND,
             "rows": [asdict(r) for r in rows],
+            "disputes": asdict(disputes),
             "batches": [asdict(b) for b in batches],
         }))
         return
-    click.echo(f"{'clients':>8} {'gas of the post':>16} {'gas per client-round':>21}")
+    click.echo(f"{'clients':>8} {'post':>12} {'per client':>11} {'finalisation':>13} {'per client':>11}")
     for row in rows:
-        click.echo(f"{row.clients:>8} {row.gas:>16,} {row.gas_per_client_round:>21,}")
-    click.echo(f"target: at most {TARGET_GAS_PER_CLIENT_ROUND:,} gas per client-round at 100 clients")
+        click.echo(f"{row.clients:>8} {row.gas:>12,} {row.gas_per_client_round:>11,} {row.finalize_gas:>13,} "
+                   f"{row.finalize_gas_per_client_round:>11,}")
+    click.echo(f"target: at most {TARGET_GAS_PER_CLIENT_ROUND:,} gas per client-round of the post at 100 clients")
+    click.echo()
+    click.echo(f"disputes on a task of {disputes.clients} clients (gas):")
+    for label, value in (
+        ("open a challenge", disputes.open_challenge), ("verdict upholding an entry challenge", disputes.verdict_entry_upheld),
+        ("verdict upholding a fog challenge", disputes.verdict_fog_upheld), ("expire a challenge", disputes.expire),
+        ("finalise a challenged round", disputes.finalize_challenged_round),
+    ):
+        click.echo(f"  {label:<38} {value:>10,}")
     if batches:
         click.echo()
         click.echo(f"{'step':<15} {'jobs':>5} {'n single calls':>15} {'one batch':>12} {'saving':>7}")

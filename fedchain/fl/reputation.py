@@ -104,10 +104,9 @@ class ClientReputation:
     #: r_t after the last scored round, fixed point.
     time_reputation: int = 0
 
-    @property
-    def total_reputation(self) -> int:
-        """r_at = r_a * r_t (eq. 10), fixed point."""
-        return total_reputation(self.loss_reputation, self.time_reputation)
+    def total_reputation(self, cap: int) -> int:
+        """r_at = min(cap, r_a * r_t) (eq. 10), fixed point."""
+        return total_reputation(self.loss_reputation, self.time_reputation, cap)
 
     @classmethod
     def joined(cls, params: MechanismParams) -> ClientReputation:
@@ -118,7 +117,7 @@ class ClientReputation:
         """Eq. 16 for this client before pro-rata scaling: 0 unless it was scored in some round."""
         if self.rounds == 0:
             return 0
-        return final_bonus(params.phi, params.expected_duration, actual_duration, self.total_reputation)
+        return final_bonus(params.phi, params.expected_duration, actual_duration, self.total_reputation(params.reputation_cap))
 
 
 @dataclass(frozen=True)
@@ -182,9 +181,10 @@ def time_reputation(weighted_sum: int, k: int, max_round_time: int, last_time_fp
     return min(time_penalty(linear_mean(weighted_sum, k), max_round_time, last_time_fp), cap)
 
 
-def total_reputation(loss_rep: int, time_rep: int) -> int:
-    """Eq. 10: r_at = r_a * r_t, fixed point."""
-    return (loss_rep * time_rep) // WAD
+def total_reputation(loss_rep: int, time_rep: int, cap: int) -> int:
+    """Eq. 10: r_at = min(cap, r_a * r_t), fixed point: capped like every reputation, so that the final bonus
+    of eq. 16 stays bounded as designed (uncapped, r_at reaches cap squared)."""
+    return min(cap, (loss_rep * time_rep) // WAD)
 
 
 def round_payment(psi: int, loss_rep: int, time_rep: int, min_loss_rep: int, min_time_rep: int) -> int:
@@ -192,6 +192,17 @@ def round_payment(psi: int, loss_rep: int, time_rep: int, min_loss_rep: int, min
     if loss_rep < min_loss_rep or time_rep < min_time_rep:
         return 0
     return ((psi * time_rep * time_rep) // (WAD * WAD) * loss_rep) // WAD
+
+
+def max_round_payment(psi: int, cap: int) -> int:
+    """The most one client can be paid in one round: eq. 15 at r_a = r_t = cap, wei."""
+    return round_payment(psi, cap, cap, 0, 0)
+
+
+def minimum_aggregator_bond(max_clients: int, client_deposit: int, psi: int, cap: int, budget: int) -> int:
+    """The least aggregator bond a task may ask for (TaskRegistry.minimumBond), wei: what one round's post can
+    move, every deposit it could forfeit plus the most one round can pay (never more than the budget)."""
+    return max_clients * client_deposit + min(budget, max_clients * max_round_payment(psi, cap))
 
 
 def final_bonus(phi: int, expected_duration: int, actual_duration: int, total_rep: int) -> int:

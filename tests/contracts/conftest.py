@@ -4,7 +4,8 @@ Every test starts from the same freshly deployed contracts: the session deploys
 once, each test runs between ``evm_snapshot`` and ``evm_revert``. Reverts are
 raised as the typed exception classes of :mod:`fedchain.chain.bindings`. Accounts by
 role (Anvil's public test keys): 0 deployer, 1 publisher, 2 aggregator,
-3..8 clients, 9..14 fog nodes, 15 a stranger.
+3..8 clients, 9..14 fog nodes, 15 a stranger, 16..18 the arbiter committee
+(quorum 2), 19 the sink.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ from eth_abi import encode as abi_encode
 from eth_utils import keccak
 from web3 import Web3
 
+from fedchain.audit import AuditReport, audit_task, read_chain
 from fedchain.chain import bindings
-from fedchain.chain.abi import AbiRegistry, CustomError, snake_case
+from fedchain.chain.abi import AbiRegistry, CustomError, E, snake_case
 from fedchain.chain.bindings import REGISTRY
 from fedchain.chain.compile import Artifact, compile_contracts
 from fedchain.chain.contract import Contract
+from fedchain.chain.deployment import DeployedContract, Deployment
 from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.chain.node import AnvilNode, AnvilSettings
-from fedchain.chain.recipe import DEPLOYMENT_ORDER, deploy_fedchain
+from fedchain.chain.recipe import DEPLOYMENT_ORDER, ArbiterSettings, deploy_fedchain
 from fedchain.chain.tx import Receipt, Transactor
 from fedchain.fl.reputation import WAD, MechanismParams
 
@@ -37,6 +40,11 @@ DEPLOYER, PUBLISHER, AGGREGATOR = 0, 1, 2
 CLIENTS = tuple(range(3, 9))
 FOGS = tuple(range(9, 15))
 STRANGER = 15
+ARBITERS = (16, 17, 18)
+SINK = 19
+QUORUM = 2
+#: The committee's verdict window in the contract tests, seconds.
+VERDICT_WINDOW = 600
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,11 @@ class TaskParams:
     time_tolerance: int = 5
     max_clients: int = 50
     second_price: bool = False
+    # One second: most tests post and finalise a round at once (the window is exercised with longer ones).
+    challenge_window: int = 1
+    challenge_bond: int = 5 * 10**15
+    # At least max_clients * d + min(budget, max_clients * psi * cap^3) for the default budget (1 ether): 1.5 ether.
+    aggregator_bond: int = 2 * 10**18
 
     def as_tuple(self) -> tuple[Any, ...]:
         return dataclasses.astuple(self)
@@ -94,6 +107,16 @@ def as_namespace(params: Any, value: Any) -> Any:
     return value
 
 
+class Receipts:
+    """Several receipts read as one: a post and its finalisation."""
+
+    def __init__(self, *receipts: Receipt) -> None:
+        self.receipts = receipts
+
+    def events_of(self, kind: type[E]) -> tuple[E, ...]:
+        return tuple(event for receipt in self.receipts for event in receipt.events_of(kind))
+
+
 class FedChain:
     """The deployed contracts, driven by any of the node's accounts."""
 
@@ -105,6 +128,8 @@ class FedChain:
         # The bindings' typed classes first: a revert raises e.g. bindings.LedgerNotAggregator.
         self.registry = AbiRegistry().merged(REGISTRY)
         self._transactors: dict[int, Transactor] = {}
+        #: The measurements of every round posted through post_round, by (task, round).
+        self.posted: dict[tuple[int, int], list[tuple[int, int, bool, bool]]] = {}
         for name in DEPLOYMENT_ORDER:
             self.registry.add_abi(artifacts[name].abi)
 
@@ -165,9 +190,13 @@ class FedChain:
 
     # ----------------------------------------------------------------- the flow, step by step
 
-    def create_task(self, params: TaskParams = TaskParams(), *, budget: int = 10**18) -> int:
+    def create_task(self, params: TaskParams = TaskParams(), *, budget: int = 10**18, bond: bool = True) -> int:
+        """A task created by the publisher; with ``bond``, the aggregator posts its bond at once."""
         receipt = self.send("TaskRegistry", "createTask", params.as_tuple(), self.account(AGGREGATOR), by=PUBLISHER, value=budget)
-        return receipt.events_of(bindings.TaskCreated)[0].task_id
+        task_id = receipt.events_of(bindings.TaskCreated)[0].task_id
+        if bond:
+            self.send("Disputes", "postBond", task_id, by=AGGREGATOR, value=params.aggregator_bond)
+        return task_id
 
     def join(self, task_id: int, client: int, data_size: int = 600, params: TaskParams = TaskParams()) -> int:
         salt = keccak(text=f"salt-{client}")
@@ -209,13 +238,60 @@ class FedChain:
         self,
         task_id: int,
         round_: int,
-        measurements: list[tuple[int, int, bool]],
+        measurements: list[tuple[int, int, bool]] | list[tuple[int, int, bool, bool]],
         accuracy: int = 0,
         rewards: tuple[bytes, bytes] = (ZERO_ROOT, ZERO_ROOT),
-    ) -> Receipt:
-        """Post a round as the aggregator; ``rewards`` is its (reward root, reward list), none by default."""
+        *,
+        final: bool = True,
+    ) -> Receipts:
+        """Post a round as the aggregator and, with ``final``, let its challenge window pass and finalise it.
+
+        ``measurements`` are (quality, round time, accepted), with ``committed`` read from the chain's commits
+        as the aggregator does, or whole (quality, round time, accepted, committed) tuples. ``rewards`` is the
+        round's (reward root, reward list), none by default.
+        """
         model_hash = keccak(text=f"model-{round_}")
-        return self.send("RoundLedger", "postRound", task_id, round_, model_hash, accuracy, *rewards, measurements, by=AGGREGATOR)
+        entries = self.measurements(task_id, round_, measurements)
+        post = self.send("RoundLedger", "postRound", task_id, round_, model_hash, accuracy, *rewards, entries, by=AGGREGATOR)
+        self.posted[(task_id, round_)] = entries
+        if not final:
+            return Receipts(post)
+        return Receipts(post, self.finalize(task_id, round_))
+
+    def measurements(
+        self, task_id: int, round_: int, measurements: list[tuple[int, int, bool]] | list[tuple[int, int, bool, bool]]
+    ) -> list[tuple[int, int, bool, bool]]:
+        """Whole measurements: ``committed`` added from the chain's commit times where it is left out."""
+        commits = self.view("FogAuction", "commitTimes", task_id, round_, len(measurements))
+        whole = []
+        for i, m in enumerate(measurements):
+            quality, seconds, accepted = m[0], m[1], m[2]
+            whole.append((quality, seconds, bool(accepted), bool(m[3]) if len(m) == 4 else commits[i] != 0))
+        return whole
+
+    def finalize(self, task_id: int, round_: int, *, by: int = STRANGER, wait: bool = True) -> Receipt:
+        """Finalise a posted round (anyone may); with ``wait``, first let its challenge window pass."""
+        if wait:
+            record = self.view("RoundLedger", "roundRecord", task_id, round_)
+            closes = record.posted_at + self.view("TaskRegistry", "params", task_id).challenge_window
+            if self.now() <= closes:
+                self.advance(closes + 1 - self.now())
+        return self.send("RoundLedger", "finalizeRound", task_id, round_, self.posted[(task_id, round_)], by=by)
+
+    def verdict(self, challenge_id: int, upheld: bool, signers: tuple[int, ...] = ARBITERS[:QUORUM]) -> list[bytes]:
+        """The committee members' EIP-712 signatures of a verdict, ordered by signer address."""
+        c = self.view("Disputes", "challenge", challenge_id)
+        digest = self.view("ArbiterCommittee", "verdictDigest", challenge_id, c.task_id, c.round, c.client_index, upheld)
+        signed = []
+        for index in signers:
+            account = self.node.dev_account(index)
+            signature = account.unsafe_sign_hash(digest)
+            signed.append((account.address.lower(), bytes(signature.signature)))
+        return [signature for _, signature in sorted(signed)]
+
+    def resolve(self, challenge_id: int, upheld: bool, *, by: int = STRANGER) -> Receipt:
+        """Submit a quorum's verdict (anyone may)."""
+        return self.send("Disputes", "resolve", challenge_id, upheld, self.verdict(challenge_id, upheld), by=by)
 
     def staffed_task(
         self, params: TaskParams = TaskParams(), *, clients: tuple[int, ...] = CLIENTS[:2], budget: int = 10**18, price: int = 10**14
@@ -235,6 +311,26 @@ class FedChain:
             self.close_auction(task_id, offset, client)
         return task_id
 
+    def audit(self, task_id: int) -> AuditReport:
+        """The auditor's report of the task from this chain's events and views (no store, no scores)."""
+        deployment = Deployment(
+            chain_id=self.w3.eth.chain_id, rpc_url=None, deployer=self.account(DEPLOYER), block_number=0, compiler="",
+            contracts=tuple(DeployedContract(name, address, "") for name, address in self.addresses.items()),
+        )
+        readings = read_chain(self.w3, deployment, task_id)
+        return audit_task(task_id, readings.events, views=readings.views)
+
+    def pool_parts(self, task_id: int) -> tuple[int, ...]:
+        """What each module holds of the task's pool: budget left, client deposits, earnings, auction, bonds.
+        Their sum equals Treasury.held(task) when no wei is lost or made."""
+        return (
+            self.view("TaskRegistry", "state", task_id).budget_left,
+            self.view("RoundLedger", "depositsHeld", task_id),
+            self.view("RoundLedger", "rewardsHeld", task_id),
+            self.view("FogAuction", "heldFor", task_id),
+            self.view("Disputes", "heldFor", task_id),
+        )
+
     def solvency(self) -> SimpleNamespace:
         """The treasury's totals and its balance on chain."""
         totals = self.view("Treasury", "totals")
@@ -249,13 +345,19 @@ def contracts_node() -> Iterator[AnvilNode]:
         yield node
 
 
+def arbiter_settings(node: AnvilNode) -> ArbiterSettings:
+    """The contract tests' committee (accounts 16..18, quorum 2) and sink (account 19)."""
+    members = [node.dev_account(index).address for index in ARBITERS]
+    return ArbiterSettings.of(members, quorum=QUORUM, verdict_window=VERDICT_WINDOW, sink=node.dev_account(SINK).address)
+
+
 @pytest.fixture(scope="session")
 def deployment(contracts_node: AnvilNode) -> tuple[dict[str, str], dict[str, Artifact]]:
     artifacts = compile_contracts()
     w3 = contracts_node.web3()
     deployer = contracts_node.dev_account(DEPLOYER)
     w3.eth.default_account = deployer.address
-    return deploy_fedchain(w3, deployer.address), artifacts
+    return deploy_fedchain(w3, deployer.address, arbiters=arbiter_settings(contracts_node)), artifacts
 
 
 @pytest.fixture

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from fedchain.audit import CheckName, CheckStatus, audit_task, read_chain
+from fedchain.audit import CheckName, CheckStatus
 from fedchain.chain import bindings
-from fedchain.chain.deployment import DeployedContract, Deployment
 from fedchain.fl.reputation import ABANDON_GRACE, WAD
-from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
 
 PARAMS = TaskParams(rounds=3)
 PRICE = 10**14
@@ -14,15 +13,16 @@ BUDGET = 10**17
 ABANDONED = bindings.TaskStatus.ABANDONED
 
 
-def _run_one_round_then_vanish(chain: FedChain) -> int:
-    """Two clients; round 1 posted; in round 2 only client 0's fog commits and the aggregator never posts."""
+def _run_one_round_then_vanish(chain: FedChain, *, final: bool = True) -> int:
+    """Two clients; round 1 posted (and, with ``final``, finalised); in round 2 only client 0's fog commits and the
+    aggregator never posts."""
     task = chain.staffed_task(PARAMS, budget=BUDGET, price=PRICE)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     start = chain.view("TaskRegistry", "state", task).round_started_at
     for index in range(2):
         chain.set_next_timestamp(start + 100 + index)
         chain.commit_update(task, index, FOGS[index], 1)
-    chain.post_round(task, 1, [(WAD, 100, True), (WAD, 101, True)])
+    chain.post_round(task, 1, [(WAD, 100, True), (WAD, 101, True)], final=final)
     chain.commit_update(task, 0, FOGS[0], 2)
     return task
 
@@ -47,14 +47,16 @@ def test_abandoned_task_returns_deposits_earnings_escrow_and_budget_without_bonu
 
     # ---- execute: a stranger abandons it; anyone settles the clients and the jobs.
     receipt = chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
-    chain.send("RoundLedger", "settle", task, by=STRANGER)
+    settled = chain.send("RoundLedger", "settle", task, by=STRANGER)
     for index in range(2):
         chain.send("FogAuction", "settleJob", task, index, by=STRANGER)
 
     # ---- assert: the event, the terminal status, and every account's claim to the wei.
     event = receipt.events_of(bindings.TaskAbandoned)[0]
     mined_at = chain.w3.eth.get_block(receipt.block_number)["timestamp"]
-    assert (event.task_id, event.round, event.abandoned_at, event.refund) == (task, 2, mined_at, budget_left)
+    assert (event.task_id, event.round, event.abandoned_at) == (task, 2, mined_at)
+    refund = settled.events_of(bindings.TaskSettled)[0]
+    assert (refund.bonuses, refund.refund) == (0, budget_left)
     assert mined_at > after
     state = chain.view("TaskRegistry", "state", task)
     assert (state.status, state.budget_left, state.current_round) == (ABANDONED, 0, 2)
@@ -65,6 +67,7 @@ def test_abandoned_task_returns_deposits_earnings_escrow_and_budget_without_bonu
         CLIENTS[0]: earned[0] + PARAMS.client_deposit + PRICE * (PARAMS.rounds - 2),
         CLIENTS[1]: earned[1] + PARAMS.client_deposit + PRICE * (PARAMS.rounds - 1),
         PUBLISHER: BUDGET - earned[0] - earned[1],
+        AGGREGATOR: PARAMS.aggregator_bond,
         # a fog that missed round 2 of an abandoned task is not slashed at settlement.
         FOGS[0]: 2 * PRICE + PARAMS.fog_deposit,
         FOGS[1]: PRICE + PARAMS.fog_deposit,
@@ -75,6 +78,29 @@ def test_abandoned_task_returns_deposits_earnings_escrow_and_budget_without_bonu
     totals = chain.solvency()
     assert totals.held == 0
     assert totals.claimable == totals.balance == sum(expected.values())
+
+
+def test_a_silent_aggregator_strands_no_money_even_with_its_last_round_pending(chain: FedChain) -> None:
+    # ---- prepare: round 1 posted but not final when the aggregator vanishes; the task is abandoned.
+    task = _run_one_round_then_vanish(chain, final=False)
+    _advance_to(chain, _abandonable_after(chain, task) + 1)
+    chain.send("TaskRegistry", "abandonTask", task, by=STRANGER)
+
+    # ---- execute / assert: settlement waits for round 1; anyone finalises it; then everything settles.
+    with chain.reverts(bindings.LedgerRoundsPending, task, 1, 0):
+        chain.send("RoundLedger", "settle", task, by=STRANGER)
+    with chain.reverts(bindings.AuctionRoundsPending, task, 1, 0):
+        chain.send("FogAuction", "settleJob", task, 0, by=STRANGER)
+    finalized = chain.finalize(task, 1, by=CLIENTS[0])
+    earned = [chain.view("RoundLedger", "client", task, i).earned for i in range(2)]
+    assert finalized.events_of(bindings.RoundFinalized)[0].paid == sum(earned) > 0
+    chain.send("RoundLedger", "settle", task, by=STRANGER)
+    chain.send("FogAuction", "settleJobs", task, [0, 1], by=STRANGER)
+    for account in (PUBLISHER, AGGREGATOR, *CLIENTS[:2], *FOGS[:2]):
+        chain.send("Treasury", "withdraw", by=account)
+    assert chain.view("Treasury", "held", task) == 0
+    totals = chain.solvency()
+    assert totals.held == totals.claimable == totals.balance == 0
 
 
 def test_abandon_reverts_until_the_grace_period_after_the_deadline_has_passed(chain: FedChain) -> None:
@@ -127,16 +153,11 @@ def test_an_abandoned_task_audits_clean_from_the_chain_events_and_views(chain: F
     chain.send("RoundLedger", "settle", task, by=STRANGER)
     for index in range(2):
         chain.send("FogAuction", "settleJob", task, index, by=STRANGER)
-    for account in (PUBLISHER, *CLIENTS[:2], *FOGS[:2]):
+    for account in (PUBLISHER, AGGREGATOR, *CLIENTS[:2], *FOGS[:2]):
         chain.send("Treasury", "withdraw", by=account)
-    deployment = Deployment(
-        chain_id=chain.w3.eth.chain_id, rpc_url=None, deployer=chain.account(0), block_number=0, compiler="",
-        contracts=tuple(DeployedContract(name, address, "") for name, address in chain.addresses.items()),
-    )
 
     # ---- execute
-    readings = read_chain(chain.w3, deployment, task)
-    report = audit_task(task, readings.events, views=readings.views)
+    report = chain.audit(task)
 
     # ---- assert: every check that applies passes; the history ends Abandoned.
     assert {c.name.value: [f.message for f in c.findings] for c in report.checks if c.failed} == {}

@@ -359,14 +359,8 @@ def test_the_audit_of_a_task_driven_by_batches_passes(chain: FedChain) -> None:
 
 
 def task_pool_balances(chain: FedChain, task: int) -> tuple[int, int]:
-    """(Treasury.held(t), budgetLeft + depositsHeld + rewardsHeld + heldFor): equal when no wei is lost or made."""
-    parts = (
-        chain.view("TaskRegistry", "state", task).budget_left,
-        chain.view("RoundLedger", "depositsHeld", task),
-        chain.view("RoundLedger", "rewardsHeld", task),
-        chain.view("FogAuction", "heldFor", task),
-    )
-    return chain.view("Treasury", "held", task), sum(parts)
+    """(Treasury.held(t), the modules' holdings): equal when no wei is lost or made."""
+    return chain.view("Treasury", "held", task), sum(chain.pool_parts(task))
 
 
 BIDDERS = (FOG, RIVAL, FOGS[2])

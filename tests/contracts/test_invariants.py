@@ -1,10 +1,13 @@
 """Property: random sequences of the whole flow create or lose no wei and match the Python model.
 
 A Hypothesis state machine drives one task on the real chain through joins,
-auctions (bids, reveals, non-revealers), start, fog commits (one by one or
-batched per fog node), missed rounds (slash and re-award), round posts,
-cancellation, an aggregator that vanishes (the task abandoned after the grace
-period), settlement (of jobs one by one or batched) and withdrawals.
+auctions (bids, reveals, non-revealers), the aggregator's bond, start, fog
+commits (one by one or batched per fog node), missed rounds (slash and
+re-award), round posts (pending), challenges of entries and of fog updates,
+verdicts (upheld or rejected, signed by the committee), expiries,
+finalisation (the fates applied), cancellation, an aggregator that vanishes
+(the task abandoned after the grace period), settlement (of jobs one by one
+or batched) and withdrawals.
 A model of its own, built on :mod:`fedchain.fl.reputation`, predicts every
 account's claimable balance, the budget, each client's reputation and the
 treasury's totals; after every step the chain must agree to the wei, and the
@@ -48,24 +51,34 @@ from fedchain.fl.reputation import (
     score_round,
     standby_winner,
 )
-from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+from tests.contracts.conftest import (
+    AGGREGATOR,
+    CLIENTS,
+    FOGS,
+    PUBLISHER,
+    SINK,
+    STRANGER,
+    FedChain,
+    TaskParams,
+)
 from tests.support import present
 
 PARAMS = TaskParams(
     rounds=3, expected_duration=9000, round_duration=2000, bidding_duration=1000, reveal_duration=1000,
-    time_tolerance=5, psi=10**15, phi=10**11,
+    time_tolerance=5, psi=10**15, phi=10**11, challenge_window=400, challenge_bond=3 * 10**14,
 )
 MECHANISM = PARAMS.mechanism()
 BUDGET = 3 * 10**15  # small: pro-rata scaling happens
 MARGIN = 3
 TASK_CLIENTS = CLIENTS[:3]
 TASK_FOGS = FOGS[:3]
-ACCOUNTS = (PUBLISHER, *TASK_CLIENTS, *TASK_FOGS)
+ACCOUNTS = (PUBLISHER, AGGREGATOR, *TASK_CLIENTS, *TASK_FOGS, STRANGER, SINK)
+FATES = ("posted", "neutral", "corrected", "void")
 
 #: More examples in CI (FEDCHAIN_HYPOTHESIS=ci), few while iterating.
 PROFILE = os.environ.get("FEDCHAIN_HYPOTHESIS", "dev")
 MAX_EXAMPLES = {"dev": 6, "ci": 25}.get(PROFILE, 6)
-STEPS = {"dev": 25, "ci": 40}.get(PROFILE, 25)
+STEPS = {"dev": 30, "ci": 40}.get(PROFILE, 30)
 
 
 @dataclass
@@ -90,6 +103,29 @@ class JobModel:
     released: int = 0
     paid_up_to: int = 0
     committed_at: int = 0
+
+
+@dataclass
+class PostedRound:
+    """A posted round, pending until finalised."""
+
+    number: int
+    posted_at: int
+    measurements: list[tuple[int, int, bool, bool]]
+    #: The fog node that committed each committed entry's update.
+    fogs: dict[int, int]
+
+
+@dataclass
+class ChallengeModel:
+    round: int
+    index: int
+    fog: bool
+    challenger: int
+    accused: int
+    proposed: tuple[int, int, bool, bool]
+    deadline: int
+    open: bool = True
 
 
 class FlowMachine(RuleBasedStateMachine):
@@ -118,6 +154,11 @@ class FlowMachine(RuleBasedStateMachine):
         self.budget_left = BUDGET
         self.settled = False
         self._now: int | None = None
+        self.pending: list[PostedRound] = []
+        self.challenges: dict[int, ChallengeModel] = {}
+        #: (round, client index) -> (fate, the corrected measurement where the fate is ``corrected``).
+        self.fates: dict[tuple[int, int], tuple[str, tuple[int, int, bool, bool] | None]] = {}
+        self.bond_left = 0
 
     def teardown(self) -> None:
         self.chain.w3.provider.make_request("anvil_removeBlockTimestampInterval", [])
@@ -173,8 +214,9 @@ class FlowMachine(RuleBasedStateMachine):
 
     @initialize()
     def create(self) -> None:
-        self.task = self.chain.create_task(PARAMS, budget=BUDGET)
-        self.deposited += BUDGET
+        self.task = self.chain.create_task(PARAMS, budget=BUDGET)  # the aggregator posts its bond with it
+        self.deposited += BUDGET + PARAMS.aggregator_bond
+        self.bond_left = PARAMS.aggregator_bond
 
     # ------------------------------------------------------------------ open phase
 
@@ -216,21 +258,19 @@ class FlowMachine(RuleBasedStateMachine):
         job.escrow = outcome.price * PARAMS.rounds
         self.deposited += job.escrow
 
-    @precondition(lambda self: self.status == "Open")
-    @rule(dice=st.integers(0, 4))
-    def cancel(self, dice: int) -> None:
-        if dice != 4:  # rare (and not Hypothesis's simplest choice): most flows should get to the rounds
-            return
-        self.chain.send("TaskRegistry", "cancelTask", self.task, by=PUBLISHER)
-        self.credit(PUBLISHER, self.budget_left)
-        self.budget_left = 0
-        self.status = "Cancelled"
-
     @precondition(lambda self: self.status == "Open" and self.clients)
-    @rule(data=st.data(), dice=st.integers(0, 2))
-    def start(self, data: st.DataObject, dice: int) -> None:
-        """The publisher starts the task; usually the aggregator posts priors at once (else perhaps later)."""
-        if dice != 2 and len(self.clients) < len(TASK_CLIENTS):  # usually with every client
+    @rule(data=st.data(), dice=st.integers(0, 6))
+    def start_or_cancel(self, data: st.DataObject, dice: int) -> None:
+        """The publisher starts the task, usually with every client (then the aggregator usually posts priors at once,
+        else perhaps later), or now and then cancels it. One rule for both: a step that does nothing is a step lost.
+        The rare branches take middle values of the dice: Hypothesis draws the bounds more often than the rest."""
+        if dice == 3:
+            self.chain.send("TaskRegistry", "cancelTask", self.task, by=PUBLISHER)
+            self.credit(PUBLISHER, self.budget_left)
+            self.budget_left = 0
+            self.status = "Cancelled"
+            return
+        if dice != 2 and len(self.clients) < len(TASK_CLIENTS):
             return
         self.chain.send("TaskRegistry", "startTask", self.task, by=PUBLISHER)
         self.status, self.round = "Running", 1
@@ -256,7 +296,11 @@ class FlowMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.status == "Running")
     @rule(data=st.data(), qualities=st.lists(st.sampled_from([0, WAD // 4, WAD // 2, WAD, 3 * WAD // 2]), min_size=3, max_size=3))
     def play_round(self, data: st.DataObject, qualities: list[int]) -> None:
-        """Fog nodes commit (fast, slow or not at all), missed jobs may be reported, the aggregator posts."""
+        """Fog nodes commit (fast, slow or not at all), missed jobs may be reported, the aggregator posts; or, now and
+        then, the aggregator vanishes instead (one rule for both: a step that does nothing is a step lost)."""
+        if data.draw(st.integers(0, 6)) == 3:  # a middle value: Hypothesis draws the bounds more often
+            self._aggregator_vanishes(data)
+            return
         plan = {i: data.draw(st.sampled_from(["fast", "slow", "miss"])) for i in self.committable_jobs()}
         for speed, delay in (("fast", 0), ("slow", 300)):
             if delay and any(p == speed for p in plan.values()):
@@ -269,24 +313,18 @@ class FlowMachine(RuleBasedStateMachine):
                 if data.draw(st.booleans()):
                     self._report(i)
         committed = self.committed()
-        measurements, scored = [], []
+        measurements: list[tuple[int, int, bool, bool]] = []
+        fogs: dict[int, int] = {}
         for i, quality in enumerate(qualities[: len(self.clients)]):
             if not committed[i]:
-                measurements.append((0, 0, False))
+                measurements.append((0, 0, False, False))
                 continue
-            seconds = self.jobs[i].committed_at - self.round_started_at
-            measurements.append((quality, seconds, quality > 0))
-            prior = self.priors[i] if self.priors is not None else 0
-            scored.append((i, score_round(self.reputation[i], MECHANISM, quality, seconds, quality > 0, prior)))
-        self.chain.post_round(self.task, self.round, measurements)
-        payments = scale_pro_rata([s.payment for _, s in scored], self.budget_left)
-        for (i, score), payment in zip(scored, payments, strict=True):
-            self.reputation[i] = score.reputation
-            self.earned[i] += payment
-            if score.removed:
-                self.active[i] = False
-                self.credit(PUBLISHER, PARAMS.client_deposit)
-        self.budget_left -= sum(payments)
+            job = self.jobs[i]
+            measurements.append((quality, job.committed_at - self.round_started_at, quality > 0, True))
+            fogs[i] = job.bids[present(job.winner)].fog
+        self.chain.post_round(self.task, self.round, measurements, final=False)
+        posted_at = self.chain.view("RoundLedger", "roundRecord", self.task, self.round).posted_at
+        self.pending.append(PostedRound(self.round, posted_at, measurements, fogs))
         state = self.chain.view("TaskRegistry", "state", self.task)
         if self.round == PARAMS.rounds:
             self.status = "Finished"
@@ -294,26 +332,169 @@ class FlowMachine(RuleBasedStateMachine):
         else:
             self.round += 1
             self.round_started_at = state.round_started_at
+        self._now = None
 
-    @precondition(lambda self: self.status == "Running")
-    @rule(data=st.data(), dice=st.integers(0, 2))
-    def aggregator_vanishes(self, data: st.DataObject, dice: int) -> None:
-        """Some fog nodes still commit, the aggregator never posts; after the grace period a stranger abandons the task."""
-        if dice != 2:  # now and then: most flows should finish
+    # ------------------------------------------------------------------ challenges, verdicts, finalisation
+
+    def challengeable(self) -> list[PostedRound]:
+        return [p for p in self.pending if self.now() + MARGIN <= p.posted_at + PARAMS.challenge_window]
+
+    @precondition(lambda self: self.challengeable())
+    @rule(data=st.data())
+    def challenge_entry(self, data: st.DataObject) -> None:
+        """Anyone challenges an entry of a pending round, naming another quality (true or not: the committee judges)."""
+        posted = data.draw(st.sampled_from(self.challengeable()))
+        index = data.draw(st.sampled_from(range(len(self.clients))))
+        by = data.draw(st.sampled_from([self.clients[index], STRANGER]))
+        quality = data.draw(st.sampled_from([0, WAD // 4, WAD, 2 * WAD]))
+        _, seconds, _, committed = posted.measurements[index]
+        proposed = (quality, seconds, quality > 0, committed)
+        receipt = self.chain.send("Disputes", "openEntryChallenge", self.task, posted.number, index, proposed, by=by,
+                                  value=PARAMS.challenge_bond)
+        self._opened(receipt, ChallengeModel(posted.number, index, False, by, AGGREGATOR, proposed, 0))
+
+    @precondition(lambda self: any(p.fogs for p in self.challengeable()))
+    @rule(data=st.data())
+    def challenge_fog(self, data: st.DataObject) -> None:
+        """A client challenges the update its fog node committed in a pending round."""
+        posted = data.draw(st.sampled_from([p for p in self.challengeable() if p.fogs]))
+        index = data.draw(st.sampled_from(sorted(posted.fogs)))
+        fog = posted.fogs[index]
+        receipt = self.chain.send("Disputes", "openFogChallenge", self.task, posted.number, index, self.chain.account(fog),
+                                  by=self.clients[index], value=PARAMS.challenge_bond)
+        self._opened(receipt, ChallengeModel(posted.number, index, True, self.clients[index], fog, (0, 0, False, False), 0))
+
+    def _opened(self, receipt: object, challenge: ChallengeModel) -> None:
+        opened = receipt.events_of(bindings.ChallengeOpened)[0]  # type: ignore[attr-defined]
+        challenge.deadline = opened.verdict_deadline
+        self.challenges[opened.challenge_id] = challenge
+        self.deposited += PARAMS.challenge_bond
+        self._now = None
+
+    def judgeable(self) -> list[int]:
+        near_deadline = self.status == "Running" and self.near(self.deadline())  # a fraud slash reads the round clock
+        if near_deadline:
+            return []
+        return [i for i, c in self.challenges.items() if c.open and self.now() + MARGIN <= c.deadline]
+
+    @precondition(lambda self: self.judgeable())
+    @rule(data=st.data())
+    def verdict(self, data: st.DataObject) -> None:
+        """The committee upholds or rejects an open challenge; anyone submits the signatures."""
+        challenge_id = data.draw(st.sampled_from(self.judgeable()))
+        upheld = data.draw(st.booleans())
+        self.chain.resolve(challenge_id, upheld)
+        c = self.challenges[challenge_id]
+        c.open = False
+        bond = PARAMS.challenge_bond
+        if not upheld:
+            self.credit(c.accused, bond // 2)
+            self.credit(SINK, bond - bond // 2)
+            self._now = None
             return
+        self.credit(c.challenger, bond)
+        if not c.fog:
+            self._fate(c, "corrected")
+            reward = self.bond_left // 2
+            self.credit(c.challenger, reward)
+            self.credit(SINK, self.bond_left - reward)
+            self.bond_left = 0
+        else:
+            self._fate(c, "void")
+            self._slash_fraud(c.index, c.accused)
+        self._now = None
+
+    @precondition(lambda self: any(c.open for c in self.challenges.values()))
+    @rule(dice=st.integers(0, 4))
+    def expire(self, dice: int) -> None:
+        """Now and then the committee stays silent: the open challenges expire, their entries neutral."""
+        if dice != 2:
+            return
+        latest = max(c.deadline for c in self.challenges.values() if c.open)
+        if self.now() <= latest:
+            self.jump(latest + 1)
+        for challenge_id, c in self.challenges.items():
+            if c.open:
+                self.chain.send("Disputes", "expire", challenge_id, by=STRANGER)
+                c.open = False
+                self.credit(c.challenger, PARAMS.challenge_bond)
+                self._fate(c, "neutral")
+        self._now = None
+
+    @precondition(lambda self: self.pending)
+    @rule()
+    def finalize(self) -> None:
+        """Anyone finalises the oldest pending round once its window passed; an open challenge holds it."""
+        posted = self.pending[0]
+        closes = posted.posted_at + PARAMS.challenge_window
+        if self.now() <= closes:
+            self.jump(closes + 1)
+        still_open = sum(1 for c in self.challenges.values() if c.open and c.round == posted.number)
+        if still_open:
+            with self.chain.reverts(bindings.LedgerChallengesOpen, self.task, posted.number, still_open):
+                self.chain.finalize(self.task, posted.number)
+            self._now = None
+            return
+        self.chain.finalize(self.task, posted.number)
+        self.pending.pop(0)
+        scored = []
+        for i, entry in enumerate(posted.measurements):
+            fate, corrected = self.fates.get((posted.number, i), ("posted", None))
+            if not self.active[i] or fate in ("void", "neutral"):
+                continue
+            quality, seconds, accepted, committed = entry
+            if fate == "corrected" and corrected is not None:
+                quality, accepted = corrected[0], corrected[2]
+            if not committed:
+                continue
+            prior = self.priors[i] if self.priors is not None else 0
+            scored.append((i, score_round(self.reputation[i], MECHANISM, quality, seconds, accepted, prior)))
+        payments = scale_pro_rata([s.payment for _, s in scored], self.budget_left)
+        for (i, score), payment in zip(scored, payments, strict=True):
+            self.reputation[i] = score.reputation
+            self.earned[i] += payment
+            if score.removed:
+                self.active[i] = False
+                self.credit(SINK, PARAMS.client_deposit)
+        self.budget_left -= sum(payments)
+        self._now = None
+
+    def _fate(self, c: ChallengeModel, outcome: str) -> None:
+        key = (c.round, c.index)
+        fate, _ = self.fates.get(key, ("posted", None))
+        if FATES.index(outcome) > FATES.index(fate):
+            self.fates[key] = (outcome, c.proposed if outcome == "corrected" else None)
+
+    def _slash_fraud(self, index: int, fog: int) -> None:
+        """An upheld fog challenge: the named fog node, if it still holds the job, is slashed and the job moves on."""
+        job = self.jobs[index]
+        if job.status != "Awarded" or job.bids[present(job.winner)].fog != fog or job.bids[present(job.winner)].settled:
+            return
+        job.bids[present(job.winner)].settled = True
+        compensation = min(job.winner_price, PARAMS.fog_deposit)
+        self.credit(self.clients[index], compensation)
+        self.credit(SINK, PARAMS.fog_deposit - compensation)
+        open_round = self.status == "Running" and job.paid_up_to < self.round and self.now() + 1 <= self.deadline()
+        self._reassign(index, self.round if open_round else self.round + 1)
+
+    def _aggregator_vanishes(self, data: st.DataObject) -> None:
+        """Some fog nodes still commit, the aggregator never posts; after the grace period a stranger abandons the task."""
         self._commit_all([i for i in self.committable_jobs() if data.draw(st.booleans())], data)
         grace = self.chain.view("TaskRegistry", "ABANDON_GRACE")
         self.jump(self.deadline() + grace + MARGIN)
         self.chain.send("TaskRegistry", "abandonTask", self.task, by=STRANGER)
-        self.credit(PUBLISHER, self.budget_left)
-        self.budget_left = 0
-        self.status = "Abandoned"
+        self.status = "Abandoned"  # the budget left goes back at settlement
 
     # ------------------------------------------------------------------ settlement and withdrawals
 
     @precondition(lambda self: self.status in ("Finished", "Cancelled", "Abandoned") and not self.settled)
     @rule()
     def settle(self) -> None:
+        if self.pending:
+            posted, final = self.pending[-1].number, self.pending[0].number - 1
+            with self.chain.reverts(bindings.LedgerRoundsPending, self.task, posted, final):
+                self.chain.send("RoundLedger", "settle", self.task, by=STRANGER)
+            return
         self.chain.send("RoundLedger", "settle", self.task, by=STRANGER)
         self.settled = True
         bonuses = [0] * len(self.clients)
@@ -323,13 +504,17 @@ class FlowMachine(RuleBasedStateMachine):
         for i, client in enumerate(self.clients):
             self.credit(client, self.earned[i] + bonuses[i] + (PARAMS.client_deposit if self.active[i] else 0))
             self.earned[i] = 0
-        if self.status == "Finished":
+        if self.status in ("Finished", "Abandoned"):
             self.credit(PUBLISHER, self.budget_left - sum(bonuses))
             self.budget_left = 0
+        if self.status == "Finished":
             self.status = "Settled"
+        self.credit(AGGREGATOR, self.bond_left)
+        self.bond_left = 0
 
     @precondition(
-        lambda self: self.status in ("Finished", "Settled", "Cancelled", "Abandoned") and any(j.status != "Settled" for j in self.jobs.values())
+        lambda self: self.status in ("Finished", "Settled", "Cancelled", "Abandoned") and not self.pending
+        and any(j.status != "Settled" for j in self.jobs.values())
     )
     @rule(data=st.data())
     def settle_job(self, data: st.DataObject) -> None:
@@ -337,7 +522,10 @@ class FlowMachine(RuleBasedStateMachine):
         self.chain.send("FogAuction", "settleJob", self.task, index, by=STRANGER)
         self._settle_job(index)
 
-    @precondition(lambda self: self.status in ("Finished", "Settled", "Cancelled", "Abandoned") and self.jobs)
+    @precondition(
+        lambda self: self.status in ("Finished", "Settled", "Cancelled", "Abandoned") and not self.pending
+        and any(j.status != "Settled" for j in self.jobs.values())
+    )
     @rule(data=st.data())
     def settle_jobs(self, data: st.DataObject) -> None:
         """Anyone settles several jobs in one call; those settled already (or named twice) are skipped."""
@@ -361,15 +549,28 @@ class FlowMachine(RuleBasedStateMachine):
             self.credit(receiver, PARAMS.fog_deposit)
         job.status, job.released = "Settled", job.escrow
 
-    @rule(account=st.sampled_from(ACCOUNTS))
-    def withdraw(self, account: int) -> None:
-        if self.claimable[account] == 0:
-            with self.chain.reverts(bindings.TreasuryNothingToWithdraw, self.chain.account(account)):
-                self.chain.send("Treasury", "withdraw", by=account)
-            return
+    @precondition(lambda self: any(self.claimable.values()))
+    @rule(data=st.data())
+    def withdraw(self, data: st.DataObject) -> None:
+        """An account that is owed something takes it out."""
+        account = data.draw(st.sampled_from(sorted(a for a, wei in self.claimable.items() if wei)))
         self.chain.send("Treasury", "withdraw", by=account)
         self.withdrawn += self.claimable[account]
         self.claimable[account] = 0
+
+    def ended(self) -> bool:
+        """Everything is over: settled, every job settled, nothing pending or open, nobody owed a wei."""
+        return (
+            self.settled and not self.pending and not any(c.open for c in self.challenges.values())
+            and all(j.status == "Settled" for j in self.jobs.values()) and not any(self.claimable.values())
+        )
+
+    @precondition(lambda self: self.ended())
+    @rule(account=st.sampled_from(ACCOUNTS))
+    def nothing_left(self, account: int) -> None:
+        """Once everything is over, nobody can withdraw anything (the only rule left: the flow has ended)."""
+        with self.chain.reverts(bindings.TreasuryNothingToWithdraw, self.chain.account(account)):
+            self.chain.send("Treasury", "withdraw", by=account)
 
     # ------------------------------------------------------------------ invariants
 
@@ -381,17 +582,13 @@ class FlowMachine(RuleBasedStateMachine):
         assert (totals.deposited, totals.withdrawn, totals.claimable) == (self.deposited, self.withdrawn, owed)
         assert totals.balance == totals.held + totals.claimable
         assert totals.deposited == totals.withdrawn + totals.held + totals.claimable
-        # The task's pool is exactly what the three modules say they hold for it.
+        # The task's pool is exactly what the four modules say they hold for it.
         if hasattr(self, "task"):
-            state = self.chain.view("TaskRegistry", "state", self.task)
-            parts = (
-                state.budget_left,
-                self.chain.view("RoundLedger", "depositsHeld", self.task),
-                self.chain.view("RoundLedger", "rewardsHeld", self.task),
-                self.chain.view("FogAuction", "heldFor", self.task),
-            )
+            parts = self.chain.pool_parts(self.task)
             assert self.chain.view("Treasury", "held", self.task) == sum(parts) == totals.held
-            assert state.budget_left == self.budget_left
+            assert parts[0] == self.budget_left
+            open_bonds = sum(PARAMS.challenge_bond for c in self.challenges.values() if c.open)
+            assert parts[4] == self.bond_left + open_bonds
 
     @invariant()
     def balances_and_reputations_match_the_model(self) -> None:
@@ -437,9 +634,13 @@ class FlowMachine(RuleBasedStateMachine):
         self.chain.send("FogAuction", "reportMissedRound", self.task, index, by=STRANGER)
         job.bids[present(job.winner)].settled = True
         self.credit(self.clients[index], PARAMS.fog_deposit)
+        self._reassign(index, self.round if self.status == "Running" and not passed else self.round + 1)
+
+    def _reassign(self, index: int, from_round: int) -> None:
+        """The job's winner was slashed: the best eligible standby bid takes it from ``from_round`` (or it falls vacant)."""
+        job = self.jobs[index]
         eligible = [b.revealed and not b.settled for b in job.bids]
         nxt = standby_winner(MECHANISM, self.reputation[index].loss_reputation, 600, self._revealed(job), eligible, job.price)
-        from_round = self.round if self.status == "Running" and not passed else self.round + 1
         job.paid_up_to, job.committed_at, job.winner = from_round - 1, 0, nxt
         if nxt is None:
             job.status, job.winner_price = "Vacant", 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from fedchain.fl.reputation import WAD, ClientReputation, scale_pro_rata, score_round
-from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, SINK, STRANGER, FedChain, TaskParams
 
 PARAMS = TaskParams(rounds=3, expected_duration=900)  # T = 300 s
 PRICE = 10**14
@@ -94,7 +94,11 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
         CLIENTS[2]: paid_to[("earned", 2)] + bonuses[2] + PARAMS.client_deposit
         + PARAMS.fog_deposit  # fog 2's slashed deposit
         + PRICE * PARAMS.rounds - PRICE - PRICE // 2,  # escrow not earned by fog 2 (round 1) or fog 3 (round 3)
-        PUBLISHER: BUDGET - sum(paid_to[("earned", i)] for i in range(3)) - sum(bonuses) + PARAMS.client_deposit,
+        PUBLISHER: BUDGET - sum(paid_to[("earned", i)] for i in range(3)) - sum(bonuses),
+        # Client 1's forfeited deposit: to the sink, never to the publisher who appoints the aggregator.
+        SINK: PARAMS.client_deposit,
+        # Nobody challenged a round: the aggregator's bond comes back whole.
+        AGGREGATOR: PARAMS.aggregator_bond,
         FOGS[0]: paid_to[FOGS[0]] + PARAMS.fog_deposit,
         FOGS[1]: paid_to[FOGS[1]] + PARAMS.fog_deposit,
         FOGS[2]: paid_to[FOGS[2]],
@@ -107,6 +111,7 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
         chain.send("Treasury", "withdraw", by=account)
     totals = chain.solvency()
     assert (totals.held, totals.claimable, totals.balance) == (0, 0, 0)
-    assert totals.deposited == totals.withdrawn == BUDGET + 3 * PARAMS.client_deposit + 4 * PARAMS.fog_deposit + 3 * PRICE * PARAMS.rounds
+    assert totals.deposited == totals.withdrawn == (
+        BUDGET + PARAMS.aggregator_bond + 3 * PARAMS.client_deposit + 4 * PARAMS.fog_deposit + 3 * PRICE * PARAMS.rounds
+    )
     assert chain.view("TaskRegistry", "state", task).status == 4
-    assert AGGREGATOR not in expected

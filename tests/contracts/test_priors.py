@@ -11,6 +11,7 @@ from fedchain.fl.reputation import WAD, ClientReputation, score_round
 from tests.contracts.conftest import (
     AGGREGATOR,
     PUBLISHER,
+    SINK,
     STRANGER,
     FedChain,
     TaskParams,
@@ -61,7 +62,7 @@ def test_a_high_prior_does_not_carry_a_client_through_a_quality_0_round(chain: F
     removed = receipt.events_of(bindings.ClientRemoved)
     assert [(e.client_index, e.round, e.loss_reputation) for e in removed] == [(0, 2, 0)]
     assert chain.view("RoundLedger", "isActive", task, 0) is False
-    assert chain.view("Treasury", "claimable", chain.account(PUBLISHER)) == PARAMS.client_deposit
+    assert chain.view("Treasury", "claimable", chain.account(SINK)) == PARAMS.client_deposit
     assert chain.view("RoundLedger", "depositsHeld", task) == PARAMS.client_deposit
     assert chain.view("RoundLedger", "reputation", task, 1)[0] == WAD // 4 + 2 * WAD // 3
     mechanism = PARAMS.mechanism()
@@ -112,7 +113,7 @@ def test_rounds_around_q_min_with_priors_match_the_model_to_the_wei(
                     model[index].loss_reputation, model[index].time_reputation, earned[index])
                 assert chain.view("RoundLedger", "isActive", task, index) is active[index]
         forfeited = active.count(False) * PARAMS.client_deposit
-        assert chain.view("Treasury", "claimable", chain.account(PUBLISHER)) == forfeited
+        assert chain.view("Treasury", "claimable", chain.account(SINK)) == forfeited
     finally:
         chain.w3.provider.make_request("evm_revert", [snapshot])
 

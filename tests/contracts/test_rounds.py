@@ -8,7 +8,7 @@ from typing import Any
 from fedchain.chain import bindings
 from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.fl.reputation import WAD, ClientReputation, final_bonus, scale_pro_rata, score_round
-from tests.contracts.conftest import CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, SINK, STRANGER, FedChain, TaskParams
 
 PARAMS = TaskParams()
 
@@ -39,7 +39,7 @@ def test_join_takes_the_deposit_and_the_data_commitment(chain: FedChain) -> None
     assert chain.view("RoundLedger", "isActive", task, 0) is True
     assert chain.view("RoundLedger", "reputation", task, 0) == (WAD, WAD)
     assert chain.view("RoundLedger", "depositsHeld", task) == PARAMS.client_deposit
-    assert chain.view("Treasury", "held", task) == 10**18 + PARAMS.client_deposit
+    assert chain.view("Treasury", "held", task) == 10**18 + PARAMS.aggregator_bond + PARAMS.client_deposit
 
 
 def test_join_refuses_a_wrong_deposit_a_second_join_a_full_task_and_a_started_task(chain: FedChain) -> None:
@@ -63,7 +63,7 @@ def test_join_refuses_a_wrong_deposit_a_second_join_a_full_task_and_a_started_ta
 # ----------------------------------------------------------------------------- rounds
 
 
-def test_a_posted_round_updates_reputations_and_credits_eq15_exactly_as_the_model(chain: FedChain) -> None:
+def test_a_final_round_updates_reputations_and_credits_eq15_exactly_as_the_model(chain: FedChain) -> None:
     # Prepare: two clients; client 0 fast and good, client 1 slow (above t_max) and mediocre.
     task = started(chain)
     commit_at(chain, task, 0, 1, 100)
@@ -81,19 +81,23 @@ def test_a_posted_round_updates_reputations_and_credits_eq15_exactly_as_the_mode
         assert (info.loss_reputation, info.time_reputation) == (score.reputation.loss_reputation, score.reputation.time_reputation)
         assert info.earned == score.payment
     posted = receipt.events_of(bindings.RoundPosted)[0]
-    assert posted.paid == sum(s.payment for s in expected)
-    assert [tuple(m) for m in posted.measurements] == measurements
+    finalized = receipt.events_of(bindings.RoundFinalized)[0]
+    assert (finalized.paid, finalized.forfeited) == (sum(s.payment for s in expected), 0)
+    assert [tuple(m) for m in posted.measurements] == [(*m, True) for m in measurements]
     assert posted.model_hash == chain.w3.keccak(text="model-1")
+    spent = receipt.events_of(bindings.BudgetSpent)[0]
+    assert (spent.round, spent.spent, spent.budget_left) == (1, finalized.paid, 10**18 - finalized.paid)
     state = chain.view("TaskRegistry", "state", task)
-    assert (state.current_round, state.budget_left) == (2, 10**18 - posted.paid)
-    assert chain.view("RoundLedger", "rewardsHeld", task) == posted.paid
+    assert (state.current_round, state.budget_left) == (2, 10**18 - finalized.paid)
+    assert chain.view("RoundLedger", "rewardsHeld", task) == finalized.paid
+    assert chain.view("RoundLedger", "rounds", task) == (1, 1)
 
 
 def test_only_the_aggregator_posts_and_a_round_cannot_be_posted_twice(chain: FedChain) -> None:
     task = started(chain)
     commit_at(chain, task, 0, 1, 50)
     commit_at(chain, task, 1, 1, 60)
-    measurements = [(WAD, 50, True), (WAD, 60, True)]
+    measurements = [(WAD, 50, True, True), (WAD, 60, True, True)]
     with chain.reverts(bindings.LedgerNotAggregator, task, chain.account(STRANGER)):
         chain.send("RoundLedger", "postRound", task, 1, b"\0" * 32, 0, ZERO_ROOT, ZERO_ROOT, measurements, by=STRANGER)
     chain.post_round(task, 1, measurements)
@@ -114,13 +118,18 @@ def test_post_round_checks_the_measurements_against_the_commits(chain: FedChain)
     chain.advance(PARAMS.round_duration)
     with chain.reverts(bindings.LedgerUncommittedUpdate, task, 1):
         chain.post_round(task, 1, [(WAD, 50, True), (WAD, 50, True)])
+    # `committed` must say what the chain saw: client 0 committed, client 1 did not.
+    with chain.reverts(bindings.LedgerCommitMismatch, task, 0, True):
+        chain.post_round(task, 1, [(WAD, 50, True, False), (0, 0, False, False)])
+    with chain.reverts(bindings.LedgerCommitMismatch, task, 1, False):
+        chain.post_round(task, 1, [(WAD, 50, True, True), (0, 0, False, True)])
     # After the deadline a client without a commit is skipped: no reputation change, no payment.
     chain.post_round(task, 1, [(WAD, 50, True), (0, 0, False)])
     assert chain.view("RoundLedger", "client", task, 1).rounds == 0
     assert chain.view("RoundLedger", "client", task, 0).rounds == 1
 
 
-def test_a_client_below_the_thresholds_is_removed_and_its_deposit_goes_to_the_publisher(chain: FedChain) -> None:
+def test_a_client_below_the_thresholds_is_removed_and_its_deposit_goes_to_the_sink(chain: FedChain) -> None:
     task = started(chain)
     commit_at(chain, task, 0, 1, 50)
     commit_at(chain, task, 1, 1, 60)
@@ -128,9 +137,13 @@ def test_a_client_below_the_thresholds_is_removed_and_its_deposit_goes_to_the_pu
     receipt = chain.post_round(task, 1, [(WAD, 50, True), (WAD, 60, False)])
     removed = receipt.events_of(bindings.ClientRemoved)
     assert [(e.client_index, e.round, e.loss_reputation) for e in removed] == [(1, 1, 0)]
+    assert receipt.events_of(bindings.RoundFinalized)[0].forfeited == PARAMS.client_deposit
     assert chain.view("RoundLedger", "isActive", task, 1) is False
     assert chain.view("RoundLedger", "client", task, 1).earned == 0
-    assert chain.view("Treasury", "claimable", chain.account(PUBLISHER)) == PARAMS.client_deposit
+    # The forfeit goes to the sink: never to the publisher, who appoints the aggregator, nor to the aggregator.
+    assert chain.view("Treasury", "claimable", chain.account(SINK)) == PARAMS.client_deposit
+    assert chain.view("Treasury", "claimable", chain.account(PUBLISHER)) == 0
+    assert chain.view("Treasury", "claimable", chain.account(AGGREGATOR)) == 0
     assert chain.view("RoundLedger", "depositsHeld", task) == PARAMS.client_deposit
     # A removed client's fog takes no more commits.
     with chain.reverts(bindings.AuctionClientInactive, task, 1):
@@ -144,7 +157,7 @@ def test_payments_scale_down_pro_rata_when_the_budget_runs_short(chain: FedChain
     commit_at(chain, task, 1, 1, 200)
     receipt = chain.post_round(task, 1, [(WAD, 200, True), (WAD, 200, True)])
     assert [chain.view("RoundLedger", "client", task, i).earned for i in (0, 1)] == scale_pro_rata([10**15, 10**15], 15 * 10**14)
-    assert receipt.events_of(bindings.RoundPosted)[0].paid == 15 * 10**14
+    assert receipt.events_of(bindings.RoundFinalized)[0].paid == 15 * 10**14
     assert chain.view("TaskRegistry", "state", task).budget_left == 0
 
 
@@ -177,6 +190,7 @@ def test_settlement_pays_eq16_bonuses_returns_deposits_and_refunds_the_rest(chai
     actual = state.finished_at - state.started_at
     assert actual == 100
     bonuses = [final_bonus(params.phi, params.expected_duration, actual, i.loss_reputation * i.time_reputation // WAD) for i in infos]
+    assert all(i.loss_reputation * i.time_reputation // WAD <= params.reputation_cap for i in infos)
     settled = receipt.events_of(bindings.ClientSettled)
     assert [(e.earned, e.bonus, e.deposit_returned) for e in settled] == [
         (i.earned, b, params.client_deposit) for i, b in zip(infos, bonuses, strict=True)]
@@ -184,6 +198,8 @@ def test_settlement_pays_eq16_bonuses_returns_deposits_and_refunds_the_rest(chai
         assert chain.view("Treasury", "claimable", chain.account(client)) == info.earned + bonus + params.client_deposit
     refund = receipt.events_of(bindings.TaskSettled)[0].refund
     assert refund == 10**18 - sum(i.earned for i in infos) - sum(bonuses)
+    released = receipt.events_of(bindings.BondReleased)[0]
+    assert (released.bonder, released.amount) == (chain.account(AGGREGATOR), params.aggregator_bond)
     assert chain.view("TaskRegistry", "state", task).status == 4
     assert chain.view("RoundLedger", "settled", task) is True
     with chain.reverts(bindings.LedgerAlreadySettled, task):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fedchain.chain import bindings
 from fedchain.chain.contract import Contract
-from tests.contracts.conftest import CLIENTS, PUBLISHER, STRANGER, FedChain, TaskParams, data_commitment
+from tests.contracts.conftest import CLIENTS, PUBLISHER, SINK, STRANGER, FedChain, TaskParams, data_commitment
 
 
 def test_only_the_modules_deposit_or_credit(chain: FedChain) -> None:
@@ -13,23 +13,33 @@ def test_only_the_modules_deposit_or_credit(chain: FedChain) -> None:
         chain.send("Treasury", "deposit", 1, stranger, by=STRANGER, value=1)
     with chain.reverts(bindings.TreasuryUnauthorized, stranger):
         chain.send("Treasury", "credit", 1, stranger, 1, b"\0" * 32, by=STRANGER)
+    with chain.reverts(bindings.TreasuryUnauthorized, stranger):
+        chain.send("Treasury", "creditSink", 1, 1, b"\0" * 32, by=STRANGER)
 
 
 def test_a_module_cannot_pay_out_more_than_the_task_pool_holds(chain: FedChain) -> None:
     # Prepare: a Treasury of its own whose "modules" are the stranger's account, so that it can call credit directly.
     stranger = chain.account(STRANGER)
     artifact = chain.artifacts["Treasury"]
-    treasury = Contract.deploy(chain.transactor(STRANGER), artifact.bytecode, stranger, stranger, stranger, abi=artifact.abi)
+    sink = chain.account(SINK)
+    treasury = Contract.deploy(
+        chain.transactor(STRANGER), artifact.bytecode, stranger, stranger, stranger, stranger, sink, abi=artifact.abi
+    )
     treasury.transact("deposit", 7, stranger, value=100)
     # Execute / assert
     with chain.reverts(bindings.TreasuryPoolExhausted, 7, 101, 100):
         treasury.transact("credit", 7, stranger, 101, b"\0" * 32)
-    treasury.transact("credit", 7, stranger, 100, b"\0" * 32)
-    assert treasury.call("claimable", stranger) == 100 and treasury.call("held", 7) == 0
+    with chain.reverts(bindings.TreasuryPoolExhausted, 7, 101, 100):
+        treasury.transact("creditSink", 7, 101, b"\0" * 32)
+    receipt = treasury.transact("creditSink", 7, 40, b"FORFEIT".ljust(32, b"\0"))
+    assert receipt.events_of(bindings.Credited)[0].to == sink
+    treasury.transact("credit", 7, stranger, 60, b"\0" * 32)
+    assert treasury.call("claimable", stranger) == 60 and treasury.call("claimable", sink) == 40
+    assert treasury.call("held", 7) == 0
 
 
 def test_withdraw_pays_the_whole_claimable_balance_once(chain: FedChain) -> None:
-    task = chain.create_task(budget=10**18)
+    task = chain.create_task(budget=10**18, bond=False)
     chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
     before = chain.balance(PUBLISHER)
     receipt = chain.send("Treasury", "withdraw", by=PUBLISHER)

@@ -153,7 +153,10 @@ def test_final_bonus_rewards_finishing_before_the_expected_time() -> None:
     # phi = 1e12 wei/s, T_ex - T_r = 150 s, r_at = 0.5 -> 7.5e13 wei; late finishes earn nothing.
     assert final_bonus(10**12, 600, 450, WAD // 2) == 75 * 10**12
     assert final_bonus(10**12, 600, 601, WAD) == 0
-    assert total_reputation(WAD // 2, 3 * WAD) == 3 * WAD // 2
+    assert total_reputation(WAD // 2, 3 * WAD, 10 * WAD) == 3 * WAD // 2
+    # Capped like every reputation (DESIGN.md): r_a = r_t = cap gives cap, not cap squared.
+    assert total_reputation(2 * WAD, 2 * WAD, 2 * WAD) == 2 * WAD
+    assert total_reputation(3 * WAD, 3 * WAD, 10 * WAD) == 9 * WAD
 
 
 def test_pro_rata_scaling_never_exceeds_the_budget_and_rounds_down() -> None:
