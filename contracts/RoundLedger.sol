@@ -399,7 +399,8 @@ contract RoundLedger is IRoundLedger {
         return ReputationMath.roundPayment(p.psi, lossRep, timeRep, p.minLossReputation, p.minTimeReputation);
     }
 
-    /// @dev A client without a commit: the round may only be posted after its deadline, and not as accepted.
+    /// @dev A client without a commit: not accepted, and the round may only be posted after its deadline unless
+    /// no fog node owes the client's job this round (vacant, or handed to a standby from a later round).
     function _requireSkippable(
         uint256 taskId,
         uint256 index,
@@ -407,9 +408,14 @@ contract RoundLedger is IRoundLedger {
         ITaskRegistry.TaskParams memory p,
         bool accepted
     ) private view {
-        uint64 deadline = s.roundStartedAt + p.roundDuration;
-        if (block.timestamp <= deadline) revert LedgerRoundNotReady(taskId, index, deadline);
         if (accepted) revert LedgerUncommittedUpdate(taskId, index);
+        uint64 deadline = s.roundStartedAt + p.roundDuration;
+        if (block.timestamp <= deadline) {
+            IFogAuction.Job memory j = _auction.job(taskId, index);
+            if (j.status == IFogAuction.JobStatus.Awarded && j.paidUpTo < s.currentRound) {
+                revert LedgerRoundNotReady(taskId, index, deadline);
+            }
+        }
     }
 
     function _checkRoundTime(uint256 taskId, uint256 index, uint32 posted, uint64 observed, uint32 tolerance) private pure {

@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "store": ("fedchain.store.bench:store", "Milliseconds to encode, store, fetch and check one update."),
     "demo": ("fedchain.system.bench:demo", "The demo at block times 0, 2 and 12 s: wall time, transactions, unbid jobs, missed rounds."),
     "aggregator": ("fedchain.aggregator.bench:aggregator", "Milliseconds of the aggregator's work on one round, per client count."),
+    "drift": ("fedchain.disputes.drift:drift", "Honest float drift of re-executed training and re-scored rounds, against the dispute tolerances."),
 }
 
 

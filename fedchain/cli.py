@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("fedchain.audit.cli:audit", "Replay a task's events, recompute every payment, check the money and the store."),
     "fog": ("fog.cli:fog", "Run a fog node: bid for training jobs, train the jobs won, commit updates."),
     "client": ("fedchain.client.cli:client", "Run a client: join a task, auction its training job, hand off its data."),
+    "verifier": ("fedchain.verifier.cli:verifier", "Run a member of the arbiter committee: judge challenges, sign verdicts."),
+    "challenge": ("fedchain.disputes.cli:challenge", "Challenge a posted round's entry or a fog update; list a task's challenges."),
 }
 
 
@@ -89,6 +91,7 @@ def cli(verbose: int) -> None:
       fedchain deploy --rpc-url URL      # the contracts (writes .fedchain/deployment.json)
       fedchain task create --config task.yaml   # as the publisher; then clients join,
       fedchain client run / fog run / aggregator run  # each in its own terminal
+      fedchain verifier run              # each member of the deployment's arbiter committee
       fedchain audit --task 1            # replay the chain, recompute every wei
     Without a chain:
       fedchain simulate --config configs/mnist-fedave-dir.yaml  # one experiment: metrics, plots

@@ -9,7 +9,15 @@ participant and the audit's verdict. The exit status is 1 when the audit fails.
 
 The cast (:func:`fedchain.system.demo_roster`): clients of different sizes,
 every odd one with noisy labels; fog nodes with different frequencies, energy
-costs and margins, fog 0 a free rider that commits zero updates.
+costs and margins, fog 0 a free rider that commits zero updates; and the
+deployment's arbiter committee (three ``verifier run`` processes, quorum two).
+Fog 0's client re-executes its job when its update is screened out, sees that
+fog 0 did not train it and challenges; the committee upholds, fog 0 is
+slashed, the client keeps its deposit and its job moves to the next bid.
+With ``--dishonest-aggregator`` the aggregator also posts quality 0 for an
+honest client in round 1; that client's agent re-scores its entry, challenges,
+the committee upholds, and the client ends paid as if scored honestly while
+the aggregator's bond is slashed.
 """
 
 from __future__ import annotations
@@ -65,6 +73,11 @@ TIME_TOLERANCE_S = 5
 PIPED_WIDTH = 160
 #: Seconds between two redraws of the progress (each reads the chain).
 PROGRESS_EVERY_S = 1.0
+#: The challenge window by default, seconds: a client re-scores its entry (and re-executes its job) in a few seconds
+#: on a busy 2-core machine; at least CHALLENGE_BLOCKS blocks on a chain with a block time.
+CHALLENGE_S, CHALLENGE_BLOCKS = 20, 6
+#: The committee's verdict window in the demo's deployment, seconds (a real deployment: a day).
+VERDICT_S = 120
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,10 @@ class DemoConfig:
         verify_scores: let the audit re-run the aggregator's scoring from the stored updates.
         block_time: seconds between the local Anvil's blocks, as on a public chain (2: an L2, 12:
             Ethereum); 0 mines a block per transaction at once (automine). Ignored with ``rpc_url``.
+        dishonest_aggregator: the aggregator posts quality 0 for an honest client in round 1 (that client
+            challenges, the committee upholds, the aggregator's bond is slashed).
+        challenge_window: seconds after each post during which entries can be challenged; None: 20 s, or
+            CHALLENGE_BLOCKS blocks of ``block_time`` when that is longer.
     """
 
     strategy: str = "fedavg"
@@ -114,9 +131,11 @@ class DemoConfig:
     auction_duration: int | None = None
     verify_scores: bool = True
     block_time: float = 0.0
+    dishonest_aggregator: bool = False
+    challenge_window: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("clients", "fogs", "rounds", "validation_size", "round_duration", "auction_duration"):
+        for name in ("clients", "fogs", "rounds", "validation_size", "round_duration", "auction_duration", "challenge_window"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.block_time < 0:
@@ -135,6 +154,23 @@ class DemoConfig:
             return self.auction_duration
         return max(AUCTION_S, math.ceil(AUCTION_BLOCKS * self.block_time))
 
+    @property
+    def challenge_seconds(self) -> int:
+        """Seconds of each round's challenge window: ``challenge_window``, or by default 20 s and at least
+        CHALLENGE_BLOCKS blocks, so that a client sees the post, re-scores and gets its challenge mined."""
+        if self.challenge_window is not None:
+            return self.challenge_window
+        return max(CHALLENGE_S, math.ceil(CHALLENGE_BLOCKS * self.block_time))
+
+    @property
+    def zeroed_client(self) -> str | None:
+        """With ``dishonest_aggregator``: the name of the honest client the aggregator zeroes in round 1, a clean one
+        that the free rider does not serve (fog 0 is fitted to the smallest client, client 0); None otherwise."""
+        if not self.dishonest_aggregator:
+            return None
+        clean = [i for i in range(self.clients) if i % 2 == 0 and i != 0] or [0]
+        return f"client-{clean[-1]}"
+
     def terms(self) -> TaskTerms:
         """The task's on-chain terms."""
         from fedchain.publisher.terms import TaskTerms
@@ -145,7 +181,12 @@ class DemoConfig:
             reputation_cap=REPUTATION_CAP, client_deposit=10**16, fog_deposit=2 * 10**16,
             cycles_per_sample=CYCLES_PER_SAMPLE, round_duration=self.round_duration,
             bidding_duration=self.auction_window, reveal_duration=self.auction_window,
-            time_tolerance=max(TIME_TOLERANCE_S, math.ceil(self.block_time)),
+            time_tolerance=max(TIME_TOLERANCE_S, math.ceil(self.block_time)), max_clients=self.clients,
+            challenge_window=self.challenge_seconds,
+            # Second price: the winner is paid up to the runner-up's price, so the client's escrow covers the
+            # runner-up, who can take the job over when the winner is slashed (first price: only cheaper bids
+            # qualify, and with every bid fast enough for the cap the winner is the cheapest).
+            second_price=True,
         )
 
     def spec(self) -> TaskSpec:
@@ -208,19 +249,23 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
             w3, rpc_url = connect(config.rpc_url), config.rpc_url
             console.print(f"chain at {rpc_url}, funded by {funder.address}")
         supervisor = stack.enter_context(Supervisor())
-        run = SystemRun(w3, funder, rpc_url, RunSettings(run_dir, AgentOptions(data_root, seed=config.seed)), supervisor)
+        settings = RunSettings(run_dir, AgentOptions(data_root, seed=config.seed), verdict_window=VERDICT_S)
+        run = SystemRun(w3, funder, rpc_url, settings, supervisor)
         run.deploy(rehearse=config.rpc_url is not None)
-        run.fund(required_funds(roster, terms, BUDGET_WEI, publisher=PUBLISHER, aggregator=AGGREGATOR))
+        run.fund(required_funds(roster, terms, BUDGET_WEI, publisher=PUBLISHER, aggregator=AGGREGATOR,
+                                verifiers=settings.verifiers))
         task_id = run.create_task(PublishConfig(terms=terms, spec=spec, budget=BUDGET_WEI))
         console.print(f"task {task_id} created: {config.rounds} rounds of {spec.strategy} on {spec.dataset}; "
                       f"run folder {run_dir}")
         display = ProgressDisplay(run, console)
         with display:
+            run.start_verifiers()
             run.start_fogs(roster.fogs, timeout_s=timeout["start"], tick=display.tick)
-            run.start_aggregator()
+            zeroed = config.zeroed_client
+            run.start_aggregator(zero_client=None if zeroed is None else (run.account(zeroed).address, 1))
             run.start_clients(roster.clients)
             run.await_handoffs(len(roster.clients), timeout_s=timeout["auction"], tick=display.tick)
-            run.start_task()
+            run.start_task(timeout_s=timeout["start"], tick=display.tick)
             run.await_settled([fog.name for fog in roster.fogs], timeout_s=timeout["rounds"], tick=display.tick)
         report = run.audit(verify_scores=config.verify_scores)
         wall_s = time.monotonic() - started
@@ -246,7 +291,7 @@ def _figures(run: SystemRun, roster: Roster, funder: str, report: AuditReport) -
     from fedchain.system import AGGREGATOR, PUBLISHER
     from fedchain.system.figures import job_figures, transactions_by_sender
 
-    names = {run.account(name).address: name for name in (PUBLISHER, AGGREGATOR)}
+    names = {run.account(name).address: name for name in (PUBLISHER, AGGREGATOR, *run.settings.verifiers)}
     members: tuple[ClientPlan | FogPlan, ...] = (*roster.clients, *roster.fogs)
     names.update({run.account(plan.name).address: plan.name for plan in members})
     names[funder] = "deployer"
@@ -269,7 +314,7 @@ def _timeouts(config: DemoConfig) -> dict[str, float]:
     return {
         "start": 240.0,
         "auction": 240.0 + 2 * config.auction_window,
-        "rounds": 180.0 + config.rounds * (config.round_duration + 60.0),
+        "rounds": 180.0 + config.rounds * (config.round_duration + 60.0) + config.challenge_seconds + VERDICT_S,
     }
 
 
@@ -333,7 +378,8 @@ def progress_line(progress: TaskProgress) -> str:
     return (
         f"task {progress.status.name.lower()}: round {progress.round}/{progress.rounds} | "
         f"clients {progress.clients} | jobs awarded {progress.awarded}, data handed off {progress.handed_off} | "
-        f"commits {progress.commits}/{progress.active} | posted {progress.posted} | accuracy {accuracy}"
+        f"commits {progress.commits}/{progress.active} | posted {progress.posted}, final {progress.final} | "
+        f"challenges {progress.challenges[0]} ({progress.challenges[1]} open) | accuracy {accuracy}"
     )
 
 
@@ -389,12 +435,45 @@ def participant_tables(roster: Roster, report: AuditReport, run: SystemRun) -> G
             _ether(sum(s.forfeited for s in slashes) + unrevealed * fog_deposit),
         )
     publisher = history.credited_to(history.task.publisher)
+    forfeits = sum(amount for reason, amount in publisher.items() if reason != "BUDGET_REFUND")
     summary = Text(
         f"publisher: budget {_ether(history.task.budget)}, refunded {_ether(publisher.get('BUDGET_REFUND', 0))}, "
-        f"forfeited deposits received {_ether(publisher.get('DEPOSIT_FORFEIT', 0))}; "
+        f"forfeits received {_ether(forfeits)}; "
         f"final accuracy {'-' if final is None else f'{final / WAD:.1%}'} after {len(history.rounds)} round(s)"
     )
-    return Group(clients, Text(""), fogs, Text(""), summary)
+    return Group(clients, Text(""), fogs, Text(""), accountability_table(report, names_of(run, roster)), Text(""), summary)
+
+
+def names_of(run: SystemRun, roster: Roster) -> dict[str, str]:
+    """Address -> participant name, for every participant of the run (the committee's members too)."""
+    from fedchain.system import AGGREGATOR, PUBLISHER
+
+    members: tuple[ClientPlan | FogPlan, ...] = (*roster.clients, *roster.fogs)
+    named = [*(plan.name for plan in members), PUBLISHER, AGGREGATOR, *run.settings.verifiers]
+    return {run.account(name).address: name for name in named}
+
+
+def accountability_table(report: AuditReport, names: dict[str, str]) -> Group:
+    """The aggregator's bond, every challenge with its verdict, and what went to the sink. Money in ETH."""
+    history = report.history
+    task = history.task
+    challenges = _table("challenges and verdicts", ("#", "round", "entry of", "against", "by", "verdict", "entry became"), 5)
+    client_names = {c.index: names.get(c.account, c.account) for c in history.clients}
+    for c in history.challenges:
+        against = "aggregator" if c.kind == "entry" else f"{names.get(c.accused, c.accused)}'s update"
+        challenges.add_row(str(c.challenge_id), str(c.round), client_names.get(c.client_index, str(c.client_index)),
+                           against, names.get(c.challenger, c.challenger), c.status, c.fate)
+    sink = history.to_sink
+    slashed = sum(x.amount for x in history.credits if x.reason in ("BOND_SLASH", "CHALLENGE_REWARD"))
+    lines = Text(
+        f"aggregator bond: {_ether(task.bond)} posted by {names.get(task.bonder or '', task.bonder or '-')}, "
+        f"{_ether(slashed)} slashed, {'-' if task.bond_returned is None else _ether(task.bond_returned)} returned; "
+        f"sink ({'burned' if int(task.sink or '0x0', 16) == 0 else task.sink}): {_ether(sum(sink.values()))}"
+        + (f" ({', '.join(f'{reason} {_ether(amount)}' for reason, amount in sorted(sink.items()))})" if sink else "")
+    )
+    if not history.challenges:
+        return Group(Text("challenges and verdicts: none"), lines)
+    return Group(challenges, lines)
 
 
 def audit_verdict(report: AuditReport) -> list[Any]:
@@ -434,6 +513,12 @@ def _default(name: str, text: str, kind: type = str) -> Any:
               help="Let the audit re-run the aggregator's scoring.")
 @_default("block_time", "Seconds between the local chain's blocks, as on a public chain (2: an L2, 12: Ethereum); "
           "0 mines each transaction at once.", float)
+@click.option("--dishonest-aggregator", is_flag=True, default=False,
+              help="The aggregator posts quality 0 for an honest client in round 1: watch that client challenge, the "
+              "committee uphold, and the aggregator's bond pay for it.")
+@click.option("--challenge-window", type=int,
+              help=f"Seconds after each post during which entries can be challenged.  [default: {CHALLENGE_S}, or "
+              f"{CHALLENGE_BLOCKS} blocks when longer]")
 def demo(**options: Any) -> None:
     """Run FedChain end to end: a local chain, a task, clients, fog nodes and the aggregator as
     separate processes on real data; then the audit, and who earned what.

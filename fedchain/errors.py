@@ -308,3 +308,25 @@ class AuditFailed(FedchainError):
     """An audit found at least one failed check: the chain, the store or the mechanism disagree."""
 
     hint = "read the failed checks' findings (tables, --json or --html): each names the event and the values that differ"
+
+
+class AuditError(FedchainError):
+    """The auditor (or a party re-scoring a round with its code) cannot read what a round needs."""
+
+    hint = "check that the store (--store) holds the task's spec, models and updates, and the data root its validation set"
+
+
+class DisputeError(FedchainError):
+    """A challenge, a verdict or a re-execution cannot go on as asked."""
+
+
+class VerdictError(DisputeError):
+    """A verdict's signatures are missing, malformed, or not of the committee's members."""
+
+    hint = "each member signs with its own key (`fedchain verifier run`); a verdict needs the committee's quorum"
+
+
+class ReexecutionError(DisputeError):
+    """A training job cannot be re-executed from its committed inputs (start model, data, settings)."""
+
+    hint = "the job's inputs must be in the store: the round's global model (or reward) and the handed-off data"

@@ -63,9 +63,15 @@ def fog() -> None:
 @click.option("--device", help="Training device (cpu, cuda). Default: CUDA when present.")
 @click.option("--threads", type=int, help="Torch threads while training.")
 @click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
+@click.option(
+    "--watch-entries/--no-watch-entries", default=None,
+    help="Re-score the entries of the updates it committed and challenge the aggregator when one is wrong.  "
+    "[default: watch]",
+)
 @session_options
 def run(config_path: Path | None, **options: Any) -> None:
-    """Watch auctions, bid (never below cost), reveal, train won jobs, commit updates; stop on SIGTERM."""
+    """Watch auctions, bid (never below cost), reveal, train won jobs, commit updates, watch their entries;
+    stop on SIGTERM."""
     from fog.config import FogConfig, load_fog_config
     from fog.node import FogNode
 

@@ -47,6 +47,8 @@ class FogConfig:
         poll_interval_s: seconds between polls of the chain when nothing happens.
         confirmations: blocks on top of a block before its events are acted on (0 on a local chain).
         seed: seed of the lazy mode's and the noise attack's noise.
+        watch_entries: after every posted round, re-score the entries of the updates it committed (the auditor's
+            code) and challenge the aggregator when one is off beyond tolerance (:mod:`fedchain.disputes.watch`).
     """
 
     name: str = "fog"
@@ -67,6 +69,7 @@ class FogConfig:
     poll_interval_s: float = 0.5
     confirmations: int = 0
     seed: int = 0
+    watch_entries: bool = True
 
     def __post_init__(self) -> None:
         if self.max_jobs < 1:

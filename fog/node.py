@@ -10,12 +10,16 @@ AuctionClosed      the job is won (or lost, or held on standby)
 JobReassigned      a standby bid of this node took over a slashed job
 DataCommitted      fetch the client's data from the store; refuse it unless it matches the hash and size
 RewardsCommitted   keep the round's reward root and list (a task whose clients train from their rewards)
+RoundPosted        (within the round's challenge window) re-score the entries of the updates it committed and
+                   challenge the aggregator when one is off beyond tolerance (``FogConfig.watch_entries``)
+FogFraudSlashed    the arbiters found one of its updates fraudulent: its deposit for the job is gone
 (round running)    train every due job in one pass of the multi-client trainer, from the global model or, when
                    the task's spec says ``train_from: reward``, from the client's last reward proven on chain
                    (a reward the root does not prove is refused: the job is not trained that round); store
                    each update (with the trained model's per-sample losses on the job's data when the task's
                    strategy, fedave, needs them) and commit its hash before the round's deadline
-Task ended         settle its jobs (deposits back), then withdraw what the Treasury credited
+Task ended         once every posted round is final (finalising the due ones), settle its jobs (deposits
+                   back), then withdraw what the Treasury credited
 =================  =====================================================================
 
 Every step is idempotent against the chain, so a restart (or a crash between
@@ -36,12 +40,15 @@ import torch
 
 from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
+from fedchain.agent.finality import finalize_due, pending_rounds
 from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
 from fedchain.chain.bindings import JobStatus, TaskStatus
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
+from fedchain.disputes.service import open_entry_challenge
+from fedchain.disputes.watch import EntryWatcher
 from fedchain.errors import (
     BlobNotFound,
     ContractRevert,
@@ -118,6 +125,7 @@ class FogNode:
         self._params: dict[int, b.TaskParams] = {}
         self._data: dict[str, JobData] = {}
         self._trainers: dict[ModelSpec, Trainer] = {}
+        self._watchers: dict[int, EntryWatcher] = {}
         self._handlers: dict[type, Callable[[Any, AgentState], None]] = {
             b.AuctionOpened: self._on_auction_opened,
             b.BidCommitted: self._on_bid_committed,
@@ -125,6 +133,7 @@ class FogNode:
             b.AuctionClosed: self._on_auction_closed,
             b.JobReassigned: self._on_job_reassigned,
             b.FogSlashed: self._on_fog_slashed,
+            b.FogFraudSlashed: self._on_fog_fraud_slashed,
             b.DataCommitted: self._on_data_committed,
             b.RoundPosted: self._on_round_posted,
             b.RewardsCommitted: self._on_rewards_committed,
@@ -172,6 +181,8 @@ class FogNode:
         self._reveal_due(state)
         self._fetch_due_data(state)
         self._train_due(state)
+        if self.config.watch_entries:
+            self._review_entries(state)
         self._settle_ended(state)
 
     # ------------------------------------------------------------------ chain views
@@ -253,6 +264,13 @@ class FogNode:
         if event.fog == self.address and key in state.jobs:
             state.jobs[key]["phase"] = SLASHED
             self.log.warning("slashed", job=key, round=event.round, forfeited=event.forfeited, tx=event.transaction_hash)
+
+    def _on_fog_fraud_slashed(self, event: b.FogFraudSlashed, state: AgentState) -> None:
+        key = job_key(event.task_id, event.client_index)
+        if event.fog == self.address and key in state.jobs:
+            state.jobs[key]["phase"] = SLASHED
+            self.log.warning("slashed for fraud: the arbiters found its update of the round was not the job's",
+                             job=key, round=event.round, lost=event.compensation + event.burned, tx=event.transaction_hash)
 
     def _on_data_committed(self, event: b.DataCommitted, state: AgentState) -> None:
         job = state.jobs.get(job_key(event.task_id, event.client_index))
@@ -654,12 +672,49 @@ class FogNode:
 
     # ------------------------------------------------------------------ settlement
 
+    def _review_entries(self, state: AgentState) -> None:
+        """Re-score the entry of every update it committed in a round posted since, while the round can be challenged."""
+        ledger = self.contracts.round_ledger
+        for key, job in state.jobs.items():
+            reviewed: dict[str, str | None] = job.setdefault("reviewed", {})
+            due = [r for r in job.get("committed", []) if str(r) not in reviewed]
+            if not due:
+                continue
+            task_id = job["task"]
+            posted, _ = ledger.rounds(task_id)
+            window = self.task_params(task_id).challenge_window
+            for round_number in sorted(r for r in due if r <= posted):
+                closes = ledger.round_record(task_id, round_number).posted_at + window
+                if self.now() > closes:
+                    reviewed[str(round_number)] = None
+                    continue
+                watcher = self._watchers.get(task_id)
+                if watcher is None:
+                    watcher = self._watchers[task_id] = EntryWatcher(self.session, task_id, device="cpu", reexecute=False)
+                grievance = watcher.review(round_number, job["client"], own_job=False)
+                if grievance is None or grievance.proposed is None:
+                    reviewed[str(round_number)] = None
+                    continue
+                self.log.warning("the entry of an update it trained is wrong: challenging", job=key, round=round_number,
+                                 reason=grievance.reason)
+                try:
+                    opened = open_entry_challenge(self.session, task_id, round_number, job["client"], grievance.proposed)
+                except ContractRevert as err:
+                    reviewed[str(round_number)] = None
+                    self.log.error("challenge refused", job=key, round=round_number, error=type(err).__name__)
+                    continue
+                reviewed[str(round_number)] = str(opened.challenge_id)
+
     def _settle_ended(self, state: AgentState) -> None:
         tasks = state.data.get("tasks", {})
         for task_key, task in tasks.items():
             if not task["ended"] or task.get("withdrawn") is not None:
                 continue
             task_id = int(task_key)
+            finalize_due(self.session, task_id)
+            if pending_rounds(self.session, task_id):
+                continue  # jobs are settled once every posted round is final: a later step
+
             mine = [key for key, job in state.jobs.items()
                     if job["task"] == task_id and not job["settled"] and job["bid_index"] is not None]
             # Everyone may settle a job (its client, the aggregator, each of its bidders): a lost race is done.

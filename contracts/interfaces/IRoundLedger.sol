@@ -96,7 +96,8 @@ interface IRoundLedger {
     /// @param posted measurements posted
     /// @param clients clients of the task
     error LedgerWrongMeasurementCount(uint256 taskId, uint256 posted, uint256 clients);
-    /// @notice The round cannot be posted yet: an active client's fog node has not committed and the deadline has not passed.
+    /// @notice The round cannot be posted yet: the fog node training an active client's job has not committed and the
+    /// deadline has not passed.
     /// @param taskId the task
     /// @param clientIndex the first client still awaited
     /// @param deadline the round's deadline, seconds
@@ -224,7 +225,7 @@ interface IRoundLedger {
     function join(uint256 taskId, bytes32 dataCommitment) external payable returns (uint256 clientIndex);
 
     /// @notice Post the current round: one measurement per client in join order. Aggregator only.
-    /// Allowed once every active client's fog node committed, or after the round's deadline.
+    /// Allowed once every active client whose job a fog node holds has its commit, or after the round's deadline.
     /// An active client's measurement is `committed` exactly when its fog node committed this round; a committed
     /// measurement's `roundTime` is within the task's time tolerance of the commit's block time minus the round's
     /// start; an uncommitted one is not accepted. The round is pending: nothing is scored or paid until

@@ -42,6 +42,14 @@ def aggregator() -> None:
 )
 @click.option("--poll-interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between polls.")
 @click.option("--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks before events count.")
+@click.option(
+    "--bond/--no-bond", default=True, show_default=True,
+    help="Post the aggregator's bond (the task's aggregatorBond) from this account while the task is open, unless "
+    "the publisher posted it. A task does not start without it; it comes back at settlement unless a challenge "
+    "against this aggregator's posts is upheld.",
+)
+@click.option("--zero-client", hidden=True, metavar="ADDRESS@ROUND",
+              help="Dishonest: post quality 0 for the client at ADDRESS in round ROUND (the demo's and the tests' attack).")
 @session_options
 def run(
     task_id: int,
@@ -53,6 +61,8 @@ def run(
     state_path: Path | None,
     poll_interval: float,
     confirmations: int,
+    bond: bool,
+    zero_client: str | None,
     **options: Any,
 ) -> None:
     """Run the rounds of a task until it is settled; SIGTERM stops it cleanly and a restart resumes.
@@ -71,6 +81,20 @@ def run(
         device=device,
         poll_interval_s=poll_interval,
         confirmations=confirmations,
+        bond=bond,
+        zero_client=_address_at_round(zero_client),
     )
     state = Aggregator(session_from_options(**options), settings).run()
     click.echo(f"task {task_id}: {'settled' if state.finished else 'stopped'} (last block {state.last_block})")
+
+
+def _address_at_round(text: str | None) -> tuple[str, int] | None:
+    """``ADDRESS@ROUND`` as (client address, round)."""
+    from eth_utils import is_address, to_checksum_address
+
+    if text is None:
+        return None
+    address, _, round_number = text.partition("@")
+    if not is_address(address) or not round_number.isdigit() or int(round_number) < 1:
+        raise click.BadParameter(f"{text!r} is not ADDRESS@ROUND (for example 0xAB...@1)", param_hint="--zero-client")
+    return to_checksum_address(address), int(round_number)

@@ -44,7 +44,7 @@ from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
 from fedchain.rewards import gives_rewards
 from fedchain.taskspec import TaskSpec
-from fedchain.trainer.evaluation import predict
+from fedchain.trainer.evaluation import EVAL_BATCH_SIZE, predict
 
 #: Largest value of the contract's ``uint64`` quality (about 18.4 in 1e18 fixed point); the contract caps lower.
 MAX_QUALITY_WAD = 2**64 - 1
@@ -100,10 +100,13 @@ class Evaluator:
     model: ModelSpec
     dataset: ImageDataset
     device: torch.device | str = "cpu"
+    #: Validation samples per forward pass (a speed setting: the result moves only by float drift).
+    batch_size: int = EVAL_BATCH_SIZE
 
     def evaluations(self, params: torch.Tensor) -> list[Evaluation]:
         """One :class:`Evaluation` per row of ``params`` (``[d]`` or ``[n, d]``), with per-sample losses."""
-        result = predict(self.model, params.reshape(-1, params.shape[-1]), self.dataset, device=self.device)
+        result = predict(self.model, params.reshape(-1, params.shape[-1]), self.dataset, device=self.device,
+                         batch_size=self.batch_size)
         return [
             Evaluation(loss=float(loss), accuracy=float(acc), sample_losses=result.losses[r])
             for r, (loss, acc) in enumerate(zip(result.mean_losses.tolist(), result.accuracies.tolist(), strict=True))
@@ -219,6 +222,8 @@ def score_round(
             quality=min(wads[i], MAX_QUALITY_WAD) if usable[i] else 0,
             round_time=(clients[i].round_time or 0) if clients[i].active else 0,
             accepted=bool(usable[i]),
+            # A commit on chain (with an update or not) is what the round time is measured from.
+            committed=clients[i].active and clients[i].round_time is not None,
         )
         for i in range(n)
     )

@@ -14,20 +14,26 @@ Every round ``n``:
 4. evaluate, aggregate and score (:func:`fedchain.aggregator.scoring.score_round`),
    with round time = block time of the commit - the round's start;
 5. write the new global model to the store, save the strategy's state, and
-   post the round in ONE transaction (``RoundLedger.postRound``). For a
+   post the round in ONE transaction (``RoundLedger.postRound``). The post
+   is pending: once its challenge window has passed and no challenge of it is
+   open, the aggregator finalises it (:mod:`fedchain.agent.finality`), and
+   only then do reputations change and money move. For a
    strategy that rewards in kind, every active client's rewarded model and the
    round's reward list go to the store first, and the post carries their Merkle
    root and the list's hash (:mod:`fedchain.rewards`); when the task's clients
    train from their rewards (``TaskSpec.train_from``), each client's update is
    scored against its reward of the round before, proven against that round's root.
 
-Before round 1 it posts the task's cross-task priors once (eq. 6,
-:mod:`fedchain.aggregator.priors`), all zeros when no earlier task is similar.
+While the task is open it posts its bond (``Disputes.postBond``) unless the
+publisher did; a task does not start without it. Before round 1 it posts the
+task's cross-task priors once (eq. 6, :mod:`fedchain.aggregator.priors`), all
+zeros when no earlier task is similar. It logs every challenge of its posts
+and every verdict; an upheld one takes its bond.
 
-After the last round (or the target accuracy) it settles the task
-(``RoundLedger.settle`` and every job's ``settleJob``) and stops; so it does
-when the task was cancelled, or abandoned (``fedchain task abandon``: nobody
-posted the round within a day of its deadline).
+After the last round (or the target accuracy) and once every round is final
+it settles the task (``RoundLedger.settle`` and every job's ``settleJob``) and
+stops; so it does when the task was cancelled, or abandoned (``fedchain task
+abandon``: nobody posted the round within a day of its deadline).
 
 Restart safety: the chain is the source of truth. The current round, whether
 it was posted, and who committed are read from the contracts at every step, so
@@ -39,6 +45,7 @@ state is checkpointed per round (:mod:`fedchain.aggregator.checkpoint`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +56,7 @@ import torch
 
 from fedchain.agent import AgentLogger, AgentState, BlockRange
 from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
+from fedchain.agent.finality import finalize_due
 from fedchain.agent.session import ChainSession
 from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
 from fedchain.aggregator.priors import chain_priors
@@ -63,11 +71,17 @@ from fedchain.aggregator.scoring import (
 )
 from fedchain.chain.bindings import (
     AuctionNoMissedRound,
+    ChallengeOpened,
+    ChallengeResolved,
+    FogFraudSlashed,
     FogSlashed,
+    Job,
     JobReassigned,
     JobStatus,
     LedgerRoundNotReady,
+    Measurement,
     RewardsCommitted,
+    RoundFinalized,
     RoundPosted,
     TaskParams,
     TaskState,
@@ -81,7 +95,7 @@ from fedchain.fl.params import ParamSpec, flatten, unflatten
 from fedchain.fl.quality import QualitySource
 from fedchain.fl.registry import get_strategy
 from fedchain.fl.strategy import Strategy
-from fedchain.publisher.service import settle_task
+from fedchain.publisher.service import post_bond, settle_task
 from fedchain.rewards import CommitmentBook, put_rewards, reward_commitments, stacked_rewards, verified_reward
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, load_update, load_validation, put_model
@@ -110,6 +124,9 @@ class AggregatorSettings:
         device: torch device for evaluation (``auto``: CUDA when present).
         poll_interval_s: seconds between polls of the chain when nothing happens.
         confirmations: blocks on top of a block before its events are handled.
+        bond: post the aggregator's bond from this account while the task is open, unless it is posted already.
+        zero_client: (client address, round): post quality 0 for that client in that round, whatever its update.
+            A dishonest aggregator, for the demo and the tests of accountability; never a default.
     """
 
     task_id: int
@@ -121,6 +138,8 @@ class AggregatorSettings:
     device: str = "auto"
     poll_interval_s: float = 1.0
     confirmations: int = 0
+    bond: bool = True
+    zero_client: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
         # Refused before the chain is touched: a device this machine lacks, a strategy or option that does not exist.
@@ -167,6 +186,8 @@ class Aggregator:
         #: The last round scored: ((round, commit times), outcome, model hash, (reward root, reward list)), so a
         #: refused post is retried cheaply.
         self._scored: tuple[tuple[int, tuple[int, ...]], RoundOutcome, bytes, tuple[bytes, bytes]] | None = None
+        #: Round -> the measurements this process posted (to finalise them without reading the logs again).
+        self._posted: dict[int, tuple[Measurement, ...]] = {}
 
     # ------------------------------------------------------------------ the loop
 
@@ -186,7 +207,7 @@ class Aggregator:
         """Log and record the task's events in ``blocks`` (commits, slashes, posted rounds), then :meth:`tick`."""
         contracts = self.session.contracts
         query = LogQuery(
-            addresses=(contracts.fog_auction.address, contracts.round_ledger.address),
+            addresses=(contracts.fog_auction.address, contracts.round_ledger.address, contracts.disputes.address),
             from_block=blocks.first,
             to_block=blocks.last,
         )
@@ -206,6 +227,21 @@ class Aggregator:
                 state.data.setdefault("models", {})[str(event.round)] = to_hex(event.model_hash)
             elif isinstance(event, RewardsCommitted):
                 self._commitments(state).record(event)
+            elif isinstance(event, RoundFinalized):
+                self._active = None  # the round may have removed clients: read who is active again
+                self.log.info("round final", round=event.round, paid=event.paid, forfeited=event.forfeited,
+                              tx=event.transaction_hash)
+            elif isinstance(event, ChallengeOpened):
+                self.log.warning("challenge opened", challenge=event.challenge_id, round=event.round,
+                                 job=event.client_index, kind=event.kind.name.lower(), challenger=event.challenger,
+                                 tx=event.transaction_hash)
+            elif isinstance(event, ChallengeResolved):
+                self.log.warning("challenge resolved", challenge=event.challenge_id, round=event.round,
+                                 job=event.client_index, outcome=event.status.name.lower(), fate=event.fate.name.lower(),
+                                 tx=event.transaction_hash)
+            elif isinstance(event, FogFraudSlashed):
+                self.log.warning("fog slashed for fraud", round=event.round, job=event.client_index, fog=event.fog,
+                                 tx=event.transaction_hash)
         # On a chain that makes blocks on a timer there may never be an idle poll: do the round's work here too.
         self.tick(state)
 
@@ -216,6 +252,7 @@ class Aggregator:
         self._commitments(state).forget_after(ancestor)
         self._active = None
         self._scored = None
+        self._posted.clear()
         self.log.warning("rewound past a reorganisation; reading the task from the chain again", block=ancestor)
 
     # ------------------------------------------------------------------ one round
@@ -233,6 +270,8 @@ class Aggregator:
                 hint="sign with the aggregator's key (FEDCHAIN_PRIVATE_KEY or --keystore)",
             )
         if status == TaskStatus.OPEN:
+            if self.settings.bond and post_bond(self.session, self.task_id) is not None:
+                self.log.info("bond posted", amount=self._load_context().params.aggregator_bond)
             return
         if status == TaskStatus.ABANDONED and not state.data.get("abandoned_logged"):
             state.data["abandoned_logged"] = True
@@ -240,10 +279,16 @@ class Aggregator:
                              "settling what the clients earned before", round=task.current_round)
         if status in (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED, TaskStatus.ABANDONED):
             result = settle_task(self.session, self.task_id)
+            if result.pending:
+                if state.data.get("waiting_final") != list(result.pending):
+                    state.data["waiting_final"] = list(result.pending)
+                    self.log.info("waiting for rounds to become final before settling", rounds=list(result.pending))
+                return
             if result.ledger is not None:
                 self.log.info("task settled", tx=result.ledger.transaction_hash)
             state.finished = True
             return
+        finalize_due(self.session, self.task_id, self._posted)
         if task.current_round == 1 and not self.session.contracts.round_ledger.priors_posted(self.task_id):
             self._post_priors(task)
         context = self._load_context()
@@ -251,8 +296,12 @@ class Aggregator:
         deadline = task.round_started_at + context.params.round_duration
         active = self._active_clients(round_number)
         count = len(active)
-        commits = self.session.contracts.fog_auction.commit_times(self.task_id, round_number, count)
-        awaited = [i for i in range(count) if active[i] and commits[i] == 0]
+        auction = self.session.contracts.fog_auction
+        commits = auction.commit_times(self.task_id, round_number, count)
+        # Only a fog node that owes this round is waited for: not a vacant job, nor one handed to a standby from a
+        # later round (after a slash); the contract lets the round go without them.
+        awaited = [i for i in range(count) if active[i] and commits[i] == 0 and self._owes(auction.job(self.task_id, i),
+                                                                                           round_number)]
         now = chain_now(self.session)
         if awaited and now <= deadline:
             if self._waiting_logged != round_number:
@@ -262,6 +311,11 @@ class Aggregator:
         if awaited:
             self._report_missed(round_number, awaited)
         self._post_round(state, context, task, round_number, active, commits)
+
+    @staticmethod
+    def _owes(job: Job, round_number: int) -> bool:
+        """Whether the fog node holding ``job`` owes a commit of ``round_number``."""
+        return job.status == JobStatus.AWARDED and job.paid_up_to < round_number
 
     def _post_priors(self, task: TaskState) -> None:
         """Post the task's cross-task priors (eq. 6) once, before round 1; all zeros when no earlier task is similar."""
@@ -277,7 +331,8 @@ class Aggregator:
                       tx=receipt.transaction_hash)
 
     def _active_clients(self, round_number: int) -> list[bool]:
-        """Which clients are active in ``round_number`` (read once per round: only a posted round removes clients)."""
+        """Which clients are active in ``round_number`` (read once per round, and again after each finalised round:
+        only a final round removes clients)."""
         if self._active is None or self._active[0] != round_number:
             ledger = self.session.contracts.round_ledger
             count = ledger.client_count(self.task_id)
@@ -330,11 +385,12 @@ class Aggregator:
             )
             model_hash = self._publish(context, round_number, outcome)
             rewards = self._publish_rewards(context, round_number, outcome, active)
+            outcome = self._dishonest(outcome, round_number, log)
             self._scored = (key, outcome, model_hash, rewards)
         try:
             receipt = transact_when_due(
                 self.session.contracts.round_ledger,
-                "postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool)[])",
+                "postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool,bool)[])",
                 self.task_id, round_number, model_hash, outcome.accuracy_wad, *rewards, list(outcome.measurements),
                 gas=POST_ROUND_GAS_BASE + POST_ROUND_GAS_PER_CLIENT * len(outcome.measurements),
                 too_early=(LedgerRoundNotReady,),
@@ -344,11 +400,26 @@ class Aggregator:
             log.warning("round not posted; retrying", error=type(err).__name__)
             return
         state.data.setdefault("models", {})[str(round_number)] = to_hex(model_hash)
+        self._posted[round_number] = tuple(outcome.measurements)
         log.info(
             "round posted", accuracy=round(outcome.accuracy, 4),
             accepted=sum(m.accepted for m in outcome.measurements), clients=len(outcome.measurements),
             model=model_hash, rewards=rewards[0] if rewards[0] != ZERO_ROOT else None, tx=receipt.transaction_hash,
         )
+
+    def _dishonest(self, outcome: RoundOutcome, round_number: int, log: AgentLogger) -> RoundOutcome:
+        """The outcome as posted: honest, unless ``zero_client`` names a client of this round (quality 0)."""
+        plan = self.settings.zero_client
+        if plan is None or plan[1] != round_number:
+            return outcome
+        index = self.session.contracts.round_ledger.client_index(self.task_id, plan[0])
+        measurements = list(outcome.measurements)
+        if not measurements[index].committed:
+            return outcome
+        log.warning("DISHONEST: posting quality 0 for an update scored honestly", job=index,
+                    honest_quality=measurements[index].quality)
+        measurements[index] = measurements[index]._replace(quality=0)
+        return dataclasses.replace(outcome, measurements=tuple(measurements))
 
     def _publish(self, context: _TaskContext, round_number: int, outcome: RoundOutcome) -> bytes:
         """Write the new global model to the store and checkpoint the strategy state; returns the model's hash."""

@@ -153,8 +153,21 @@ class ChallengeRecord:
 
 
 @dataclass(frozen=True)
+class PostedRecord:
+    """One posted round as the aggregator posted it (final or still pending)."""
+
+    round: int
+    model_hash: bytes
+    accuracy: int
+    measurements: tuple[Measurement, ...]
+    #: Block time of the post (its challenge window runs from here), once known.
+    posted_at: int | None
+    final: bool
+
+
+@dataclass(frozen=True)
 class RoundRecord:
-    """One posted round and what it did to every client (index = client index)."""
+    """One final round and what it did to every client (index = client index)."""
 
     round: int
     model_hash: bytes
@@ -199,6 +212,8 @@ class TaskHistory:
     #: Wei each account of the task withdrew from the Treasury (over all tasks: withdrawals are per account).
     withdrawn: tuple[tuple[str, int], ...]
     challenges: tuple[ChallengeRecord, ...] = ()
+    #: Every posted round in order, final or pending (``rounds`` holds the final ones and what they did).
+    posted: tuple[PostedRecord, ...] = ()
 
     def credited_to(self, account: str) -> dict[str, int]:
         """Wei credited to ``account`` by this task, by reason."""

@@ -47,6 +47,7 @@ from fedchain.audit.history import (
     ClientRecord,
     CommitRecord,
     CreditRecord,
+    PostedRecord,
     RoundRecord,
     SlashRecord,
     TaskHistory,
@@ -237,6 +238,8 @@ class _Replayer:
         self.priors: tuple[int, ...] | None = None
         self.pending_close: tuple[int, bool] | None = None
         self.last_slash: b.FogSlashed | b.FogFraudSlashed | None = None
+        #: Whether the last fraud slash's winner had committed the open round (so the round is redone when open).
+        self.fraud_redo_possible = False
         self.expected_credits: Counter[tuple[str, int, str]] = Counter()
         self.actual_credits: list[tuple[b.Credited, str]] = []
         self.expected_deposits: Counter[tuple[str, int]] = Counter()
@@ -653,14 +656,25 @@ class _Replayer:
         winner = job.bids[job.winner] if job.winner < len(job.bids) else None
         self.tally.expect(H, f"slashed fog of job {e.client_index}", winner.bidder if winner else None, e.fog, e)
         deposit = self.params.fog_deposit
-        compensation = min(job.winner_price, deposit)
+        committed_current = job.paid_up_to >= self.current_round and self.status == "Running"
+        redo_possible = committed_current and job.price <= deposit
+        self.tally.require(P, e.redo in (0, job.price) and (e.redo == 0 or redo_possible),
+                           f"job {e.client_index}: {e.redo} wei moved into its escrow to redo a round its slashed "
+                           f"winner {'committed' if committed_current else 'did not commit'}", e)
+        paid_rounds = job.paid_up_to + 1 - e.round if job.paid_up_to >= e.round else 1
+        left = deposit - e.redo
+        if e.redo and paid_rounds > 1:
+            paid_rounds -= 1  # the current round is redone, not repaid
+        compensation = min(paid_rounds * job.winner_price, left)
         self.tally.expect(P, f"compensation of client {e.client_index} for fog fraud", compensation, e.compensation, e)
-        self.tally.expect(P, f"fog deposit of job {e.client_index} burned for fraud", deposit - compensation, e.burned, e)
+        self.tally.expect(P, f"fog deposit of job {e.client_index} burned for fraud", left - compensation, e.burned, e)
         if winner is not None:
             winner.settled = True
         self.auction_held -= e.compensation + e.burned
+        job.escrow += e.redo
         self._credit(client.account, e.compensation, FOG_COMPENSATION)
         self._credit_sink(e.burned, FOG_SLASH)
+        self.fraud_redo_possible = redo_possible
         self.last_slash = e
 
     def on_job_reassigned(self, e: b.JobReassigned) -> None:
@@ -680,6 +694,8 @@ class _Replayer:
         self.tally.expect(A, f"standby winner of job {e.client_index}", winner, e.winner, e)
         price = job.bids[e.winner].price if e.winner < len(job.bids) else 0
         self.tally.expect(A, f"standby price of job {e.client_index}", price, e.price, e)
+        # The slashed winner's commit of the unposted round no longer counts (the contract resets committedAt).
+        job.commits = {r: c for r, c in job.commits.items() if r in self.posted}
         if e.winner == NO_WINNER:
             self.tally.expect(H, f"first round of vacant job {e.client_index}", 0, e.from_round, e)
             job.status, job.winner_price = "vacant", 0
@@ -692,7 +708,10 @@ class _Replayer:
             job.winner_price = e.price
         job.winner = e.winner
         if isinstance(slash, b.FogFraudSlashed):
-            forfeited, kind = slash.compensation + slash.burned, "fraud"
+            forfeited, kind = slash.compensation + slash.burned + slash.redo, "fraud"
+            if e.winner != NO_WINNER and self.fraud_redo_possible:  # an open round moves on at once, redone
+                self.tally.expect(A, f"redo of job {e.client_index}'s current round", e.from_round == self.current_round,
+                                  slash.redo > 0, e)
         else:
             forfeited, kind = slash.forfeited, "missed"
         self.slashes.append(SlashRecord(
@@ -974,6 +993,10 @@ class _Replayer:
             rounds=tuple(self.rounds), credits=credits,
             withdrawn=tuple(sorted((a, w) for a, w in withdrawn.items() if a in accounts)),
             challenges=challenges,
+            posted=tuple(
+                PostedRecord(n, p.event.model_hash, p.event.accuracy, tuple(p.event.measurements), p.posted_at, p.final)
+                for n, p in sorted(self.posted.items())
+            ),
         )
 
 

@@ -23,18 +23,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fedchain.audit.auditor import DEFAULT_SCORE_TOLERANCE
 from fedchain.audit.checks import CheckName, Tally
-from fedchain.audit.history import TaskHistory
+from fedchain.audit.history import PostedRecord, TaskHistory
 from fedchain.audit.replay import replay_task
 from fedchain.audit.report import RoundScore, ScoreVerification
 from fedchain.audit.rewards import reward_events
 from fedchain.chain.abi import ChainEvent
-from fedchain.chain.bindings import RewardsCommitted
-from fedchain.errors import FedchainError, UpdateRejected
+from fedchain.chain.bindings import Measurement, RewardsCommitted
+from fedchain.errors import AuditError, FedchainError, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten
 from fedchain.store import BlobStore
 from fedchain.store.digest import to_hex
@@ -43,7 +44,7 @@ from fedchain.units import WAD
 if TYPE_CHECKING:
     import torch
 
-    from fedchain.aggregator.scoring import ClientInput, QualityChoice
+    from fedchain.aggregator.scoring import ClientInput, QualityChoice, RoundOutcome
     from fedchain.taskspec import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -65,109 +66,200 @@ def verify_scores(
 
     ``strategy`` and ``quality`` are what the aggregator ran with when it did not
     use the task spec's strategy (its ``--strategy``, ``--quality``; the spec's
-    options go with the spec's strategy only, as in the aggregator).
+    options go with the spec's strategy only, as in the aggregator). An entry a
+    verdict corrected is compared as corrected; one a verdict voided (or whose
+    challenge expired) is not scored, so it is not compared.
     """
     events = list(events)
     history = replay_task(task_id, events).history
     commitments = reward_events(task_id, events)
     tally = Tally()
     limit = round(tolerance * WAD)
+    rounds: list[RoundScore] = []
     try:
-        rounds = tuple(_reproduce(history, commitments, store, tally, limit, data_root, device, strategy, quality))
+        reproduction = ScoreReproduction.of(history, store, data_root=data_root, device=device, strategy=strategy,
+                                            quality=quality)
+        for posted in history.posted:
+            reproduced = reproduction.reproduce(history, commitments, posted.round)
+            rounds.append(_compare(history, posted, reproduced, commitments, store, tally, limit))
     except FedchainError as err:
         tally.fail(CheckName.SCORES, f"cannot reproduce the scores: {str(err).splitlines()[0]}")
-        rounds = ()
-    if not history.rounds:
+    if not history.posted:
         tally.skip(CheckName.SCORES, "no round was posted")
-    return ScoreVerification(tally=tally, rounds=rounds, tolerance=limit)
+    return ScoreVerification(tally=tally, rounds=tuple(rounds), tolerance=limit)
 
 
-def _reproduce(
-    history: TaskHistory, commitments: Mapping[int, RewardsCommitted], store: BlobStore, tally: Tally, limit: int,
-    data_root: str | Path | None, device: str, strategy_name: str | None, quality_choice: QualityChoice,
-) -> Iterable[RoundScore]:
-    from fedchain.aggregator.scoring import ClientInput, Evaluator, quality_source, score_round, task_strategy
-    from fedchain.taskspec import load_model, load_spec, load_validation
+def effective_measurements(history: TaskHistory, posted: PostedRecord) -> tuple[Measurement | None, ...]:
+    """The entries of a posted round as finalisation takes them: corrected where a verdict corrected one, None where
+    a verdict voided one or a challenge expired (not scored), as posted elsewhere."""
+    entries: list[Measurement | None] = list(posted.measurements)
+    for challenge in history.challenges:
+        if challenge.round != posted.round or challenge.status not in ("upheld", "expired"):
+            continue
+        if challenge.fate == "corrected" and challenge.status == "upheld" and challenge.kind == "entry":
+            entry = entries[challenge.client_index]
+            if entry is not None:
+                proposed = challenge.proposed
+                entries[challenge.client_index] = entry._replace(quality=proposed.quality, accepted=proposed.accepted)
+    for challenge in history.challenges:
+        if challenge.round == posted.round and challenge.fate in ("void", "neutral"):
+            entries[challenge.client_index] = None
+    return tuple(entries)
 
-    task = history.task
-    if task.params is None or not history.rounds:
-        return
-    spec = load_spec(store, task.params.dataset_id)
-    name = strategy_name or spec.strategy
-    strategy = task_strategy(name, None, spec)
-    quality = quality_source(name, quality_choice)
-    evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
-    param_spec = spec.param_spec()
-    sizes = {a.client_index: a.data_size for a in history.auctions}
-    commits = {(c.client_index, c.round): c for c in history.commits}
-    model_hash, state = task.params.model_id, None
-    log.info("reproducing %d rounds of task %d with %s (%s quality)", len(history.rounds), task.task_id, name, quality)
-    for posted in history.rounds:
-        n = posted.round
+
+@dataclass(frozen=True)
+class ReproducedRound:
+    """The aggregator's scoring of one posted round, run again."""
+
+    round: int
+    outcome: RoundOutcome
+    #: Why each client's update was rejected when decoded (a ``RejectReason`` code), else None.
+    rejections: tuple[str | None, ...]
+
+
+class ScoreReproduction:
+    """Runs the aggregator's scoring of a task's posted rounds again, in order, carrying the strategy's state.
+
+    The auditor's ``--verify-scores``, a client watching its own entry and a verifier judging a challenge all
+    score here, with the aggregator's own :func:`~fedchain.aggregator.scoring.score_round`: what the aggregator
+    had is read from the chain (the history) and the store. :meth:`reproduce` takes rounds 1, 2, ... in turn
+    (asking again for the last round returns it at once).
+    """
+
+    def __init__(self, spec: TaskSpec, model_id: bytes, task_id: int, store: BlobStore, *,
+                 data_root: str | Path | None, device: str, strategy: str | None, quality: QualityChoice) -> None:
+        from fedchain.aggregator.scoring import Evaluator, quality_source, task_strategy
+        from fedchain.taskspec import load_validation
+
+        name = strategy or spec.strategy
+        self.spec, self.task_id, self.store = spec, task_id, store
+        self.strategy = task_strategy(name, None, spec)
+        self.quality = quality_source(name, quality)
+        self.evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
+        self.param_spec = spec.param_spec()
+        self._model_hash = model_id
+        self._state: Any = None
+        self._done: list[ReproducedRound] = []
+        log.info("reproducing task %d's rounds with %s (%s quality)", task_id, name, self.quality)
+
+    @classmethod
+    def of(cls, history: TaskHistory, store: BlobStore, *, data_root: str | Path | None = None, device: str = "cpu",
+           strategy: str | None = None, quality: QualityChoice = "auto") -> ScoreReproduction:
+        """A reproduction of ``history``'s task, its spec read from the store by the task's ``datasetId``."""
+        from fedchain.taskspec import load_spec
+
+        params = history.task.params
+        if params is None:
+            raise AuditError(f"task {history.task.task_id} has no parameters among the events")
+        spec = load_spec(store, params.dataset_id)
+        return cls(spec, params.model_id, history.task.task_id, store, data_root=data_root, device=device,
+                   strategy=strategy, quality=quality)
+
+    def reproduce(self, history: TaskHistory, commitments: Mapping[int, RewardsCommitted], round_number: int) -> ReproducedRound:
+        """Round ``round_number`` reproduced (every round before it first, if not done yet)."""
+        posted = {p.round: p for p in history.posted}
+        while len(self._done) < round_number:
+            n = len(self._done) + 1
+            if n not in posted:
+                raise AuditError(f"round {n} of task {self.task_id} is not posted")
+            self._done.append(self._round(history, commitments, posted[n]))
+        return self._done[round_number - 1]
+
+    def _round(self, history: TaskHistory, commitments: Mapping[int, RewardsCommitted], posted: PostedRecord) -> ReproducedRound:
+        from fedchain.aggregator.scoring import ClientInput, score_round
+        from fedchain.taskspec import load_model
+
+        n, spec, store = posted.round, self.spec, self.store
         global_params = flatten(
-            load_model(store, spec, model_hash, task_id=task.task_id, round_number=n - 1), param_spec
+            load_model(store, spec, self._model_hash, task_id=self.task_id, round_number=n - 1), self.param_spec
         )[0]
+        sizes = {a.client_index: a.data_size for a in history.auctions}
+        commits = {(c.client_index, c.round): c for c in history.commits}
         clients, rejections = [], []
         for client in history.clients:
-            active = client.removed_round is None or client.removed_round >= n
+            # What the aggregator had: a client it scored (active, with a commit) is posted as committed.
+            entry_committed = posted.measurements[client.index].committed
             commit = commits.get((client.index, n))
-            round_time = posted.measurements[client.index].round_time if commit is not None else None
             size = sizes.get(client.index, 0)
-            entry = ClientInput(update=None, data_size=size, round_time=round_time, active=active)
+            round_time = posted.measurements[client.index].round_time if entry_committed else None
+            entry = ClientInput(update=None, data_size=size, round_time=round_time, active=entry_committed)
             reason = None
-            if active and commit is not None:
-                entry, reason = _decoded_update(store, spec, param_spec, task.task_id, n, client.index,
+            if entry_committed and commit is not None:
+                entry, reason = _decoded_update(store, spec, self.param_spec, self.task_id, n, client.index,
                                                 client.account, commit.update_hash, entry)
             rejections.append(reason)
             clients.append(entry)
         starts = None
         if spec.train_from == "reward" and n > 1:
             starts = global_params.expand(len(clients), -1).clone()
-            for index, reward in _stored_rewards(history, commitments, store, spec, n - 1).items():
+            for index, reward in stored_rewards(history, commitments, store, spec, n - 1).items():
                 starts[index] = reward.to(starts.dtype)
         outcome = score_round(
-            strategy, global_params, clients, evaluator, state, quality=quality, screening=spec.screening,
-            client_params=starts,
+            self.strategy, global_params, clients, self.evaluator, self._state, quality=self.quality,
+            screening=spec.screening, client_params=starts,
         )
-        state, model_hash = outcome.state, posted.model_hash
-        if outcome.rewards is not None and n in commitments:
-            for index, stored in _stored_rewards(history, commitments, store, spec, n).items():
-                gap = float((outcome.rewards[index] - stored.to(outcome.rewards.dtype)).abs().max())
-                tally.require(
-                    CheckName.SCORES, gap <= limit / WAD,
-                    f"round {n} client {index}: the stored reward differs from the reproduced one by up to {gap:.3g} "
-                    f"(tolerance {limit / WAD:g})",
-                )
-        reproduced: list[int | None] = []
-        gaps = []
-        for client, mine, theirs in zip(history.clients, outcome.measurements, posted.measurements, strict=True):
-            if not posted.scored[client.index]:
-                reproduced.append(None)
-                continue
-            reproduced.append(mine.quality)
-            gaps.append(abs(mine.quality - theirs.quality))
+        self._state, self._model_hash = outcome.state, posted.model_hash
+        return ReproducedRound(n, outcome, tuple(rejections))
+
+
+def _compare(
+    history: TaskHistory, posted: PostedRecord, reproduced: ReproducedRound, commitments: Mapping[int, RewardsCommitted],
+    store: BlobStore, tally: Tally, limit: int,
+) -> RoundScore:
+    """The ``scores.reproduced`` findings of one round, and its row of the report."""
+    n, outcome = posted.round, reproduced.outcome
+    spec = load_spec_of(history, store)
+    if outcome.rewards is not None and n in commitments:
+        for index, stored in stored_rewards(history, commitments, store, spec, n).items():
+            gap = float((outcome.rewards[index] - stored.to(outcome.rewards.dtype)).abs().max())
             tally.require(
-                CheckName.SCORES, mine.accepted == theirs.accepted,
-                f"round {n} client {client.index}: posted as {'accepted' if theirs.accepted else 'rejected'}, "
-                f"reproduced as {'accepted' if mine.accepted else 'rejected'}",
+                CheckName.SCORES, gap <= limit / WAD,
+                f"round {n} client {index}: the stored reward differs from the reproduced one by up to {gap:.3g} "
+                f"(tolerance {limit / WAD:g})",
             )
-            tally.require(
-                CheckName.SCORES, abs(mine.quality - theirs.quality) <= limit,
-                f"round {n} client {client.index}: posted quality {theirs.quality / WAD:.6f}, "
-                f"reproduced {mine.quality / WAD:.6f} (tolerance {limit / WAD:g})",
-            )
-        accuracy_gap = abs(outcome.accuracy_wad - posted.accuracy)
+    effective = effective_measurements(history, posted)
+    reproduced_qualities: list[int | None] = []
+    gaps = []
+    for client, mine, theirs in zip(history.clients, outcome.measurements, effective, strict=True):
+        if theirs is None or not theirs.committed or not mine.committed:
+            reproduced_qualities.append(None)
+            continue
+        reproduced_qualities.append(mine.quality)
+        gaps.append(abs(mine.quality - theirs.quality))
+        corrected = "" if theirs == posted.measurements[client.index] else " (as a verdict corrected it)"
         tally.require(
-            CheckName.SCORES, accuracy_gap <= limit,
-            f"round {n}: posted accuracy {posted.accuracy / WAD:.6f}, reproduced {outcome.accuracy_wad / WAD:.6f}",
+            CheckName.SCORES, mine.accepted == theirs.accepted,
+            f"round {n} client {client.index}: {'accepted' if theirs.accepted else 'rejected'}{corrected}, "
+            f"reproduced as {'accepted' if mine.accepted else 'rejected'}",
         )
-        largest = max([*gaps, accuracy_gap])
-        yield RoundScore(
-            n, tuple(m.quality for m in posted.measurements), tuple(reproduced), largest, largest <= limit, tuple(rejections)
+        tally.require(
+            CheckName.SCORES, abs(mine.quality - theirs.quality) <= limit,
+            f"round {n} client {client.index}: quality {theirs.quality / WAD:.6f}{corrected}, "
+            f"reproduced {mine.quality / WAD:.6f} (tolerance {limit / WAD:g})",
         )
+    accuracy_gap = abs(outcome.accuracy_wad - posted.accuracy)
+    tally.require(
+        CheckName.SCORES, accuracy_gap <= limit,
+        f"round {n}: posted accuracy {posted.accuracy / WAD:.6f}, reproduced {outcome.accuracy_wad / WAD:.6f}",
+    )
+    largest = max([*gaps, accuracy_gap])
+    return RoundScore(
+        n, tuple(m.quality for m in posted.measurements), tuple(reproduced_qualities), largest, largest <= limit,
+        reproduced.rejections,
+    )
 
 
-def _stored_rewards(
+def load_spec_of(history: TaskHistory, store: BlobStore) -> TaskSpec:
+    """The task spec of ``history``'s task, from the store."""
+    from fedchain.taskspec import load_spec
+
+    params = history.task.params
+    if params is None:
+        raise AuditError(f"task {history.task.task_id} has no parameters among the events")
+    return load_spec(store, params.dataset_id)
+
+
+def stored_rewards(
     history: TaskHistory, commitments: Mapping[int, RewardsCommitted], store: BlobStore, spec: TaskSpec, round_number: int
 ) -> dict[int, torch.Tensor]:
     """Client index -> its stored reward of ``round_number`` (flat), as listed by the round's committed list."""

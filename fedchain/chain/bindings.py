@@ -1260,7 +1260,7 @@ class LedgerPriorsTooLate(CustomError):
 
 
 class LedgerRoundNotReady(CustomError):
-    """The round cannot be posted yet: an active client's fog node has not committed and the deadline has not passed.
+    """The round cannot be posted yet: the fog node training an active client's job has not committed and the deadline has not passed.
 
     ``LedgerRoundNotReady(uint256,uint256,uint64)``
 
@@ -1271,7 +1271,7 @@ class LedgerRoundNotReady(CustomError):
 
     abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'deadline', 'type': 'uint64'}], 'name': 'LedgerRoundNotReady', 'type': 'error'}
     types = TYPES
-    hint = "The round cannot be posted yet: an active client's fog node has not committed and the deadline has not passed."
+    hint = "The round cannot be posted yet: the fog node training an active client's job has not committed and the deadline has not passed."
     task_id: int
     client_index: int
     deadline: int
@@ -2227,19 +2227,20 @@ class EIP712DomainChanged(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class FogFraudSlashed(ChainEvent):
-    """The committee upheld a fog challenge: the job's winner committed an update its honest re-execution does not reproduce. Its deposit r was slashed: the round's price back to the client, the rest to the sink.
+    """The committee upheld a fog challenge: the job's winner committed an update its honest re-execution does not reproduce. Its deposit r was slashed: when it had already committed the current round (still open), one round's escrowed price went into the job's escrow so the next bid redoes that round; the client got back what it paid the node for the fraud round and every later round not redone (at most what is left of r); the rest went to the sink.
 
-    ``FogFraudSlashed(uint256,uint256,address,uint16,uint256,uint256)``
+    ``FogFraudSlashed(uint256,uint256,address,uint16,uint256,uint256,uint256)``
 
     - ``task_id``: (indexed)
     - ``client_index``: (indexed)
     - ``fog``: (indexed)
     - ``round``: the round whose update was fraudulent
-    - ``compensation``: wei credited to the client (the winner's price, at most r)
-    - ``burned``: wei credited to the sink (r - compensation)
+    - ``compensation``: wei credited to the client
+    - ``burned``: wei credited to the sink
+    - ``redo``: wei added to the job's escrow for the redone current round (0 when none is redone)
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint256', 'name': 'compensation', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'burned', 'type': 'uint256'}], 'name': 'FogFraudSlashed', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint256', 'name': 'compensation', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'burned', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'redo', 'type': 'uint256'}], 'name': 'FogFraudSlashed', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
@@ -2248,6 +2249,7 @@ class FogFraudSlashed(ChainEvent):
     round: int
     compensation: int
     burned: int
+    redo: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3117,7 +3119,7 @@ class FogAuction(Contract):
         return self.transact('settleJobs(uint256,uint256[])', task_id, indices)
 
     def slash_fraud(self, task_id: int, index: int, fog: str, round: int) -> Receipt:
-        """After an upheld fog challenge: if `fog` still holds job `clientIndex` (it is the winner and its deposit is held), slash its deposit (the round's price, at most r, to the client; the rest to the sink) and hand the job to the best eligible standby bid, from the current round if `fog` has not committed it and its deadline has not passed, else from the next. Disputes only.
+        """After an upheld fog challenge: if `fog` still holds job `clientIndex` (it is the winner and its deposit is held), slash its deposit and hand the job to the best eligible standby bid, from the current round while its deadline has not passed (a current round `fog` already committed is redone, paid from its deposit), else from the next; the client is paid back for the rounds it paid `fog` for from `round` on (not redone), the rest goes to the sink (FogFraudSlashed). Disputes only.
 
         ``slashFraud(uint256,uint256,address,uint16)``
 
@@ -3271,7 +3273,7 @@ class RoundLedger(Contract):
         return self.transact('postPriors(uint256,uint64[])', task_id, priors)
 
     def post_round(self, task_id: int, round: int, model_hash: bytes, accuracy: int, rewards_root: bytes, reward_list: bytes, measurements: Sequence[Measurement]) -> Receipt:
-        """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client's fog node committed, or after the round's deadline. An active client's measurement is `committed` exactly when its fog node committed this round; a committed measurement's `roundTime` is within the task's time tolerance of the commit's block time minus the round's start; an uncommitted one is not accepted. The round is pending: nothing is scored or paid until `finalizeRound`. The clock moves on at once (the next round starts, or the task finishes).
+        """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client whose job a fog node holds has its commit, or after the round's deadline. An active client's measurement is `committed` exactly when its fog node committed this round; a committed measurement's `roundTime` is within the task's time tolerance of the commit's block time minus the round's start; an uncommitted one is not accepted. The round is pending: nothing is scored or paid until `finalizeRound`. The clock moves on at once (the next round starts, or the task finishes).
 
         ``postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool,bool)[])``
 

@@ -6,7 +6,9 @@ Later commands read the deployment through :func:`deployment_option` (a
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +21,8 @@ from fedchain.chain.deployment import DEFAULT_DEPLOYMENT_FILE, Deployment, Recip
 from fedchain.chain.deployment import deploy as deploy_with
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV, resolve_account
 from fedchain.chain.node import DEFAULT_CHAIN_ID, DEFAULT_MNEMONIC, AnvilNode, AnvilSettings, connect, mnemonic_account
-from fedchain.errors import DeploymentError, SigningKeyError
+from fedchain.chain.recipe import BURN_SINK, DEFAULT_VERDICT_WINDOW_S, ArbiterSettings, deploy_fedchain
+from fedchain.errors import ConfigError, DeploymentError, SigningKeyError
 from fedchain.files import keep_aside, writable_folder
 from fedchain.signals import STOP_SIGNALS, handlers_set
 
@@ -56,6 +59,8 @@ class DeployRequest:
     keystore: Path | None = None
     confirmations: int = 0
     out: Path = DEFAULT_DEPLOYMENT_FILE
+    #: The arbiter committee and the sink (None: the deployer alone, allowed on a throw-away local chain only).
+    arbiters: ArbiterSettings | None = None
 
 
 def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interactive: bool = False) -> Deployment:
@@ -69,9 +74,16 @@ def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interact
     """
     writable_folder(request.out.parent, option="--out")
     account = resolve_account(request.keystore, prompt=_password_prompt if interactive else None)
+    if recipe is None and request.arbiters is not None:
+        recipe = functools.partial(deploy_fedchain, arbiters=request.arbiters)
     if request.rpc_url is not None:
         if account is None:
             raise SigningKeyError(f"no key to deploy with to {request.rpc_url}")
+        if recipe is None:
+            raise ConfigError(
+                "a deployment on a chain that stays up needs its arbiter committee, fixed for good at deployment",
+                hint="name each member with --arbiter ADDRESS (each runs `fedchain verifier run`), and --quorum M",
+            )
         w3 = connect(request.rpc_url, chain_id=request.chain_id)
         deployment = deploy_with(w3, account, rpc_url=request.rpc_url, recipe=recipe, confirmations=request.confirmations)
     else:
@@ -110,7 +122,21 @@ def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interact
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DEPLOYMENT_FILE, show_default=True,
     help="Where to write the deployment file (a file already there is renamed NAME.replaced-TIME.json, never lost).",
 )
-def deploy(rpc_url: str | None, chain_id: int | None, keystore: Path | None, confirmations: int, out: Path) -> None:
+@click.option(
+    "--arbiter", "arbiters", multiple=True, metavar="ADDRESS",
+    help="A member of the arbiter committee that judges challenges (repeat for each; at most 31). Fixed for good: "
+    "no task party chooses or changes it. Required with --rpc-url.",
+)
+@click.option("--quorum", type=click.IntRange(min=1), help="Signatures a verdict needs: a majority of the members.  "
+              "[default: the smallest majority]")
+@click.option("--verdict-window", default=str(DEFAULT_VERDICT_WINDOW_S), show_default=True, metavar="SECONDS",
+              help="Seconds the committee has to judge a challenge before it expires neutral (1d, 3h, 90s also work).")
+@click.option("--sink", default=BURN_SINK, show_default=True, metavar="ADDRESS",
+              help="Where forfeits and slashes go that no wronged party is owed. The zero address burns them.")
+def deploy(
+    rpc_url: str | None, chain_id: int | None, keystore: Path | None, confirmations: int, out: Path,
+    arbiters: tuple[str, ...], quorum: int | None, verdict_window: str, sink: str,
+) -> None:
     """Deploy the FedChain contracts and write the deployment file.
 
     \b
@@ -121,8 +147,16 @@ def deploy(rpc_url: str | None, chain_id: int | None, keystore: Path | None, con
     command and stopped after it (Anvil's public test account 0 deploys):
     a dry run of the whole set-up. For a chain that stays up, run
     `fedchain chain start` in another terminal and pass its URL.
+    
+    The arbiter committee is fixed at deployment, like everything else:
+      --arbiter 0xA... --arbiter 0xB... --arbiter 0xC... --quorum 2 --verdict-window 1d
     """
-    request = DeployRequest(rpc_url, chain_id, keystore, confirmations, out)
+    committee = None
+    if arbiters:
+        committee = ArbiterSettings.of(arbiters, quorum=quorum, verdict_window=parse_seconds(verdict_window), sink=sink)
+    elif quorum is not None:
+        raise click.UsageError("--quorum needs the committee's members: --arbiter ADDRESS for each")
+    request = DeployRequest(rpc_url, chain_id, keystore, confirmations, out, committee)
     deployment = run_deploy(request, interactive=True)
     click.echo(deployment.to_json(), nl=False)
     click.echo(f"deployment written to {out}", err=True)
@@ -163,3 +197,15 @@ def start(port: int, chain_id: int, block_time: float | None) -> None:
             if not node.running:
                 raise click.ClickException("anvil exited")
     click.echo("stopped", err=True)
+
+
+#: Seconds per unit of a duration written as ``90s``, ``15m``, ``3h`` or ``1d``.
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
+
+
+def parse_seconds(text: str) -> int:
+    """A duration in whole seconds from ``3600``, ``90s``, ``15m``, ``3h`` or ``1d``."""
+    match = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", text.lower())
+    if match is None or int(match.group(1)) < 1:
+        raise ConfigError(f"{text!r} is not a duration", hint="write seconds (3600) or a number with s, m, h or d (1d)")
+    return int(match.group(1)) * DURATION_UNITS[match.group(2) or "s"]

@@ -9,14 +9,19 @@ job one step on, reading the chain first so that every step is idempotent:
 3. after the reveal deadline, close it, escrowing price x N: the price is read
    from the chain (the bids, and the contract's own ``utility`` view for each);
 4. write its (locally noised) data to the blob store and commit the data's hash (DataHandoff);
-5. when the task's strategy rewards in kind: after every posted round, fetch its reward, prove it
+5. after every posted round, within the round's challenge window: re-score its own entry with the
+   auditor's code and, when its update was screened out, re-execute its job
+   (:class:`~fedchain.disputes.watch.EntryWatcher`); challenge the aggregator when its entry is off
+   beyond tolerance, or its fog node when the fog node did not train the job as told
+   (``ClientConfig.watch``);
+6. when the task's strategy rewards in kind: after every posted round, fetch its reward, prove it
    against the round's root on chain (``RoundLedger.verifyReward``) and record it; the last one is
    kept beside the state file (``<state>-reward.safetensors``, :meth:`ClientAgent.reward_path`).
    The rounds' roots come from the ``RewardsCommitted`` events of the blocks it handles, kept in its
    state (:class:`~fedchain.rewards.CommitmentBook`); blocks reorganised away take theirs, and the
    rewards proven against them, back;
-6. when the task ended: settle the task's clients and its own job (a lost race to settle counts as
-   done), then withdraw what it is owed.
+7. when the task ended: finalise the rounds that are due, and once every round is final settle the
+   task's clients and its own job (a lost race to settle counts as done), then withdraw what it is owed.
 
 The salt is derived from the key (:mod:`fedchain.client.commitments`), so a
 client killed between joining and saving its state can still open its auction.
@@ -40,6 +45,8 @@ from fedchain.client.config import ClientConfig
 from fedchain.client.data import client_dataset
 from fedchain.client.handoff import JobDataMeta, encode_job_data
 from fedchain.data.datasets import ImageDataset
+from fedchain.disputes.service import open_entry_challenge, open_fog_challenge
+from fedchain.disputes.watch import EntryWatcher
 from fedchain.errors import AgentError, ContractRevert, RewardError
 from fedchain.files import write_atomic
 from fedchain.publisher.service import settle_task, withdraw
@@ -101,6 +108,7 @@ class ClientAgent:
         )
         self._spec: TaskSpec | None = None
         self._dataset: ImageDataset | None = None
+        self._watcher: EntryWatcher | None = None
 
     def run(self) -> AgentState:
         """Run until the task is settled and the balance withdrawn (or SIGTERM); returns the saved state."""
@@ -190,10 +198,51 @@ class ClientAgent:
         if job.status == JobStatus.VACANT and not data.get("vacant_logged"):
             data["vacant_logged"] = True
             self.log.warning("no fog node trains this job (no bid revealed, or no standby left)", job=index)
+        if task.status != TaskStatus.OPEN and self.config.watch != "off":
+            self._review(state, index)
         if gives_rewards(self.spec.strategy) and task.status != TaskStatus.OPEN:
             self._collect_rewards(state, index)
         if task.status in ENDED:
             self._settle(state, index)
+
+    def _review(self, state: AgentState, index: int) -> None:
+        """Review its own entry of every round posted since the last step, while the round can still be challenged."""
+        reviewed: dict[str, str | None] = state.data.setdefault("reviewed", {})
+        ledger = self.contracts.round_ledger
+        posted, _ = ledger.rounds(self.task_id)
+        window = self.contracts.task_registry.params(self.task_id).challenge_window
+        for round_number in range(1, posted + 1):
+            if str(round_number) in reviewed:
+                continue
+            closes = ledger.round_record(self.task_id, round_number).posted_at + window
+            if self.now() > closes:
+                reviewed[str(round_number)] = None
+                self.log.warning("round posted and its window closed before it was reviewed", round=round_number)
+                continue
+            if self._watcher is None:
+                self._watcher = EntryWatcher(self.session, self.task_id, data_root=self.config.data_root,
+                                             device=self.config.device, reexecute=self.config.watch == "reexecute")
+            grievance = self._watcher.review(round_number, index, own_job=True)
+            if grievance is None:
+                reviewed[str(round_number)] = None
+                self.log.info("own entry reviewed: as it should be", round=round_number)
+                continue
+            self.log.warning("own entry wrong: challenging", round=round_number, against=grievance.kind,
+                             reason=grievance.reason)
+            try:
+                if grievance.kind == "entry":
+                    assert grievance.proposed is not None
+                    opened = open_entry_challenge(self.session, self.task_id, round_number, index, grievance.proposed)
+                else:
+                    assert grievance.fog is not None
+                    opened = open_fog_challenge(self.session, self.task_id, round_number, index, grievance.fog)
+            except ContractRevert as err:  # the window closed while it reviewed: nothing more can be done
+                reviewed[str(round_number)] = None
+                self.log.error("challenge refused", round=round_number, error=type(err).__name__, hint=err.hint)
+                continue
+            reviewed[str(round_number)] = str(opened.challenge_id)
+            self.log.info("challenge opened", round=round_number, challenge=opened.challenge_id,
+                          kind=grievance.kind, tx=opened.receipt.transaction_hash)
 
     @property
     def reward_path(self) -> Path:
@@ -300,6 +349,8 @@ class ClientAgent:
     def _settle(self, state: AgentState, index: int) -> None:
         # The clients and its own job: the aggregator settles every job, and the fog nodes theirs.
         settlement = settle_task(self.session, self.task_id, jobs=[index])
+        if settlement.pending:  # the last rounds' windows (or verdicts): settle at a later step
+            return
         amount = withdraw(self.session)
         state.data.update(withdrawn=amount, settled_jobs=list(settlement.jobs))
         self.log.info("settled and withdrew", job=index, wei=amount)

@@ -60,9 +60,18 @@ def client() -> None:
 @click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder. Default: FEDCHAIN_DATA_ROOT.")
 @click.option("--seed", type=int, help="Seed of the label and privacy noise.")
 @click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
+@click.option(
+    "--watch", type=click.Choice(["reexecute", "committee", "off"]),
+    help="How it watches its own entries: re-score each posted round and re-execute its job when its update was "
+    "screened out, challenging the aggregator or its fog node when they are wrong (reexecute); leave the "
+    "re-execution to the arbiters (committee: risks its bond when its fog node was honest); or never challenge.  "
+    "[default: reexecute]",
+)
+@click.option("--device", help="Torch device for re-scoring and re-execution.  [default: cpu]")
 @session_options
 def run(config_path: Path | None, **options: Any) -> None:
-    """Join the task, open and close the job's auction, hand off the data, then settle and withdraw."""
+    """Join the task, open and close the job's auction, hand off the data, watch its own entries (challenging
+    wrong ones within each round's challenge window), then settle and withdraw."""
     from fedchain.client.agent import ClientAgent
     from fedchain.client.config import load_client_config
 

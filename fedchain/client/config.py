@@ -12,6 +12,9 @@ from fedchain.config import load_config
 from fedchain.data.partition import PartitionConfig
 from fedchain.errors import ConfigError
 
+#: How a client watches its own entries (ClientConfig.watch).
+WATCH_MODES = ("reexecute", "committee", "off")
+
 
 @dataclass(frozen=True)
 class ClientConfig:
@@ -31,6 +34,12 @@ class ClientConfig:
         seed: seed of its label noise and privacy noise.
         poll_interval_s: seconds between polls of the chain when nothing happens.
         confirmations: blocks on top of a block before its events are acted on (0 on a local chain).
+        watch: how it watches its own entries (:mod:`fedchain.disputes.watch`): ``reexecute`` re-scores every
+            posted round and, when its update was screened out, re-executes its job to see whether its fog node
+            trained it; ``committee`` re-scores but leaves the re-execution to the arbiters (it challenges its fog
+            node whenever its entry harms it, and loses the bond when the fog node was honest); ``off`` never
+            challenges.
+        device: torch device for re-scoring and re-execution (``cpu``: what the arbiters' tolerances were set on).
     """
 
     task_id: int
@@ -46,8 +55,12 @@ class ClientConfig:
     seed: int = 0
     poll_interval_s: float = 0.5
     confirmations: int = 0
+    watch: str = "reexecute"
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
+        if self.watch not in WATCH_MODES:
+            raise ConfigError(f"unknown watch mode {self.watch!r}", hint=f"use one of: {', '.join(WATCH_MODES)}")
         if self.task_id < 1:
             raise ConfigError(f"task_id must be at least 1, got {self.task_id}")
         if not 0 <= self.partition_index < self.partition.n_clients:

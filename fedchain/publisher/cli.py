@@ -122,12 +122,17 @@ def task() -> None:
     help="Blocks the task's fog nodes, clients and aggregator wait on top of an event before acting on it; "
     "the windows are checked against it and the chain's block interval. [default: 0, for a local chain]",
 )
+@click.option(
+    "--fund-bond", is_flag=True, default=None,
+    help="Post the aggregator's bond yourself, on its behalf (it comes back to you at settlement unless a challenge "
+    "against the aggregator is upheld). [default: the aggregator posts it when it starts]",
+)
 @_field_options(TaskTerms, None, "term_")
 @_field_options(TaskSpec, SPEC_FLAGS, "spec_")
 @session_options
 def create(
     config_path: Path | None, budget: str | None, aggregator: str | None, validation_size: int | None,
-    confirmations: int | None, **options: Any,
+    confirmations: int | None, fund_bond: bool | None, **options: Any,
 ) -> None:
     """Create a task: write its spec and initial model to the store, escrow the budget on chain.
 
@@ -135,25 +140,33 @@ def create(
     (reputations, quality, accuracy) are plain numbers (0.1 = 10%); times are
     seconds. Prints the new task's id on stdout.
 
-    On a chain with a block clock (a testnet, an L2) the bidding, reveal and
-    round windows and the time tolerance must span enough blocks for the agents
-    to act at their confirmation depth: a window too short is refused before
-    anything is sent, with the smallest workable value for this chain.
+    On a chain with a block clock (a testnet, an L2) the bidding, reveal,
+    round and challenge windows and the time tolerance must span enough blocks
+    for the agents to act at their confirmation depth: a window too short is
+    refused before anything is sent, with the smallest workable value for this chain.
+
+    A round's money moves only after its challenge window (--challenge-window),
+    and the task starts only once its aggregator is bonded (--aggregator-bond,
+    by default the least the contract accepts: every deposit plus one round's
+    most pay).
     """
     terms = {k.removeprefix("term_"): v for k, v in options.items() if k.startswith("term_")}
     spec = {k.removeprefix("spec_"): v for k, v in options.items() if k.startswith("spec_")}
     if validation_size is not None:
         spec["validation"] = {"size": validation_size}
     config = load_publish_config(
-        config_path, terms=terms, spec=spec, budget=budget, aggregator=aggregator, confirmations=confirmations
+        config_path, terms=terms, spec=spec, budget=budget, aggregator=aggregator, confirmations=confirmations,
+        fund_bond=fund_bond,
     )
     session = session_from_options(**{k: options[k] for k in SESSION_OPTIONS})
     check_task_windows(session, config)
     created = create_task(session, config)
     click.echo(created.task_id)
+    bond = config.terms.bond(config.budget)
     click.echo(
         f"task {created.task_id} created (budget {config.budget} wei, aggregator {config.aggregator or session.address}, "
-        f"dataset id 0x{created.dataset_id.hex()}, model id 0x{created.model_id.hex()}, tx {created.receipt.transaction_hash})",
+        f"aggregator bond {bond} wei, dataset id 0x{created.dataset_id.hex()}, model id 0x{created.model_id.hex()}, "
+        f"tx {created.receipt.transaction_hash})",
         err=True,
     )
 
@@ -182,14 +195,14 @@ def cancel(task_id: int, **options: Any) -> None:
 def abandon(task_id: int, **options: Any) -> None:
     """Abandon a running task whose aggregator is a day (ABANDON_GRACE) past a round's deadline. Anyone may.
 
-    The unspent budget is credited back to the publisher; then `fedchain task
-    settle` returns the clients' deposits and earnings (no final bonus).
+    Then `fedchain task settle` (once the rounds posted before are final) returns the clients' deposits and
+    earnings (no final bonus), the unspent budget to the publisher and the aggregator's bond.
     """
     receipt = abandon_task(session_from_options(**options), task_id)
     (event,) = receipt.events_of(TaskAbandoned)
     click.echo(
-        f"task {task_id} abandoned at round {event.round}: {event.refund} wei refunded to the publisher "
-        f"(tx {receipt.transaction_hash}); next: fedchain task settle --task {task_id}"
+        f"task {task_id} abandoned at round {event.round} (tx {receipt.transaction_hash}); "
+        f"next: fedchain task settle --task {task_id}"
     )
 
 
@@ -197,8 +210,16 @@ def abandon(task_id: int, **options: Any) -> None:
 @_task_id_option
 @session_options
 def settle(task_id: int, **options: Any) -> None:
-    """Settle a finished or cancelled task: bonuses, deposits and refunds become claimable. Anyone may."""
+    """Settle a finished, cancelled or abandoned task: bonuses, deposits and refunds become claimable. Anyone may.
+
+    The rounds whose challenge window has passed are finalised first; while a posted round is still pending (its
+    window, or a verdict) nothing is settled and the command says which rounds to wait for.
+    """
     result = settle_task(session_from_options(**options), task_id)
+    if result.pending:
+        click.echo(f"task {task_id}: round(s) {', '.join(map(str, result.pending))} not final yet (challenge window "
+                   "or a verdict); settle again later")
+        return
     ledger = f"tx {result.ledger.transaction_hash}" if result.ledger else "already settled"
     click.echo(f"task {task_id} settled ({ledger}; jobs settled: {', '.join(map(str, result.jobs)) or 'none'})")
 
@@ -242,6 +263,9 @@ def render_task(view: TaskView) -> list[Table]:
         ("t_max / cap", f"{p.max_round_time} s / {_fraction(p.reputation_cap)}"),
         ("deposits client / fog", f"{p.client_deposit} / {p.fog_deposit} wei"),
         ("round / bidding / reveal", f"{p.round_duration} / {p.bidding_duration} / {p.reveal_duration} s"),
+        ("challenge window / bond", f"{p.challenge_window} s / {p.challenge_bond} wei"),
+        ("aggregator bond", f"{p.aggregator_bond} wei ({'posted' if view.bonded else 'not posted yet'})"),
+        ("rounds posted / final", f"{view.rounds[0]} / {view.rounds[1]}"),
         ("auction", "second price" if p.second_price else "first price"),
         ("dataset id", "0x" + p.dataset_id.hex()), ("model id", "0x" + p.model_id.hex()),
     ]

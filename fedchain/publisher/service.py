@@ -12,10 +12,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from fedchain.agent.finality import finalize_due, pending_rounds
 from fedchain.agent.session import ChainSession
 from fedchain.chain.bindings import (
     Bid,
     ClientInfo,
+    DisputeAlreadyBonded,
     Job,
     JobSettled,
     JobStatus,
@@ -51,18 +53,38 @@ class CreatedTask:
 
 
 def create_task(session: ChainSession, config: PublishConfig) -> CreatedTask:
-    """Write the spec and the initial model to the store, then create the task on chain escrowing the budget."""
+    """Write the spec and the initial model to the store, then create the task on chain escrowing the budget.
+
+    The publisher also posts the aggregator's bond when it said so (``fund_bond``) or is its own aggregator;
+    otherwise the aggregator posts it (:func:`post_bond`, done by ``fedchain aggregator run``)."""
     dataset_id = put_spec(session.store, config.spec)
     model_id = put_initial_model(session.store, config.spec)
-    params = config.terms.to_params(model_id=model_id, dataset_id=dataset_id)
+    params = config.params(model_id=model_id, dataset_id=dataset_id)
     aggregator = config.aggregator or session.address
     receipt = session.contracts.task_registry.create_task(params, aggregator, value=config.budget)
     (event,) = receipt.events_of(TaskCreated)
     log.info(
-        "task created task=%d aggregator=%s budget=%d dataset_id=0x%s model_id=0x%s tx=%s",
-        event.task_id, aggregator, config.budget, dataset_id.hex(), model_id.hex(), receipt.transaction_hash,
+        "task created task=%d aggregator=%s budget=%d bond=%d dataset_id=0x%s model_id=0x%s tx=%s",
+        event.task_id, aggregator, config.budget, params.aggregator_bond, dataset_id.hex(), model_id.hex(),
+        receipt.transaction_hash,
     )
+    if config.fund_bond or aggregator == session.address:
+        post_bond(session, event.task_id)
     return CreatedTask(event.task_id, dataset_id, model_id, receipt)
+
+
+def post_bond(session: ChainSession, task_id: int) -> Receipt | None:
+    """Post the task's aggregator bond from the session's account, unless it is posted already (then None)."""
+    disputes = session.contracts.disputes
+    if disputes.bonded(task_id):
+        return None
+    bond = session.contracts.task_registry.params(task_id).aggregator_bond
+    try:
+        receipt = disputes.post_bond(task_id, value=bond)
+    except DisputeAlreadyBonded:
+        return None  # posted meanwhile by someone else: done
+    log.info("aggregator bond posted task=%d amount=%d tx=%s", task_id, bond, receipt.transaction_hash)
+    return receipt
 
 
 def check_task_windows(session: ChainSession, config: PublishConfig) -> BlockInterval:
@@ -97,8 +119,8 @@ def cancel_task(session: ChainSession, task_id: int) -> Receipt:
 def abandon_task(session: ChainSession, task_id: int) -> Receipt:
     """Abandon a running task whose aggregator did not post the current round by its deadline plus ABANDON_GRACE.
 
-    Anyone may; the unspent budget is credited back to the publisher (the
-    receipt's TaskAbandoned event says how much). Raises
+    Anyone may; the unspent budget is credited back to the publisher at
+    settlement, once the rounds posted before are final. Raises
     :class:`~fedchain.errors.AbandonTooEarly` saying from when it can be
     abandoned, or :class:`~fedchain.errors.TaskNotAbandonable` for a task that
     is not running.
@@ -113,7 +135,7 @@ def abandon_task(session: ChainSession, task_id: int) -> Receipt:
             f"task {task_id} is {err.status.name.lower()}, not running: there is no round left for its aggregator to miss"
         ) from err
     (event,) = receipt.events_of(TaskAbandoned)
-    log.info("task abandoned task=%d round=%d refund=%d tx=%s", task_id, event.round, event.refund, receipt.transaction_hash)
+    log.info("task abandoned task=%d round=%d tx=%s", task_id, event.round, receipt.transaction_hash)
     return receipt
 
 
@@ -152,15 +174,24 @@ def _duration(seconds: int) -> str:
 
 @dataclass(frozen=True)
 class Settlement:
-    """What :func:`settle_task` did: the ledger's settlement (None if done before) and the jobs it settled."""
+    """What :func:`settle_task` did: the ledger's settlement (None if done before) and the jobs it settled; or,
+    while posted rounds are still pending (``pending``), nothing yet."""
 
     ledger: Receipt | None
     jobs: tuple[int, ...]
+    #: Posted rounds not final yet: settlement waits for them (try again later).
+    pending: tuple[int, ...] = ()
 
 
 def settle_task(session: ChainSession, task_id: int, jobs: Sequence[int] | None = None) -> Settlement:
-    """Settle a finished, cancelled or abandoned task: the clients (:func:`settle_clients`), then its jobs
-    (:func:`settle_jobs`): ``jobs``, or every job when None. Idempotent and race-safe, as both are."""
+    """Settle a finished, cancelled or abandoned task: finalise the rounds that are due
+    (:func:`~fedchain.agent.finality.finalize_due`), then the clients (:func:`settle_clients`), then its jobs
+    (:func:`settle_jobs`): ``jobs``, or every job when None. While a posted round is still pending (its
+    challenge window, or a verdict) nothing is settled and ``pending`` says which. Idempotent and race-safe."""
+    finalize_due(session, task_id)
+    pending = tuple(pending_rounds(session, task_id))
+    if pending:
+        return Settlement(None, (), pending)
     receipt = settle_clients(session, task_id)
     if jobs is None:
         jobs = range(session.contracts.round_ledger.client_count(task_id))
@@ -245,6 +276,10 @@ class TaskView:
     clients: tuple[ClientView, ...]
     spec: TaskSpec | None
     claimable_by_publisher: int
+    #: Whether the aggregator's bond is posted.
+    bonded: bool = False
+    #: The last posted and the last final round.
+    rounds: tuple[int, int] = (0, 0)
 
     @property
     def status(self) -> TaskStatus:
@@ -270,4 +305,8 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
     except FedchainError as err:  # the overview still shows the chain's side without the spec
         log.warning("task %d: spec 0x%s not readable from %s: %s", task_id, params.dataset_id.hex(), session.store.url, err)
         spec = None
-    return TaskView(task_id, params, state, clients, spec, int(contracts.treasury.claimable(state.publisher)))
+    posted, final = contracts.round_ledger.rounds(task_id)
+    return TaskView(
+        task_id, params, state, clients, spec, int(contracts.treasury.claimable(state.publisher)),
+        bonded=contracts.disputes.bonded(task_id), rounds=(int(posted), int(final)),
+    )

@@ -49,7 +49,7 @@ WEI_UNITS: dict[str, int] = {"wei": 1, "gwei": 10**9, "ether": 10**18, "eth": 10
 AMOUNT_DIGITS = 80
 
 #: Fields of :class:`TaskTerms` and :class:`PublishConfig` that are amounts of wei.
-AMOUNT_FIELDS = frozenset({"psi", "phi", "client_deposit", "fog_deposit", "budget"})
+AMOUNT_FIELDS = frozenset({"psi", "phi", "client_deposit", "fog_deposit", "budget", "challenge_bond", "aggregator_bond"})
 #: Fields of :class:`TaskTerms` written as fractions and sent in 1e18 fixed point.
 FRACTION_FIELDS = frozenset({"target_accuracy", "min_loss_reputation", "min_time_reputation", "min_quality", "reputation_cap"})
 
@@ -64,6 +64,8 @@ MAX_REPUTATION_CAP = 10 * WAD
 #: ``postRound`` reverts with SafeCastOverflowedUintDowncast once they could pass it, which a budget
 #: of 2^96 wei (about 7.9e10 ether) or more allows.
 MAX_BUDGET = 2**96 - 1
+#: The largest aggregator bond (a uint96 in TaskParams).
+MAX_BOND = 2**96 - 1
 #: Limits tighter than their field's type that TaskRegistry enforces (TaskInvalidParameter), in the contract's units.
 CONTRACT_LIMITS: dict[str, int] = {"rounds": MAX_ROUNDS, "reputation_cap": MAX_REPUTATION_CAP, "max_clients": MAX_CLIENTS}
 
@@ -82,6 +84,11 @@ ROUND_BLOCKS = 2
 #: Blocks of time tolerance: the aggregator reads each commit's block time while the commit may still be
 #: reorganised into the next block; a tolerance of one interval keeps its post valid then.
 TOLERANCE_BLOCKS = 1
+#: Blocks a challenge window must span beyond the confirmation depth: the block of the post, the block a
+#: challenge is mined in and a spare one; CHALLENGE_WORK_S more for the client to re-score its entry.
+CHALLENGE_BLOCKS = 3
+#: Seconds a client's agent is given to re-score its entry (or re-execute its job) before it challenges.
+CHALLENGE_WORK_S = 10
 
 
 def parse_wei(value: int | str) -> int:
@@ -137,6 +144,12 @@ class TaskTerms:
         time_tolerance: seconds a posted round time may differ from the commit's block time.
         max_clients: most clients that may join.
         second_price: pay auction winners the second price (Vickrey) instead of their bid.
+        challenge_window: seconds after a round's post during which anyone may challenge an entry of it (and a
+            client its fog node's update); the round's money moves only after it. About an hour on a testnet, a
+            day for real money (ACCOUNTABILITY-NOTES), tens of seconds for a demo.
+        challenge_bond: wei a challenger escrows with each challenge; None: half the client deposit.
+        aggregator_bond: wei the aggregator's bond must be; None: the least the contract accepts, what one
+            round's post can move (every deposit plus one round's most pay, at most the budget).
     """
 
     rounds: int = 5
@@ -158,10 +171,13 @@ class TaskTerms:
     time_tolerance: int = 5
     max_clients: int = 50
     second_price: bool = False
+    challenge_window: int = 3600
+    challenge_bond: int | None = None
+    aggregator_bond: int | None = None
 
     def __post_init__(self) -> None:
         positive = ("rounds", "expected_duration", "max_round_time", "cycles_per_sample", "round_duration",
-                    "bidding_duration", "reveal_duration", "max_clients")
+                    "bidding_duration", "reveal_duration", "max_clients", "challenge_window")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -171,6 +187,9 @@ class TaskTerms:
             raise ConfigError(f"reputation_cap must be positive, got {self.reputation_cap}")
         if self.time_tolerance < 0:
             raise ConfigError(f"time_tolerance must be >= 0, got {self.time_tolerance}")
+        if self.challenge_bond is not None and self.challenge_bond < 1:
+            raise ConfigError(f"challenge_bond must be at least 1 wei, got {self.challenge_bond}",
+                              hint="a free challenge would let anyone hold a round's money for nothing")
         unfit = [
             _unfit(name, value, limit)
             for name, value, limit in _contract_values(self)
@@ -179,8 +198,25 @@ class TaskTerms:
         if unfit:
             raise TermOutOfRange("the contracts cannot hold these terms:\n" + "\n".join(f"  - {line}" for line in unfit))
 
-    def to_params(self, *, model_id: bytes, dataset_id: bytes) -> TaskParams:
-        """The contract's ``TaskParams`` (fractions in 1e18 fixed point) for a spec and initial model."""
+    @property
+    def effective_challenge_bond(self) -> int:
+        """The challenge bond: as set, or half the client deposit (at least 1 wei)."""
+        return self.challenge_bond if self.challenge_bond is not None else max(1, self.client_deposit // 2)
+
+    def minimum_bond(self, budget: int) -> int:
+        """The least aggregator bond the contract accepts for these terms and ``budget`` (TaskRegistry.minimumBond)."""
+        from fedchain.fl.reputation import minimum_aggregator_bond
+
+        cap = to_wad(self.reputation_cap, "reputation_cap")
+        return minimum_aggregator_bond(self.max_clients, self.client_deposit, self.psi, cap, budget)
+
+    def bond(self, budget: int) -> int:
+        """The aggregator bond the task asks for: as set, or :meth:`minimum_bond`."""
+        return self.aggregator_bond if self.aggregator_bond is not None else self.minimum_bond(budget)
+
+    def to_params(self, *, model_id: bytes, dataset_id: bytes, budget: int = 0) -> TaskParams:
+        """The contract's ``TaskParams`` (fractions in 1e18 fixed point) for a spec and initial model; ``budget``
+        sizes the default aggregator bond."""
         return TaskParams(
             model_id=model_id,
             dataset_id=dataset_id,
@@ -203,6 +239,9 @@ class TaskTerms:
             time_tolerance=self.time_tolerance,
             max_clients=self.max_clients,
             second_price=self.second_price,
+            challenge_window=self.challenge_window,
+            challenge_bond=self.effective_challenge_bond,
+            aggregator_bond=self.bond(budget),
         )
 
 
@@ -217,6 +256,10 @@ class PublishConfig:
         aggregator: the account that will post rounds (checksum address); None: the publisher itself.
         confirmations: the depth at which the task's agents (fog nodes, clients, aggregator) act on
             events; ``task create`` checks the windows against it (0 suits a local chain).
+        fund_bond: the publisher posts the aggregator's bond itself, on the aggregator's behalf (it gets it
+            back at settlement unless a challenge against the aggregator is upheld). Otherwise the aggregator
+            posts it (``fedchain aggregator run`` does when it starts); a publisher that is its own aggregator
+            always posts it at creation.
     """
 
     terms: TaskTerms = field(default_factory=TaskTerms)
@@ -224,6 +267,7 @@ class PublishConfig:
     budget: int = 10**18
     aggregator: str | None = None
     confirmations: int = 0
+    fund_bond: bool = False
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -234,6 +278,19 @@ class PublishConfig:
             raise ConfigError(f"confirmations must be a whole number of blocks >= 0, got {self.confirmations!r}")
         if self.aggregator is not None:
             object.__setattr__(self, "aggregator", _checked_address("aggregator", self.aggregator))
+        bond, floor = self.terms.bond(self.budget), self.terms.minimum_bond(self.budget)
+        if bond < floor:
+            raise TermOutOfRange(
+                f"aggregator_bond {bond} wei is less than what one round's post can move: {floor} wei "
+                f"(max_clients x client_deposit + min(budget, max_clients x psi x cap^3))",
+                hint="raise --aggregator-bond (terms.aggregator_bond), or leave it out to ask for that least bond",
+            )
+        if bond > MAX_BOND:
+            raise TermOutOfRange(f"the contracts cannot hold {_unfit('aggregator_bond', bond, MAX_BOND)}")
+
+    def params(self, *, model_id: bytes, dataset_id: bytes) -> TaskParams:
+        """The contract's ``TaskParams`` for this budget (which sizes the default aggregator bond)."""
+        return self.terms.to_params(model_id=model_id, dataset_id=dataset_id, budget=self.budget)
 
 
 def _param_limits() -> dict[str, int]:
@@ -300,6 +357,7 @@ def load_publish_config(
     budget: int | str | None = None,
     aggregator: str | None = None,
     confirmations: int | None = None,
+    fund_bond: bool | None = None,
 ) -> PublishConfig:
     """Load a :class:`PublishConfig` from an optional YAML file; non-None overrides win.
 
@@ -328,6 +386,7 @@ def load_publish_config(
         budget=parse_wei(budget if budget is not None else data.get("budget", PublishConfig.budget)),
         aggregator=aggregator if aggregator is not None else data.get("aggregator"),
         confirmations=confirmations if confirmations is not None else data.get("confirmations", PublishConfig.confirmations),
+        fund_bond=fund_bond if fund_bond is not None else data.get("fund_bond", PublishConfig.fund_bond),
     )
 
 
@@ -342,7 +401,8 @@ class WindowProblem:
         smallest: the smallest workable window on this chain at this depth, seconds.
         blocks: the blocks of the chain in ``smallest``.
         needs: what has to fit in the window, in words.
-        training: seconds of ``smallest`` that are not blocks: the round's expected training time.
+        training: seconds of ``smallest`` that are not blocks: the round's expected training time, or the time a
+            client is given to re-score its entry before it challenges.
     """
 
     name: str
@@ -384,6 +444,8 @@ def check_windows(terms: TaskTerms, interval: BlockInterval, confirmations: int)
          "and its commit being mined"),
         ("time_tolerance", terms.time_tolerance, TOLERANCE_BLOCKS, 0,
          "a commit re-mined one block later by a reorganisation to keep the round time the aggregator read"),
+        ("challenge_window", terms.challenge_window, confirmations + CHALLENGE_BLOCKS, CHALLENGE_WORK_S,
+         f"a client to see the post at {depth}, re-score its entry and get its challenge mined"),
     )
     problems = []
     for name, value, blocks, extra, needs in rules:

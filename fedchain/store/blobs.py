@@ -6,6 +6,8 @@ store and verify it. Layout below the store's root::
 
     keccak256/ab/ab12...ef      one object, named by the full hex digest
     tmp/<random>.part           writes in progress (never read as objects)
+    boards/<board>/<name>       small notes pinned by name (signed verdicts the arbiters exchange); a
+                                note is not named by its hash, so its reader authenticates it (a signature)
 
 A write goes to ``tmp/`` first and is renamed into place when complete, so a
 writer killed half-way leaves at worst a stray ``.part`` file, never a half
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +43,12 @@ DEFAULT_STORE_URL = ".fedchain/store"
 
 #: The read limit when the caller names none (an MNIST CNN is about 1.7 MB; CIFAR ResNets stay far below).
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+
+#: The largest note a board holds (a signed verdict is about 400 bytes).
+NOTE_MAX_BYTES = 16 * 1024
+
+#: What a board or note name may be made of: a path segment that means the same on every filesystem.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 #: URL schemes that mean "a folder on this machine".
 LOCAL_SCHEMES = (None, "file", "local")
@@ -192,6 +201,62 @@ class BlobStore:
                 f"object {name} in {self.url} is damaged: its {len(data)} bytes hash to {to_hex(actual)}"
             )
         return data
+
+
+    # ------------------------------------------------------------------ boards
+
+    def pin(self, board: str, name: str, data: bytes) -> None:
+        """Pin the note ``name`` (at most NOTE_MAX_BYTES) on ``board``, atomically; a note of that name is replaced.
+
+        Notes are how parties that share a store but no connection exchange small signed messages (the arbiters'
+        verdict signatures). Nothing vouches for a note but its content: its reader must authenticate it.
+        """
+        data = bytes(data)
+        if len(data) > NOTE_MAX_BYTES:
+            raise StoreError(f"a note holds at most {NOTE_MAX_BYTES} bytes, got {len(data)}")
+        folder = self._board(board)
+        path = f"{folder}/{_checked_name(name)}"
+        temporary = f"{self.root}/tmp/{uuid.uuid4().hex}.part"
+        try:
+            self.fs.makedirs(f"{self.root}/tmp", exist_ok=True)
+            self.fs.makedirs(folder, exist_ok=True)
+            with self.fs.open(temporary, "wb") as file:
+                file.write(data)
+            self.fs.mv(temporary, path)
+        except OSError as err:
+            raise StoreError(f"cannot pin note {board}/{name} in {self.url}: {err}") from err
+
+    def notes(self, board: str) -> dict[str, bytes]:
+        """Every note pinned on ``board``, by name (empty when nothing was pinned); oversized notes are skipped."""
+        folder = self._board(board)
+        try:
+            entries = self.fs.ls(folder, detail=True) if self.fs.exists(folder) else []
+        except FileNotFoundError:
+            return {}
+        except OSError as err:
+            raise StoreError(f"cannot list board {board} in {self.url}: {err}") from err
+        notes = {}
+        for entry in entries:
+            name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+            if entry.get("type") != "file" or not NAME_PATTERN.match(name) or int(entry.get("size") or 0) > NOTE_MAX_BYTES:
+                continue
+            try:
+                with self.fs.open(f"{folder}/{name}", "rb") as file:
+                    notes[name] = file.read(NOTE_MAX_BYTES + 1)[:NOTE_MAX_BYTES]
+            except FileNotFoundError:
+                continue  # replaced while listed: the next read sees the new one
+            except OSError as err:
+                raise StoreError(f"cannot read note {board}/{name} from {self.url}: {err}") from err
+        return notes
+
+    def _board(self, board: str) -> str:
+        return f"{self.root}/boards/{'/'.join(_checked_name(part) for part in board.split('/'))}"
+
+
+def _checked_name(name: str) -> str:
+    if not NAME_PATTERN.match(name):
+        raise StoreError(f"{name!r} is not a board or note name", hint="use letters, digits, '.', '_' and '-' (up to 128)")
+    return name
 
 
 #: ``open_store(url, ...)``: the same as :meth:`BlobStore.open`.

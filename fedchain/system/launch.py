@@ -8,7 +8,7 @@ A run folder holds everything one run writes::
     RUN/logs/NAME.log          each process's output
 
 Each participant is the project's own command (``python -m fedchain.cli fog
-run``, ``client run``, ``aggregator run``) with its key in
+run``, ``client run``, ``aggregator run``, ``verifier run``) with its key in
 ``FEDCHAIN_PRIVATE_KEY``, never on the command line.
 """
 
@@ -104,7 +104,7 @@ def client_process(
         "--partition-index", str(plan.partition_index), "--partitions", str(partitions),
         "--partition-seed", str(options.seed), "--max-samples", str(plan.samples),
         "--noisy-labels", repr(plan.noisy_labels), "--seed", str(options.seed + plan.partition_index),
-        "--poll-interval", str(options.poll_interval_s), *_session_args(run, plan.name),
+        "--poll-interval", str(options.poll_interval_s), "--watch", plan.watch, *_session_args(run, plan.name),
     ]
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
@@ -119,14 +119,26 @@ def aggregator_process(
     *,
     strategy: str | None = None,
     name: str = "aggregator",
+    zero_client: tuple[str, int] | None = None,
 ) -> ProcessSpec:
-    """``fedchain aggregator run`` for ``task_id`` (``strategy`` None: the task spec's)."""
+    """``fedchain aggregator run`` for ``task_id`` (``strategy`` None: the task spec's); ``zero_client``
+    (client address, round) makes it a dishonest aggregator that posts quality 0 for that client in that round."""
     args = [
         "aggregator", "run", "--task", str(task_id), "--poll-interval", str(options.poll_interval_s),
         *_session_args(run, name),
     ]
+    if zero_client is not None:
+        args += ["--zero-client", f"{zero_client[0]}@{zero_client[1]}"]
     if strategy is not None:
         args += ["--strategy", strategy]
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
     return ProcessSpec(name, _python(*args), _env(key), run.log(name), exits_when_done=True)
+
+
+def verifier_process(name: str, run: RunFolder, key: bytes, options: AgentOptions) -> ProcessSpec:
+    """``fedchain verifier run``: a member of the deployment's arbiter committee (it runs until stopped)."""
+    args = ["verifier", "run", "--name", name, "--poll-interval", str(options.poll_interval_s), *_session_args(run, name)]
+    if options.data_root is not None:
+        args += ["--data-root", str(options.data_root)]
+    return ProcessSpec(name, _python(*args), _env(key), run.log(name))

@@ -74,6 +74,8 @@ class TaskProgress:
         commits: fog commits for the current round.
         posted: rounds posted.
         accuracy: the last posted global model's validation accuracy (None before the first post).
+        final: rounds final (their challenge window passed, their challenges judged: their money moved).
+        challenges: challenges opened, and still open.
     """
 
     status: TaskStatus
@@ -86,6 +88,8 @@ class TaskProgress:
     commits: int
     posted: int
     accuracy: float | None
+    final: int = 0
+    challenges: tuple[int, int] = (0, 0)
 
 
 def read_progress(session: ChainSession, task_id: int, events: EventLog) -> TaskProgress:
@@ -106,4 +110,8 @@ def read_progress(session: ChainSession, task_id: int, events: EventLog) -> Task
         commits = sum(1 for t in contracts.fog_auction.commit_times(task_id, current, count) if t)
     posted = events.of(b.RoundPosted, task_id)
     accuracy = posted[-1].accuracy / WAD if posted else None
-    return TaskProgress(status, current, rounds, count, awarded, handed, active, commits, len(posted), accuracy)
+    final = len(events.of(b.RoundFinalized, task_id))
+    opened = events.of(b.ChallengeOpened, task_id)
+    closed = events.of(b.ChallengeResolved, task_id)
+    return TaskProgress(status, current, rounds, count, awarded, handed, active, commits, len(posted), accuracy, final,
+                        (len(opened), len(opened) - len(closed)))

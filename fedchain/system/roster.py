@@ -33,6 +33,8 @@ LazyMode = Literal["zero", "random"]
 
 #: Wei each participant gets for gas on top of its deposits and escrow (a few hundred transactions on a dev chain).
 GAS_ALLOWANCE_WEI = 5 * 10**16
+#: Challenges a client or fog node can open in a run (a challenge bond each) without running dry.
+CHALLENGES_PER_PARTICIPANT = 4
 
 
 @dataclass(frozen=True)
@@ -43,13 +45,15 @@ class ClientPlan:
         name: process and log name (``client-0``).
         partition_index: its part of the IID split of the training set (one part per client).
         samples: D, the samples it keeps (its job's data size).
-        noisy_labels: fraction of its labels replaced by a wrong class (0: clean).
+        noisy_labels: fraction of its labels replaced by a wrong class (0: clean; 1: garbage).
+        watch: how its agent watches its own entries (``ClientConfig.watch``: reexecute, committee or off).
     """
 
     name: str
     partition_index: int
     samples: int
     noisy_labels: float = 0.0
+    watch: str = "reexecute"
 
     def __post_init__(self) -> None:
         if self.samples < 1:
@@ -60,6 +64,8 @@ class ClientPlan:
     @property
     def behaviour(self) -> str:
         """One phrase for tables."""
+        if self.noisy_labels >= 1.0:
+            return "garbage labels"
         return f"{self.noisy_labels:.0%} noisy labels" if self.noisy_labels else "clean"
 
 
@@ -174,15 +180,21 @@ def _shares(sizes: list[int], fogs: int) -> list[int]:
     return largest
 
 
-def required_funds(roster: Roster, terms: TaskTerms, budget: int, *, publisher: str, aggregator: str) -> dict[str, int]:
-    """Wei each participant needs: the publisher the budget, a client its deposit and the dearest fog's
-    escrow for all rounds, a fog node a deposit per job it may bid for; everyone a gas allowance."""
-    funds = {publisher: budget + GAS_ALLOWANCE_WEI, aggregator: GAS_ALLOWANCE_WEI}
+def required_funds(
+    roster: Roster, terms: TaskTerms, budget: int, *, publisher: str, aggregator: str, verifiers: tuple[str, ...] = (),
+) -> dict[str, int]:
+    """Wei each participant needs: the publisher the budget, the aggregator its bond, a client its deposit, the
+    dearest fog's escrow for all rounds and a few challenge bonds, a fog node a deposit per job it may bid for and a
+    few challenge bonds; everyone (the verifiers too) a gas allowance."""
+    challenges = CHALLENGES_PER_PARTICIPANT * terms.effective_challenge_bond
+    funds = {publisher: budget + GAS_ALLOWANCE_WEI, aggregator: terms.bond(budget) + GAS_ALLOWANCE_WEI}
     for client in roster.clients:
         dearest = max(fog.cost.price(client.samples, terms.cycles_per_sample) for fog in roster.fogs)
-        funds[client.name] = terms.client_deposit + dearest * terms.rounds + GAS_ALLOWANCE_WEI
+        funds[client.name] = terms.client_deposit + dearest * terms.rounds + challenges + GAS_ALLOWANCE_WEI
     for fog in roster.fogs:
-        funds[fog.name] = terms.fog_deposit * len(roster.clients) + GAS_ALLOWANCE_WEI
+        funds[fog.name] = terms.fog_deposit * len(roster.clients) + challenges + GAS_ALLOWANCE_WEI
+    for name in verifiers:
+        funds[name] = GAS_ALLOWANCE_WEI
     return funds
 
 

@@ -4,10 +4,10 @@
 drive, step by step::
 
     run = SystemRun(w3, funder, rpc_url, RunSettings(run_dir), supervisor)
-    run.deploy()                                   # contracts; participants' keys derive from the deployment
+    run.deploy()                                   # contracts and the arbiter committee; keys derive from the deployment
     run.fund(required_funds(roster, terms, budget))
     task_id = run.create_task(PublishConfig(terms=terms, spec=spec, budget=budget))   # as the publisher
-    run.start_fogs(roster.fogs); run.start_aggregator(); run.start_clients(roster.clients)
+    run.start_verifiers(); run.start_fogs(roster.fogs); run.start_aggregator(); run.start_clients(roster.clients)
     run.await_handoffs(len(roster.clients))       # auctions closed, data handed off
     run.start_task()                               # the publisher starts round 1
     run.await_settled([fog.name for fog in roster.fogs])
@@ -24,6 +24,7 @@ the dead process's log).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -39,12 +40,20 @@ from fedchain.agent.session import ChainSession, open_session
 from fedchain.audit import AuditReport, audit_on_chain
 from fedchain.chain.bindings import JobStatus, TaskStatus
 from fedchain.chain.deployment import Deployment, deploy
+from fedchain.chain.recipe import DEPLOYMENT_ORDER, ArbiterSettings, deploy_fedchain, planned_addresses
 from fedchain.chain.tx import Transactor
 from fedchain.console import machine_json
 from fedchain.errors import SystemTimeout
 from fedchain.publisher import PublishConfig, create_task, start_task
 from fedchain.publisher.service import check_task_windows
-from fedchain.system.launch import AgentOptions, RunFolder, aggregator_process, client_process, fog_process
+from fedchain.system.launch import (
+    AgentOptions,
+    RunFolder,
+    aggregator_process,
+    client_process,
+    fog_process,
+    verifier_process,
+)
 from fedchain.system.progress import EventLog, TaskProgress, read_progress
 from fedchain.system.roster import ClientPlan, FogPlan, participant_account
 from fedchain.system.supervisor import Supervisor
@@ -55,6 +64,8 @@ T = TypeVar("T")
 
 #: The publisher's and the aggregator's names (keys, logs, state files).
 PUBLISHER, AGGREGATOR = "publisher", "aggregator"
+#: The arbiter committee of a run: members (``verifier-0``...), the quorum, and the verdict window in seconds.
+ARBITERS, QUORUM, VERDICT_WINDOW_S = 3, 2, 120
 #: Seconds between two looks at the chain while waiting.
 WAIT_POLL_S = 0.25
 
@@ -66,10 +77,21 @@ class RunSettings:
     Attributes:
         run_dir: the run folder (deployment, store, states, logs); created if missing.
         agents: data root, poll interval and seed handed to every participant's command.
+        arbiters: members of the deployment's arbiter committee (each a ``verifier run`` process).
+        quorum: signatures a verdict needs.
+        verdict_window: seconds the committee has to judge a challenge.
     """
 
     run_dir: Path
     agents: AgentOptions = field(default_factory=AgentOptions)
+    arbiters: int = ARBITERS
+    quorum: int = QUORUM
+    verdict_window: int = VERDICT_WINDOW_S
+
+    @property
+    def verifiers(self) -> tuple[str, ...]:
+        """The committee members' names (keys, logs, state files)."""
+        return tuple(f"verifier-{i}" for i in range(self.arbiters))
 
 
 class SystemRun:
@@ -97,9 +119,15 @@ class SystemRun:
         return self._deployment
 
     def deploy(self, *, rehearse: bool = False) -> Deployment:
-        """Deploy the contracts from the funding key and write the run's deployment file."""
+        """Deploy the contracts from the funding key, with the run's arbiter committee, and write the run's
+        deployment file. The members' keys derive from the first contract's address, known from the nonce."""
         self.folder.root.mkdir(parents=True, exist_ok=True)
-        self._deployment = deploy(self.w3, self.funder, rpc_url=self.rpc_url, rehearse_first=rehearse)
+        nonce = int(self.w3.eth.get_transaction_count(self.funder.address, "pending"))
+        salt = planned_addresses(self.funder.address, nonce)[DEPLOYMENT_ORDER[0]]
+        members = [participant_account(self.funder.key, salt, name).address for name in self.settings.verifiers]
+        committee = ArbiterSettings.of(members, quorum=self.settings.quorum, verdict_window=self.settings.verdict_window)
+        recipe = functools.partial(deploy_fedchain, arbiters=committee)
+        self._deployment = deploy(self.w3, self.funder, rpc_url=self.rpc_url, recipe=recipe, rehearse_first=rehearse)
         self._deployment.save(self.folder.deployment_file)
         log.info("deployed to chain %d; deployment file %s", self._deployment.chain_id, self.folder.deployment_file)
         return self._deployment
@@ -147,8 +175,9 @@ class SystemRun:
         self.task_id = create_task(self.session(PUBLISHER), config).task_id
         return self.task_id
 
-    def start_task(self) -> None:
-        """Start round 1 as the publisher."""
+    def start_task(self, *, timeout_s: float = 240.0, tick: Callable[[], None] | None = None) -> None:
+        """Start round 1 as the publisher, once the aggregator has posted its bond."""
+        self.await_bonded(timeout_s=timeout_s, tick=tick)
         start_task(self.session(PUBLISHER), self._task())
 
     def progress(self) -> TaskProgress:
@@ -176,10 +205,23 @@ class SystemRun:
             f"fog nodes {', '.join(names)} to start watching the chain", timeout_s, tick,
         )
 
-    def start_aggregator(self, name: str = AGGREGATOR) -> None:
-        """Start the aggregator's process (it waits while the task is open)."""
+    def start_aggregator(self, name: str = AGGREGATOR, *, zero_client: tuple[str, int] | None = None) -> None:
+        """Start the aggregator's process (it posts its bond, then waits while the task is open); ``zero_client``
+        (client address, round) makes it post quality 0 for that client in that round: a dishonest aggregator."""
         key = self.account(AGGREGATOR).key
-        self.supervisor.start(aggregator_process(self.folder, key, self._task(), self.settings.agents, name=name))
+        self.supervisor.start(aggregator_process(self.folder, key, self._task(), self.settings.agents, name=name,
+                                                 zero_client=zero_client))
+
+    def start_verifiers(self) -> None:
+        """Start a process per member of the arbiter committee (they run until the run stops)."""
+        for name in self.settings.verifiers:
+            self.supervisor.start(verifier_process(name, self.folder, self.account(name).key, self.settings.agents))
+
+    def await_bonded(self, *, timeout_s: float, tick: Callable[[], None] | None = None) -> None:
+        """Wait until the task's aggregator bond is posted (a task does not start without it)."""
+        disputes = self.session(PUBLISHER).contracts.disputes
+        task_id = self._task()
+        self.wait_until(lambda: disputes.bonded(task_id), "the aggregator to post its bond", timeout_s, tick)
 
     def start_clients(self, clients: Sequence[ClientPlan], partitions: int | None = None) -> None:
         """Start a process per client; the dataset is split into ``partitions`` parts (default: one per client)."""

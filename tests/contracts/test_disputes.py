@@ -406,3 +406,56 @@ def test_signatures_are_eip712_over_the_committee_domain(chain: FedChain) -> Non
     signed = Account.sign_message(encode_typed_data(full_message=typed), member.key)
     digest = chain.view("ArbiterCommittee", "verdictDigest", challenge, task, 1, 1, True)
     assert Account._recover_hash(digest, signature=signed.signature) == member.address
+
+
+def test_a_fraud_found_after_the_next_commit_has_the_standby_redo_the_round_paid_from_the_deposit(chain: FedChain) -> None:
+    # ---- prepare: fog 0's round-1 update is challenged; before the verdict it also commits round 2.
+    task = _task(chain)
+    _post(chain, task, ((0, False), (WAD, True), (WAD, True)))
+    challenge = _fog_challenge(chain, task, 0, FOGS[0])
+    chain.commit_update(task, 0, FOGS[0], 2)
+    escrow = chain.view("FogAuction", "job", task, 0).escrow
+
+    # ---- execute
+    receipt = chain.resolve(challenge, True)
+
+    # ---- assert: round 2 is handed to fog 3 at once, paid from fog 0's deposit; the client gets round 1's price back.
+    slashed = receipt.events_of(bindings.FogFraudSlashed)[0]
+    assert (slashed.redo, slashed.compensation, slashed.burned) == (PRICE, PRICE, PARAMS.fog_deposit - 2 * PRICE)
+    assert receipt.events_of(bindings.JobReassigned)[0].from_round == 2
+    job = chain.view("FogAuction", "job", task, 0)
+    assert (job.escrow, job.paid_up_to, job.committed_at) == (escrow + PRICE, 1, 0)
+    assert chain.view("FogAuction", "commitTimes", task, 2, 3)[0] == 0  # fog 0's round-2 commit no longer counts
+    chain.commit_update(task, 0, STANDBY, 2)
+    assert chain.view("FogAuction", "job", task, 0).paid_up_to == 2
+    assert chain.view("Treasury", "held", task) == sum(chain.pool_parts(task))
+
+
+def test_a_round_goes_without_a_vacant_job_before_its_deadline(chain: FedChain) -> None:
+    # Client 0's job falls vacant (its fog node is found fraudulent, no bid left): the next round need not wait for it.
+    task = chain.create_task(PARAMS)
+    for client in CLIENTS[:2]:
+        chain.join(task, client, params=PARAMS)
+        chain.open_auction(task, client)
+    for index in range(2):
+        chain.commit_bid(task, index, FOGS[index], 10**6, PRICE, PARAMS)
+    chain.advance(PARAMS.bidding_duration + 1)
+    for index in range(2):
+        chain.reveal_bid(task, index, FOGS[index], 10**6, PRICE)
+    chain.advance(PARAMS.reveal_duration + 1)
+    for index, client in enumerate(CLIENTS[:2]):
+        chain.close_auction(task, index, client)
+    chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
+    for index in range(2):
+        chain.commit_update(task, index, FOGS[index], 1)
+    times = chain.view("FogAuction", "commitTimes", task, 1, 2)
+    start = chain.view("TaskRegistry", "state", task).round_started_at
+    chain.post_round(task, 1, [(0, times[0] - start, False), (WAD, times[1] - start, True)], final=False)
+    chain.resolve(_fog_challenge(chain, task, 0, FOGS[0]), True)
+    assert chain.view("FogAuction", "job", task, 0).status == bindings.JobStatus.VACANT
+    chain.commit_update(task, 1, FOGS[1], 2)
+    start = chain.view("TaskRegistry", "state", task).round_started_at
+    seconds = chain.view("FogAuction", "commitTimes", task, 2, 2)[1] - start
+    assert chain.now() < chain.view("TaskRegistry", "roundDeadline", task)
+    chain.post_round(task, 2, [(0, 0, False), (WAD, seconds, True)], final=False)  # before the deadline
+    assert chain.view("RoundLedger", "rounds", task) == (2, 0)

@@ -401,7 +401,7 @@ class FlowMachine(RuleBasedStateMachine):
             self.bond_left = 0
         else:
             self._fate(c, "void")
-            self._slash_fraud(c.index, c.accused)
+            self._slash_fraud(c.index, c.accused, c.round)
         self._now = None
 
     @precondition(lambda self: any(c.open for c in self.challenges.values()))
@@ -465,17 +465,26 @@ class FlowMachine(RuleBasedStateMachine):
         if FATES.index(outcome) > FATES.index(fate):
             self.fates[key] = (outcome, c.proposed if outcome == "corrected" else None)
 
-    def _slash_fraud(self, index: int, fog: int) -> None:
+    def _slash_fraud(self, index: int, fog: int, fraud_round: int) -> None:
         """An upheld fog challenge: the named fog node, if it still holds the job, is slashed and the job moves on."""
         job = self.jobs[index]
         if job.status != "Awarded" or job.bids[present(job.winner)].fog != fog or job.bids[present(job.winner)].settled:
             return
         job.bids[present(job.winner)].settled = True
-        compensation = min(job.winner_price, PARAMS.fog_deposit)
+        open_round = self.status == "Running" and self.now() + 1 <= self.deadline()
+        paid_rounds = job.paid_up_to + 1 - fraud_round if job.paid_up_to >= fraud_round else 1
+        left, from_round = PARAMS.fog_deposit, self.round if open_round else self.round + 1
+        if open_round and job.paid_up_to >= self.round:  # the current round, committed, is redone from the deposit
+            if job.price <= left:
+                left -= job.price
+                job.escrow += job.price
+                paid_rounds = paid_rounds - 1 if paid_rounds > 1 else paid_rounds
+            else:
+                from_round = self.round + 1
+        compensation = min(paid_rounds * job.winner_price, left)
         self.credit(self.clients[index], compensation)
-        self.credit(SINK, PARAMS.fog_deposit - compensation)
-        open_round = self.status == "Running" and job.paid_up_to < self.round and self.now() + 1 <= self.deadline()
-        self._reassign(index, self.round if open_round else self.round + 1)
+        self.credit(SINK, left - compensation)
+        self._reassign(index, from_round)
 
     def _aggregator_vanishes(self, data: st.DataObject) -> None:
         """Some fog nodes still commit, the aggregator never posts; after the grace period a stranger abandons the task."""
