@@ -2622,61 +2622,73 @@ class ArbiterCommittee(Contract):
     )
     TYPES = TYPES
 
-    def max_members(self) -> int:
+    def max_members(self, *, block: int | str = "latest") -> int:
         """The most members a committee may have (Chainlink OCR's bound: n <= 31).
 
         ``MAX_MEMBERS()`` (view: an eth_call)
-        """
-        return self.call('MAX_MEMBERS()')
 
-    def verdict_typehash(self) -> bytes:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('MAX_MEMBERS()', block=block)
+
+    def verdict_typehash(self, *, block: int | str = "latest") -> bytes:
         """The EIP-712 type hash of a verdict.
 
         ``VERDICT_TYPEHASH()`` (view: an eth_call)
-        """
-        return self.call('VERDICT_TYPEHASH()')
 
-    def eip712_domain(self) -> tuple[bytes, str, str, int, str, bytes, tuple[int, ...]]:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('VERDICT_TYPEHASH()', block=block)
+
+    def eip712_domain(self, *, block: int | str = "latest") -> tuple[bytes, str, str, int, str, bytes, tuple[int, ...]]:
         """``eip712Domain()``
 
         ``eip712Domain()`` (view: an eth_call)
-        """
-        return self.call('eip712Domain()')
 
-    def is_member(self, account: str) -> bool:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('eip712Domain()', block=block)
+
+    def is_member(self, account: str, *, block: int | str = "latest") -> bool:
         """Whether `account` is a member.
 
         ``isMember(address)`` (view: an eth_call)
 
         - ``account``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('isMember(address)', account)
+        return self.call('isMember(address)', account, block=block)
 
-    def members(self) -> tuple[str, ...]:
+    def members(self, *, block: int | str = "latest") -> tuple[str, ...]:
         """The members, in the order given at deployment.
 
         ``members()`` (view: an eth_call)
-        """
-        return self.call('members()')
 
-    def quorum(self) -> int:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('members()', block=block)
+
+    def quorum(self, *, block: int | str = "latest") -> int:
         """M, the signatures a verdict needs.
 
         ``quorum()`` (view: an eth_call)
-        """
-        return self.call('quorum()')
 
-    def require_quorum(self, digest: bytes, signatures: Sequence[bytes]) -> None:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('quorum()', block=block)
+
+    def require_quorum(self, digest: bytes, signatures: Sequence[bytes], *, block: int | str = "latest") -> None:
         """Reverts unless `signatures` are at least `quorum` valid signatures of distinct members over `digest`, ordered by signer address (ascending).
 
         ``requireQuorum(bytes32,bytes[])`` (view: an eth_call)
 
         - ``digest``
         - ``signatures``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        self.call('requireQuorum(bytes32,bytes[])', digest, signatures)
+        self.call('requireQuorum(bytes32,bytes[])', digest, signatures, block=block)
 
-    def verdict_digest(self, challenge_id: int, task_id: int, round: int, client_index: int, upheld: bool) -> bytes:
+    def verdict_digest(self, challenge_id: int, task_id: int, round: int, client_index: int, upheld: bool, *, block: int | str = "latest") -> bytes:
         """The EIP-712 digest the members sign for a verdict.
 
         ``verdictDigest(uint256,uint256,uint16,uint32,bool)`` (view: an eth_call)
@@ -2686,15 +2698,18 @@ class ArbiterCommittee(Contract):
         - ``round``: the round it disputes
         - ``client_index``: the client whose entry or job it disputes
         - ``upheld``: true: the challenge is right
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('verdictDigest(uint256,uint256,uint16,uint32,bool)', challenge_id, task_id, round, client_index, upheld)
+        return self.call('verdictDigest(uint256,uint256,uint16,uint32,bool)', challenge_id, task_id, round, client_index, upheld, block=block)
 
-    def verdict_window(self) -> int:
+    def verdict_window(self, *, block: int | str = "latest") -> int:
         """Seconds from a challenge's opening within which its verdict must be submitted.
 
         ``verdictWindow()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('verdictWindow()')
+        return self.call('verdictWindow()', block=block)
 
 
 class DataHandoff(Contract):
@@ -2722,22 +2737,25 @@ class DataHandoff(Contract):
         """
         return self.transact('commitData(uint256,uint256,bytes32)', task_id, client_index, data_hash_)
 
-    def data_hash(self, task_id: int, client_index: int) -> bytes:
+    def data_hash(self, task_id: int, client_index: int, *, block: int | str = "latest") -> bytes:
         """The committed data hash of a job, or zero before the client committed it.
 
         ``dataHash(uint256,uint256)`` (view: an eth_call)
 
         - ``task_id``: the task
         - ``client_index``: the job's client
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('dataHash(uint256,uint256)', task_id, client_index)
+        return self.call('dataHash(uint256,uint256)', task_id, client_index, block=block)
 
-    def dependencies(self) -> tuple[str, str]:
+    def dependencies(self, *, block: int | str = "latest") -> tuple[str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('dependencies()')
+        return self.call('dependencies()', block=block)
 
 
 class Disputes(Contract):
@@ -2765,46 +2783,53 @@ class Disputes(Contract):
     )
     TYPES = TYPES
 
-    def bond(self, task_id: int) -> tuple[int, str]:
+    def bond(self, task_id: int, *, block: int | str = "latest") -> tuple[int, str]:
         """Wei left of the task's aggregator bond, and who posted it.
 
         ``bond(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('bond(uint256)', task_id)
+        return self.call('bond(uint256)', task_id, block=block)
 
-    def bonded(self, task_id: int) -> bool:
+    def bonded(self, task_id: int, *, block: int | str = "latest") -> bool:
         """Whether the task's aggregator bond was posted.
 
         ``bonded(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('bonded(uint256)', task_id)
+        return self.call('bonded(uint256)', task_id, block=block)
 
-    def challenge(self, challenge_id: int) -> Challenge:
+    def challenge(self, challenge_id: int, *, block: int | str = "latest") -> Challenge:
         """A challenge.
 
         ``challenge(uint256)`` (view: an eth_call)
 
         - ``challenge_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('challenge(uint256)', challenge_id)
+        return self.call('challenge(uint256)', challenge_id, block=block)
 
-    def challenge_count(self) -> int:
+    def challenge_count(self, *, block: int | str = "latest") -> int:
         """Number of challenges opened so far (ids are 1..challengeCount).
 
         ``challengeCount()`` (view: an eth_call)
-        """
-        return self.call('challengeCount()')
 
-    def dependencies(self) -> tuple[str, str, str, str, str]:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('challengeCount()', block=block)
+
+    def dependencies(self, *, block: int | str = "latest") -> tuple[str, str, str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('dependencies()')
+        return self.call('dependencies()', block=block)
 
     def expire(self, challenge_id: int) -> Receipt:
         """Expire an open challenge whose verdict deadline passed without a verdict: the entry becomes neutral for its round and the challenger's bond goes back. Anyone.
@@ -2815,7 +2840,7 @@ class Disputes(Contract):
         """
         return self.transact('expire(uint256)', challenge_id)
 
-    def fates(self, task_id: int, round: int, clients: int) -> tuple[tuple[Fate, ...], tuple[Measurement, ...]]:
+    def fates(self, task_id: int, round: int, clients: int, *, block: int | str = "latest") -> tuple[tuple[Fate, ...], tuple[Measurement, ...]]:
         """The fates of the first `clients` entries of a round, and the corrected measurement of each (meaningful where the fate is `Corrected`).
 
         ``fates(uint256,uint16,uint256)`` (view: an eth_call)
@@ -2823,17 +2848,19 @@ class Disputes(Contract):
         - ``task_id``
         - ``round``
         - ``clients``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('fates(uint256,uint16,uint256)', task_id, round, clients)
+        return self.call('fates(uint256,uint16,uint256)', task_id, round, clients, block=block)
 
-    def held_for(self, task_id: int) -> int:
+    def held_for(self, task_id: int, *, block: int | str = "latest") -> int:
         """Wei the task's pool holds for this contract: the bond left plus the open challenges' bonds.
 
         ``heldFor(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('heldFor(uint256)', task_id)
+        return self.call('heldFor(uint256)', task_id, block=block)
 
     def open_entry_challenge(self, task_id: int, round: int, client_index: int, proposed: Measurement, *, value: int = 0) -> Receipt:
         """Challenge client `clientIndex`'s entry in posted round `round`, naming what it should be. `msg.value` must be the task's `challengeBond`. Within the round's challenge window; anyone.
@@ -2891,15 +2918,16 @@ class Disputes(Contract):
         """
         return self.transact('resolve(uint256,bool,bytes[])', challenge_id, upheld, signatures)
 
-    def round_challenges(self, task_id: int, round: int) -> tuple[int, int]:
+    def round_challenges(self, task_id: int, round: int, *, block: int | str = "latest") -> tuple[int, int]:
         """Challenges of a round: still open, and opened in all.
 
         ``roundChallenges(uint256,uint16)`` (view: an eth_call)
 
         - ``task_id``
         - ``round``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('roundChallenges(uint256,uint16)', task_id, round)
+        return self.call('roundChallenges(uint256,uint16)', task_id, round, block=block)
 
 
 class FogAuction(Contract):
@@ -2931,29 +2959,34 @@ class FogAuction(Contract):
     )
     TYPES = TYPES
 
-    def max_bids(self) -> int:
+    def max_bids(self, *, block: int | str = "latest") -> int:
         """The most bids one job accepts (bounds the gas of closing and reassigning).
 
         ``MAX_BIDS()`` (view: an eth_call)
-        """
-        return self.call('MAX_BIDS()')
 
-    def no_winner(self) -> int:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('MAX_BIDS()', block=block)
+
+    def no_winner(self, *, block: int | str = "latest") -> int:
         """`winner` value meaning "no winner".
 
         ``NO_WINNER()`` (view: an eth_call)
-        """
-        return self.call('NO_WINNER()')
 
-    def bids(self, task_id: int, index: int) -> tuple[Bid, ...]:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('NO_WINNER()', block=block)
+
+    def bids(self, task_id: int, index: int, *, block: int | str = "latest") -> tuple[Bid, ...]:
         """A job's bids in commit order.
 
         ``bids(uint256,uint256)`` (view: an eth_call)
 
         - ``task_id``
         - ``index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('bids(uint256,uint256)', task_id, index)
+        return self.call('bids(uint256,uint256)', task_id, index, block=block)
 
     def close_auction(self, task_id: int, index: int, *, value: int = 0) -> Receipt:
         """Close the caller's auction after the reveal deadline, escrowing `msg.value` == price * N (0 when no bid was revealed). Unrevealed deposits are credited to the client.
@@ -2990,7 +3023,7 @@ class FogAuction(Contract):
         """
         return self.transact('commitBids(uint256,uint256[],bytes32[])', task_id, indices, commitments, value=value)
 
-    def commit_times(self, task_id: int, round: int, clients: int) -> tuple[int, ...]:
+    def commit_times(self, task_id: int, round: int, clients: int, *, block: int | str = "latest") -> tuple[int, ...]:
         """For every client of the task in join order: the block time of its job's commit for `round`, seconds, or 0 when there is none. RoundLedger reads it when a round is posted.
 
         ``commitTimes(uint256,uint16,uint256)`` (view: an eth_call)
@@ -2998,8 +3031,9 @@ class FogAuction(Contract):
         - ``task_id``
         - ``round``
         - ``clients``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('commitTimes(uint256,uint16,uint256)', task_id, round, clients)
+        return self.call('commitTimes(uint256,uint16,uint256)', task_id, round, clients, block=block)
 
     def commit_update(self, task_id: int, index: int, round: int, update_hash: bytes) -> Receipt:
         """Commit the update hash of the current round as the job's winner; on time, one round's price is released.
@@ -3025,31 +3059,35 @@ class FogAuction(Contract):
         """
         return self.transact('commitUpdates(uint256,uint16,uint256[],bytes32[])', task_id, round, indices, update_hashes)
 
-    def dependencies(self) -> tuple[str, str, str, str]:
+    def dependencies(self, *, block: int | str = "latest") -> tuple[str, str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
-        """
-        return self.call('dependencies()')
 
-    def held_for(self, task_id: int) -> int:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('dependencies()', block=block)
+
+    def held_for(self, task_id: int, *, block: int | str = "latest") -> int:
         """Wei the task's pool holds for this contract: the bond left plus the open challenges' bonds.
 
         ``heldFor(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('heldFor(uint256)', task_id)
+        return self.call('heldFor(uint256)', task_id, block=block)
 
-    def job(self, task_id: int, index: int) -> Job:
+    def job(self, task_id: int, index: int, *, block: int | str = "latest") -> Job:
         """A job.
 
         ``job(uint256,uint256)`` (view: an eth_call)
 
         - ``task_id``
         - ``index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('job(uint256,uint256)', task_id, index)
+        return self.call('job(uint256,uint256)', task_id, index, block=block)
 
     def open_auction(self, task_id: int, data_size: int, salt: bytes) -> Receipt:
         """Open the auction of the caller's job while the task is `Open`.
@@ -3130,7 +3168,7 @@ class FogAuction(Contract):
         """
         return self.transact('slashFraud(uint256,uint256,address,uint16)', task_id, index, fog, round)
 
-    def utility(self, task_id: int, index: int, frequency: int, price: int) -> int:
+    def utility(self, task_id: int, index: int, frequency: int, price: int, *, block: int | str = "latest") -> int:
         """Eq. 18 for one revealed bid: the client's utility P_i(r_a, r_t_x) - price, wei (may be negative).
 
         ``utility(uint256,uint256,uint64,uint96)`` (view: an eth_call)
@@ -3139,8 +3177,9 @@ class FogAuction(Contract):
         - ``index``
         - ``frequency``
         - ``price``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('utility(uint256,uint256,uint64,uint96)', task_id, index, frequency, price)
+        return self.call('utility(uint256,uint256,uint64,uint96)', task_id, index, frequency, price, block=block)
 
 
 class RoundLedger(Contract):
@@ -3175,60 +3214,67 @@ class RoundLedger(Contract):
     )
     TYPES = TYPES
 
-    def client(self, task_id: int, index: int) -> ClientInfo:
+    def client(self, task_id: int, index: int, *, block: int | str = "latest") -> ClientInfo:
         """A client's state.
 
         ``client(uint256,uint256)`` (view: an eth_call)
 
         - ``task_id``
         - ``index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('client(uint256,uint256)', task_id, index)
+        return self.call('client(uint256,uint256)', task_id, index, block=block)
 
-    def client_count(self, task_id: int) -> int:
+    def client_count(self, task_id: int, *, block: int | str = "latest") -> int:
         """Number of clients that joined the task.
 
         ``clientCount(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('clientCount(uint256)', task_id)
+        return self.call('clientCount(uint256)', task_id, block=block)
 
-    def client_index(self, task_id: int, account: str) -> int:
+    def client_index(self, task_id: int, account: str, *, block: int | str = "latest") -> int:
         """A client's index; reverts with LedgerNotClient if `account` did not join.
 
         ``clientIndex(uint256,address)`` (view: an eth_call)
 
         - ``task_id``
         - ``account``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('clientIndex(uint256,address)', task_id, account)
+        return self.call('clientIndex(uint256,address)', task_id, account, block=block)
 
-    def data_commitment(self, task_id: int, index: int) -> bytes:
+    def data_commitment(self, task_id: int, index: int, *, block: int | str = "latest") -> bytes:
         """The client's data-size commitment from `join`.
 
         ``dataCommitment(uint256,uint256)`` (view: an eth_call)
 
         - ``task_id``
         - ``index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('dataCommitment(uint256,uint256)', task_id, index)
+        return self.call('dataCommitment(uint256,uint256)', task_id, index, block=block)
 
-    def dependencies(self) -> tuple[str, str, str, str]:
+    def dependencies(self, *, block: int | str = "latest") -> tuple[str, str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
-        """
-        return self.call('dependencies()')
 
-    def deposits_held(self, task_id: int) -> int:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('dependencies()', block=block)
+
+    def deposits_held(self, task_id: int, *, block: int | str = "latest") -> int:
         """Wei of client deposits the ledger holds for the task now (active clients, before settlement).
 
         ``depositsHeld(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('depositsHeld(uint256)', task_id)
+        return self.call('depositsHeld(uint256)', task_id, block=block)
 
     def finalize_round(self, task_id: int, round: int, measurements: Sequence[Measurement]) -> Receipt:
         """Finalise posted round `round` (the one after the last final round) once its challenge window is over and no challenge of it is open. Anyone. `measurements` are the round's posted ones (from `RoundPosted`); each challenged entry takes its fate (IDisputes): corrected, or skipped when void or neutral. A client without a commit (or a void or neutral entry) is skipped (no reputation change, no payment); a rejected update counts with quality 0. A scored client's r_a is min(cap, H_i + the weighted mean of eq. 8) when its quality reaches q_min, else the weighted mean times its quality (the prior H_i left out); below r_a_min or r_t_min it is removed and its deposit goes to the sink. Payments are credited to earnings (paid at settlement), scaled pro rata when the budget left cannot cover them.
@@ -3241,15 +3287,16 @@ class RoundLedger(Contract):
         """
         return self.transact('finalizeRound(uint256,uint16,(uint64,uint32,bool,bool)[])', task_id, round, measurements)
 
-    def is_active(self, task_id: int, index: int) -> bool:
+    def is_active(self, task_id: int, index: int, *, block: int | str = "latest") -> bool:
         """Whether the client is `Active` (joined and not removed).
 
         ``isActive(uint256,uint256)`` (view: an eth_call)
 
         - ``task_id``
         - ``index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('isActive(uint256,uint256)', task_id, index)
+        return self.call('isActive(uint256,uint256)', task_id, index, block=block)
 
     def join(self, task_id: int, commitment: bytes, *, value: int = 0) -> Receipt:
         """Join an `Open` task with `msg.value` == d.
@@ -3287,72 +3334,79 @@ class RoundLedger(Contract):
         """
         return self.transact('postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool,bool)[])', task_id, round, model_hash, accuracy, rewards_root, reward_list, measurements)
 
-    def prior(self, task_id: int, index: int) -> int:
+    def prior(self, task_id: int, index: int, *, block: int | str = "latest") -> int:
         """The client's cross-task prior H_i (0 unless posted; added to r_a only in rounds at or above q_min), 1e18 fixed point.
 
         ``prior(uint256,uint256)`` (view: an eth_call)
 
         - ``task_id``
         - ``index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('prior(uint256,uint256)', task_id, index)
+        return self.call('prior(uint256,uint256)', task_id, index, block=block)
 
-    def priors_posted(self, task_id: int) -> bool:
+    def priors_posted(self, task_id: int, *, block: int | str = "latest") -> bool:
         """Whether the task's priors were posted.
 
         ``priorsPosted(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('priorsPosted(uint256)', task_id)
+        return self.call('priorsPosted(uint256)', task_id, block=block)
 
-    def reputation(self, task_id: int, index: int) -> tuple[int, int]:
+    def reputation(self, task_id: int, index: int, *, block: int | str = "latest") -> tuple[int, int]:
         """The client's current loss and time reputation (min(1e18, cap) before its first scored round), 1e18 fixed point.
 
         ``reputation(uint256,uint256)`` (view: an eth_call)
 
         - ``task_id``
         - ``index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('reputation(uint256,uint256)', task_id, index)
+        return self.call('reputation(uint256,uint256)', task_id, index, block=block)
 
-    def reward_root(self, task_id: int, round: int) -> bytes:
+    def reward_root(self, task_id: int, round: int, *, block: int | str = "latest") -> bytes:
         """The Merkle root of a round's rewards in kind; zero when none were committed.
 
         ``rewardRoot(uint256,uint16)`` (view: an eth_call)
 
         - ``task_id``
         - ``round``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('rewardRoot(uint256,uint16)', task_id, round)
+        return self.call('rewardRoot(uint256,uint16)', task_id, round, block=block)
 
-    def rewards_held(self, task_id: int) -> int:
+    def rewards_held(self, task_id: int, *, block: int | str = "latest") -> int:
         """Wei of per-round payments credited to the task's clients and not yet paid out (they are paid at settlement).
 
         ``rewardsHeld(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('rewardsHeld(uint256)', task_id)
+        return self.call('rewardsHeld(uint256)', task_id, block=block)
 
-    def round_record(self, task_id: int, round: int) -> RoundRecord:
+    def round_record(self, task_id: int, round: int, *, block: int | str = "latest") -> RoundRecord:
         """A posted round's record (zeros when not posted).
 
         ``roundRecord(uint256,uint16)`` (view: an eth_call)
 
         - ``task_id``
         - ``round``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('roundRecord(uint256,uint16)', task_id, round)
+        return self.call('roundRecord(uint256,uint16)', task_id, round, block=block)
 
-    def rounds(self, task_id: int) -> tuple[int, int]:
+    def rounds(self, task_id: int, *, block: int | str = "latest") -> tuple[int, int]:
         """The last posted and the last final round of the task (0 before any).
 
         ``rounds(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('rounds(uint256)', task_id)
+        return self.call('rounds(uint256)', task_id, block=block)
 
     def settle(self, task_id: int) -> Receipt:
         """Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good standing back, the unspent budget refunded, no final bonus: the task did not complete), once every posted round is final; what is left of the aggregator's bond goes back to whoever posted it. Anyone, once.
@@ -3363,16 +3417,17 @@ class RoundLedger(Contract):
         """
         return self.transact('settle(uint256)', task_id)
 
-    def settled(self, task_id: int) -> bool:
+    def settled(self, task_id: int, *, block: int | str = "latest") -> bool:
         """Whether `settle` ran for the task.
 
         ``settled(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('settled(uint256)', task_id)
+        return self.call('settled(uint256)', task_id, block=block)
 
-    def verify_reward(self, task_id: int, round: int, index: int, reward_hash: bytes, proof: Sequence[bytes]) -> bool:
+    def verify_reward(self, task_id: int, round: int, index: int, reward_hash: bytes, proof: Sequence[bytes], *, block: int | str = "latest") -> bool:
         """Whether `proof` proves that client `clientIndex`'s reward in `round` is the model hashed `rewardHash`. Reverts with LedgerNoRewards when the round committed no rewards.
 
         ``verifyReward(uint256,uint16,uint256,bytes32,bytes32[])`` (view: an eth_call)
@@ -3382,8 +3437,9 @@ class RoundLedger(Contract):
         - ``index``
         - ``reward_hash``: keccak256 of the rewarded model's bytes in the blob store
         - ``proof``: the sibling hashes from the leaf to the root (OpenZeppelin `MerkleProof`)
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('verifyReward(uint256,uint16,uint256,bytes32,bytes32[])', task_id, round, index, reward_hash, proof)
+        return self.call('verifyReward(uint256,uint16,uint256,bytes32,bytes32[])', task_id, round, index, reward_hash, proof, block=block)
 
 
 class TaskRegistry(Contract):
@@ -3410,19 +3466,23 @@ class TaskRegistry(Contract):
     )
     TYPES = TYPES
 
-    def abandon_grace(self) -> int:
+    def abandon_grace(self, *, block: int | str = "latest") -> int:
         """Seconds after a round's deadline during which only its aggregator can move the task on; after them anyone may abandon it (see abandonTask).
 
         ``ABANDON_GRACE()`` (view: an eth_call)
-        """
-        return self.call('ABANDON_GRACE()')
 
-    def max_clients(self) -> int:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('ABANDON_GRACE()', block=block)
+
+    def max_clients(self, *, block: int | str = "latest") -> int:
         """The most clients a task may admit (bounds the gas of one round's post).
 
         ``MAX_CLIENTS()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('MAX_CLIENTS()')
+        return self.call('MAX_CLIENTS()', block=block)
 
     def abandon_task(self, task_id: int) -> Receipt:
         """Abandon a `Running` task whose current round was not posted by its deadline plus ABANDON_GRACE seconds. Anyone may call it. The task becomes `Abandoned`; once its posted rounds are final, RoundLedger.settle credits the clients their earnings and deposits (no final bonus: the task did not complete) and the publisher the unspent budget; fog nodes take their deposits and the clients the unearned escrow back through FogAuction.settleJob.
@@ -3463,40 +3523,45 @@ class TaskRegistry(Contract):
         """
         return self.transact('createTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),address)', p, aggregator, value=value)
 
-    def dependencies(self) -> tuple[str, str, str]:
+    def dependencies(self, *, block: int | str = "latest") -> tuple[str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
 
         ``dependencies()`` (view: an eth_call)
-        """
-        return self.call('dependencies()')
 
-    def minimum_bond(self, p: TaskParams, budget: int) -> int:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('dependencies()', block=block)
+
+    def minimum_bond(self, p: TaskParams, budget: int, *, block: int | str = "latest") -> int:
         """The least aggregator bond a task with these terms and budget may ask for, wei: what one round's post can move (every deposit it could forfeit plus the most one round can pay).
 
         ``minimumBond((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),uint256)`` (view: an eth_call)
 
         - ``p``
         - ``budget``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('minimumBond((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),uint256)', p, budget)
+        return self.call('minimumBond((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),uint256)', p, budget, block=block)
 
-    def params(self, task_id: int) -> TaskParams:
+    def params(self, task_id: int, *, block: int | str = "latest") -> TaskParams:
         """A task's parameters.
 
         ``params(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('params(uint256)', task_id)
+        return self.call('params(uint256)', task_id, block=block)
 
-    def round_deadline(self, task_id: int) -> int:
+    def round_deadline(self, task_id: int, *, block: int | str = "latest") -> int:
         """The deadline of the current round for fog commits: roundStartedAt + roundDuration, seconds.
 
         ``roundDeadline(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('roundDeadline(uint256)', task_id)
+        return self.call('roundDeadline(uint256)', task_id, block=block)
 
     def settle_budget(self, task_id: int, bonuses: int) -> Receipt:
         """Spend `bonuses` wei of budget and refund the rest to the publisher: a `Finished` task becomes `Settled`, an `Abandoned` one (bonuses 0) stays `Abandoned`. RoundLedger only, once.
@@ -3528,21 +3593,24 @@ class TaskRegistry(Contract):
         """
         return self.transact('startTask(uint256)', task_id)
 
-    def state(self, task_id: int) -> TaskState:
+    def state(self, task_id: int, *, block: int | str = "latest") -> TaskState:
         """A task's state.
 
         ``state(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('state(uint256)', task_id)
+        return self.call('state(uint256)', task_id, block=block)
 
-    def task_count(self) -> int:
+    def task_count(self, *, block: int | str = "latest") -> int:
         """Number of tasks created so far (ids are 1..taskCount).
 
         ``taskCount()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('taskCount()')
+        return self.call('taskCount()', block=block)
 
 
 class Treasury(Contract):
@@ -3565,14 +3633,15 @@ class Treasury(Contract):
     )
     TYPES = TYPES
 
-    def claimable(self, account: str) -> int:
+    def claimable(self, account: str, *, block: int | str = "latest") -> int:
         """Wei `account` may withdraw now.
 
         ``claimable(address)`` (view: an eth_call)
 
         - ``account``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('claimable(address)', account)
+        return self.call('claimable(address)', account, block=block)
 
     def credit(self, task_id: int, to: str, amount: int, reason: bytes) -> Receipt:
         """Move `amount` wei from `taskId`'s pool to `to`'s claimable balance. Modules only.
@@ -3608,35 +3677,42 @@ class Treasury(Contract):
         """
         return self.transact('deposit(uint256,address)', task_id, from_, value=value)
 
-    def held(self, task_id: int) -> int:
+    def held(self, task_id: int, *, block: int | str = "latest") -> int:
         """Wei held in `taskId`'s pool.
 
         ``held(uint256)`` (view: an eth_call)
 
         - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('held(uint256)', task_id)
+        return self.call('held(uint256)', task_id, block=block)
 
-    def modules(self) -> tuple[str, str, str, str]:
+    def modules(self, *, block: int | str = "latest") -> tuple[str, str, str, str]:
         """The four modules allowed to move money: (TaskRegistry, RoundLedger, FogAuction, Disputes).
 
         ``modules()`` (view: an eth_call)
-        """
-        return self.call('modules()')
 
-    def sink(self) -> str:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('modules()', block=block)
+
+    def sink(self, *, block: int | str = "latest") -> str:
         """Where forfeits go that no wronged party is owed, fixed at deployment (address(0): burned).
 
         ``sink()`` (view: an eth_call)
-        """
-        return self.call('sink()')
 
-    def totals(self) -> Totals:
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('sink()', block=block)
+
+    def totals(self, *, block: int | str = "latest") -> Totals:
         """The accounting totals (see `Totals`).
 
         ``totals()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('totals()')
+        return self.call('totals()', block=block)
 
     def withdraw(self) -> Receipt:
         """Send the caller its whole claimable balance.

@@ -313,15 +313,19 @@ def _render_contract(artifact: Artifact, class_name: str, named: Mapping[str, st
             returns = "Receipt"
         if payable:
             args.append("*, value: int = 0")
+        if view:
+            args.append("*, block: int | str = \"latest\"")
         lines = [_escape(docs.notice("methods", sig) or f"``{sig}``"), "", f"``{sig}``" + (" (view: an eth_call)" if view else "")]
         params = [_param_line(n, docs.param("methods", sig, p.get("name", ""))) for n, p in zip(arg_names, inputs, strict=True)]
         if payable:
             params.append("- ``value``: wei sent with the call")
+        if view:
+            params.append("- ``block``: the block whose state to read (a number, or a tag such as ``latest``)")
         if params:
             lines += ["", *params]
         out.append(f"\n    def {method}(self{''.join(', ' + a for a in args)}) -> {returns}:\n")
         out.append(_doc(lines, "        "))
-        call_args = "".join(f", {n}" for n in arg_names) + (", value=value" if payable else "")
+        call_args = "".join(f", {n}" for n in arg_names) + (", value=value" if payable else "") + (", block=block" if view else "")
         verb = "call" if view else "transact"
         result = f"self.{verb}({sig!r}{call_args})"
         if view and not outputs:

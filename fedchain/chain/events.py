@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eth_utils import to_checksum_address
 from web3 import Web3
@@ -34,6 +34,8 @@ class LogQuery:
     to_block: int | None = None
     #: Blocks per eth_getLogs request.
     page_size: int = 5_000
+    #: Values the logs' indexed fields (topics 1, 2, ...) must have, as 32-byte words; empty: any.
+    indexed: tuple[bytes, ...] = ()
 
     @classmethod
     def of(cls, deployment: Deployment, *, to_block: int | None = None, page_size: int = 5_000) -> LogQuery:
@@ -61,11 +63,12 @@ def iter_events(w3: Web3, registry: AbiRegistry, query: LogQuery) -> Iterator[Ch
     topics = ["0x" + t.hex() for t in registry.topics]
     if not topics:
         return
+    filters: list[Any] = [topics, *("0x" + word.hex() for word in query.indexed)]
     start, size = query.from_block, query.page_size
     while start <= last:
         end = min(start + size - 1, last)
         try:
-            logs = w3.eth.get_logs({"address": addresses, "fromBlock": start, "toBlock": end, "topics": [topics]})
+            logs = w3.eth.get_logs({"address": addresses, "fromBlock": start, "toBlock": end, "topics": filters})
         except Exception as err:  # a node's "range too large" comes in many shapes
             if size == 1:
                 raise ChainError(f"eth_getLogs failed for block {start}: {err}") from err
