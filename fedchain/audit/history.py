@@ -163,6 +163,9 @@ class PostedRecord:
     #: Block time of the post (its challenge window runs from here), once known.
     posted_at: int | None
     final: bool
+    #: The entries as finalisation takes them, by each entry's fate so far: corrected by the first upheld
+    #: correction, None where voided or neutral (not scored), as posted elsewhere.
+    effective: tuple[Measurement | None, ...]
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ def verdict(report: AuditReport) -> str:
 
 
 def tables(report: AuditReport) -> Group:
-    """The report as rich renderables, in this order: clients, fog nodes, checks (:func:`checks_table`), verdict."""
+    """The report as rich renderables, in this order: clients, fog nodes, accountability (:func:`disputes_table`),
+    checks (:func:`checks_table`), verdict."""
     history = report.history
     clients = Table(title="Clients (reputation 1e18 = 1.0; money in ETH)", title_justify="left")
     for column in ("#", "account", "status", "rounds", "r_a", "r_t", "r_at", "earned", "bonus", "deposit back", "removed"):
@@ -75,7 +76,27 @@ def tables(report: AuditReport) -> Group:
             short(row["account"]), str(row["bids"]), ",".join(map(str, row["jobs"])) or "-", str(row["rounds_committed"]),
             ether(row["payments"]), str(row["slashes"]), ether(row["forfeited"]),
         )
-    return Group(clients, fogs, checks_table(report), verdict_line(report))
+    return Group(clients, fogs, disputes_table(report), checks_table(report), verdict_line(report))
+
+
+def disputes_table(report: AuditReport) -> Table:
+    """The aggregator's bond, every challenge and its verdict, and what went to the sink (money in ETH)."""
+    history = report.history
+    task = history.task
+    table = Table(title="Accountability: bond, challenges and verdicts, sink (money in ETH)", title_justify="left")
+    for column in ("what", "round", "client", "by", "against", "outcome", "entry became"):
+        table.add_column(column, justify="right" if column in ("round", "client") else "left")
+    returned = "-" if task.bond_returned is None else ether(task.bond_returned)
+    table.add_row(f"aggregator bond {ether(task.bond)}", "", "", short(task.bonder or "-"), "", f"returned {returned}", "")
+    for c in history.challenges:
+        against = "aggregator's entry" if c.kind == "entry" else f"update of {short(c.accused)}"
+        table.add_row(f"challenge {c.challenge_id}", str(c.round), str(c.client_index), short(c.challenger), against,
+                      c.status, c.fate)
+    sink = history.to_sink
+    where = "burned" if task.sink is None or int(task.sink, 16) == 0 else short(task.sink)
+    table.add_row(f"sink ({where})", "", "", "", "", ether(sum(sink.values())),
+                  ", ".join(f"{reason} {ether(amount)}" for reason, amount in sorted(sink.items())) or "-")
+    return table
 
 
 def checks_table(report: AuditReport) -> Table:
@@ -239,10 +260,27 @@ def html_report(report: AuditReport) -> str:
         left=(0,),
     )
     slashes = _table(
-        ("client", "fog", "missed round", "forfeited (ETH)", "new winner (bid)", "new price (ETH)", "from round"),
-        [(s.client_index, s.fog, s.round, ether(s.forfeited), "-" if s.new_winner is None else s.new_winner,
-          ether(s.new_price), s.from_round or "-") for s in history.slashes],
-        left=(1,),
+        ("client", "fog", "why", "round", "forfeited (ETH)", "new winner (bid)", "new price (ETH)", "from round"),
+        [(s.client_index, s.fog, "missed the round" if s.kind == "missed" else "fraud (upheld challenge)", s.round,
+          ether(s.forfeited), "-" if s.new_winner is None else s.new_winner, ether(s.new_price), s.from_round or "-")
+         for s in history.slashes],
+        left=(1, 2),
+    )
+    challenges = _table(
+        ("#", "round", "client", "kind", "challenger", "accused", "proposed quality", "bond (ETH)", "outcome",
+         "entry became"),
+        [(c.challenge_id, c.round, c.client_index, c.kind, c.challenger, c.accused,
+          fixed(c.proposed.quality) if c.kind == "entry" else "-", ether(c.bond), c.status, c.fate)
+         for c in history.challenges],
+        left=(3, 4, 5, 8, 9),
+    )
+    sink = history.to_sink
+    bond = _table(
+        ("aggregator bond (ETH)", "posted by", "returned at settlement (ETH)", "sink", "sent to the sink (ETH)"),
+        [(ether(history.task.bond), history.task.bonder or "-",
+          "-" if history.task.bond_returned is None else ether(history.task.bond_returned), history.task.sink or "-",
+          _Raw("<br>".join(html.escape(f"{why}: {ether(wei)}") for why, wei in sorted(sink.items())) or "-"))],
+        left=(1, 3, 4),
     )
     auctions = _table(
         ("job (client)", "data size", "bids: bidder, frequency (Hz), price (ETH)", "winner (bid)", "price (ETH)",
@@ -265,10 +303,11 @@ def html_report(report: AuditReport) -> str:
         left=(0, 1, 2),
     )
     rounds = _table(
-        ("round", "model hash", "accuracy", "paid (ETH)", "removed"),
-        [(r.round, "0x" + r.model_hash.hex(), fixed(r.accuracy), ether(r.paid), ",".join(map(str, r.removed)) or "-")
+        ("round", "model hash", "accuracy", "paid (ETH)", "removed", "forfeited (ETH)", "challenged entries"),
+        [(r.round, "0x" + r.model_hash.hex(), fixed(r.accuracy), ether(r.paid), ",".join(map(str, r.removed)) or "-",
+          ether(r.forfeited), ", ".join(f"{i}: {fate}" for i, fate in enumerate(r.fates) if fate != "posted") or "-")
          for r in history.rounds],
-        left=(1,),
+        left=(1, 6),
     )
     plots = "".join(
         f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{png_base64(figure)}">'
@@ -288,6 +327,8 @@ budget {ether(task.budget)} ETH; {task.last_round} round(s) posted.</p>
 <h2>Fog nodes</h2>{fogs}
 <h2>Auctions</h2>{auctions}
 <h2>Slashes</h2>{slashes}
+<h2>Accountability</h2><p>A round's money moves only when it is final (its challenge window passed, its challenges
+judged). Forfeits and slashes go to the sink, never to the publisher or the aggregator.</p>{bond}{challenges}
 <h2>Rounds</h2>{rounds}
 <h2>Money by account</h2>{accounts}
 <h2>Reputation and payments per round</h2>{plots}

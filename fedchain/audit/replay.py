@@ -34,7 +34,7 @@ in, history and findings out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -463,16 +463,10 @@ class _Replayer:
         scored = [False] * n
         removed: list[int] = []
         fates = []
-        for client, posted_m in zip(self.clients, posted.event.measurements, strict=True):
+        for client, m in zip(self.clients, self._effective(e.round, posted.event.measurements), strict=True):
             i = client.index
-            fate, corrected = self.fates.get((e.round, i), ("posted", None))
-            fates.append(fate)
-            if not client.active or fate in ("void", "neutral"):
-                continue
-            m = posted_m
-            if fate == "corrected" and corrected is not None:
-                m = m._replace(quality=corrected.quality, accepted=corrected.accepted)
-            if not m.committed:
+            fates.append(self.fates.get((e.round, i), ("posted", None))[0])
+            if not client.active or m is None or not m.committed:
                 continue
             prior = self.priors[i] if self.priors is not None and i < len(self.priors) else 0
             score = score_round(client.reputation, mechanism, m.quality, m.round_time, m.accepted, prior)
@@ -929,6 +923,19 @@ class _Replayer:
             for _ in range(count):
                 self.tally.fail(E, f"deposit of {amount} wei from {account} is missing from the Treasury's events")
 
+    def _effective(self, n: int, measurements: Sequence[b.Measurement]) -> tuple[b.Measurement | None, ...]:
+        """Round ``n``'s entries as finalisation takes them, by each entry's fate (see :attr:`PostedRecord.effective`)."""
+        entries: list[b.Measurement | None] = []
+        for i, m in enumerate(measurements):
+            fate, corrected = self.fates.get((n, i), ("posted", None))
+            if fate in ("void", "neutral"):
+                entries.append(None)
+            elif fate == "corrected" and corrected is not None:
+                entries.append(m._replace(quality=corrected.quality, accepted=corrected.accepted))
+            else:
+                entries.append(m)
+        return tuple(entries)
+
     def _history(self, withdrawn: dict[str, int]) -> TaskHistory:
         created = self.created
         task = TaskRecord(
@@ -994,7 +1001,8 @@ class _Replayer:
             withdrawn=tuple(sorted((a, w) for a, w in withdrawn.items() if a in accounts)),
             challenges=challenges,
             posted=tuple(
-                PostedRecord(n, p.event.model_hash, p.event.accuracy, tuple(p.event.measurements), p.posted_at, p.final)
+                PostedRecord(n, p.event.model_hash, p.event.accuracy, tuple(p.event.measurements), p.posted_at, p.final,
+                             self._effective(n, p.event.measurements))
                 for n, p in sorted(self.posted.items())
             ),
         )

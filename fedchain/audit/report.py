@@ -100,6 +100,9 @@ class AuditReport:
             "auctions": [_jsonable(dataclasses.asdict(a)) for a in self.history.auctions],
             "commits": [_jsonable(dataclasses.asdict(c)) for c in self.history.commits],
             "slashes": [_jsonable(dataclasses.asdict(s)) for s in self.history.slashes],
+            "challenges": [_challenge_dict(c) for c in self.history.challenges],
+            "sink": {"account": self.history.task.sink,
+                     "credited": {reason: str(amount) for reason, amount in sorted(self.history.to_sink.items())}},
             "rounds": [_round_dict(r) for r in self.history.rounds],
             "accounts": account_summary(self.history),
             "score_tolerance": _jsonable(self.score_tolerance),
@@ -182,10 +185,16 @@ def account_summary(history: TaskHistory) -> list[dict[str, Any]]:
     """Per account the task credited: its roles, wei credited by reason, and wei it withdrew (all tasks)."""
     roles: dict[str, list[str]] = {}
     roles.setdefault(history.task.publisher, []).append("publisher")
+    roles.setdefault(history.task.aggregator, []).append("aggregator")
+    if history.task.sink is not None:
+        roles.setdefault(history.task.sink, []).append("sink")
     for client in history.clients:
         roles.setdefault(client.account, []).append(f"client {client.index}")
     for fog in history.fog_nodes:
         roles.setdefault(fog, []).append("fog")
+    for challenge in history.challenges:
+        if "challenger" not in roles.setdefault(challenge.challenger, []):
+            roles[challenge.challenger].append("challenger")
     withdrawn = dict(history.withdrawn)
     return [
         {
@@ -214,9 +223,22 @@ def _task_dict(history: TaskHistory) -> dict[str, Any]:
         "target_reached": task.target_reached,
         "bonuses": task.bonuses,
         "refund": task.refund,
+        "bonder": task.bonder,
+        "bond": task.bond,
+        "bond_returned": task.bond_returned,
+        "posted_rounds": task.posted_rounds,
+        "final_rounds": task.final_rounds,
+        "sink": task.sink,
         "params": params,
     }, money=("budget", "bonuses", "refund", "target_accuracy", "psi", "phi", "min_loss_reputation",
-              "min_time_reputation", "min_quality", "reputation_cap", "client_deposit", "fog_deposit"))
+              "min_time_reputation", "min_quality", "reputation_cap", "client_deposit", "fog_deposit", "bond",
+              "bond_returned", "challenge_bond", "aggregator_bond"))
+
+
+def _challenge_dict(challenge: Any) -> dict[str, Any]:
+    data = dataclasses.asdict(challenge)
+    data["proposed"] = challenge.proposed._asdict()
+    return _jsonable(data, money=("bond", "quality"))
 
 
 def _client_dict(client: Any) -> dict[str, Any]:
@@ -232,8 +254,11 @@ def _round_dict(posted: Any) -> dict[str, Any]:
         "accuracy": str(posted.accuracy),
         "paid": str(posted.paid),
         "measurements": [
-            {"quality": str(m.quality), "round_time": m.round_time, "accepted": m.accepted} for m in posted.measurements
+            {"quality": str(m.quality), "round_time": m.round_time, "accepted": m.accepted, "committed": m.committed}
+            for m in posted.measurements
         ],
+        "fates": list(posted.fates),
+        "forfeited": str(posted.forfeited),
         "scored": list(posted.scored),
         "loss_reputation": [str(v) for v in posted.loss_reputation],
         "time_reputation": [str(v) for v in posted.time_reputation],

@@ -34,7 +34,7 @@ from fedchain.audit.replay import replay_task
 from fedchain.audit.report import RoundScore, ScoreVerification
 from fedchain.audit.rewards import reward_events
 from fedchain.chain.abi import ChainEvent
-from fedchain.chain.bindings import Measurement, RewardsCommitted
+from fedchain.chain.bindings import RewardsCommitted
 from fedchain.errors import AuditError, FedchainError, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten
 from fedchain.store import BlobStore
@@ -87,24 +87,6 @@ def verify_scores(
     if not history.posted:
         tally.skip(CheckName.SCORES, "no round was posted")
     return ScoreVerification(tally=tally, rounds=tuple(rounds), tolerance=limit)
-
-
-def effective_measurements(history: TaskHistory, posted: PostedRecord) -> tuple[Measurement | None, ...]:
-    """The entries of a posted round as finalisation takes them: corrected where a verdict corrected one, None where
-    a verdict voided one or a challenge expired (not scored), as posted elsewhere."""
-    entries: list[Measurement | None] = list(posted.measurements)
-    for challenge in history.challenges:
-        if challenge.round != posted.round or challenge.status not in ("upheld", "expired"):
-            continue
-        if challenge.fate == "corrected" and challenge.status == "upheld" and challenge.kind == "entry":
-            entry = entries[challenge.client_index]
-            if entry is not None:
-                proposed = challenge.proposed
-                entries[challenge.client_index] = entry._replace(quality=proposed.quality, accepted=proposed.accepted)
-    for challenge in history.challenges:
-        if challenge.round == posted.round and challenge.fate in ("void", "neutral"):
-            entries[challenge.client_index] = None
-    return tuple(entries)
 
 
 @dataclass(frozen=True)
@@ -217,7 +199,7 @@ def _compare(
                 f"round {n} client {index}: the stored reward differs from the reproduced one by up to {gap:.3g} "
                 f"(tolerance {limit / WAD:g})",
             )
-    effective = effective_measurements(history, posted)
+    effective = posted.effective
     reproduced_qualities: list[int | None] = []
     gaps = []
     for client, mine, theirs in zip(history.clients, outcome.measurements, effective, strict=True):

@@ -4,18 +4,23 @@ One Anvil and one deployment per session (the audit tests' own: their clock
 jumps must not disturb other tests). The driven task has four clients and five
 fog nodes: client 0 is good, client 1 posts a low quality, client 2's fog node
 misses round 2 (slashed, the job goes to the standby bid), client 3's update is
-rejected in round 1 (removed, deposit forfeited); one bid on job 3 is never
-revealed. Every update, job data, spec and model lives in a temporary blob
-store. After three rounds the task is settled, every job is settled, and some
-accounts withdraw. A second task (:func:`drive_scored_task`) posts the scores the
-aggregator's scoring function gives, for ``--verify-scores``. A third
+rejected in round 1 (removed, deposit forfeited to the deployment's sink); one
+bid on job 3 is never revealed. The aggregator bonds itself before the start.
+Every round is posted (pending), and once its challenge window has passed
+without a challenge a stranger finalises it (its money moves then). Every
+update, job data, spec and model lives in a temporary blob store. After three
+rounds the task is settled (the bond goes back to the aggregator), every job is
+settled, and some accounts withdraw. A second task (:func:`drive_scored_task`)
+posts the scores the aggregator's scoring function gives, for ``--verify-scores``. A third
 (:func:`drive_prior_task`) brings the first task's clients back with their
 cross-task priors for a round in which client 0 sends garbage. Accounts by role (Anvil's public test keys): 0 deployer,
-1 publisher, 2 aggregator, 3..6 clients, 9..14 fog nodes.
+1 publisher, 2 aggregator, 3..6 clients (7, 8 and 16 the scored task's), 9..14 fog nodes, 15 a stranger (who
+finalises), 18 the arbiter committee (one member), 19 the sink.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import shutil
 from collections.abc import Callable, Iterator
@@ -36,7 +41,8 @@ from fedchain.chain.bindings import FedChainContracts, Measurement, TaskCreated,
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.chain.node import AnvilNode, AnvilSettings
-from fedchain.chain.tx import Transactor
+from fedchain.chain.recipe import ArbiterSettings, deploy_fedchain
+from fedchain.chain.tx import Receipt, Transactor
 from fedchain.fl.params import unflatten
 from fedchain.fl.reputation import WAD, RevealedBid, choose_winner
 from fedchain.fl.strategy import StrategyState
@@ -45,6 +51,7 @@ from fedchain.taskspec import TaskSpec, ValidationSpec, put_initial_model, put_m
 from fedchain.updates import store_update
 
 DEPLOYER, PUBLISHER, AGGREGATOR = 0, 1, 2
+STRANGER, ARBITER, SINK = 15, 18, 19
 CLIENTS = (3, 4, 5, 6)
 DATA_SIZES = (600, 800, 500, 700)
 #: (fog account, job, frequency Hz, price wei per round, revealed)
@@ -74,6 +81,9 @@ PARAMS = {
     "min_time_reputation": WAD // 10, "min_quality": WAD // 2, "max_round_time": 300, "reputation_cap": 10 * WAD,
     "client_deposit": 10**16, "fog_deposit": 2 * 10**16, "cycles_per_sample": 1000, "round_duration": 400, "bidding_duration": 100,
     "reveal_duration": 100, "time_tolerance": 5, "max_clients": 10, "second_price": False,
+    # A short window, so that each round is final before the next round's first commit (50 s after its start at the
+    # earliest); the bond is at least max_clients * d + min(budget, max_clients * psi * cap^3) = 1.1 ETH.
+    "challenge_window": 10, "challenge_bond": 5 * 10**15, "aggregator_bond": 2 * 10**18,
 }
 
 
@@ -132,6 +142,10 @@ class Driver:
         self.w3.provider.make_request("evm_increaseTime", [seconds])
         self.w3.provider.make_request("evm_mine", [])
 
+    def now(self) -> int:
+        """The latest block's time."""
+        return int(self.w3.eth.get_block("latest")["timestamp"])
+
 
 def _salt(label: str) -> bytes:
     return keccak(text=label)
@@ -141,11 +155,13 @@ def staff_task(
     driver: Driver, store: BlobStore, spec: TaskSpec, params: dict, sizes: tuple[int, ...], bids: tuple,
     clients: tuple[int, ...] = CLIENTS,
 ) -> tuple[int, TaskParams]:
-    """Create a task for ``spec``, let ``clients`` join with ``sizes``, run the auctions of ``bids``, hand off data, start."""
+    """Create a task for ``spec``, bond the aggregator, let ``clients`` join with ``sizes``, run the auctions of
+    ``bids``, hand off data, start."""
     task = TaskParams(model_id=put_initial_model(store, spec), dataset_id=put_spec(store, spec), **params)
     mechanism = mechanism_of(task)
     receipt = driver.as_(PUBLISHER).task_registry.create_task(task, driver.address(AGGREGATOR), value=10**18)
     task_id = receipt.events_of(TaskCreated)[0].task_id
+    driver.as_(AGGREGATOR).disputes.post_bond(task_id, value=task.aggregator_bond)
     for client, size in zip(clients, sizes, strict=True):
         commitment = keccak(abi_encode(["uint256", "bytes32"], [size, _salt(f"data-{client}")]))
         driver.as_(client).round_ledger.join(task_id, commitment, value=task.client_deposit)
@@ -182,6 +198,19 @@ def commit_update(
     return driver.as_(fog).fog_auction.commit_update(task_id, index, round_number, update).events_of(UpdateCommitted)[0]
 
 
+def finalize_round(driver: Driver, task_id: int, round_number: int, measurements: list[Measurement]) -> Receipt:
+    """Nobody challenges the posted round: once its challenge window has closed (a block is mined just after it, so
+    that the transaction's gas estimate runs after it too) a stranger finalises it with the measurements it was
+    posted with."""
+    stranger = driver.as_(STRANGER)
+    window = stranger.task_registry.params(task_id).challenge_window
+    closes = stranger.round_ledger.round_record(task_id, round_number).posted_at + window
+    if driver.now() <= closes:
+        driver.set_next_timestamp(closes + 1)
+        driver.w3.provider.make_request("evm_mine", [])
+    return stranger.round_ledger.finalize_round(task_id, round_number, measurements)
+
+
 def settle_everything(driver: Driver, task_id: int, jobs: int, withdrawers: tuple[int, ...]) -> None:
     """Settle the task and every job, then let ``withdrawers`` take their money out."""
     driver.as_(DEPLOYER).round_ledger.settle(task_id)
@@ -213,12 +242,14 @@ def drive_task(driver: Driver, store: BlobStore) -> int:
                 quality=qualities.get(i) or 0,
                 round_time=commits[i].committed_at - started if i in commits else 0,
                 accepted=qualities.get(i) is not None,
+                committed=i in commits,
             )
             for i in range(len(CLIENTS))
         ]
         global_params = global_params + 0.001 * round_number
         model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))
         aggregator.round_ledger.post_round(task_id, round_number, model_hash, 9 * WAD // 10, ZERO_ROOT, ZERO_ROOT, measurements)
+        finalize_round(driver, task_id, round_number, measurements)
     settle_everything(driver, task_id, len(CLIENTS), WITHDRAWERS)
     return task_id
 
@@ -265,9 +296,10 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
         outcome = score_round(strategy, global_params, inputs, evaluator, strategy_state, quality="loss")
         global_params, strategy_state = outcome.global_params, outcome.state
         model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))
-        receipt = aggregator.round_ledger.post_round(
+        aggregator.round_ledger.post_round(
             task_id, round_number, model_hash, outcome.accuracy_wad, ZERO_ROOT, ZERO_ROOT, list(outcome.measurements)
         )
+        receipt = finalize_round(driver, task_id, round_number, list(outcome.measurements))
         removed = {e.client_index for e in receipt.events_of(bindings.ClientRemoved)}
         active = [a and i not in removed for i, a in enumerate(active)]
     settle_everything(driver, task_id, len(sizes), ())
@@ -297,9 +329,13 @@ def drive_prior_task(driver: Driver, store: BlobStore) -> int:
         delta = torch.randn(global_params.numel(), generator=generator) * 0.01
         commit = commit_update(driver, store, spec, task_id, 1, index, delta, started + COMMIT_OFFSETS[index])
         quality = WAD // 10 if index == 0 else WAD
-        measurements.append((index, Measurement(quality=quality, round_time=commit.committed_at - started, accepted=True)))
+        measurements.append(
+            (index, Measurement(quality=quality, round_time=commit.committed_at - started, accepted=True, committed=True))
+        )
     model_hash = put_model(store, spec, task_id, 1, unflatten(global_params, spec.param_spec()))
-    aggregator.round_ledger.post_round(task_id, 1, model_hash, WAD // 2, ZERO_ROOT, ZERO_ROOT, [m for _, m in sorted(measurements)])
+    entries = [m for _, m in sorted(measurements)]
+    aggregator.round_ledger.post_round(task_id, 1, model_hash, WAD // 2, ZERO_ROOT, ZERO_ROOT, entries)
+    finalize_round(driver, task_id, 1, entries)
     settle_everything(driver, task_id, len(CLIENTS), ())
     return task_id
 
@@ -325,7 +361,10 @@ class AuditChain:
 @pytest.fixture(scope="session")
 def audit_chain(audit_node: AnvilNode, tmp_path_factory: pytest.TempPathFactory) -> AuditChain:
     folder = tmp_path_factory.mktemp("audit")
-    deployment = deploy(audit_node.web3(), audit_node.dev_account(DEPLOYER), rpc_url=audit_node.rpc_url, rehearse_first=False)
+    # A committee of one and a sink of its own: the audit must read where forfeits go from the deployment's SinkSet.
+    arbiters = ArbiterSettings.of([audit_node.dev_account(ARBITER).address], sink=audit_node.dev_account(SINK).address)
+    deployment = deploy(audit_node.web3(), audit_node.dev_account(DEPLOYER), rpc_url=audit_node.rpc_url,
+                        recipe=functools.partial(deploy_fedchain, arbiters=arbiters), rehearse_first=False)
     return AuditChain(audit_node, deployment, deployment.save(folder / "deployment.json"), folder / "store",
                       Driver(audit_node, deployment))
 

@@ -40,29 +40,40 @@ def task_events(log: EventLog, task_id: int, qualities: Mapping[str, int | None]
 
 def post_round(
     log: EventLog, task_id: int, qualities: dict[str, int], started_at: int, *, finish: bool,
-    removed: Mapping[int, int] | None = None,
+    removed: Mapping[int, int] | None = None, finalise: bool = True,
 ) -> None:
-    """Round 1 of task ``task_id``: every fog commits 50 s after the start; posted (and the task finishes).
+    """Round 1 of task ``task_id``: every fog commits 50 s after the start; posted (and the task finishes), then,
+    in a later transaction, finalised (the post is pending until then: it changes no reputation).
 
     ``removed`` maps the index of each client the round removes to its r_a (its r_t is 2: T = 100 s, t = 50 s).
+    Like the rest of these event lists, the money events are left out (``paid`` is 0).
     """
     t = {"task_id": task_id}
     for index in range(len(qualities)):
         log.tx((b.UpdateCommitted, dict(t, client_index=index, round=1, fog=FOG, update_hash=b"\x05" * 32,
                                         committed_at=started_at + 50, payment=PRICE)),)
-    measurements = tuple(b.Measurement(quality=q, round_time=50, accepted=True) for q in qualities.values())
-    entries: list[tuple[type, dict[str, Any]]] = [
+    measurements = tuple(b.Measurement(quality=q, round_time=50, accepted=True, committed=True) for q in qualities.values())
+    post: list[tuple[type, dict[str, Any]]] = [
+        (b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=measurements)),
+    ]
+    if finish:
+        post.append((b.RoundClosed, dict(t, round=1, next_round_started_at=0)))
+        post.append((b.TaskFinished, dict(t, last_round=1, finished_at=started_at + 60, target_reached=False)))
+    log.tx(*post)
+    if finalise:
+        finalise_round(log, task_id, removed)
+
+
+def finalise_round(log: EventLog, task_id: int, removed: Mapping[int, int] | None = None) -> None:
+    """Round 1 of task ``task_id`` is finalised; ``removed`` as in :func:`post_round`."""
+    t = {"task_id": task_id}
+    removals: list[tuple[type, dict[str, Any]]] = [
         (b.ClientRemoved, dict(t, client_index=index, round=1, loss_reputation=loss_rep, time_reputation=2 * WAD))
         for index, loss_rep in (removed or {}).items()
     ]
-    entries.append(
-        (b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=measurements,
-                             paid=0)),
-    )
-    if finish:
-        entries.append((b.RoundClosed, dict(t, round=1, spent=0, budget_left=10**18, next_round_started_at=0)))
-        entries.append((b.TaskFinished, dict(t, last_round=1, finished_at=started_at + 60, target_reached=False)))
-    log.tx(*entries)
+    forfeited = len(removals) * PARAMS.client_deposit
+    log.tx(*removals, (b.RoundFinalized, dict(t, round=1, paid=0, forfeited=forfeited)),
+           (b.BudgetSpent, dict(t, round=1, spent=0, budget_left=10**18)))
 
 
 def two_tasks(

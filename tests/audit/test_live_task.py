@@ -14,7 +14,7 @@ from fedchain.audit.history import CommitRecord
 from fedchain.chain.abi import ChainEvent
 from fedchain.chain.bindings import Measurement, RoundPosted
 from fedchain.cli import main
-from tests.audit.conftest import DrivenTask
+from tests.audit.conftest import PARAMS, SINK, DrivenTask
 
 
 def failed(report: AuditReport) -> set[str]:
@@ -42,8 +42,17 @@ def test_the_rebuilt_history_holds_the_slash_the_removal_and_the_forfeits(driven
     assert [r.scored for r in history.rounds][1] == (True, True, False, False)
     reasons = {c.reason for c in history.credits}
     assert reasons == {"FOG_PAYMENT", "BID_FORFEIT", "DEPOSIT_FORFEIT", "CLIENT_REWARD", "DEPOSIT_RETURN",
-                       "BUDGET_REFUND", "ESCROW_REFUND", "BID_REFUND"}
+                       "BUDGET_REFUND", "ESCROW_REFUND", "BID_REFUND", "BOND_REFUND"}
     assert history.task.status == "Settled"
+    # Every round was posted, then finalised; client 3's deposit was forfeited when round 1 became final, to the
+    # deployment's sink: the publisher got nothing but its refund, the aggregator nothing but its bond back.
+    assert [(p.round, p.final) for p in history.posted] == [(1, True), (2, True), (3, True)]
+    assert [(r.round, r.removed, r.forfeited) for r in history.rounds] == [(1, (3,), PARAMS["client_deposit"]),
+                                                                           (2, (), 0), (3, (), 0)]
+    assert history.task.sink == driven_task.node.dev_account(SINK).address
+    assert history.to_sink == {"DEPOSIT_FORFEIT": PARAMS["client_deposit"]}
+    assert history.credited_to(history.task.publisher).keys() == {"BUDGET_REFUND"}
+    assert history.credited_to(history.task.aggregator) == {"BOND_REFUND": PARAMS["aggregator_bond"]}
 
 
 def test_a_client_with_a_prior_that_sends_garbage_is_removed_and_the_audit_passes(prior_task: DrivenTask) -> None:
@@ -178,7 +187,7 @@ def test_the_command_refuses_a_task_that_does_not_exist(driven_task: DrivenTask,
 MONEY_FIELDS = frozenset({
     "amount", "held", "budget", "deposit", "price", "escrow", "payment", "forfeited", "paid", "spent", "budget_left",
     "earned", "bonus", "deposit_returned", "escrow_refund", "deposits_refunded", "deposits_forfeited", "refund",
-    "bonuses", "loss_reputation", "time_reputation",
+    "bonuses", "loss_reputation", "time_reputation", "bond", "reward", "burned", "compensation", "redo",
 })
 
 
@@ -208,4 +217,7 @@ def test_any_one_unit_change_to_money_reputation_or_a_measurement_fails_the_audi
     undetected = [what for what, events in changes if audit_task(driven_task.task_id, events, views=readings.views).passed]
 
     assert len(changes) > 100
+    # The finalisations' and the bond's money are among the changes (a post itself moves none).
+    assert {"RoundFinalized.paid", "RoundFinalized.forfeited", "BudgetSpent.spent", "BudgetSpent.budget_left",
+            "BondPosted.amount", "BondReleased.amount"} <= {what for what, _ in changes}
     assert undetected == []
