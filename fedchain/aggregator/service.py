@@ -59,7 +59,7 @@ from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
 from fedchain.agent.finality import finalize_due
 from fedchain.agent.session import ChainSession
 from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
-from fedchain.aggregator.priors import chain_priors
+from fedchain.aggregator.priors import chain_priors, start_block
 from fedchain.aggregator.scoring import (
     ClientInput,
     Evaluator,
@@ -320,7 +320,9 @@ class Aggregator:
     def _post_priors(self, task: TaskState) -> None:
         """Post the task's cross-task priors (eq. 6) once, before round 1; all zeros when no earlier task is similar."""
         contracts = self.session.contracts
-        result = chain_priors(contracts.task_registry, contracts.round_ledger, self.task_id, task)
+        block = start_block(self.session.w3, contracts.task_registry, self.task_id,
+                            from_block=self.session.deployment.block_number)
+        result = chain_priors(contracts.task_registry, contracts.round_ledger, self.task_id, task, block=block)
         try:
             receipt = contracts.round_ledger.post_priors(self.task_id, list(result.priors))
         except ContractRevert:

@@ -1,11 +1,14 @@
 """The ``reputation.cross_task`` check: the posted priors of eq. 8, recomputed from earlier tasks' events.
 
 The aggregator posts each task's cross-task priors H_i once, before round 1
-(``PriorsPosted``). The auditor rebuilds every earlier task of the deployment
-from its own events (:func:`fedchain.audit.replay.replay_task`: final loss
-reputations and finish times, not the aggregator's word), recomputes H_i with
+(``PriorsPosted``), from the chain as it stood at the end of the block in which
+the task started (:mod:`fedchain.aggregator.priors`). The auditor rebuilds every
+earlier task of the deployment from its own events up to that block
+(:func:`fedchain.audit.replay.replay_task`: loss reputations and finish times,
+not the aggregator's word), keeps those that had finished then with all their
+posted rounds final, recomputes H_i with
 :func:`fedchain.fl.crosstask.history_priors` and flags any difference. A task
-that ran round 1 without posting priors counts as having posted all zeros.
+that posted a round without posting priors counts as having posted all zeros.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ C = CheckName.CROSS_TASK
 FINISHED_STATUSES = ("Finished", "Settled")
 
 
-def earlier_tasks(events: Sequence[ChainEvent], *, before: int, exclude: int) -> list[FinishedTask]:
-    """Every task of ``events`` other than ``exclude`` that finished (or settled) at or before ``before``, replayed.
+def earlier_tasks(events: Sequence[ChainEvent], *, block: int, exclude: int) -> list[FinishedTask]:
+    """Every task of ``events`` other than ``exclude`` that, at the end of ``block``, had finished (or settled)
+    with all its posted rounds final, replayed from its events up to that block.
 
     The events are split by task once and each task is replayed from its own
     events only (withdrawals, which name no task, do not move reputations), so
@@ -36,15 +40,17 @@ def earlier_tasks(events: Sequence[ChainEvent], *, before: int, exclude: int) ->
     by_task: dict[int, list[ChainEvent]] = defaultdict(list)
     for event in events:
         task_id = getattr(event, "task_id", None)
-        if task_id is not None and task_id != exclude:
+        if task_id is not None and task_id != exclude and event.block_number <= block:
             by_task[task_id].append(event)
     created = sorted(task_id for task_id, own in by_task.items() if any(isinstance(e, b.TaskCreated) for e in own))
     tasks = []
     for task_id in created:
         history = replay_task(task_id, by_task[task_id]).history
         finished_at = history.task.finished_at
-        if history.task.status not in FINISHED_STATUSES or finished_at is None or finished_at > before:
+        if history.task.status not in FINISHED_STATUSES or finished_at is None:
             continue
+        if not all(p.final for p in history.posted):
+            continue  # its last reputations were still open to challenge
         tasks.append(FinishedTask(task_id, finished_at, {c.account: c.loss_reputation for c in history.clients}))
     return tasks
 
@@ -57,13 +63,17 @@ def check_cross_task(history: TaskHistory, events: Sequence[ChainEvent]) -> Tall
         tally.skip(C, "the task has not started")
         return tally
     posted_events = [e for e in events if isinstance(e, b.PriorsPosted) and e.task_id == task.task_id]
-    if not posted_events and task.last_round == 0:
+    if not posted_events and not history.posted:
         tally.skip(C, "no priors posted yet (they are posted before round 1)")
+        return tally
+    started = [e for e in events if isinstance(e, b.TaskStarted) and e.task_id == task.task_id]
+    if not started:
+        tally.skip(C, "the task's TaskStarted event is not among the events read")
         return tally
     clients = [c.account for c in history.clients]
     posted = tuple(posted_events[0].priors) if posted_events else (0,) * len(clients)
     at = posted_events[0] if posted_events else None
-    earlier = earlier_tasks(events, before=task.started_at, exclude=task.task_id)
+    earlier = earlier_tasks(events, block=started[0].block_number, exclude=task.task_id)
     expected = history_priors(clients, current_task_id=task.task_id, started_at=task.started_at, earlier=earlier,
                               reputation_cap=task.params.reputation_cap)
     similar = ", ".join(f"task {t} (sim {s / 10**18:.4f})" for t, s in expected.similar) or "none"

@@ -146,6 +146,15 @@ class Driver:
         """The latest block's time."""
         return int(self.w3.eth.get_block("latest")["timestamp"])
 
+    def priors(self, task_id: int) -> tuple[int, ...]:
+        """Task ``task_id``'s cross-task priors as the aggregator computes them before round 1."""
+        from fedchain.aggregator.priors import chain_priors, start_block
+
+        aggregator = self.as_(AGGREGATOR)
+        registry, ledger = aggregator.task_registry, aggregator.round_ledger
+        block = start_block(self.w3, registry, task_id, from_block=self.deployment.block_number)
+        return chain_priors(registry, ledger, task_id, registry.state(task_id), block=block).priors
+
 
 def _salt(label: str) -> bytes:
     return keccak(text=label)
@@ -262,7 +271,6 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
     validation set; the audit must reproduce the posted numbers from the chain
     and the store alone.
     """
-    from fedchain.aggregator.priors import chain_priors
     from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round
     from fedchain.fl.registry import get_strategy
     from fedchain.taskspec import load_validation
@@ -272,9 +280,7 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
     task_id, _ = staff_task(driver, store, spec, dict(PARAMS, rounds=2), sizes, BIDS[:3], SCORED_CLIENTS)
     aggregator = driver.as_(AGGREGATOR)
     # As the aggregator does before round 1: the cross-task priors (all 0: no earlier task shares its clients).
-    state = aggregator.task_registry.state(task_id)
-    priors = chain_priors(aggregator.task_registry, aggregator.round_ledger, task_id, state).priors
-    aggregator.round_ledger.post_priors(task_id, list(priors))
+    aggregator.round_ledger.post_priors(task_id, list(driver.priors(task_id)))
     strategy, evaluator = get_strategy("fedavg"), Evaluator(spec.model_spec(), load_validation(spec), "cpu")
     generator = torch.Generator().manual_seed(11)
     global_params = torch.cat([t.reshape(-1) for t in spec.initial_params().values()])
@@ -313,14 +319,12 @@ def drive_prior_task(driver: Driver, store: BlobStore) -> int:
     final r_a of :func:`drive_task`, above 1). In the round client 0's update scores quality 0.1, below
     q_min 0.5, the others 1.0: the prior does not apply in that round, so client 0 is removed.
     """
-    from fedchain.aggregator.priors import chain_priors
-
     spec = TaskSpec(dataset="mnist", model="lenet5", validation=ValidationSpec(size=64))
     task_id, _ = staff_task(driver, store, spec, dict(PARAMS, rounds=1), DATA_SIZES, BIDS)
     aggregator = driver.as_(AGGREGATOR)
-    priors = chain_priors(aggregator.task_registry, aggregator.round_ledger, task_id, aggregator.task_registry.state(task_id))
-    assert priors.priors[0] > WAD, priors  # the history this task is about
-    aggregator.round_ledger.post_priors(task_id, list(priors.priors))
+    priors = driver.priors(task_id)
+    assert priors[0] > WAD, priors  # the history this task is about
+    aggregator.round_ledger.post_priors(task_id, list(priors))
     started = aggregator.task_registry.state(task_id).round_started_at
     generator = torch.Generator().manual_seed(5)
     global_params = torch.cat([t.reshape(-1) for t in spec.initial_params().values()])

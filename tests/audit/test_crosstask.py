@@ -150,6 +150,26 @@ def test_a_round_posted_without_priors_counts_as_all_zeros_and_fails_when_histor
     assert cross_task(report).status is CheckStatus.FAIL
 
 
+def test_an_earlier_task_whose_last_round_was_still_pending_when_this_one_started_does_not_count() -> None:
+    # prepare: task 1 finished before task 2 started, but its round was finalised only after (its reputations
+    # could still change by a verdict then): task 2's priors are all zeros, whatever task 1 became later
+    def events(priors: tuple[int, ...]) -> list[Any]:
+        log = EventLog()
+        first = {A: 12 * WAD // 10, B: 6 * WAD // 10}
+        task_events(log, 1, first, started_at=1000)
+        post_round(log, 1, first, 1000, finish=True, finalise=False)
+        task_events(log, 2, {A: WAD, B: WAD, C: WAD}, started_at=2000)
+        finalise_round(log, 1)
+        log.tx((b.PriorsPosted, {"task_id": 2, "priors": priors}),)
+        return log.events
+
+    # execute
+    zeros, from_the_late_finalisation = audit_task(2, events((0, 0, 0))), audit_task(2, events((12 * WAD // 10, 6 * WAD // 10, 0)))
+    # assert
+    assert cross_task(zeros).status is CheckStatus.PASS, cross_task(zeros).findings
+    assert cross_task(from_the_late_finalisation).status is CheckStatus.FAIL
+
+
 def test_the_cross_task_check_is_skipped_before_priors_or_round_1() -> None:
     report = audit_task(2, two_tasks(None))
     assert cross_task(report).status is CheckStatus.SKIPPED
