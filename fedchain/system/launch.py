@@ -106,6 +106,8 @@ def client_process(
         "--noisy-labels", repr(plan.noisy_labels), "--seed", str(options.seed + plan.partition_index),
         "--poll-interval", str(options.poll_interval_s), "--watch", plan.watch, *_session_args(run, plan.name),
     ]
+    if plan.flip_labels:
+        args.append("--flip-labels")
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
     return ProcessSpec(plan.name, _python(*args), _env(key), run.log(plan.name), exits_when_done=True)

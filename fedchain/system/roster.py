@@ -46,6 +46,7 @@ class ClientPlan:
         partition_index: its part of the IID split of the training set (one part per client).
         samples: D, the samples it keeps (its job's data size).
         noisy_labels: fraction of its labels replaced by a wrong class (0: clean; 1: garbage).
+        flip_labels: every label y replaced by C-1-y (garbage that teaches a wrong mapping).
         watch: how its agent watches its own entries (``ClientConfig.watch``: reexecute, committee or off).
     """
 
@@ -53,6 +54,7 @@ class ClientPlan:
     partition_index: int
     samples: int
     noisy_labels: float = 0.0
+    flip_labels: bool = False
     watch: str = "reexecute"
 
     def __post_init__(self) -> None:
@@ -64,7 +66,7 @@ class ClientPlan:
     @property
     def behaviour(self) -> str:
         """One phrase for tables."""
-        if self.noisy_labels >= 1.0:
+        if self.noisy_labels >= 1.0 or self.flip_labels:
             return "garbage labels"
         return f"{self.noisy_labels:.0%} noisy labels" if self.noisy_labels else "clean"
 
