@@ -23,6 +23,10 @@ The faults, in the order they happen:
     client is removed with its deposit forfeited.
 (d) ``fog-mute`` never reveals: its deposits go to the clients, the auctions still award.
 
+The clients do not watch their entries here (``watch="off"``): the faults are
+the subject, not the disputes (tests/system/test_accountability.py). A round's
+money moves when it is final, after a short challenge window.
+
 What the audit must say: every money check passes (escrow, payments, withdrawals
 to the wei) and nothing about the chain's accounting is flagged. The store
 check passes too and carries a note naming the altered blob: the update was
@@ -66,11 +70,13 @@ TERMS = TaskTerms(
     rounds=3, expected_duration=60, psi=10**15, phi=10**12, min_loss_reputation=0.1, min_time_reputation=0.1,
     min_quality=0.5, max_round_time=35, reputation_cap=2.0, client_deposit=10**16, fog_deposit=2 * 10**16,
     cycles_per_sample=5 * 10**8, round_duration=35, bidding_duration=10, reveal_duration=10, time_tolerance=5,
+    max_clients=3, challenge_window=20,
 )
 SPEC = TaskSpec(dataset="mnist", model="lenet5", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=200))
 #: c * D / f: fog-fast 10 s for 32 samples (the cap), fog-slow 20 s (r_t = 1) but 10 s for 16 samples (the cap).
 ROSTER = Roster(
-    clients=(ClientPlan("client-0", 0, 32), ClientPlan("client-1", 1, 16), ClientPlan("client-2", 2, 16)),
+    clients=(ClientPlan("client-0", 0, 32, watch="off"), ClientPlan("client-1", 1, 16, watch="off"),
+             ClientPlan("client-2", 2, 16, watch="off")),
     fogs=(
         FogPlan("fog-fast", CostModel(frequency=1_600_000_000, alpha=2.5e-15, margin=0.1)),
         FogPlan("fog-slow", CostModel(frequency=800_000_000, alpha=2.5e-15, margin=0.1)),
@@ -214,7 +220,11 @@ def test_a_corrupted_update_is_rejected_and_its_client_penalised(faulty_task: Fa
     assert round_2.measurements[t.jobs["client-1"]].accepted is True
     assert (removed.client_index, removed.round) == (job, 2)
     assert client.status == "removed" and client.deposit_returned == 0
-    assert t.report.history.credited_to(t.report.history.task.publisher).get("DEPOSIT_FORFEIT") == TERMS.client_deposit
+    # its deposit goes to the deployment's sink, never to the publisher (who appoints the aggregator)
+    history = t.report.history
+    assert history.task.sink is not None
+    assert history.credited_to(history.task.sink).get("DEPOSIT_FORFEIT") == TERMS.client_deposit
+    assert "DEPOSIT_FORFEIT" not in history.credited_to(history.task.publisher)
     assert "reason=hash_mismatch" in t.run.folder.log(AGGREGATOR).read_text()
 
 

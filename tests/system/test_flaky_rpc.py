@@ -36,6 +36,7 @@ TERMS = TaskTerms(
     rounds=2, expected_duration=60, psi=10**15, phi=10**12, min_loss_reputation=0.1, min_time_reputation=0.1,
     min_quality=0.5, max_round_time=45, reputation_cap=2.0, client_deposit=10**16, fog_deposit=2 * 10**16,
     cycles_per_sample=5 * 10**8, round_duration=45, bidding_duration=15, reveal_duration=15, time_tolerance=5,
+    max_clients=2, challenge_window=20,
 )
 SPEC = TaskSpec(dataset="mnist", model="lenet5", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=200))
 ROSTER = Roster(
