@@ -478,9 +478,9 @@ def accountability_table(report: AuditReport, names: dict[str, str]) -> Group:
 
 def audit_verdict(report: AuditReport) -> list[Any]:
     """The audit's checks table and its verdict line (as ``fedchain audit`` prints them)."""
-    from fedchain.audit.render import tables
+    from fedchain.audit.render import checks_table, verdict_line
 
-    return list(tables(report).renderables[2:])
+    return [checks_table(report), verdict_line(report)]
 
 
 def _default(name: str, text: str, kind: type = str) -> Any:

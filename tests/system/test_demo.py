@@ -41,36 +41,6 @@ def demo_on_chain(anvil: AnvilNode, run_dir: Path, data_root: Path, *args: str) 
 
 
 @pytest.mark.slow
-def test_demo_runs_a_task_end_to_end_on_an_existing_chain_and_the_audit_passes(
-    anvil: AnvilNode, data_root: Path, tmp_path: Path
-) -> None:
-    # prepare
-    run_dir = tmp_path / "demo"
-
-    # execute: the demo on the session's chain, then the audit command on the task it ran, with every check asked for
-    demo = demo_on_chain(anvil, run_dir, data_root, *DEMO_ARGS)
-    audit = fedchain(
-        "audit", "--task", "1", "--deployment", str(run_dir / "deployment.json"), "--store", str(run_dir / "store"),
-        "--json", "--verify-scores", "--data-root", str(data_root),
-    )
-
-    # assert: the demo finished with its verdict; every participant ran as its own process with its own log
-    assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
-    assert "task 1: clients" in demo.stdout and "fog nodes" in demo.stdout
-    assert "audit of task 1" in demo.stdout and "PASSED" in demo.stdout
-    logs = sorted(path.name for path in (run_dir / "logs").iterdir())
-    assert logs == ["aggregator.log", "client-0.log", "client-1.log", "fog-0.log", "fog-1.log"]
-    # and the independent audit passes every check, scores reproduced included
-    assert audit.returncode == 0, f"audit failed:\n{audit.stdout[-4000:]}\n{audit.stderr[-4000:]}"
-    report = json.loads(audit.stdout)
-    assert report["passed"] is True
-    assert {check["name"]: check["status"] for check in report["checks"]} == {name.value: "pass" for name in CheckName}
-    assert report["task"]["status"] == "Settled" and [r["round"] for r in report["rounds"]] == [1, 2]
-    # the free rider's client is screened out (zero update) and removed in round 1; the other one stays
-    assert sorted((c["status"], c["removed_round"]) for c in report["clients"]) == [("active", None), ("removed", 1)]
-
-
-@pytest.mark.slow
 def test_demo_on_a_chain_that_mines_every_2_s_awards_and_trains_every_job_and_the_audit_passes(
     data_root: Path, tmp_path: Path
 ) -> None:
@@ -80,39 +50,68 @@ def test_demo_on_a_chain_that_mines_every_2_s_awards_and_trains_every_job_and_th
     # execute
     demo = fedchain("demo", "--block-time", "2", "--run-dir", str(run_dir), "--data-root", str(data_root), *DEMO_ARGS)
 
-    # assert: the audit passed; every job got a bid and was awarded, and every active client was trained in every
-    # round: both in round 1, then the one the free rider's zero update did not get removed
+    # assert: the audit passed; every job got a bid and was awarded; the free rider's client challenged its fog node,
+    # the committee upheld, fog 0 was slashed and the client stayed in; both clients were trained in both rounds
     assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
     assert "a block every 2 s" in demo.stdout and "PASSED" in demo.stdout
     report = json.loads((run_dir / "audit.json").read_text())
     assert report["passed"] is True and report["task"]["status"] == "Settled"
     assert [a["closed"] and a["winner"] is not None for a in report["auctions"]] == [True, True]
-    active = [c["index"] for c in report["clients"] if c["status"] == "active"]
-    assert len(active) == 1
-    assert sorted((c["round"], c["client_index"]) for c in report["commits"]) == sorted([(1, 0), (1, 1), (2, active[0])])
-    assert report["slashes"] == []
+    assert [c["status"] for c in report["clients"]] == ["active", "active"]
+    assert {(c["round"], c["client_index"]) for c in report["commits"]} == {(1, 0), (1, 1), (2, 0), (2, 1)}
+    assert [(s["kind"]) for s in report["slashes"]] == ["fraud"]
+    assert {(c["kind"], c["status"]) for c in report["challenges"]} == {("fog", "upheld")}
 
 
 @pytest.mark.slow
-def test_the_default_demo_removes_the_free_riders_client_and_pays_noisy_clients_less_than_clean_ones(
+def test_the_default_demo_catches_the_free_rider_and_the_dishonest_aggregator_and_pays_noisy_clients_less(
     anvil: AnvilNode, data_root: Path, tmp_path: Path
 ) -> None:
     # prepare: the default cast (5 clients of 500-1500 samples, the odd ones with 50% noisy labels; fog 0 a free
-    # rider serving the smallest), on the session's chain; the scores' re-run is the other tests' job
+    # rider serving the smallest) with the dishonest aggregator, on the session's chain (as with --rpc-url anywhere)
     run_dir = tmp_path / "demo"
 
-    # execute
-    demo = demo_on_chain(anvil, run_dir, data_root, "--no-verify-scores")
+    # execute: the demo, then the audit command on the task it ran, with every check asked for
+    demo = demo_on_chain(anvil, run_dir, data_root, "--dishonest-aggregator", "--no-verify-scores")
+    audit = fedchain(
+        "audit", "--task", "1", "--deployment", str(run_dir / "deployment.json"), "--store", str(run_dir / "store"),
+        "--json", "--verify-scores", "--data-root", str(data_root),
+    )
 
-    # assert: the incentive the demo is there to show (issue 20, item 6)
+    # assert: the demo finished with its verdict; every participant ran as its own process with its own log
     assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
-    report = json.loads((run_dir / "audit.json").read_text())
-    paid = {c["data_size"]: int(c["earned"]) + int(c["bonus"] or 0) for c in report["clients"]}
-    removed = {c["data_size"]: c["removed_round"] for c in report["clients"]}
-    assert removed == {500: 1, 750: None, 1000: None, 1250: None, 1500: None}  # 500: the free rider's client
-    assert paid[500] == 0
+    assert "task 1: clients" in demo.stdout and "fog nodes" in demo.stdout and "challenges and verdicts" in demo.stdout
+    assert "audit of task 1" in demo.stdout and "PASSED" in demo.stdout
+    logs = sorted(path.name for path in (run_dir / "logs").iterdir())
+    assert logs == ["aggregator.log", *(f"client-{i}.log" for i in range(5)), *(f"fog-{i}.log" for i in range(3)),
+                    *(f"verifier-{i}.log" for i in range(3))]
+    # the independent audit passes every check, scores reproduced included (the zeroed entry as corrected)
+    assert audit.returncode == 0, f"audit failed:\n{audit.stdout[-4000:]}\n{audit.stderr[-4000:]}"
+    report = json.loads(audit.stdout)
+    assert report["passed"] is True
+    assert {check["name"]: check["status"] for check in report["checks"]} == {name.value: "pass" for name in CheckName}
+    assert report["task"]["status"] == "Settled" and [r["round"] for r in report["rounds"]] == [1, 2, 3]
+    clients = {c["data_size"]: c for c in report["clients"]}
+    paid = {size: int(c["earned"]) + int(c["bonus"] or 0) for size, c in clients.items()}
+    # the free rider: caught by its client's re-execution, slashed; its client keeps its deposit, its job moves on
+    small = clients[500]
+    assert small["status"] == "active" and int(small["deposit_returned"]) == 10**16
+    fraud = [s for s in report["slashes"] if s["kind"] == "fraud"]
+    assert len(fraud) == 1 and fraud[0]["client_index"] == small["index"]
+    assert any(c["client_index"] == small["index"] and c["fog"] != fraud[0]["fog"] for c in report["commits"])
+    # the dishonest aggregator zeroed the clean client of 1500 samples in round 1: it challenged, was upheld, and is
+    # paid as if scored honestly (more than either noisy client), deposit back; the aggregator's bond was slashed
+    zeroed = clients[1500]
+    entry = [c for c in report["challenges"] if c["kind"] == "entry" and c["client_index"] == zeroed["index"]]
+    assert entry and {(c["status"], c["fate"]) for c in entry} == {("upheld", "corrected")}
+    assert zeroed["status"] == "active" and int(zeroed["deposit_returned"]) == 10**16
+    assert report["task"]["bond_returned"] == "0"
+    # the incentive the demo is there to show: noisy clients are paid less than clean ones; no forfeit to the publisher
     noisy, clean = (paid[750], paid[1250]), (paid[1000], paid[1500])
-    assert max(noisy) < min(clean)  # the noisy client of 1250 samples earns less than the clean one of 1000
+    assert max(noisy) < min(clean)
+    accounts = {a["account"]: a for a in report["accounts"]}
+    assert set(accounts[report["task"]["publisher"]]["credited"]) == {"BUDGET_REFUND"}
+    assert {"FOG_SLASH", "BOND_SLASH"} <= set(report["sink"]["credited"])
 
 
 def processes_mentioning(text: str) -> list[str]:
