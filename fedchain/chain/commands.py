@@ -154,8 +154,14 @@ def deploy(
     committee = None
     if arbiters:
         committee = ArbiterSettings.of(arbiters, quorum=quorum, verdict_window=parse_seconds(verdict_window), sink=sink)
-    elif quorum is not None:
-        raise click.UsageError("--quorum needs the committee's members: --arbiter ADDRESS for each")
+    else:
+        # Without members the throw-away local chain gets its deployer as the committee and burns forfeits.
+        alone = [flag for flag, given in (("--quorum", quorum is not None),
+                                          ("--verdict-window", verdict_window != str(DEFAULT_VERDICT_WINDOW_S)),
+                                          ("--sink", sink != BURN_SINK)) if given]
+        if alone:
+            raise click.UsageError(f"{', '.join(alone)} set the arbiter committee: name its members too, "
+                                   "with --arbiter ADDRESS for each")
     request = DeployRequest(rpc_url, chain_id, keystore, confirmations, out, committee)
     deployment = run_deploy(request, interactive=True)
     click.echo(deployment.to_json(), nl=False)

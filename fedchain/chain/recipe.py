@@ -107,8 +107,13 @@ class ArbiterSettings:
     @classmethod
     def of(cls, members: Sequence[str], *, quorum: int | None = None, verdict_window: int = DEFAULT_VERDICT_WINDOW_S,
            sink: str = BURN_SINK) -> ArbiterSettings:
-        """Settings with checksummed addresses."""
-        return cls(tuple(to_checksum_address(m) for m in members), quorum, verdict_window, to_checksum_address(sink))
+        """Settings with checksummed addresses (a malformed one is left as given, for the check to name it)."""
+        from eth_utils import is_address
+
+        def checksummed(address: str) -> str:
+            return to_checksum_address(address) if is_address(address) else address
+
+        return cls(tuple(checksummed(m) for m in members), quorum, verdict_window, checksummed(sink))
 
     def argument(self, name: str) -> Any:
         """The constructor argument ``name`` (a field of these settings)."""

@@ -102,7 +102,7 @@ def task() -> None:
       fedchain task start --task 1         # round 1 begins; the aggregator runs the rounds
       fedchain task settle --task 1        # after the last round (the aggregator also does it)
       fedchain task abandon --task 1       # anyone, once the aggregator is a day late with a round
-      fedchain withdraw                    # take out refunds and forfeited deposits
+      fedchain withdraw                    # take out refunds and the bond (forfeits go to the sink)
     """
 
 

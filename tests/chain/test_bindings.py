@@ -22,6 +22,7 @@ from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.chain.node import AnvilNode
 from fedchain.chain.tx import Transactor
 from fedchain.errors import ContractRevert
+from fedchain.fl.reputation import minimum_aggregator_bond
 
 WAD = 10**18
 
@@ -79,7 +80,8 @@ def task_params(**changes: Any) -> TaskParams:
         expected_duration=600, psi=10**15, phi=10**12, min_loss_reputation=WAD // 10, min_time_reputation=WAD // 10,
         min_quality=WAD // 2, max_round_time=300, reputation_cap=10 * WAD, client_deposit=10**16, fog_deposit=2 * 10**16,
         cycles_per_sample=1000, round_duration=400, bidding_duration=100, reveal_duration=100, time_tolerance=5,
-        max_clients=50, second_price=False,
+        max_clients=50, second_price=False, challenge_window=3600, challenge_bond=5 * 10**15,
+        aggregator_bond=minimum_aggregator_bond(50, 10**16, 10**15, 10 * WAD, WAD),  # the least for a budget of 1 ether
     )
     return params._replace(**changes)
 
@@ -115,3 +117,18 @@ def test_invalid_struct_field_is_named_by_the_contract(fedchain: tuple[FedChainC
         contracts.task_registry.create_task(task_params(rounds=0), contracts.task_registry.transactor.address, value=WAD)
 
     assert caught.value.field.rstrip(b"\0") == b"rounds" and caught.value.value == 0
+
+
+def test_an_aggregator_bond_below_what_one_round_can_move_is_refused_naming_the_least(
+    fedchain: tuple[FedChainContracts, Deployment],
+) -> None:
+    contracts, _ = fedchain
+    least = task_params().aggregator_bond
+    count = contracts.task_registry.task_count()
+
+    with pytest.raises(bindings.TaskBondTooSmall) as caught:
+        contracts.task_registry.create_task(task_params(aggregator_bond=least - 1), contracts.task_registry.transactor.address,
+                                            value=WAD)
+
+    assert (caught.value.bond, caught.value.minimum) == (least - 1, least)
+    assert contracts.task_registry.task_count() == count

@@ -10,12 +10,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from eth_account import Account
+from eth_utils import keccak, to_checksum_address
 
+from fedchain.chain.bindings import FedChainContracts
 from fedchain.chain.deployment import load_deployment
 from fedchain.chain.keys import PRIVATE_KEY_ENV
 from fedchain.chain.node import connect
 from fedchain.chain.recipe import DEPLOYMENT_ORDER
+from fedchain.chain.tx import Transactor
 from fedchain.cli import main
+
+#: A committee of three made-up members and a made-up sink (nobody signs or withdraws here).
+ARBITERS = tuple(to_checksum_address(keccak(text=f"arbiter {i}")[12:]) for i in range(3))
+SINK = to_checksum_address(keccak(text="sink")[12:])
 
 
 def test_chain_start_serves_until_interrupted_and_deploy_targets_it(tmp_path: Path) -> None:
@@ -32,14 +40,23 @@ def test_chain_start_serves_until_interrupted_and_deploy_targets_it(tmp_path: Pa
         out = tmp_path / "deployment.json"
         env[PRIVATE_KEY_ENV] = key
 
+        # a chain that stays up needs its committee: three arbiters, a quorum of 2, a day to judge, a sink
         deployed = subprocess.run(
-            [sys.executable, "-m", "fedchain.cli", "deploy", "--rpc-url", url, "--chain-id", "4321", "--out", str(out)],
+            [sys.executable, "-m", "fedchain.cli", "deploy", "--rpc-url", url, "--chain-id", "4321", "--out", str(out),
+             *(arg for member in ARBITERS for arg in ("--arbiter", member)), "--quorum", "2", "--verdict-window", "1d",
+             "--sink", SINK],
             capture_output=True, text=True, env=env, timeout=120,
         )
 
         assert deployed.returncode == 0, deployed.stderr
         assert json.loads(deployed.stdout)["chain_id"] == 4321
-        load_deployment(out).verify(connect(url))
+        w3 = connect(url)
+        deployment = load_deployment(out)
+        deployment.verify(w3)
+        contracts = FedChainContracts.bind(deployment, Transactor(w3, Account.from_key(key)))
+        committee = contracts.arbiter_committee
+        assert committee.members() == ARBITERS and committee.quorum() == 2 and committee.verdict_window() == 86_400
+        assert contracts.treasury.sink() == SINK
     finally:
         node.send_signal(signal.SIGINT)
         node.wait(timeout=10)

@@ -21,10 +21,14 @@ from fedchain.chain.compile import Artifact
 from fedchain.chain.deployment import FORMAT, Deployment, Recipe, deploy, load_deployment, open_deployment
 from fedchain.chain.keys import KEYSTORE_PASSWORD_ENV, PRIVATE_KEY_ENV
 from fedchain.chain.node import AnvilNode, free_port
+from fedchain.chain.recipe import ArbiterSettings
 from fedchain.chain.tx import Transactor
 from fedchain.cli import main
 from fedchain.errors import ChainError, ConfigError, ContractRevert, DeploymentError, InsufficientFunds, SigningKeyError
 from fedchain.files import keep_aside
+
+#: A made-up arbiter (nobody signs here): what a deployment to a chain that stays up must name.
+ARBITER = Account.from_key(keccak(text="fedchain test arbiter")).address
 
 
 def probe_recipe(artifact: Artifact, *, then_store: int | None = None) -> Recipe:
@@ -224,25 +228,83 @@ def test_keeping_a_file_aside_never_reuses_a_name(tmp_path: Path) -> None:
     assert [k.read_text() for k in kept if k is not None] == ["a", "b", "c"]
 
 
-def test_deploy_to_an_unreachable_node_fails_and_touches_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deploy_to_an_unreachable_node_fails_and_touches_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv(PRIVATE_KEY_ENV, "0x" + "11" * 32)
     out = tmp_path / "deployment.json"
     url = f"http://127.0.0.1:{free_port()}"
 
-    code = main(["deploy", "--rpc-url", url, "--out", str(out)])
+    committee = ["--arbiter", ARBITER]  # a complete request: only the node is missing
 
-    assert code == 1
+    code = main(["deploy", "--rpc-url", url, "--out", str(out), *committee])
+
+    assert code == 1 and f"no Ethereum node answers at {url}" in capsys.readouterr().err
     assert not out.exists()
     out.write_text("an earlier deployment")
-    assert main(["deploy", "--rpc-url", url, "--out", str(out)]) == 1
+    assert main(["deploy", "--rpc-url", url, "--out", str(out), *committee]) == 1
     assert [path.name for path in tmp_path.iterdir()] == [out.name] and out.read_text() == "an earlier deployment"
+
+
+def test_deploy_to_a_chain_that_stays_up_without_an_arbiter_is_refused_before_anything_is_sent(
+    anvil: AnvilNode, w3: Web3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # prepare: a funded deployer key, its nonce before
+    deployer = anvil.dev_account(5)
+    monkeypatch.setenv(PRIVATE_KEY_ENV, "0x" + deployer.key.hex())
+    out = tmp_path / "d.json"
+    nonce = w3.eth.get_transaction_count(deployer.address)
+
+    # execute: the command line, and the request behind it
+    code = main(["deploy", "--rpc-url", anvil.rpc_url, "--out", str(out)])
+    err = capsys.readouterr().err
+    with pytest.raises(ConfigError, match="needs its arbiter committee") as caught:
+        run_deploy(DeployRequest(rpc_url=anvil.rpc_url, out=out))
+
+    # assert: a clear error saying what to pass; nothing deployed, no file
+    assert code == 1
+    assert "a deployment on a chain that stays up needs its arbiter committee, fixed for good at deployment" in err
+    assert "hint: name each member with --arbiter ADDRESS" in err and "--quorum M" in err
+    assert "--arbiter ADDRESS" in (caught.value.hint or "")
+    assert w3.eth.get_transaction_count(deployer.address) == nonce
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flags", [("--quorum", "2"), ("--verdict-window", "3h"), ("--sink", ARBITER)],
+                         ids=["quorum", "verdict-window", "sink"])
+def test_committee_settings_without_its_members_are_a_usage_error(
+    flags: tuple[str, ...], anvil: AnvilNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(PRIVATE_KEY_ENV, "0x" + anvil.dev_account(5).key.hex())
+
+    code = main(["deploy", "--rpc-url", anvil.rpc_url, *flags, "--out", str(tmp_path / "d.json")])
+
+    assert code == 2
+    assert f"{flags[0]} set the arbiter committee: name its members too, with --arbiter ADDRESS for each" in (
+        capsys.readouterr().err)
+    assert not (tmp_path / "d.json").exists()
+
+
+@pytest.mark.parametrize("flags", [("--arbiter", "nope"), ("--arbiter", ARBITER, "--sink", "0x12")], ids=["arbiter", "sink"])
+def test_a_malformed_arbiter_or_sink_is_a_config_error_before_anything_is_deployed(
+    flags: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
+
+    code = main(["deploy", *flags, "--out", str(tmp_path / "d.json")])
+
+    err = capsys.readouterr().err
+    assert code == 1 and "not an address" in err and "hint:" in err
+    assert not (tmp_path / "d.json").exists()
 
 
 def test_deploy_refuses_the_wrong_chain_id(anvil: AnvilNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PRIVATE_KEY_ENV, "0x" + anvil.dev_account(6).key.hex())
 
     with pytest.raises(ChainError, match="serves chain id 31337, not the expected 5"):
-        run_deploy(DeployRequest(rpc_url=anvil.rpc_url, chain_id=5, out=tmp_path / "d.json"))
+        run_deploy(DeployRequest(rpc_url=anvil.rpc_url, chain_id=5, out=tmp_path / "d.json",
+                                 arbiters=ArbiterSettings.of([ARBITER])))
 
     assert not (tmp_path / "d.json").exists()
 
