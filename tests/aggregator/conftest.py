@@ -23,6 +23,7 @@ from fedchain.client.commitments import bid_commitment, data_commitment
 from fedchain.fl.params import flatten, unflatten
 from fedchain.fl.reputation import RevealedBid, choose_winner
 from fedchain.publisher import PublishConfig, TaskTerms, create_task, start_task
+from fedchain.publisher.service import post_bond
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec, update_meta
 from fedchain.trainer.evaluation import local_losses
 from fedchain.trainer.local import client_generator, train_one_client
@@ -84,6 +85,10 @@ class World:
         w3.provider.make_request("evm_increaseTime", [seconds])
         w3.provider.make_request("evm_mine", [])
 
+    def pass_challenge_window(self, task_id: int) -> None:
+        """Move the chain's clock past the challenge window of every round of ``task_id`` posted so far."""
+        self.advance(self.publisher.contracts.task_registry.params(task_id).challenge_window + 1)
+
     def create(self, terms: TaskTerms = TERMS, spec: TaskSpec = SPEC) -> int:
         config = PublishConfig(terms=terms, spec=spec, budget=10**18, aggregator=self.aggregator.address)
         return create_task(self.publisher, config).task_id
@@ -119,9 +124,12 @@ class World:
 
     def staffed_task(
         self, bids: dict[int, list[tuple[int, int]]], *, terms: TaskTerms = TERMS, data_size: int = 64, start: bool = True,
-        spec: TaskSpec = SPEC,
+        spec: TaskSpec = SPEC, bond: bool = True,
     ) -> int:
-        """A task whose client ``i`` (account CLIENTS[i]) auctioned its job to ``bids[i]`` = [(fog, price), ...]."""
+        """A task whose client ``i`` (account CLIENTS[i]) auctioned its job to ``bids[i]`` = [(fog, price), ...].
+
+        With ``bond`` the aggregator posts its bond while the task is open (as ``fedchain aggregator run`` does), so
+        that the task can start."""
         task_id = self.create(terms, spec)
         for index in bids:
             self.join_and_auction(task_id, CLIENTS[index], data_size)
@@ -135,6 +143,8 @@ class World:
         self.advance(TERMS.reveal_duration + 1)
         for index in bids:
             self.close(task_id, index, CLIENTS[index])
+        if bond:
+            post_bond(self.aggregator, task_id)
         if start:
             start_task(self.publisher, task_id)
         return task_id

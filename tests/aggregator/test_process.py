@@ -63,6 +63,12 @@ def test_aggregator_process_posts_stops_on_sigterm_and_a_restart_resumes_and_set
     world.commit_trained_update(task_id, 0, FOGS[0], 2, world.global_model(task_id, bytes.fromhex(posted_model[2:]), 1),
                                 images, labels)
     restarted = Aggregator(world.aggregator, AggregatorSettings(task_id=task_id, state_path=state_path, poll_interval_s=0.01))
+    for _ in range(20):  # it posts round 2, which finishes the task; the rounds are pending until their window passes
+        if registry.state(task_id).status == TaskStatus.FINISHED:
+            break
+        restarted.step()
+    assert registry.state(task_id).status == TaskStatus.FINISHED and not restarted.state.finished
+    world.pass_challenge_window(task_id)
     final = restarted.run()
 
     # assert: a clean stop (exit 0, state saved), then the task finished and settled by the second process

@@ -11,13 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from fedchain.agent.finality import finalize_due
 from fedchain.aggregator import Aggregator, AggregatorSettings
 from fedchain.audit import CheckName, read_chain
+from fedchain.audit.replay import DEPOSIT_FORFEIT, reason_name
 from fedchain.audit.scores import verify_scores
 from fedchain.chain.abi import E
 from fedchain.chain.bindings import (
+    BondPosted,
     ClientRemoved,
     ClientStatus,
+    Credited,
     FogSlashed,
     JobReassigned,
     JobStatus,
@@ -31,6 +35,7 @@ from fedchain.data.datasets import load_dataset
 from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
 from fedchain.fl.quality import to_wad
+from fedchain.publisher import start_task
 from fedchain.system.progress import EventLog
 from fedchain.taskspec import load_spec, load_validation
 from fedchain.trainer.evaluation import local_losses, predict
@@ -91,8 +96,14 @@ def test_round_scores_real_updates_rejects_malformed_one_and_slashes_the_late_fo
     assert registry.state(task_id).current_round == 1
     world.advance(TERMS.round_duration + 1)
     step_until(aggregator, lambda: registry.state(task_id).current_round == 2)
+    removed_while_pending = task_events(world, task_id, ClientRemoved)
+    # the post is pending until its challenge window has passed; then anyone finalises it (here the publisher,
+    # so that no further step of the aggregator works on round 2)
+    world.pass_challenge_window(task_id)
+    finalized = finalize_due(world.publisher, task_id)
 
     # assert: one post with the honest client scored, the NaN update failed, the late fog slashed and replaced
+    assert removed_while_pending == [] and finalized == (1,)
     (posted,) = task_events(world, task_id, RoundPosted)
     honest, poisoned_m, missing, pickled_m = posted.measurements
     round_start = registry.state(task_id).started_at
@@ -110,6 +121,11 @@ def test_round_scores_real_updates_rejects_malformed_one_and_slashes_the_late_fo
     job = world.publisher.contracts.fog_auction.job(task_id, 2)
     assert job.status == JobStatus.AWARDED and reassigned.from_round == 2
     assert [r.client_index for r in task_events(world, task_id, ClientRemoved)] == [1, 3]  # quality 0 < q_min
+    # their deposits go to the deployment's sink, in one credit at finalisation; the publisher gets none of it
+    credits = task_events(world, task_id, Credited)
+    forfeits = [(c.to, c.amount) for c in credits if reason_name(c.reason) == DEPOSIT_FORFEIT]
+    assert forfeits == [(world.publisher.contracts.treasury.sink(), 2 * TERMS.client_deposit)]
+    assert [c for c in credits if c.to == world.publisher.address] == []
     # the posted model is FedAvg of the one accepted update, in the store, and its accuracy is what was posted
     new_global = world.global_model(task_id, posted.model_hash, 1)
     accuracy = predict(spec.model_spec(), new_global, load_validation(spec)).accuracies[0]
@@ -138,6 +154,12 @@ def test_restarted_aggregator_resumes_from_the_chain_without_posting_twice_and_s
     round_1_model = world.global_model(task_id, posted_1.model_hash, 1)
     for index in (0, 1):
         world.commit_trained_update(task_id, index, FOGS[index], 2, round_1_model, *mnist_slices[index])
+    step_until(second, lambda: registry.state(task_id).status == TaskStatus.FINISHED, limit=40)
+    for _ in range(2):
+        second.step()
+    # both rounds are pending (their challenge window): nothing is settled yet
+    assert not second.state.finished and registry.state(task_id).status == TaskStatus.FINISHED
+    world.pass_challenge_window(task_id)
     step_until(second, lambda: second.state.finished, limit=40)
 
     # assert: the priors and each round posted once, round 2 trained from round 1's model, the task settled
@@ -172,7 +194,9 @@ def test_task_finishes_early_once_the_target_accuracy_is_reached_and_is_settled(
                                 *mnist_slices[0])
     aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
 
-    # execute
+    # execute: the round is posted and the task finishes; it settles once the round is final
+    step_until(aggregator, lambda: registry.state(task_id).status == TaskStatus.FINISHED)
+    world.pass_challenge_window(task_id)
     step_until(aggregator, lambda: aggregator.state.finished)
 
     # assert: one round posted, the task finished with the target reached, then settled
@@ -210,3 +234,32 @@ def test_fedave_round_scores_the_fog_nodes_local_losses_rejects_malformed_ones_a
     assert scores.tally.findings.get(CheckName.SCORES, []) == []
     [reproduced] = scores.rounds
     assert reproduced.within_tolerance and reproduced.rejections == (None, None, "bad_local_losses")
+
+
+def test_the_aggregator_posts_its_bond_while_the_task_is_open_once_and_only_when_told(
+    world: World, tmp_path: Path
+) -> None:
+    # prepare: a staffed task nobody has bonded yet
+    task_id = world.staffed_task({0: [(FOGS[0], PRICE)]}, start=False, bond=False)
+    contracts = world.publisher.contracts
+    told_not_to = Aggregator(world.aggregator, AggregatorSettings(task_id=task_id, state_path=tmp_path / "no-bond.json",
+                                                                  poll_interval_s=0.01, bond=False))
+    aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
+
+    # execute: an aggregator told not to bond steps while the task is open; then one that bonds, several times
+    for _ in range(3):
+        told_not_to.step()
+    unbonded = contracts.disputes.bonded(task_id)
+    step_until(aggregator, lambda: contracts.disputes.bonded(task_id))
+    nonce = world.aggregator.w3.eth.get_transaction_count(world.aggregator.address)
+    for _ in range(3):
+        aggregator.step()
+    start_task(world.publisher, task_id)
+
+    # assert: the bond came from the aggregator, exactly the task's, once; the task could start with it
+    assert not unbonded
+    bond = contracts.task_registry.params(task_id).aggregator_bond
+    assert contracts.disputes.bond(task_id) == (bond, world.aggregator.address)
+    assert [(e.bonder, e.amount) for e in task_events(world, task_id, BondPosted)] == [(world.aggregator.address, bond)]
+    assert world.aggregator.w3.eth.get_transaction_count(world.aggregator.address) == nonce  # no second post
+    assert contracts.task_registry.state(task_id).status == TaskStatus.RUNNING

@@ -59,8 +59,11 @@ def test_client_and_fog_settle_and_withdraw_what_they_are_owed_after_the_last_ro
     post_round(world, task_id, 1)
     fog.step()  # trains round 2 from the model posted with round 1
     post_round(world, task_id, 2)
+    client.step()  # both rounds are pending (their challenge window): nothing to settle yet
+    pending = (client.state.finished, world.publisher.contracts.round_ledger.settled(task_id))
+    world.pass_challenge_window(task_id)
 
-    # execute
+    # execute: once the window has passed, the client finalises both rounds and settles
     client.step()
     fog.step()
 
@@ -70,6 +73,8 @@ def test_client_and_fog_settle_and_withdraw_what_they_are_owed_after_the_last_ro
     credited: dict[str, int] = {}
     for credit in events_of(world, b.Credited, task_id):
         credited[credit.to] = credited.get(credit.to, 0) + credit.amount
+    assert pending == (False, False)
+    assert contracts.round_ledger.rounds(task_id) == (2, 2)  # posted, final
     assert client.state.finished and contracts.round_ledger.settled(task_id)
     assert withdrawn[client.address] == client.state.data["withdrawn"] == credited[client.address]
     assert withdrawn[fog.address] == credited[fog.address]

@@ -19,6 +19,7 @@ from fedchain.client import ClientAgent, ClientConfig
 from fedchain.data.partition import PartitionConfig
 from fedchain.fl.reputation import WAD
 from fedchain.publisher import start_task
+from fedchain.publisher.service import post_bond
 from fedchain.rewards import RewardList, put_rewards
 from fedchain.taskspec import load_spec, put_model
 from fog import CostModel, FogConfig, FogNode
@@ -53,8 +54,12 @@ class Agents:
         return ClientAgent(self.world.session(CLIENTS[number]), ClientConfig(**{**defaults, **options}))
 
 
-def award(world: World, clients: tuple[ClientAgent, ...], fogs: tuple[FogNode, ...], *, start: bool = True) -> None:
-    """Run the clients' auctions among ``fogs`` to the data hand-off, then start the task (unless told not to)."""
+def award(
+    world: World, clients: tuple[ClientAgent, ...], fogs: tuple[FogNode, ...], *, start: bool = True, bond: bool = True
+) -> None:
+    """Run the clients' auctions among ``fogs`` to the data hand-off, then start the task (unless told not to).
+
+    With ``bond`` the aggregator posts its bond first (as ``fedchain aggregator run`` does while the task is open)."""
     for client in clients:
         client.step()  # join, open the auction
     for node in fogs:
@@ -66,6 +71,8 @@ def award(world: World, clients: tuple[ClientAgent, ...], fogs: tuple[FogNode, .
     for client in clients:
         client.step()  # close
         client.step()  # hand off the data
+    if bond:
+        post_bond(world.aggregator, clients[0].task_id)
     if start:
         start_task(world.publisher, clients[0].task_id)
     for node in fogs:
@@ -79,8 +86,10 @@ def post_round(
     rewards: Mapping[int, dict[str, torch.Tensor]] | None = None,
     *,
     rewards_root: bytes | None = None,
+    qualities: Mapping[int, int] | None = None,
 ) -> RewardList | None:
-    """Post ``round_number`` as the aggregator: the initial weights as the new model, every committed client at quality 1.
+    """Post ``round_number`` as the aggregator: the initial weights as the new model, every committed client at quality 1
+    (or at ``qualities[index]``, 1e18 fixed point, accepted: a dishonest post when honest scoring says otherwise).
 
     With ``rewards`` (client index -> rewarded model) it stores them and their list and commits their root, or
     ``rewards_root`` instead when given (a root that the stored list does not build); returns the stored list."""
@@ -101,7 +110,8 @@ def post_round(
     for index in range(contracts.round_ledger.client_count(task_id)):
         job = contracts.fog_auction.job(task_id, index)
         committed = job.paid_up_to == round_number and job.committed_at > 0
-        measurements.append(Measurement(WAD if committed else 0, job.committed_at - started if committed else 0, committed))
+        quality = (qualities or {}).get(index, WAD) if committed else 0
+        measurements.append(Measurement(quality, job.committed_at - started if committed else 0, committed, committed))
     contracts.round_ledger.post_round(task_id, round_number, model_hash, 0, root, list_hash, measurements)
     return listed
 

@@ -212,21 +212,32 @@ def test_task_abandon_before_the_grace_says_from_when_and_after_it_refunds_the_u
         world.advance(opens - world.publisher.block_time())
     else:  # as on a local chain nobody used for a day: the gas estimate runs on a day-old block and says too early
         world.publisher.w3.provider.make_request("evm_increaseTime", [opens - world.publisher.block_time()])
-    claimable = world.publisher.contracts.treasury.claimable(world.publisher.address)
+    treasury = world.publisher.contracts.treasury
+    claimable = treasury.claimable(world.publisher.address)
+    bond_claimable = treasury.claimable(world.aggregator.address)
     done = run_cli(world, FOGS[1], "task", "abandon", "--task", str(task_id), monkeypatch=monkeypatch)
     done_out = capsys.readouterr().out
+    after_abandon = treasury.claimable(world.publisher.address)
     again = run_cli(world, FOGS[1], "task", "abandon", "--task", str(task_id), monkeypatch=monkeypatch)
     again_err = capsys.readouterr().err
+    settled = run_cli(world, FOGS[1], "task", "settle", "--task", str(task_id), monkeypatch=monkeypatch)
+    settled_out = capsys.readouterr().out
 
     # assert: the refusal names the UTC time and how long until it; anyone may abandon then; the budget comes back
+    # at settlement (nothing was posted, so nothing is pending), and the aggregator's bond to whoever posted it
     assert early == 1
     opening = datetime.fromtimestamp(opens, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f"task {task_id} cannot be abandoned before {opening}, in 1 d" in early_err
     assert done == 0
-    assert f"task {task_id} abandoned at round 1: {state.budget_left} wei refunded to the publisher" in done_out
-    assert registry.state(task_id).status == TaskStatus.ABANDONED
-    assert world.publisher.contracts.treasury.claimable(world.publisher.address) == claimable + state.budget_left
+    assert f"task {task_id} abandoned at round 1 (tx 0x" in done_out
+    assert f"next: fedchain task settle --task {task_id}" in done_out
+    assert after_abandon == claimable  # abandoning moves no money: the refund waits for settlement
     assert again == 1 and f"task {task_id} is abandoned, not running" in again_err
+    assert settled == 0 and f"task {task_id} settled (tx 0x" in settled_out
+    assert registry.state(task_id).status == TaskStatus.ABANDONED  # a terminal status: settling leaves it
+    assert treasury.claimable(world.publisher.address) == claimable + state.budget_left
+    bond = registry.params(task_id).aggregator_bond
+    assert treasury.claimable(world.aggregator.address) == bond_claimable + bond
 
 
 def test_an_open_task_cannot_be_abandoned(world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:

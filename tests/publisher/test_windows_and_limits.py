@@ -3,11 +3,13 @@
 The smallest workable windows are hand-computed from the rules in
 fedchain.publisher.terms: bidding and reveal (confirmations + 3) blocks, a
 round the expected training time T = expected_duration / rounds plus
-(confirmations + 2) blocks, a time tolerance of one block.
+(confirmations + 2) blocks, a time tolerance of one block, a challenge window
+10 s for a client to re-score its entry plus (confirmations + 3) blocks.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,62 @@ def test_the_limits_the_terms_repeat_are_the_mechanisms() -> None:
 def test_a_negative_amount_given_in_code_is_refused_too() -> None:
     with pytest.raises(TermOutOfRange, match="psi -1 wei: it must be >= 0"):
         TaskTerms(psi=-1)
+
+
+def test_on_a_12_s_chain_at_depth_2_a_challenge_window_needs_the_re_scoring_time_and_5_blocks() -> None:
+    # 10 s (CHALLENGE_WORK_S) for the client to re-score its entry + (2 + 3) blocks x 12 s = 70 s
+    fitting = TaskTerms(rounds=5, expected_duration=600, bidding_duration=60, reveal_duration=60, round_duration=168,
+                        time_tolerance=12)  # every other window just fits (see above)
+    enough, short = replace(fitting, challenge_window=70), replace(fitting, challenge_window=69)
+
+    problems = check_windows(short, ETHEREUM, confirmations=2)
+
+    assert check_windows(enough, ETHEREUM, confirmations=2) == []
+    assert [(p.name, p.value, p.smallest, p.blocks, p.training) for p in problems] == [("challenge_window", 69, 70, 5, 10)]
+    text = str(windows_error(problems, ETHEREUM, confirmations=2))
+    assert "challenge_window 69 s is too short: at least 70 s (10 s + 5 blocks)" in text
+    assert "a client to see the post at 2 confirmations, re-score its entry and get its challenge mined" in text
+    assert "--challenge-window (terms.challenge_window)" in text
+    assert check_windows(TaskTerms(challenge_window=1), AUTOMINE, confirmations=0) == []  # blocks on demand
+
+
+def test_a_challenge_window_or_bond_of_nothing_is_refused() -> None:
+    with pytest.raises(ConfigError, match="challenge_window must be at least 1, got 0"):
+        TaskTerms(challenge_window=0)
+    with pytest.raises(ConfigError, match="challenge_bond must be at least 1 wei, got 0") as free:
+        TaskTerms(challenge_bond=0)
+
+    assert "a free challenge" in (free.value.hint or "")
+    assert TaskTerms(challenge_bond=1).effective_challenge_bond == 1
+    # none named: half the client deposit
+    assert TaskTerms(client_deposit=10**16).effective_challenge_bond == 5 * 10**15
+    assert TaskTerms(client_deposit=1).effective_challenge_bond == 1
+
+
+def test_the_least_aggregator_bond_is_every_deposit_plus_one_rounds_most_pay_at_most_the_budget() -> None:
+    # 50 clients x 0.01 ether; one round pays each at most psi x cap^3 = 1e15 x 1000 wei: 50 ether, capped by the budget
+    terms = TaskTerms(max_clients=50, client_deposit=10**16, psi=10**15, reputation_cap=10.0)
+
+    assert terms.minimum_bond(10**18) == 50 * 10**16 + 10**18
+    assert terms.minimum_bond(10**20) == 50 * 10**16 + 50 * 10**18
+    assert terms.bond(10**18) == terms.minimum_bond(10**18)  # none named: the least
+    assert TaskTerms(aggregator_bond=5 * 10**18).bond(10**18) == 5 * 10**18
+    params = PublishConfig(terms=terms, budget=10**18).params(model_id=bytes(32), dataset_id=bytes(32))
+    assert (params.aggregator_bond, params.challenge_bond, params.challenge_window) == (15 * 10**17, 5 * 10**15, 3600)
+
+
+def test_an_aggregator_bond_below_what_one_round_can_move_is_refused_and_the_least_is_held() -> None:
+    floor = TaskTerms().minimum_bond(10**18)
+
+    assert PublishConfig(terms=TaskTerms(aggregator_bond=floor), budget=10**18).terms.bond(10**18) == floor
+    with pytest.raises(TermOutOfRange) as refused:
+        PublishConfig(terms=TaskTerms(aggregator_bond=floor - 1), budget=10**18)
+    with pytest.raises(TermOutOfRange, match=f"aggregator_bond {terms.MAX_BOND + 1} wei: at most"):
+        PublishConfig(terms=TaskTerms(aggregator_bond=terms.MAX_BOND + 1), budget=10**18)
+
+    text = str(refused.value)
+    assert f"aggregator_bond {floor - 1} wei is less than what one round's post can move: {floor} wei" in text
+    assert "--aggregator-bond" in (refused.value.hint or "")
+    # the same terms with a bigger budget need a bigger bond
+    with pytest.raises(TermOutOfRange):
+        load_publish_config(terms={"aggregator_bond": str(floor)}, budget="100ether")

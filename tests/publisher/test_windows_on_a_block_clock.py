@@ -2,7 +2,7 @@
 
 At 1 s blocks and agents acting at 2 confirmations, the smallest workable
 windows are: bidding and reveal 5 s, a round the expected training time plus
-4 s, a time tolerance of 1 s.
+4 s, a time tolerance of 1 s, a challenge window 10 s of re-scoring plus 5 s.
 """
 
 from __future__ import annotations
@@ -79,3 +79,23 @@ def test_windows_that_fit_create_the_task(
     task_id = int(capsys.readouterr().out.strip().splitlines()[-1])
     params = clock_world.publisher.contracts.task_registry.params(task_id)
     assert (params.bidding_duration, params.reveal_duration, params.round_duration, params.time_tolerance) == (5, 5, 14, 1)
+
+
+def test_a_challenge_window_too_short_for_the_chains_blocks_is_refused_and_one_that_fits_creates_the_task(
+    clock_world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    registry = clock_world.publisher.contracts.task_registry
+    tasks_before = registry.task_count()
+
+    short = run_cli(clock_world, PUBLISHER, "task", "create", *FITTING, "--challenge-window", "14", monkeypatch=monkeypatch)
+    err = capsys.readouterr().err
+    fits = run_cli(clock_world, PUBLISHER, "task", "create", *FITTING, "--challenge-window", "15", monkeypatch=monkeypatch)
+    task_id = int(capsys.readouterr().out.strip().splitlines()[-1])
+
+    # assert: the refusal names the window, its smallest value and its flag, and sent nothing; 15 s is enough
+    assert short == 1
+    assert "challenge_window 14 s is too short: at least 15 s (10 s + 5 blocks)" in err
+    assert "--challenge-window (terms.challenge_window)" in err
+    assert "bidding_duration" not in err and "round_duration" not in err
+    assert fits == 0 and registry.task_count() == tasks_before + 1
+    assert registry.params(task_id).challenge_window == 15
