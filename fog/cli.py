@@ -68,6 +68,8 @@ def fog() -> None:
     help="Re-score the entries of the updates it committed and challenge the aggregator when one is wrong.  "
     "[default: watch]",
 )
+@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder with the tasks' validation datasets, for watching entries.  [default: $FEDCHAIN_DATA_ROOT]")
 @session_options
 def run(config_path: Path | None, **options: Any) -> None:
     """Watch auctions, bid (never below cost), reveal, train won jobs, commit updates, watch their entries;

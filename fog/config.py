@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fedchain.config import load_config
-from fedchain.errors import ConfigError
+from fedchain.errors import ConfigError, DataError
 from fedchain.trainer.config import ENGINES, Engine
 from fog.bidding import CostModel
 
@@ -49,6 +49,8 @@ class FogConfig:
         seed: seed of the lazy mode's and the noise attack's noise.
         watch_entries: after every posted round, re-score the entries of the updates it committed (the auditor's
             code) and challenge the aggregator when one is off beyond tolerance (:mod:`fedchain.disputes.watch`).
+        data_root: folder holding the tasks' validation datasets, which watching entries re-scores on (None:
+            ``$FEDCHAIN_DATA_ROOT``); checked at start when it watches.
     """
 
     name: str = "fog"
@@ -70,6 +72,7 @@ class FogConfig:
     confirmations: int = 0
     seed: int = 0
     watch_entries: bool = True
+    data_root: Path | None = None
 
     def __post_init__(self) -> None:
         if self.max_jobs < 1:
@@ -94,6 +97,14 @@ class FogConfig:
         from fedchain.trainer.device import resolve_device  # torch: loaded to run, not for --help
 
         resolve_device(self.device)  # a device this machine lacks is refused before the node bids for anything
+        if self.watch_entries:
+            from fedchain.data.datasets import resolve_data_root
+
+            try:
+                resolve_data_root(self.data_root)
+            except DataError as err:
+                raise ConfigError(f"watching entries needs the validation data: {err.args[0]}",
+                                  hint=f"{err.hint}; or --no-watch-entries") from None
 
     def watches(self, task_id: int) -> bool:
         """Whether this fog node takes part in ``task_id``'s auctions."""

@@ -690,7 +690,9 @@ class FogNode:
                     continue
                 watcher = self._watchers.get(task_id)
                 if watcher is None:
-                    watcher = self._watchers[task_id] = EntryWatcher(self.session, task_id, device="cpu", reexecute=False)
+                    watcher = EntryWatcher(self.session, task_id, data_root=self.config.data_root, device="cpu",
+                                           reexecute=False)
+                    self._watchers[task_id] = watcher
                 grievance = watcher.review(round_number, job["client"], own_job=False)
                 if grievance is None or grievance.proposed is None:
                     reviewed[str(round_number)] = None

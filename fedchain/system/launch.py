@@ -54,7 +54,7 @@ class AgentOptions:
     """What every participant's command shares besides its task.
 
     Attributes:
-        data_root: the dataset folder passed to clients and the aggregator (None: their environment's).
+        data_root: the dataset folder passed to every process that reads data (None: their environment's).
         poll_interval_s: seconds between an agent's polls of the chain.
         seed: seed of the clients' split and label noise.
     """
@@ -92,6 +92,8 @@ def fog_process(plan: FogPlan, run: RunFolder, key: bytes, task_id: int, options
         args += ["--lazy", plan.lazy]
     if plan.never_reveal:
         args.append("--never-reveal")
+    if options.data_root is not None:
+        args += ["--data-root", str(options.data_root)]
     return ProcessSpec(plan.name, _python(*args), _env(key), run.log(plan.name))
 
 

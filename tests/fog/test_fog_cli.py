@@ -47,6 +47,21 @@ def test_fog_run_refuses_a_negative_margin(tmp_path: Path, capsys: pytest.Captur
     assert "margin" in capsys.readouterr().err
 
 
+def test_fog_run_that_watches_entries_without_the_validation_data_is_refused_before_any_chain_access(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FEDCHAIN_DATA_ROOT", raising=False)
+
+    code = main(["fog", "run", "--deployment", str(tmp_path / "none.json")])
+    unwatched = FogConfig(watch_entries=False)
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "watching entries needs the validation data: no data root given" in err
+    assert "--data-root" in err and "--no-watch-entries" in err
+    assert unwatched.data_root is None  # a fog node that does not watch needs no data
+
+
 def test_client_run_needs_a_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["client", "run", "--deployment", str(tmp_path / "none.json")])
 
