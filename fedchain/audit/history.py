@@ -166,6 +166,9 @@ class PostedRecord:
     #: The entries as finalisation takes them, by each entry's fate so far: corrected by the first upheld
     #: correction, None where voided or neutral (not scored), as posted elsewhere.
     effective: tuple[Measurement | None, ...]
+    #: The clients still in the task when the round opened: a removal counts from the finalisation of the round
+    #: that removes the client, so a client whose removal was pending then was rightly trained and scored.
+    in_task_at_start: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

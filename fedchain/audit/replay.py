@@ -195,6 +195,8 @@ class _Posted:
     #: Block time of the post (the next round's start, or the task's finish), once known.
     posted_at: int | None = None
     final: bool = False
+    #: The clients still in the task (no final removal) when the round opened.
+    in_task_at_start: tuple[int, ...] = ()
 
 
 @dataclass
@@ -234,6 +236,8 @@ class _Replayer:
         self.deposited = 0
         self.credited = 0
         self.pending_removals: list[b.ClientRemoved] = []
+        #: The clients still in the task when the current round opened (a removal counts once its round is final).
+        self.in_task_at_start: tuple[int, ...] = ()
         #: The posted cross-task priors H_i (eq. 8), one per client; None until PriorsPosted (all 0).
         self.priors: tuple[int, ...] | None = None
         self.pending_close: tuple[int, bool] | None = None
@@ -348,6 +352,7 @@ class _Replayer:
         self.tally.expect(H, "clients at start", len(self.clients), e.clients, e)
         self.status, self.current_round = "Running", 1
         self.started_at = self.round_started_at = e.started_at
+        self.in_task_at_start = self._in_task()
 
     def on_round_closed(self, e: b.RoundClosed) -> None:
         if not self.tally.require(H, self.pending_close is not None and self.pending_close[0] == e.round,
@@ -361,6 +366,7 @@ class _Replayer:
             self.posted[e.round].posted_at = e.next_round_started_at
             self.current_round += 1
             self.round_started_at = e.next_round_started_at
+            self.in_task_at_start = self._in_task()
 
     def on_task_finished(self, e: b.TaskFinished) -> None:
         self._status(e, "Running")
@@ -441,10 +447,13 @@ class _Replayer:
                 H, abs(m.round_time - observed) <= tolerance,
                 f"client {i} round {e.round}: posted round time {m.round_time} s, its commit came after {observed} s", e,
             )
-        self.posted[e.round] = _Posted(e)
+        self.posted[e.round] = _Posted(e, in_task_at_start=self.in_task_at_start)
         target = self.params.target_accuracy
         finished = (target != 0 and e.accuracy >= target) or e.round >= self.params.rounds
         self.pending_close = (e.round, finished)
+
+    def _in_task(self) -> tuple[int, ...]:
+        return tuple(i for i, c in enumerate(self.clients) if c.removed_round is None)
 
     def on_round_finalized(self, e: b.RoundFinalized) -> None:
         mechanism = self.mechanism
@@ -1002,7 +1011,7 @@ class _Replayer:
             challenges=challenges,
             posted=tuple(
                 PostedRecord(n, p.event.model_hash, p.event.accuracy, tuple(p.event.measurements), p.posted_at, p.final,
-                             self._effective(n, p.event.measurements))
+                             self._effective(n, p.event.measurements), p.in_task_at_start)
                 for n, p in sorted(self.posted.items())
             ),
         )

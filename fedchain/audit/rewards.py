@@ -3,8 +3,9 @@
 For a task whose strategy rewards in kind (:mod:`fedchain.rewards`), every posted
 round must have committed a root (``RewardsCommitted``). The round's reward list
 (named by the event) must be in the store; the Merkle tree rebuilt from it must
-have the committed root; it must list every client active in the round once; and
-every listed reward must be in the store intact (its bytes hash to its name) and
+have the committed root; it must list every client active in the round once, and
+no client whose removal was final when the round opened (one whose removal was
+still pending then was rightly trained and may be listed); and every listed reward must be in the store intact (its bytes hash to its name) and
 be a reward payload of its client, task and round with the model's tensors. The
 ``--verify-scores`` reproduction then recomputes each reward (:mod:`fedchain.audit.scores`).
 """
@@ -59,6 +60,7 @@ def check_rewards(history: TaskHistory, commitments: Mapping[int, RewardsCommitt
             tally.skip(CheckName.STORE_REWARDS, "no round was posted")
         return tally
     accounts = {c.index: c.account for c in history.clients}
+    in_task = {p.round: p.in_task_at_start for p in history.posted}
     for posted in history.rounds:
         n = posted.round
         commitment = commitments.get(n)
@@ -79,10 +81,12 @@ def check_rewards(history: TaskHistory, commitments: Mapping[int, RewardsCommitt
             commitment,
         )
         listed_clients = [index for index, _ in listed.rewards]
+        active, allowed = active_in(history, n), in_task.get(n, ())
         tally.require(
             CheckName.STORE_REWARDS,
-            listed_clients == active_in(history, n),
-            f"round {n}: rewards listed for clients {listed_clients}, active clients {active_in(history, n)}",
+            listed_clients == sorted(set(listed_clients)) and set(active) <= set(listed_clients) <= set(allowed),
+            f"round {n}: rewards listed for clients {listed_clients}; expected every active client {active} once, "
+            f"and only clients still in the task when the round opened {list(allowed)}",
             commitment,
         )
         for index, digest in listed.rewards:

@@ -136,7 +136,8 @@ def test_views_missing_a_client_fail_the_history_check_and_still_compare_the_oth
 
 def test_a_corrupted_posted_quality_fails_the_reputation_recomputation(driven_task: DrivenTask) -> None:
     readings = driven_task.readings
-    posted = next(e for e in readings.events if isinstance(e, RoundPosted) and e.round == 1)
+    posted = next(e for e in readings.events
+                  if isinstance(e, RoundPosted) and (e.task_id, e.round) == (driven_task.task_id, 1))
     measurements = (posted.measurements[0], Measurement(9 * 10**17, *posted.measurements[1][1:]), *posted.measurements[2:])
     events = tuple(dataclasses.replace(e, measurements=measurements) if e is posted else e for e in readings.events)
 

@@ -3,6 +3,7 @@ and the audit checks."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -14,12 +15,14 @@ import pytest
 import torch
 
 from fedchain.agent.session import open_session
-from fedchain.audit import CheckName
+from fedchain.audit import CheckName, TaskHistory, audit_task
+from fedchain.audit.chain import read_chain
+from fedchain.audit.rewards import check_rewards, reward_events
 from fedchain.chain.keys import PRIVATE_KEY_ENV
 from fedchain.chain.node import AnvilNode, AnvilSettings
 from fedchain.client.handoff import ExpectedJobData, fetch_job_data
 from fedchain.fl.params import flatten
-from fedchain.rewards import load_reward
+from fedchain.rewards import load_reward, load_reward_list
 from fedchain.store import open_store
 from fedchain.store.digest import keccak256
 from fedchain.taskspec import load_model, load_spec, load_update
@@ -189,3 +192,28 @@ def test_a_task_that_trains_from_rewards_trains_round_two_from_each_clients_prov
     assert audit.returncode == 0, f"audit failed:\n{audit.stdout[-4000:]}\n{audit.stderr[-4000:]}"
     checks = {check["name"]: check["status"] for check in json.loads(audit.stdout)["checks"]}
     assert checks == {name.value: "pass" for name in CheckName}
+
+    # execute: the rewards check on the same history, where round 1 opened without client 0 (as if its removal
+    # had been final), and where every client stayed in the task (so each must be listed in every round)
+    events = read_chain(session.w3, session.deployment, 1).events
+    history = audit_task(1, events).history
+    commitments = reward_events(1, events)
+    in_task = [c.index for c in history.clients]
+    without_0 = dataclasses.replace(history, posted=tuple(
+        dataclasses.replace(p, in_task_at_start=tuple(in_task[1:])) if p.round == 1 else p for p in history.posted
+    ))
+    never_removed = dataclasses.replace(history, clients=tuple(
+        dataclasses.replace(c, removed_round=None) for c in history.clients
+    ))
+
+    # assert: the history as posted passes; each altered one fails, naming the round
+    def findings(altered: TaskHistory) -> list[str]:
+        tally = check_rewards(altered, commitments, session.store)
+        return [f.message for f in tally.findings.get(CheckName.STORE_REWARDS, [])]
+
+    assert findings(history) == []
+    assert [m.split(":")[0] for m in findings(without_0)] == ["round 1"]
+    removed = [c for c in history.clients if c.removed_round is not None]
+    listed_2 = [i for i, _ in load_reward_list(session.store, commitments[2].reward_list, task_id=1, round_number=2).rewards]
+    if any(c.index not in listed_2 for c in removed):  # a removal final before round 2 opened
+        assert "round 2" in " ".join(findings(never_removed))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fedchain.demo import DemoConfig
 from fedchain.fl.reputation import WAD, MechanismParams, RevealedBid, choose_winner
 from fedchain.system import AuctionScale, demo_roster, participant_account, required_funds
-from fedchain.system.roster import GAS_ALLOWANCE_WEI
+from fedchain.system.roster import CHALLENGES_PER_PARTICIPANT, GAS_ALLOWANCE_WEI
 
 #: c = 5e8 cycles per sample, T = 40 s, cap 2: the capped time reputation needs f >= c * D * cap / T = 2.5e7 * D.
 SCALE = AuctionScale(cycles_per_sample=5 * 10**8, expected_round_s=40, reputation_cap=2.0, target_price=5e13)
@@ -57,13 +57,17 @@ def test_required_funds_cover_budget_deposits_escrow_and_gas() -> None:
     config = DemoConfig(clients=2, fogs=2, rounds=3, samples_per_client=20)
     terms, roster = config.terms(), config.roster()
 
-    funds = required_funds(roster, terms, 10**17, publisher="publisher", aggregator="aggregator")
+    funds = required_funds(roster, terms, 10**17, publisher="publisher", aggregator="aggregator",
+                           verifiers=("verifier-0",))
 
     dearest = max(f.cost.price(30, terms.cycles_per_sample) for f in roster.fogs)  # client-1 holds 30 samples
+    challenges = CHALLENGES_PER_PARTICIPANT * terms.effective_challenge_bond
+    assert terms.bond(10**17) > 0 and challenges > 0
     assert funds["publisher"] == 10**17 + GAS_ALLOWANCE_WEI
-    assert funds["aggregator"] == GAS_ALLOWANCE_WEI
-    assert funds["client-1"] == terms.client_deposit + 3 * dearest + GAS_ALLOWANCE_WEI
-    assert funds["fog-0"] == funds["fog-1"] == 2 * terms.fog_deposit + GAS_ALLOWANCE_WEI
+    assert funds["aggregator"] == terms.bond(10**17) + GAS_ALLOWANCE_WEI
+    assert funds["client-1"] == terms.client_deposit + 3 * dearest + challenges + GAS_ALLOWANCE_WEI
+    assert funds["fog-0"] == funds["fog-1"] == 2 * terms.fog_deposit + challenges + GAS_ALLOWANCE_WEI
+    assert funds["verifier-0"] == GAS_ALLOWANCE_WEI
 
 
 def test_participant_keys_are_derived_again_identically_and_differ_by_name_and_salt() -> None:
