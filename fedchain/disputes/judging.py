@@ -23,7 +23,7 @@ from fedchain.errors import UpdateRejected
 from fedchain.units import WAD
 
 if TYPE_CHECKING:
-    from fedchain.audit.history import TaskHistory
+    from fedchain.audit.history import CommitRecord, TaskHistory
     from fedchain.store.blobs import BlobStore
     from fedchain.taskspec import TaskSpec
 
@@ -109,6 +109,14 @@ def judge_entry(
     return EntryJudgement(posted, reproduced)
 
 
+def scored_commit(history: TaskHistory, round_number: int, client_index: int) -> CommitRecord | None:
+    """The update of job ``client_index`` in ``round_number`` that the round scored: the last one committed. A job
+    whose fog node was slashed for fraud after committing the open round is trained again by the next bid, whose
+    commit replaces the slashed node's."""
+    commits = [c for c in history.commits if c.client_index == client_index and c.round == round_number]
+    return commits[-1] if commits else None
+
+
 def judge_fog(
     store: BlobStore, spec: TaskSpec, history: TaskHistory, commitments: Mapping[int, RewardsCommitted],
     round_number: int, client_index: int, *, device: str = "cpu",
@@ -121,7 +129,7 @@ def judge_fog(
     from fedchain.taskspec import load_model, load_update
 
     task_id = history.task.task_id
-    commit = next((c for c in history.commits if c.client_index == client_index and c.round == round_number), None)
+    commit = scored_commit(history, round_number, client_index)
     if commit is None:
         return FogJudgement(None, math.inf, "no update was committed for the job in that round")
     client = history.clients[client_index]

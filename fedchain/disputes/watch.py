@@ -29,7 +29,7 @@ from fedchain.audit.scores import ScoreReproduction
 from fedchain.chain.abi import ChainEvent
 from fedchain.chain.bindings import Measurement
 from fedchain.chain.events import LogQuery, fetch_events
-from fedchain.disputes.judging import judge_entry, judge_fog, proposal
+from fedchain.disputes.judging import judge_entry, judge_fog, proposal, scored_commit
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +91,11 @@ class EntryWatcher:
             return None
         spec = self._reproduction.spec
         if not self.reexecute:
-            fog = next((c.fog for c in history.commits if c.client_index == client_index and c.round == round_number), None)
-            if fog is None:
+            commit = scored_commit(history, round_number, client_index)
+            if commit is None:
                 return None
-            return Grievance(round_number, client_index, "fog", None, fog, "screened out; re-execution left to the arbiters")
+            return Grievance(round_number, client_index, "fog", None, commit.fog,
+                             "screened out; re-execution left to the arbiters")
         fog_judgement = judge_fog(self.session.store, spec, history, commitments, round_number, client_index,
                                   device=self.device)
         if fog_judgement.committer is None or not fog_judgement.upheld(fog_judgement.committer):

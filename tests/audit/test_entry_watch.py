@@ -10,8 +10,12 @@ arbiters re-execute.
 
 from __future__ import annotations
 
+import dataclasses
+
 from fedchain.agent.session import open_session
+from fedchain.audit import audit_task
 from fedchain.chain.bindings import UpdateCommitted
+from fedchain.disputes.judging import scored_commit
 from fedchain.disputes.watch import EntryWatcher
 from tests.audit.conftest import DrivenTask
 
@@ -36,3 +40,18 @@ def test_in_committee_mode_a_screened_out_client_blames_its_fog_node_and_nobody_
     # an entry scored as it should be gives no grievance; nor does another's screened-out job
     assert committee.review(1, 0, own_job=True) is None
     assert committee.review(1, 2, own_job=False) is None
+
+
+def test_the_update_a_round_scored_is_the_last_committed_for_the_job(scored_task: DrivenTask) -> None:
+    # A fog node slashed for fraud after committing the open round is replaced by the next bid, which trains the round
+    # again: its commit replaces the slashed node's, and a challenge of the round must name the new committer.
+    history = audit_task(scored_task.task_id, scored_task.readings.events).history
+    first = scored_commit(history, 1, 2)
+    assert first is not None and first.fog == next(
+        c.fog for c in history.commits if (c.client_index, c.round) == (2, 1))
+    redo = dataclasses.replace(first, fog="0x" + "ab" * 20, committed_at=first.committed_at + 1)
+    redone = dataclasses.replace(history, commits=(*history.commits, redo))
+
+    assert scored_commit(redone, 1, 2) == redo
+    assert scored_commit(redone, 1, 0) == scored_commit(history, 1, 0)
+    assert scored_commit(history, 9, 2) is None
