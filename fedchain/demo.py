@@ -73,9 +73,13 @@ TIME_TOLERANCE_S = 5
 PIPED_WIDTH = 160
 #: Seconds between two redraws of the progress (each reads the chain).
 PROGRESS_EVERY_S = 1.0
-#: The challenge window by default, seconds: a client re-scores its entry (and re-executes its job) in a few seconds
-#: on a busy 2-core machine; at least CHALLENGE_BLOCKS blocks on a chain with a block time.
-CHALLENGE_S, CHALLENGE_BLOCKS = 20, 6
+#: The challenge window by default, seconds: a client re-scored its entry (and re-executed its job) and had its
+#: challenge mined within 5 s of the post in the default demo on a busy 2-core machine; on a chain with a block time,
+#: CHALLENGE_WORK_S for that work plus CHALLENGE_BLOCKS blocks (the post's, the one the client sees it in, the
+#: challenge's and spares) when that is longer.
+CHALLENGE_S, CHALLENGE_BLOCKS = 12, 5
+#: Seconds of that work, as the publisher's window check allows (``fedchain.publisher.terms.CHALLENGE_WORK_S``).
+CHALLENGE_WORK_S = 10
 #: The committee's verdict window in the demo's deployment, seconds (a real deployment: a day).
 VERDICT_S = 120
 
@@ -110,8 +114,8 @@ class DemoConfig:
             Ethereum); 0 mines a block per transaction at once (automine). Ignored with ``rpc_url``.
         dishonest_aggregator: the aggregator posts quality 0 for an honest client in round 1 (that client
             challenges, the committee upholds, the aggregator's bond is slashed).
-        challenge_window: seconds after each post during which entries can be challenged; None: 20 s, or
-            CHALLENGE_BLOCKS blocks of ``block_time`` when that is longer.
+        challenge_window: seconds after each post during which entries can be challenged; None: 12 s, or
+            CHALLENGE_WORK_S plus CHALLENGE_BLOCKS blocks of ``block_time`` when that is longer.
     """
 
     strategy: str = "fedavg"
@@ -156,11 +160,12 @@ class DemoConfig:
 
     @property
     def challenge_seconds(self) -> int:
-        """Seconds of each round's challenge window: ``challenge_window``, or by default 20 s and at least
-        CHALLENGE_BLOCKS blocks, so that a client sees the post, re-scores and gets its challenge mined."""
+        """Seconds of each round's challenge window: ``challenge_window``, or by default 12 s and at least
+        CHALLENGE_WORK_S plus CHALLENGE_BLOCKS blocks, so that a client sees the post, re-scores and gets its
+        challenge mined."""
         if self.challenge_window is not None:
             return self.challenge_window
-        return max(CHALLENGE_S, math.ceil(CHALLENGE_BLOCKS * self.block_time))
+        return max(CHALLENGE_S, CHALLENGE_WORK_S + math.ceil(CHALLENGE_BLOCKS * self.block_time))
 
     @property
     def zeroed_client(self) -> str | None:
@@ -518,7 +523,7 @@ def _default(name: str, text: str, kind: type = str) -> Any:
               "committee uphold, and the aggregator's bond pay for it.")
 @click.option("--challenge-window", type=int,
               help=f"Seconds after each post during which entries can be challenged.  [default: {CHALLENGE_S}, or "
-              f"{CHALLENGE_BLOCKS} blocks when longer]")
+              f"{CHALLENGE_WORK_S} s plus {CHALLENGE_BLOCKS} blocks when longer]")
 def demo(**options: Any) -> None:
     """Run FedChain end to end: a local chain, a task, clients, fog nodes and the aggregator as
     separate processes on real data; then the audit, and who earned what.

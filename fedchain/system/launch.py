@@ -24,6 +24,9 @@ from fedchain.system.supervisor import ProcessSpec
 
 #: Torch threads per participant: several processes share the CPU, so each keeps to one.
 THREADS_PER_PROCESS = 1
+#: Niceness added to the watchers (clients, arbiters): their re-scoring of a posted round can wait within the
+#: challenge window, while the fog nodes and the aggregator race the round's deadline on the same cores.
+WATCHER_NICENESS = 10
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,8 @@ def client_process(
         args.append("--flip-labels")
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
-    return ProcessSpec(plan.name, _python(*args), _env(key), run.log(plan.name), exits_when_done=True)
+    return ProcessSpec(plan.name, _python(*args), _env(key), run.log(plan.name), exits_when_done=True,
+                       niceness=WATCHER_NICENESS)
 
 
 def aggregator_process(
@@ -145,4 +149,4 @@ def verifier_process(name: str, run: RunFolder, key: bytes, options: AgentOption
     args = ["verifier", "run", "--name", name, "--poll-interval", str(options.poll_interval_s), *_session_args(run, name)]
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
-    return ProcessSpec(name, _python(*args), _env(key), run.log(name))
+    return ProcessSpec(name, _python(*args), _env(key), run.log(name), niceness=WATCHER_NICENESS)

@@ -65,6 +65,9 @@ class ProcessSpec:
         log_path: where its stdout and stderr go (appended, so a restart keeps the earlier lines).
         exits_when_done: True when the process ends by itself once its work is done (a client,
             the aggregator); an exit with status 0 is then not a death.
+        niceness: added to its scheduling niceness (0: as the supervisor). Participants that each have a
+            machine of their own in a deployment share one here; a watcher whose work can wait (re-scoring
+            posted rounds within a challenge window) yields the CPU to those racing a round's deadline.
     """
 
     name: str
@@ -72,6 +75,7 @@ class ProcessSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     log_path: Path = Path("participant.log")
     exits_when_done: bool = False
+    niceness: int = 0
 
 
 @dataclass
@@ -147,6 +151,11 @@ class Supervisor:
             )
             child = Child(spec, process)
             self._children[spec.name] = child
+        if spec.niceness:
+            try:
+                os.setpriority(os.PRIO_PROCESS, process.pid, os.getpriority(os.PRIO_PROCESS, 0) + spec.niceness)
+            except OSError as err:  # it died at once (its log says why), or the platform refuses: run as it is
+                log.debug("could not renice %s: %s", spec.name, err)
         log.info("started %s (pid %d), log %s", spec.name, process.pid, spec.log_path)
         return child
 

@@ -40,3 +40,14 @@ def test_demo_refuses_zero_participants_or_rounds(flag: str, tmp_path: Path, cap
     status = main(["demo", "--run-dir", str(tmp_path / "run"), flag, "0"])
 
     assert status == 1 and f"{flag} must be at least 1" in capsys.readouterr().err
+
+
+def test_the_challenge_window_leaves_the_publishers_work_allowance_and_spans_blocks_on_a_block_clock() -> None:
+    from fedchain.demo import CHALLENGE_BLOCKS, CHALLENGE_S, CHALLENGE_WORK_S, DemoConfig
+    from fedchain.publisher.terms import CHALLENGE_WORK_S as PUBLISHER_WORK_S
+
+    assert CHALLENGE_WORK_S == PUBLISHER_WORK_S
+    assert DemoConfig().challenge_seconds == CHALLENGE_S  # automine: the measured work, with room
+    assert DemoConfig(block_time=2).challenge_seconds == CHALLENGE_WORK_S + 2 * CHALLENGE_BLOCKS
+    assert DemoConfig(block_time=12).challenge_seconds == CHALLENGE_WORK_S + 12 * CHALLENGE_BLOCKS
+    assert DemoConfig(block_time=12, challenge_window=300).challenge_seconds == 300

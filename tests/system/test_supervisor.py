@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import signal
 import subprocess
 import sys
@@ -145,3 +147,14 @@ def test_a_stop_signal_that_lands_while_a_child_starts_arrives_after_the_child_i
         wait_for_line(spec, "up")
     assert child.returncode == 0
     assert "stopping on SIGTERM" in spec.log_path.read_text()
+
+
+def test_a_process_started_with_a_niceness_runs_that_much_nicer_than_the_supervisor(tmp_path: Path) -> None:
+    watcher = dataclasses.replace(python(tmp_path, "client-0", POLITE), niceness=10)
+    racer = python(tmp_path, "fog-0", POLITE)
+
+    with Supervisor() as supervisor:
+        niceness = {spec.name: os.getpriority(os.PRIO_PROCESS, supervisor.start(spec).pid) for spec in (watcher, racer)}
+
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert niceness == {"client-0": min(own + 10, 19), "fog-0": own}
