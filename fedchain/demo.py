@@ -23,6 +23,7 @@ the aggregator's bond is slashed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import signal
@@ -163,9 +164,14 @@ class DemoConfig:
         """Seconds of each round's challenge window: ``challenge_window``, or by default 12 s and at least
         CHALLENGE_WORK_S plus CHALLENGE_BLOCKS blocks, so that a client sees the post, re-scores and gets its
         challenge mined."""
+        return self.challenge_seconds_on(self.block_time)
+
+    def challenge_seconds_on(self, block_time: float) -> int:
+        """:attr:`challenge_seconds` on a chain with ``block_time`` seconds between blocks (0: automine): the
+        demo on another chain (``rpc_url``) measures that chain's block time."""
         if self.challenge_window is not None:
             return self.challenge_window
-        return max(CHALLENGE_S, CHALLENGE_WORK_S + math.ceil(CHALLENGE_BLOCKS * self.block_time))
+        return max(CHALLENGE_S, CHALLENGE_WORK_S + math.ceil(CHALLENGE_BLOCKS * block_time))
 
     @property
     def zeroed_client(self) -> str | None:
@@ -230,6 +236,7 @@ class DemoResult:
 def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     """Run the demo (module docstring); SIGTERM and Ctrl-C stop every process it started."""
     started = time.monotonic()
+    from fedchain.chain.blocktime import block_interval
     from fedchain.chain.keys import resolve_account
     from fedchain.chain.node import AnvilNode, AnvilSettings, connect
     from fedchain.data.datasets import load_dataset, resolve_data_root
@@ -253,6 +260,9 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
                 raise SigningKeyError("--rpc-url needs a funded key to deploy and pay the participants")
             w3, rpc_url = connect(config.rpc_url), config.rpc_url
             console.print(f"chain at {rpc_url}, funded by {funder.address}")
+            interval = block_interval(w3)
+            if not interval.on_demand:  # a block clock: the challenge window spans its blocks
+                terms = dataclasses.replace(terms, challenge_window=config.challenge_seconds_on(interval.seconds))
         supervisor = stack.enter_context(Supervisor())
         settings = RunSettings(run_dir, AgentOptions(data_root, seed=config.seed), verdict_window=VERDICT_S)
         run = SystemRun(w3, funder, rpc_url, settings, supervisor)

@@ -51,3 +51,4 @@ def test_the_challenge_window_leaves_the_publishers_work_allowance_and_spans_blo
     assert DemoConfig(block_time=2).challenge_seconds == CHALLENGE_WORK_S + 2 * CHALLENGE_BLOCKS
     assert DemoConfig(block_time=12).challenge_seconds == CHALLENGE_WORK_S + 12 * CHALLENGE_BLOCKS
     assert DemoConfig(block_time=12, challenge_window=300).challenge_seconds == 300
+    assert DemoConfig(rpc_url="http://127.0.0.1:8545").challenge_seconds_on(2.0) == CHALLENGE_WORK_S + 2 * CHALLENGE_BLOCKS
