@@ -60,25 +60,33 @@ def in_thread(work: Callable[[], Settlement], results: list[object]) -> threadin
     return thread
 
 
-def test_a_client_and_the_aggregator_settling_in_the_same_block_both_succeed(world: World) -> None:
-    # prepare: a cancelled task with two awarded jobs
-    task_id = world.staffed_task({0: [(FOGS[0], 10**12)], 1: [(FOGS[1], 10**12)]}, start=False)
-    cancel_task(world.publisher, task_id)
+def race_client_and_aggregator(world: World, task_id: int, blocks: int) -> tuple[list[object], int]:
+    """Client 0 (its job 0) and the aggregator settle ``task_id`` at once in threads while ``blocks`` blocks are mined
+    by hand, two seconds apart; their results (a Settlement or the exception) and the first block mined."""
     client, aggregator = world.session(CLIENTS[0]), world.aggregator
     w3 = world.publisher.w3
     first_block = int(w3.eth.block_number) + 1
-
-    # execute: both settle the clients at once (one block), then both settle their jobs at once (one block)
     results: list[object] = []
     with manual_mining(w3) as mine:
         threads = [
             in_thread(lambda: settle_task(client, task_id, jobs=[0]), results),
             in_thread(lambda: settle_task(aggregator, task_id), results),
         ]
-        mine(2)
-        mine(2)
+        for _ in range(blocks):
+            mine(2)
         for thread in threads:
             thread.join(timeout=POOL_TIMEOUT_S)
+    return results, first_block
+
+
+def test_a_client_and_the_aggregator_settling_in_the_same_block_both_succeed(world: World) -> None:
+    # prepare: a cancelled task with two awarded jobs
+    task_id = world.staffed_task({0: [(FOGS[0], 10**12)], 1: [(FOGS[1], 10**12)]}, start=False)
+    cancel_task(world.publisher, task_id)
+    w3 = world.publisher.w3
+
+    # execute: both settle the clients at once (one block), then both settle their jobs at once (one block)
+    results, first_block = race_client_and_aggregator(world, task_id, blocks=2)
 
     # assert: neither raised; the clients' race really happened (the second settle reverted; the contract skips a
     # job settled first instead of reverting), and everything is settled once
@@ -152,22 +160,10 @@ def test_a_client_and_the_aggregator_finalising_the_same_round_in_one_block_both
     task_id = world.staffed_task({0: [(FOGS[0], 10**12)], 1: [(FOGS[1], 10**12)]}, terms=replace(TERMS, rounds=1))
     post_committed_round(world, task_id, (0, 1))
     world.pass_challenge_window(task_id)
-    client, aggregator = world.session(CLIENTS[0]), world.aggregator
     w3 = world.publisher.w3
-    first_block = int(w3.eth.block_number) + 1
 
     # execute: both finalise at once (one block), then settle the clients, then the jobs
-    results: list[object] = []
-    with manual_mining(w3) as mine:
-        threads = [
-            in_thread(lambda: settle_task(client, task_id, jobs=[0]), results),
-            in_thread(lambda: settle_task(aggregator, task_id), results),
-        ]
-        mine(2)
-        mine(2)
-        mine(2)
-        for thread in threads:
-            thread.join(timeout=POOL_TIMEOUT_S)
+    results, first_block = race_client_and_aggregator(world, task_id, blocks=3)
 
     # assert: neither raised; each race really happened; the round is final once and the task settled once
     assert all(isinstance(result, Settlement) and result.pending == () for result in results), results
