@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("fedchain.experiments.simulate:simulate", "Run a federated experiment in one process, no chain."),
     "reproduce": ("fedchain.experiments.reproduce:reproduce", "Reproduce the papers' tables on real data."),
     "demo": ("fedchain.demo:demo", "Run the whole system on a local chain and print who earned what."),
-    "task": ("fedchain.publisher.cli:task", "Publish and manage tasks: create, start, cancel, show, settle."),
+    "task": ("fedchain.publisher.cli:task", "Publish and manage tasks: create, start, watch, show, settle, cancel."),
     "withdraw": ("fedchain.publisher.cli:withdraw", "Withdraw your claimable balance (refunds, rewards, deposits)."),
     "aggregator": ("fedchain.aggregator.cli:aggregator", "Run a task's aggregator: verify, score, aggregate, post rounds."),
     "audit": ("fedchain.audit.cli:audit", "Replay a task's events, recompute every payment, check the money and the store."),
@@ -89,9 +89,11 @@ def cli(verbose: int) -> None:
       fedchain demo                      # everything, end to end, in a few minutes
       fedchain chain start               # a local chain that stays up (prints its URL)
       fedchain deploy --rpc-url URL      # the contracts (writes .fedchain/deployment.json)
-      fedchain task create --config task.yaml   # as the publisher; then clients join,
-      fedchain client run / fog run / aggregator run  # each in its own terminal
+      fedchain task create --config task.yaml   # as the publisher (prints the task id)
+      fedchain aggregator run / fog run / client run  # each in its own terminal
       fedchain verifier run              # each member of the deployment's arbiter committee
+      fedchain task start --task 1 --wait  # round 1, once the clients' data is with their fog nodes
+      fedchain task watch --task 1       # a live table of the task until it ends
       fedchain audit --task 1            # replay the chain, recompute every wei
     Without a chain:
       fedchain simulate --config configs/mnist-fedave-dir.yaml  # one experiment: metrics, plots

@@ -239,6 +239,19 @@ class AbandonTooEarly(TaskNotAbandonable):
         self.abandonable_from = abandonable_from
 
 
+class TaskNotFound(ChainError):
+    """No task has this id on the deployment's chain."""
+
+    hint = "check --task and --deployment: task ids count from 1 on each deployment"
+
+
+class TaskNotReady(ChainError):
+    """A task cannot start yet: a client's job is still in its auction or its data is not handed off."""
+
+    hint = ("wait: `fedchain task start --wait` starts the task as soon as every hand-off is in; or --force to start "
+            "without them (a job still in its auction can then no longer be won, and its client trains nothing)")
+
+
 class InsufficientFunds(ChainError):
     """The sending account cannot pay for a transaction (gas at the current fees plus value)."""
 

@@ -49,7 +49,9 @@ def fog() -> None:
 @click.option("--cycles-per-sample", type=int, help="c of its hardware. Default: the task's.")
 @click.option("--margin", type=float, help="Profit over cost (0.1: price = 1.1 x cost); never negative.")
 @click.option("--max-jobs", type=int, help="The most jobs bid for or trained at once.")
-@click.option("--max-deposit", type=int, help="The largest fog deposit, wei, it puts down for one bid.")
+@click.option(
+    "--max-deposit", help="The largest fog deposit it puts down for one bid: wei, or with a unit (0.05ether).",
+)
 @click.option("--never-reveal", is_flag=True, default=None, help="Fault: commit bids but never reveal them.")
 @click.option("--stop-after-round", type=int, help="Fault: stop after committing this round.")
 @click.option("--lazy", type=click.Choice(["zero", "random"]), help="Fault: free rider, commit zero or noise updates without training.")
@@ -63,6 +65,10 @@ def fog() -> None:
 @click.option("--device", help="Training device (cpu, cuda). Default: CUDA when present.")
 @click.option("--threads", type=int, help="Torch threads while training.")
 @click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
+@click.option(
+    "--confirmations", type=click.IntRange(min=0),
+    help="Blocks on top of an event before acting on it: the depth the task was created for.  [default: 0]",
+)
 @click.option(
     "--watch-entries/--no-watch-entries", default=None,
     help="Re-score the entries of the updates it committed and challenge the aggregator when one is wrong.  "

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from fedchain.config import load_config
+from fedchain.config import load_config, load_yaml
 from fedchain.errors import ConfigError, DataError
 from fedchain.trainer.config import ENGINES, Engine
+from fedchain.units import parse_wei
 from fog.bidding import CostModel
 
 #: What a lazy (free-riding) fog node commits instead of training: an all-zero update, or noise.
@@ -31,7 +32,7 @@ class FogConfig:
         tasks: only these task ids (empty: every task).
         cost: its cost model (frequency, alpha, cycles per sample, margin).
         max_jobs: the most jobs it bids for or trains at once (tasks not yet ended).
-        max_deposit: the largest fog deposit r, wei, it puts down for one bid.
+        max_deposit: the largest fog deposit r, wei, it puts down for one bid (a unit may be given: 0.05ether).
         never_reveal: commit bids but never reveal them (a fault for experiments: the deposit is forfeited).
         stop_after_round: commit rounds up to this one, then stop (a fault: the node leaves mid-task).
         lazy: commit an update without training (``zero``: all zeros; ``random``: Gaussian noise), a free rider.
@@ -112,5 +113,11 @@ class FogConfig:
 
 
 def load_fog_config(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> FogConfig:
-    """A :class:`FogConfig` from an optional YAML file, then the non-None ``overrides`` (flags)."""
-    return load_config(FogConfig, path, overrides)
+    """A :class:`FogConfig` from an optional YAML file, then the non-None ``overrides`` (flags).
+
+    ``max_deposit`` may be written with a unit (``0.05ether``, as ``task create`` takes amounts) or in wei."""
+    data: dict[str, Any] = load_yaml(path) if path is not None else {}
+    data.update({key: value for key, value in (overrides or {}).items() if value is not None})
+    if data.get("max_deposit") is not None:
+        data["max_deposit"] = parse_wei(data["max_deposit"])
+    return load_config(FogConfig, None, data)

@@ -89,23 +89,35 @@ def open_session(
 SESSION_OPTIONS = ("deployment_file", "rpc_url", "keystore", "store_url", "max_fee")
 
 
-def session_options(function: F) -> F:
-    """The ``--deployment``, ``--rpc-url``, ``--keystore`` and ``--store`` options of every command here."""
-    options = [
+def _chain_options() -> list[Callable[[Any], Any]]:
+    """``--deployment`` and ``--rpc-url``."""
+    return [
         click.option(
             "--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path),
             default=DEFAULT_DEPLOYMENT_FILE, show_default=True, help="The deployment file written by `fedchain deploy`.",
         ),
         click.option("--rpc-url", help="JSON-RPC URL of the chain. Default: the one in the deployment file."),
+    ]
+
+
+def _store_option() -> Callable[[Any], Any]:
+    return click.option(
+        "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True,
+        help="Blob store for specs, models and updates: a folder or any fsspec URL (s3://bucket/prefix).",
+    )
+
+
+def session_options(function: F) -> F:
+    """The ``--deployment``, ``--rpc-url``, ``--keystore``, ``--store`` and ``--max-fee`` options of every command
+    that signs."""
+    options = [
+        *_chain_options(),
         click.option(
             "--keystore", type=click.Path(dir_okay=False, path_type=Path),
             help=f"Encrypted JSON keystore of the signing account (password from {KEYSTORE_PASSWORD_ENV}); "
             f"default: the hex key in {PRIVATE_KEY_ENV}.",
         ),
-        click.option(
-            "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True,
-            help="Blob store for specs, models and updates: a folder or any fsspec URL (s3://bucket/prefix).",
-        ),
+        _store_option(),
         click.option(
             "--max-fee", "max_fee", callback=_parse_fee_cap, metavar="AMOUNT",
             help="The most this account pays per unit of gas (EIP-1559 max fee), e.g. 50gwei. A stuck transaction "
@@ -116,6 +128,22 @@ def session_options(function: F) -> F:
     for option in reversed(options):
         function = option(function)
     return function
+
+
+#: The names of the values :func:`read_options` adds to a command, in :func:`read_session`'s order.
+READ_OPTIONS = ("deployment_file", "rpc_url", "store_url")
+
+
+def read_options(function: F) -> F:
+    """The ``--deployment``, ``--rpc-url`` and ``--store`` options of a command that only reads (no key, no fees)."""
+    for option in reversed([*_chain_options(), _store_option()]):
+        function = option(function)
+    return function
+
+
+def read_session(deployment_file: Path, rpc_url: str | None, store_url: str) -> ChainSession:
+    """A keyless session (:func:`open_session` with ``read_only``) from the values of :func:`read_options`."""
+    return open_session(deployment_file, rpc_url=rpc_url, store_url=store_url, read_only=True)
 
 
 def session_from_options(

@@ -61,6 +61,10 @@ def client() -> None:
 @click.option("--seed", type=int, help="Seed of the label and privacy noise.")
 @click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
 @click.option(
+    "--confirmations", type=click.IntRange(min=0),
+    help="Blocks on top of an event before acting on it: the depth the task was created for.  [default: 0]",
+)
+@click.option(
     "--watch", type=click.Choice(["reexecute", "committee", "off"]),
     help="How it watches its own entries: re-score each posted round and re-execute its job when its update was "
     "screened out, challenging the aggregator or its fog node when they are wrong (reexecute); leave the "

@@ -12,10 +12,18 @@ from typing import Any
 import click
 from rich.table import Table
 
-from fedchain.agent.session import SESSION_OPTIONS, session_from_options, session_options
-from fedchain.chain.bindings import TaskAbandoned
+from fedchain.agent.session import (
+    SESSION_OPTIONS,
+    read_options,
+    read_session,
+    session_from_options,
+    session_options,
+)
+from fedchain.chain.bindings import JobStatus, TaskAbandoned, TaskStatus
 from fedchain.console import print_table, stdout_console
 from fedchain.publisher.service import (
+    ClientView,
+    Readiness,
     TaskView,
     abandon_task,
     cancel_task,
@@ -23,13 +31,16 @@ from fedchain.publisher.service import (
     create_task,
     settle_task,
     start_task,
+    start_when_ready,
     task_view,
+    withdraw_cost,
 )
 from fedchain.publisher.service import (
     withdraw as withdraw_balance,
 )
 from fedchain.publisher.terms import AMOUNT_FIELDS, WAD, TaskTerms, load_publish_config
 from fedchain.taskspec import TaskSpec
+from fedchain.units import ether
 
 #: TaskSpec fields that `task create` offers as flags (the rest come from --config).
 SPEC_FLAGS: tuple[str, ...] = (
@@ -173,10 +184,42 @@ def create(
 
 @task.command()
 @_task_id_option
+@click.option(
+    "--wait", is_flag=True,
+    help="Wait until every joined client's job is won and its data handed off (and the aggregator bonded), then start.",
+)
+@click.option(
+    "--clients", "min_clients", type=click.IntRange(min=1), default=1, show_default=True,
+    help="With --wait: also wait until at least this many clients joined.",
+)
+@click.option("--force", is_flag=True, help="Start even though some clients' jobs are not ready (they train nothing).")
 @session_options
-def start(task_id: int, **options: Any) -> None:
-    """Start round 1 of an open task that has clients."""
-    receipt = start_task(session_from_options(**options), task_id)
+def start(task_id: int, wait: bool, min_clients: int, force: bool, **options: Any) -> None:
+    """Start round 1 of an open task once its clients' jobs are ready.
+
+    A job is ready when a fog node won its auction and the client handed its
+    data over (or nobody bid: the client then sits the task out). Starting
+    earlier would shut the open auctions out, so it is refused, naming the
+    clients still waiting, unless --force; --wait starts the moment they are
+    all ready (`fedchain task show` says who is waiting).
+    """
+    if wait and force:
+        raise click.UsageError("--wait and --force contradict each other: give one")
+    session = session_from_options(**options)
+    if wait:
+        last: list[str] = []
+
+        def report(ready: Readiness) -> None:
+            lines = ready.reasons()
+            if ready.clients < min_clients:
+                lines.append(f"{ready.clients} of at least {min_clients} clients joined")
+            if lines != last:
+                last[:] = lines
+                click.echo(f"task {task_id} waits for: " + "; ".join(lines), err=True)
+
+        receipt = start_when_ready(session, task_id, clients=min_clients, report=report)
+    else:
+        receipt = start_task(session, task_id, force=force)
     click.echo(f"task {task_id} started (tx {receipt.transaction_hash})")
 
 
@@ -226,22 +269,42 @@ def settle(task_id: int, **options: Any) -> None:
 
 @task.command()
 @_task_id_option
-@session_options
+@read_options
 def show(task_id: int, **options: Any) -> None:
-    """Show a task's parameters, state, clients and jobs (reads only: no signing key needed)."""
+    """Show a task's parameters, state, clients and jobs (reads only: no signing key needed).
+
+    While the task is open, the data column says which clients' jobs are not ready for `fedchain task start`;
+    once it is settled, the earned and bonus columns say what each client was paid.
+    """
     # Piped output is not cut to 80 columns: addresses and hashes stay whole for scripts.
     console = stdout_console(PIPED_WIDTH)
-    summary, clients = render_task(task_view(session_from_options(**options, read_only=True), task_id))
+    summary, clients = render_task(task_view(read_session(**options), task_id))
     console.print(summary)
     print_table(console, clients, labels=2)
 
 
 @click.command()
+@click.option("--anyway", is_flag=True, help="Withdraw even when the gas would cost more than the amount.")
 @session_options
-def withdraw(**options: Any) -> None:
-    """Withdraw the signing account's claimable balance (refunds, rewards, returned deposits)."""
-    amount = withdraw_balance(session_from_options(**options))
-    click.echo(f"withdrew {amount} wei" if amount else "nothing to withdraw")
+def withdraw(anyway: bool, **options: Any) -> None:
+    """Withdraw the signing account's claimable balance (refunds, rewards, returned deposits).
+
+    An amount smaller than the gas the withdrawal would cost at the current gas price is left in the treasury
+    (it stays yours) unless --anyway.
+    """
+    session = session_from_options(**options)
+    claimable = int(session.contracts.treasury.claimable(session.address))
+    if claimable and not anyway:
+        cost = withdraw_cost(session)
+        if cost >= claimable:
+            click.echo(
+                f"not withdrawn: {claimable} wei ({ether(claimable)} ether) is claimable, but the withdrawal would cost "
+                f"about {cost} wei of gas at the current gas price; it stays yours in the treasury "
+                "(--anyway to withdraw regardless)"
+            )
+            return
+    amount = withdraw_balance(session)
+    click.echo(f"withdrew {amount} wei ({ether(amount)} ether)" if amount else "nothing to withdraw")
 
 
 def _fraction(wad: int) -> str:
@@ -275,16 +338,33 @@ def render_task(view: TaskView) -> list[Table]:
     rows.append(("publisher claimable", f"{view.claimable_by_publisher} wei"))
     for key, value in rows:
         summary.add_row(key, str(value))
+    if view.status == TaskStatus.OPEN:
+        waiting = [c.index for c in view.clients if c.waiting]
+        summary.add_row("ready to start", "yes" if view.clients and view.bonded and not waiting else
+                        f"no: waiting for client(s) {', '.join(map(str, waiting))}" if waiting else
+                        "no: no client yet" if not view.clients else "no: the aggregator's bond")
     clients = Table(title="clients and jobs")
-    for column in ("#", "client", "status", "rounds", "r_a", "r_t", "earned (wei)", "job", "fog", "price (wei)", "paid up to"):
+    for column in ("#", "client", "status", "rounds", "r_a", "r_t", "earned (wei)", "bonus (wei)", "job", "data",
+                   "fog", "price (wei)", "paid up to"):
         clients.add_column(column)
     for c in view.clients:
         winner = c.winner
+        # Settlement moves the earnings to the treasury and zeroes them in the ledger: show what was paid.
+        earned, bonus = (c.settled.earned, str(c.settled.bonus)) if c.settled else (c.info.earned, "-")
         clients.add_row(
             str(c.index), c.info.account, c.info.status.name.lower(), str(c.info.rounds),
             *((_fraction(c.info.loss_reputation), _fraction(c.info.time_reputation)) if c.info.rounds else ("-", "-")),
-            str(c.info.earned),
-            c.job.status.name.lower(), winner.bidder if winner else "-", str(c.job.winner_price),
+            str(earned), bonus,
+            c.job.status.name.lower(), _data_column(c), winner.bidder if winner else "-", str(c.job.winner_price),
             str(c.job.paid_up_to),
         )
     return [summary, clients]
+
+
+def _data_column(client: ClientView) -> str:
+    """Whether a job's data is with its fog node: handed off, waiting (and why), or none (no fog node won it)."""
+    if client.waiting:
+        return f"waiting: {client.waiting}"
+    if client.job.status == JobStatus.VACANT:
+        return "none (no winner)"
+    return "handed off" if client.job.status != JobStatus.NONE else "-"

@@ -8,15 +8,18 @@ formats it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from fedchain.agent.finality import finalize_due, pending_rounds
 from fedchain.agent.session import ChainSession
+from fedchain.chain.abi import AbiRegistry
 from fedchain.chain.bindings import (
     Bid,
     ClientInfo,
+    ClientSettled,
     DisputeAlreadyBonded,
     Job,
     JobSettled,
@@ -27,12 +30,21 @@ from fedchain.chain.bindings import (
     TaskParams,
     TaskState,
     TaskStatus,
+    TaskUnknown,
     TaskWrongStatus,
     TreasuryNothingToWithdraw,
 )
 from fedchain.chain.blocktime import BlockInterval, block_interval, next_block_time
+from fedchain.chain.events import LogQuery, iter_events
 from fedchain.chain.tx import Receipt
-from fedchain.errors import AbandonTooEarly, ContractRevert, FedchainError, TaskNotAbandonable
+from fedchain.errors import (
+    AbandonTooEarly,
+    ContractRevert,
+    FedchainError,
+    TaskNotAbandonable,
+    TaskNotFound,
+    TaskNotReady,
+)
 from fedchain.publisher.terms import PublishConfig, check_windows, windows_error
 from fedchain.taskspec import TaskSpec, load_spec, put_initial_model, put_spec
 
@@ -102,11 +114,106 @@ def check_task_windows(session: ChainSession, config: PublishConfig) -> BlockInt
     return interval
 
 
-def start_task(session: ChainSession, task_id: int) -> Receipt:
-    """Start round 1 (publisher only; the task needs at least one client)."""
+def require_task(session: ChainSession, task_id: int) -> TaskState:
+    """The task's state; :class:`~fedchain.errors.TaskNotFound` (naming the ids there are) when there is no such task."""
+    registry = session.contracts.task_registry
+    try:
+        state = registry.state(task_id)
+    except TaskUnknown:
+        state = None
+    if state is None or state.status == TaskStatus.NONE:
+        count = registry.task_count()
+        there = f"tasks 1 to {count}" if count > 1 else "task 1" if count == 1 else "no task yet"
+        raise TaskNotFound(f"there is no task {task_id} on this deployment ({there}; registry {registry.address})")
+    return state
+
+
+def job_waiting(job: Job, data_hash: bytes, now: int) -> str | None:
+    """Why a client's job holds up the task's start, or None when it is ready: awarded with its data handed off,
+    or vacant (no fog node won it: the client sits the task out)."""
+    if job.status == JobStatus.NONE:
+        return "has not opened its job's auction yet"
+    if job.status == JobStatus.BIDDING:
+        if now <= job.bidding_deadline:
+            return f"its auction takes bids for {job.bidding_deadline - now} s more"
+        if now <= job.reveal_deadline:
+            return f"its auction takes reveals for {job.reveal_deadline - now} s more"
+        return "its auction is over but not closed yet (the client closes it)"
+    if job.status == JobStatus.AWARDED and data_hash == bytes(32):
+        return "has not handed its data to the fog node that won its job yet"
+    return None
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether a task can start: how many clients joined, whether the aggregator is bonded, and the clients whose
+    job is not ready (index, account, why)."""
+
+    clients: int
+    bonded: bool
+    waiting: tuple[tuple[int, str, str], ...]
+
+    @property
+    def ready(self) -> bool:
+        return self.clients > 0 and self.bonded and not self.waiting
+
+    def reasons(self) -> list[str]:
+        """One line per thing the start waits for."""
+        lines = [f"client {index} ({account}) {why}" for index, account, why in self.waiting]
+        if not self.clients:
+            lines.append("no client has joined yet")
+        if not self.bonded:
+            lines.append("the aggregator has not posted its bond yet (`fedchain aggregator run` does when it starts)")
+        return lines
+
+
+def readiness(session: ChainSession, task_id: int) -> Readiness:
+    """Read whether ``task_id`` can start (:class:`Readiness`); :class:`~fedchain.errors.TaskNotFound` if none."""
+    require_task(session, task_id)
+    contracts = session.contracts
+    now = session.block_time()
+    waiting = []
+    for index in range(contracts.round_ledger.client_count(task_id)):
+        why = job_waiting(
+            contracts.fog_auction.job(task_id, index), bytes(contracts.data_handoff.data_hash(task_id, index)), now
+        )
+        if why is not None:
+            waiting.append((index, contracts.round_ledger.client(task_id, index).account, why))
+    return Readiness(contracts.round_ledger.client_count(task_id), contracts.disputes.bonded(task_id), tuple(waiting))
+
+
+def start_task(session: ChainSession, task_id: int, *, force: bool = False) -> Receipt:
+    """Start round 1 (publisher only; the task needs at least one client and the aggregator's bond).
+
+    An open task whose clients' jobs are not all ready (still in their auction, or their data not handed off to
+    the fog node that won) is refused with :class:`~fedchain.errors.TaskNotReady` naming them, unless ``force``:
+    a job still in its auction then cannot be won, and its client trains nothing.
+    """
+    state = require_task(session, task_id)
+    if state.status == TaskStatus.OPEN and state.publisher == session.address:  # others: the contract's refusal
+        ready = readiness(session, task_id)
+        if ready.waiting and not force:
+            raise TaskNotReady(f"task {task_id} is not ready to start:\n" + "\n".join(f"  - {line}" for line in ready.reasons()))
+        for index, account, why in ready.waiting:
+            log.warning("starting without client %d (%s): it %s", index, account, why)
     receipt = session.contracts.task_registry.start_task(task_id)
     log.info("task started task=%d tx=%s", task_id, receipt.transaction_hash)
     return receipt
+
+
+def start_when_ready(
+    session: ChainSession, task_id: int, *, clients: int = 1, poll_s: float = 2.0,
+    report: Callable[[Readiness], None] | None = None,
+) -> Receipt:
+    """Wait until at least ``clients`` clients joined, every job is ready and the aggregator is bonded, then start
+    the task (:func:`start_task`); ``report`` sees every reading while waiting."""
+    while True:
+        ready = readiness(session, task_id)
+        if ready.ready and ready.clients >= clients:
+            return start_task(session, task_id)
+        if report is not None:
+            report(ready)
+        time.sleep(poll_s)
 
 
 def cancel_task(session: ChainSession, task_id: int) -> Receipt:
@@ -249,6 +356,15 @@ def withdraw(session: ChainSession) -> int:
     return amount
 
 
+def withdraw_cost(session: ChainSession) -> int:
+    """What a ``withdraw`` would cost the signing account in gas at the chain's current gas price, wei."""
+    treasury = session.contracts.treasury
+    gas = session.w3.eth.estimate_gas(
+        {"from": session.address, "to": treasury.address, "data": "0x" + treasury.encode("withdraw()").hex()}
+    )
+    return int(gas) * int(session.w3.eth.gas_price)
+
+
 @dataclass(frozen=True)
 class ClientView:
     """One client of a task and its job."""
@@ -257,6 +373,10 @@ class ClientView:
     info: ClientInfo
     job: Job
     bids: tuple[Bid, ...]
+    #: Why the job holds up the task's start (:func:`job_waiting`); None when it is ready.
+    waiting: str | None = None
+    #: Its settlement (earnings over all rounds, final bonus, deposit returned) once the task is settled.
+    settled: ClientSettled | None = None
 
     @property
     def winner(self) -> Bid | None:
@@ -287,19 +407,23 @@ class TaskView:
 
 
 def task_view(session: ChainSession, task_id: int) -> TaskView:
-    """Read everything about ``task_id`` (a TaskUnknown revert when there is no such task)."""
+    """Read everything about ``task_id`` (:class:`~fedchain.errors.TaskNotFound` when there is no such task)."""
     contracts = session.contracts
+    state = require_task(session, task_id)
     params = contracts.task_registry.params(task_id)
-    state = contracts.task_registry.state(task_id)
-    clients = tuple(
-        ClientView(
+    settlements = client_settlements(session, task_id) if state.status == TaskStatus.SETTLED else {}
+    now = session.block_time()
+    clients = []
+    for i in range(contracts.round_ledger.client_count(task_id)):
+        job = contracts.fog_auction.job(task_id, i)
+        clients.append(ClientView(
             index=i,
             info=contracts.round_ledger.client(task_id, i),
-            job=contracts.fog_auction.job(task_id, i),
+            job=job,
             bids=tuple(contracts.fog_auction.bids(task_id, i)),
-        )
-        for i in range(contracts.round_ledger.client_count(task_id))
-    )
+            waiting=job_waiting(job, bytes(contracts.data_handoff.data_hash(task_id, i)), now),
+            settled=settlements.get(i),
+        ))
     try:
         spec = load_spec(session.store, params.dataset_id)
     except FedchainError as err:  # the overview still shows the chain's side without the spec
@@ -307,6 +431,14 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
         spec = None
     posted, final = contracts.round_ledger.rounds(task_id)
     return TaskView(
-        task_id, params, state, clients, spec, int(contracts.treasury.claimable(state.publisher)),
+        task_id, params, state, tuple(clients), spec, int(contracts.treasury.claimable(state.publisher)),
         bonded=contracts.disputes.bonded(task_id), rounds=(int(posted), int(final)),
     )
+
+
+def client_settlements(session: ChainSession, task_id: int) -> dict[int, ClientSettled]:
+    """The task's ``ClientSettled`` events by client index (empty before settlement): what each client was paid."""
+    ledger = session.contracts.round_ledger
+    query = LogQuery((ledger.address,), session.deployment.block_number, indexed=(task_id.to_bytes(32, "big"),))
+    events = iter_events(session.w3, AbiRegistry(events=[ClientSettled]), query)
+    return {event.client_index: event for event in events if isinstance(event, ClientSettled)}

@@ -27,7 +27,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +39,7 @@ from fedchain.chain.blocktime import BlockInterval
 from fedchain.config import from_mapping, load_yaml
 from fedchain.errors import ConfigError, TermOutOfRange, WindowsTooShort
 from fedchain.taskspec import TaskSpec
-from fedchain.units import WAD, ether
-
-#: Units an amount may be written in, as wei per unit.
-WEI_UNITS: dict[str, int] = {"wei": 1, "gwei": 10**9, "ether": 10**18, "eth": 10**18}
-
-#: Significant digits of the arithmetic that parses amounts: every uint256 (78 digits) exactly; Decimal's
-#: default of 28 would round a budget of 2^96 wei and let it pass as another amount.
-AMOUNT_DIGITS = 80
+from fedchain.units import WAD, WEI_UNITS, ether, parse_wei  # noqa: F401 (WEI_UNITS, parse_wei: re-exported)
 
 #: Fields of :class:`TaskTerms` and :class:`PublishConfig` that are amounts of wei.
 AMOUNT_FIELDS = frozenset({"psi", "phi", "client_deposit", "fog_deposit", "budget", "challenge_bond", "aggregator_bond"})
@@ -89,28 +82,6 @@ TOLERANCE_BLOCKS = 1
 CHALLENGE_BLOCKS = 3
 #: Seconds a client's agent is given to re-score its entry (or re-execute its job) before it challenges.
 CHALLENGE_WORK_S = 10
-
-
-def parse_wei(value: int | str) -> int:
-    """An amount in wei from an integer, or text such as ``"1e15"``, ``"0.01ether"`` or ``"5 gwei"``."""
-    if isinstance(value, bool):
-        raise ConfigError(f"an amount must be a number of wei, got {value!r}")
-    if isinstance(value, int):
-        amount = Decimal(value)
-    else:
-        text = str(value).strip().lower().replace("_", "")
-        unit = next((u for u in sorted(WEI_UNITS, key=len, reverse=True) if text.endswith(u)), "wei")
-        number = text.removesuffix(unit).strip() if text.endswith(unit) else text
-        try:
-            with localcontext(prec=AMOUNT_DIGITS):
-                amount = Decimal(number) * WEI_UNITS[unit]
-        except InvalidOperation as err:
-            raise ConfigError(
-                f"{value!r} is not an amount", hint="write wei as an integer, or a number with a unit: 0.5ether, 20gwei"
-            ) from err
-    if amount != amount.to_integral_value() or amount < 0:
-        raise ConfigError(f"{value!r} is not a whole, non-negative number of wei")
-    return int(amount)
 
 
 def to_wad(fraction: float, name: str) -> int:

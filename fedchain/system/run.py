@@ -38,14 +38,14 @@ from web3 import Web3
 
 from fedchain.agent.session import ChainSession, open_session
 from fedchain.audit import AuditReport, audit_on_chain
-from fedchain.chain.bindings import JobStatus, TaskStatus
+from fedchain.chain.bindings import TaskStatus
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.recipe import DEPLOYMENT_ORDER, ArbiterSettings, deploy_fedchain, planned_addresses
 from fedchain.chain.tx import Transactor
 from fedchain.console import machine_json
 from fedchain.errors import SystemTimeout
 from fedchain.publisher import PublishConfig, create_task, start_task
-from fedchain.publisher.service import check_task_windows
+from fedchain.publisher.service import check_task_windows, readiness
 from fedchain.system.launch import (
     AgentOptions,
     RunFolder,
@@ -253,19 +253,12 @@ class SystemRun:
 
     def await_handoffs(self, clients: int, *, timeout_s: float, tick: Callable[[], None] | None = None) -> None:
         """Wait until ``clients`` clients joined and each job is awarded with its data handed off, or vacant."""
-        contracts = self.session(PUBLISHER).contracts
+        session = self.session(PUBLISHER)
         task_id = self._task()
 
         def ready() -> bool:
-            if contracts.round_ledger.client_count(task_id) < clients:
-                return False
-            for index in range(clients):
-                job = contracts.fog_auction.job(task_id, index)
-                if job.status == JobStatus.VACANT:
-                    continue
-                if job.status != JobStatus.AWARDED or bytes(contracts.data_handoff.data_hash(task_id, index)) == bytes(32):
-                    return False
-            return True
+            state = readiness(session, task_id)
+            return state.clients >= clients and not state.waiting
 
         self.wait_until(ready, f"{clients} clients to join, auction their jobs and hand off their data", timeout_s, tick)
 

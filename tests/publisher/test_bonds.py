@@ -48,10 +48,10 @@ def test_a_task_whose_aggregator_has_not_bonded_cannot_start(world: World) -> No
 
     # execute / assert: the contract refuses the start, naming the task; with the bond it starts
     with pytest.raises(TaskNotBonded) as refused:
-        start_task(world.publisher, task_id)
+        start_task(world.publisher, task_id, force=True)  # no data handed off here
     assert refused.value.task_id == task_id
     post_bond(world.aggregator, task_id)
-    start_task(world.publisher, task_id)
+    start_task(world.publisher, task_id, force=True)
     assert world.publisher.contracts.task_registry.state(task_id).status == TaskStatus.RUNNING
 
 

@@ -11,10 +11,11 @@ from rich.console import Console
 
 from fedchain.chain.bindings import TaskStatus
 from fedchain.cli import main
+from fedchain.client.commitments import data_commitment
 from fedchain.console import print_table
 from fedchain.fl.reputation import ABANDON_GRACE
 from fedchain.publisher.cli import render_task
-from fedchain.publisher.service import task_view
+from fedchain.publisher.service import Readiness, post_bond, start_when_ready, task_view
 from fedchain.store.digest import keccak256
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec
 from tests.aggregator.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, TERMS, World
@@ -271,3 +272,111 @@ def test_a_fee_cap_above_the_base_fee_lets_the_command_through(
 
     # assert
     assert status == 0
+
+
+def test_task_start_while_a_job_is_in_its_auction_is_refused_naming_the_client_until_forced(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # prepare: client 0's job is still taking bids; the aggregator is bonded
+    task_id = create_with_cli(world, monkeypatch, capsys)
+    world.join_and_auction(task_id, CLIENTS[0], data_size=50)
+    post_bond(world.aggregator, task_id)
+    client = world.session(CLIENTS[0]).address
+
+    # execute: a plain start, then a forced one
+    refused = run_cli(world, PUBLISHER, "task", "start", "--task", str(task_id), monkeypatch=monkeypatch)
+    err = capsys.readouterr().err
+    status_after_refusal = world.publisher.contracts.task_registry.state(task_id).status
+    forced = run_cli(world, PUBLISHER, "task", "start", "--task", str(task_id), "--force", monkeypatch=monkeypatch)
+
+    # assert: refused with the client and its auction named and what to do; nothing sent; forced, it starts
+    assert refused == 1 and f"client 0 ({client}) its auction takes bids" in err and "--wait" in err
+    assert status_after_refusal == TaskStatus.OPEN
+    assert forced == 0 and world.publisher.contracts.task_registry.state(task_id).status == TaskStatus.RUNNING
+
+
+def test_task_start_when_ready_waits_for_the_auction_and_the_hand_off_then_starts(world: World) -> None:
+    # prepare: a client whose job is in its auction; each time the publisher finds it waiting, the job moves on a step
+    task_id = world.create()
+    world.join_and_auction(task_id, CLIENTS[0], data_size=64)
+    post_bond(world.aggregator, task_id)
+    client = world.session(CLIENTS[0])
+    steps = iter([
+        lambda: world.bid(task_id, 0, FOGS[0], 10**9, 10**12),
+        lambda: world.advance(TERMS.bidding_duration + 1),
+        lambda: world.reveal(task_id, 0, FOGS[0], 10**9, 10**12),
+        lambda: world.advance(TERMS.reveal_duration + 1),
+        lambda: world.close(task_id, 0, CLIENTS[0]),
+        lambda: client.contracts.data_handoff.commit_data(task_id, 0, keccak256(b"the client's data")),
+    ])
+    seen: list[str] = []
+
+    def report(ready: Readiness) -> None:
+        seen.append(ready.reasons()[0])
+        next(steps)()
+
+    # execute
+    start_when_ready(world.publisher, task_id, poll_s=0, report=report)
+
+    # assert: it waited through the auction and the hand-off, and started only after the data was committed
+    assert world.publisher.contracts.task_registry.state(task_id).status == TaskStatus.RUNNING
+    assert len(seen) == 6 and "takes bids" in seen[0] and "handed its data" in seen[-1]
+    assert next(steps, None) is None
+
+
+def test_task_show_says_whose_data_the_start_waits_for(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    task_id = world.staffed_task({0: [(FOGS[0], 10**12)], 1: [(FOGS[1], 10**12)]}, start=False)
+    world.session(CLIENTS[0]).contracts.data_handoff.commit_data(task_id, 0, keccak256(b"data of client 0"))
+    monkeypatch.delenv("FEDCHAIN_PRIVATE_KEY", raising=False)
+
+    status = main(["task", "show", "--task", str(task_id), "--deployment", str(world.deployment_file), "--store", world.store_url])
+
+    out = capsys.readouterr().out
+    assert status == 0 and "no: waiting for client(s) 1" in out
+    blocks = out.split("clients and jobs")[1]
+    first, second = blocks.split("\n1 · ")
+    assert "data handed off" in first and "data waiting: has not handed its data" in second
+
+
+def test_a_task_that_does_not_exist_is_named_with_the_tasks_there_are(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    count = world.publisher.contracts.task_registry.task_count()
+
+    status = main(["task", "show", "--task", str(count + 7), "--deployment", str(world.deployment_file), "--store", world.store_url])
+
+    err = capsys.readouterr().err
+    assert status == 1 and f"there is no task {count + 7} on this deployment" in err and "revert" not in err.lower()
+
+
+def test_read_only_commands_offer_no_signing_or_fee_options(capsys: pytest.CaptureFixture) -> None:
+    assert main(["task", "show", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "--deployment" in text and "--keystore" not in text and "--max-fee" not in text
+
+
+def test_withdraw_leaves_an_amount_smaller_than_its_gas_unless_told_anyway(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # prepare: a task whose client deposit is 1 wei, cancelled: the client can claim 1 wei
+    task_id = create_with_cli(world, monkeypatch, capsys, "--client-deposit", "1")
+    client = world.session(CLIENTS[3])
+    client.contracts.round_ledger.join(task_id, data_commitment(50, keccak256(b"salt")), value=1)
+    assert run_cli(world, PUBLISHER, "task", "cancel", "--task", str(task_id), monkeypatch=monkeypatch) == 0
+    assert run_cli(world, PUBLISHER, "task", "settle", "--task", str(task_id), monkeypatch=monkeypatch) == 0
+    treasury = world.publisher.contracts.treasury
+    before = treasury.claimable(client.address)
+    capsys.readouterr()
+
+    # execute
+    first = run_cli(world, CLIENTS[3], "withdraw", monkeypatch=monkeypatch)
+    kept = treasury.claimable(client.address)
+    out = capsys.readouterr().out
+    anyway = run_cli(world, CLIENTS[3], "withdraw", "--anyway", monkeypatch=monkeypatch)
+
+    # assert: the dust stays claimable with the reason; --anyway takes it
+    assert before == 1 and first == 0 and kept == 1
+    assert "not withdrawn: 1 wei" in out and "gas" in out and "--anyway" in out
+    assert anyway == 0 and treasury.claimable(client.address) == 0 and "withdrew 1 wei" in capsys.readouterr().out
