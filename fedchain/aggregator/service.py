@@ -297,20 +297,35 @@ class Aggregator:
         active = self._active_clients(round_number)
         count = len(active)
         auction = self.session.contracts.fog_auction
-        commits = auction.commit_times(self.task_id, round_number, count)
-        # Only a fog node that owes this round is waited for: not a vacant job, nor one handed to a standby from a
-        # later round (after a slash); the contract lets the round go without them.
-        awaited = [i for i in range(count) if active[i] and commits[i] == 0 and self._owes(auction.job(self.task_id, i),
-                                                                                           round_number)]
+        # Before the deadline a commit counts once it is `confirmations` blocks deep (a newer one may still be
+        # reorganised away); the post itself reads the commits as the contract will, at the latest block.
         now = chain_now(self.session)
+        if now <= deadline:
+            confirmed = max(0, int(self.session.w3.eth.block_number) - self.settings.confirmations)
+            awaited = self._awaited(round_number, auction.commit_times(self.task_id, round_number, count, block=confirmed),
+                                    active, block=confirmed)
+            if awaited:
+                if self._waiting_logged != round_number:
+                    self.log.info("waiting for commits", round=round_number, jobs=awaited, deadline=deadline)
+                    self._waiting_logged = round_number
+                return
+        commits = auction.commit_times(self.task_id, round_number, count)
+        awaited = self._awaited(round_number, commits, active)
         if awaited and now <= deadline:
-            if self._waiting_logged != round_number:
-                self.log.info("waiting for commits", round=round_number, jobs=awaited, deadline=deadline)
-                self._waiting_logged = round_number
-            return
+            return  # a commit seen deep enough is gone from the latest block (a reorganisation): look again
         if awaited:
             self._report_missed(round_number, awaited)
         self._post_round(state, context, task, round_number, active, commits)
+
+    def _awaited(
+        self, round_number: int, commits: tuple[int, ...], active: list[bool], block: int | str = "latest"
+    ) -> list[int]:
+        """The jobs whose commit of ``round_number`` is missing from ``commits`` (read at ``block``) and whose fog
+        node owed it at ``block``: not a vacant job, nor one handed to a standby from a later round (after a slash);
+        the contract lets the round go without those."""
+        auction = self.session.contracts.fog_auction
+        return [i for i, committed in enumerate(commits)
+                if active[i] and committed == 0 and self._owes(auction.job(self.task_id, i, block=block), round_number)]
 
     @staticmethod
     def _owes(job: Job, round_number: int) -> bool:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from rich.console import Console
 
 from fedchain.agent.finality import finalize_due
 from fedchain.aggregator import Aggregator, AggregatorSettings
@@ -36,6 +37,8 @@ from fedchain.errors import AgentError
 from fedchain.fl.params import unflatten
 from fedchain.fl.quality import to_wad
 from fedchain.publisher import start_task
+from fedchain.publisher.cli import render_task
+from fedchain.publisher.service import task_view
 from fedchain.system.progress import EventLog
 from fedchain.taskspec import load_spec, load_validation
 from fedchain.trainer.evaluation import local_losses, predict
@@ -172,6 +175,40 @@ def test_restarted_aggregator_resumes_from_the_chain_without_posting_twice_and_s
     assert all(world.publisher.contracts.fog_auction.job(task_id, i).status == JobStatus.SETTLED for i in (0, 1))
     clients = [world.publisher.contracts.round_ledger.client(task_id, i) for i in (0, 1)]
     assert [c.rounds for c in clients] == [2, 2] and all(c.status == ClientStatus.ACTIVE for c in clients)
+    # settlement zeroed the ledger's earnings: `task show` reads what each client was paid from the settlement
+    view = task_view(world.publisher, task_id)
+    assert all(c.info.earned == 0 and c.settled is not None and c.settled.earned > 0 for c in view.clients)
+    console = Console(width=400, record=True, color_system=None)
+    for table in render_task(view):
+        console.print(table)
+    shown = console.export_text()
+    assert all(str(c.settled.earned) in shown for c in view.clients if c.settled)
+
+
+def test_an_aggregator_acting_at_a_depth_posts_a_round_only_once_its_commits_are_that_deep(
+    world: World, tmp_path: Path, mnist_slices: list
+) -> None:
+    # prepare: round 1's commit is in the latest block; the aggregator acts at 3 confirmations
+    task_id = world.staffed_task({0: [(FOGS[0], PRICE)]})
+    registry = world.publisher.contracts.task_registry
+    start = world.global_model(task_id, registry.params(task_id).model_id, 0)
+    world.commit_trained_update(task_id, 0, FOGS[0], 1, start, *mnist_slices[0])
+    settings = AggregatorSettings(task_id=task_id, state_path=tmp_path / "aggregator.json", poll_interval_s=0.01,
+                                  confirmations=3)
+    aggregator = Aggregator(world.aggregator, settings)
+
+    # execute: steps while the commit is shallower than 3 blocks (its priors post mines one), then blocks come
+    for _ in range(4):
+        aggregator.step()
+    waited = (registry.state(task_id).current_round, task_events(world, task_id, RoundPosted))
+    for _ in range(3):
+        world.publisher.w3.provider.make_request("evm_mine", [])
+    step_until(aggregator, lambda: registry.state(task_id).current_round == 2)
+
+    # assert: nothing was posted before the commit was 3 blocks deep; then round 1 was, with the commit in it
+    assert waited == (1, [])
+    (posted,) = task_events(world, task_id, RoundPosted)
+    assert posted.round == 1 and posted.measurements[0].committed
 
 
 def test_aggregator_refuses_a_task_it_is_not_the_aggregator_of(world: World, tmp_path: Path) -> None:
