@@ -69,6 +69,7 @@ from fedchain.aggregator.scoring import (
     score_round,
     task_strategy,
 )
+from fedchain.audit.replay import replay_task
 from fedchain.chain.bindings import (
     AuctionNoMissedRound,
     ChallengeOpened,
@@ -88,7 +89,7 @@ from fedchain.chain.bindings import (
     TaskStatus,
     UpdateCommitted,
 )
-from fedchain.chain.events import LogQuery, iter_events
+from fedchain.chain.events import LogQuery, fetch_events, iter_events
 from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.errors import AgentError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
@@ -211,6 +212,7 @@ class Aggregator:
             from_block=blocks.first,
             to_block=blocks.last,
         )
+        finalized = False
         for event in iter_events(self.session.w3, self.session.transactor.registry, query):
             if getattr(event, "task_id", None) != self.task_id:
                 continue
@@ -231,6 +233,7 @@ class Aggregator:
                 self._active = None  # the round may have removed clients: read who is active again
                 self.log.info("round final", round=event.round, paid=event.paid, forfeited=event.forfeited,
                               tx=event.transaction_hash)
+                finalized = True
             elif isinstance(event, ChallengeOpened):
                 self.log.warning("challenge opened", challenge=event.challenge_id, round=event.round,
                                  job=event.client_index, kind=event.kind.name.lower(), challenger=event.challenger,
@@ -242,6 +245,8 @@ class Aggregator:
             elif isinstance(event, FogFraudSlashed):
                 self.log.warning("fog slashed for fraud", round=event.round, job=event.client_index, fog=event.fog,
                                  tx=event.transaction_hash)
+        if finalized:
+            self._warn_scaled_rounds(state)
         # On a chain that makes blocks on a timer there may never be an idle poll: do the round's work here too.
         self.tick(state)
 
@@ -256,6 +261,29 @@ class Aggregator:
         self.log.warning("rewound past a reorganisation; reading the task from the chain again", block=ancestor)
 
     # ------------------------------------------------------------------ one round
+
+    def _warn_scaled_rounds(self, state: AgentState) -> None:
+        """Log a warning, once per round, for every final round the budget could not pay in full (its pay was scaled
+        down pro rata), and for the final bonuses.
+
+        A round scaled down leaves less wei in the budget than the task has clients (the rounding of the scaling),
+        so only then are the task's events replayed to learn what eq. 15 asked for."""
+        contracts = self.session.contracts
+        if contracts.task_registry.state(self.task_id).budget_left >= contracts.round_ledger.client_count(self.task_id):
+            return
+        events = fetch_events(self.session.w3, self.session.transactor.registry, LogQuery.of(self.session.deployment))
+        history = replay_task(self.task_id, events).history
+        warned = state.data.setdefault("scaled_warned", [])
+        for record in history.rounds:
+            if record.scaled_down and record.round not in warned:
+                warned.append(record.round)
+                self.log.warning("budget short: round paid less than the terms ask, every payment scaled down pro rata",
+                                 round=record.round, paid=record.paid, asked=record.demanded)
+        task = history.task
+        if task.bonuses_scaled_down and "bonuses" not in warned:
+            warned.append("bonuses")
+            self.log.warning("budget short: final bonuses scaled down pro rata", paid=task.bonuses,
+                             asked=task.bonuses_demanded)
 
     def tick(self, state: AgentState) -> None:
         """The clock-driven work: post the current round when it is ready; settle and finish at the end."""
@@ -286,6 +314,7 @@ class Aggregator:
                 return
             if result.ledger is not None:
                 self.log.info("task settled", tx=result.ledger.transaction_hash)
+            self._warn_scaled_rounds(state)  # rounds finalised on the way to settlement were not handled as events
             state.finished = True
             return
         finalize_due(self.session, self.task_id, self._posted)

@@ -45,6 +45,13 @@ class TaskRecord:
     final_rounds: int = 0
     #: The deployment's sink (where forfeits go), as the Treasury announced it.
     sink: str | None = None
+    #: Wei of final bonuses that eq. 16 asked for before pro-rata scaling to the budget left (None before settlement).
+    bonuses_demanded: int | None = None
+
+    @property
+    def bonuses_scaled_down(self) -> bool:
+        """Whether the budget left could not pay the final bonuses in full."""
+        return self.bonuses is not None and self.bonuses_demanded is not None and self.bonuses < self.bonuses_demanded
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,13 @@ class RoundRecord:
     fates: tuple[str, ...] = ()
     #: Wei of removed clients' deposits sent to the sink when the round became final.
     forfeited: int = 0
+    #: Wei that eq. 15 asked for in the round before pro-rata scaling to the budget left.
+    demanded: int = 0
+
+    @property
+    def scaled_down(self) -> bool:
+        """Whether the budget left could not pay the round in full (each payment was scaled down pro rata)."""
+        return self.paid < self.demanded
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,26 @@ def tables(report: AuditReport) -> Group:
             short(row["account"]), str(row["bids"]), ",".join(map(str, row["jobs"])) or "-", str(row["rounds_committed"]),
             ether(row["payments"]), str(row["slashes"]), ether(row["forfeited"]),
         )
-    return Group(clients, fogs, disputes_table(report), checks_table(report), verdict_line(report))
+    shortfall = budget_lines(report)
+    budget = [Text("\n".join(shortfall), style="yellow")] if shortfall else []
+    return Group(clients, fogs, disputes_table(report), *budget, checks_table(report), verdict_line(report))
+
+
+def budget_lines(report: AuditReport) -> list[str]:
+    """One line per final round, and one for the final bonuses, that the budget could not pay in full."""
+    history = report.history
+    lines = [
+        f"round {r.round}: the budget paid {ether(r.paid)} of the {ether(r.demanded)} ETH the terms asked "
+        f"({100 * r.paid / r.demanded:.0f}%): every payment scaled down pro rata"
+        for r in history.rounds if r.scaled_down
+    ]
+    task = history.task
+    if task.bonuses_scaled_down:
+        assert task.bonuses is not None and task.bonuses_demanded is not None
+        lines.append(f"final bonuses: {ether(task.bonuses)} of the {ether(task.bonuses_demanded)} ETH asked")
+    if lines:
+        lines.insert(0, "Budget: it ran short (not a failed check: the contract scales pay down as designed)")
+    return lines
 
 
 def disputes_table(report: AuditReport) -> Table:
@@ -303,11 +322,12 @@ def html_report(report: AuditReport) -> str:
         left=(0, 1, 2),
     )
     rounds = _table(
-        ("round", "model hash", "accuracy", "paid (ETH)", "removed", "forfeited (ETH)", "challenged entries"),
-        [(r.round, "0x" + r.model_hash.hex(), fixed(r.accuracy), ether(r.paid), ",".join(map(str, r.removed)) or "-",
+        ("round", "model hash", "accuracy", "paid (ETH)", "asked (ETH)", "removed", "forfeited (ETH)", "challenged entries"),
+        [(r.round, "0x" + r.model_hash.hex(), fixed(r.accuracy), ether(r.paid), ether(r.demanded),
+          ",".join(map(str, r.removed)) or "-",
           ether(r.forfeited), ", ".join(f"{i}: {fate}" for i, fate in enumerate(r.fates) if fate != "posted") or "-")
          for r in history.rounds],
-        left=(1, 6),
+        left=(1, 7),
     )
     plots = "".join(
         f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{png_base64(figure)}">'

@@ -230,6 +230,8 @@ class _Replayer:
         self.settled_bonuses: int | None = None
         self.settled_refund: int | None = None
         self.expected_bonuses: list[int] | None = None
+        #: The final bonuses eq. 16 asked for before scaling (None until computed at settlement).
+        self.bonuses_demanded: int | None = None
         self.deposits_held = 0
         self.rewards_held = 0
         self.auction_held = 0
@@ -503,6 +505,7 @@ class _Replayer:
             loss_reputation=tuple(c.reputation.loss_reputation for c in self.clients),
             time_reputation=tuple(c.reputation.time_reputation for c in self.clients),
             payments=tuple(scaled), removed=tuple(removed), fates=tuple(fates), forfeited=e.forfeited,
+            demanded=sum(payments),
         ))
 
     def _check_removals(self, e: b.RoundFinalized, scored: list[bool], removed: list[int]) -> None:
@@ -555,6 +558,7 @@ class _Replayer:
             if c.active and c.reputation.rounds > 0 else 0
             for c in self.clients
         ]
+        self.bonuses_demanded = sum(bonuses)
         return scale_pro_rata(bonuses, self.budget_left)
 
     # ------------------------------------------------------------------ FogAuction
@@ -967,6 +971,7 @@ class _Replayer:
             posted_rounds=max(self.posted, default=0),
             final_rounds=self.finalized_up_to,
             sink=self.sink,
+            bonuses_demanded=self.bonuses_demanded,
         )
         clients = tuple(
             ClientRecord(

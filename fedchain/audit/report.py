@@ -104,6 +104,7 @@ class AuditReport:
             "sink": {"account": self.history.task.sink,
                      "credited": {reason: str(amount) for reason, amount in sorted(self.history.to_sink.items())}},
             "rounds": [_round_dict(r) for r in self.history.rounds],
+            "budget": budget_summary(self.history),
             "accounts": account_summary(self.history),
             "score_tolerance": _jsonable(self.score_tolerance),
             "scores": [_jsonable(dataclasses.asdict(s)) for s in self.scores],
@@ -208,6 +209,18 @@ def account_summary(history: TaskHistory) -> list[dict[str, Any]]:
     ]
 
 
+def budget_summary(history: TaskHistory) -> dict[str, Any]:
+    """Where the budget fell short: every final round paid less than eq. 15 asked (scaled down pro rata), and the
+    final bonuses if they were (wei as decimal strings)."""
+    task = history.task
+    return {
+        "scaled_rounds": [{"round": r.round, "demanded": str(r.demanded), "paid": str(r.paid)}
+                          for r in history.rounds if r.scaled_down],
+        "bonuses_demanded": None if task.bonuses_demanded is None else str(task.bonuses_demanded),
+        "bonuses_scaled_down": task.bonuses_scaled_down,
+    }
+
+
 def _task_dict(history: TaskHistory) -> dict[str, Any]:
     task = history.task
     params = task.params._asdict() if task.params is not None else None
@@ -253,6 +266,7 @@ def _round_dict(posted: Any) -> dict[str, Any]:
         "model_hash": "0x" + posted.model_hash.hex(),
         "accuracy": str(posted.accuracy),
         "paid": str(posted.paid),
+        "demanded": str(posted.demanded),
         "measurements": [
             {"quality": str(m.quality), "round_time": m.round_time, "accepted": m.accepted, "committed": m.committed}
             for m in posted.measurements

@@ -38,7 +38,7 @@ from fedchain.publisher.service import (
 from fedchain.publisher.service import (
     withdraw as withdraw_balance,
 )
-from fedchain.publisher.terms import AMOUNT_FIELDS, WAD, TaskTerms, load_publish_config
+from fedchain.publisher.terms import AMOUNT_FIELDS, WAD, TaskTerms, budget_warning, load_publish_config
 from fedchain.taskspec import TaskSpec
 from fedchain.units import ether
 
@@ -138,12 +138,17 @@ def task() -> None:
     help="Post the aggregator's bond yourself, on its behalf (it comes back to you at settlement unless a challenge "
     "against the aggregator is upheld). [default: the aggregator posts it when it starts]",
 )
+@click.option(
+    "--expected-clients", type=click.IntRange(min=1),
+    help="Clients you expect to join: the budget is checked against their pay, with a warning and the budget that "
+    "would cover it when it falls short.  [default: max_clients]",
+)
 @_field_options(TaskTerms, None, "term_")
 @_field_options(TaskSpec, SPEC_FLAGS, "spec_")
 @session_options
 def create(
     config_path: Path | None, budget: str | None, aggregator: str | None, validation_size: int | None,
-    confirmations: int | None, fund_bond: bool | None, **options: Any,
+    confirmations: int | None, fund_bond: bool | None, expected_clients: int | None, **options: Any,
 ) -> None:
     """Create a task: write its spec and initial model to the store, escrow the budget on chain.
 
@@ -160,6 +165,11 @@ def create(
     and the task starts only once its aggregator is bonded (--aggregator-bond,
     by default the least the contract accepts: every deposit plus one round's
     most pay).
+
+    The budget is checked against the pay the terms imply for the expected
+    clients over every round (eq. 15 per round, eq. 16 at the end); when it
+    falls short, a warning gives the figures and the budget that would do.
+    Once a budget is spent, pay is scaled down pro rata.
     """
     terms = {k.removeprefix("term_"): v for k, v in options.items() if k.startswith("term_")}
     spec = {k.removeprefix("spec_"): v for k, v in options.items() if k.startswith("spec_")}
@@ -167,10 +177,13 @@ def create(
         spec["validation"] = {"size": validation_size}
     config = load_publish_config(
         config_path, terms=terms, spec=spec, budget=budget, aggregator=aggregator, confirmations=confirmations,
-        fund_bond=fund_bond,
+        fund_bond=fund_bond, expected_clients=expected_clients,
     )
     session = session_from_options(**{k: options[k] for k in SESSION_OPTIONS})
     check_task_windows(session, config)
+    warning = budget_warning(config)
+    if warning:
+        click.secho(f"warning: {warning}", fg="yellow", err=True)
     created = create_task(session, config)
     click.echo(created.task_id)
     bond = config.terms.bond(config.budget)

@@ -231,6 +231,8 @@ class PublishConfig:
             back at settlement unless a challenge against the aggregator is upheld). Otherwise the aggregator
             posts it (``fedchain aggregator run`` does when it starts); a publisher that is its own aggregator
             always posts it at creation.
+        expected_clients: how many clients the publisher expects to join; ``task create`` checks that the budget
+            covers their pay (:func:`budget_estimate`). None: ``max_clients``.
     """
 
     terms: TaskTerms = field(default_factory=TaskTerms)
@@ -239,6 +241,7 @@ class PublishConfig:
     aggregator: str | None = None
     confirmations: int = 0
     fund_bond: bool = False
+    expected_clients: int | None = None
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -247,6 +250,10 @@ class PublishConfig:
             raise TermOutOfRange(f"the contracts cannot hold {_unfit('budget', self.budget, MAX_BUDGET)}")
         if isinstance(self.confirmations, bool) or not isinstance(self.confirmations, int) or self.confirmations < 0:
             raise ConfigError(f"confirmations must be a whole number of blocks >= 0, got {self.confirmations!r}")
+        if self.expected_clients is not None and not 1 <= self.expected_clients <= self.terms.max_clients:
+            raise ConfigError(
+                f"expected_clients must be from 1 to max_clients ({self.terms.max_clients}), got {self.expected_clients}"
+            )
         if self.aggregator is not None:
             object.__setattr__(self, "aggregator", _checked_address("aggregator", self.aggregator))
         bond, floor = self.terms.bond(self.budget), self.terms.minimum_bond(self.budget)
@@ -329,6 +336,7 @@ def load_publish_config(
     aggregator: str | None = None,
     confirmations: int | None = None,
     fund_bond: bool | None = None,
+    expected_clients: int | None = None,
 ) -> PublishConfig:
     """Load a :class:`PublishConfig` from an optional YAML file; non-None overrides win.
 
@@ -358,6 +366,74 @@ def load_publish_config(
         aggregator=aggregator if aggregator is not None else data.get("aggregator"),
         confirmations=confirmations if confirmations is not None else data.get("confirmations", PublishConfig.confirmations),
         fund_bond=fund_bond if fund_bond is not None else data.get("fund_bond", PublishConfig.fund_bond),
+        expected_clients=expected_clients if expected_clients is not None else data.get("expected_clients"),
+    )
+
+
+@dataclass(frozen=True)
+class BudgetEstimate:
+    """The pay a task's terms imply for a number of clients over every round, wei (eqs. 15 and 16).
+
+    Two cases bound what matters: clients on time (r_a = r_t = 1: each round takes T = T_ex / N) and fast
+    clients (r_a = 1, r_t at the reputation cap: each round takes T / cap or less, as small jobs on quick fog
+    nodes do). The final bonus is taken at its largest, a task that ends at once (T_r = 0).
+
+    Attributes:
+        clients: the clients it is for.
+        round_on_time: one client's pay for one round on time, psi.
+        round_fast: one client's pay for one fast round, psi x cap^2.
+        bonus_on_time: one client's largest final bonus on time, phi x T_ex.
+        bonus_fast: one fast client's largest final bonus, phi x T_ex x cap.
+    """
+
+    clients: int
+    rounds: int
+    round_on_time: int
+    round_fast: int
+    bonus_on_time: int
+    bonus_fast: int
+
+    @property
+    def on_time(self) -> int:
+        """Every client on time, every round, with the largest bonus."""
+        return self.clients * (self.rounds * self.round_on_time + self.bonus_on_time)
+
+    @property
+    def fast(self) -> int:
+        """Every client fast, every round, with the largest bonus: what a budget must hold never to scale pay down."""
+        return self.clients * (self.rounds * self.round_fast + self.bonus_fast)
+
+
+def budget_estimate(terms: TaskTerms, clients: int) -> BudgetEstimate:
+    """What ``terms`` pay ``clients`` clients (:class:`BudgetEstimate`), with the contract's fixed-point rounding."""
+    cap = to_wad(terms.reputation_cap, "reputation_cap")
+    round_fast = terms.psi * cap * cap // (WAD * WAD)  # ReputationMath.roundPayment at r_t = cap, r_a = 1
+    return BudgetEstimate(
+        clients=clients, rounds=terms.rounds, round_on_time=terms.psi, round_fast=round_fast,
+        bonus_on_time=terms.phi * terms.expected_duration, bonus_fast=terms.phi * terms.expected_duration * cap // WAD,
+    )
+
+
+def budget_warning(config: PublishConfig) -> str | None:
+    """Why ``config``'s budget may run out before its expected clients are paid, with the figures and the budget that
+    would do; None when it covers even fast clients. Once a budget is spent, each round's pay is scaled down pro
+    rata (and the final bonus with it), so reputation barely changes what a client gets."""
+    terms = config.terms
+    clients = config.expected_clients or terms.max_clients
+    estimate = budget_estimate(terms, clients)
+    if config.budget >= estimate.fast:
+        return None
+    how = "runs out even if every client is on time" if config.budget < estimate.on_time else "may run out"
+    fast_round_time = terms.expected_duration / terms.rounds / terms.reputation_cap
+    return (
+        f"the budget of {ether(config.budget)} ether {how}: for {clients} client(s) over {terms.rounds} round(s) the "
+        f"terms imply {ether(estimate.on_time)} ether with every client on time (r_a = r_t = 1: psi = "
+        f"{ether(estimate.round_on_time)} ether per client and round) and up to {ether(estimate.fast)} ether when "
+        f"rounds take {fast_round_time:g} s or less (r_t at the cap {terms.reputation_cap:g}: "
+        f"{ether(estimate.round_fast)} ether per client and round), final bonuses (phi x T_ex x r_at) included. "
+        f"Once it is spent, every round's pay is scaled down pro rata and reputation barely changes it. "
+        f"A budget of {ether(estimate.fast)} ether covers every case; or lower psi, phi or reputation_cap, or give "
+        f"expected_clients (now {clients})"
     )
 
 

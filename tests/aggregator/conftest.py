@@ -89,8 +89,8 @@ class World:
         """Move the chain's clock past the challenge window of every round of ``task_id`` posted so far."""
         self.advance(self.publisher.contracts.task_registry.params(task_id).challenge_window + 1)
 
-    def create(self, terms: TaskTerms = TERMS, spec: TaskSpec = SPEC) -> int:
-        config = PublishConfig(terms=terms, spec=spec, budget=10**18, aggregator=self.aggregator.address)
+    def create(self, terms: TaskTerms = TERMS, spec: TaskSpec = SPEC, budget: int = 10**18) -> int:
+        config = PublishConfig(terms=terms, spec=spec, budget=budget, aggregator=self.aggregator.address)
         return create_task(self.publisher, config).task_id
 
     def join_and_auction(self, task_id: int, client: int, data_size: int) -> None:
@@ -124,13 +124,13 @@ class World:
 
     def staffed_task(
         self, bids: dict[int, list[tuple[int, int]]], *, terms: TaskTerms = TERMS, data_size: int = 64, start: bool = True,
-        spec: TaskSpec = SPEC, bond: bool = True,
+        spec: TaskSpec = SPEC, bond: bool = True, budget: int = 10**18,
     ) -> int:
         """A task whose client ``i`` (account CLIENTS[i]) auctioned its job to ``bids[i]`` = [(fog, price), ...].
 
         With ``bond`` the aggregator posts its bond while the task is open (as ``fedchain aggregator run`` does), so
         that the task can start."""
-        task_id = self.create(terms, spec)
+        task_id = self.create(terms, spec, budget)
         for index in bids:
             self.join_and_auction(task_id, CLIENTS[index], data_size)
         for index, offers in bids.items():

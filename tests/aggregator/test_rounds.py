@@ -15,6 +15,8 @@ from rich.console import Console
 from fedchain.agent.finality import finalize_due
 from fedchain.aggregator import Aggregator, AggregatorSettings
 from fedchain.audit import CheckName, read_chain
+from fedchain.audit.auditor import audit_on_chain
+from fedchain.audit.render import budget_lines
 from fedchain.audit.replay import DEPOSIT_FORFEIT, reason_name
 from fedchain.audit.scores import verify_scores
 from fedchain.chain.abi import E
@@ -209,6 +211,43 @@ def test_an_aggregator_acting_at_a_depth_posts_a_round_only_once_its_commits_are
     assert waited == (1, [])
     (posted,) = task_events(world, task_id, RoundPosted)
     assert posted.round == 1 and posted.measurements[0].committed
+
+
+def test_a_budget_that_runs_short_scales_rounds_down_which_the_aggregator_logs_and_the_audit_reports(
+    world: World, tmp_path: Path, mnist_slices: list, caplog: pytest.LogCaptureFixture
+) -> None:
+    # prepare: two fast clients ask psi x r_t^2 = 0.1 ether each per round (r_t at the cap 10); the budget is 0.15
+    budget = 15 * 10**16
+    task_id = world.staffed_task({0: [(FOGS[0], PRICE)], 1: [(FOGS[1], PRICE)]}, budget=budget)
+    registry = world.publisher.contracts.task_registry
+    aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
+    model = registry.params(task_id).model_id
+
+    # execute: both rounds, their windows, the settlement
+    for round_number in (1, 2):
+        start = world.global_model(task_id, model, round_number - 1)
+        for index in (0, 1):
+            world.commit_trained_update(task_id, index, FOGS[index], round_number, start, *mnist_slices[index])
+        def posted(r: int = round_number) -> bool:
+            return registry.state(task_id).current_round > r or registry.state(task_id).status != TaskStatus.RUNNING
+
+        step_until(aggregator, posted)
+        (model,) = [p.model_hash for p in task_events(world, task_id, RoundPosted) if p.round == round_number]
+    world.pass_challenge_window(task_id)
+    with caplog.at_level("WARNING"):
+        step_until(aggregator, lambda: aggregator.state.finished, limit=40)
+    report = audit_on_chain(world.publisher.w3, world.publisher.deployment, task_id, world.publisher.store)
+
+    # assert: the whole budget went to round 1, scaled down; round 2 asked as much and got nothing; both said so
+    assert report.passed, report.failed_checks
+    budget_view = report.to_dict()["budget"]
+    paid = [(r["round"], int(r["paid"])) for r in budget_view["scaled_rounds"]]
+    assert [r for r, _ in paid] == [1, 2] and budget - 2 < paid[0][1] <= budget and paid[1][1] == 0  # wei of rounding
+    assert all(int(r["demanded"]) > int(r["paid"]) for r in budget_view["scaled_rounds"])
+    assert budget_view["bonuses_scaled_down"] is True
+    warned = [r.getMessage() for r in caplog.records if "budget short" in r.getMessage()]
+    assert len(warned) == 3 and "round=1" in warned[0] and "round=2" in warned[1] and "final bonuses" in warned[2]
+    assert "round 1: the budget paid" in "\n".join(budget_lines(report))
 
 
 def test_aggregator_refuses_a_task_it_is_not_the_aggregator_of(world: World, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from fedchain.publisher.terms import (
     MAX_BUDGET,
     PublishConfig,
     TaskTerms,
+    budget_warning,
     check_windows,
     load_publish_config,
     windows_error,
@@ -201,3 +202,39 @@ def test_an_aggregator_bond_below_what_one_round_can_move_is_refused_and_the_lea
     # the same terms with a bigger budget need a bigger bond
     with pytest.raises(TermOutOfRange):
         load_publish_config(terms={"aggregator_bond": str(floor)}, budget="100ether")
+
+
+def test_a_budget_that_fast_clients_would_spend_early_is_warned_with_the_figures_and_the_budget_that_covers_them() -> None:
+    # the default terms (psi 0.001 ether, cap 10) for 3 clients over 5 rounds with 0.05 ether: rounds of T / 10
+    # or less pay psi x 10^2 = 0.1 ether per client, so the budget is spent in round 1
+    config = PublishConfig(terms=TaskTerms(), budget=5 * 10**16, expected_clients=3)
+
+    warning = budget_warning(config)
+    estimate = terms.budget_estimate(config.terms, 3)
+
+    assert estimate.round_fast == 10**17 and estimate.bonus_fast == 10**12 * 600 * 10
+    assert estimate.fast == 3 * (5 * 10**17 + 6 * 10**15) == 1518 * 10**15
+    assert warning is not None and "0.05 ether may run out" in warning and "3 client(s) over 5 round(s)" in warning
+    assert "rounds take 12 s or less" in warning and "A budget of 1.518 ether covers every case" in warning
+    assert budget_warning(replace(config, budget=estimate.fast)) is None
+    on_time_short = budget_warning(replace(config, budget=estimate.on_time - 1))
+    assert on_time_short is not None and "runs out even if every client is on time" in on_time_short
+
+
+def test_expected_clients_is_checked_and_defaults_to_max_clients() -> None:
+    with pytest.raises(ConfigError, match="expected_clients must be from 1 to max_clients"):
+        PublishConfig(terms=TaskTerms(max_clients=4), expected_clients=5)
+    loose = PublishConfig(terms=TaskTerms(max_clients=4, psi=1, phi=0), budget=4 * 5 * 100)
+
+    assert budget_warning(loose) is None and budget_warning(replace(loose, budget=4 * 5 * 100 - 1)) is not None
+
+
+@pytest.mark.parametrize("name", ["task.yaml", "l2.yaml"])
+def test_the_example_configs_fit_each_other_and_their_budget(name: str) -> None:
+    from fog.config import load_fog_config
+
+    config = load_publish_config(CONFIGS / name)
+    fog = load_fog_config(CONFIGS / "fog.yaml", {"watch_entries": False})
+
+    assert config.terms.fog_deposit <= fog.max_deposit  # a fog node from the examples bids on the example tasks
+    assert budget_warning(config) is None
