@@ -28,6 +28,10 @@ from fedchain.store import DEFAULT_STORE_URL, BlobStore, open_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Environment variables for the deployment file and the blob store, which every participant of a task shares.
+DEPLOYMENT_ENV = "FEDCHAIN_DEPLOYMENT"
+STORE_ENV = "FEDCHAIN_STORE"
+
 
 @dataclass(frozen=True)
 class ChainSession:
@@ -94,7 +98,8 @@ def _chain_options() -> list[Callable[[Any], Any]]:
     return [
         click.option(
             "--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path),
-            default=DEFAULT_DEPLOYMENT_FILE, show_default=True, help="The deployment file written by `fedchain deploy`.",
+            default=DEFAULT_DEPLOYMENT_FILE, show_default=True, envvar=DEPLOYMENT_ENV,
+            help=f"The deployment file written by `fedchain deploy` (or ${DEPLOYMENT_ENV}).",
         ),
         click.option("--rpc-url", help="JSON-RPC URL of the chain. Default: the one in the deployment file."),
     ]
@@ -102,8 +107,8 @@ def _chain_options() -> list[Callable[[Any], Any]]:
 
 def _store_option() -> Callable[[Any], Any]:
     return click.option(
-        "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True,
-        help="Blob store for specs, models and updates: a folder or any fsspec URL (s3://bucket/prefix).",
+        "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True, envvar=STORE_ENV,
+        help=f"Blob store for specs, models and updates: a folder or any fsspec URL (s3://bucket/prefix); or ${STORE_ENV}.",
     )
 
 

@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 @deployment_option
 @click.option("--rpc-url", help="JSON-RPC URL of the chain. Default: the one in the deployment file.")
 @click.option(
-    "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True, help="Blob store: a folder or an fsspec URL."
+    "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True, envvar="FEDCHAIN_STORE",
+    help="Blob store: a folder or an fsspec URL (or $FEDCHAIN_STORE)."
 )
 @click.option(
     "--html", "html_file", type=click.Path(dir_okay=False, path_type=Path),

@@ -42,7 +42,8 @@ def deployment_option(function: F) -> F:
         type=click.Path(dir_okay=False, path_type=Path),
         default=DEFAULT_DEPLOYMENT_FILE,
         show_default=True,
-        help="The deployment file written by `fedchain deploy`.",
+        envvar="FEDCHAIN_DEPLOYMENT",
+        help="The deployment file written by `fedchain deploy` (or $FEDCHAIN_DEPLOYMENT).",
     )(function)
 
 
@@ -120,7 +121,9 @@ def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interact
 @click.option("--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks to wait on top of each transaction.")
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DEPLOYMENT_FILE, show_default=True,
-    help="Where to write the deployment file (a file already there is renamed NAME.replaced-TIME.json, never lost).",
+    envvar="FEDCHAIN_DEPLOYMENT",
+    help="Where to write the deployment file (or $FEDCHAIN_DEPLOYMENT, which the later commands read too; a file "
+    "already there is renamed NAME.replaced-TIME.json, never lost).",
 )
 @click.option(
     "--arbiter", "arbiters", multiple=True, metavar="ADDRESS",
@@ -203,6 +206,31 @@ def start(port: int, chain_id: int, block_time: float | None) -> None:
             if not node.running:
                 raise click.ClickException("anvil exited")
     click.echo("stopped", err=True)
+
+
+#: The participants of a rehearsal, each played by one of Anvil's ten public test accounts (by index).
+ROLES: tuple[tuple[str, int], ...] = (
+    ("PUBLISHER", 0), ("AGGREGATOR", 1), ("ARBITER1", 2), ("ARBITER2", 3), ("ARBITER3", 4),
+    ("FOG1", 5), ("FOG2", 6), ("CLIENT1", 7), ("CLIENT2", 8), ("CLIENT3", 9),
+)
+
+
+@chain.command()
+@click.option("--rpc-url", default="http://127.0.0.1:8545", show_default=True, help="The local chain's URL (exported as RPC).")
+def roles(rpc_url: str) -> None:
+    """Print shell exports that cast Anvil's public test accounts as a task's participants, for a rehearsal.
+
+    \b
+    eval "$(fedchain chain roles --rpc-url URL)" sets RPC, and for each of
+    PUBLISHER, AGGREGATOR, ARBITER1-3, FOG1-2 and CLIENT1-3 its key (NAME_KEY)
+    and address (NAME). These keys are public: on a real chain each participant
+    has its own funded key, never one of these.
+    """
+    lines = [f"export RPC={rpc_url}"]
+    for name, index in ROLES:
+        account = mnemonic_account(DEFAULT_MNEMONIC, index)
+        lines.append(f"export {name}_KEY=0x{account.key.hex()} {name}={account.address}  # Anvil test account {index}")
+    click.echo("\n".join(lines))
 
 
 #: Seconds per unit of a duration written as ``90s``, ``15m``, ``3h`` or ``1d``.

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 import typing
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Group
+from rich.live import Live
 from rich.table import Table
 
 from fedchain.agent.session import (
@@ -226,8 +230,9 @@ def start(task_id: int, wait: bool, min_clients: int, force: bool, **options: An
             lines = ready.reasons()
             if ready.clients < min_clients:
                 lines.append(f"{ready.clients} of at least {min_clients} clients joined")
-            if lines != last:
-                last[:] = lines
+            stage = [re.sub(r"for \d+ s more", "", line) for line in lines]  # a countdown is not news
+            if stage != last:
+                last[:] = stage
                 click.echo(f"task {task_id} waits for: " + "; ".join(lines), err=True)
 
         receipt = start_when_ready(session, task_id, clients=min_clients, report=report)
@@ -294,6 +299,70 @@ def show(task_id: int, **options: Any) -> None:
     summary, clients = render_task(task_view(read_session(**options), task_id))
     console.print(summary)
     print_table(console, clients, labels=2)
+
+
+@task.command()
+@_task_id_option
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds between reads.")
+@read_options
+def watch(task_id: int, interval: float, **options: Any) -> None:
+    """Watch a task live until it is settled: its auctions, hand-offs, commits, posted and final rounds, and pay.
+
+    On a terminal the tables of `fedchain task show` are redrawn in place; piped
+    (into a file or a log) one line is written whenever the task moves on, then
+    the final tables. Reads only: no signing key needed. Ctrl-C stops watching.
+    """
+    session = read_session(**options)
+    console = stdout_console(PIPED_WIDTH)
+    if console.is_terminal:
+        with Live(console=console, auto_refresh=False) as live:
+            while True:
+                view = task_view(session, task_id)
+                live.update(Group(progress_line(view), *render_task(view)), refresh=True)
+                if watch_done(view):
+                    break
+                time.sleep(interval)
+        return
+    last = ""
+    while True:
+        view = task_view(session, task_id)
+        line = progress_line(view)
+        if line != last:
+            console.print(line)
+            last = line
+        if watch_done(view):
+            break
+        time.sleep(interval)
+    summary, clients = render_task(view)
+    console.print(summary)
+    print_table(console, clients, labels=2)
+
+
+def watch_done(view: TaskView) -> bool:
+    """Whether a watched task has nothing left to show: settled, or cancelled or abandoned with its ledger settled."""
+    return view.status == TaskStatus.SETTLED or (
+        view.status in (TaskStatus.CANCELLED, TaskStatus.ABANDONED) and view.ledger_settled
+    )
+
+
+def progress_line(view: TaskView) -> str:
+    """Where a task stands, in one line: status, round, auctions and hand-offs, commits, posts, pay."""
+    s, p = view.state, view.params
+    jobs = Counter(c.job.status.name.lower() for c in view.clients)
+    handed = sum(1 for c in view.clients if c.job.status != JobStatus.NONE and not c.waiting)
+    committed = sum(1 for c in view.clients if c.job.paid_up_to >= s.current_round > 0)
+    earned = sum(c.settled.earned + c.settled.bonus if c.settled else c.info.earned for c in view.clients)
+    parts = [
+        f"task {view.task_id}: {view.status.name.lower()}",
+        f"round {s.current_round} of {p.rounds}",
+        f"{len(view.clients)} client(s)",
+        "jobs " + ", ".join(f"{n} {status}" for status, n in sorted(jobs.items())) if jobs else "no jobs",
+        f"data handed off {handed}/{len(view.clients)}",
+        f"round {s.current_round} committed {committed}/{len(view.clients)}" if s.current_round else "",
+        f"posted {view.rounds[0]}, final {view.rounds[1]}",
+        f"paid to clients {ether(earned)} ether, budget left {ether(s.budget_left)}",
+    ]
+    return " · ".join(part for part in parts if part)
 
 
 @click.command()

@@ -400,6 +400,8 @@ class TaskView:
     bonded: bool = False
     #: The last posted and the last final round.
     rounds: tuple[int, int] = (0, 0)
+    #: Whether the clients were settled (paid their earnings, bonuses and deposits).
+    ledger_settled: bool = False
 
     @property
     def status(self) -> TaskStatus:
@@ -411,7 +413,8 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
     contracts = session.contracts
     state = require_task(session, task_id)
     params = contracts.task_registry.params(task_id)
-    settlements = client_settlements(session, task_id) if state.status == TaskStatus.SETTLED else {}
+    ledger_settled = bool(contracts.round_ledger.settled(task_id))
+    settlements = client_settlements(session, task_id) if ledger_settled else {}
     now = session.block_time()
     clients = []
     for i in range(contracts.round_ledger.client_count(task_id)):
@@ -432,7 +435,7 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
     posted, final = contracts.round_ledger.rounds(task_id)
     return TaskView(
         task_id, params, state, tuple(clients), spec, int(contracts.treasury.claimable(state.publisher)),
-        bonded=contracts.disputes.bonded(task_id), rounds=(int(posted), int(final)),
+        bonded=contracts.disputes.bonded(task_id), rounds=(int(posted), int(final)), ledger_settled=ledger_settled,
     )
 
 

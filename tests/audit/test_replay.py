@@ -269,7 +269,7 @@ def test_the_json_report_keeps_stable_keys_and_wei_as_strings() -> None:
     data = report.to_dict()
 
     assert list(data) == ["format", "task_id", "block_number", "passed", "checks", "task", "clients", "fog_nodes",
-                          "auctions", "commits", "slashes", "challenges", "sink", "rounds", "accounts", "score_tolerance",
+                          "auctions", "commits", "slashes", "challenges", "sink", "rounds", "budget", "accounts", "score_tolerance",
                           "scores"]
     assert data["clients"][0]["earned"] == str(PAYMENT)
     assert data["rounds"][0]["payments"] == [str(PAYMENT)]

@@ -85,3 +85,17 @@ def test_deploy_error_is_printed_with_its_hint(tmp_path: Path, capsys: pytest.Ca
     err = capsys.readouterr().err
     assert code == 1
     assert "does not hold a private key" in err and "hint:" in err
+
+
+def test_chain_roles_casts_anvils_test_accounts_as_shell_exports(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["chain", "roles", "--rpc-url", "http://127.0.0.1:9999"]) == 0
+
+    # assert: sourced by bash, the exports give RPC and each role's key and the address of that key
+    script = capsys.readouterr().out
+    names = ["PUBLISHER", "AGGREGATOR", "ARBITER1", "ARBITER2", "ARBITER3", "FOG1", "FOG2", "CLIENT1", "CLIENT2", "CLIENT3"]
+    shown = subprocess.run(["bash", "-c", script + "\nenv"], capture_output=True, text=True, check=True).stdout
+    values = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+    assert values["RPC"] == "http://127.0.0.1:9999"
+    for name in names:
+        assert Account.from_key(values[f"{name}_KEY"]).address == values[name]
+    assert len({values[name] for name in names}) == len(names)

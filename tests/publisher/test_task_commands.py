@@ -14,7 +14,7 @@ from fedchain.cli import main
 from fedchain.client.commitments import data_commitment
 from fedchain.console import print_table
 from fedchain.fl.reputation import ABANDON_GRACE
-from fedchain.publisher.cli import render_task
+from fedchain.publisher.cli import progress_line, render_task
 from fedchain.publisher.service import Readiness, post_bond, start_when_ready, task_view
 from fedchain.store.digest import keccak256
 from fedchain.taskspec import TaskSpec, ValidationSpec, load_model, load_spec
@@ -380,3 +380,27 @@ def test_withdraw_leaves_an_amount_smaller_than_its_gas_unless_told_anyway(
     assert before == 1 and first == 0 and kept == 1
     assert "not withdrawn: 1 wei" in out and "gas" in out and "--anyway" in out
     assert anyway == 0 and treasury.claimable(client.address) == 0 and "withdrew 1 wei" in capsys.readouterr().out
+
+
+def test_task_watch_follows_a_task_to_its_end_and_prints_where_it_stands(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # prepare: a task with one client whose job is in its auction, then cancelled and settled
+    task_id = create_with_cli(world, monkeypatch, capsys)
+    world.join_and_auction(task_id, CLIENTS[4], data_size=50)
+    open_line = progress_line(task_view(world.publisher, task_id))
+    assert run_cli(world, PUBLISHER, "task", "cancel", "--task", str(task_id), monkeypatch=monkeypatch) == 0
+    assert run_cli(world, PUBLISHER, "task", "settle", "--task", str(task_id), monkeypatch=monkeypatch) == 0
+    capsys.readouterr()
+    monkeypatch.delenv("FEDCHAIN_PRIVATE_KEY")
+
+    # execute: piped, a watch of an ended task prints its line and tables and returns
+    status = main(["task", "watch", "--task", str(task_id), "--deployment", str(world.deployment_file),
+                   "--store", world.store_url])
+
+    # assert
+    out = capsys.readouterr().out
+    assert open_line.startswith(f"task {task_id}: open · round 0 of 3 · 1 client(s) · jobs 1 bidding")
+    assert "data handed off 0/1" in open_line
+    assert status == 0 and f"task {task_id}: cancelled" in out and "clients and jobs" in out
+    assert world.session(CLIENTS[4]).address in out
