@@ -95,3 +95,17 @@ def test_the_example_fog_and_client_configs_load() -> None:
     assert (fog.name, fog.cost.margin, fog.confirmations) == ("fog-1", 0.2, 2)
     assert (client.task_id, client.partition.kind, client.partition_index) == (1, "dir", 0)
     assert fog.state_path != client.state_path
+
+
+def test_the_deposit_limit_takes_a_unit_as_task_create_does_and_a_bad_amount_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config_file = tmp_path / "fog.yaml"
+    config_file.write_text("max_deposit: 0.01ether\n")
+
+    from_file = load_fog_config(config_file, {"watch_entries": False})
+    from_flag = load_fog_config(config_file, {"watch_entries": False, "max_deposit": "20gwei"})
+    code = main(["fog", "run", "--max-deposit", "lots", "--no-watch-entries", "--deployment", str(tmp_path / "none.json")])
+
+    assert (from_file.max_deposit, from_flag.max_deposit) == (10**16, 20 * 10**9)
+    assert code == 1 and "'lots' is not an amount" in capsys.readouterr().err
