@@ -19,7 +19,10 @@ from fedchain.errors import FedchainError
 
 #: name -> ("module:attribute", one-line help). The attribute is a click command or group.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "deploy": ("fedchain.chain.commands:deploy", "Deploy the FedChain contracts (to a local chain it starts, or --rpc-url)."),
+    "deploy": (
+        "fedchain.chain.commands:deploy",
+        "Deploy the FedChain contracts (to a local chain it starts, or --rpc-url).",
+    ),
     "chain": ("fedchain.chain.commands:chain", "Run a local chain node for development."),
     "bench": ("fedchain.bench:bench", "Measure gas and training speed; prints figures (--json for machines)."),
     "simulate": ("fedchain.experiments.simulate:simulate", "Run a federated experiment in one process, no chain."),
@@ -27,12 +30,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("fedchain.demo:demo", "Run the whole system on a local chain and print who earned what."),
     "task": ("fedchain.publisher.cli:task", "Publish and manage tasks: create, start, watch, show, settle, cancel."),
     "withdraw": ("fedchain.publisher.cli:withdraw", "Withdraw your claimable balance (refunds, rewards, deposits)."),
-    "aggregator": ("fedchain.aggregator.cli:aggregator", "Run a task's aggregator: verify, score, aggregate, post rounds."),
-    "audit": ("fedchain.audit.cli:audit", "Replay a task's events, recompute every payment, check the money and the store."),
+    "aggregator": (
+        "fedchain.aggregator.cli:aggregator",
+        "Run a task's aggregator: verify, score, aggregate, post rounds.",
+    ),
+    "audit": (
+        "fedchain.audit.cli:audit",
+        "Replay a task's events, recompute every payment, check the money and the store.",
+    ),
     "fog": ("fog.cli:fog", "Run a fog node: bid for training jobs, train the jobs won, commit updates."),
     "client": ("fedchain.client.cli:client", "Run a client: join a task, auction its training job, hand off its data."),
-    "verifier": ("fedchain.verifier.cli:verifier", "Run a member of the arbiter committee: judge challenges, sign verdicts."),
-    "challenge": ("fedchain.disputes.cli:challenge", "Challenge a posted round's entry or a fog update; list a task's challenges."),
+    "verifier": (
+        "fedchain.verifier.cli:verifier",
+        "Run a member of the arbiter committee: judge challenges, sign verdicts.",
+    ),
+    "challenge": (
+        "fedchain.disputes.cli:challenge",
+        "Challenge a posted round's entry or a fog update; list a task's challenges.",
+    ),
 }
 
 

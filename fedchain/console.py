@@ -39,9 +39,15 @@ def print_table(console: Console, table: Table, *, labels: int = 1, named: bool 
         console.print(table.title, style="italic")
     columns = table.columns
     for row in zip(*(list(column.cells) for column in columns), strict=True):
-        heading = [f"{column.header} {cell}" if named else str(cell) for column, cell in zip(columns, row[:labels], strict=False)]
+        heading = [
+            f"{column.header} {cell}" if named else str(cell)
+            for column, cell in zip(columns, row[:labels], strict=False)
+        ]
         console.print(Text(" · ".join(heading), style="bold"))
-        pairs = [Text.assemble(f"{column.header} ", (str(cell), "bold")) for column, cell in zip(columns[labels:], row[labels:], strict=True)]
+        pairs = [
+            Text.assemble(f"{column.header} ", (str(cell), "bold"))
+            for column, cell in zip(columns[labels:], row[labels:], strict=True)
+        ]
         console.print(Padding(Columns(pairs, padding=(0, 3)), (0, 0, 0, 2)))  # a pair is never split
 
 

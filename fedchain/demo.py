@@ -140,14 +140,26 @@ class DemoConfig:
     challenge_window: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("clients", "fogs", "rounds", "validation_size", "round_duration", "auction_duration", "challenge_window"):
+        for name in (
+            "clients",
+            "fogs",
+            "rounds",
+            "validation_size",
+            "round_duration",
+            "auction_duration",
+            "challenge_window",
+        ):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.block_time < 0:
-            raise ConfigError(f"--block-time must be 0 (automine) or a positive number of seconds, got {self.block_time}")
+            raise ConfigError(
+                f"--block-time must be 0 (automine) or a positive number of seconds, got {self.block_time}"
+            )
         if self.block_time and self.rpc_url is not None:
-            raise ConfigError("--block-time sets the local chain's clock; an --rpc-url chain has its own",
-                              hint="drop --block-time, or drop --rpc-url to run on a local Anvil")
+            raise ConfigError(
+                "--block-time sets the local chain's clock; an --rpc-url chain has its own",
+                hint="drop --block-time, or drop --rpc-url to run on a local Anvil",
+            )
         if self.samples_per_client < 2:
             raise ConfigError(f"--samples-per-client must be at least 2, got {self.samples_per_client}")
 
@@ -187,12 +199,23 @@ class DemoConfig:
         from fedchain.publisher.terms import TaskTerms
 
         return TaskTerms(
-            rounds=self.rounds, expected_duration=EXPECTED_ROUND_S * self.rounds, psi=10**15, phi=10**12,
-            min_loss_reputation=0.1, min_time_reputation=0.1, min_quality=0.5, max_round_time=self.round_duration,
-            reputation_cap=REPUTATION_CAP, client_deposit=10**16, fog_deposit=2 * 10**16,
-            cycles_per_sample=CYCLES_PER_SAMPLE, round_duration=self.round_duration,
-            bidding_duration=self.auction_window, reveal_duration=self.auction_window,
-            time_tolerance=max(TIME_TOLERANCE_S, math.ceil(self.block_time)), max_clients=self.clients,
+            rounds=self.rounds,
+            expected_duration=EXPECTED_ROUND_S * self.rounds,
+            psi=10**15,
+            phi=10**12,
+            min_loss_reputation=0.1,
+            min_time_reputation=0.1,
+            min_quality=0.5,
+            max_round_time=self.round_duration,
+            reputation_cap=REPUTATION_CAP,
+            client_deposit=10**16,
+            fog_deposit=2 * 10**16,
+            cycles_per_sample=CYCLES_PER_SAMPLE,
+            round_duration=self.round_duration,
+            bidding_duration=self.auction_window,
+            reveal_duration=self.auction_window,
+            time_tolerance=max(TIME_TOLERANCE_S, math.ceil(self.block_time)),
+            max_clients=self.clients,
             challenge_window=self.challenge_seconds,
             # Second price: the winner is paid up to the runner-up's price, so the client's escrow covers the
             # runner-up, who can take the job over when the winner is slashed (first price: only cheaper bids
@@ -205,8 +228,11 @@ class DemoConfig:
         from fedchain.taskspec import TaskSpec, ValidationSpec
 
         return TaskSpec(  # local training: the defaults that learn on MNIST-sized data (TrainConfig)
-            dataset=self.dataset, model="lenet5", seed=self.seed,
-            strategy=self.strategy, validation=ValidationSpec(size=self.validation_size, seed=self.seed),
+            dataset=self.dataset,
+            model="lenet5",
+            seed=self.seed,
+            strategy=self.strategy,
+            validation=ValidationSpec(size=self.validation_size, seed=self.seed),
             train_from=self.train_from,
         )
 
@@ -267,11 +293,15 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         settings = RunSettings(run_dir, AgentOptions(data_root, seed=config.seed), verdict_window=VERDICT_S)
         run = SystemRun(w3, funder, rpc_url, settings, supervisor)
         run.deploy(rehearse=config.rpc_url is not None)
-        run.fund(required_funds(roster, terms, BUDGET_WEI, publisher=PUBLISHER, aggregator=AGGREGATOR,
-                                verifiers=settings.verifiers))
+        run.fund(
+            required_funds(
+                roster, terms, BUDGET_WEI, publisher=PUBLISHER, aggregator=AGGREGATOR, verifiers=settings.verifiers
+            )
+        )
         task_id = run.create_task(PublishConfig(terms=terms, spec=spec, budget=BUDGET_WEI))
-        console.print(f"task {task_id} created: {config.rounds} rounds of {spec.strategy} on {spec.dataset}; "
-                      f"run folder {run_dir}")
+        console.print(
+            f"task {task_id} created: {config.rounds} rounds of {spec.strategy} on {spec.dataset}; run folder {run_dir}"
+        )
         display = ProgressDisplay(run, console)
         with display:
             run.start_verifiers()
@@ -290,8 +320,10 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         console.print(f"wall time {wall_s:.0f} s; logs, states, store and audit.json in {run_dir}")
         if config.keep_running:
             supervisor.stop([child.name for child in supervisor.children if child.spec.exits_when_done])
-            console.print(f"the chain ({rpc_url}) and the fog nodes keep running; deployment file "
-                          f"{run.folder.deployment_file}, store {run.folder.store_url}. Ctrl-C stops them.")
+            console.print(
+                f"the chain ({rpc_url}) and the fog nodes keep running; deployment file "
+                f"{run.folder.deployment_file}, store {run.folder.store_url}. Ctrl-C stops them."
+            )
             try:
                 while True:
                     supervisor.check()
@@ -424,15 +456,21 @@ def participant_tables(roster: Roster, report: AuditReport, run: SystemRun) -> G
     final = history.rounds[-1].accuracy if history.rounds else None
     clients = _table(
         f"task {report.task_id}: clients (ETH; reputation 1.0 = 1e18)",
-        ("client", "data", "samples", "r_a", "r_t", "paid", "deposit back", "final accuracy"), 2,
+        ("client", "data", "samples", "r_a", "r_t", "paid", "deposit back", "final accuracy"),
+        2,
     )
     for client in sorted(history.clients, key=lambda c: names[c.index]):
         plan = plans.get(client.account)
         removed = client.removed_round is not None
         clients.add_row(
-            names[client.index], plan.behaviour if plan else "", str(client.data_size),
-            _fixed(client.loss_reputation), _fixed(client.time_reputation), _ether(client.earned + (client.bonus or 0)),
-            f"0 (removed in round {client.removed_round})" if removed
+            names[client.index],
+            plan.behaviour if plan else "",
+            str(client.data_size),
+            _fixed(client.loss_reputation),
+            _fixed(client.time_reputation),
+            _ether(client.earned + (client.bonus or 0)),
+            f"0 (removed in round {client.removed_round})"
+            if removed
             else _ether(history.credited_to(client.account).get("DEPOSIT_RETURN", 0)),
             "-" if removed or final is None else f"{final / WAD:.1%}",
         )
@@ -445,8 +483,12 @@ def participant_tables(roster: Roster, report: AuditReport, run: SystemRun) -> G
         slashes = [s for s in history.slashes if s.fog == fog]
         unrevealed = sum(1 for a in history.auctions for bid in a.bids if bid.bidder == fog and not bid.revealed)
         fogs.add_row(
-            plan.name if plan else fog, plan.behaviour if plan else "", ", ".join(jobs) or "-",
-            _ether(credited.get("FOG_PAYMENT", 0)), str(len(slashes)), _ether(credited.get("BID_REFUND", 0)),
+            plan.name if plan else fog,
+            plan.behaviour if plan else "",
+            ", ".join(jobs) or "-",
+            _ether(credited.get("FOG_PAYMENT", 0)),
+            str(len(slashes)),
+            _ether(credited.get("BID_REFUND", 0)),
             _ether(sum(s.forfeited for s in slashes) + unrevealed * fog_deposit),
         )
     publisher = history.credited_to(history.task.publisher)
@@ -456,7 +498,9 @@ def participant_tables(roster: Roster, report: AuditReport, run: SystemRun) -> G
         f"forfeits received {_ether(forfeits)}; "
         f"final accuracy {'-' if final is None else f'{final / WAD:.1%}'} after {len(history.rounds)} round(s)"
     )
-    return Group(clients, Text(""), fogs, Text(""), accountability_table(report, names_of(run, roster)), Text(""), summary)
+    return Group(
+        clients, Text(""), fogs, Text(""), accountability_table(report, names_of(run, roster)), Text(""), summary
+    )
 
 
 def names_of(run: SystemRun, roster: Roster) -> dict[str, str]:
@@ -472,12 +516,21 @@ def accountability_table(report: AuditReport, names: dict[str, str]) -> Group:
     """The aggregator's bond, every challenge with its verdict, and what went to the sink. Money in ETH."""
     history = report.history
     task = history.task
-    challenges = _table("challenges and verdicts", ("#", "round", "entry of", "against", "by", "verdict", "entry became"), 5)
+    challenges = _table(
+        "challenges and verdicts", ("#", "round", "entry of", "against", "by", "verdict", "entry became"), 5
+    )
     client_names = {c.index: names.get(c.account, c.account) for c in history.clients}
     for c in history.challenges:
         against = "aggregator" if c.kind == "entry" else f"{names.get(c.accused, c.accused)}'s update"
-        challenges.add_row(str(c.challenge_id), str(c.round), client_names.get(c.client_index, str(c.client_index)),
-                           against, names.get(c.challenger, c.challenger), c.status, c.fate)
+        challenges.add_row(
+            str(c.challenge_id),
+            str(c.round),
+            client_names.get(c.client_index, str(c.client_index)),
+            against,
+            names.get(c.challenger, c.challenger),
+            c.status,
+            c.fate,
+        )
     sink = history.to_sink
     slashed = sum(x.amount for x in history.credits if x.reason in ("BOND_SLASH", "CHALLENGE_REWARD"))
     lines = Text(
@@ -500,40 +553,76 @@ def audit_verdict(report: AuditReport) -> list[Any]:
 
 def _default(name: str, text: str, kind: type = str) -> Any:
     """A click option for the DemoConfig field ``name``, with its default shown."""
-    return click.option(f"--{name.replace('_', '-')}", type=kind, default=getattr(DemoConfig, name), show_default=True,
-                        help=text)
+    return click.option(
+        f"--{name.replace('_', '-')}", type=kind, default=getattr(DemoConfig, name), show_default=True, help=text
+    )
 
 
 @click.command()
 @_default("strategy", "Aggregation strategy: fedavg, quality, cgsv, fedfaim, fedave.")
-@click.option("--train-from", type=click.Choice(TRAIN_FROM), default=DemoConfig.train_from, show_default=True,
-              help="What a client's next round trains from: the global model, or its reward (fedfaim, fedave).")
+@click.option(
+    "--train-from",
+    type=click.Choice(TRAIN_FROM),
+    default=DemoConfig.train_from,
+    show_default=True,
+    help="What a client's next round trains from: the global model, or its reward (fedfaim, fedave).",
+)
 @_default("dataset", "mnist or fashion-mnist.")
 @_default("clients", "Client processes.", int)
 @_default("fogs", "Fog-node processes (fog 0 is a free rider).", int)
 @_default("rounds", "Rounds N.", int)
 @_default("samples_per_client", "Mean samples per client (clients hold 0.5x to 1.5x).", int)
-@click.option("--rpc-url", help="Use this chain instead of a local Anvil; FEDCHAIN_PRIVATE_KEY deploys and funds everyone.")
-@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Run folder (new or empty).  [default: runs/demo-TIMESTAMP]")
-@click.option("--keep-running/--no-keep-running", default=False, show_default=True,
-              help="Keep the chain and the fog nodes up after the summary, until Ctrl-C.")
+@click.option(
+    "--rpc-url", help="Use this chain instead of a local Anvil; FEDCHAIN_PRIVATE_KEY deploys and funds everyone."
+)
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run folder (new or empty).  [default: runs/demo-TIMESTAMP]",
+)
+@click.option(
+    "--keep-running/--no-keep-running",
+    default=False,
+    show_default=True,
+    help="Keep the chain and the fog nodes up after the summary, until Ctrl-C.",
+)
 @_default("seed", "Seed of the model, training, split and noise.", int)
-@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path),
-              help="Dataset folder.  [default: FEDCHAIN_DATA_ROOT]")
+@click.option(
+    "--data-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Dataset folder.  [default: FEDCHAIN_DATA_ROOT]",
+)
 @_default("round_duration", "Seconds per round before a missing commit is slashed.", int)
-@click.option("--auction-duration", type=int,
-              help=f"Seconds of bidding, and of reveals.  [default: {AUCTION_S}, or {AUCTION_BLOCKS} blocks when longer]")
-@click.option("--verify-scores/--no-verify-scores", default=True, show_default=True,
-              help="Let the audit re-run the aggregator's scoring.")
-@_default("block_time", "Seconds between the local chain's blocks, as on a public chain (2: an L2, 12: Ethereum); "
-          "0 mines each transaction at once.", float)
-@click.option("--dishonest-aggregator", is_flag=True, default=False,
-              help="The aggregator posts quality 0 for an honest client in round 1: watch that client challenge, the "
-              "committee uphold, and the aggregator's bond pay for it.")
-@click.option("--challenge-window", type=int,
-              help=f"Seconds after each post during which entries can be challenged.  [default: {CHALLENGE_S}, or "
-              f"{CHALLENGE_WORK_S} s plus {CHALLENGE_BLOCKS} blocks when longer]")
+@click.option(
+    "--auction-duration",
+    type=int,
+    help=f"Seconds of bidding, and of reveals.  [default: {AUCTION_S}, or {AUCTION_BLOCKS} blocks when longer]",
+)
+@click.option(
+    "--verify-scores/--no-verify-scores",
+    default=True,
+    show_default=True,
+    help="Let the audit re-run the aggregator's scoring.",
+)
+@_default(
+    "block_time",
+    "Seconds between the local chain's blocks, as on a public chain (2: an L2, 12: Ethereum); "
+    "0 mines each transaction at once.",
+    float,
+)
+@click.option(
+    "--dishonest-aggregator",
+    is_flag=True,
+    default=False,
+    help="The aggregator posts quality 0 for an honest client in round 1: watch that client challenge, the "
+    "committee uphold, and the aggregator's bond pay for it.",
+)
+@click.option(
+    "--challenge-window",
+    type=int,
+    help=f"Seconds after each post during which entries can be challenged.  [default: {CHALLENGE_S}, or "
+    f"{CHALLENGE_WORK_S} s plus {CHALLENGE_BLOCKS} blocks when longer]",
+)
 def demo(**options: Any) -> None:
     """Run FedChain end to end: a local chain, a task, clients, fog nodes and the aggregator as
     separate processes on real data; then the audit, and who earned what.

@@ -248,8 +248,10 @@ class TaskNotFound(ChainError):
 class TaskNotReady(ChainError):
     """A task cannot start yet: a client's job is still in its auction or its data is not handed off."""
 
-    hint = ("wait: `fedchain task start --wait` starts the task as soon as every hand-off is in; or --force to start "
-            "without them (a job still in its auction can then no longer be won, and its client trains nothing)")
+    hint = (
+        "wait: `fedchain task start --wait` starts the task as soon as every hand-off is in; or --force to start "
+        "without them (a job still in its auction can then no longer be won, and its client trains nothing)"
+    )
 
 
 class InsufficientFunds(ChainError):
@@ -320,13 +322,17 @@ class SystemTimeout(FedchainError):
 class AuditFailed(FedchainError):
     """An audit found at least one failed check: the chain, the store or the mechanism disagree."""
 
-    hint = "read the failed checks' findings (tables, --json or --html): each names the event and the values that differ"
+    hint = (
+        "read the failed checks' findings (tables, --json or --html): each names the event and the values that differ"
+    )
 
 
 class AuditError(FedchainError):
     """The auditor (or a party re-scoring a round with its code) cannot read what a round needs."""
 
-    hint = "check that the store (--store) holds the task's spec, models and updates, and the data root its validation set"
+    hint = (
+        "check that the store (--store) holds the task's spec, models and updates, and the data root its validation set"
+    )
 
 
 class DisputeError(FedchainError):

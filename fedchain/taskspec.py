@@ -366,7 +366,9 @@ def update_meta(spec: TaskSpec, task_id: int, round_number: int, client_index: i
     """
     from fedchain.updates import UpdateMeta
 
-    return UpdateMeta(task_id=task_id, round=round_number, kind="update", job_id=client_index, client=client, model=spec.model)
+    return UpdateMeta(
+        task_id=task_id, round=round_number, kind="update", job_id=client_index, client=client, model=spec.model
+    )
 
 
 def load_update(
@@ -390,8 +392,12 @@ def load_update(
 
     losses = spec.local_loss_count(data_size)
     return fetch_update(
-        store, update_hash, spec.param_spec(), spec.max_payload_bytes(losses),
-        expected_meta=update_meta(spec, task_id, round_number, client_index, client), expected_local_losses=losses,
+        store,
+        update_hash,
+        spec.param_spec(),
+        spec.max_payload_bytes(losses),
+        expected_meta=update_meta(spec, task_id, round_number, client_index, client),
+        expected_local_losses=losses,
     )
 
 
@@ -427,7 +433,12 @@ def put_model(store: BlobStore, spec: TaskSpec, task_id: int, round_number: int,
 
 
 def load_model(
-    store: BlobStore, spec: TaskSpec, model_hash: bytes | str, *, task_id: int | None = None, round_number: int | None = None
+    store: BlobStore,
+    spec: TaskSpec,
+    model_hash: bytes | str,
+    *,
+    task_id: int | None = None,
+    round_number: int | None = None,
 ) -> Params:
     """Fetch and check a global model by its on-chain hash (``modelId`` or ``RoundPosted.modelHash``).
 

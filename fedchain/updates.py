@@ -122,7 +122,9 @@ class UpdateMeta:
             raise UpdateMetadataMismatch(f"the update's metadata is not in the {FORMAT} format")
         expected = {f.name for f in dataclasses.fields(cls)}
         if set(fields) != expected:
-            raise UpdateMetadataMismatch(f"the update's metadata has fields {sorted(fields)}, expected {sorted(expected)}")
+            raise UpdateMetadataMismatch(
+                f"the update's metadata has fields {sorted(fields)}, expected {sorted(expected)}"
+            )
         integers = ("task_id", "round")
         if any(type(fields[name]) is not int for name in integers) or type(fields["job_id"]) not in (int, type(None)):
             raise UpdateMetadataMismatch("the update's task_id, round and job_id must be integers")
@@ -293,7 +295,10 @@ def _decode_hashed(
             raise UpdateNonFinite(f"tensor {name!r} holds NaN or infinite values")
     _check_local_losses(local_losses, expected_local_losses)
     return DecodedUpdate(
-        params={name: tensors[name] for name in expected_spec.names}, meta=meta, digest=digest, local_losses=local_losses
+        params={name: tensors[name] for name in expected_spec.names},
+        meta=meta,
+        digest=digest,
+        local_losses=local_losses,
     )
 
 

@@ -40,23 +40,45 @@ def fog() -> None:
 
 
 @fog.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="YAML file of FogConfig fields (flags win).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML file of FogConfig fields (flags win).",
+)
 @click.option("--name", help="The agent's name in logs and state.  [default: fog]")
-@click.option("--state", "state_path", type=click.Path(dir_okay=False, path_type=Path), help="State file.  [default: .fedchain/fog.json]")
-@click.option("--task", "tasks", type=click.IntRange(min=1), multiple=True, help="Only this task (repeatable). Default: every task.")
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="State file.  [default: .fedchain/fog.json]",
+)
+@click.option(
+    "--task",
+    "tasks",
+    type=click.IntRange(min=1),
+    multiple=True,
+    help="Only this task (repeatable). Default: every task.",
+)
 @click.option("--frequency", type=float, callback=_whole, help="f, cycles per second it bids (2e9 is allowed).")
 @click.option("--alpha", type=float, help="Energy coefficient of eq. 12, wei per cycle per (cycle/s)^2.")
 @click.option("--cycles-per-sample", type=int, help="c of its hardware. Default: the task's.")
 @click.option("--margin", type=float, help="Profit over cost (0.1: price = 1.1 x cost); never negative.")
 @click.option("--max-jobs", type=int, help="The most jobs bid for or trained at once.")
 @click.option(
-    "--max-deposit", help="The largest fog deposit it puts down for one bid: wei, or with a unit (0.05ether).",
+    "--max-deposit",
+    help="The largest fog deposit it puts down for one bid: wei, or with a unit (0.05ether).",
 )
 @click.option("--never-reveal", is_flag=True, default=None, help="Fault: commit bids but never reveal them.")
 @click.option("--stop-after-round", type=int, help="Fault: stop after committing this round.")
-@click.option("--lazy", type=click.Choice(["zero", "random"]), help="Fault: free rider, commit zero or noise updates without training.")
 @click.option(
-    "--attack", type=click.Choice(ATTACK_MODES),
+    "--lazy",
+    type=click.Choice(["zero", "random"]),
+    help="Fault: free rider, commit zero or noise updates without training.",
+)
+@click.option(
+    "--attack",
+    type=click.Choice(ATTACK_MODES),
     help="Fault: train, then flip the updates' sign, replace them by noise of their norm, scale them, "
     "or send all its jobs one Sybil update (minus their mean).",
 )
@@ -66,16 +88,21 @@ def fog() -> None:
 @click.option("--threads", type=int, help="Torch threads while training.")
 @click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
 @click.option(
-    "--confirmations", type=click.IntRange(min=0),
+    "--confirmations",
+    type=click.IntRange(min=0),
     help="Blocks on top of an event before acting on it: the depth the task was created for.  [default: 0]",
 )
 @click.option(
-    "--watch-entries/--no-watch-entries", default=None,
+    "--watch-entries/--no-watch-entries",
+    default=None,
     help="Re-score the entries of the updates it committed and challenge the aggregator when one is wrong.  "
     "[default: watch]",
 )
-@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder with the tasks' validation datasets, for watching entries.  [default: $FEDCHAIN_DATA_ROOT]")
+@click.option(
+    "--data-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder with the tasks' validation datasets, for watching entries.  [default: $FEDCHAIN_DATA_ROOT]",
+)
 @session_options
 def run(config_path: Path | None, **options: Any) -> None:
     """Watch auctions, bid (never below cost), reveal, train won jobs, commit updates, watch their entries;

@@ -104,8 +104,10 @@ class FogConfig:
             try:
                 resolve_data_root(self.data_root)
             except DataError as err:
-                raise ConfigError(f"watching entries needs the validation data: {err.args[0]}",
-                                  hint=f"{err.hint}; or --no-watch-entries") from None
+                raise ConfigError(
+                    f"watching entries needs the validation data: {err.args[0]}",
+                    hint=f"{err.hint}; or --no-watch-entries",
+                ) from None
 
     def watches(self, task_id: int) -> bool:
         """Whether this fog node takes part in ``task_id``'s auctions."""

@@ -78,7 +78,16 @@ _log = logging.getLogger(__name__)
 
 #: Phases of a job this node bid for, as kept in its state.
 OPEN, SKIPPED, MISSED, BIDDING, BID, REVEALED, WON, STANDBY, LOST, SLASHED = (
-    "open", "skipped", "missed", "bidding", "bid", "revealed", "won", "standby", "lost", "slashed",
+    "open",
+    "skipped",
+    "missed",
+    "bidding",
+    "bid",
+    "revealed",
+    "won",
+    "standby",
+    "lost",
+    "slashed",
 )
 #: Gas limit of a reveal sent without an estimate (it uses well under 100,000).
 REVEAL_GAS = 300_000
@@ -117,8 +126,14 @@ class FogNode:
         self.address = session.address
         self.log = AgentLogger(_log, agent=config.name)
         self.agent = session_agent(
-            session, name=config.name, state_path=config.state_path, confirmations=config.confirmations,
-            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act, on_reorg=self._on_reorg,
+            session,
+            name=config.name,
+            state_path=config.state_path,
+            confirmations=config.confirmations,
+            poll_interval_s=config.poll_interval_s,
+            handle=self._handle,
+            idle=self._act,
+            on_reorg=self._on_reorg,
         )
         self._addresses = tuple(session.deployment.addresses.values())
         self._specs: dict[int, TaskSpec] = {}
@@ -224,10 +239,18 @@ class FogNode:
         if key in state.jobs:
             return
         state.jobs[key] = {
-            "task": event.task_id, "client": event.client_index, "data_size": event.data_size,
-            "bidding_deadline": event.bidding_deadline, "reveal_deadline": event.reveal_deadline,
-            "phase": OPEN, "bid_index": None, "data_hash": None, "data_status": None,
-            "from_round": 1, "committed": [], "settled": False,
+            "task": event.task_id,
+            "client": event.client_index,
+            "data_size": event.data_size,
+            "bidding_deadline": event.bidding_deadline,
+            "reveal_deadline": event.reveal_deadline,
+            "phase": OPEN,
+            "bid_index": None,
+            "data_hash": None,
+            "data_status": None,
+            "from_round": 1,
+            "committed": [],
+            "settled": False,
         }
 
     def _on_bid_committed(self, event: b.BidCommitted, state: AgentState) -> None:
@@ -257,20 +280,29 @@ class FogNode:
         job = state.jobs.get(key)
         if job is not None and job["bid_index"] is not None and event.winner == job["bid_index"]:
             job.update(phase=WON, price=event.price, from_round=event.from_round)
-            self.log.info("job taken over", job=key, round=event.from_round, price=event.price, tx=event.transaction_hash)
+            self.log.info(
+                "job taken over", job=key, round=event.from_round, price=event.price, tx=event.transaction_hash
+            )
 
     def _on_fog_slashed(self, event: b.FogSlashed, state: AgentState) -> None:
         key = job_key(event.task_id, event.client_index)
         if event.fog == self.address and key in state.jobs:
             state.jobs[key]["phase"] = SLASHED
-            self.log.warning("slashed", job=key, round=event.round, forfeited=event.forfeited, tx=event.transaction_hash)
+            self.log.warning(
+                "slashed", job=key, round=event.round, forfeited=event.forfeited, tx=event.transaction_hash
+            )
 
     def _on_fog_fraud_slashed(self, event: b.FogFraudSlashed, state: AgentState) -> None:
         key = job_key(event.task_id, event.client_index)
         if event.fog == self.address and key in state.jobs:
             state.jobs[key]["phase"] = SLASHED
-            self.log.warning("slashed for fraud: the arbiters found its update of the round was not the job's",
-                             job=key, round=event.round, lost=event.compensation + event.burned, tx=event.transaction_hash)
+            self.log.warning(
+                "slashed for fraud: the arbiters found its update of the round was not the job's",
+                job=key,
+                round=event.round,
+                lost=event.compensation + event.burned,
+                tx=event.transaction_hash,
+            )
 
     def _on_data_committed(self, event: b.DataCommitted, state: AgentState) -> None:
         job = state.jobs.get(job_key(event.task_id, event.client_index))
@@ -296,7 +328,9 @@ class FogNode:
             if job["settled"]:
                 continue
             on_chain = auction.job(job["task"], job["client"])
-            if on_chain.status == JobStatus.NONE:  # the auction itself vanished: its AuctionOpened, seen again, starts over
+            if (
+                on_chain.status == JobStatus.NONE
+            ):  # the auction itself vanished: its AuctionOpened, seen again, starts over
                 del state.jobs[key]
                 continue
             job.update(bidding_deadline=on_chain.bidding_deadline, reveal_deadline=on_chain.reveal_deadline)
@@ -358,11 +392,15 @@ class FogNode:
             task_cycles_per_sample=params.cycles_per_sample,
             round_duration=params.round_duration,
             fog_deposit=params.fog_deposit,
-            active_jobs=sum(1 for other in state.jobs.values() if other["phase"] in ACTIVE_PHASES and not other["settled"]),
+            active_jobs=sum(
+                1 for other in state.jobs.values() if other["phase"] in ACTIVE_PHASES and not other["settled"]
+            ),
             max_jobs=self.config.max_jobs,
             max_deposit=self.config.max_deposit,
         )
-        salt = derive_salt(self.session.transactor.account.key, BID_SALT, self.contracts.fog_auction.address, task_id, index)
+        salt = derive_salt(
+            self.session.transactor.account.key, BID_SALT, self.contracts.fog_auction.address, task_id, index
+        )
         commitment = bid_commitment(decision.frequency, decision.price, salt, self.address)
         job.update(frequency=decision.frequency, price=decision.price, cost=decision.cost, salt=to_hex(salt))
         if self._take_up_bid(key, job, commitment):
@@ -394,7 +432,10 @@ class FogNode:
         indices = [state.jobs[key]["client"] for key, _ in entries]
         try:
             receipt = self.contracts.fog_auction.commit_bids(
-                task_id, indices, [commitment for _, commitment in entries], value=deposit * len(entries),
+                task_id,
+                indices,
+                [commitment for _, commitment in entries],
+                value=deposit * len(entries),
             )
         except (ContractRevert, InsufficientFunds) as err:
             if len(entries) == 1:
@@ -404,8 +445,9 @@ class FogNode:
                     job["phase"] = MISSED  # too late, too many bids, closed meanwhile; or no funds
                     self.log.warning("bid refused", job=key, error=type(err).__name__)
                 return
-            self.log.warning("batch of bids refused; bidding one by one", task=task_id, bids=len(entries),
-                             error=type(err).__name__)
+            self.log.warning(
+                "batch of bids refused; bidding one by one", task=task_id, bids=len(entries), error=type(err).__name__
+            )
             for entry in entries:
                 self._commit_bids(state, task_id, [entry])
             return
@@ -414,8 +456,13 @@ class FogNode:
             job = state.jobs[key]
             job.update(phase=BID, bid_index=by_index[job["client"]].bid_index)
             self.log.info(
-                "bid committed", job=key, price=job["price"], cost=round(job["cost"]), frequency=job["frequency"],
-                deposit=deposit, tx=receipt.transaction_hash,
+                "bid committed",
+                job=key,
+                price=job["price"],
+                cost=round(job["cost"]),
+                frequency=job["frequency"],
+                deposit=deposit,
+                tx=receipt.transaction_hash,
             )
 
     def _reveal_due(self, state: AgentState) -> None:
@@ -443,10 +490,15 @@ class FogNode:
         jobs = [state.jobs[key] for key in keys]
         try:
             receipt = transact_when_due(
-                self.contracts.fog_auction, "revealBids(uint256,uint256[],uint64[],uint96[],bytes32[])",
-                task_id, [job["client"] for job in jobs], [job["frequency"] for job in jobs],
-                [job["price"] for job in jobs], [parse_digest(job["salt"]) for job in jobs],
-                gas=REVEAL_GAS * len(jobs), too_early=(b.AuctionNotRevealPhase,),
+                self.contracts.fog_auction,
+                "revealBids(uint256,uint256[],uint64[],uint96[],bytes32[])",
+                task_id,
+                [job["client"] for job in jobs],
+                [job["frequency"] for job in jobs],
+                [job["price"] for job in jobs],
+                [parse_digest(job["salt"]) for job in jobs],
+                gas=REVEAL_GAS * len(jobs),
+                too_early=(b.AuctionNotRevealPhase,),
             )
         except b.AuctionNotRevealPhase:
             return  # the chain's clock is not there yet; next poll
@@ -476,7 +528,9 @@ class FogNode:
                 continue
             try:
                 spec = self.task_spec(job["task"])
-                expected = ExpectedJobData(job["task"], job["client"], job["data_size"], spec.num_classes, spec.in_channels)
+                expected = ExpectedJobData(
+                    job["task"], job["client"], job["data_size"], spec.num_classes, spec.in_channels
+                )
                 self._data[key] = fetch_job_data(self.session.store, job["data_hash"], expected)
             except BlobNotFound:
                 self.log.debug("job data or task spec not in the store yet", job=key, data=job["data_hash"])
@@ -546,15 +600,22 @@ class FogNode:
                 start = self._start_model(state, task_id, round_, job["client"], client)
             except RewardNotVerified as err:  # the chain's root does not prove it: never train from it
                 job.setdefault("refused_rewards", {})[str(round_)] = str(err.args[0])
-                self.log.error("reward refused: the root committed on chain does not prove it; the round is not trained",
-                               job=key, round=round_, error=str(err.args[0]), hint=err.hint)
+                self.log.error(
+                    "reward refused: the root committed on chain does not prove it; the round is not trained",
+                    job=key,
+                    round=round_,
+                    error=str(err.args[0]),
+                    hint=err.hint,
+                )
                 continue
             except (UpdateRejected, StoreError, RewardError) as err:  # not (yet) in this store, or damaged: try again
                 self.log.warning("start model unavailable", job=key, round=round_, error=str(err.args[0]))
                 continue
             if start is None or key not in self._data:
                 continue
-            due.append(DueJob(key, task_id, job["client"], round_, self.task_spec(task_id), start, self._data[key], client))
+            due.append(
+                DueJob(key, task_id, job["client"], round_, self.task_spec(task_id), start, self._data[key], client)
+            )
         return due
 
     def _start_model(
@@ -570,15 +631,21 @@ class FogNode:
         if commitment is None:
             return None  # not posted yet (or posted without rewards: the aggregator does not run the task's spec)
         reward = verified_reward(self.session, spec, commitment, client_index, client)
-        self.log.info("training from the client's reward", job=job_key(task_id, client_index), round=round_,
-                      reward=reward.reward_hash)
+        self.log.info(
+            "training from the client's reward",
+            job=job_key(task_id, client_index),
+            round=round_,
+            reward=reward.reward_hash,
+        )
         return reward.params
 
     def _global_model(self, state: AgentState, task_id: int, round_: int) -> dict[str, torch.Tensor] | None:
         """The model round ``round_`` starts from: the initial model, or the one posted with the round before."""
         spec = self.task_spec(task_id)
         if round_ == 1:
-            return load_model(self.session.store, spec, self.task_params(task_id).model_id, task_id=task_id, round_number=0)
+            return load_model(
+                self.session.store, spec, self.task_params(task_id).model_id, task_id=task_id, round_number=0
+            )
         posted = self._task(state, task_id)["models"].get(str(round_ - 1))
         if posted is None:
             return None
@@ -608,12 +675,18 @@ class FogNode:
             self.log.info("lazy: committing updates without training", jobs=len(jobs), mode=self.config.lazy)
         else:
             result = trainer.train(
-                starts, [(item.data.images, item.data.labels) for item in jobs],
-                client_ids=[item.client_index for item in jobs], config=train_config,
+                starts,
+                [(item.data.images, item.data.labels) for item in jobs],
+                client_ids=[item.client_index for item in jobs],
+                config=train_config,
             )
             deltas = result.updates(starts).cpu()
             self.log.info(
-                "trained", jobs=len(jobs), round=jobs[0].round, engine=result.engine, seconds=round(result.seconds, 2),
+                "trained",
+                jobs=len(jobs),
+                round=jobs[0].round,
+                engine=result.engine,
+                seconds=round(result.seconds, 2),
             )
             if self.config.attack is not None:
                 from fedchain.data.faults import attack_updates
@@ -640,7 +713,10 @@ class FogNode:
         task_id, round_ = entries[0][0].task_id, entries[0][0].round
         try:
             receipt = self.contracts.fog_auction.commit_updates(
-                task_id, round_, [item.client_index for item, _ in entries], [digest for _, digest in entries],
+                task_id,
+                round_,
+                [item.client_index for item, _ in entries],
+                [digest for _, digest in entries],
             )
         except ContractRevert as err:
             if len(entries) > 1:
@@ -652,8 +728,14 @@ class FogNode:
         payments = {event.client_index: event.payment for event in receipt.events_of(b.UpdateCommitted)}
         for item, digest in entries:
             state.jobs[item.key]["committed"].append(item.round)
-            self.log.info("update committed", job=item.key, round=item.round, update=to_hex(digest),
-                          payment=payments.get(item.client_index), tx=receipt.transaction_hash)
+            self.log.info(
+                "update committed",
+                job=item.key,
+                round=item.round,
+                update=to_hex(digest),
+                payment=payments.get(item.client_index),
+                tx=receipt.transaction_hash,
+            )
         limit = self.config.stop_after_round
         if limit is not None and round_ >= limit:
             self.agent.stop(f"stop_after_round={limit}")
@@ -690,17 +772,24 @@ class FogNode:
                     continue
                 watcher = self._watchers.get(task_id)
                 if watcher is None:
-                    watcher = EntryWatcher(self.session, task_id, data_root=self.config.data_root, device="cpu",
-                                           reexecute=False)
+                    watcher = EntryWatcher(
+                        self.session, task_id, data_root=self.config.data_root, device="cpu", reexecute=False
+                    )
                     self._watchers[task_id] = watcher
                 grievance = watcher.review(round_number, job["client"], own_job=False)
                 if grievance is None or grievance.proposed is None:
                     reviewed[str(round_number)] = None
                     continue
-                self.log.warning("the entry of an update it trained is wrong: challenging", job=key, round=round_number,
-                                 reason=grievance.reason)
+                self.log.warning(
+                    "the entry of an update it trained is wrong: challenging",
+                    job=key,
+                    round=round_number,
+                    reason=grievance.reason,
+                )
                 try:
-                    opened = open_entry_challenge(self.session, task_id, round_number, job["client"], grievance.proposed)
+                    opened = open_entry_challenge(
+                        self.session, task_id, round_number, job["client"], grievance.proposed
+                    )
                 except ContractRevert as err:
                     reviewed[str(round_number)] = None
                     self.log.error("challenge refused", job=key, round=round_number, error=type(err).__name__)
@@ -717,8 +806,11 @@ class FogNode:
             if pending_rounds(self.session, task_id):
                 continue  # jobs are settled once every posted round is final: a later step
 
-            mine = [key for key, job in state.jobs.items()
-                    if job["task"] == task_id and not job["settled"] and job["bid_index"] is not None]
+            mine = [
+                key
+                for key, job in state.jobs.items()
+                if job["task"] == task_id and not job["settled"] and job["bid_index"] is not None
+            ]
             # Everyone may settle a job (its client, the aggregator, each of its bidders): a lost race is done.
             settled = settle_jobs(self.session, task_id, [state.jobs[key]["client"] for key in mine])
             for key in mine:

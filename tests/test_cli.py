@@ -21,13 +21,24 @@ def test_unknown_command_exits_with_usage_error(capsys: pytest.CaptureFixture[st
     assert "No such command" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["--help"], ["fog", "run", "--help"], ["client", "run", "--help"],
-                                     ["aggregator", "run", "--help"], ["demo", "--help"], ["task", "create", "--help"],
-                                     ["withdraw", "--help"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["--help"],
+        ["fog", "run", "--help"],
+        ["client", "run", "--help"],
+        ["aggregator", "run", "--help"],
+        ["demo", "--help"],
+        ["task", "create", "--help"],
+        ["withdraw", "--help"],
+    ],
+)
 def test_the_agents_and_task_commands_help_answers_without_loading_torch(command: list[str]) -> None:
     # torch takes seconds to import; an agent loads it to run, not to print its options, and
     # the task commands and withdraw (chain transactions) never need it to start
-    probe = f"import sys; from fedchain.cli import main; main({command!r}); print('torch' in sys.modules, file=sys.stderr)"
+    probe = (
+        f"import sys; from fedchain.cli import main; main({command!r}); print('torch' in sys.modules, file=sys.stderr)"
+    )
 
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
 

@@ -61,7 +61,12 @@ def test_a_table_too_wide_for_the_console_becomes_one_block_per_row_with_every_c
 
     assert "…" not in text and all(len(line) <= 40 for line in text.splitlines())
     assert "pow · fedave-oracle" in text and "dir · fedfaim" in text
-    for pair in ("Pearson mean 0.539", "contribution Pearson 0.567", "global accuracy 52.60%", "global accuracy 96.01%"):
+    for pair in (
+        "Pearson mean 0.539",
+        "contribution Pearson 0.567",
+        "global accuracy 52.60%",
+        "global accuracy 96.01%",
+    ):
         assert pair in text
 
 

@@ -29,9 +29,16 @@ def test_a_folder_that_cannot_be_made_is_refused_naming_the_option(tmp_path: Pat
 
 @pytest.mark.parametrize(
     ("command", "flag"),
-    [(["simulate"], "--output-dir"), (["reproduce", "fairness"], "--output-dir"), (["demo"], "--run-dir"), (["audit", "--task", "1"], "--html")],
+    [
+        (["simulate"], "--output-dir"),
+        (["reproduce", "fairness"], "--output-dir"),
+        (["demo"], "--run-dir"),
+        (["audit", "--task", "1"], "--html"),
+    ],
 )
-def test_commands_refuse_an_unwritable_output_folder_before_any_work(tmp_path: Path, command: list[str], flag: str) -> None:
+def test_commands_refuse_an_unwritable_output_folder_before_any_work(
+    tmp_path: Path, command: list[str], flag: str
+) -> None:
     (tmp_path / "a-file").write_text("")
 
     result = CliRunner().invoke(cli, [*command, flag, str(tmp_path / "a-file" / "runs")])

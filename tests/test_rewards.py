@@ -10,8 +10,14 @@ from fedchain.rewards import Commitment, CommitmentBook
 
 def committed(task_id: int, round_number: int, block: int) -> RewardsCommitted:
     return RewardsCommitted(
-        block_number=block, log_index=0, transaction_hash="0x" + "ab" * 32, address="0x" + "00" * 20,
-        task_id=task_id, round=round_number, rewards_root=bytes([round_number]) * 32, reward_list=bytes([block]) * 32,
+        block_number=block,
+        log_index=0,
+        transaction_hash="0x" + "ab" * 32,
+        address="0x" + "00" * 20,
+        task_id=task_id,
+        round=round_number,
+        rewards_root=bytes([round_number]) * 32,
+        reward_list=bytes([block]) * 32,
     )
 
 

@@ -66,12 +66,19 @@ def finalize_due(
             measurements = posted_measurements(session, task_id)
         entries = measurements.get(round_number)
         if entries is None:
-            raise AgentError(f"round {round_number} of task {task_id} is posted but its RoundPosted event was not found",
-                             hint="check that --rpc-url serves the deployment's chain with its logs")
+            raise AgentError(
+                f"round {round_number} of task {task_id} is posted but its RoundPosted event was not found",
+                hint="check that --rpc-url serves the deployment's chain with its logs",
+            )
         try:
             receipt = transact_when_due(
-                ledger, "finalizeRound(uint256,uint16,(uint64,uint32,bool,bool)[])", task_id, round_number, list(entries),
-                gas=FINALIZE_GAS_BASE + FINALIZE_GAS_PER_CLIENT * len(entries), too_early=(LedgerWindowOpen,),
+                ledger,
+                "finalizeRound(uint256,uint16,(uint64,uint32,bool,bool)[])",
+                task_id,
+                round_number,
+                list(entries),
+                gas=FINALIZE_GAS_BASE + FINALIZE_GAS_PER_CLIENT * len(entries),
+                too_early=(LedgerWindowOpen,),
             )
         except ContractRevert:
             _, finalized = ledger.rounds(task_id)

@@ -51,7 +51,9 @@ class AgentLogger(logging.LoggerAdapter):
 
     def fields_text(self, **fields: Any) -> str:
         """``key=value`` text of the bound fields updated by ``fields`` (``None`` values left out)."""
-        return " ".join(f"{key}={format_value(value)}" for key, value in self.merged(**fields).items() if value is not None)
+        return " ".join(
+            f"{key}={format_value(value)}" for key, value in self.merged(**fields).items() if value is not None
+        )
 
     def format(self, msg: str, **fields: Any) -> str:
         """The line :meth:`info` and friends would log for ``msg`` and ``fields``."""

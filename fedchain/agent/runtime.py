@@ -136,7 +136,9 @@ class AgentSettings:
                 "and max_consecutive_failures >= 1"
             )
         if not 1 <= self.reorg_depth <= MAX_REORG_DEPTH:
-            raise ConfigError(f"agent {self.name!r} needs 1 <= reorg_depth <= {MAX_REORG_DEPTH}, got {self.reorg_depth}")
+            raise ConfigError(
+                f"agent {self.name!r} needs 1 <= reorg_depth <= {MAX_REORG_DEPTH}, got {self.reorg_depth}"
+            )
 
 
 #: ``handle(blocks, state)``: act on the events of ``blocks``, recording progress in ``state``.
@@ -264,7 +266,9 @@ class Agent:
         if ancestor is not None:
             self.log.warning(
                 "chain reorganised: handling the blocks after the common ancestor again",
-                depth=last_block - ancestor, ancestor=ancestor, vanished=str(BlockRange(ancestor + 1, last_block)),
+                depth=last_block - ancestor,
+                ancestor=ancestor,
+                vanished=str(BlockRange(ancestor + 1, last_block)),
             )
         elif head < last_block:
             raise self._reset_error(head)
@@ -274,7 +278,8 @@ class Agent:
                 f"chain reorganised below every remembered block: rewinding {self.settings.reorg_depth} blocks, "
                 f"which may not reach the fork; delete {self.settings.state_path} to handle the chain again "
                 "from its start block",
-                remembered=len(remembered), ancestor=ancestor,
+                remembered=len(remembered),
+                ancestor=ancestor,
             )
 
         def rewind(state: AgentState) -> None:

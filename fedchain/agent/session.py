@@ -97,8 +97,12 @@ def _chain_options() -> list[Callable[[Any], Any]]:
     """``--deployment`` and ``--rpc-url``."""
     return [
         click.option(
-            "--deployment", "deployment_file", type=click.Path(dir_okay=False, path_type=Path),
-            default=DEFAULT_DEPLOYMENT_FILE, show_default=True, envvar=DEPLOYMENT_ENV,
+            "--deployment",
+            "deployment_file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=DEFAULT_DEPLOYMENT_FILE,
+            show_default=True,
+            envvar=DEPLOYMENT_ENV,
             help=f"The deployment file written by `fedchain deploy` (or ${DEPLOYMENT_ENV}).",
         ),
         click.option("--rpc-url", help="JSON-RPC URL of the chain. Default: the one in the deployment file."),
@@ -107,7 +111,11 @@ def _chain_options() -> list[Callable[[Any], Any]]:
 
 def _store_option() -> Callable[[Any], Any]:
     return click.option(
-        "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True, envvar=STORE_ENV,
+        "--store",
+        "store_url",
+        default=DEFAULT_STORE_URL,
+        show_default=True,
+        envvar=STORE_ENV,
         help=f"Blob store for specs, models and updates: a folder or any fsspec URL (s3://bucket/prefix); or ${STORE_ENV}.",
     )
 
@@ -118,13 +126,17 @@ def session_options(function: F) -> F:
     options = [
         *_chain_options(),
         click.option(
-            "--keystore", type=click.Path(dir_okay=False, path_type=Path),
+            "--keystore",
+            type=click.Path(dir_okay=False, path_type=Path),
             help=f"Encrypted JSON keystore of the signing account (password from {KEYSTORE_PASSWORD_ENV}); "
             f"default: the hex key in {PRIVATE_KEY_ENV}.",
         ),
         _store_option(),
         click.option(
-            "--max-fee", "max_fee", callback=_parse_fee_cap, metavar="AMOUNT",
+            "--max-fee",
+            "max_fee",
+            callback=_parse_fee_cap,
+            metavar="AMOUNT",
             help="The most this account pays per unit of gas (EIP-1559 max fee), e.g. 50gwei. A stuck transaction "
             "is re-sent with higher fees up to it; while the chain's base fee is above it, transactions wait, then "
             "fail saying so.  [default: no cap]",
@@ -152,12 +164,21 @@ def read_session(deployment_file: Path, rpc_url: str | None, store_url: str) -> 
 
 
 def session_from_options(
-    deployment_file: Path, rpc_url: str | None, keystore: Path | None, store_url: str, max_fee: int | None = None,
-    *, read_only: bool = False,
+    deployment_file: Path,
+    rpc_url: str | None,
+    keystore: Path | None,
+    store_url: str,
+    max_fee: int | None = None,
+    *,
+    read_only: bool = False,
 ) -> ChainSession:
     """:func:`open_session` from the values of :func:`session_options`."""
     return open_session(
-        deployment_file, rpc_url=rpc_url, store_url=store_url, keystore=keystore, read_only=read_only,
+        deployment_file,
+        rpc_url=rpc_url,
+        store_url=store_url,
+        keystore=keystore,
+        read_only=read_only,
         tx_settings=TxSettings(max_fee_per_gas_cap_wei=max_fee),
     )
 

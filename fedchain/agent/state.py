@@ -118,7 +118,9 @@ class AgentState:
         """Add the hashes of handled blocks, keeping only those of the ``keep`` newest block numbers."""
         self.block_hashes.update({str(number): "0x" + bytes(digest).hex() for number, digest in hashes.items()})
         newest = max(map(int, self.block_hashes), default=0)
-        self.block_hashes = {number: digest for number, digest in self.block_hashes.items() if int(number) > newest - keep}
+        self.block_hashes = {
+            number: digest for number, digest in self.block_hashes.items() if int(number) > newest - keep
+        }
 
     def forget_blocks_after(self, block: int) -> None:
         """Drop the hashes of blocks after ``block`` (they were reorganised away)."""
@@ -126,7 +128,9 @@ class AgentState:
 
     def remembered_blocks(self) -> list[tuple[int, bytes]]:
         """The remembered ``(block number, hash)`` pairs, newest first."""
-        pairs = [(int(number), bytes.fromhex(digest.removeprefix("0x"))) for number, digest in self.block_hashes.items()]
+        pairs = [
+            (int(number), bytes.fromhex(digest.removeprefix("0x"))) for number, digest in self.block_hashes.items()
+        ]
         return sorted(pairs, reverse=True)
 
     def copy(self) -> AgentState:

@@ -35,8 +35,11 @@ def measure(spec: TaskSpec, evaluator: Evaluator, store: BlobStore, n_clients: i
     global_params = flatten(spec.initial_params(), param_spec)[0]
     client = "0x" + "00" * 20
     digests = [
-        store_update(store, unflatten(torch.randn(global_params.numel(), generator=generator) * 1e-3, param_spec),
-                     update_meta(spec, 1, 1, i, client))
+        store_update(
+            store,
+            unflatten(torch.randn(global_params.numel(), generator=generator) * 1e-3, param_spec),
+            update_meta(spec, 1, 1, i, client),
+        )
         for i in range(n_clients)
     ]
     strategy = get_strategy(spec.strategy)
@@ -44,13 +47,19 @@ def measure(spec: TaskSpec, evaluator: Evaluator, store: BlobStore, n_clients: i
     for _ in range(repeat):
         start = time.perf_counter()
         updates = [
-            flatten(fetch_update(store, d, param_spec, limit, expected_meta=update_meta(spec, 1, 1, i, client)).params,
-                    param_spec)[0]
+            flatten(
+                fetch_update(store, d, param_spec, limit, expected_meta=update_meta(spec, 1, 1, i, client)).params,
+                param_spec,
+            )[0]
             for i, d in enumerate(digests)
         ]
         fetched = time.perf_counter()
         outcome = score_round(
-            strategy, global_params, [ClientInput(u, 100, 10) for u in updates], evaluator, None,
+            strategy,
+            global_params,
+            [ClientInput(u, 100, 10) for u in updates],
+            evaluator,
+            None,
             quality=quality_source(spec.strategy),
         )
         scored = time.perf_counter()
@@ -69,15 +78,27 @@ def measure(spec: TaskSpec, evaluator: Evaluator, store: BlobStore, n_clients: i
 @click.option("--clients", "counts", type=click.IntRange(min=1), multiple=True, help="Clients per round (repeatable).")
 @click.option("--model", default="cnn", show_default=True, help="Model of the task.")
 @click.option("--strategy", default="fedavg", show_default=True, help="Aggregation strategy.")
-@click.option("--validation", "validation_size", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Validation samples (MNIST test split).")
+@click.option(
+    "--validation",
+    "validation_size",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Validation samples (MNIST test split).",
+)
 @click.option("--device", default="cpu", show_default=True, help="Torch device for evaluation.")
 @click.option("--data-root", help="Dataset folder. [default: $FEDCHAIN_DATA_ROOT]")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Runs per client count.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def aggregator(
-    counts: tuple[int, ...], model: str, strategy: str, validation_size: int, device: str, data_root: str | None,
-    repeat: int, as_json: bool,
+    counts: tuple[int, ...],
+    model: str,
+    strategy: str,
+    validation_size: int,
+    device: str,
+    data_root: str | None,
+    repeat: int,
+    as_json: bool,
 ) -> None:
     """Milliseconds the aggregator spends on one round (fetch and check, score, publish), per number of clients."""
     spec = TaskSpec(model=model, strategy=strategy, validation=ValidationSpec(size=validation_size))
@@ -85,7 +106,13 @@ def aggregator(
     with tempfile.TemporaryDirectory(prefix="fedchain-bench-aggregator-") as folder:
         store = BlobStore.open(folder)
         rows = [measure(spec, evaluator, store, n, repeat) for n in (counts or DEFAULT_CLIENTS)]
-    setting = {"model": spec.model, "strategy": strategy, "validation": validation_size, "device": device, "repeat": repeat}
+    setting = {
+        "model": spec.model,
+        "strategy": strategy,
+        "validation": validation_size,
+        "device": device,
+        "repeat": repeat,
+    }
     if as_json:
         click.echo(machine_json({**setting, "rows": rows}))
         return

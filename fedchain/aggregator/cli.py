@@ -24,32 +24,52 @@ def aggregator() -> None:
 
 @aggregator.command()
 @click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task to aggregate.")
-@click.option("--strategy", help="Aggregation strategy (fedavg, quality, cgsv, fedfaim, fedave). [default: the task spec's]")
 @click.option(
-    "--strategy-options", type=click.Path(dir_okay=False, path_type=Path),
+    "--strategy", help="Aggregation strategy (fedavg, quality, cgsv, fedfaim, fedave). [default: the task spec's]"
+)
+@click.option(
+    "--strategy-options",
+    type=click.Path(dir_okay=False, path_type=Path),
     help="YAML file with the strategy's options. [default: the task spec's]",
 )
 @click.option(
-    "--quality", type=click.Choice(["auto", "loss", "contribution"]), default="auto", show_default=True,
+    "--quality",
+    type=click.Choice(["auto", "loss", "contribution"]),
+    default="auto",
+    show_default=True,
     help="The chain's q_i: Tian's validation-loss ratio, the strategy's rescaled contribution, or auto "
     "(contribution for cgsv, fedfaim and fedave).",
 )
 @click.option("--data-root", help="Folder with the validation dataset. [default: $FEDCHAIN_DATA_ROOT]")
-@click.option("--device", default="auto", show_default=True, help="Torch device for evaluation (auto: CUDA when present).")
 @click.option(
-    "--state", "state_path", type=click.Path(dir_okay=False, path_type=Path),
+    "--device", default="auto", show_default=True, help="Torch device for evaluation (auto: CUDA when present)."
+)
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False, path_type=Path),
     help=f"The agent's state file. [default: {DEFAULT_STATE_DIR}/aggregator-task-ID.json]",
 )
-@click.option("--poll-interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between polls.")
-@click.option("--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks before events count.")
 @click.option(
-    "--bond/--no-bond", default=True, show_default=True,
+    "--poll-interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between polls."
+)
+@click.option(
+    "--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks before events count."
+)
+@click.option(
+    "--bond/--no-bond",
+    default=True,
+    show_default=True,
     help="Post the aggregator's bond (the task's aggregatorBond) from this account while the task is open, unless "
     "the publisher posted it. A task does not start without it; it comes back at settlement unless a challenge "
     "against this aggregator's posts is upheld.",
 )
-@click.option("--zero-client", hidden=True, metavar="ADDRESS@ROUND",
-              help="Dishonest: post quality 0 for the client at ADDRESS in round ROUND (the demo's and the tests' attack).")
+@click.option(
+    "--zero-client",
+    hidden=True,
+    metavar="ADDRESS@ROUND",
+    help="Dishonest: post quality 0 for the client at ADDRESS in round ROUND (the demo's and the tests' attack).",
+)
 @session_options
 def run(
     task_id: int,

@@ -53,15 +53,19 @@ def start_block(w3: Web3, registry: TaskRegistry, task_id: int, *, from_block: i
     query = LogQuery((registry.address,), from_block, indexed=(task_id.to_bytes(32, "big"),))
     for event in iter_events(w3, AbiRegistry(events=[TaskStarted]), query):
         return event.block_number
-    raise AgentError(f"task {task_id} has no TaskStarted event since block {from_block}: it has not started yet, "
-                     "or the deployment file names the wrong first block")
+    raise AgentError(
+        f"task {task_id} has no TaskStarted event since block {from_block}: it has not started yet, "
+        "or the deployment file names the wrong first block"
+    )
 
 
-def chain_priors(registry: TaskRegistry, ledger: RoundLedger, task_id: int, state: TaskState, *,
-                 block: int) -> CrossTaskPriors:
+def chain_priors(
+    registry: TaskRegistry, ledger: RoundLedger, task_id: int, state: TaskState, *, block: int
+) -> CrossTaskPriors:
     """The priors of task ``task_id`` (running, with ``state``; started in ``block``) from the earlier tasks."""
     clients = [ledger.client(task_id, i).account for i in range(ledger.client_count(task_id))]
     earlier = finished_tasks(registry, ledger, block=block, exclude=task_id)
     cap = registry.params(task_id).reputation_cap
-    return history_priors(clients, current_task_id=task_id, started_at=state.started_at, earlier=earlier,
-                          reputation_cap=cap)
+    return history_priors(
+        clients, current_task_id=task_id, started_at=state.started_at, earlier=earlier, reputation_cap=cap
+    )

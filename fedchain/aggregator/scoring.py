@@ -105,8 +105,13 @@ class Evaluator:
 
     def evaluations(self, params: torch.Tensor) -> list[Evaluation]:
         """One :class:`Evaluation` per row of ``params`` (``[d]`` or ``[n, d]``), with per-sample losses."""
-        result = predict(self.model, params.reshape(-1, params.shape[-1]), self.dataset, device=self.device,
-                         batch_size=self.batch_size)
+        result = predict(
+            self.model,
+            params.reshape(-1, params.shape[-1]),
+            self.dataset,
+            device=self.device,
+            batch_size=self.batch_size,
+        )
         return [
             Evaluation(loss=float(loss), accuracy=float(acc), sample_losses=result.losses[r])
             for r, (loss, acc) in enumerate(zip(result.mean_losses.tolist(), result.accuracies.tolist(), strict=True))
@@ -178,9 +183,7 @@ def score_round(
     """
     n = len(clients)
     needs_losses = strategy.needs_local_losses
-    usable = [
-        c.update is not None and c.active and (c.local_losses is not None or not needs_losses) for c in clients
-    ]
+    usable = [c.update is not None and c.active and (c.local_losses is not None or not needs_losses) for c in clients]
     losses = [math.nan] * n
     qualities = [0.0] * n
     new_global, new_state = global_params, state
@@ -228,4 +231,6 @@ def score_round(
         for i in range(n)
     )
     accuracy = evaluator(new_global).accuracy
-    return RoundOutcome(new_global, accuracy, measurements, tuple(qualities), tuple(losses), new_state, screened, rewards)
+    return RoundOutcome(
+        new_global, accuracy, measurements, tuple(qualities), tuple(losses), new_state, screened, rewards
+    )

@@ -176,9 +176,14 @@ class Aggregator:
         self.device = resolve_device(settings.device)
         self.task_id = settings.task_id
         self.agent = session_agent(
-            session, name=f"aggregator-task-{settings.task_id}", state_path=settings.state_path,
-            confirmations=settings.confirmations, poll_interval_s=settings.poll_interval_s,
-            handle=self.handle, idle=self.tick, on_reorg=self._on_reorg,
+            session,
+            name=f"aggregator-task-{settings.task_id}",
+            state_path=settings.state_path,
+            confirmations=settings.confirmations,
+            poll_interval_s=settings.poll_interval_s,
+            handle=self.handle,
+            idle=self.tick,
+            on_reorg=self._on_reorg,
         )
         self.log = AgentLogger(_log, agent=self.agent.settings.name, task=settings.task_id)
         self._context: _TaskContext | None = None
@@ -217,34 +222,68 @@ class Aggregator:
             if getattr(event, "task_id", None) != self.task_id:
                 continue
             if isinstance(event, UpdateCommitted):
-                self.log.info("update committed", round=event.round, job=event.client_index, fog=event.fog,
-                              update=event.update_hash, tx=event.transaction_hash)
+                self.log.info(
+                    "update committed",
+                    round=event.round,
+                    job=event.client_index,
+                    fog=event.fog,
+                    update=event.update_hash,
+                    tx=event.transaction_hash,
+                )
             elif isinstance(event, FogSlashed):
-                self.log.info("fog slashed", round=event.round, job=event.client_index, fog=event.fog,
-                              tx=event.transaction_hash)
+                self.log.info(
+                    "fog slashed", round=event.round, job=event.client_index, fog=event.fog, tx=event.transaction_hash
+                )
             elif isinstance(event, JobReassigned):
-                self.log.info("job reassigned", job=event.client_index, winner=event.winner,
-                              from_round=event.from_round, tx=event.transaction_hash)
+                self.log.info(
+                    "job reassigned",
+                    job=event.client_index,
+                    winner=event.winner,
+                    from_round=event.from_round,
+                    tx=event.transaction_hash,
+                )
             elif isinstance(event, RoundPosted):
                 state.data.setdefault("models", {})[str(event.round)] = to_hex(event.model_hash)
             elif isinstance(event, RewardsCommitted):
                 self._commitments(state).record(event)
             elif isinstance(event, RoundFinalized):
                 self._active = None  # the round may have removed clients: read who is active again
-                self.log.info("round final", round=event.round, paid=event.paid, forfeited=event.forfeited,
-                              tx=event.transaction_hash)
+                self.log.info(
+                    "round final",
+                    round=event.round,
+                    paid=event.paid,
+                    forfeited=event.forfeited,
+                    tx=event.transaction_hash,
+                )
                 finalized = True
             elif isinstance(event, ChallengeOpened):
-                self.log.warning("challenge opened", challenge=event.challenge_id, round=event.round,
-                                 job=event.client_index, kind=event.kind.name.lower(), challenger=event.challenger,
-                                 tx=event.transaction_hash)
+                self.log.warning(
+                    "challenge opened",
+                    challenge=event.challenge_id,
+                    round=event.round,
+                    job=event.client_index,
+                    kind=event.kind.name.lower(),
+                    challenger=event.challenger,
+                    tx=event.transaction_hash,
+                )
             elif isinstance(event, ChallengeResolved):
-                self.log.warning("challenge resolved", challenge=event.challenge_id, round=event.round,
-                                 job=event.client_index, outcome=event.status.name.lower(), fate=event.fate.name.lower(),
-                                 tx=event.transaction_hash)
+                self.log.warning(
+                    "challenge resolved",
+                    challenge=event.challenge_id,
+                    round=event.round,
+                    job=event.client_index,
+                    outcome=event.status.name.lower(),
+                    fate=event.fate.name.lower(),
+                    tx=event.transaction_hash,
+                )
             elif isinstance(event, FogFraudSlashed):
-                self.log.warning("fog slashed for fraud", round=event.round, job=event.client_index, fog=event.fog,
-                                 tx=event.transaction_hash)
+                self.log.warning(
+                    "fog slashed for fraud",
+                    round=event.round,
+                    job=event.client_index,
+                    fog=event.fog,
+                    tx=event.transaction_hash,
+                )
         if finalized:
             self._warn_scaled_rounds(state)
         # On a chain that makes blocks on a timer there may never be an idle poll: do the round's work here too.
@@ -277,13 +316,18 @@ class Aggregator:
         for record in history.rounds:
             if record.scaled_down and record.round not in warned:
                 warned.append(record.round)
-                self.log.warning("budget short: round paid less than the terms ask, every payment scaled down pro rata",
-                                 round=record.round, paid=record.paid, asked=record.demanded)
+                self.log.warning(
+                    "budget short: round paid less than the terms ask, every payment scaled down pro rata",
+                    round=record.round,
+                    paid=record.paid,
+                    asked=record.demanded,
+                )
         task = history.task
         if task.bonuses_scaled_down and "bonuses" not in warned:
             warned.append("bonuses")
-            self.log.warning("budget short: final bonuses scaled down pro rata", paid=task.bonuses,
-                             asked=task.bonuses_demanded)
+            self.log.warning(
+                "budget short: final bonuses scaled down pro rata", paid=task.bonuses, asked=task.bonuses_demanded
+            )
 
     def tick(self, state: AgentState) -> None:
         """The clock-driven work: post the current round when it is ready; settle and finish at the end."""
@@ -303,8 +347,11 @@ class Aggregator:
             return
         if status == TaskStatus.ABANDONED and not state.data.get("abandoned_logged"):
             state.data["abandoned_logged"] = True
-            self.log.warning("task abandoned: its round was not posted within the grace after its deadline; "
-                             "settling what the clients earned before", round=task.current_round)
+            self.log.warning(
+                "task abandoned: its round was not posted within the grace after its deadline; "
+                "settling what the clients earned before",
+                round=task.current_round,
+            )
         if status in (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED, TaskStatus.ABANDONED):
             result = settle_task(self.session, self.task_id)
             if result.pending:
@@ -331,8 +378,12 @@ class Aggregator:
         now = chain_now(self.session)
         if now <= deadline:
             confirmed = max(0, int(self.session.w3.eth.block_number) - self.settings.confirmations)
-            awaited = self._awaited(round_number, auction.commit_times(self.task_id, round_number, count, block=confirmed),
-                                    active, block=confirmed)
+            awaited = self._awaited(
+                round_number,
+                auction.commit_times(self.task_id, round_number, count, block=confirmed),
+                active,
+                block=confirmed,
+            )
             if awaited:
                 if self._waiting_logged != round_number:
                     self.log.info("waiting for commits", round=round_number, jobs=awaited, deadline=deadline)
@@ -353,8 +404,11 @@ class Aggregator:
         node owed it at ``block``: not a vacant job, nor one handed to a standby from a later round (after a slash);
         the contract lets the round go without those."""
         auction = self.session.contracts.fog_auction
-        return [i for i, committed in enumerate(commits)
-                if active[i] and committed == 0 and self._owes(auction.job(self.task_id, i, block=block), round_number)]
+        return [
+            i
+            for i, committed in enumerate(commits)
+            if active[i] and committed == 0 and self._owes(auction.job(self.task_id, i, block=block), round_number)
+        ]
 
     @staticmethod
     def _owes(job: Job, round_number: int) -> bool:
@@ -364,17 +418,25 @@ class Aggregator:
     def _post_priors(self, task: TaskState) -> None:
         """Post the task's cross-task priors (eq. 6) once, before round 1; all zeros when no earlier task is similar."""
         contracts = self.session.contracts
-        block = start_block(self.session.w3, contracts.task_registry, self.task_id,
-                            from_block=self.session.deployment.block_number)
+        block = start_block(
+            self.session.w3, contracts.task_registry, self.task_id, from_block=self.session.deployment.block_number
+        )
         result = chain_priors(contracts.task_registry, contracts.round_ledger, self.task_id, task, block=block)
         try:
             receipt = contracts.round_ledger.post_priors(self.task_id, list(result.priors))
         except ContractRevert:
-            if contracts.round_ledger.priors_posted(self.task_id) or contracts.task_registry.state(self.task_id).current_round != 1:
+            if (
+                contracts.round_ledger.priors_posted(self.task_id)
+                or contracts.task_registry.state(self.task_id).current_round != 1
+            ):
                 return  # posted meanwhile (a restart), or round 1 went first: the chain keeps what it has
             raise
-        self.log.info("priors posted", priors=list(result.priors), similar=[task_id for task_id, _ in result.similar],
-                      tx=receipt.transaction_hash)
+        self.log.info(
+            "priors posted",
+            priors=list(result.priors),
+            similar=[task_id for task_id, _ in result.similar],
+            tx=receipt.transaction_hash,
+        )
 
     def _active_clients(self, round_number: int) -> list[bool]:
         """Which clients are active in ``round_number`` (read once per round, and again after each finalised round:
@@ -394,8 +456,12 @@ class Aggregator:
                 continue
             try:
                 receipt = transact_when_due(
-                    auction, "reportMissedRound(uint256,uint256)", self.task_id, index,
-                    gas=REPORT_MISSED_GAS, too_early=(AuctionNoMissedRound,),
+                    auction,
+                    "reportMissedRound(uint256,uint256)",
+                    self.task_id,
+                    index,
+                    gas=REPORT_MISSED_GAS,
+                    too_early=(AuctionNoMissedRound,),
                 )
             except ContractRevert:
                 after = auction.job(self.task_id, index)
@@ -425,8 +491,13 @@ class Aggregator:
             ]
             previous = self._strategy_state(context, round_number - 1)
             outcome = score_round(
-                context.strategy, global_params, clients, context.evaluator, previous,
-                quality=context.quality, screening=context.spec.screening,
+                context.strategy,
+                global_params,
+                clients,
+                context.evaluator,
+                previous,
+                quality=context.quality,
+                screening=context.spec.screening,
                 client_params=self._client_params(state, context, round_number, global_params, active),
             )
             model_hash = self._publish(context, round_number, outcome)
@@ -437,7 +508,12 @@ class Aggregator:
             receipt = transact_when_due(
                 self.session.contracts.round_ledger,
                 "postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool,bool)[])",
-                self.task_id, round_number, model_hash, outcome.accuracy_wad, *rewards, list(outcome.measurements),
+                self.task_id,
+                round_number,
+                model_hash,
+                outcome.accuracy_wad,
+                *rewards,
+                list(outcome.measurements),
                 gas=POST_ROUND_GAS_BASE + POST_ROUND_GAS_PER_CLIENT * len(outcome.measurements),
                 too_early=(LedgerRoundNotReady,),
             )
@@ -448,9 +524,13 @@ class Aggregator:
         state.data.setdefault("models", {})[str(round_number)] = to_hex(model_hash)
         self._posted[round_number] = tuple(outcome.measurements)
         log.info(
-            "round posted", accuracy=round(outcome.accuracy, 4),
-            accepted=sum(m.accepted for m in outcome.measurements), clients=len(outcome.measurements),
-            model=model_hash, rewards=rewards[0] if rewards[0] != ZERO_ROOT else None, tx=receipt.transaction_hash,
+            "round posted",
+            accuracy=round(outcome.accuracy, 4),
+            accepted=sum(m.accepted for m in outcome.measurements),
+            clients=len(outcome.measurements),
+            model=model_hash,
+            rewards=rewards[0] if rewards[0] != ZERO_ROOT else None,
+            tx=receipt.transaction_hash,
         )
 
     def _dishonest(self, outcome: RoundOutcome, round_number: int, log: AgentLogger) -> RoundOutcome:
@@ -462,8 +542,11 @@ class Aggregator:
         measurements = list(outcome.measurements)
         if not measurements[index].committed:
             return outcome
-        log.warning("DISHONEST: posting quality 0 for an update scored honestly", job=index,
-                    honest_quality=measurements[index].quality)
+        log.warning(
+            "DISHONEST: posting quality 0 for an update scored honestly",
+            job=index,
+            honest_quality=measurements[index].quality,
+        )
         measurements[index] = measurements[index]._replace(quality=0)
         return dataclasses.replace(outcome, measurements=tuple(measurements))
 
@@ -486,7 +569,10 @@ class Aggregator:
             return ZERO_ROOT, ZERO_ROOT
         accounts = self._accounts(context, len(active))
         listed, list_hash = put_rewards(
-            self.session.store, context.spec, self.task_id, round_number,
+            self.session.store,
+            context.spec,
+            self.task_id,
+            round_number,
             {i: (accounts[i], unflatten(reward, context.param_spec)) for i, reward in rewards.items()},
         )
         return listed.tree.root, list_hash
@@ -505,7 +591,11 @@ class Aggregator:
         return CommitmentBook(self.task_id, state.data.setdefault("commitments", {}))
 
     def _client_params(
-        self, state: AgentState, context: _TaskContext, round_number: int, global_params: torch.Tensor,
+        self,
+        state: AgentState,
+        context: _TaskContext,
+        round_number: int,
+        global_params: torch.Tensor,
         active: list[bool],
     ) -> torch.Tensor | None:
         """The model each client trained ``round_number`` from when the task trains from rewards, stacked ``[n, d]``.
@@ -542,11 +632,21 @@ class Aggregator:
             strategy = task_strategy(name, self.settings.strategy_options, spec)
             evaluator = Evaluator(spec.model_spec(), load_validation(spec, self.settings.data_root), self.device)
             self._context = _TaskContext(
-                params=params, spec=spec, strategy=strategy, evaluator=evaluator,
-                quality=quality_source(name, self.settings.quality), param_spec=spec.param_spec(),
+                params=params,
+                spec=spec,
+                strategy=strategy,
+                evaluator=evaluator,
+                quality=quality_source(name, self.settings.quality),
+                param_spec=spec.param_spec(),
             )
-            self.log.info("task loaded", dataset=spec.dataset, model=spec.model, strategy=name,
-                          quality=self._context.quality, validation=len(evaluator.dataset))
+            self.log.info(
+                "task loaded",
+                dataset=spec.dataset,
+                model=spec.model,
+                strategy=name,
+                quality=self._context.quality,
+                validation=len(evaluator.dataset),
+            )
         return self._context
 
     def _global_model(self, state: AgentState, context: _TaskContext, round_number: int) -> torch.Tensor:
@@ -565,8 +665,9 @@ class Aggregator:
 
     def _posted_models(self) -> dict[str, str]:
         """Round -> model hash of every posted round of the task, from the chain's RoundPosted events."""
-        query = LogQuery(addresses=(self.session.contracts.round_ledger.address,),
-                         from_block=self.session.deployment.block_number)
+        query = LogQuery(
+            addresses=(self.session.contracts.round_ledger.address,), from_block=self.session.deployment.block_number
+        )
         return {
             str(event.round): to_hex(event.model_hash)
             for event in iter_events(self.session.w3, self.session.transactor.registry, query)
@@ -584,16 +685,30 @@ class Aggregator:
         self._accounts(context, index + 1)
         try:
             decoded = load_update(
-                self.session.store, context.spec, job.update_hash, task_id=self.task_id, round_number=round_number,
-                client_index=index, client=context.clients[index], data_size=job.data_size,
+                self.session.store,
+                context.spec,
+                job.update_hash,
+                task_id=self.task_id,
+                round_number=round_number,
+                client_index=index,
+                client=context.clients[index],
+                data_size=job.data_size,
             )
         except UpdateRejected as err:
-            self.log.warning("update rejected", round=round_number, job=index, reason=err.reason.value,
-                             update=job.update_hash, error=str(err.args[0]))
+            self.log.warning(
+                "update rejected",
+                round=round_number,
+                job=index,
+                reason=err.reason.value,
+                update=job.update_hash,
+                error=str(err.args[0]),
+            )
             return ClientInput(update=None, data_size=job.data_size, round_time=committed_at - round_start)
         return ClientInput(
-            update=flatten(decoded.params, context.param_spec)[0], data_size=job.data_size,
-            round_time=committed_at - round_start, local_losses=decoded.local_losses,
+            update=flatten(decoded.params, context.param_spec)[0],
+            data_size=job.data_size,
+            round_time=committed_at - round_start,
+            local_losses=decoded.local_losses,
         )
 
     def _strategy_state(self, context: _TaskContext, round_number: int) -> Any:

@@ -19,14 +19,29 @@ from __future__ import annotations
 from fedchain._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
-    "DEFAULT_SCORE_TOLERANCE": "auditor", "audit_on_chain": "auditor",
-    "ChainReadings": "chain", "read_chain": "chain", "read_views": "chain",
-    "CheckName": "checks", "CheckResult": "checks", "CheckStatus": "checks", "Finding": "checks", "Tally": "checks",
+    "DEFAULT_SCORE_TOLERANCE": "auditor",
+    "audit_on_chain": "auditor",
+    "ChainReadings": "chain",
+    "read_chain": "chain",
+    "read_views": "chain",
+    "CheckName": "checks",
+    "CheckResult": "checks",
+    "CheckStatus": "checks",
+    "Finding": "checks",
+    "Tally": "checks",
     "TaskHistory": "history",
-    "PoolParts": "replay", "Replay": "replay", "mechanism_of": "replay", "replay_task": "replay",
-    "FORMAT": "report", "AuditReport": "report", "RoundScore": "report", "ScoreVerification": "report",
+    "PoolParts": "replay",
+    "Replay": "replay",
+    "mechanism_of": "replay",
+    "replay_task": "replay",
+    "FORMAT": "report",
+    "AuditReport": "report",
+    "RoundScore": "report",
+    "ScoreVerification": "report",
     "audit_task": "report",
-    "ChainViews": "views", "TaskViews": "views", "TreasuryViews": "views",
+    "ChainViews": "views",
+    "TaskViews": "views",
+    "TreasuryViews": "views",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -48,7 +48,12 @@ def audit_on_chain(
         from fedchain.audit.scores import verify_scores as reproduce
 
         scores = reproduce(
-            task_id, readings.events, store, tolerance=score_tolerance, data_root=data_root, strategy=strategy,
+            task_id,
+            readings.events,
+            store,
+            tolerance=score_tolerance,
+            data_root=data_root,
+            strategy=strategy,
             quality=quality,
         )
     return audit_task(task_id, readings.events, views=readings.views, store=store, scores=scores)

@@ -62,7 +62,9 @@ def read_chain(
     return ChainReadings(events=events, views=read_views(w3, deployment, task_id, events, block))
 
 
-def read_views(w3: Web3, deployment: Deployment, task_id: int, events: tuple[ChainEvent, ...], block: int) -> ChainViews:
+def read_views(
+    w3: Web3, deployment: Deployment, task_id: int, events: tuple[ChainEvent, ...], block: int
+) -> ChainViews:
     """The task's and the Treasury's views at ``block`` (a revert, e.g. an unknown task, raises its decoded error)."""
     reader = _ReadOnly(w3)
     registry = b.TaskRegistry(reader, deployment.address("TaskRegistry"))
@@ -79,7 +81,9 @@ def read_views(w3: Web3, deployment: Deployment, task_id: int, events: tuple[Cha
     if not 1 <= task_id <= tasks:
         raise ConfigError(
             f"task {task_id} does not exist on this deployment at block {block} ({tasks} task(s) so far)",
-            hint=f"pass --task with an id from 1 to {tasks}" if tasks else "create a task first (`fedchain task create`)",
+            hint=f"pass --task with an id from 1 to {tasks}"
+            if tasks
+            else "create a task first (`fedchain task create`)",
         )
     clients = int(at(ledger, "clientCount", task_id))
     task = TaskViews(

@@ -25,28 +25,43 @@ log = logging.getLogger(__name__)
 @deployment_option
 @click.option("--rpc-url", help="JSON-RPC URL of the chain. Default: the one in the deployment file.")
 @click.option(
-    "--store", "store_url", default=DEFAULT_STORE_URL, show_default=True, envvar="FEDCHAIN_STORE",
-    help="Blob store: a folder or an fsspec URL (or $FEDCHAIN_STORE)."
+    "--store",
+    "store_url",
+    default=DEFAULT_STORE_URL,
+    show_default=True,
+    envvar="FEDCHAIN_STORE",
+    help="Blob store: a folder or an fsspec URL (or $FEDCHAIN_STORE).",
 )
 @click.option(
-    "--html", "html_file", type=click.Path(dir_okay=False, path_type=Path),
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, path_type=Path),
     help="Also write a self-contained HTML report here.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (machine readable) instead of tables.")
 @click.option(
-    "--verify-scores", is_flag=True, help="Re-run the aggregator's scoring from the stored updates (needs the data root)."
+    "--verify-scores",
+    is_flag=True,
+    help="Re-run the aggregator's scoring from the stored updates (needs the data root).",
 )
 @click.option(
-    "--score-tolerance", type=click.FloatRange(min=0.0), default=None,
+    "--score-tolerance",
+    type=click.FloatRange(min=0.0),
+    default=None,
     help="Largest accepted |posted - reproduced| quality with --verify-scores. [default: 1e-3]",
 )
 @click.option("--strategy", help="With --verify-scores: the strategy the aggregator ran. [default: the task spec's]")
 @click.option(
-    "--quality", type=click.Choice(["auto", "loss", "contribution"]), default="auto", show_default=True,
+    "--quality",
+    type=click.Choice(["auto", "loss", "contribution"]),
+    default="auto",
+    show_default=True,
     help="With --verify-scores: the aggregator's --quality (auto: contribution for cgsv, fedfaim and fedave, else loss).",
 )
 @click.option(
-    "--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder (default: FEDCHAIN_DATA_ROOT)."
+    "--data-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Dataset folder (default: FEDCHAIN_DATA_ROOT).",
 )
 @click.option("--to-block", type=click.IntRange(min=0), help="Audit the chain as of this block (default: the latest).")
 def audit(
@@ -82,9 +97,16 @@ def audit(
         writable_folder(html_file.parent, option="--html")  # before the replay, which may take minutes
     w3, deployment = open_deployment(deployment_file, rpc_url=rpc_url)
     report = audit_on_chain(
-        w3, deployment, task_id, open_store(store_url), verify_scores=verify_scores, data_root=data_root,
-        strategy=strategy, quality=quality,
-        score_tolerance=DEFAULT_SCORE_TOLERANCE if score_tolerance is None else score_tolerance, to_block=to_block,
+        w3,
+        deployment,
+        task_id,
+        open_store(store_url),
+        verify_scores=verify_scores,
+        data_root=data_root,
+        strategy=strategy,
+        quality=quality,
+        score_tolerance=DEFAULT_SCORE_TOLERANCE if score_tolerance is None else score_tolerance,
+        to_block=to_block,
     )
     if html_file is not None:
         write_atomic(html_file, html_report(report).encode("utf-8"))

@@ -74,8 +74,13 @@ def check_cross_task(history: TaskHistory, events: Sequence[ChainEvent]) -> Tall
     posted = tuple(posted_events[0].priors) if posted_events else (0,) * len(clients)
     at = posted_events[0] if posted_events else None
     earlier = earlier_tasks(events, block=started[0].block_number, exclude=task.task_id)
-    expected = history_priors(clients, current_task_id=task.task_id, started_at=task.started_at, earlier=earlier,
-                              reputation_cap=task.params.reputation_cap)
+    expected = history_priors(
+        clients,
+        current_task_id=task.task_id,
+        started_at=task.started_at,
+        earlier=earlier,
+        reputation_cap=task.params.reputation_cap,
+    )
     similar = ", ".join(f"task {t} (sim {s / 10**18:.4f})" for t, s in expected.similar) or "none"
     tally.expect(C, f"priors (similar earlier tasks: {similar})", expected.priors, posted, at)
     return tally

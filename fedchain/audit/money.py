@@ -33,7 +33,10 @@ def check_treasury(events: Iterable[ChainEvent], views: TreasuryViews | None) ->
             credited += event.amount
             credited_to[event.to] = credited_to.get(event.to, 0) + event.amount
             tally.require(
-                T, credited <= deposited, f"{credited} wei credited in all, more than the {deposited} wei deposited", event
+                T,
+                credited <= deposited,
+                f"{credited} wei credited in all, more than the {deposited} wei deposited",
+                event,
             )
         elif isinstance(event, b.Withdrawn):
             withdrawn += event.amount
@@ -41,7 +44,8 @@ def check_treasury(events: Iterable[ChainEvent], views: TreasuryViews | None) ->
             withdrawn_by[event.account] = before + event.amount
             available = credited_to.get(event.account, 0) - before
             tally.require(
-                W, event.amount <= available,
+                W,
+                event.amount <= available,
                 f"{event.account} withdrew {event.amount} wei with only {available} wei credited and not yet withdrawn",
                 event,
             )

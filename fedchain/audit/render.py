@@ -60,12 +60,32 @@ def tables(report: AuditReport) -> Group:
     checks (:func:`checks_table`), verdict."""
     history = report.history
     clients = Table(title="Clients (reputation 1e18 = 1.0; money in ETH)", title_justify="left")
-    for column in ("#", "account", "status", "rounds", "r_a", "r_t", "r_at", "earned", "bonus", "deposit back", "removed"):
+    for column in (
+        "#",
+        "account",
+        "status",
+        "rounds",
+        "r_a",
+        "r_t",
+        "r_at",
+        "earned",
+        "bonus",
+        "deposit back",
+        "removed",
+    ):
         clients.add_column(column, justify="right" if column not in ("account", "status") else "left")
     for c in history.clients:
         clients.add_row(
-            str(c.index), short(c.account), c.status, str(c.rounds), fixed(c.loss_reputation), fixed(c.time_reputation),
-            fixed(c.total_reputation), ether(c.earned), ether(c.bonus), ether(c.deposit_returned),
+            str(c.index),
+            short(c.account),
+            c.status,
+            str(c.rounds),
+            fixed(c.loss_reputation),
+            fixed(c.time_reputation),
+            fixed(c.total_reputation),
+            ether(c.earned),
+            ether(c.bonus),
+            ether(c.deposit_returned),
             "-" if c.removed_round is None else str(c.removed_round),
         )
     fogs = Table(title="Fog nodes (money in ETH)", title_justify="left")
@@ -73,8 +93,13 @@ def tables(report: AuditReport) -> Group:
         fogs.add_column(column, justify="left" if column == "account" else "right")
     for row in fog_summary(history):
         fogs.add_row(
-            short(row["account"]), str(row["bids"]), ",".join(map(str, row["jobs"])) or "-", str(row["rounds_committed"]),
-            ether(row["payments"]), str(row["slashes"]), ether(row["forfeited"]),
+            short(row["account"]),
+            str(row["bids"]),
+            ",".join(map(str, row["jobs"])) or "-",
+            str(row["rounds_committed"]),
+            ether(row["payments"]),
+            str(row["slashes"]),
+            ether(row["forfeited"]),
         )
     shortfall = budget_lines(report)
     budget = [Text("\n".join(shortfall), style="yellow")] if shortfall else []
@@ -87,7 +112,8 @@ def budget_lines(report: AuditReport) -> list[str]:
     lines = [
         f"round {r.round}: the budget paid {ether(r.paid)} of the {ether(r.demanded)} ETH the terms asked "
         f"({100 * r.paid / r.demanded:.0f}%): every payment scaled down pro rata"
-        for r in history.rounds if r.scaled_down
+        for r in history.rounds
+        if r.scaled_down
     ]
     task = history.task
     if task.bonuses_scaled_down:
@@ -106,15 +132,31 @@ def disputes_table(report: AuditReport) -> Table:
     for column in ("what", "round", "client", "by", "against", "outcome", "entry became"):
         table.add_column(column, justify="right" if column in ("round", "client") else "left")
     returned = "-" if task.bond_returned is None else ether(task.bond_returned)
-    table.add_row(f"aggregator bond {ether(task.bond)}", "", "", short(task.bonder or "-"), "", f"returned {returned}", "")
+    table.add_row(
+        f"aggregator bond {ether(task.bond)}", "", "", short(task.bonder or "-"), "", f"returned {returned}", ""
+    )
     for c in history.challenges:
         against = "aggregator's entry" if c.kind == "entry" else f"update of {short(c.accused)}"
-        table.add_row(f"challenge {c.challenge_id}", str(c.round), str(c.client_index), short(c.challenger), against,
-                      c.status, c.fate)
+        table.add_row(
+            f"challenge {c.challenge_id}",
+            str(c.round),
+            str(c.client_index),
+            short(c.challenger),
+            against,
+            c.status,
+            c.fate,
+        )
     sink = history.to_sink
     where = "burned" if task.sink is None or int(task.sink, 16) == 0 else short(task.sink)
-    table.add_row(f"sink ({where})", "", "", "", "", ether(sum(sink.values())),
-                  ", ".join(f"{reason} {ether(amount)}" for reason, amount in sorted(sink.items())) or "-")
+    table.add_row(
+        f"sink ({where})",
+        "",
+        "",
+        "",
+        "",
+        ether(sum(sink.values())),
+        ", ".join(f"{reason} {ether(amount)}" for reason, amount in sorted(sink.items())) or "-",
+    )
     return table
 
 
@@ -176,8 +218,10 @@ def reputation_plot(report: AuditReport) -> Figure:
         xs = [0] + [r.round for r in shown]
         loss = [initial] + [r.loss_reputation[client.index] for r in shown]
         time = [initial] + [r.time_reputation[client.index] for r in shown]
-        line, = axes.plot(xs, [v / WAD for v in loss], marker="o", label=f"client {client.index} r_a")
-        axes.plot(xs, [v / WAD for v in time], linestyle="--", color=line.get_color(), label=f"client {client.index} r_t")
+        (line,) = axes.plot(xs, [v / WAD for v in loss], marker="o", label=f"client {client.index} r_a")
+        axes.plot(
+            xs, [v / WAD for v in time], linestyle="--", color=line.get_color(), label=f"client {client.index} r_t"
+        )
     axes.set_xlabel("round")
     axes.set_ylabel("reputation")
     axes.set_title(f"Task {report.task_id}: loss (r_a) and time (r_t) reputation per round")
@@ -195,7 +239,9 @@ def payments_plot(report: AuditReport) -> Figure:
     width = 0.8 / n
     for client in history.clients:
         xs = [r.round - 0.4 + width * (client.index + 0.5) for r in history.rounds]
-        axes.bar(xs, [r.payments[client.index] / WAD for r in history.rounds], width=width, label=f"client {client.index}")
+        axes.bar(
+            xs, [r.payments[client.index] / WAD for r in history.rounds], width=width, label=f"client {client.index}"
+        )
     axes.set_xlabel("round")
     axes.set_ylabel("payment (ETH)")
     axes.set_title(f"Task {report.task_id}: per-round payments (eq. 15, after pro-rata scaling)")
@@ -253,60 +299,148 @@ def html_report(report: AuditReport) -> str:
         ("check", "result", "compared", "what it asserts", "findings"),
         [
             (
-                c.name.value, _Raw(f'<span class="{c.status.value}">{c.status.value}</span>'), c.compared, c.description,
-                _Raw("<br>".join([html.escape(f.message) for f in c.findings]
-                                 + [f"note: {html.escape(n)}" for n in c.notes]) or html.escape(c.skipped_because or "")),
+                c.name.value,
+                _Raw(f'<span class="{c.status.value}">{c.status.value}</span>'),
+                c.compared,
+                c.description,
+                _Raw(
+                    "<br>".join(
+                        [html.escape(f.message) for f in c.findings] + [f"note: {html.escape(n)}" for n in c.notes]
+                    )
+                    or html.escape(c.skipped_because or "")
+                ),
             )
             for c in report.checks
         ],
         left=(0, 3, 4),
     )
     clients = _table(
-        ("#", "account", "status", "rounds", "r_a", "r_t", "r_at", "earned (ETH)", "bonus (ETH)", "deposit back (ETH)",
-         "removed"),
+        (
+            "#",
+            "account",
+            "status",
+            "rounds",
+            "r_a",
+            "r_t",
+            "r_at",
+            "earned (ETH)",
+            "bonus (ETH)",
+            "deposit back (ETH)",
+            "removed",
+        ),
         [
-            (c.index, c.account, c.status, c.rounds, fixed(c.loss_reputation), fixed(c.time_reputation),
-             fixed(c.total_reputation),
-             ether(c.earned), ether(c.bonus), ether(c.deposit_returned), "-" if c.removed_round is None else c.removed_round)
+            (
+                c.index,
+                c.account,
+                c.status,
+                c.rounds,
+                fixed(c.loss_reputation),
+                fixed(c.time_reputation),
+                fixed(c.total_reputation),
+                ether(c.earned),
+                ether(c.bonus),
+                ether(c.deposit_returned),
+                "-" if c.removed_round is None else c.removed_round,
+            )
             for c in history.clients
         ],
         left=(1, 2),
     )
     fogs = _table(
         ("account", "bids", "jobs", "rounds committed", "paid (ETH)", "slashes", "forfeited (ETH)"),
-        [(r["account"], r["bids"], ",".join(map(str, r["jobs"])) or "-", r["rounds_committed"], ether(r["payments"]),
-          r["slashes"], ether(r["forfeited"])) for r in fog_summary(history)],
+        [
+            (
+                r["account"],
+                r["bids"],
+                ",".join(map(str, r["jobs"])) or "-",
+                r["rounds_committed"],
+                ether(r["payments"]),
+                r["slashes"],
+                ether(r["forfeited"]),
+            )
+            for r in fog_summary(history)
+        ],
         left=(0,),
     )
     slashes = _table(
         ("client", "fog", "why", "round", "forfeited (ETH)", "new winner (bid)", "new price (ETH)", "from round"),
-        [(s.client_index, s.fog, "missed the round" if s.kind == "missed" else "fraud (upheld challenge)", s.round,
-          ether(s.forfeited), "-" if s.new_winner is None else s.new_winner, ether(s.new_price), s.from_round or "-")
-         for s in history.slashes],
+        [
+            (
+                s.client_index,
+                s.fog,
+                "missed the round" if s.kind == "missed" else "fraud (upheld challenge)",
+                s.round,
+                ether(s.forfeited),
+                "-" if s.new_winner is None else s.new_winner,
+                ether(s.new_price),
+                s.from_round or "-",
+            )
+            for s in history.slashes
+        ],
         left=(1, 2),
     )
     challenges = _table(
-        ("#", "round", "client", "kind", "challenger", "accused", "proposed quality", "bond (ETH)", "outcome",
-         "entry became"),
-        [(c.challenge_id, c.round, c.client_index, c.kind, c.challenger, c.accused,
-          fixed(c.proposed.quality) if c.kind == "entry" else "-", ether(c.bond), c.status, c.fate)
-         for c in history.challenges],
+        (
+            "#",
+            "round",
+            "client",
+            "kind",
+            "challenger",
+            "accused",
+            "proposed quality",
+            "bond (ETH)",
+            "outcome",
+            "entry became",
+        ),
+        [
+            (
+                c.challenge_id,
+                c.round,
+                c.client_index,
+                c.kind,
+                c.challenger,
+                c.accused,
+                fixed(c.proposed.quality) if c.kind == "entry" else "-",
+                ether(c.bond),
+                c.status,
+                c.fate,
+            )
+            for c in history.challenges
+        ],
         left=(3, 4, 5, 8, 9),
     )
     sink = history.to_sink
     bond = _table(
         ("aggregator bond (ETH)", "posted by", "returned at settlement (ETH)", "sink", "sent to the sink (ETH)"),
-        [(ether(history.task.bond), history.task.bonder or "-",
-          "-" if history.task.bond_returned is None else ether(history.task.bond_returned), history.task.sink or "-",
-          _Raw("<br>".join(html.escape(f"{why}: {ether(wei)}") for why, wei in sorted(sink.items())) or "-"))],
+        [
+            (
+                ether(history.task.bond),
+                history.task.bonder or "-",
+                "-" if history.task.bond_returned is None else ether(history.task.bond_returned),
+                history.task.sink or "-",
+                _Raw("<br>".join(html.escape(f"{why}: {ether(wei)}") for why, wei in sorted(sink.items())) or "-"),
+            )
+        ],
         left=(1, 3, 4),
     )
     auctions = _table(
-        ("job (client)", "data size", "bids: bidder, frequency (Hz), price (ETH)", "winner (bid)", "price (ETH)",
-         "escrow (ETH)"),
+        (
+            "job (client)",
+            "data size",
+            "bids: bidder, frequency (Hz), price (ETH)",
+            "winner (bid)",
+            "price (ETH)",
+            "escrow (ETH)",
+        ),
         [
-            (a.client_index, a.data_size, _Raw("<br>".join(html.escape(_bid(b)) for b in a.bids)),
-             "-" if a.winner is None else a.winner, ether(a.price), ether(a.escrow))
+            (
+                a.client_index,
+                a.data_size,
+                _Raw("<br>".join(html.escape(_bid(b)) for b in a.bids)),
+                "-" if a.winner is None else a.winner,
+                ether(a.price),
+                ether(a.escrow),
+            )
             for a in history.auctions
         ],
         left=(2,),
@@ -314,24 +448,48 @@ def html_report(report: AuditReport) -> str:
     accounts = _table(
         ("account", "roles", "credited by reason (ETH)", "withdrawn (ETH, all tasks)"),
         [
-            (row["account"], ", ".join(row["roles"]),
-             _Raw("<br>".join(html.escape(f"{why}: {ether(wei)}") for why, wei in row["credited"].items()) or "-"),
-             ether(row["withdrawn"]))
+            (
+                row["account"],
+                ", ".join(row["roles"]),
+                _Raw("<br>".join(html.escape(f"{why}: {ether(wei)}") for why, wei in row["credited"].items()) or "-"),
+                ether(row["withdrawn"]),
+            )
             for row in account_summary(history)
         ],
         left=(0, 1, 2),
     )
     rounds = _table(
-        ("round", "model hash", "accuracy", "paid (ETH)", "asked (ETH)", "removed", "forfeited (ETH)", "challenged entries"),
-        [(r.round, "0x" + r.model_hash.hex(), fixed(r.accuracy), ether(r.paid), ether(r.demanded),
-          ",".join(map(str, r.removed)) or "-",
-          ether(r.forfeited), ", ".join(f"{i}: {fate}" for i, fate in enumerate(r.fates) if fate != "posted") or "-")
-         for r in history.rounds],
+        (
+            "round",
+            "model hash",
+            "accuracy",
+            "paid (ETH)",
+            "asked (ETH)",
+            "removed",
+            "forfeited (ETH)",
+            "challenged entries",
+        ),
+        [
+            (
+                r.round,
+                "0x" + r.model_hash.hex(),
+                fixed(r.accuracy),
+                ether(r.paid),
+                ether(r.demanded),
+                ",".join(map(str, r.removed)) or "-",
+                ether(r.forfeited),
+                ", ".join(f"{i}: {fate}" for i, fate in enumerate(r.fates) if fate != "posted") or "-",
+            )
+            for r in history.rounds
+        ],
         left=(1, 7),
     )
     plots = "".join(
         f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{png_base64(figure)}">'
-        for alt, figure in (("reputation per round", reputation_plot(report)), ("payments per round", payments_plot(report)))
+        for alt, figure in (
+            ("reputation per round", reputation_plot(report)),
+            ("payments per round", payments_plot(report)),
+        )
     )
     state = "pass" if report.passed else "fail"
     task = history.task

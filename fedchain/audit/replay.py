@@ -302,7 +302,9 @@ class _Replayer:
         if not self.tally.require(H, job is not None, f"no auction was opened for client {index}", at):
             return None
         assert job is not None
-        self.tally.require(H, job.status in statuses, f"job {index} is {job.status}, expected {' or '.join(statuses)}", at)
+        self.tally.require(
+            H, job.status in statuses, f"job {index} is {job.status}, expected {' or '.join(statuses)}", at
+        )
         return job
 
     def _status(self, at: ChainEvent, *statuses: str) -> None:
@@ -345,8 +347,12 @@ class _Replayer:
         self._status(e, "Running")
         self.tally.expect(H, "abandoned round", self.current_round, e.round, e)
         after = self.round_started_at + self.params.round_duration + ABANDON_GRACE
-        self.tally.require(H, e.abandoned_at > after,
-                           f"task abandoned at {e.abandoned_at}, not after its round's deadline plus the grace ({after})", e)
+        self.tally.require(
+            H,
+            e.abandoned_at > after,
+            f"task abandoned at {e.abandoned_at}, not after its round's deadline plus the grace ({after})",
+            e,
+        )
         self.status, self.abandoned_at = "Abandoned", e.abandoned_at
 
     def on_task_started(self, e: b.TaskStarted) -> None:
@@ -357,8 +363,12 @@ class _Replayer:
         self.in_task_at_start = self._in_task()
 
     def on_round_closed(self, e: b.RoundClosed) -> None:
-        if not self.tally.require(H, self.pending_close is not None and self.pending_close[0] == e.round,
-                                  f"round {e.round} closed without being posted", e):
+        if not self.tally.require(
+            H,
+            self.pending_close is not None and self.pending_close[0] == e.round,
+            f"round {e.round} closed without being posted",
+            e,
+        ):
             return
         assert self.pending_close is not None
         _, finished = self.pending_close
@@ -384,8 +394,12 @@ class _Replayer:
     def on_budget_spent(self, e: b.BudgetSpent) -> None:
         expected = self.pending_spend
         self.pending_spend = None
-        if not self.tally.require(H, expected is not None and expected[0] == e.round,
-                                  f"budget spent on round {e.round}, which was not finalised", e):
+        if not self.tally.require(
+            H,
+            expected is not None and expected[0] == e.round,
+            f"budget spent on round {e.round}, which was not finalised",
+            e,
+        ):
             return
         assert expected is not None
         self.tally.expect(P, f"round {e.round} spent", expected[1], e.spent, e)
@@ -446,8 +460,10 @@ class _Replayer:
                 continue
             observed = commit.committed_at - self.round_started_at
             self.tally.require(
-                H, abs(m.round_time - observed) <= tolerance,
-                f"client {i} round {e.round}: posted round time {m.round_time} s, its commit came after {observed} s", e,
+                H,
+                abs(m.round_time - observed) <= tolerance,
+                f"client {i} round {e.round}: posted round time {m.round_time} s, its commit came after {observed} s",
+                e,
             )
         self.posted[e.round] = _Posted(e, in_task_at_start=self.in_task_at_start)
         target = self.params.target_accuracy
@@ -462,8 +478,12 @@ class _Replayer:
         assert mechanism is not None
         posted = self.posted.get(e.round)
         expected_round = self.finalized_up_to + 1
-        if not self.tally.require(H, posted is not None and e.round == expected_round,
-                                  f"round {e.round} finalised, expected round {expected_round} (posted and next)", e):
+        if not self.tally.require(
+            H,
+            posted is not None and e.round == expected_round,
+            f"round {e.round} finalised, expected round {expected_round} (posted and next)",
+            e,
+        ):
             self.pending_removals.clear()
             return
         assert posted is not None
@@ -499,14 +519,23 @@ class _Replayer:
         self.pending_spend = (e.round, e.paid)
         posted.final = True
         self.finalized_up_to = e.round
-        self.rounds.append(RoundRecord(
-            round=e.round, model_hash=posted.event.model_hash, accuracy=posted.event.accuracy,
-            measurements=tuple(posted.event.measurements), paid=e.paid, scored=tuple(scored),
-            loss_reputation=tuple(c.reputation.loss_reputation for c in self.clients),
-            time_reputation=tuple(c.reputation.time_reputation for c in self.clients),
-            payments=tuple(scaled), removed=tuple(removed), fates=tuple(fates), forfeited=e.forfeited,
-            demanded=sum(payments),
-        ))
+        self.rounds.append(
+            RoundRecord(
+                round=e.round,
+                model_hash=posted.event.model_hash,
+                accuracy=posted.event.accuracy,
+                measurements=tuple(posted.event.measurements),
+                paid=e.paid,
+                scored=tuple(scored),
+                loss_reputation=tuple(c.reputation.loss_reputation for c in self.clients),
+                time_reputation=tuple(c.reputation.time_reputation for c in self.clients),
+                payments=tuple(scaled),
+                removed=tuple(removed),
+                fates=tuple(fates),
+                forfeited=e.forfeited,
+                demanded=sum(payments),
+            )
+        )
 
     def _check_removals(self, e: b.RoundFinalized, scored: list[bool], removed: list[int]) -> None:
         """Each scored client's removal decision (Algorithm 1) against the round's ClientRemoved events."""
@@ -514,13 +543,18 @@ class _Replayer:
         stray = [r for r in self.pending_removals if r.round != e.round]
         self.pending_removals.clear()
         for r in stray:
-            self.tally.fail(R, f"client {r.client_index} removed in round {r.round} while round {e.round} was finalised", r)
+            self.tally.fail(
+                R, f"client {r.client_index} removed in round {r.round} while round {e.round} was finalised", r
+            )
         for i in (i for i, was_scored in enumerate(scored) if was_scored):
             rep = self.clients[i].reputation
             event = actual.pop(i, None)
             self.tally.expect(
-                R, f"removal of client {i} in round {e.round} (r_a={rep.loss_reputation}, r_t={rep.time_reputation})",
-                i in removed, event is not None, event or e,
+                R,
+                f"removal of client {i} in round {e.round} (r_a={rep.loss_reputation}, r_t={rep.time_reputation})",
+                i in removed,
+                event is not None,
+                event or e,
             )
             if event is not None and i in removed:
                 self.tally.expect(R, f"r_a of removed client {i}", rep.loss_reputation, event.loss_reputation, event)
@@ -555,7 +589,8 @@ class _Replayer:
         p = self.params
         bonuses = [
             final_bonus(p.phi, p.expected_duration, duration, c.reputation.total_reputation(p.reputation_cap))
-            if c.active and c.reputation.rounds > 0 else 0
+            if c.active and c.reputation.rounds > 0
+            else 0
             for c in self.clients
         ]
         self.bonuses_demanded = sum(bonuses)
@@ -569,8 +604,13 @@ class _Replayer:
         if client is None:
             return
         self.tally.require(H, e.client_index not in self.jobs, f"a second auction for client {e.client_index}", e)
-        self.tally.expect(H, f"reveal phase of job {e.client_index}", self.params.reveal_duration,
-                          e.reveal_deadline - e.bidding_deadline, e)
+        self.tally.expect(
+            H,
+            f"reveal phase of job {e.client_index}",
+            self.params.reveal_duration,
+            e.reveal_deadline - e.bidding_deadline,
+            e,
+        )
         client.data_size = e.data_size
         self.jobs[e.client_index] = _Job(e.client_index, e.data_size)
 
@@ -623,8 +663,12 @@ class _Replayer:
         winner = job.bids[job.winner].bidder if job.winner < len(job.bids) else None
         self.tally.expect(H, f"committer of job {e.client_index}", winner, e.fog, e)
         self._status(e, "Running")
-        self.tally.require(H, e.round == self.current_round and job.paid_up_to < e.round,
-                           f"job {e.client_index} committed round {e.round} during round {self.current_round}", e)
+        self.tally.require(
+            H,
+            e.round == self.current_round and job.paid_up_to < e.round,
+            f"job {e.client_index} committed round {e.round} during round {self.current_round}",
+            e,
+        )
         self.tally.require(H, client.active, f"job {e.client_index} committed for a removed client", e)
         deadline = self.round_started_at + self.params.round_duration
         late = f"job {e.client_index} committed at {e.committed_at}, after the deadline {deadline}"
@@ -654,8 +698,12 @@ class _Replayer:
 
     def on_fog_fraud_slashed(self, e: b.FogFraudSlashed) -> None:
         expected = self.expected_in_tx.pop((e.transaction_hash, "fraud"), None)
-        self.tally.require(D, expected == (e.client_index, e.fog, True),
-                           f"fog {e.fog} slashed for fraud on job {e.client_index} without an upheld fog challenge for it", e)
+        self.tally.require(
+            D,
+            expected == (e.client_index, e.fog, True),
+            f"fog {e.fog} slashed for fraud on job {e.client_index} without an upheld fog challenge for it",
+            e,
+        )
         job = self._job(e.client_index, e, "awarded")
         client = self._client(e.client_index, e)
         if job is None or client is None:
@@ -665,9 +713,13 @@ class _Replayer:
         deposit = self.params.fog_deposit
         committed_current = job.paid_up_to >= self.current_round and self.status == "Running"
         redo_possible = committed_current and job.price <= deposit
-        self.tally.require(P, e.redo in (0, job.price) and (e.redo == 0 or redo_possible),
-                           f"job {e.client_index}: {e.redo} wei moved into its escrow to redo a round its slashed "
-                           f"winner {'committed' if committed_current else 'did not commit'}", e)
+        self.tally.require(
+            P,
+            e.redo in (0, job.price) and (e.redo == 0 or redo_possible),
+            f"job {e.client_index}: {e.redo} wei moved into its escrow to redo a round its slashed "
+            f"winner {'committed' if committed_current else 'did not commit'}",
+            e,
+        )
         paid_rounds = job.paid_up_to + 1 - e.round if job.paid_up_to >= e.round else 1
         left = deposit - e.redo
         if e.redo and paid_rounds > 1:
@@ -708,8 +760,10 @@ class _Replayer:
             job.status, job.winner_price = "vacant", 0
         else:
             self.tally.require(
-                H, e.from_round in (self.current_round, self.current_round + 1),
-                f"job {e.client_index} reassigned from round {e.from_round} during round {self.current_round}", e,
+                H,
+                e.from_round in (self.current_round, self.current_round + 1),
+                f"job {e.client_index} reassigned from round {e.from_round} during round {self.current_round}",
+                e,
             )
             job.paid_up_to = e.from_round - 1
             job.winner_price = e.price
@@ -717,14 +771,27 @@ class _Replayer:
         if isinstance(slash, b.FogFraudSlashed):
             forfeited, kind = slash.compensation + slash.burned + slash.redo, "fraud"
             if e.winner != NO_WINNER and self.fraud_redo_possible:  # an open round moves on at once, redone
-                self.tally.expect(A, f"redo of job {e.client_index}'s current round", e.from_round == self.current_round,
-                                  slash.redo > 0, e)
+                self.tally.expect(
+                    A,
+                    f"redo of job {e.client_index}'s current round",
+                    e.from_round == self.current_round,
+                    slash.redo > 0,
+                    e,
+                )
         else:
             forfeited, kind = slash.forfeited, "missed"
-        self.slashes.append(SlashRecord(
-            e.client_index, slash.fog, slash.round, forfeited,
-            None if e.winner == NO_WINNER else e.winner, e.price, e.from_round, kind,
-        ))
+        self.slashes.append(
+            SlashRecord(
+                e.client_index,
+                slash.fog,
+                slash.round,
+                forfeited,
+                None if e.winner == NO_WINNER else e.winner,
+                e.price,
+                e.from_round,
+                kind,
+            )
+        )
 
     def on_job_settled(self, e: b.JobSettled) -> None:
         self._status(e, "Finished", "Settled", "Cancelled", "Abandoned")
@@ -734,8 +801,12 @@ class _Replayer:
             return
         self.tally.expect(P, f"escrow refund of job {e.client_index}", job.escrow - job.released, e.escrow_refund, e)
         # A cancelled or abandoned task slashes nobody at settlement.
-        missed = (job.status == "awarded" and self.status not in ("Cancelled", "Abandoned")
-                  and job.paid_up_to < self.current_round and client.active)
+        missed = (
+            job.status == "awarded"
+            and self.status not in ("Cancelled", "Abandoned")
+            and job.paid_up_to < self.current_round
+            and client.active
+        )
         deposit = self.params.fog_deposit
         refunded: list[str] = []
         forfeited = 0
@@ -777,32 +848,50 @@ class _Replayer:
 
     def on_challenge_opened(self, e: b.ChallengeOpened) -> None:
         posted = self.posted.get(e.round)
-        if not self.tally.require(D, posted is not None and not posted.final,
-                                  f"challenge {e.challenge_id} of round {e.round}, which is not a pending posted round", e):
+        if not self.tally.require(
+            D,
+            posted is not None and not posted.final,
+            f"challenge {e.challenge_id} of round {e.round}, which is not a pending posted round",
+            e,
+        ):
             return
         assert posted is not None
-        self.tally.require(D, 0 <= e.client_index < len(self.clients),
-                           f"challenge {e.challenge_id} names client {e.client_index}, who never joined", e)
+        self.tally.require(
+            D,
+            0 <= e.client_index < len(self.clients),
+            f"challenge {e.challenge_id} names client {e.client_index}, who never joined",
+            e,
+        )
         self.tally.expect(D, f"bond of challenge {e.challenge_id}", self.params.challenge_bond, e.bond, e)
         if self.verdict_window is not None and posted.posted_at is not None:
             opened_at = e.verdict_deadline - self.verdict_window
             closes = posted.posted_at + self.params.challenge_window
-            self.tally.require(D, opened_at <= closes,
-                               f"challenge {e.challenge_id} opened at {opened_at}, after round {e.round}'s window ({closes})", e)
+            self.tally.require(
+                D,
+                opened_at <= closes,
+                f"challenge {e.challenge_id} opened at {opened_at}, after round {e.round}'s window ({closes})",
+                e,
+            )
         if e.kind == b.ChallengeKind.ENTRY:
             assert self.created is not None
             self.tally.expect(D, f"accused of entry challenge {e.challenge_id}", self.created.aggregator, e.accused, e)
         elif e.kind == b.ChallengeKind.FOG and 0 <= e.client_index < len(self.clients):
-            self.tally.expect(D, f"challenger of fog challenge {e.challenge_id}", self.clients[e.client_index].account,
-                              e.challenger, e)
+            self.tally.expect(
+                D,
+                f"challenger of fog challenge {e.challenge_id}",
+                self.clients[e.client_index].account,
+                e.challenger,
+                e,
+            )
         self.challenges[e.challenge_id] = _Challenge(e)
         self.disputes_held += e.bond
         self.expected_deposits[(e.challenger, e.bond)] += 1
 
     def on_challenge_resolved(self, e: b.ChallengeResolved) -> None:
         record = self.challenges.get(e.challenge_id)
-        if not self.tally.require(D, record is not None and record.status == "open",
-                                  f"challenge {e.challenge_id} resolved but not open", e):
+        if not self.tally.require(
+            D, record is not None and record.status == "open", f"challenge {e.challenge_id} resolved but not open", e
+        ):
             return
         assert record is not None
         c = record.event
@@ -819,8 +908,13 @@ class _Replayer:
             fate, corrected = outcome, (c.proposed if outcome == "corrected" else None)
         self.fates[key] = (fate, corrected)
         record.fate = fate
-        self.tally.expect(D, f"fate of round {c.round} client {c.client_index} after challenge {c.challenge_id}",
-                          fate, FATES[int(e.fate)], e)
+        self.tally.expect(
+            D,
+            f"fate of round {c.round} client {c.client_index} after challenge {c.challenge_id}",
+            fate,
+            FATES[int(e.fate)],
+            e,
+        )
         if status == "rejected":
             half = c.bond // 2
             self._credit(c.accused, half, CHALLENGE_FORFEIT)
@@ -840,18 +934,28 @@ class _Replayer:
             self._credit(c.challenger, c.bond, CHALLENGE_REFUND)
             job = self.jobs.get(c.client_index)
             commit = job.commits.get(c.round) if job is not None else None
-            self.tally.require(D, commit is not None and commit.fog == c.accused,
-                               f"fog challenge {c.challenge_id} upheld against {c.accused}, who did not commit round "
-                               f"{c.round} of job {c.client_index}", e)
-            holds = (job is not None and job.status == "awarded" and job.winner < len(job.bids)
-                     and job.bids[job.winner].bidder == c.accused and not job.bids[job.winner].settled)
+            self.tally.require(
+                D,
+                commit is not None and commit.fog == c.accused,
+                f"fog challenge {c.challenge_id} upheld against {c.accused}, who did not commit round "
+                f"{c.round} of job {c.client_index}",
+                e,
+            )
+            holds = (
+                job is not None
+                and job.status == "awarded"
+                and job.winner < len(job.bids)
+                and job.bids[job.winner].bidder == c.accused
+                and not job.bids[job.winner].settled
+            )
             if holds:
                 self.expected_in_tx[(e.transaction_hash, "fraud")] = (c.client_index, c.accused, True)
 
     def on_bond_slashed(self, e: b.BondSlashed) -> None:
         expected = self.expected_in_tx.pop((e.transaction_hash, "bond"), None)
-        self.tally.expect(D, "aggregator bond slashed (challenge, reward, burned)", expected,
-                          (e.challenge_id, e.reward, e.burned), e)
+        self.tally.expect(
+            D, "aggregator bond slashed (challenge, reward, burned)", expected, (e.challenge_id, e.reward, e.burned), e
+        )
 
     # ------------------------------------------------------------------ DataHandoff, Treasury
 
@@ -879,7 +983,9 @@ class _Replayer:
             self.tally.fail(R, f"client {r.client_index} removed outside a round's finalisation", r)
         for (tx, kind), expected in self.expected_in_tx.items():
             what = "fraud slash" if kind == "fraud" else "bond slash"
-            self.tally.fail(D, f"the {what} an upheld challenge called for is missing from transaction {tx} ({expected})")
+            self.tally.fail(
+                D, f"the {what} an upheld challenge called for is missing from transaction {tx} ({expected})"
+            )
         self._check_sink()
         for (_, bidder), amount in self.bid_deposits.items():
             self.expected_deposits[(bidder, amount)] += 1
@@ -889,12 +995,21 @@ class _Replayer:
         self._match_deposits()
         history = self._history(withdrawn)
         pool = PoolParts(
-            self.budget_left, self.deposits_held, self.rewards_held, self.auction_held, self.disputes_held,
-            self.deposited, self.credited,
+            self.budget_left,
+            self.deposits_held,
+            self.rewards_held,
+            self.auction_held,
+            self.disputes_held,
+            self.deposited,
+            self.credited,
         )
         if self.created is not None:
-            self.tally.expect(E, "the pool (deposited - credited) against the modules' holdings rebuilt from their events",
-                              pool.parts, pool.held)
+            self.tally.expect(
+                E,
+                "the pool (deposited - credited) against the modules' holdings rebuilt from their events",
+                pool.parts,
+                pool.held,
+            )
         return Replay(history=history, mechanism=self.mechanism, pool=pool, tally=self.tally)
 
     def _check_sink(self) -> None:
@@ -907,8 +1022,9 @@ class _Replayer:
             if reason not in FORFEIT_REASONS:
                 continue
             allowed = event.to == self.sink or (reason == CHALLENGE_FORFEIT and event.to in accused)
-            self.tally.require(S, allowed, f"{reason} of {event.amount} wei went to {event.to}, not to the sink {self.sink}",
-                               event)
+            self.tally.require(
+                S, allowed, f"{reason} of {event.amount} wei went to {event.to}, not to the sink {self.sink}", event
+            )
         received = [(e, r) for e, r in self.actual_credits if e.to == self.publisher and r in FORFEIT_REASONS]
         self.tally.require(S, not received, f"the publisher received forfeits: {[(r, e.amount) for e, r in received]}")
 
@@ -975,22 +1091,35 @@ class _Replayer:
         )
         clients = tuple(
             ClientRecord(
-                index=c.index, account=c.account, status="active" if c.active else "removed", deposit=c.deposit,
-                data_size=c.data_size, rounds=c.reputation.rounds, sum_quality=c.reputation.sum_quality,
-                sum_time_ratio=c.reputation.sum_time_ratio, loss_reputation=c.reputation.loss_reputation,
-                time_reputation=c.reputation.time_reputation, earned=c.earned, bonus=c.bonus,
-                deposit_returned=c.deposit_returned, removed_round=c.removed_round, data_hash=c.data_hash,
+                index=c.index,
+                account=c.account,
+                status="active" if c.active else "removed",
+                deposit=c.deposit,
+                data_size=c.data_size,
+                rounds=c.reputation.rounds,
+                sum_quality=c.reputation.sum_quality,
+                sum_time_ratio=c.reputation.sum_time_ratio,
+                loss_reputation=c.reputation.loss_reputation,
+                time_reputation=c.reputation.time_reputation,
+                earned=c.earned,
+                bonus=c.bonus,
+                deposit_returned=c.deposit_returned,
+                removed_round=c.removed_round,
+                data_hash=c.data_hash,
                 total_reputation=c.reputation.total_reputation(self.params.reputation_cap) if created else 0,
             )
             for c in self.clients
         )
         auctions = tuple(
             AuctionRecord(
-                client_index=index, data_size=job.data_size,
+                client_index=index,
+                data_size=job.data_size,
                 bids=tuple(
                     BidRecord(i, bid.bidder, bid.revealed, bid.frequency, bid.price) for i, bid in enumerate(job.bids)
                 ),
-                winner=None if job.winner == NO_WINNER else job.winner, price=job.price, escrow=job.escrow,
+                winner=None if job.winner == NO_WINNER else job.winner,
+                price=job.price,
+                escrow=job.escrow,
                 closed=job.status != "bidding",
             )
             for index, job in sorted(self.jobs.items())
@@ -1001,22 +1130,42 @@ class _Replayer:
             accounts |= {created.publisher}
         challenges = tuple(
             ChallengeRecord(
-                challenge_id=c.event.challenge_id, round=c.event.round, client_index=c.event.client_index,
-                kind=c.event.kind.name.lower(), challenger=c.event.challenger, accused=c.event.accused,
-                proposed=c.event.proposed, bond=c.event.bond, verdict_deadline=c.event.verdict_deadline,
-                status=c.status, fate=c.fate,
+                challenge_id=c.event.challenge_id,
+                round=c.event.round,
+                client_index=c.event.client_index,
+                kind=c.event.kind.name.lower(),
+                challenger=c.event.challenger,
+                accused=c.event.accused,
+                proposed=c.event.proposed,
+                bond=c.event.bond,
+                verdict_deadline=c.event.verdict_deadline,
+                status=c.status,
+                fate=c.fate,
             )
             for _, c in sorted(self.challenges.items())
         )
         accounts |= {c.challenger for c in challenges} | ({self.bonder} if self.bonder else set())
         return TaskHistory(
-            task=task, clients=clients, auctions=auctions, commits=tuple(self.commits), slashes=tuple(self.slashes),
-            rounds=tuple(self.rounds), credits=credits,
+            task=task,
+            clients=clients,
+            auctions=auctions,
+            commits=tuple(self.commits),
+            slashes=tuple(self.slashes),
+            rounds=tuple(self.rounds),
+            credits=credits,
             withdrawn=tuple(sorted((a, w) for a, w in withdrawn.items() if a in accounts)),
             challenges=challenges,
             posted=tuple(
-                PostedRecord(n, p.event.model_hash, p.event.accuracy, tuple(p.event.measurements), p.posted_at, p.final,
-                             self._effective(n, p.event.measurements), p.in_task_at_start)
+                PostedRecord(
+                    n,
+                    p.event.model_hash,
+                    p.event.accuracy,
+                    tuple(p.event.measurements),
+                    p.posted_at,
+                    p.final,
+                    self._effective(n, p.event.measurements),
+                    p.in_task_at_start,
+                )
                 for n, p in sorted(self.posted.items())
             ),
         )

@@ -101,8 +101,10 @@ class AuditReport:
             "commits": [_jsonable(dataclasses.asdict(c)) for c in self.history.commits],
             "slashes": [_jsonable(dataclasses.asdict(s)) for s in self.history.slashes],
             "challenges": [_challenge_dict(c) for c in self.history.challenges],
-            "sink": {"account": self.history.task.sink,
-                     "credited": {reason: str(amount) for reason, amount in sorted(self.history.to_sink.items())}},
+            "sink": {
+                "account": self.history.task.sink,
+                "credited": {reason: str(amount) for reason, amount in sorted(self.history.to_sink.items())},
+            },
             "rounds": [_round_dict(r) for r in self.history.rounds],
             "budget": budget_summary(self.history),
             "accounts": account_summary(self.history),
@@ -167,18 +169,22 @@ def fog_summary(history: TaskHistory) -> list[dict[str, Any]]:
     for fog in history.fog_nodes:
         commits = [c for c in history.commits if c.fog == fog]
         slashes = [s for s in history.slashes if s.fog == fog]
-        won = sorted({c.client_index for c in commits} | {s.client_index for s in slashes} | {
-            a.client_index for a in history.auctions if a.winner is not None and a.bids[a.winner].bidder == fog
-        })
-        rows.append({
-            "account": fog,
-            "bids": sum(1 for a in history.auctions for bid in a.bids if bid.bidder == fog),
-            "jobs": won,
-            "rounds_committed": len(commits),
-            "payments": str(sum(c.payment for c in commits)),
-            "slashes": len(slashes),
-            "forfeited": str(sum(s.forfeited for s in slashes)),
-        })
+        won = sorted(
+            {c.client_index for c in commits}
+            | {s.client_index for s in slashes}
+            | {a.client_index for a in history.auctions if a.winner is not None and a.bids[a.winner].bidder == fog}
+        )
+        rows.append(
+            {
+                "account": fog,
+                "bids": sum(1 for a in history.auctions for bid in a.bids if bid.bidder == fog),
+                "jobs": won,
+                "rounds_committed": len(commits),
+                "payments": str(sum(c.payment for c in commits)),
+                "slashes": len(slashes),
+                "forfeited": str(sum(s.forfeited for s in slashes)),
+            }
+        )
     return rows
 
 
@@ -214,8 +220,11 @@ def budget_summary(history: TaskHistory) -> dict[str, Any]:
     final bonuses if they were (wei as decimal strings)."""
     task = history.task
     return {
-        "scaled_rounds": [{"round": r.round, "demanded": str(r.demanded), "paid": str(r.paid)}
-                          for r in history.rounds if r.scaled_down],
+        "scaled_rounds": [
+            {"round": r.round, "demanded": str(r.demanded), "paid": str(r.paid)}
+            for r in history.rounds
+            if r.scaled_down
+        ],
         "bonuses_demanded": None if task.bonuses_demanded is None else str(task.bonuses_demanded),
         "bonuses_scaled_down": task.bonuses_scaled_down,
     }
@@ -224,28 +233,46 @@ def budget_summary(history: TaskHistory) -> dict[str, Any]:
 def _task_dict(history: TaskHistory) -> dict[str, Any]:
     task = history.task
     params = task.params._asdict() if task.params is not None else None
-    return _jsonable({
-        "publisher": task.publisher,
-        "aggregator": task.aggregator,
-        "status": task.status,
-        "budget": task.budget,
-        "started_at": task.started_at,
-        "finished_at": task.finished_at,
-        "abandoned_at": task.abandoned_at,
-        "last_round": task.last_round,
-        "target_reached": task.target_reached,
-        "bonuses": task.bonuses,
-        "refund": task.refund,
-        "bonder": task.bonder,
-        "bond": task.bond,
-        "bond_returned": task.bond_returned,
-        "posted_rounds": task.posted_rounds,
-        "final_rounds": task.final_rounds,
-        "sink": task.sink,
-        "params": params,
-    }, money=("budget", "bonuses", "refund", "target_accuracy", "psi", "phi", "min_loss_reputation",
-              "min_time_reputation", "min_quality", "reputation_cap", "client_deposit", "fog_deposit", "bond",
-              "bond_returned", "challenge_bond", "aggregator_bond"))
+    return _jsonable(
+        {
+            "publisher": task.publisher,
+            "aggregator": task.aggregator,
+            "status": task.status,
+            "budget": task.budget,
+            "started_at": task.started_at,
+            "finished_at": task.finished_at,
+            "abandoned_at": task.abandoned_at,
+            "last_round": task.last_round,
+            "target_reached": task.target_reached,
+            "bonuses": task.bonuses,
+            "refund": task.refund,
+            "bonder": task.bonder,
+            "bond": task.bond,
+            "bond_returned": task.bond_returned,
+            "posted_rounds": task.posted_rounds,
+            "final_rounds": task.final_rounds,
+            "sink": task.sink,
+            "params": params,
+        },
+        money=(
+            "budget",
+            "bonuses",
+            "refund",
+            "target_accuracy",
+            "psi",
+            "phi",
+            "min_loss_reputation",
+            "min_time_reputation",
+            "min_quality",
+            "reputation_cap",
+            "client_deposit",
+            "fog_deposit",
+            "bond",
+            "bond_returned",
+            "challenge_bond",
+            "aggregator_bond",
+        ),
+    )
 
 
 def _challenge_dict(challenge: Any) -> dict[str, Any]:
@@ -256,8 +283,20 @@ def _challenge_dict(challenge: Any) -> dict[str, Any]:
 
 def _client_dict(client: Any) -> dict[str, Any]:
     data = dataclasses.asdict(client)
-    return _jsonable(data, money=("deposit", "sum_quality", "sum_time_ratio", "loss_reputation", "time_reputation",
-                                  "total_reputation", "earned", "bonus", "deposit_returned"))
+    return _jsonable(
+        data,
+        money=(
+            "deposit",
+            "sum_quality",
+            "sum_time_ratio",
+            "loss_reputation",
+            "time_reputation",
+            "total_reputation",
+            "earned",
+            "bonus",
+            "deposit_returned",
+        ),
+    )
 
 
 def _round_dict(posted: Any) -> dict[str, Any]:

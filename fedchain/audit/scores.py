@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 def verify_scores(
     task_id: int,
     events: Iterable[ChainEvent],
@@ -77,8 +76,9 @@ def verify_scores(
     limit = round(tolerance * WAD)
     rounds: list[RoundScore] = []
     try:
-        reproduction = ScoreReproduction.of(history, store, data_root=data_root, device=device, strategy=strategy,
-                                            quality=quality)
+        reproduction = ScoreReproduction.of(
+            history, store, data_root=data_root, device=device, strategy=strategy, quality=quality
+        )
         for posted in history.posted:
             reproduced = reproduction.reproduce(history, commitments, posted.round)
             rounds.append(_compare(history, posted, reproduced, commitments, store, tally, limit))
@@ -108,8 +108,18 @@ class ScoreReproduction:
     (asking again for the last round returns it at once).
     """
 
-    def __init__(self, spec: TaskSpec, model_id: bytes, task_id: int, store: BlobStore, *,
-                 data_root: str | Path | None, device: str, strategy: str | None, quality: QualityChoice) -> None:
+    def __init__(
+        self,
+        spec: TaskSpec,
+        model_id: bytes,
+        task_id: int,
+        store: BlobStore,
+        *,
+        data_root: str | Path | None,
+        device: str,
+        strategy: str | None,
+        quality: QualityChoice,
+    ) -> None:
         from fedchain.aggregator.scoring import Evaluator, quality_source, task_strategy
         from fedchain.taskspec import load_validation
 
@@ -117,7 +127,9 @@ class ScoreReproduction:
         self.spec, self.task_id, self.store = spec, task_id, store
         self.strategy = task_strategy(name, None, spec)
         self.quality = quality_source(name, quality)
-        self.evaluator = Evaluator(spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device)
+        self.evaluator = Evaluator(
+            spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device
+        )
         self.param_spec = spec.param_spec()
         self._model_hash = model_id
         self._state: Any = None
@@ -125,8 +137,16 @@ class ScoreReproduction:
         log.info("reproducing task %d's rounds with %s (%s quality)", task_id, name, self.quality)
 
     @classmethod
-    def of(cls, history: TaskHistory, store: BlobStore, *, data_root: str | Path | None = None, device: str = "cpu",
-           strategy: str | None = None, quality: QualityChoice = "auto") -> ScoreReproduction:
+    def of(
+        cls,
+        history: TaskHistory,
+        store: BlobStore,
+        *,
+        data_root: str | Path | None = None,
+        device: str = "cpu",
+        strategy: str | None = None,
+        quality: QualityChoice = "auto",
+    ) -> ScoreReproduction:
         """A reproduction of ``history``'s task, its spec read from the store by the task's ``datasetId``."""
         from fedchain.taskspec import load_spec
 
@@ -134,10 +154,20 @@ class ScoreReproduction:
         if params is None:
             raise AuditError(f"task {history.task.task_id} has no parameters among the events")
         spec = load_spec(store, params.dataset_id)
-        return cls(spec, params.model_id, history.task.task_id, store, data_root=data_root, device=device,
-                   strategy=strategy, quality=quality)
+        return cls(
+            spec,
+            params.model_id,
+            history.task.task_id,
+            store,
+            data_root=data_root,
+            device=device,
+            strategy=strategy,
+            quality=quality,
+        )
 
-    def reproduce(self, history: TaskHistory, commitments: Mapping[int, RewardsCommitted], round_number: int) -> ReproducedRound:
+    def reproduce(
+        self, history: TaskHistory, commitments: Mapping[int, RewardsCommitted], round_number: int
+    ) -> ReproducedRound:
         """Round ``round_number`` reproduced (every round before it first, if not done yet)."""
         posted = {p.round: p for p in history.posted}
         while len(self._done) < round_number:
@@ -147,7 +177,9 @@ class ScoreReproduction:
             self._done.append(self._round(history, commitments, posted[n]))
         return self._done[round_number - 1]
 
-    def _round(self, history: TaskHistory, commitments: Mapping[int, RewardsCommitted], posted: PostedRecord) -> ReproducedRound:
+    def _round(
+        self, history: TaskHistory, commitments: Mapping[int, RewardsCommitted], posted: PostedRecord
+    ) -> ReproducedRound:
         from fedchain.aggregator.scoring import ClientInput, score_round
         from fedchain.taskspec import load_model
 
@@ -167,8 +199,17 @@ class ScoreReproduction:
             entry = ClientInput(update=None, data_size=size, round_time=round_time, active=entry_committed)
             reason = None
             if entry_committed and commit is not None:
-                entry, reason = _decoded_update(store, spec, self.param_spec, self.task_id, n, client.index,
-                                                client.account, commit.update_hash, entry)
+                entry, reason = _decoded_update(
+                    store,
+                    spec,
+                    self.param_spec,
+                    self.task_id,
+                    n,
+                    client.index,
+                    client.account,
+                    commit.update_hash,
+                    entry,
+                )
             rejections.append(reason)
             clients.append(entry)
         starts = None
@@ -177,16 +218,27 @@ class ScoreReproduction:
             for index, reward in stored_rewards(history, commitments, store, spec, n - 1).items():
                 starts[index] = reward.to(starts.dtype)
         outcome = score_round(
-            self.strategy, global_params, clients, self.evaluator, self._state, quality=self.quality,
-            screening=spec.screening, client_params=starts,
+            self.strategy,
+            global_params,
+            clients,
+            self.evaluator,
+            self._state,
+            quality=self.quality,
+            screening=spec.screening,
+            client_params=starts,
         )
         self._state, self._model_hash = outcome.state, posted.model_hash
         return ReproducedRound(n, outcome, tuple(rejections))
 
 
 def _compare(
-    history: TaskHistory, posted: PostedRecord, reproduced: ReproducedRound, commitments: Mapping[int, RewardsCommitted],
-    store: BlobStore, tally: Tally, limit: int,
+    history: TaskHistory,
+    posted: PostedRecord,
+    reproduced: ReproducedRound,
+    commitments: Mapping[int, RewardsCommitted],
+    store: BlobStore,
+    tally: Tally,
+    limit: int,
 ) -> RoundScore:
     """The ``scores.reproduced`` findings of one round, and its row of the report."""
     n, outcome = posted.round, reproduced.outcome
@@ -195,7 +247,8 @@ def _compare(
         for index, stored in stored_rewards(history, commitments, store, spec, n).items():
             gap = float((outcome.rewards[index] - stored.to(outcome.rewards.dtype)).abs().max())
             tally.require(
-                CheckName.SCORES, gap <= limit / WAD,
+                CheckName.SCORES,
+                gap <= limit / WAD,
                 f"round {n} client {index}: the stored reward differs from the reproduced one by up to {gap:.3g} "
                 f"(tolerance {limit / WAD:g})",
             )
@@ -210,23 +263,30 @@ def _compare(
         gaps.append(abs(mine.quality - theirs.quality))
         corrected = "" if theirs == posted.measurements[client.index] else " (as a verdict corrected it)"
         tally.require(
-            CheckName.SCORES, mine.accepted == theirs.accepted,
+            CheckName.SCORES,
+            mine.accepted == theirs.accepted,
             f"round {n} client {client.index}: {'accepted' if theirs.accepted else 'rejected'}{corrected}, "
             f"reproduced as {'accepted' if mine.accepted else 'rejected'}",
         )
         tally.require(
-            CheckName.SCORES, abs(mine.quality - theirs.quality) <= limit,
+            CheckName.SCORES,
+            abs(mine.quality - theirs.quality) <= limit,
             f"round {n} client {client.index}: quality {theirs.quality / WAD:.6f}{corrected}, "
             f"reproduced {mine.quality / WAD:.6f} (tolerance {limit / WAD:g})",
         )
     accuracy_gap = abs(outcome.accuracy_wad - posted.accuracy)
     tally.require(
-        CheckName.SCORES, accuracy_gap <= limit,
+        CheckName.SCORES,
+        accuracy_gap <= limit,
         f"round {n}: posted accuracy {posted.accuracy / WAD:.6f}, reproduced {outcome.accuracy_wad / WAD:.6f}",
     )
     largest = max([*gaps, accuracy_gap])
     return RoundScore(
-        n, tuple(m.quality for m in posted.measurements), tuple(reproduced_qualities), largest, largest <= limit,
+        n,
+        tuple(m.quality for m in posted.measurements),
+        tuple(reproduced_qualities),
+        largest,
+        largest <= limit,
         reproduced.rejections,
     )
 
@@ -242,7 +302,11 @@ def load_spec_of(history: TaskHistory, store: BlobStore) -> TaskSpec:
 
 
 def stored_rewards(
-    history: TaskHistory, commitments: Mapping[int, RewardsCommitted], store: BlobStore, spec: TaskSpec, round_number: int
+    history: TaskHistory,
+    commitments: Mapping[int, RewardsCommitted],
+    store: BlobStore,
+    spec: TaskSpec,
+    round_number: int,
 ) -> dict[int, torch.Tensor]:
     """Client index -> its stored reward of ``round_number`` (flat), as listed by the round's committed list."""
     from fedchain.errors import RewardMissing
@@ -256,8 +320,15 @@ def stored_rewards(
     accounts = {c.index: c.account for c in history.clients}
     return {
         index: flatten(
-            load_reward(store, spec, digest, task_id=task_id, round_number=round_number, client_index=index,
-                        client=accounts.get(index, "")),
+            load_reward(
+                store,
+                spec,
+                digest,
+                task_id=task_id,
+                round_number=round_number,
+                client_index=index,
+                client=accounts.get(index, ""),
+            ),
             spec.param_spec(),
         )[0]
         for index, digest in listed.rewards
@@ -265,18 +336,35 @@ def stored_rewards(
 
 
 def _decoded_update(
-    store: BlobStore, spec: TaskSpec, param_spec: ParamSpec, task_id: int, round_number: int, index: int,
-    account: str, update_hash: bytes, entry: ClientInput,
+    store: BlobStore,
+    spec: TaskSpec,
+    param_spec: ParamSpec,
+    task_id: int,
+    round_number: int,
+    index: int,
+    account: str,
+    update_hash: bytes,
+    entry: ClientInput,
 ) -> tuple[ClientInput, str | None]:
     """``entry`` with the update (flat) and local losses as the aggregator decodes them, or unchanged with
     the reason code the update is rejected for."""
     from fedchain.taskspec import load_update
 
     try:
-        decoded = load_update(store, spec, update_hash, task_id=task_id, round_number=round_number,
-                              client_index=index, client=account, data_size=entry.data_size)
+        decoded = load_update(
+            store,
+            spec,
+            update_hash,
+            task_id=task_id,
+            round_number=round_number,
+            client_index=index,
+            client=account,
+            data_size=entry.data_size,
+        )
     except UpdateRejected as err:
-        log.info("update %s of job %d round %d rejected (%s)", to_hex(update_hash), index, round_number, err.reason.value)
+        log.info(
+            "update %s of job %d round %d rejected (%s)", to_hex(update_hash), index, round_number, err.reason.value
+        )
         return entry, err.reason.value
     update = flatten(decoded.params, param_spec)[0]
     return dataclasses.replace(entry, update=update, local_losses=decoded.local_losses), None

@@ -48,7 +48,9 @@ def check_store(history: TaskHistory, store: BlobStore) -> Tally:
     for commit in history.commits:
         scored = accepted.get((commit.client_index, commit.round), False)
         what = f"update of client {commit.client_index} in round {commit.round}"
-        verify(CheckName.STORE_UPDATES, commit.update_hash, what if scored else what + " (not accepted)", required=scored)
+        verify(
+            CheckName.STORE_UPDATES, commit.update_hash, what if scored else what + " (not accepted)", required=scored
+        )
     for client in history.clients:
         if client.data_hash is not None:
             verify(CheckName.STORE_UPDATES, client.data_hash, f"job data of client {client.index}", required=False)

@@ -65,7 +65,13 @@ def check_task_views(replay: Replay, views: TaskViews) -> Tally:
     tally = Tally()
     history, pool = replay.history, replay.pool
     task = history.task
-    H, A, R, P, E = CheckName.HISTORY, CheckName.AUCTIONS, CheckName.REPUTATION, CheckName.PAYMENTS, CheckName.ESCROW_TASK
+    H, A, R, P, E = (
+        CheckName.HISTORY,
+        CheckName.AUCTIONS,
+        CheckName.REPUTATION,
+        CheckName.PAYMENTS,
+        CheckName.ESCROW_TASK,
+    )
 
     tally.expect(H, "task parameters", task.params, views.params)
     tally.expect(H, "task status", task.status, views.state.status.name.title())
@@ -105,6 +111,10 @@ def check_task_views(replay: Replay, views: TaskViews) -> Tally:
     tally.expect(E, "fog deposits and escrow held by the auction", pool.auction_held, views.auction_held)
     tally.expect(E, "bonds held by the disputes contract", pool.disputes_held, views.disputes_held)
     tally.expect(H, "posted and final rounds", (task.posted_rounds, task.final_rounds), tuple(views.rounds))
-    parts = views.state.budget_left + views.deposits_held + views.rewards_held + views.auction_held + views.disputes_held
-    tally.expect(E, "the pool's parts (budget left + client deposits + rewards + auction + bonds)", parts, views.treasury_held)
+    parts = (
+        views.state.budget_left + views.deposits_held + views.rewards_held + views.auction_held + views.disputes_held
+    )
+    tally.expect(
+        E, "the pool's parts (budget left + client deposits + rewards + auction + bonds)", parts, views.treasury_held
+    )
     return tally

@@ -40,9 +40,29 @@ Abi = Sequence[Mapping[str, Any]]
 
 #: Names a decoded field may not take: Python keywords and the attributes of the base classes.
 _RESERVED = frozenset(
-    {"args", "hint", "data", "values", "contract", "signature", "selector", "fields", "abi_types",
-     "with_traceback", "add_note", "block_number", "log_index", "transaction_hash", "address", "topic",
-     "position", "types", "abi", "from_log", "decode"}
+    {
+        "args",
+        "hint",
+        "data",
+        "values",
+        "contract",
+        "signature",
+        "selector",
+        "fields",
+        "abi_types",
+        "with_traceback",
+        "add_note",
+        "block_number",
+        "log_index",
+        "transaction_hash",
+        "address",
+        "topic",
+        "position",
+        "types",
+        "abi",
+        "from_log",
+        "decode",
+    }
 )
 
 
@@ -54,7 +74,7 @@ def canonical_type(param: Mapping[str, Any]) -> str:
     kind: str = param["type"]
     if kind.startswith("tuple"):
         inner = ",".join(canonical_type(c) for c in param.get("components", ()))
-        return f"({inner}){kind[len('tuple'):]}"
+        return f"({inner}){kind[len('tuple') :]}"
     return kind
 
 
@@ -127,7 +147,9 @@ def to_python(param: Mapping[str, Any], value: Any, types: Mapping[str, type] | 
     return value
 
 
-def decode_values(params: Sequence[Mapping[str, Any]], data: bytes, types: Mapping[str, type] | None = None) -> tuple[Any, ...]:
+def decode_values(
+    params: Sequence[Mapping[str, Any]], data: bytes, types: Mapping[str, type] | None = None
+) -> tuple[Any, ...]:
     """Decode ABI-encoded ``data`` for ``params`` into Python values (see :func:`to_python`)."""
     raw = abi_decode([canonical_type(p) for p in params], data)
     return tuple(to_python(p, v, types) for p, v in zip(params, raw, strict=True))
@@ -152,9 +174,15 @@ class Panic(ContractRevert):
 
     #: Panic codes from the Solidity documentation.
     CODES: ClassVar[Mapping[int, str]] = {
-        0x01: "assert failed", 0x11: "arithmetic overflow or underflow", 0x12: "division or modulo by zero",
-        0x21: "invalid enum value", 0x22: "bad storage byte array", 0x31: "pop on empty array",
-        0x32: "array index out of bounds", 0x41: "out of memory", 0x51: "call to an uninitialised function",
+        0x01: "assert failed",
+        0x11: "arithmetic overflow or underflow",
+        0x12: "division or modulo by zero",
+        0x21: "invalid enum value",
+        0x22: "bad storage byte array",
+        0x31: "pop on empty array",
+        0x32: "array index out of bounds",
+        0x41: "out of memory",
+        0x51: "call to an uninitialised function",
     }
 
     def __init__(self, code: int, *, data: bytes = b"") -> None:
@@ -211,7 +239,10 @@ class CustomError(ContractRevert):
         cls = type(self)
         if getattr(sys.modules.get(cls.__module__), cls.__qualname__, None) is cls:
             return (_rebuild_error, (cls, None, self.values, self.data))
-        return (_rebuild_error, (None, dict(cls.abi), self.values, self.data))  # built at run time: rebuild from the ABI
+        return (
+            _rebuild_error,
+            (None, dict(cls.abi), self.values, self.data),
+        )  # built at run time: rebuild from the ABI
 
 
 def _shown(value: Any) -> str:
@@ -221,11 +252,15 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
-def _rebuild_error(cls: type[CustomError] | None, abi: Mapping[str, Any] | None, values: tuple[Any, ...], data: bytes) -> CustomError:
+def _rebuild_error(
+    cls: type[CustomError] | None, abi: Mapping[str, Any] | None, values: tuple[Any, ...], data: bytes
+) -> CustomError:
     return (cls or error_class(abi or {}))(*values, data=data)
 
 
-def error_class(entry: Mapping[str, Any], *, doc: str = "", types: Mapping[str, type] | None = None) -> type[CustomError]:
+def error_class(
+    entry: Mapping[str, Any], *, doc: str = "", types: Mapping[str, type] | None = None
+) -> type[CustomError]:
     """Build the exception class for one custom error ABI entry (used for ABIs without generated bindings)."""
     namespace: dict[str, Any] = {
         "abi": dict(entry),
@@ -340,7 +375,9 @@ def python_type(param: Mapping[str, Any], types: Mapping[str, type] | None = Non
     return Any
 
 
-def event_class(entry: Mapping[str, Any], *, doc: str = "", types: Mapping[str, type] | None = None) -> type[ChainEvent]:
+def event_class(
+    entry: Mapping[str, Any], *, doc: str = "", types: Mapping[str, type] | None = None
+) -> type[ChainEvent]:
     """Build the frozen dataclass for one event ABI entry (used for ABIs without generated bindings)."""
     inputs = entry.get("inputs", ())
     cls = dataclasses.make_dataclass(

@@ -180,9 +180,12 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
             elif entry["type"] == "event" and not entry.get("anonymous"):
                 events.setdefault(signature(entry), entry)
     bound = [
-        a for a in ordered
-        if a.source.startswith(BOUND_SOURCES) and not a.source.startswith(UNBOUND_SOURCES)
-        and len(a.deployed_bytecode) > 2 and any(e["type"] == "function" for e in a.abi)
+        a
+        for a in ordered
+        if a.source.startswith(BOUND_SOURCES)
+        and not a.source.startswith(UNBOUND_SOURCES)
+        and len(a.deployed_bytecode) > 2
+        and any(e["type"] == "function" for e in a.abi)
     ]
     contract_names = {a.name: names.claim(a.name, "Contract") for a in bound}
     error_names = {sig: names.claim(e["name"], "Error") for sig, e in sorted(errors.items())}
@@ -232,7 +235,10 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         inputs = entry.get("inputs", ())
         notice = docs.notice("errors", sig)
         lines = [_escape(notice or f"The contracts' custom error ``{sig}``."), "", f"``{sig}``"]
-        params = [_param_line(n, docs.param("errors", sig, p.get("name", ""))) for n, p in zip(field_names(inputs), inputs, strict=True)]
+        params = [
+            _param_line(n, docs.param("errors", sig, p.get("name", "")))
+            for n, p in zip(field_names(inputs), inputs, strict=True)
+        ]
         if params:
             lines += ["", *params]
         out.append(f"\nclass {error_names[sig]}(CustomError):\n")
@@ -277,7 +283,9 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
     out.append(f"    events=[{', '.join(event_names[s] for s in sorted(events))}],\n")
     out.append(")\n\n")
     out.append("#: Contract classes by contract name.\n")
-    out.append(f"CONTRACTS: Mapping[str, type[Contract]] = {{{', '.join(f'{a.name!r}: {contract_names[a.name]}' for a in bound)}}}\n\n")
+    out.append(
+        f"CONTRACTS: Mapping[str, type[Contract]] = {{{', '.join(f'{a.name!r}: {contract_names[a.name]}' for a in bound)}}}\n\n"
+    )
     out.append(_render_bundle(bound, contract_names))
     return "".join(out)
 
@@ -299,7 +307,9 @@ def _render_contract(artifact: Artifact, class_name: str, named: Mapping[str, st
     taken: set[str] = set()
     for entry in functions:
         sig = signature(entry)
-        method = _method_name(entry["name"] + (f"_{len(entry.get('inputs', ()))}" if entry["name"] in overloaded else ""), taken)
+        method = _method_name(
+            entry["name"] + (f"_{len(entry.get('inputs', ()))}" if entry["name"] in overloaded else ""), taken
+        )
         inputs = entry.get("inputs", ())
         arg_names = field_names(inputs)
         args = [f"{n}: {_py_type(p, named, argument=True)}" for n, p in zip(arg_names, inputs, strict=True)]
@@ -314,9 +324,16 @@ def _render_contract(artifact: Artifact, class_name: str, named: Mapping[str, st
         if payable:
             args.append("*, value: int = 0")
         if view:
-            args.append("*, block: int | str = \"latest\"")
-        lines = [_escape(docs.notice("methods", sig) or f"``{sig}``"), "", f"``{sig}``" + (" (view: an eth_call)" if view else "")]
-        params = [_param_line(n, docs.param("methods", sig, p.get("name", ""))) for n, p in zip(arg_names, inputs, strict=True)]
+            args.append('*, block: int | str = "latest"')
+        lines = [
+            _escape(docs.notice("methods", sig) or f"``{sig}``"),
+            "",
+            f"``{sig}``" + (" (view: an eth_call)" if view else ""),
+        ]
+        params = [
+            _param_line(n, docs.param("methods", sig, p.get("name", "")))
+            for n, p in zip(arg_names, inputs, strict=True)
+        ]
         if payable:
             params.append("- ``value``: wei sent with the call")
         if view:
@@ -325,7 +342,11 @@ def _render_contract(artifact: Artifact, class_name: str, named: Mapping[str, st
             lines += ["", *params]
         out.append(f"\n    def {method}(self{''.join(', ' + a for a in args)}) -> {returns}:\n")
         out.append(_doc(lines, "        "))
-        call_args = "".join(f", {n}" for n in arg_names) + (", value=value" if payable else "") + (", block=block" if view else "")
+        call_args = (
+            "".join(f", {n}" for n in arg_names)
+            + (", value=value" if payable else "")
+            + (", block=block" if view else "")
+        )
         verb = "call" if view else "transact"
         result = f"self.{verb}({sig!r}{call_args})"
         if view and not outputs:
@@ -342,13 +363,17 @@ def _render_bundle(bound: Sequence[Artifact], contract_names: Mapping[str, str])
     for artifact in bound:
         out.append(f"    {snake_case(artifact.name)}: {contract_names[artifact.name]}\n")
     out.append("\n    @classmethod\n")
-    out.append('    def bind(cls, deployment: Deployment, transactor: Transactor) -> FedChainContracts:\n')
-    out.append('        """The deployment\'s contracts at their addresses (registering FedChain\'s errors and events)."""\n')
+    out.append("    def bind(cls, deployment: Deployment, transactor: Transactor) -> FedChainContracts:\n")
+    out.append(
+        '        """The deployment\'s contracts at their addresses (registering FedChain\'s errors and events)."""\n'
+    )
     out.append("        for error in REGISTRY.errors:\n            transactor.registry.register_error(error)\n")
     out.append("        for event in REGISTRY.events:\n            transactor.registry.register_event(event)\n")
     out.append("        return cls(\n")
     for artifact in bound:
-        out.append(f"            {snake_case(artifact.name)}={contract_names[artifact.name]}(transactor, deployment.address({artifact.name!r})),\n")
+        out.append(
+            f"            {snake_case(artifact.name)}={contract_names[artifact.name]}(transactor, deployment.address({artifact.name!r})),\n"
+        )
     out.append("        )\n")
     return "".join(out)
 
@@ -356,7 +381,9 @@ def _render_bundle(bound: Sequence[Artifact], contract_names: Mapping[str, str])
 def main(argv: Sequence[str] | None = None) -> int:
     """Regenerate the bindings (or, with --check, report whether they are stale)."""
     parser = argparse.ArgumentParser(prog="python -m fedchain.chain.codegen", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the committed bindings are stale; write nothing")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when the committed bindings are stale; write nothing"
+    )
     parser.add_argument("--out", type=Path, default=BINDINGS_PATH, help="where to write the module")
     args = parser.parse_args(argv)
     source = render(compile_contracts())

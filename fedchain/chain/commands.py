@@ -86,7 +86,9 @@ def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interact
                 hint="name each member with --arbiter ADDRESS (each runs `fedchain verifier run`), and --quorum M",
             )
         w3 = connect(request.rpc_url, chain_id=request.chain_id)
-        deployment = deploy_with(w3, account, rpc_url=request.rpc_url, recipe=recipe, confirmations=request.confirmations)
+        deployment = deploy_with(
+            w3, account, rpc_url=request.rpc_url, recipe=recipe, confirmations=request.confirmations
+        )
     else:
         settings = AnvilSettings(
             chain_id=request.chain_id or DEFAULT_CHAIN_ID,
@@ -111,34 +113,70 @@ def run_deploy(request: DeployRequest, *, recipe: Recipe | None = None, interact
 
 
 @click.command()
-@click.option("--rpc-url", help="JSON-RPC URL of the chain to deploy to. Default: a local Anvil started and stopped for this.")
-@click.option("--chain-id", type=int, help="The chain id the node must serve (refuses another); for the local chain, its id.")
+@click.option(
+    "--rpc-url", help="JSON-RPC URL of the chain to deploy to. Default: a local Anvil started and stopped for this."
+)
+@click.option(
+    "--chain-id", type=int, help="The chain id the node must serve (refuses another); for the local chain, its id."
+)
 @click.option(
     "--keystore",
     type=click.Path(dir_okay=False, path_type=Path),
     help=f"Encrypted JSON keystore of the deployer (password from {KEYSTORE_PASSWORD_ENV} or a prompt).",
 )
-@click.option("--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks to wait on top of each transaction.")
 @click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_DEPLOYMENT_FILE, show_default=True,
+    "--confirmations",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Blocks to wait on top of each transaction.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_DEPLOYMENT_FILE,
+    show_default=True,
     envvar="FEDCHAIN_DEPLOYMENT",
     help="Where to write the deployment file (or $FEDCHAIN_DEPLOYMENT, which the later commands read too; a file "
     "already there is renamed NAME.replaced-TIME.json, never lost).",
 )
 @click.option(
-    "--arbiter", "arbiters", multiple=True, metavar="ADDRESS",
+    "--arbiter",
+    "arbiters",
+    multiple=True,
+    metavar="ADDRESS",
     help="A member of the arbiter committee that judges challenges (repeat for each; at most 31). Fixed for good: "
     "no task party chooses or changes it. Required with --rpc-url.",
 )
-@click.option("--quorum", type=click.IntRange(min=1), help="Signatures a verdict needs: a majority of the members.  "
-              "[default: the smallest majority]")
-@click.option("--verdict-window", default=str(DEFAULT_VERDICT_WINDOW_S), show_default=True, metavar="SECONDS",
-              help="Seconds the committee has to judge a challenge before it expires neutral (1d, 3h, 90s also work).")
-@click.option("--sink", default=BURN_SINK, show_default=True, metavar="ADDRESS",
-              help="Where forfeits and slashes go that no wronged party is owed. The zero address burns them.")
+@click.option(
+    "--quorum",
+    type=click.IntRange(min=1),
+    help="Signatures a verdict needs: a majority of the members.  [default: the smallest majority]",
+)
+@click.option(
+    "--verdict-window",
+    default=str(DEFAULT_VERDICT_WINDOW_S),
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds the committee has to judge a challenge before it expires neutral (1d, 3h, 90s also work).",
+)
+@click.option(
+    "--sink",
+    default=BURN_SINK,
+    show_default=True,
+    metavar="ADDRESS",
+    help="Where forfeits and slashes go that no wronged party is owed. The zero address burns them.",
+)
 def deploy(
-    rpc_url: str | None, chain_id: int | None, keystore: Path | None, confirmations: int, out: Path,
-    arbiters: tuple[str, ...], quorum: int | None, verdict_window: str, sink: str,
+    rpc_url: str | None,
+    chain_id: int | None,
+    keystore: Path | None,
+    confirmations: int,
+    out: Path,
+    arbiters: tuple[str, ...],
+    quorum: int | None,
+    verdict_window: str,
+    sink: str,
 ) -> None:
     """Deploy the FedChain contracts and write the deployment file.
 
@@ -159,12 +197,19 @@ def deploy(
         committee = ArbiterSettings.of(arbiters, quorum=quorum, verdict_window=parse_seconds(verdict_window), sink=sink)
     else:
         # Without members the throw-away local chain gets its deployer as the committee and burns forfeits.
-        alone = [flag for flag, given in (("--quorum", quorum is not None),
-                                          ("--verdict-window", verdict_window != str(DEFAULT_VERDICT_WINDOW_S)),
-                                          ("--sink", sink != BURN_SINK)) if given]
+        alone = [
+            flag
+            for flag, given in (
+                ("--quorum", quorum is not None),
+                ("--verdict-window", verdict_window != str(DEFAULT_VERDICT_WINDOW_S)),
+                ("--sink", sink != BURN_SINK),
+            )
+            if given
+        ]
         if alone:
-            raise click.UsageError(f"{', '.join(alone)} set the arbiter committee: name its members too, "
-                                   "with --arbiter ADDRESS for each")
+            raise click.UsageError(
+                f"{', '.join(alone)} set the arbiter committee: name its members too, with --arbiter ADDRESS for each"
+            )
     request = DeployRequest(rpc_url, chain_id, keystore, confirmations, out, committee)
     deployment = run_deploy(request, interactive=True)
     click.echo(deployment.to_json(), nl=False)
@@ -210,13 +255,23 @@ def start(port: int, chain_id: int, block_time: float | None) -> None:
 
 #: The participants of a rehearsal, each played by one of Anvil's ten public test accounts (by index).
 ROLES: tuple[tuple[str, int], ...] = (
-    ("PUBLISHER", 0), ("AGGREGATOR", 1), ("ARBITER1", 2), ("ARBITER2", 3), ("ARBITER3", 4),
-    ("FOG1", 5), ("FOG2", 6), ("CLIENT1", 7), ("CLIENT2", 8), ("CLIENT3", 9),
+    ("PUBLISHER", 0),
+    ("AGGREGATOR", 1),
+    ("ARBITER1", 2),
+    ("ARBITER2", 3),
+    ("ARBITER3", 4),
+    ("FOG1", 5),
+    ("FOG2", 6),
+    ("CLIENT1", 7),
+    ("CLIENT2", 8),
+    ("CLIENT3", 9),
 )
 
 
 @chain.command()
-@click.option("--rpc-url", default="http://127.0.0.1:8545", show_default=True, help="The local chain's URL (exported as RPC).")
+@click.option(
+    "--rpc-url", default="http://127.0.0.1:8545", show_default=True, help="The local chain's URL (exported as RPC)."
+)
 def roles(rpc_url: str) -> None:
     """Print shell exports that cast Anvil's public test accounts as a task's participants, for a rehearsal.
 

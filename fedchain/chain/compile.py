@@ -81,7 +81,10 @@ def standard_input(contracts_dir: Path = CONTRACTS_DIR) -> dict[str, Any]:
             "viaIR": True,
             "remappings": list(REMAPPINGS),
             "outputSelection": {
-                "*": {"": ["ast"], "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object", "userdoc", "devdoc"]}
+                "*": {
+                    "": ["ast"],
+                    "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object", "userdoc", "devdoc"],
+                }
             },
         },
     }
@@ -99,9 +102,13 @@ def _solc_binary() -> Path:
     except Exception:  # py-solc-x missing or its folder unreadable: fall back to the bridge
         log.debug("no native solc %s from py-solc-x", SOLC_VERSION, exc_info=True)
     if shutil.which("node") is None:
-        raise CompileError("neither a native solc nor node is available", hint="install Node.js 20+ and run `make setup`")
+        raise CompileError(
+            "neither a native solc nor node is available", hint="install Node.js 20+ and run `make setup`"
+        )
     if not (PROJECT_ROOT / "node_modules" / "solc").is_dir():
-        raise CompileError("the npm solc compiler is not installed", hint="run `make setup` (npm ci) in the project root")
+        raise CompileError(
+            "the npm solc compiler is not installed", hint="run `make setup` (npm ci) in the project root"
+        )
     return BRIDGE
 
 

@@ -51,7 +51,9 @@ class Contract:
         return f"{type(self).__name__}({self.address})"
 
     @classmethod
-    def deploy(cls: type[C], transactor: Transactor, bytecode: str, *args: Any, value: int = 0, abi: Abi | None = None) -> C:
+    def deploy(
+        cls: type[C], transactor: Transactor, bytecode: str, *args: Any, value: int = 0, abi: Abi | None = None
+    ) -> C:
         """Create the contract from ``bytecode`` with constructor ``args`` and return it bound to its address."""
         entries = abi if abi is not None else cls.ABI
         constructor: Mapping[str, Any] = next((e for e in entries if e.get("type") == "constructor"), {"inputs": []})

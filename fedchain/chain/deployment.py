@@ -119,7 +119,13 @@ class Deployment:
             raise bad(f"it holds a {type(data).__name__}, not a JSON object")
         if data.get("format") != FORMAT:
             raise bad(f"format is {data.get('format')!r}, expected {FORMAT!r}")
-        for key, kind in (("chain_id", int), ("deployer", str), ("block_number", int), ("compiler", str), ("contracts", list)):
+        for key, kind in (
+            ("chain_id", int),
+            ("deployer", str),
+            ("block_number", int),
+            ("compiler", str),
+            ("contracts", list),
+        ):
             if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
                 raise bad(f"{key} must be a {kind.__name__}, got {data.get(key)!r}")
         if data.get("rpc_url") is not None and not isinstance(data["rpc_url"], str):
@@ -128,7 +134,9 @@ class Deployment:
             raise bad(f"deployer {data['deployer']!r} is not a checksum address")
         contracts = []
         for index, entry in enumerate(data["contracts"]):
-            if not isinstance(entry, Mapping) or not all(isinstance(entry.get(k), str) for k in ("name", "address", "code_hash")):
+            if not isinstance(entry, Mapping) or not all(
+                isinstance(entry.get(k), str) for k in ("name", "address", "code_hash")
+            ):
                 raise bad(f"contracts[{index}] needs string fields name, address and code_hash")
             if not is_checksum_address(entry["address"]):
                 raise bad(f"contracts[{index}].address {entry['address']!r} is not a checksum address")
@@ -331,7 +339,9 @@ def _rehearsal_cost(rpc_url: str | None, deployer: str, recipe: Recipe, registry
     return rehearse(rpc_url, deployer, recipe, registry=registry)
 
 
-def _run_recipe(recipe: Recipe, w3: Web3, deployer: str, confirmations: int, registry: AbiRegistry) -> Mapping[str, str]:
+def _run_recipe(
+    recipe: Recipe, w3: Web3, deployer: str, confirmations: int, registry: AbiRegistry
+) -> Mapping[str, str]:
     """Run the recipe; node errors become FedChain errors (a revert: its custom error)."""
     try:
         return recipe(w3, deployer, confirmations=confirmations)
@@ -356,4 +366,3 @@ def _signing_web3(w3: Web3, account: LocalAccount) -> Web3:
     signer.middleware_onion.inject(SignAndSendRawMiddlewareBuilder.build(account), layer=0)
     signer.eth.default_account = account.address
     return signer
-

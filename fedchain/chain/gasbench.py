@@ -161,7 +161,9 @@ class _Bench:
         self.w3 = w3
         self.arbiters = list(arbiters)
         self.accounts = [Web3.to_checksum_address(a) for a in w3.eth.accounts]
-        self.c = {name: w3.eth.contract(address=address, abi=list(artifacts[name].abi)) for name, address in addresses.items()}
+        self.c = {
+            name: w3.eth.contract(address=address, abi=list(artifacts[name].abi)) for name, address in addresses.items()
+        }
 
     def batch(self, calls: Sequence[tuple[Any, str, int]]) -> list[Mapping[str, Any]]:
         """Send (function call, sender, value) transactions back to back, then wait for all receipts."""
@@ -205,19 +207,29 @@ class _Bench:
         hashes = [keccak(text=f"u{i}") for i in jobs]
         gas: dict[str, int] = {}
         if batched:
-            gas[COMMIT_BIDS] = self.gas([(auction.functions.commitBids(task, jobs, [sealed] * clients), fog, FOG_DEPOSIT * clients)])
+            gas[COMMIT_BIDS] = self.gas(
+                [(auction.functions.commitBids(task, jobs, [sealed] * clients), fog, FOG_DEPOSIT * clients)]
+            )
         else:
-            gas[COMMIT_BIDS] = self.gas([(auction.functions.commitBid(task, i, sealed), fog, FOG_DEPOSIT) for i in jobs])
+            gas[COMMIT_BIDS] = self.gas(
+                [(auction.functions.commitBid(task, i, sealed), fog, FOG_DEPOSIT) for i in jobs]
+            )
         rival = self.accounts[-2]
-        rival_sealed = keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, PRICE, bid_salt, rival]))
+        rival_sealed = keccak(
+            abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, PRICE, bid_salt, rival])
+        )
         if standby:
             self.batch([(auction.functions.commitBid(task, 0, rival_sealed), rival, FOG_DEPOSIT)])
         self.advance(BIDDING_S + 1)
         if batched:
-            reveal = auction.functions.revealBids(task, jobs, [frequency] * clients, [PRICE] * clients, [bid_salt] * clients)
+            reveal = auction.functions.revealBids(
+                task, jobs, [frequency] * clients, [PRICE] * clients, [bid_salt] * clients
+            )
             gas[REVEAL_BIDS] = self.gas([(reveal, fog, 0)])
         else:
-            gas[REVEAL_BIDS] = self.gas([(auction.functions.revealBid(task, i, frequency, PRICE, bid_salt), fog, 0) for i in jobs])
+            gas[REVEAL_BIDS] = self.gas(
+                [(auction.functions.revealBid(task, i, frequency, PRICE, bid_salt), fog, 0) for i in jobs]
+            )
         if standby:  # the same bid, later: ties go to the earliest, so the rival waits on standby
             self.batch([(auction.functions.revealBid(task, 0, frequency, PRICE, bid_salt), rival, 0)])
         self.advance(REVEAL_S + 1)
@@ -226,7 +238,9 @@ class _Bench:
         if batched:
             gas[COMMIT_UPDATES] = self.gas([(auction.functions.commitUpdates(task, 1, jobs, hashes), fog, 0)])
         else:
-            gas[COMMIT_UPDATES] = self.gas([(auction.functions.commitUpdate(task, i, 1, hashes[i]), fog, 0) for i in jobs])
+            gas[COMMIT_UPDATES] = self.gas(
+                [(auction.functions.commitUpdate(task, i, 1, hashes[i]), fog, 0) for i in jobs]
+            )
         start = TaskState(*registry.functions.state(task).call()).round_started_at
         commits = auction.functions.commitTimes(task, 1, clients).call()
         self.measurements = [(WAD * (80 + i % 40) // 100, t - start, True, True) for i, t in enumerate(commits)]
@@ -237,7 +251,9 @@ class _Bench:
     def finalize(self, task: int) -> int:
         """Let round 1's challenge window pass and finalise it; its gas."""
         self.advance(CHALLENGE_WINDOW_S + 1)
-        return self.gas([(self.c["RoundLedger"].functions.finalizeRound(task, 1, self.measurements), self.accounts[-1], 0)])
+        return self.gas(
+            [(self.c["RoundLedger"].functions.finalizeRound(task, 1, self.measurements), self.accounts[-1], 0)]
+        )
 
     def round_gas(self, clients: int) -> GasRow:
         """Set up a task with ``clients`` staffed clients, commit round 1; the gas of posting and of finalising it."""
@@ -263,10 +279,12 @@ class _Bench:
         fog, stranger = self.accounts[2], self.accounts[-1]
         proposed = (WAD, self.measurements[1][1], True, True)
         opened = self.gas([(disputes.openEntryChallenge(task, 1, 1, proposed), stranger, CHALLENGE_BOND)])
-        self.batch([
-            (disputes.openFogChallenge(task, 1, 0, fog), members[0], CHALLENGE_BOND),
-            (disputes.openEntryChallenge(task, 1, 2, proposed), stranger, CHALLENGE_BOND),
-        ])
+        self.batch(
+            [
+                (disputes.openFogChallenge(task, 1, 0, fog), members[0], CHALLENGE_BOND),
+                (disputes.openEntryChallenge(task, 1, 2, proposed), stranger, CHALLENGE_BOND),
+            ]
+        )
         first = disputes.challengeCount().call() - 2
         entry = self.gas([(disputes.resolve(first, True, self.signatures(first, True)), stranger, 0)])
         fog_verdict = self.gas([(disputes.resolve(first + 1, True, self.signatures(first + 1, True)), stranger, 0)])
@@ -323,11 +341,21 @@ def measure(
 @click.command(name="gas")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.option(
-    "--clients", "sizes", multiple=True, type=click.IntRange(1, 500), default=DEFAULT_SIZES, show_default=True,
+    "--clients",
+    "sizes",
+    multiple=True,
+    type=click.IntRange(1, 500),
+    default=DEFAULT_SIZES,
+    show_default=True,
     help="Client counts to measure (repeat the option).",
 )
 @click.option(
-    "--batch-jobs", "batch_jobs", multiple=True, type=click.IntRange(0, 200), default=DEFAULT_BATCH_JOBS, show_default=True,
+    "--batch-jobs",
+    "batch_jobs",
+    multiple=True,
+    type=click.IntRange(0, 200),
+    default=DEFAULT_BATCH_JOBS,
+    show_default=True,
     help="Job counts of the batch calls to measure against single calls (repeat the option; 0 measures none).",
 )
 def gas(as_json: bool, sizes: tuple[int, ...], batch_jobs: tuple[int, ...]) -> None:
@@ -335,23 +363,31 @@ def gas(as_json: bool, sizes: tuple[int, ...], batch_jobs: tuple[int, ...]) -> N
     FogAuction's batch calls save."""
     rows, batches, disputes = measure(sizes, [n for n in batch_jobs if n > 0])
     if as_json:
-        click.echo(machine_json({
-            "target_gas_per_client_round": TARGET_GAS_PER_CLIENT_ROUND,
-            "rows": [asdict(r) for r in rows],
-            "disputes": asdict(disputes),
-            "batches": [asdict(b) for b in batches],
-        }))
+        click.echo(
+            machine_json(
+                {
+                    "target_gas_per_client_round": TARGET_GAS_PER_CLIENT_ROUND,
+                    "rows": [asdict(r) for r in rows],
+                    "disputes": asdict(disputes),
+                    "batches": [asdict(b) for b in batches],
+                }
+            )
+        )
         return
     click.echo(f"{'clients':>8} {'post':>12} {'per client':>11} {'finalisation':>13} {'per client':>11}")
     for row in rows:
-        click.echo(f"{row.clients:>8} {row.gas:>12,} {row.gas_per_client_round:>11,} {row.finalize_gas:>13,} "
-                   f"{row.finalize_gas_per_client_round:>11,}")
+        click.echo(
+            f"{row.clients:>8} {row.gas:>12,} {row.gas_per_client_round:>11,} {row.finalize_gas:>13,} "
+            f"{row.finalize_gas_per_client_round:>11,}"
+        )
     click.echo(f"target: at most {TARGET_GAS_PER_CLIENT_ROUND:,} gas per client-round of the post at 100 clients")
     click.echo()
     click.echo(f"disputes on a task of {disputes.clients} clients (gas):")
     for label, value in (
-        ("open a challenge", disputes.open_challenge), ("verdict upholding an entry challenge", disputes.verdict_entry_upheld),
-        ("verdict upholding a fog challenge", disputes.verdict_fog_upheld), ("expire a challenge", disputes.expire),
+        ("open a challenge", disputes.open_challenge),
+        ("verdict upholding an entry challenge", disputes.verdict_entry_upheld),
+        ("verdict upholding a fog challenge", disputes.verdict_fog_upheld),
+        ("expire a challenge", disputes.expire),
         ("finalise a challenged round", disputes.finalize_challenged_round),
     ):
         click.echo(f"  {label:<38} {value:>10,}")

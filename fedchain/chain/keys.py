@@ -54,7 +54,9 @@ def account_from_hex(value: str, *, source: str = PRIVATE_KEY_ENV) -> LocalAccou
 def account_from_keystore(path: Path, password: str) -> LocalAccount:
     """Decrypt the keystore file at ``path``."""
     if not path.is_file():
-        raise SigningKeyError(f"keystore file {path} does not exist", hint="pass the path of an encrypted JSON keystore")
+        raise SigningKeyError(
+            f"keystore file {path} does not exist", hint="pass the path of an encrypted JSON keystore"
+        )
     try:
         keyfile = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:

@@ -40,7 +40,13 @@ log = logging.getLogger(__name__)
 
 #: Contract names in deployment order (the order of the nonces their addresses are computed from).
 DEPLOYMENT_ORDER: tuple[str, ...] = (
-    "Treasury", "TaskRegistry", "RoundLedger", "FogAuction", "DataHandoff", "ArbiterCommittee", "Disputes",
+    "Treasury",
+    "TaskRegistry",
+    "RoundLedger",
+    "FogAuction",
+    "DataHandoff",
+    "ArbiterCommittee",
+    "Disputes",
 )
 
 #: Constructor arguments of each contract: the names of the contracts they point at, or (in lower case) a field
@@ -84,8 +90,10 @@ class ArbiterSettings:
 
         n = len(self.members)
         if not 1 <= n <= MAX_ARBITERS:
-            raise ConfigError(f"the committee needs 1 to {MAX_ARBITERS} members, got {n}",
-                              hint="name each member with --arbiter ADDRESS")
+            raise ConfigError(
+                f"the committee needs 1 to {MAX_ARBITERS} members, got {n}",
+                hint="name each member with --arbiter ADDRESS",
+            )
         bad = [m for m in (*self.members, self.sink) if not is_address(m)]
         if bad:
             raise ConfigError(f"not an address: {bad[0]!r}", hint="give 0x-prefixed 20-byte addresses")
@@ -105,8 +113,14 @@ class ArbiterSettings:
         return self.quorum if self.quorum is not None else len(self.members) // 2 + 1
 
     @classmethod
-    def of(cls, members: Sequence[str], *, quorum: int | None = None, verdict_window: int = DEFAULT_VERDICT_WINDOW_S,
-           sink: str = BURN_SINK) -> ArbiterSettings:
+    def of(
+        cls,
+        members: Sequence[str],
+        *,
+        quorum: int | None = None,
+        verdict_window: int = DEFAULT_VERDICT_WINDOW_S,
+        sink: str = BURN_SINK,
+    ) -> ArbiterSettings:
         """Settings with checksummed addresses (a malformed one is left as given, for the check to name it)."""
         from eth_utils import is_address
 
@@ -122,6 +136,7 @@ class ArbiterSettings:
         if name == "quorum":
             return self.effective_quorum
         return getattr(self, name)
+
 
 #: Seconds to wait for a receipt, then for the confirmations.
 RECEIPT_TIMEOUT_S = 120.0
@@ -158,7 +173,9 @@ def deploy_fedchain(
     artifacts = artifacts if artifacts is not None else compile_contracts()
     missing = [name for name in DEPLOYMENT_ORDER if name not in artifacts]
     if missing:
-        raise DeploymentError(f"the compiled artifacts lack {', '.join(missing)}", hint="check contracts/ and recompile")
+        raise DeploymentError(
+            f"the compiled artifacts lack {', '.join(missing)}", hint="check contracts/ and recompile"
+        )
     first_nonce = int(w3.eth.get_transaction_count(deployer, "pending"))
     planned = planned_addresses(deployer, first_nonce)
     # Every creation is sent before any is awaited: their addresses are known from the nonces, and the

@@ -60,9 +60,7 @@ class RetrySettings:
         if self.total_s < 0:
             raise ValueError(f"total_s must be >= 0, got {self.total_s}")
         if not 0 < self.first_delay_s <= self.max_delay_s:
-            raise ValueError(
-                f"need 0 < first_delay_s <= max_delay_s, got {self.first_delay_s} and {self.max_delay_s}"
-            )
+            raise ValueError(f"need 0 < first_delay_s <= max_delay_s, got {self.first_delay_s} and {self.max_delay_s}")
 
     def delay_s(self, retry: int, rng: random.Random) -> float:
         """The pause before retry number ``retry`` (1, 2, ...): doubling, capped, "equal jitter".
@@ -130,7 +128,11 @@ class RetryingHTTPProvider(HTTPProvider):
             log.log(
                 logging.WARNING if attempt >= WARN_FROM_ATTEMPT else logging.DEBUG,
                 "%s to %s failed (%s); retry %d in %.2f s",
-                method, self.endpoint_label, failure, attempt, delay,
+                method,
+                self.endpoint_label,
+                failure,
+                attempt,
+                delay,
             )
             time.sleep(delay)
 

@@ -303,7 +303,9 @@ class Transactor:
         while True:
             fees = self._market_fees(latest)
             needed = gas * fees.max_fee_per_gas + value
-            self.require_balance(needed, what=f"a transaction of {gas} gas at the maximum fee plus {value} wei of value")
+            self.require_balance(
+                needed, what=f"a transaction of {gas} gas at the maximum fee plus {value} wei of value"
+            )
             with self._lock:
                 pending = self._send_new(to, data, value, gas, fees, int(latest["number"]), needed)
             if pending is not None:
@@ -383,7 +385,11 @@ class Transactor:
             self._sent[pending.nonce] = newer.hash
         log.info(
             "nonce %d unmined for %d blocks: replaced %s by %s at %d wei per gas",
-            pending.nonce, head - pending.sent_at_block, pending.hash, newer.hash, fees.max_fee_per_gas,
+            pending.nonce,
+            head - pending.sent_at_block,
+            pending.hash,
+            newer.hash,
+            fees.max_fee_per_gas,
         )
         return newer
 
@@ -412,8 +418,14 @@ class Transactor:
             if self._next_nonce is None:
                 self._next_nonce = self._node_nonce()
             pending = PendingTx(
-                hash="", nonce=self._next_nonce, to=None if to is None else to_checksum_address(to),
-                data=data, value=value, gas=gas, fees=fees, sent_at_block=head,
+                hash="",
+                nonce=self._next_nonce,
+                to=None if to is None else to_checksum_address(to),
+                data=data,
+                value=value,
+                gas=gas,
+                fees=fees,
+                sent_at_block=head,
             )
             signed = self._sign(pending)
             pending = replace(pending, hash="0x" + bytes(signed.hash).hex())
@@ -453,8 +465,11 @@ class Transactor:
         for nonce in range(node, self._next_nonce):
             sent = self._sent.get(nonce)
             if sent is None or self._unknown(sent):
-                log.warning("transactions from nonce %d of %s vanished (reorganised away or dropped); "
-                            "sending from there again", nonce, self.address)
+                log.warning(
+                    "transactions from nonce %d of %s vanished (reorganised away or dropped); sending from there again",
+                    nonce,
+                    self.address,
+                )
                 self._next_nonce = node
                 self._sent = {n: h for n, h in self._sent.items() if n < node}
                 return
@@ -467,8 +482,13 @@ class Transactor:
 
     def _sign(self, pending: PendingTx) -> Any:
         tx: dict[str, Any] = {
-            "chainId": self.chain_id, "nonce": pending.nonce, "from": self.address,
-            "data": pending.data, "value": pending.value, "gas": pending.gas, **pending.fees.fields(),
+            "chainId": self.chain_id,
+            "nonce": pending.nonce,
+            "from": self.address,
+            "data": pending.data,
+            "value": pending.value,
+            "gas": pending.gas,
+            **pending.fees.fields(),
         }
         if pending.to is not None:
             tx["to"] = pending.to
@@ -529,7 +549,8 @@ class Transactor:
             return FeeCapExceeded(
                 f"the chain's base fee is {base} wei per gas but max_fee_per_gas_cap_wei caps account "
                 f"{self.address} at {cap} wei; it did not fall under the cap {waited}",
-                base_fee_wei=base, cap_wei=cap,
+                base_fee_wei=base,
+                cap_wei=cap,
             )
         return ChainError(
             f"the chain's base fee ({base} wei per gas) stayed above the price of {fees.max_fee_per_gas} wei {waited}",
@@ -590,7 +611,10 @@ class Transactor:
         if data:
             return self.registry.decode_revert(data)
         request: dict[str, Any] = {
-            "from": self.address, "data": pending.data, "value": pending.value, "gas": pending.gas,
+            "from": self.address,
+            "data": pending.data,
+            "value": pending.value,
+            "gas": pending.gas,
         }
         if pending.to is not None:
             request["to"] = pending.to

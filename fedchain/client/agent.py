@@ -103,8 +103,14 @@ class ClientAgent:
         self.task_id = config.task_id
         self.log = AgentLogger(_log, agent=config.name, task=config.task_id)
         self.agent = session_agent(
-            session, name=config.name, state_path=config.state_path, confirmations=config.confirmations,
-            poll_interval_s=config.poll_interval_s, handle=self._handle, idle=self._act, on_reorg=self._on_reorg,
+            session,
+            name=config.name,
+            state_path=config.state_path,
+            confirmations=config.confirmations,
+            poll_interval_s=config.poll_interval_s,
+            handle=self._handle,
+            idle=self._act,
+            on_reorg=self._on_reorg,
         )
         self._spec: TaskSpec | None = None
         self._dataset: ImageDataset | None = None
@@ -161,7 +167,9 @@ class ClientAgent:
     def _record_commitments(self, blocks: BlockRange, state: AgentState) -> None:
         """Keep the task's ``RewardsCommitted`` of ``blocks``: only the new blocks' logs are read."""
         book = self._commitments(state)
-        query = LogQuery(addresses=(self.contracts.round_ledger.address,), from_block=blocks.first, to_block=blocks.last)
+        query = LogQuery(
+            addresses=(self.contracts.round_ledger.address,), from_block=blocks.first, to_block=blocks.last
+        )
         for event in iter_events(self.session.w3, self.session.transactor.registry, query):
             if isinstance(event, b.RewardsCommitted):
                 book.record(event)
@@ -220,15 +228,21 @@ class ClientAgent:
                 self.log.warning("round posted and its window closed before it was reviewed", round=round_number)
                 continue
             if self._watcher is None:
-                self._watcher = EntryWatcher(self.session, self.task_id, data_root=self.config.data_root,
-                                             device=self.config.device, reexecute=self.config.watch == "reexecute")
+                self._watcher = EntryWatcher(
+                    self.session,
+                    self.task_id,
+                    data_root=self.config.data_root,
+                    device=self.config.device,
+                    reexecute=self.config.watch == "reexecute",
+                )
             grievance = self._watcher.review(round_number, index, own_job=True)
             if grievance is None:
                 reviewed[str(round_number)] = None
                 self.log.info("own entry reviewed: as it should be", round=round_number)
                 continue
-            self.log.warning("own entry wrong: challenging", round=round_number, against=grievance.kind,
-                             reason=grievance.reason)
+            self.log.warning(
+                "own entry wrong: challenging", round=round_number, against=grievance.kind, reason=grievance.reason
+            )
             try:
                 if grievance.kind == "entry":
                     assert grievance.proposed is not None
@@ -241,8 +255,13 @@ class ClientAgent:
                 self.log.error("challenge refused", round=round_number, error=type(err).__name__, hint=err.hint)
                 continue
             reviewed[str(round_number)] = str(opened.challenge_id)
-            self.log.info("challenge opened", round=round_number, challenge=opened.challenge_id,
-                          kind=grievance.kind, tx=opened.receipt.transaction_hash)
+            self.log.info(
+                "challenge opened",
+                round=round_number,
+                challenge=opened.challenge_id,
+                kind=grievance.kind,
+                tx=opened.receipt.transaction_hash,
+            )
 
     @property
     def reward_path(self) -> Path:
@@ -292,16 +311,20 @@ class ClientAgent:
             # with a fixed gas limit (its estimate would fail before the join is mined).
             transactor, auction = self.session.transactor, self.contracts.fog_auction
             joining = transactor.submit(
-                ledger.address, ledger.encode("join(uint256,bytes32)", self.task_id, data_commitment(size, self._salt())),
+                ledger.address,
+                ledger.encode("join(uint256,bytes32)", self.task_id, data_commitment(size, self._salt())),
                 value=params.client_deposit,
             )
             opening = transactor.submit(
-                auction.address, auction.encode("openAuction(uint256,uint64,bytes32)", self.task_id, size, self._salt()),
+                auction.address,
+                auction.encode("openAuction(uint256,uint64,bytes32)", self.task_id, size, self._salt()),
                 gas=OPEN_AUCTION_GAS,
             )
             receipt = transactor.wait(joining)
             index = int(receipt.events_of(b.ClientJoined)[0].client_index)
-            self.log.info("joined", job=index, data_size=size, deposit=params.client_deposit, tx=receipt.transaction_hash)
+            self.log.info(
+                "joined", job=index, data_size=size, deposit=params.client_deposit, tx=receipt.transaction_hash
+            )
             try:
                 opened = transactor.wait(opening)
                 self.log.info("auction opened", job=index, data_size=size, tx=opened.transaction_hash)
@@ -321,16 +344,26 @@ class ClientAgent:
         escrow = award.price * params.rounds
         try:
             receipt = transact_when_due(
-                auction, "closeAuction(uint256,uint256)", self.task_id, index, value=escrow,
-                gas=CLOSE_AUCTION_GAS, too_early=(b.AuctionRevealNotOver,),
+                auction,
+                "closeAuction(uint256,uint256)",
+                self.task_id,
+                index,
+                value=escrow,
+                gas=CLOSE_AUCTION_GAS,
+                too_early=(b.AuctionRevealNotOver,),
             )
         except b.AuctionRevealNotOver:
             return  # the chain's clock is not there yet; next poll
         closed = receipt.events_of(b.AuctionClosed)[0]
         state.data.update(winner=award.winner, price=closed.price, escrow=closed.escrow)
         self.log.info(
-            "auction closed", job=index, bids=len(utilities), winner=award.winner, price=closed.price,
-            escrow=closed.escrow, tx=receipt.transaction_hash,
+            "auction closed",
+            job=index,
+            bids=len(utilities),
+            winner=award.winner,
+            price=closed.price,
+            escrow=closed.escrow,
+            tx=receipt.transaction_hash,
         )
 
     def _hand_off(self, state: AgentState, index: int) -> None:
@@ -341,9 +374,17 @@ class ClientAgent:
         committed = bytes(handoff.data_hash(self.task_id, index))
         if committed == bytes(32):
             receipt = handoff.commit_data(self.task_id, index, digest)
-            self.log.info("data handed off", job=index, data=to_hex(digest), samples=len(self.dataset), tx=receipt.transaction_hash)
+            self.log.info(
+                "data handed off",
+                job=index,
+                data=to_hex(digest),
+                samples=len(self.dataset),
+                tx=receipt.transaction_hash,
+            )
         elif committed != digest:
-            self.log.error("the data committed before differs from the data now", job=index, committed=to_hex(committed))
+            self.log.error(
+                "the data committed before differs from the data now", job=index, committed=to_hex(committed)
+            )
         state.data["data_hash"] = to_hex(committed if committed != bytes(32) else digest)
 
     def _settle(self, state: AgentState, index: int) -> None:

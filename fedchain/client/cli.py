@@ -16,7 +16,9 @@ from fedchain.config import load_yaml
 PARTITION_FLAGS = {"partitions": "n_clients", "partition": "kind", "partition_seed": "seed", "dirichlet_alpha": "alpha"}
 
 
-def merge_flags(base: Mapping[str, Any], flags: Mapping[str, Any], nested: str, nested_flags: Mapping[str, str]) -> dict[str, Any]:
+def merge_flags(
+    base: Mapping[str, Any], flags: Mapping[str, Any], nested: str, nested_flags: Mapping[str, str]
+) -> dict[str, Any]:
     """The YAML mapping ``base`` updated by the flags given (neither None nor empty); the flags named in
     ``nested_flags`` (flag -> field) update the nested mapping ``base[nested]`` instead."""
     data = dict(base)
@@ -45,9 +47,19 @@ def client() -> None:
 
 @client.command()
 @click.option("--task", "task_id", type=click.IntRange(min=1), help="The task to join.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="YAML file of ClientConfig fields (flags win).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML file of ClientConfig fields (flags win).",
+)
 @click.option("--name", help="The agent's name in logs and state.  [default: client]")
-@click.option("--state", "state_path", type=click.Path(dir_okay=False, path_type=Path), help="State file.  [default: .fedchain/client.json]")
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="State file.  [default: .fedchain/client.json]",
+)
 @click.option("--partition-index", type=int, help="Which part of the dataset's split this client holds (0-based).")
 @click.option("--partitions", type=int, help="Number of parts the dataset is split into.")
 @click.option("--partition", type=click.Choice(["iid", "pow", "cla", "dir"]), help="How it is split.  [default: iid]")
@@ -57,15 +69,19 @@ def client() -> None:
 @click.option("--noisy-labels", type=float, help="Fault: fraction of labels replaced by a wrong class.")
 @click.option("--flip-labels", is_flag=True, default=None, help="Fault: flip every label.")
 @click.option("--epsilon", type=float, help="Local privacy budget per pixel. Default: the task spec's.")
-@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder. Default: FEDCHAIN_DATA_ROOT.")
+@click.option(
+    "--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder. Default: FEDCHAIN_DATA_ROOT."
+)
 @click.option("--seed", type=int, help="Seed of the label and privacy noise.")
 @click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
 @click.option(
-    "--confirmations", type=click.IntRange(min=0),
+    "--confirmations",
+    type=click.IntRange(min=0),
     help="Blocks on top of an event before acting on it: the depth the task was created for.  [default: 0]",
 )
 @click.option(
-    "--watch", type=click.Choice(["reexecute", "committee", "off"]),
+    "--watch",
+    type=click.Choice(["reexecute", "committee", "off"]),
     help="How it watches its own entries: re-score each posted round and re-execute its job when its update was "
     "screened out, challenging the aggregator or its fog node when they are wrong (reexecute); leave the "
     "re-execution to the arbiters (committee: risks its bond when its fog node was honest); or never challenge.  "
@@ -95,13 +111,19 @@ def run(config_path: Path | None, **options: Any) -> None:
 
 @client.command()
 @click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task.")
-@click.option("--round", "round_number", type=click.IntRange(min=1), help="One round's reward.  [default: every committed round]")
+@click.option(
+    "--round", "round_number", type=click.IntRange(min=1), help="One round's reward.  [default: every committed round]"
+)
 @click.option("--client", "client_address", help="The client's address.  [default: the signing account]")
 @click.option(
-    "--save", "save_path", type=click.Path(dir_okay=False, path_type=Path),
+    "--save",
+    "save_path",
+    type=click.Path(dir_okay=False, path_type=Path),
     help="Write the reward (of --round, else the last round) to this safetensors file.",
 )
-@click.option("--accuracy", is_flag=True, help="Also evaluate each reward on the task's validation set (needs the data root).")
+@click.option(
+    "--accuracy", is_flag=True, help="Also evaluate each reward on the task's validation set (needs the data root)."
+)
 @click.option("--data-root", help="Folder with the validation dataset.  [default: $FEDCHAIN_DATA_ROOT]")
 @session_options
 def reward(
@@ -124,18 +146,27 @@ def reward(
 
     session = session_from_options(**options, read_only=True)
     rows = client_rewards(
-        session, task_id, client_address or session.address, round_number=round_number, accuracy=accuracy, data_root=data_root
+        session,
+        task_id,
+        client_address or session.address,
+        round_number=round_number,
+        accuracy=accuracy,
+        data_root=data_root,
     )
     for row in rows:
         shown = "" if row.accuracy is None else f"  accuracy {row.accuracy:.2%}"
-        click.echo(f"round {row.round}  reward 0x{row.reward_hash.hex()}  verified on chain: {'yes' if row.verified else 'NO'}{shown}")
+        click.echo(
+            f"round {row.round}  reward 0x{row.reward_hash.hex()}  verified on chain: {'yes' if row.verified else 'NO'}{shown}"
+        )
     if save_path is not None:
         from fedchain.errors import RewardNotVerified
         from fedchain.files import write_atomic
 
         last = rows[-1]
         if not last.verified:
-            raise RewardNotVerified(f"the reward of round {last.round} does not verify against the root on chain; not saved")
+            raise RewardNotVerified(
+                f"the reward of round {last.round} does not verify against the root on chain; not saved"
+            )
 
         write_atomic(save_path, session.store.get(last.reward_hash))
         click.echo(f"saved the reward of round {last.round} to {save_path}")

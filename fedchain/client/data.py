@@ -31,11 +31,19 @@ def client_dataset(spec: TaskSpec, config: ClientConfig) -> ImageDataset:
     data = dataset.subset(indices)
     generator = torch.Generator().manual_seed(config.seed)
     if config.noisy_labels > 0:
-        data = data.with_tensors(labels=noisy_labels(data.labels, config.noisy_labels, data.num_classes, generator=generator))
+        data = data.with_tensors(
+            labels=noisy_labels(data.labels, config.noisy_labels, data.num_classes, generator=generator)
+        )
     if config.flip_labels:
         data = data.with_tensors(labels=flip_labels(data.labels, data.num_classes))
     epsilon = config.epsilon if config.epsilon is not None else spec.privacy_epsilon
     if epsilon is not None:
         data = privatise(data, epsilon, mechanism=spec.privacy_mechanism, delta=spec.privacy_delta, generator=generator)
-    log.info("client data: %d samples of %s (part %d of %s)", len(data), spec.dataset, config.partition_index, config.partition.kind)
+    log.info(
+        "client data: %d samples of %s (part %d of %s)",
+        len(data),
+        spec.dataset,
+        config.partition_index,
+        config.partition.kind,
+    )
     return data

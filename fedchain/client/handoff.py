@@ -135,7 +135,9 @@ def decode_job_data(data: bytes, expected_hash: bytes | str, expected: ExpectedJ
             f"the job data's images are {images.dtype} of shape {tuple(images.shape)}, expected float32 [N, {expected.in_channels}, H, W]"
         )
     if labels.dtype != torch.int64 or labels.ndim != 1:
-        raise JobDataRejected(f"the job data's labels are {labels.dtype} of shape {tuple(labels.shape)}, expected int64 [N]")
+        raise JobDataRejected(
+            f"the job data's labels are {labels.dtype} of shape {tuple(labels.shape)}, expected int64 [N]"
+        )
     size = expected.data_size
     if images.shape[0] != size or labels.shape[0] != size:
         raise JobDataRejected(
@@ -166,7 +168,9 @@ def fetch_job_data(store: BlobStore, expected_hash: bytes | str, expected: Expec
 
 def _meta(metadata: object) -> JobDataMeta:
     if not isinstance(metadata, dict) or not isinstance(metadata.get(METADATA_KEY), str):
-        raise JobDataRejected(f"the job data carries no {METADATA_KEY!r} metadata: it was not written by a FedChain client")
+        raise JobDataRejected(
+            f"the job data carries no {METADATA_KEY!r} metadata: it was not written by a FedChain client"
+        )
     try:
         fields = json.loads(metadata[METADATA_KEY])
     except ValueError as err:

@@ -133,9 +133,7 @@ _MNIST_TEST = ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 #: Known datasets by canonical name. Means and standard deviations are the
 #: usual per-channel statistics of each training set.
 DATASETS: dict[str, DatasetInfo] = {
-    "mnist": DatasetInfo(
-        "mnist", "mnist", "MNIST", _MNIST_TRAIN, _MNIST_TEST, 10, (0.1307,), (0.3081,)
-    ),
+    "mnist": DatasetInfo("mnist", "mnist", "MNIST", _MNIST_TRAIN, _MNIST_TEST, 10, (0.1307,), (0.3081,)),
     "fashion-mnist": DatasetInfo(
         "fashion-mnist", "fashion-mnist", "FashionMNIST", _MNIST_TRAIN, _MNIST_TEST, 10, (0.2860,), (0.3530,)
     ),
@@ -151,8 +149,13 @@ DATASETS: dict[str, DatasetInfo] = {
     ),
 }
 
-_ALIASES = {"fashion_mnist": "fashion-mnist", "fmnist": "fashion-mnist", "fashionmnist": "fashion-mnist",
-            "cifar-10": "cifar10", "cifar_10": "cifar10"}
+_ALIASES = {
+    "fashion_mnist": "fashion-mnist",
+    "fmnist": "fashion-mnist",
+    "fashionmnist": "fashion-mnist",
+    "cifar-10": "cifar10",
+    "cifar_10": "cifar10",
+}
 
 
 def dataset_info(name: str) -> DatasetInfo:

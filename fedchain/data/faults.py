@@ -68,7 +68,9 @@ def free_ride(
         return torch.zeros_like(update)
     if mode == "random":
         if generator is None:
-            raise ConfigError("a random free rider needs a generator", hint="pass generator=torch.Generator().manual_seed(...)")
+            raise ConfigError(
+                "a random free rider needs a generator", hint="pass generator=torch.Generator().manual_seed(...)"
+            )
         scale = float(update.float().pow(2).mean().sqrt()) if std is None else std
         noise = torch.randn(update.shape, generator=generator, dtype=torch.float32)
         return (noise * scale).to(device=update.device, dtype=update.dtype)
@@ -92,7 +94,9 @@ def noise_of_norm(update: torch.Tensor, *, generator: torch.Generator) -> torch.
     expectation), the noise has the honest norm to the last bit of float
     precision, so only its direction can give it away. A zero update gives zero.
     """
-    noise = torch.randn(update.shape, generator=generator, dtype=torch.float32).to(device=update.device, dtype=update.dtype)
+    noise = torch.randn(update.shape, generator=generator, dtype=torch.float32).to(
+        device=update.device, dtype=update.dtype
+    )
     norm = noise.norm()
     if norm == 0:
         return torch.zeros_like(update)
@@ -113,7 +117,9 @@ def sybil_update(honest: torch.Tensor, factor: float) -> torch.Tensor:
     if honest.ndim != 2 or honest.shape[0] == 0:
         raise ConfigError(f"Sybil updates need a [k, d] tensor with k >= 1, got shape {tuple(honest.shape)}")
     if not (factor > 0 and math.isfinite(factor)):
-        raise ConfigError(f"the Sybil factor must be a positive finite number, got {factor}", hint="1 gives an honest-sized update")
+        raise ConfigError(
+            f"the Sybil factor must be a positive finite number, got {factor}", hint="1 gives an honest-sized update"
+        )
     return honest.mean(dim=0) * -factor
 
 
@@ -145,4 +151,3 @@ def attack_updates(updates: torch.Tensor, attack: str, *, scale: float, generato
         else:
             rows.append(scale_update(update, scale))
     return torch.stack(rows) if rows else updates.clone()
-

@@ -69,18 +69,27 @@ class PartitionConfig:
         _check_exponent(self.exponent)
 
 
-def partition(labels: torch.Tensor | np.ndarray, config: PartitionConfig, num_classes: int | None = None) -> list[np.ndarray]:
+def partition(
+    labels: torch.Tensor | np.ndarray, config: PartitionConfig, num_classes: int | None = None
+) -> list[np.ndarray]:
     """Split sample indices among ``config.n_clients`` clients as ``config.kind`` says."""
     if config.kind == "iid":
         return iid(labels, config.n_clients, seed=config.seed)
     if config.kind == "pow":
         return power_law(labels, config.n_clients, exponent=config.exponent, min_size=config.min_size, seed=config.seed)
     if config.kind == "cla":
-        return classes_per_client(labels, config.n_clients, config.classes_per_client, num_classes=num_classes, seed=config.seed)
+        return classes_per_client(
+            labels, config.n_clients, config.classes_per_client, num_classes=num_classes, seed=config.seed
+        )
     # "dir": PartitionConfig admits no other kind
     return dirichlet(
-        labels, config.n_clients, config.alpha, num_classes=num_classes,
-        min_size=config.min_size, max_draws=config.max_draws, seed=config.seed,
+        labels,
+        config.n_clients,
+        config.alpha,
+        num_classes=num_classes,
+        min_size=config.min_size,
+        max_draws=config.max_draws,
+        seed=config.seed,
     )
 
 
@@ -93,7 +102,9 @@ def _labels_array(labels: torch.Tensor | np.ndarray) -> np.ndarray:
 
 def _check_alpha(alpha: float) -> None:
     if not (alpha > 0 and math.isfinite(alpha)):
-        raise ConfigError(f"Dirichlet alpha must be a positive number, got {alpha}", hint="use e.g. alpha: 0.5 (smaller: more skew)")
+        raise ConfigError(
+            f"Dirichlet alpha must be a positive number, got {alpha}", hint="use e.g. alpha: 0.5 (smaller: more skew)"
+        )
 
 
 def _check_exponent(exponent: float) -> None:

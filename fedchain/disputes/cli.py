@@ -16,8 +16,12 @@ def challenge() -> None:
 
 @challenge.command()
 @click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task.")
-@click.option("--round", "round_number", type=click.IntRange(min=1), required=True, help="A posted, not yet final round.")
-@click.option("--client", "client_index", type=click.IntRange(min=0), required=True, help="The client whose entry is wrong.")
+@click.option(
+    "--round", "round_number", type=click.IntRange(min=1), required=True, help="A posted, not yet final round."
+)
+@click.option(
+    "--client", "client_index", type=click.IntRange(min=0), required=True, help="The client whose entry is wrong."
+)
 @click.option("--quality", type=click.FloatRange(min=0), required=True, help="What its quality should be (1.0 = 1e18).")
 @click.option("--rejected", is_flag=True, help="Its update should have been rejected (scored quality 0).")
 @session_options
@@ -38,8 +42,10 @@ def entry(task_id: int, round_number: int, client_index: int, quality: float, re
     session = session_from_options(**options)
     posted = posted_measurements(session, task_id).get(round_number)
     if posted is None or client_index >= len(posted):
-        raise DisputeError(f"round {round_number} of task {task_id} has no posted entry for client {client_index}",
-                           hint="give a posted round (`fedchain task show`) and a client index below the task's count")
+        raise DisputeError(
+            f"round {round_number} of task {task_id} has no posted entry for client {client_index}",
+            hint="give a posted round (`fedchain task show`) and a client index below the task's count",
+        )
     proposed = posted[client_index]._replace(quality=0 if rejected else round(quality * WAD), accepted=not rejected)
     opened = open_entry_challenge(session, task_id, round_number, client_index, proposed)
     click.echo(f"challenge {opened.challenge_id} opened; a verdict is due by {opened.verdict_deadline} (chain time)")
@@ -47,7 +53,9 @@ def entry(task_id: int, round_number: int, client_index: int, quality: float, re
 
 @challenge.command()
 @click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task.")
-@click.option("--round", "round_number", type=click.IntRange(min=1), required=True, help="A posted, not yet final round.")
+@click.option(
+    "--round", "round_number", type=click.IntRange(min=1), required=True, help="A posted, not yet final round."
+)
 @session_options
 def fog(task_id: int, round_number: int, **options: Any) -> None:
     """Challenge the update your fog node committed for your job in a round (you must be the job's client).
@@ -66,14 +74,21 @@ def fog(task_id: int, round_number: int, **options: Any) -> None:
     session = session_from_options(**options)
     index = session.contracts.round_ledger.client_index(task_id, session.address)
     query = LogQuery(addresses=(session.contracts.fog_auction.address,), from_block=session.deployment.block_number)
-    commits = [e for e in iter_events(session.w3, session.transactor.registry, query)
-               if isinstance(e, UpdateCommitted) and (e.task_id, e.client_index, e.round) == (task_id, index, round_number)]
+    commits = [
+        e
+        for e in iter_events(session.w3, session.transactor.registry, query)
+        if isinstance(e, UpdateCommitted) and (e.task_id, e.client_index, e.round) == (task_id, index, round_number)
+    ]
     if not commits:
-        raise DisputeError(f"no fog node committed round {round_number} of your job in task {task_id}",
-                           hint="a missed round is slashed without a challenge (`reportMissedRound`)")
+        raise DisputeError(
+            f"no fog node committed round {round_number} of your job in task {task_id}",
+            hint="a missed round is slashed without a challenge (`reportMissedRound`)",
+        )
     opened = open_fog_challenge(session, task_id, round_number, index, commits[-1].fog)
-    click.echo(f"challenge {opened.challenge_id} opened against {commits[-1].fog}; a verdict is due by "
-               f"{opened.verdict_deadline} (chain time)")
+    click.echo(
+        f"challenge {opened.challenge_id} opened against {commits[-1].fog}; a verdict is due by "
+        f"{opened.verdict_deadline} (chain time)"
+    )
 
 
 @challenge.command(name="list")
@@ -92,7 +107,9 @@ def list_(task_id: int, **options: Any) -> None:
         return
     click.echo(f"{'id':>4} {'round':>5} {'client':>6} {'kind':<5} {'status':<8} {'fate':<9} challenger")
     for c in history.challenges:
-        click.echo(f"{c.challenge_id:>4} {c.round:>5} {c.client_index:>6} {c.kind:<5} {c.status:<8} {c.fate:<9} {c.challenger}")
+        click.echo(
+            f"{c.challenge_id:>4} {c.round:>5} {c.client_index:>6} {c.kind:<5} {c.status:<8} {c.fate:<9} {c.challenger}"
+        )
 
 
 @challenge.command(name="expire")

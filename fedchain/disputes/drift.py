@@ -38,7 +38,11 @@ log = logging.getLogger(__name__)
 JOBS, SAMPLES = 5, 600
 #: Engines and thread counts a fog node may train with, on a CPU.
 CPU_VARIANTS: tuple[tuple[str, int], ...] = (
-    ("sequential", 2), ("stacked", 1), ("stacked", 2), ("vmap", 1), ("process", 2),
+    ("sequential", 2),
+    ("stacked", 1),
+    ("stacked", 2),
+    ("vmap", 1),
+    ("process", 2),
 )
 
 
@@ -66,7 +70,10 @@ class CheatDistance:
 
 #: The cheats measured: what a fog node might commit instead of the job's honest update.
 CHEATS = (
-    "zero update", "half the samples", "another shuffle seed", "others' mean update plus noise (disguised free rider)",
+    "zero update",
+    "half the samples",
+    "another shuffle seed",
+    "others' mean update plus noise (disguised free rider)",
 )
 
 
@@ -94,7 +101,10 @@ def _jobs(data_root: str | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     from fedchain.data.datasets import load_dataset
 
     train = load_dataset("mnist", train=True, root=data_root)
-    return [(train.images[i * SAMPLES:(i + 1) * SAMPLES], train.labels[i * SAMPLES:(i + 1) * SAMPLES]) for i in range(JOBS)]
+    return [
+        (train.images[i * SAMPLES : (i + 1) * SAMPLES], train.labels[i * SAMPLES : (i + 1) * SAMPLES])
+        for i in range(JOBS)
+    ]
 
 
 def update_drift(model: str, data_root: str | None) -> list[UpdateDrift]:
@@ -137,14 +147,25 @@ def cheat_distances(model: str, data_root: str | None) -> list[CheatDistance]:
     start = flatten(spec.initial_params(), spec.param_spec())[0]
     config = spec.train_config(1)
     with Trainer(spec.model_spec(), engine="sequential") as trainer:
-        honest = trainer.train(start, jobs, client_ids=list(range(JOBS)), config=config).updates(start).to(torch.float64)
+        honest = (
+            trainer.train(start, jobs, client_ids=list(range(JOBS)), config=config).updates(start).to(torch.float64)
+        )
         half = [(x[: SAMPLES // 2], y[: SAMPLES // 2]) for x, y in jobs]
-        halved = trainer.train(start, half, client_ids=list(range(JOBS)), config=config).updates(start).to(torch.float64)
-        reseeded = trainer.train(
-            start, jobs, client_ids=list(range(JOBS)), config=dataclasses.replace(config, seed=config.seed + 1),
-        ).updates(start).to(torch.float64)
+        halved = (
+            trainer.train(start, half, client_ids=list(range(JOBS)), config=config).updates(start).to(torch.float64)
+        )
+        reseeded = (
+            trainer.train(
+                start,
+                jobs,
+                client_ids=list(range(JOBS)),
+                config=dataclasses.replace(config, seed=config.seed + 1),
+            )
+            .updates(start)
+            .to(torch.float64)
+        )
     generator = torch.Generator().manual_seed(0)
-    others = torch.stack([torch.cat([honest[:i], honest[i + 1:]]).mean(dim=0) for i in range(JOBS)])
+    others = torch.stack([torch.cat([honest[:i], honest[i + 1 :]]).mean(dim=0) for i in range(JOBS)])
     noise = torch.randn(others.shape, generator=generator, dtype=torch.float64) * 0.1 * others.norm(dim=1, keepdim=True)
     noise /= others.shape[1] ** 0.5
     cheats = (torch.zeros_like(honest), halved, reseeded, others + noise)
@@ -185,14 +206,22 @@ def quality_drift(model: str, data_root: str | None, threads: Sequence[int] = (2
             rows.append(QualityDrift(model, f"{count} threads", float((qualities() - reference).abs().max())))
     with _threads(1):
         for batch in (100, 1000):
-            rows.append(QualityDrift(model, f"evaluation batch {batch}", float((qualities(batch) - reference).abs().max())))
+            rows.append(
+                QualityDrift(model, f"evaluation batch {batch}", float((qualities(batch) - reference).abs().max()))
+            )
     return rows
 
 
 @click.command(name="drift")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@click.option("--model", "models", multiple=True, default=("lenet5", "cnn"), show_default=True,
-              help="Models to measure (repeat the option).")
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    default=("lenet5", "cnn"),
+    show_default=True,
+    help="Models to measure (repeat the option).",
+)
 @click.option("--data-root", help="Dataset folder. [default: FEDCHAIN_DATA_ROOT]")
 def drift(as_json: bool, models: tuple[str, ...], data_root: str | None) -> None:
     """Honest drift of re-executed training (engines, threads) and of re-scored qualities (threads, batches),
@@ -204,26 +233,38 @@ def drift(as_json: bool, models: tuple[str, ...], data_root: str | None) -> None
     cheats = [row for model in models for row in cheat_distances(model, data_root)]
     qualities = [row for model in models for row in quality_drift(model, data_root)]
     if as_json:
-        click.echo(machine_json({
-            "update_tolerance": UPDATE_TOLERANCE, "quality_tolerance": QUALITY_TOLERANCE,
-            "updates": [asdict(r) for r in updates], "cheats": [asdict(r) for r in cheats],
-            "qualities": [asdict(r) for r in qualities],
-        }))
+        click.echo(
+            machine_json(
+                {
+                    "update_tolerance": UPDATE_TOLERANCE,
+                    "quality_tolerance": QUALITY_TOLERANCE,
+                    "updates": [asdict(r) for r in updates],
+                    "cheats": [asdict(r) for r in cheats],
+                    "qualities": [asdict(r) for r in qualities],
+                }
+            )
+        )
         return
-    click.echo(f"re-executed training: largest relative distance to the sequential single-threaded update ({JOBS} jobs "
-               f"of {SAMPLES} MNIST samples, round 1)")
+    click.echo(
+        f"re-executed training: largest relative distance to the sequential single-threaded update ({JOBS} jobs "
+        f"of {SAMPLES} MNIST samples, round 1)"
+    )
     for row in updates:
         click.echo(f"  {row.model:<7} {row.engine:<11} {row.threads} thread(s) {row.device:<5} {row.largest:10.3g}")
     click.echo("what a fog node that did not train as told commits: smallest relative distance to the honest update")
     for c in cheats:
         click.echo(f"  {c.model:<7} {c.cheat:<54} {c.smallest:10.3g}")
-    click.echo(f"  update tolerance {UPDATE_TOLERANCE:g}: {_ratio(UPDATE_TOLERANCE, max(r.largest for r in updates))} the "
-               f"largest honest drift, {_ratio(min(c.smallest for c in cheats), UPDATE_TOLERANCE)} below the nearest cheat")
+    click.echo(
+        f"  update tolerance {UPDATE_TOLERANCE:g}: {_ratio(UPDATE_TOLERANCE, max(r.largest for r in updates))} the "
+        f"largest honest drift, {_ratio(min(c.smallest for c in cheats), UPDATE_TOLERANCE)} below the nearest cheat"
+    )
     click.echo("re-scored round: largest quality difference to 1 thread and the default evaluation batch")
     for q in qualities:
         click.echo(f"  {q.model:<7} {q.variant:<22} {q.largest:10.3g}")
-    click.echo(f"  quality tolerance {QUALITY_TOLERANCE:g}: {_ratio(QUALITY_TOLERANCE, max(r.largest for r in qualities))} "
-               "the largest drift")
+    click.echo(
+        f"  quality tolerance {QUALITY_TOLERANCE:g}: {_ratio(QUALITY_TOLERANCE, max(r.largest for r in qualities))} "
+        "the largest drift"
+    )
 
 
 def _ratio(big: float, small: float) -> str:

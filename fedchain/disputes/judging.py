@@ -100,8 +100,11 @@ class FogJudgement:
 
 
 def judge_entry(
-    reproduction: ScoreReproduction, history: TaskHistory, commitments: Mapping[int, RewardsCommitted],
-    round_number: int, client_index: int,
+    reproduction: ScoreReproduction,
+    history: TaskHistory,
+    commitments: Mapping[int, RewardsCommitted],
+    round_number: int,
+    client_index: int,
 ) -> EntryJudgement:
     """Client ``client_index``'s entry of posted round ``round_number`` against the auditor's reproduction."""
     posted = {p.round: p for p in history.posted}[round_number].measurements[client_index]
@@ -118,8 +121,14 @@ def scored_commit(history: TaskHistory, round_number: int, client_index: int) ->
 
 
 def judge_fog(
-    store: BlobStore, spec: TaskSpec, history: TaskHistory, commitments: Mapping[int, RewardsCommitted],
-    round_number: int, client_index: int, *, device: str = "cpu",
+    store: BlobStore,
+    spec: TaskSpec,
+    history: TaskHistory,
+    commitments: Mapping[int, RewardsCommitted],
+    round_number: int,
+    client_index: int,
+    *,
+    device: str = "cpu",
 ) -> FogJudgement:
     """The update committed for client ``client_index``'s job in ``round_number``, against its re-execution from the
     committed inputs: the round's start model, the handed-off data, the spec's settings and seed."""
@@ -137,8 +146,9 @@ def judge_fog(
     if client.data_hash is None:
         return FogJudgement(commit.fog, math.inf, "the client never committed its data")
     try:
-        data = fetch_job_data(store, client.data_hash,
-                              ExpectedJobData(task_id, client_index, size, spec.num_classes, spec.in_channels))
+        data = fetch_job_data(
+            store, client.data_hash, ExpectedJobData(task_id, client_index, size, spec.num_classes, spec.in_channels)
+        )
     except (BlobNotFound, JobDataRejected, StoreError) as err:
         # The fog node cannot have trained data nobody can read: the client cannot blame it.
         return FogJudgement(commit.fog, math.inf, f"the client's data is not usable: {err.args[0]}")
@@ -152,8 +162,16 @@ def judge_fog(
             start = unflatten(reward, param_spec)
     honest = reexecute(spec, start, data, round_number, client_index, device=device)
     try:
-        decoded = load_update(store, spec, commit.update_hash, task_id=task_id, round_number=round_number,
-                              client_index=client_index, client=client.account, data_size=size)
+        decoded = load_update(
+            store,
+            spec,
+            commit.update_hash,
+            task_id=task_id,
+            round_number=round_number,
+            client_index=client_index,
+            client=client.account,
+            data_size=size,
+        )
     except UpdateRejected:
         return FogJudgement(commit.fog, math.inf)  # committed bytes nobody can use: not the job's update
     committed = flatten(decoded.params, param_spec)[0]

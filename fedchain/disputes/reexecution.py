@@ -69,6 +69,9 @@ def reexecute(
     begin = flatten(start, param_spec)[0]
     with Trainer(spec.model_spec(), engine="sequential", device=device) as trainer:
         result = trainer.train(
-            begin, [(data.images, data.labels)], client_ids=[client_index], config=spec.train_config(round_number),
+            begin,
+            [(data.images, data.labels)],
+            client_ids=[client_index],
+            config=spec.train_config(round_number),
         )
     return result.updates(begin.unsqueeze(0)).cpu()[0]

@@ -37,8 +37,9 @@ class Opened:
     receipt: Receipt
 
 
-def open_entry_challenge(session: ChainSession, task_id: int, round_number: int, client_index: int,
-                         proposed: Measurement) -> Opened:
+def open_entry_challenge(
+    session: ChainSession, task_id: int, round_number: int, client_index: int, proposed: Measurement
+) -> Opened:
     """Challenge client ``client_index``'s entry of ``round_number``, naming what it should be (anyone)."""
     bond = session.contracts.task_registry.params(task_id).challenge_bond
     receipt = session.contracts.disputes.open_entry_challenge(task_id, round_number, client_index, proposed, value=bond)
@@ -54,8 +55,16 @@ def open_fog_challenge(session: ChainSession, task_id: int, round_number: int, c
 
 def _opened(receipt: Receipt, kind: str, task_id: int, round_number: int, client_index: int) -> Opened:
     (event,) = receipt.events_of(ChallengeOpened)
-    log.info("challenge opened id=%d kind=%s task=%d round=%d client=%d bond=%d tx=%s", event.challenge_id, kind,
-             task_id, round_number, client_index, event.bond, receipt.transaction_hash)
+    log.info(
+        "challenge opened id=%d kind=%s task=%d round=%d client=%d bond=%d tx=%s",
+        event.challenge_id,
+        kind,
+        task_id,
+        round_number,
+        client_index,
+        event.bond,
+        receipt.transaction_hash,
+    )
     return Opened(event.challenge_id, event.verdict_deadline, receipt)
 
 
@@ -80,8 +89,9 @@ def expire(session: ChainSession, challenge_id: int) -> Receipt | None:
     if disputes.challenge(challenge_id).status != ChallengeStatus.OPEN:
         return None
     try:
-        receipt = transact_when_due(disputes, "expire(uint256)", challenge_id, gas=EXPIRE_GAS,
-                                    too_early=(DisputeVerdictNotDue,))
+        receipt = transact_when_due(
+            disputes, "expire(uint256)", challenge_id, gas=EXPIRE_GAS, too_early=(DisputeVerdictNotDue,)
+        )
     except ContractRevert:
         if disputes.challenge(challenge_id).status != ChallengeStatus.OPEN:
             return None

@@ -28,7 +28,11 @@ from fedchain.errors import VerdictError
 DOMAIN_NAME = "FedChain Arbiter Committee"
 DOMAIN_VERSION = "1"
 VERDICT_FIELDS = (
-    ("challengeId", "uint256"), ("taskId", "uint256"), ("round", "uint16"), ("clientIndex", "uint32"), ("upheld", "bool"),
+    ("challengeId", "uint256"),
+    ("taskId", "uint256"),
+    ("round", "uint16"),
+    ("clientIndex", "uint32"),
+    ("upheld", "bool"),
 )
 #: The format tag of a signed verdict note.
 NOTE_FORMAT = "fedchain-verdict/1"
@@ -57,16 +61,27 @@ class Verdict:
         return {
             "types": {
                 "EIP712Domain": [
-                    {"name": "name", "type": "string"}, {"name": "version", "type": "string"},
-                    {"name": "chainId", "type": "uint256"}, {"name": "verifyingContract", "type": "address"},
+                    {"name": "name", "type": "string"},
+                    {"name": "version", "type": "string"},
+                    {"name": "chainId", "type": "uint256"},
+                    {"name": "verifyingContract", "type": "address"},
                 ],
                 "Verdict": [{"name": name, "type": kind} for name, kind in VERDICT_FIELDS],
             },
             "primaryType": "Verdict",
-            "domain": {"name": DOMAIN_NAME, "version": DOMAIN_VERSION, "chainId": domain.chain_id,
-                       "verifyingContract": to_checksum_address(domain.committee)},
-            "message": {"challengeId": self.challenge_id, "taskId": self.task_id, "round": self.round,
-                        "clientIndex": self.client_index, "upheld": self.upheld},
+            "domain": {
+                "name": DOMAIN_NAME,
+                "version": DOMAIN_VERSION,
+                "chainId": domain.chain_id,
+                "verifyingContract": to_checksum_address(domain.committee),
+            },
+            "message": {
+                "challengeId": self.challenge_id,
+                "taskId": self.task_id,
+                "round": self.round,
+                "clientIndex": self.client_index,
+                "upheld": self.upheld,
+            },
         }
 
 
@@ -80,11 +95,19 @@ class SignedVerdict:
 
     def to_note(self) -> bytes:
         """The note a member pins on the challenge's board."""
-        return json.dumps({
-            "format": NOTE_FORMAT, "challenge_id": self.verdict.challenge_id, "task_id": self.verdict.task_id,
-            "round": self.verdict.round, "client_index": self.verdict.client_index, "upheld": self.verdict.upheld,
-            "signer": self.signer, "signature": "0x" + self.signature.hex(),
-        }, sort_keys=True).encode()
+        return json.dumps(
+            {
+                "format": NOTE_FORMAT,
+                "challenge_id": self.verdict.challenge_id,
+                "task_id": self.verdict.task_id,
+                "round": self.verdict.round,
+                "client_index": self.verdict.client_index,
+                "upheld": self.verdict.upheld,
+                "signer": self.signer,
+                "signature": "0x" + self.signature.hex(),
+            },
+            sort_keys=True,
+        ).encode()
 
     @classmethod
     def from_note(cls, data: bytes) -> SignedVerdict:
@@ -93,9 +116,16 @@ class SignedVerdict:
             note = json.loads(data)
             if note.get("format") != NOTE_FORMAT:
                 raise ValueError(f"format {note.get('format')!r}")
-            verdict = Verdict(int(note["challenge_id"]), int(note["task_id"]), int(note["round"]),
-                              int(note["client_index"]), bool(note["upheld"]))
-            return cls(verdict, to_checksum_address(note["signer"]), bytes.fromhex(str(note["signature"]).removeprefix("0x")))
+            verdict = Verdict(
+                int(note["challenge_id"]),
+                int(note["task_id"]),
+                int(note["round"]),
+                int(note["client_index"]),
+                bool(note["upheld"]),
+            )
+            return cls(
+                verdict, to_checksum_address(note["signer"]), bytes.fromhex(str(note["signature"]).removeprefix("0x"))
+            )
         except (ValueError, KeyError, TypeError) as err:
             raise VerdictError(f"not a signed verdict note: {err}") from err
 
@@ -109,8 +139,9 @@ def sign(verdict: Verdict, account: LocalAccount, domain: Domain) -> SignedVerdi
 def signer_of(signed: SignedVerdict, domain: Domain) -> str:
     """The address that signed ``signed.verdict`` (a VerdictError if it is not the claimed signer or malformed)."""
     try:
-        signer = Account.recover_message(encode_typed_data(full_message=signed.verdict.typed_data(domain)),
-                                         signature=signed.signature)
+        signer = Account.recover_message(
+            encode_typed_data(full_message=signed.verdict.typed_data(domain)), signature=signed.signature
+        )
     except Exception as err:
         raise VerdictError(f"a malformed verdict signature from {signed.signer}: {err}") from err
     if to_checksum_address(signer) != signed.signer:

@@ -51,8 +51,15 @@ class Grievance:
 class EntryWatcher:
     """Reviews one task's posted rounds for a participant (see the module docstring), rounds in order."""
 
-    def __init__(self, session: ChainSession, task_id: int, *, data_root: str | Path | None = None,
-                 device: str = "cpu", reexecute: bool = True) -> None:
+    def __init__(
+        self,
+        session: ChainSession,
+        task_id: int,
+        *,
+        data_root: str | Path | None = None,
+        device: str = "cpu",
+        reexecute: bool = True,
+    ) -> None:
         self.session = session
         self.task_id = task_id
         self.data_root = data_root
@@ -73,17 +80,24 @@ class EntryWatcher:
         history = replay_task(self.task_id, events).history
         commitments = reward_events(self.task_id, events)
         if self._reproduction is None:
-            self._reproduction = ScoreReproduction.of(history, self.session.store, data_root=self.data_root,
-                                                      device=self.device)
+            self._reproduction = ScoreReproduction.of(
+                history, self.session.store, data_root=self.data_root, device=self.device
+            )
         judgement = judge_entry(self._reproduction, history, commitments, round_number, client_index)
         posted = judgement.posted
         if not posted.committed:
             return None
         if judgement.wrong:
-            return Grievance(round_number, client_index, "entry", proposal(posted, judgement.reproduced), None,
-                             f"posted quality {posted.quality / 1e18:.4f} ({'accepted' if posted.accepted else 'rejected'}), "
-                             f"reproduced {judgement.reproduced.quality / 1e18:.4f} "
-                             f"({'accepted' if judgement.reproduced.accepted else 'rejected'})")
+            return Grievance(
+                round_number,
+                client_index,
+                "entry",
+                proposal(posted, judgement.reproduced),
+                None,
+                f"posted quality {posted.quality / 1e18:.4f} ({'accepted' if posted.accepted else 'rejected'}), "
+                f"reproduced {judgement.reproduced.quality / 1e18:.4f} "
+                f"({'accepted' if judgement.reproduced.accepted else 'rejected'})",
+            )
         params = history.task.params
         assert params is not None
         harmed = not posted.accepted or posted.quality < params.min_quality
@@ -94,13 +108,24 @@ class EntryWatcher:
             commit = scored_commit(history, round_number, client_index)
             if commit is None:
                 return None
-            return Grievance(round_number, client_index, "fog", None, commit.fog,
-                             "screened out; re-execution left to the arbiters")
-        fog_judgement = judge_fog(self.session.store, spec, history, commitments, round_number, client_index,
-                                  device=self.device)
+            return Grievance(
+                round_number, client_index, "fog", None, commit.fog, "screened out; re-execution left to the arbiters"
+            )
+        fog_judgement = judge_fog(
+            self.session.store, spec, history, commitments, round_number, client_index, device=self.device
+        )
         if fog_judgement.committer is None or not fog_judgement.upheld(fog_judgement.committer):
-            log.info("round %d: the fog node trained the job as told (distance %.3g): the entry stands", round_number,
-                     fog_judgement.distance)
+            log.info(
+                "round %d: the fog node trained the job as told (distance %.3g): the entry stands",
+                round_number,
+                fog_judgement.distance,
+            )
             return None
-        return Grievance(round_number, client_index, "fog", None, fog_judgement.committer,
-                         f"the committed update is {fog_judgement.distance:.3g} from the honest re-execution")
+        return Grievance(
+            round_number,
+            client_index,
+            "fog",
+            None,
+            fog_judgement.committer,
+            f"the committed update is {fog_judgement.distance:.3g} from the honest re-execution",
+        )

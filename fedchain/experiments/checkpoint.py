@@ -93,14 +93,18 @@ def save_checkpoint(path: Path, config: ExperimentConfig, checkpoint: RunCheckpo
         "state": state_fields,
         "records": [record.to_dict() for record in checkpoint.records],
         "rounds_to_target": checkpoint.rounds_to_target,
-        "standalone_runs": None if checkpoint.standalone_runs is None else [list(r) for r in checkpoint.standalone_runs],
+        "standalone_runs": None
+        if checkpoint.standalone_runs is None
+        else [list(r) for r in checkpoint.standalone_runs],
         "seconds": checkpoint.seconds,
     }
     # NaN in a record (a diverged loss) is kept as JSON's NaN: only this module reads the metadata.
     write_atomic(path, save_safetensors(tensors, metadata={_METADATA_KEY: json.dumps(run, sort_keys=True)}))
 
 
-def load_checkpoint(path: Path, config: ExperimentConfig, state_type: type[StrategyState], *, hint: str) -> RunCheckpoint | None:
+def load_checkpoint(
+    path: Path, config: ExperimentConfig, state_type: type[StrategyState], *, hint: str
+) -> RunCheckpoint | None:
     """The checkpoint at ``path`` of a run of ``config`` (its strategy's state of ``state_type``); ``None`` if none.
 
     Raises :class:`ConfigError` (with ``hint``) for a checkpoint of other settings,
@@ -123,7 +127,9 @@ def load_checkpoint(path: Path, config: ExperimentConfig, state_type: type[Strat
         raise ConfigError(f"{path} is a damaged run checkpoint ({type(err).__name__}: {err})", hint=hint) from err
 
 
-def _checkpoint(run: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], state_type: type[StrategyState]) -> RunCheckpoint:
+def _checkpoint(
+    run: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], state_type: type[StrategyState]
+) -> RunCheckpoint:
     if run["state_type"] not in (None, state_type.__name__):
         raise TypeError(f"it holds a {run['state_type']}, the strategy needs a {state_type.__name__}")
     state = {name.removeprefix(_STATE): t for name, t in tensors.items() if name.startswith(_STATE)}

@@ -79,8 +79,13 @@ class FaultConfig:
 
     #: The fields that are fractions of all clients, in the order faulty clients are drawn.
     client_fractions: ClassVar[tuple[str, ...]] = (
-        "noisy_clients", "flipped_clients", "free_riders", "scaled_clients",
-        "sign_flipped_clients", "noise_clients", "sybil_clients",
+        "noisy_clients",
+        "flipped_clients",
+        "free_riders",
+        "scaled_clients",
+        "sign_flipped_clients",
+        "noise_clients",
+        "sybil_clients",
     )
 
     def __post_init__(self) -> None:
@@ -237,7 +242,9 @@ class ExperimentConfig:
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise ValueError(f"target_accuracy={self.target_accuracy} must lie in (0, 1]")
         if not isinstance(self.strategy_options, Mapping):
-            raise ValueError(f"strategy_options must be a mapping of option names to values, got {self.strategy_options!r}")
+            raise ValueError(
+                f"strategy_options must be a mapping of option names to values, got {self.strategy_options!r}"
+            )
         if self.epsilon is not None and not self.epsilon > 0:
             raise ValueError(f"epsilon={self.epsilon} must be positive (or unset for no local noise)")
         resolve_device(self.device)  # a device this machine lacks is refused before any data is loaded

@@ -110,7 +110,9 @@ def imbalanced_classes(labels: np.ndarray, n_clients: int, num_classes: int, see
             taken.extend(pools[c][: len(share)])
             del pools[c][: len(share)]
         if not taken:
-            raise DataError(f"a client of {k} classes got no samples", hint="use more training samples or fewer clients")
+            raise DataError(
+                f"a client of {k} classes got no samples", hint="use more training samples or fewer clients"
+            )
         parts.append(np.sort(np.asarray(taken, dtype=np.int64)))
     return parts
 
@@ -165,7 +167,9 @@ def build_federation(config: ExperimentConfig) -> Federation:
         local = train.subset(local_pool[part])
         if fault == NOISY:
             local = local.with_tensors(
-                labels=noisy_labels(local.labels, config.faults.noise_rate, local.num_classes, generator=label_generator)
+                labels=noisy_labels(
+                    local.labels, config.faults.noise_rate, local.num_classes, generator=label_generator
+                )
             )
         elif fault == FLIPPED:
             local = local.with_tensors(labels=flip_labels(local.labels, local.num_classes))

@@ -105,7 +105,9 @@ def plot_fairness_by_round(result: ExperimentResult, path: Path) -> Path:
     """
     by_round = result.fairness_by_round()
     if not by_round:
-        raise ValueError("plot_fairness_by_round needs rewarded accuracies per round (fairness_every) and standalone ones")
+        raise ValueError(
+            "plot_fairness_by_round needs rewarded accuracies per round (fairness_every) and standalone ones"
+        )
     rounds = [entry[0] for entry in by_round]
     gains = [result.gain_in_round(r) or (math.nan, math.nan) for r in rounds]
     figure = Figure(figsize=(2 * FIGSIZE[0], FIGSIZE[1]), dpi=DPI)

@@ -70,6 +70,7 @@ SETTINGS: dict[str, FaultConfig] = {"clean": FaultConfig(), "noisy": NOISY_SETTI
 #: The FedAVE fairness target of this project (the paper reports above 0.84).
 FAIRNESS_TARGET = 0.95
 
+
 @dataclass(frozen=True)
 class RoundsRow:
     """One cell of the rounds-to-accuracy table."""
@@ -242,8 +243,13 @@ def _run_or_read(
     result = _start(run_config, name, label, note, output_dir=output_dir, observer=observer)
     if result is None:
         result = run_experiment(
-            run_config, federation=split.federation(), pool=pool, checkpoint=_checkpoint(output_dir, name),
-            standalone_runs=standalone_runs, on_start=observer.run_set_up, on_round=observer.round_done,
+            run_config,
+            federation=split.federation(),
+            pool=pool,
+            checkpoint=_checkpoint(output_dir, name),
+            standalone_runs=standalone_runs,
+            on_start=observer.run_set_up,
+            on_round=observer.round_done,
         )
         _save(result, output_dir, name)
     return result
@@ -266,10 +272,17 @@ def rounds_to_accuracy(
             for strategy in strategies:
                 label, name = f"{setting} {strategy}", f"{setting}-{strategy}"
                 run_config = split.config.with_changes(strategy=strategy)
-                result = _run_or_read(run_config, split, name, label, pool=pool, output_dir=output_dir, observer=observer)
+                result = _run_or_read(
+                    run_config, split, name, label, pool=pool, output_dir=output_dir, observer=observer
+                )
                 rows.append(
                     RoundsRow(
-                        setting, strategy, result.rounds_to_target, len(result.rounds), result.best_accuracy, result.seconds
+                        setting,
+                        strategy,
+                        result.rounds_to_target,
+                        len(result.rounds),
+                        result.best_accuracy,
+                        result.seconds,
                     )
                 )
                 observer.run_done(label, result)
@@ -341,11 +354,20 @@ def fairness_runs(
                         options = {**config.strategy_options, "quota_fractions": quotas}
                         run_config = config.with_changes(strategy="fedave", strategy_options=options)
                     else:
-                        run_config = config.with_changes(strategy=strategy, strategy_options=_as_in_seed(strategy, config))
+                        run_config = config.with_changes(
+                            strategy=strategy, strategy_options=_as_in_seed(strategy, config)
+                        )
                     label, name = f"{partition} seed {seed} {strategy}", f"{partition}-seed{seed}-{strategy}"
                     note = "every client trained alone first" if first_run is None else ""
                     result = _run_or_read(
-                        run_config, split, name, label, note, pool=pool, output_dir=output_dir, observer=observer,
+                        run_config,
+                        split,
+                        name,
+                        label,
+                        note,
+                        pool=pool,
+                        output_dir=output_dir,
+                        observer=observer,
                         standalone_runs=None if first_run is None else first_run.standalone_runs,
                     )
                     first_run = first_run or result
@@ -449,23 +471,40 @@ def _names(_ctx: click.Context, param: click.Parameter, value: str) -> list[str]
 
 
 _common = [
-    click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="YAML file with settings to start from."),
-    click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Folder with the dataset files [default: $FEDCHAIN_DATA_ROOT]."),
+    click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="YAML file with settings to start from.",
+    ),
+    click.option(
+        "--data-root",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Folder with the dataset files [default: $FEDCHAIN_DATA_ROOT].",
+    ),
     click.option("--clients", type=int, help="Number of clients."),
     click.option("--train-samples", type=int, help="Use only this many MNIST training samples (shrinks the run)."),
     click.option("--test-samples", type=int, help="Use only this many test samples."),
-    click.option("--validation-samples", type=int, help="Training samples held out as the aggregator's validation set."),
+    click.option(
+        "--validation-samples", type=int, help="Training samples held out as the aggregator's validation set."
+    ),
     click.option("--lr", type=float, help="Local learning rate."),
     click.option("--batch-size", type=int, help="Local mini-batch size."),
     click.option("--local-epochs", type=int, help="Local epochs per round."),
     click.option("--engine", type=click.Choice(ENGINES), help="Training engine."),
     click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU)."),
     click.option(
-        "-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
+        "-o",
+        "--output-dir",
+        type=click.Path(file_okay=False, path_type=Path),
         help="Keep every run's metrics, plots and checkpoint here [default: runs/reproduce/TABLE-DIGEST, "
         "DIGEST naming the settings]; a stopped series started again goes on where it stopped.",
     ),
-    click.option("--fresh", is_flag=True, help="Make every run again; the folder's earlier runs are kept aside (FOLDER.replaced-UTCTIME)."),
+    click.option(
+        "--fresh",
+        is_flag=True,
+        help="Make every run again; the folder's earlier runs are kept aside (FOLDER.replaced-UTCTIME).",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print the table as JSON."),
 ]
 
@@ -510,25 +549,45 @@ ROUNDS_DEFAULTS: dict[str, Any] = {
 @_with_common
 @click.option("--max-rounds", type=int, help=f"Give up after this many rounds [default: {ROUNDS_DEFAULTS['rounds']}].")
 @click.option("--target", type=float, help=f"Target test accuracy [default: {TIAN_TARGET_ACCURACY}].")
-@click.option("--strategies", default="fedavg,quality,cgsv", show_default=True, callback=_names, help="Comma-separated strategies.")
 @click.option(
-    "--settings", default="clean,noisy", show_default=True, callback=_names,
+    "--strategies",
+    default="fedavg,quality,cgsv",
+    show_default=True,
+    callback=_names,
+    help="Comma-separated strategies.",
+)
+@click.option(
+    "--settings",
+    default="clean,noisy",
+    show_default=True,
+    callback=_names,
     help="clean and/or noisy (30% clients, 50% noisy labels).",
 )
 @click.option("--seed", type=int, help="Seed of the data split and the initial model.")
 def rounds_to_accuracy_command(
-    config_path: Path | None, output_dir: Path | None, fresh: bool, as_json: bool, max_rounds: int | None,
-    target: float | None, strategies: list[str], settings: list[str], **flags: Any,
+    config_path: Path | None,
+    output_dir: Path | None,
+    fresh: bool,
+    as_json: bool,
+    max_rounds: int | None,
+    target: float | None,
+    strategies: list[str],
+    settings: list[str],
+    **flags: Any,
 ) -> None:
     """Rounds to 96% test accuracy: fedavg, quality, cgsv; LeNet-5, 100 clients (Tian et al. 2023, Table 4)."""
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
-        raise click.BadParameter(f"unknown setting(s) {', '.join(unknown)}; use {', '.join(SETTINGS)}", param_hint="--settings")
+        raise click.BadParameter(
+            f"unknown setting(s) {', '.join(unknown)}; use {', '.join(SETTINGS)}", param_hint="--settings"
+        )
     flags.update(rounds=max_rounds, target_accuracy=target)
     base = load_experiment(config_path, flags, defaults=ROUNDS_DEFAULTS)
     target_accuracy = base.target_accuracy
     if target_accuracy is None:
-        raise click.UsageError("rounds to what? The config sets target_accuracy to null; give --target 0.96 or a number there")
+        raise click.UsageError(
+            "rounds to what? The config sets target_accuracy to null; give --target 0.96 or a number there"
+        )
     apply_threads(base)
     began = time.perf_counter()
     with (
@@ -548,7 +607,9 @@ def rounds_to_accuracy_command(
         table.add_row(row.setting, row.strategy, rounds, f"{100 * row.best_accuracy:.2f}%", f"{row.seconds:.0f} s")
     out = stdout_console(PIPED_WIDTH)
     print_table(out, table, labels=2)
-    out.print(f"paper (Tian et al. 2023, Table 4, clean IID): FedAvg 20 rounds, theirs 16; total {time.perf_counter() - began:.0f} s")
+    out.print(
+        f"paper (Tian et al. 2023, Table 4, clean IID): FedAvg 20 rounds, theirs 16; total {time.perf_counter() - began:.0f} s"
+    )
     out.print(f"every run's metrics and plots in {output_dir}")
 
 
@@ -577,27 +638,42 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
 @click.option("--rounds", type=int, help=f"Rounds per run [default: {FAIRNESS_DEFAULTS['rounds']}].")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds (0, 1, ...).")
 @click.option(
-    "--strategies", default="fedfaim,fedave,fair,fedavg", show_default=True, callback=_names,
+    "--strategies",
+    default="fedfaim,fedave,fair,fedavg",
+    show_default=True,
+    callback=_names,
     help="Comma-separated strategies; one without rewards in kind (fedavg) gives its global accuracy only.",
 )
-@click.option("--partitions", default="pow,cla,dir", show_default=True, callback=_names, help="Comma-separated partitions.")
 @click.option(
-    "--fairness-every", type=int,
+    "--partitions", default="pow,cla,dir", show_default=True, callback=_names, help="Comma-separated partitions."
+)
+@click.option(
+    "--fairness-every",
+    type=int,
     help="Test the rewarded models every N rounds too, for the best round's Pearson (the FedAVE authors' figure).",
 )
 @click.option(
-    "--oracle-floor", type=click.FloatRange(0.0, 1.0, min_open=True),
+    "--oracle-floor",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
     help="Also run fedave with quotas from the measured standalone accuracies (row fedave-oracle): "
     "the least accurate client gets this fraction of every layer's update, the most accurate all of it.",
 )
 @click.option(
-    "--standalone-repeats", type=click.IntRange(min=1),
+    "--standalone-repeats",
+    type=click.IntRange(min=1),
     help="Train every client alone this many times (other seeds): the reference is their mean, and the table "
     "shows how well the repeats agree and the Pearson that this noise allows [default: 1].",
 )
 def fairness_command(
-    config_path: Path | None, output_dir: Path | None, fresh: bool, as_json: bool, seeds: int, strategies: list[str],
-    partitions: list[str], oracle_floor: float | None, **flags: Any,
+    config_path: Path | None,
+    output_dir: Path | None,
+    fresh: bool,
+    as_json: bool,
+    seeds: int,
+    strategies: list[str],
+    partitions: list[str],
+    oracle_floor: float | None,
+    **flags: Any,
 ) -> None:
     """Pearson(standalone accuracy, rewarded model accuracy): fedfaim, fedave, fair; 10 clients, POW/CLA/DIR (FedAVE).
 
@@ -639,7 +715,13 @@ def fairness_command(
         RunBars(Console(stderr=True), total) as bars,
     ):
         runs = fairness_runs(
-            base, strategies, partitions, list(range(seeds)), oracle_floor=oracle_floor, output_dir=output_dir, observer=bars
+            base,
+            strategies,
+            partitions,
+            list(range(seeds)),
+            oracle_floor=oracle_floor,
+            output_dir=output_dir,
+            observer=bars,
         )
     rows = summarise_fairness(runs)
     if as_json:
@@ -650,29 +732,42 @@ def fairness_command(
     repeated = base.standalone_repeats > 1
     gaps = global_gap(rows)
     columns = (
-        "partition", "strategy", "Pearson mean", "Pearson std", *(("best round (its mean gain)",) if per_round else ()),
+        "partition",
+        "strategy",
+        "Pearson mean",
+        "Pearson std",
+        *(("best round (its mean gain)",) if per_round else ()),
         *(("reference agreement", "ceiling") if repeated else ()),
-        "contribution Pearson", "Jain mean", "mean gain", "worst gain", "global accuracy",
-        *(("vs fedavg",) if gaps else ()), "seeds",
+        "contribution Pearson",
+        "Jain mean",
+        "mean gain",
+        "worst gain",
+        "global accuracy",
+        *(("vs fedavg",) if gaps else ()),
+        "seeds",
     )
     for column in columns:
         table.add_column(column, justify="left" if column in ("partition", "strategy") else "right")
     for row in rows:
         gap = gaps.get((row.partition, row.strategy))
         table.add_row(
-            row.partition, row.strategy, _figure(row.pearson_mean, "{:.3f}"), _figure(row.pearson_std, "{:.3f}"),
+            row.partition,
+            row.strategy,
+            _figure(row.pearson_mean, "{:.3f}"),
+            _figure(row.pearson_std, "{:.3f}"),
             *((f"{row.best_round_pearson_mean:.3f} ({100 * row.best_round_gain_mean:+.1f} pt)",) if per_round else ()),
             *((f"{row.reference_agreement_mean:.3f}", f"{row.fairness_ceiling_mean:.3f}") if repeated else ()),
-            _figure(row.contribution_pearson_mean, "{:.3f}"), _figure(row.jain_mean, "{:.3f}"),
-            _figure(100 * row.gain_mean, "{:+.1f} pt"), _figure(100 * row.gain_worst, "{:+.1f} pt"),
-            f"{100 * row.accuracy_mean:.2f}%", *(("-" if gap is None else f"{100 * gap:+.2f} pt",) if gaps else ()),
+            _figure(row.contribution_pearson_mean, "{:.3f}"),
+            _figure(row.jain_mean, "{:.3f}"),
+            _figure(100 * row.gain_mean, "{:+.1f} pt"),
+            _figure(100 * row.gain_worst, "{:+.1f} pt"),
+            f"{100 * row.accuracy_mean:.2f}%",
+            *(("-" if gap is None else f"{100 * gap:+.2f} pt",) if gaps else ()),
             str(row.seeds),
         )
     out = stdout_console(PIPED_WIDTH)
     print_table(out, table, labels=2)
-    out.print(
-        f"FedAVE reports above 0.84; our target is {FAIRNESS_TARGET}; total {time.perf_counter() - began:.0f} s"
-    )
+    out.print(f"FedAVE reports above 0.84; our target is {FAIRNESS_TARGET}; total {time.perf_counter() - began:.0f} s")
     out.print(f"every run's metrics and plots in {output_dir}")
 
 
@@ -734,12 +829,19 @@ def robustness_runs(
             for seed in seeds:
                 clean: dict[str, tuple[float, frozenset[int]]] = {}  # per strategy without attackers: accuracy, removed
                 for attack, fraction in settings:
-                    split = _Split(base.with_changes(partition=partition, seed=seed, faults=attack_faults(attack, fraction)))
+                    split = _Split(
+                        base.with_changes(partition=partition, seed=seed, faults=attack_faults(attack, fraction))
+                    )
                     setting = NO_ATTACK if attack == NO_ATTACK else f"{attack}-{fraction:g}"
                     for strategy in strategies:
-                        label, name = f"{partition} seed {seed} {setting} {strategy}", f"{partition}-seed{seed}-{setting}-{strategy}"
+                        label, name = (
+                            f"{partition} seed {seed} {setting} {strategy}",
+                            f"{partition}-seed{seed}-{setting}-{strategy}",
+                        )
                         run_config = split.config.with_changes(strategy=strategy)
-                        result = _run_or_read(run_config, split, name, label, pool=pool, output_dir=output_dir, observer=observer)
+                        result = _run_or_read(
+                            run_config, split, name, label, pool=pool, output_dir=output_dir, observer=observer
+                        )
                         pay = chain_pay(result, mechanism)
                         if strategy not in clean:
                             clean[strategy] = (result.final_accuracy, pay.removed_of(range(len(result.clients))))
@@ -751,8 +853,14 @@ def robustness_runs(
 
 
 def _robustness_run(
-    result: ExperimentResult, pay: ChainPay, partition: str, attack: str, fraction: float, clean_accuracy: float,
-    clean_removed: frozenset[int], mechanism: MechanismParams,
+    result: ExperimentResult,
+    pay: ChainPay,
+    partition: str,
+    attack: str,
+    fraction: float,
+    clean_accuracy: float,
+    clean_removed: frozenset[int],
+    mechanism: MechanismParams,
 ) -> RobustnessRun:
     """What one finished run and the chain's pay of it (``pay``) say about its attack: accuracy, detection, pay
     and removals (against the run without attackers: its final accuracy and the clients the chain removed in it)."""
@@ -812,7 +920,10 @@ def summarise_robustness(runs: Sequence[RobustnessRun]) -> list[RobustnessRow]:
         caught = [m.caught_round for m in members]
         rows.append(
             RobustnessRow(
-                partition=partition, strategy=strategy, attack=attack, fraction=fraction,
+                partition=partition,
+                strategy=strategy,
+                attack=attack,
+                fraction=fraction,
                 final_accuracy=_mean_defined(m.final_accuracy for m in members),
                 accuracy_change=_mean_defined(m.accuracy_change for m in members),
                 precision=_mean_defined(m.precision for m in members),
@@ -840,8 +951,21 @@ NOT_APPLICABLE = "n/a"
 
 #: The columns of the robustness table, in order.
 ROBUSTNESS_COLUMNS = (
-    "partition", "strategy", "attack", "fraction", "accuracy", "vs clean", "precision", "recall",
-    "honest flagged", "all caught by", "attackers removed", "honest removed", "by the attack", "attacker pay", "seeds",
+    "partition",
+    "strategy",
+    "attack",
+    "fraction",
+    "accuracy",
+    "vs clean",
+    "precision",
+    "recall",
+    "honest flagged",
+    "all caught by",
+    "attackers removed",
+    "honest removed",
+    "by the attack",
+    "attacker pay",
+    "seeds",
 )
 
 
@@ -853,12 +977,21 @@ def robustness_table(rows: Sequence[RobustnessRow], title: str) -> Table:
     for row in rows:
         none = row.attack == NO_ATTACK
         table.add_row(
-            row.partition, row.strategy, row.attack, "-" if none else f"{row.fraction:g}",
-            _percent(row.final_accuracy), "-" if none else _points(row.accuracy_change),
-            _percent(row.precision), _percent(row.recall), _percent(row.honest_flagged),
+            row.partition,
+            row.strategy,
+            row.attack,
+            "-" if none else f"{row.fraction:g}",
+            _percent(row.final_accuracy),
+            "-" if none else _points(row.accuracy_change),
+            _percent(row.precision),
+            _percent(row.recall),
+            _percent(row.honest_flagged),
             NOT_APPLICABLE if row.caught_round is None else f"round {row.caught_round}",
-            f"{row.attackers_removed:g}", f"{row.honest_removed:g}", "-" if none else f"{row.honest_removed_by_attack:g}",
-            _percent(row.attacker_pay_share), str(row.seeds),
+            f"{row.attackers_removed:g}",
+            f"{row.honest_removed:g}",
+            "-" if none else f"{row.honest_removed_by_attack:g}",
+            _percent(row.attacker_pay_share),
+            str(row.seeds),
         )
     return table
 
@@ -904,19 +1037,38 @@ def _fractions(_ctx: click.Context, param: click.Parameter, value: str) -> list[
 @click.option("--rounds", type=int, help=f"Rounds per run [default: {ROBUSTNESS_DEFAULTS['rounds']}].")
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Number of seeds (0, 1, ...).")
 @click.option(
-    "--strategies", default="fedavg,quality,cgsv,fedfaim,fedave", show_default=True, callback=_names,
+    "--strategies",
+    default="fedavg,quality,cgsv,fedfaim,fedave",
+    show_default=True,
+    callback=_names,
     help="Comma-separated strategies.",
 )
-@click.option("--attacks", default=",".join(ATTACKS), show_default=True, callback=_names, help="Comma-separated attacks.")
+@click.option(
+    "--attacks", default=",".join(ATTACKS), show_default=True, callback=_names, help="Comma-separated attacks."
+)
 @click.option("--partitions", default="iid,dir", show_default=True, callback=_names, help="Comma-separated partitions.")
 @click.option(
-    "--fractions", default="0.2,0.3", show_default=True, callback=_fractions,
+    "--fractions",
+    default="0.2,0.3",
+    show_default=True,
+    callback=_fractions,
     help="Comma-separated fractions of the clients that attack.",
 )
-@click.option("--screening/--no-screening", default=None, help="Screen every round's updates before the strategy [default: yes].")
+@click.option(
+    "--screening/--no-screening", default=None, help="Screen every round's updates before the strategy [default: yes]."
+)
 def robustness_command(
-    config_path: Path | None, output_dir: Path | None, fresh: bool, as_json: bool, seeds: int, strategies: list[str],
-    attacks: list[str], partitions: list[str], fractions: list[float], screening: bool | None, **flags: Any,
+    config_path: Path | None,
+    output_dir: Path | None,
+    fresh: bool,
+    as_json: bool,
+    seeds: int,
+    strategies: list[str],
+    attacks: list[str],
+    partitions: list[str],
+    fractions: list[float],
+    screening: bool | None,
+    **flags: Any,
 ) -> None:
     """Every strategy against the standard attacks: accuracy, who is caught, who the chain pays; 10 clients, IID/DIR.
 

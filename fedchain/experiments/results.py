@@ -32,7 +32,14 @@ METRICS_FILE = "metrics.json"
 
 #: Columns of ``metrics.csv``, one row per (round, client).
 CSV_COLUMNS = (
-    "round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted", "reward_accuracy",
+    "round",
+    "test_accuracy",
+    "test_loss",
+    "client",
+    "contribution",
+    "quality",
+    "accepted",
+    "reward_accuracy",
 )
 
 
@@ -273,7 +280,6 @@ class ExperimentResult:
             "seconds": self.seconds,
         }
 
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], config: ExperimentConfig) -> ExperimentResult:
         """The result :meth:`to_dict` wrote, as a run of ``config`` (JSON ``null`` numbers read as NaN).
@@ -369,8 +375,12 @@ def read_result(output_dir: Path, config: ExperimentConfig) -> ExperimentResult 
         ) from err
     kept = data.get("config") if isinstance(data, Mapping) else None
     if not isinstance(kept, Mapping):
-        raise ConfigError(f"{path} has no run configuration", hint=f"move {output_dir} aside or choose another output folder")
-    check_same_settings(kept, config, output_dir, hint="choose another output folder, or move that one aside to make the run again")
+        raise ConfigError(
+            f"{path} has no run configuration", hint=f"move {output_dir} aside or choose another output folder"
+        )
+    check_same_settings(
+        kept, config, output_dir, hint="choose another output folder, or move that one aside to make the run again"
+    )
     try:
         return ExperimentResult.from_dict(data, config)
     except (KeyError, TypeError, ValueError) as err:

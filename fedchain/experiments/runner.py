@@ -169,7 +169,9 @@ def tamper(updates: torch.Tensor, faults: Sequence[str], config: ExperimentConfi
     """The updates the clients send (a new tensor): free riders' and noise clients' replaced, scaled
     clients' multiplied, sign flippers' negated, and every Sybil's the one update they agreed on."""
     sent = updates.clone()
-    generator = torch.Generator().manual_seed((config.seed * _ROUND_SEED_STRIDE + round_number) * 10 + _SEED_RANDOM_UPDATES)
+    generator = torch.Generator().manual_seed(
+        (config.seed * _ROUND_SEED_STRIDE + round_number) * 10 + _SEED_RANDOM_UPDATES
+    )
     for i, fault in enumerate(faults):
         if fault == FREE_RIDER:
             sent[i] = free_ride(updates[i], config.faults.free_rider_mode, generator=generator)
@@ -211,7 +213,9 @@ def score_round(
     client_evaluations = None
     if by_loss or screening.needs_losses:
         client_evaluations = evaluator.evaluations(local_models, federation.validation)
-    losses = None if client_evaluations is None else torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
+    losses = (
+        None if client_evaluations is None else torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
+    )
     screened = screen(updates, torch.ones(updates.shape[0], dtype=torch.bool), losses, screening)
     validation = Validation(
         evaluate=lambda params: evaluator.evaluate(params, federation.validation),
@@ -248,7 +252,9 @@ def measure_standalone(
     for repeat in range(len(runs), config.standalone_repeats):
         seed = config.seed + repeat * _STANDALONE_SEED_STRIDE
         initial = trainer.initial_params(seed).to(trainer.device)
-        accuracies = standalone_accuracies(trainer, initial, federation.clients, federation.test, epochs=epochs, seed=seed)
+        accuracies = standalone_accuracies(
+            trainer, initial, federation.clients, federation.test, epochs=epochs, seed=seed
+        )
         runs.append(tuple(float(a) for a in accuracies.tolist()))
         log.info("standalone models, repeat %d of %d: done", repeat + 1, config.standalone_repeats)
         if on_repeat is not None:
@@ -309,7 +315,9 @@ def run_experiment(
         state: StrategyState | None = None
         last_rewards: torch.Tensor | None = None  # the last round's rewarded models, when the strategy gives them
         earlier = 0.0  # seconds an earlier, stopped run of these settings took
-        resumed = None if checkpoint is None else load_checkpoint(checkpoint, config, strategy.state_type, hint=RESUME_HINT)
+        resumed = (
+            None if checkpoint is None else load_checkpoint(checkpoint, config, strategy.state_type, hint=RESUME_HINT)
+        )
         if resumed is not None:
             _check_own_models(resumed, own_models, checkpoint)
             resumed = resumed.to(trainer.device)
@@ -338,9 +346,13 @@ def run_experiment(
                 """Save every finished repeat: each is minutes of training that a stop would lose."""
                 if checkpoint is not None and config.checkpoint_every:
                     elapsed = earlier + time.perf_counter() - began
-                    save_checkpoint(checkpoint, config, RunCheckpoint(0, global_params, models, None, None, (), None, runs, elapsed))
+                    save_checkpoint(
+                        checkpoint, config, RunCheckpoint(0, global_params, models, None, None, (), None, runs, elapsed)
+                    )
 
-            standalone_runs = measure_standalone(trainer, config, federation, done=standalone_runs or (), on_repeat=keep_standalone)
+            standalone_runs = measure_standalone(
+                trainer, config, federation, done=standalone_runs or (), on_repeat=keep_standalone
+            )
         first = 1 if resumed is None else resumed.round + 1
         if config.stop_at_target and rounds_to_target is not None:
             first = config.rounds + 1  # the earlier run had reached its target: nothing left to run
@@ -351,7 +363,15 @@ def run_experiment(
             trained = trainer.train(start, clients, config=dataclasses.replace(train_config, seed=seed))
             updates = tamper(trained.updates(start), federation.faults, config, round_number)
             result, quality, screened = score_round(
-                strategy, evaluator, federation, global_params, start + updates, updates, state, models, config.screening
+                strategy,
+                evaluator,
+                federation,
+                global_params,
+                start + updates,
+                updates,
+                state,
+                models,
+                config.screening,
             )
             for client, reason in screened.rejected().items():
                 log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)
@@ -381,8 +401,15 @@ def run_experiment(
                 rounds_to_target = round_number
             if checkpoint is not None and config.checkpoint_every and round_number % config.checkpoint_every == 0:
                 saved = RunCheckpoint(
-                    round_number, global_params, models, None if models is not None else last_rewards, result.state,
-                    tuple(records), rounds_to_target, _runs(standalone_runs), earlier + time.perf_counter() - began,
+                    round_number,
+                    global_params,
+                    models,
+                    None if models is not None else last_rewards,
+                    result.state,
+                    tuple(records),
+                    rounds_to_target,
+                    _runs(standalone_runs),
+                    earlier + time.perf_counter() - began,
                 )
                 save_checkpoint(checkpoint, config, saved)
             if on_round is not None:  # before the log line: a round logged has been reported (and kept on Ctrl-C)
@@ -400,7 +427,10 @@ def run_experiment(
         reward_accuracy = None
         if last_rewards is not None and records:
             reward_accuracy = records[-1].reward_accuracy or evaluator.accuracies(last_rewards, federation.test)
-    infos = tuple(ClientInfo(i, n, fault) for i, (n, fault) in enumerate(zip(federation.data_sizes, federation.faults, strict=True)))
+    infos = tuple(
+        ClientInfo(i, n, fault)
+        for i, (n, fault) in enumerate(zip(federation.data_sizes, federation.faults, strict=True))
+    )
     return ExperimentResult(
         config=config,
         clients=infos,

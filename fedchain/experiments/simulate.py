@@ -222,13 +222,26 @@ def client_table(result: ExperimentResult) -> Table:
 
 
 @click.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="Experiment YAML file (see configs/).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Experiment YAML file (see configs/).",
+)
 @click.option("--dataset", type=click.Choice(sorted(DATASETS)), help="Dataset.")
-@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Folder with the dataset files [default: $FEDCHAIN_DATA_ROOT].")
+@click.option(
+    "--data-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder with the dataset files [default: $FEDCHAIN_DATA_ROOT].",
+)
 @click.option("--model", type=click.Choice(sorted(MODELS)), help="Model.")
 @click.option("--partition", type=click.Choice(PARTITION_KINDS), help="How the training data is split among clients.")
 @click.option("--alpha", type=float, help="Dirichlet concentration of the dir partition.")
-@click.option("--classes-per-client", type=int, help="Classes per client of the cla partition (YAML null: client j holds 1..all classes, FedAVE's CLA).")
+@click.option(
+    "--classes-per-client",
+    type=int,
+    help="Classes per client of the cla partition (YAML null: client j holds 1..all classes, FedAVE's CLA).",
+)
 @click.option("--power", type=float, help="Power-law exponent of the pow partition.")
 @click.option("--clients", type=int, help="Number of clients.")
 @click.option("--rounds", type=int, help="Number of rounds (at most, with --target-accuracy).")
@@ -238,9 +251,19 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--lr", type=float, help="Local learning rate.")
 @click.option("--momentum", type=float, help="Local SGD momentum.")
 @click.option("--strategy", type=click.Choice(strategy_names()), help="Aggregation and contribution strategy.")
-@click.option("--option", "strategy_options", multiple=True, metavar="KEY=VALUE", help="A strategy option (repeatable), e.g. gamma0=0.5.")
+@click.option(
+    "--option",
+    "strategy_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A strategy option (repeatable), e.g. gamma0=0.5.",
+)
 @click.option("--pruning", type=float, help="Sparsity of dynamic-topology pruning (0: dense).")
-@click.option("--own-models/--global-model", default=None, help="Clients keep their rewarded models [default: yes for fedfaim, fedave].")
+@click.option(
+    "--own-models/--global-model",
+    default=None,
+    help="Clients keep their rewarded models [default: yes for fedfaim, fedave].",
+)
 @click.option("--noisy-clients", type=float, help="Fraction of clients with noisy labels.")
 @click.option("--noise-rate", type=float, help="Fraction of a noisy client's labels made wrong.")
 @click.option("--flipped-clients", type=float, help="Fraction of clients with flipped labels.")
@@ -250,42 +273,71 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--scale", type=float, help="Factor of a scaled client's update.")
 @click.option("--sign-flipped-clients", type=float, help="Fraction of clients that send minus their update.")
 @click.option("--noise-clients", type=float, help="Fraction of clients that send noise of their update's norm.")
-@click.option("--sybil-clients", type=float, help="Fraction of colluding Sybils, all sending one update against the others.")
+@click.option(
+    "--sybil-clients", type=float, help="Fraction of colluding Sybils, all sending one update against the others."
+)
 @click.option("--sybil-scale", type=float, help="Factor of the Sybils' update: minus this times their honest mean.")
-@click.option("--screening/--no-screening", default=None, help="Screen every round's updates before the strategy [default: yes].")
-@click.option("--aggregation", type=click.Choice(AGGREGATION_RULES), help="How accepted updates are combined [default: mean].")
-@click.option("--trim-fraction", type=float, help="trimmed_mean: fraction cut from each end of every coordinate [default: 0.2].")
+@click.option(
+    "--screening/--no-screening", default=None, help="Screen every round's updates before the strategy [default: yes]."
+)
+@click.option(
+    "--aggregation", type=click.Choice(AGGREGATION_RULES), help="How accepted updates are combined [default: mean]."
+)
+@click.option(
+    "--trim-fraction", type=float, help="trimmed_mean: fraction cut from each end of every coordinate [default: 0.2]."
+)
 @click.option("--krum-byzantine", type=int, help="multi_krum: attackers tolerated (f) [default: 3].")
 @click.option("--krum-keep", type=int, help="multi_krum: updates averaged (1: Krum) [default: all but f].")
-@click.option("--clip-norm", type=float, help="Scale every accepted update down to at most this norm first [default: no clipping].")
+@click.option(
+    "--clip-norm",
+    type=float,
+    help="Scale every accepted update down to at most this norm first [default: no clipping].",
+)
 @click.option("--epsilon", type=float, help="Privacy budget of the local noise on client data.")
 @click.option("--train-samples", type=int, help="Use only this many training samples.")
 @click.option("--test-samples", type=int, help="Use only this many test samples.")
 @click.option("--validation-samples", type=int, help="Training samples held out as the aggregator's validation set.")
 @click.option("--standalone/--no-standalone", default=None, help="Also train every client alone (fairness figures).")
 @click.option(
-    "--standalone-repeats", type=click.IntRange(min=1),
+    "--standalone-repeats",
+    type=click.IntRange(min=1),
     help="Train every client alone this many times with other seeds; the reference is their mean.",
 )
-@click.option("--fairness-every", type=int, help="Test every client's rewarded model every N rounds too (fairness per round; 0: last round only).")
+@click.option(
+    "--fairness-every",
+    type=int,
+    help="Test every client's rewarded model every N rounds too (fairness per round; 0: last round only).",
+)
 @click.option("--seed", type=int, help="Seed of the run.")
 @click.option("--engine", type=click.Choice(ENGINES), help="Training engine.")
 @click.option("--device", help="Torch device (auto, cpu, cuda, cuda:1).")
 @click.option("--threads", type=int, help="Torch threads of the main process (1 on a busy shared CPU).")
 @click.option(
-    "-o", "--output-dir", type=click.Path(file_okay=False, path_type=Path),
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
     help="Folder of the run: metrics, plots, checkpoint (another run of other settings there is moved aside) "
     "[default: runs/simulate/STRATEGY-DATASET-PARTITION-DIGEST, DIGEST naming the settings].",
 )
 @click.option("--plots/--no-plots", default=None, help="Write PNG plots.")
 @click.option(
-    "--checkpoint-every", type=click.IntRange(min=0),
+    "--checkpoint-every",
+    type=click.IntRange(min=0),
     help="Save the run's state every N rounds, so that the same command goes on after a stop (0: never) [default: 1].",
 )
-@click.option("--fresh", is_flag=True, help="Start over: a stopped run's files in the output folder are kept aside, not gone on from.")
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Start over: a stopped run's files in the output folder are kept aside, not gone on from.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of tables.")
 def simulate(
-    config_path: Path | None, strategy_options: tuple[str, ...], pruning: float | None, fresh: bool, as_json: bool, **flags: Any
+    config_path: Path | None,
+    strategy_options: tuple[str, ...],
+    pruning: float | None,
+    fresh: bool,
+    as_json: bool,
+    **flags: Any,
 ) -> None:
     """Run a federated experiment in one process, without a chain.
 

@@ -17,7 +17,9 @@ from fedchain.fl.strategies import CGSV, Fair, FedAVE, FedAvg, FedFAIM, QualityW
 from fedchain.fl.strategy import Strategy
 
 #: Every built-in strategy class by its :attr:`Strategy.name`.
-STRATEGIES: Mapping[str, type[Strategy]] = {cls.name: cls for cls in (FedAvg, QualityWeighted, CGSV, FedFAIM, FedAVE, Fair)}
+STRATEGIES: Mapping[str, type[Strategy]] = {
+    cls.name: cls for cls in (FedAvg, QualityWeighted, CGSV, FedFAIM, FedAVE, Fair)
+}
 
 #: Any strategy type (:func:`fit_layer_sizes` returns what it was given).
 S = TypeVar("S", bound=Strategy)
@@ -72,6 +74,7 @@ def configured_strategy(name: str, options: Mapping[str, Any], aggregation: Aggr
         )
     return get_strategy(name, **options, aggregation=aggregation)
 
+
 def fit_layer_sizes(strategy: S, layer_sizes: Sequence[int]) -> S:
     """``strategy`` with the model's layer sizes when it masks rewards per layer and was given none.
 
@@ -83,4 +86,3 @@ def fit_layer_sizes(strategy: S, layer_sizes: Sequence[int]) -> S:
     if not isinstance(strategy, FedAVE | Fair) or strategy.layer_sizes:
         return strategy
     return dataclasses.replace(strategy, layer_sizes=tuple(layer_sizes))
-

@@ -117,7 +117,9 @@ class ClientReputation:
         """Eq. 16 for this client before pro-rata scaling: 0 unless it was scored in some round."""
         if self.rounds == 0:
             return 0
-        return final_bonus(params.phi, params.expected_duration, actual_duration, self.total_reputation(params.reputation_cap))
+        return final_bonus(
+            params.phi, params.expected_duration, actual_duration, self.total_reputation(params.reputation_cap)
+        )
 
 
 @dataclass(frozen=True)
@@ -249,8 +251,10 @@ def score_round(
     time_rep = time_reputation(sum_time_ratio, k, params.max_round_time, time_fp, cap)
     reputation = ClientReputation(k, sum_quality, sum_time_ratio, loss_rep, time_rep)
     removed = loss_rep < params.min_loss_reputation or time_rep < params.min_time_reputation
-    payment = 0 if removed else round_payment(
-        params.psi, loss_rep, time_rep, params.min_loss_reputation, params.min_time_reputation
+    payment = (
+        0
+        if removed
+        else round_payment(params.psi, loss_rep, time_rep, params.min_loss_reputation, params.min_time_reputation)
     )
     return RoundScore(reputation, payment, removed)
 
@@ -288,7 +292,9 @@ def auction_utility(params: MechanismParams, loss_rep: int, data_size: int, bid:
     return payment - bid.price
 
 
-def choose_winner(params: MechanismParams, loss_rep: int, data_size: int, bids: Sequence[RevealedBid | None]) -> AuctionOutcome:
+def choose_winner(
+    params: MechanismParams, loss_rep: int, data_size: int, bids: Sequence[RevealedBid | None]
+) -> AuctionOutcome:
     """The winner among revealed bids (``None`` entries are unrevealed) by eq. 18.
 
     Highest utility wins, the earliest bid on ties. First price: the winner is
@@ -309,7 +315,12 @@ def choose_winner(params: MechanismParams, loss_rep: int, data_size: int, bids: 
 
 
 def standby_winner(
-    params: MechanismParams, loss_rep: int, data_size: int, bids: Sequence[RevealedBid | None], eligible: Sequence[bool], max_price: int
+    params: MechanismParams,
+    loss_rep: int,
+    data_size: int,
+    bids: Sequence[RevealedBid | None],
+    eligible: Sequence[bool],
+    max_price: int,
 ) -> int | None:
     """The bid that takes over a slashed job: the highest utility (earliest on ties) among the
     ``eligible`` revealed bids whose price is at most the escrowed ``max_price``; None if there is none."""
@@ -361,14 +372,17 @@ def time_reputation_float(
     return min(mean, cap)
 
 
-def round_payment_float(psi: float, loss_rep: float, time_rep: float, min_loss_rep: float, min_time_rep: float) -> float:
+def round_payment_float(
+    psi: float, loss_rep: float, time_rep: float, min_loss_rep: float, min_time_rep: float
+) -> float:
     """Eq. 15 in floats."""
     if loss_rep < min_loss_rep or time_rep < min_time_rep:
         return 0.0
     return psi * time_rep**2 * loss_rep
 
 
-def final_bonus_float(phi: float, expected_duration: float, actual_duration: float, loss_rep: float, time_rep: float) -> float:
+def final_bonus_float(
+    phi: float, expected_duration: float, actual_duration: float, loss_rep: float, time_rep: float
+) -> float:
     """Eq. 16 in floats: phi * max(0, T_ex - T_r) * r_a * r_t."""
     return phi * max(0.0, expected_duration - actual_duration) * loss_rep * time_rep
-

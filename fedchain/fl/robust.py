@@ -128,7 +128,9 @@ def krum_scores(updates: torch.Tensor, mask: torch.Tensor, f: int) -> torch.Tens
     Float64 ``[n]`` on the CPU. ``f`` is the number of Byzantine clients the rule tolerates.
     """
     if f < 0:
-        raise ConfigError(f"Krum's f must be non-negative, got {f}", hint="pass the number of malicious clients tolerated")
+        raise ConfigError(
+            f"Krum's f must be non-negative, got {f}", hint="pass the number of malicious clients tolerated"
+        )
     rows = torch.nonzero(mask.cpu()).flatten()
     scores = torch.full((updates.shape[0],), torch.inf, dtype=torch.float64)
     m = rows.numel()
@@ -166,7 +168,9 @@ def clip_scales(norms: torch.Tensor, max_norm: float | torch.Tensor) -> torch.Te
     return torch.where(norms > limit, limit / norms.clamp_min(ZERO_NORM), torch.ones_like(norms))
 
 
-def norm_clipped_mean(updates: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor, max_norm: float) -> torch.Tensor:
+def norm_clipped_mean(
+    updates: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor, max_norm: float
+) -> torch.Tensor:
     """The weighted mean of the present updates, each first scaled down to norm at most ``max_norm``."""
     if not max_norm > 0:
         raise ConfigError(f"the clipping norm must be positive, got {max_norm}", hint="pass the largest norm allowed")

@@ -355,7 +355,9 @@ def agreement_with_others(updates: torch.Tensor) -> torch.Tensor:
     return torch.maximum(pairwise, to_median)
 
 
-def _reassess(agreement: torch.Tensor, updates: torch.Tensor, population: torch.Tensor, threshold: float, fewest: int) -> None:
+def _reassess(
+    agreement: torch.Tensor, updates: torch.Tensor, population: torch.Tensor, threshold: float, fewest: int
+) -> None:
     """Rule 4's second look, in place: every update of ``population`` whose ``agreement`` is below ``threshold``
     is measured again against the updates that reached it (when at least ``fewest``), and keeps the larger figure."""
     import torch

@@ -48,8 +48,18 @@ from fedchain.units import ether
 
 #: TaskSpec fields that `task create` offers as flags (the rest come from --config).
 SPEC_FLAGS: tuple[str, ...] = (
-    "dataset", "model", "num_classes", "in_channels", "lr", "momentum", "batch_size", "local_epochs", "seed",
-    "strategy", "privacy_epsilon", "train_from",
+    "dataset",
+    "model",
+    "num_classes",
+    "in_channels",
+    "lr",
+    "momentum",
+    "batch_size",
+    "local_epochs",
+    "seed",
+    "strategy",
+    "privacy_epsilon",
+    "train_from",
 )
 
 #: Columns of `task show` output when it does not go to a terminal.
@@ -72,7 +82,9 @@ def field_docs(cls: type) -> dict[str, str]:
     return {name: text.replace("``", "") for name, text in docs.items()}  # reST literals read plain in --help
 
 
-def _field_options(cls: type, names: tuple[str, ...] | None, prefix: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _field_options(
+    cls: type, names: tuple[str, ...] | None, prefix: str
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Click options for the fields of dataclass ``cls`` (``--name-with-dashes``), default None (= the config's)."""
     docs = field_docs(cls)
     hints = typing.get_type_hints(cls)
@@ -123,27 +135,36 @@ def task() -> None:
 
 @task.command()
 @click.option(
-    "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
     help="YAML file with the terms (top level or under terms:), spec:, budget and aggregator; flags override it.",
 )
-@click.option("--budget", help="Reward budget escrowed with the task: wei, or with a unit (1ether, 500gwei). [default: 1ether]")
+@click.option(
+    "--budget", help="Reward budget escrowed with the task: wei, or with a unit (1ether, 500gwei). [default: 1ether]"
+)
 @click.option("--aggregator", help="Address of the aggregator that will post rounds. [default: the publisher]")
 @click.option(
-    "--validation-size", type=click.IntRange(min=1),
+    "--validation-size",
+    type=click.IntRange(min=1),
     help="Samples of the test split the aggregator scores every client's model on. [default: 1000]",
 )
 @click.option(
-    "--confirmations", type=click.IntRange(min=0),
+    "--confirmations",
+    type=click.IntRange(min=0),
     help="Blocks the task's fog nodes, clients and aggregator wait on top of an event before acting on it; "
     "the windows are checked against it and the chain's block interval. [default: 0, for a local chain]",
 )
 @click.option(
-    "--fund-bond", is_flag=True, default=None,
+    "--fund-bond",
+    is_flag=True,
+    default=None,
     help="Post the aggregator's bond yourself, on its behalf (it comes back to you at settlement unless a challenge "
     "against the aggregator is upheld). [default: the aggregator posts it when it starts]",
 )
 @click.option(
-    "--expected-clients", type=click.IntRange(min=1),
+    "--expected-clients",
+    type=click.IntRange(min=1),
     help="Clients you expect to join: the budget is checked against their pay, with a warning and the budget that "
     "would cover it when it falls short.  [default: max_clients]",
 )
@@ -151,8 +172,14 @@ def task() -> None:
 @_field_options(TaskSpec, SPEC_FLAGS, "spec_")
 @session_options
 def create(
-    config_path: Path | None, budget: str | None, aggregator: str | None, validation_size: int | None,
-    confirmations: int | None, fund_bond: bool | None, expected_clients: int | None, **options: Any,
+    config_path: Path | None,
+    budget: str | None,
+    aggregator: str | None,
+    validation_size: int | None,
+    confirmations: int | None,
+    fund_bond: bool | None,
+    expected_clients: int | None,
+    **options: Any,
 ) -> None:
     """Create a task: write its spec and initial model to the store, escrow the budget on chain.
 
@@ -180,8 +207,14 @@ def create(
     if validation_size is not None:
         spec["validation"] = {"size": validation_size}
     config = load_publish_config(
-        config_path, terms=terms, spec=spec, budget=budget, aggregator=aggregator, confirmations=confirmations,
-        fund_bond=fund_bond, expected_clients=expected_clients,
+        config_path,
+        terms=terms,
+        spec=spec,
+        budget=budget,
+        aggregator=aggregator,
+        confirmations=confirmations,
+        fund_bond=fund_bond,
+        expected_clients=expected_clients,
     )
     session = session_from_options(**{k: options[k] for k in SESSION_OPTIONS})
     check_task_windows(session, config)
@@ -202,11 +235,16 @@ def create(
 @task.command()
 @_task_id_option
 @click.option(
-    "--wait", is_flag=True,
+    "--wait",
+    is_flag=True,
     help="Wait until every joined client's job is won and its data handed off (and the aggregator bonded), then start.",
 )
 @click.option(
-    "--clients", "min_clients", type=click.IntRange(min=1), default=1, show_default=True,
+    "--clients",
+    "min_clients",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
     help="With --wait: also wait until at least this many clients joined.",
 )
 @click.option("--force", is_flag=True, help="Start even though some clients' jobs are not ready (they train nothing).")
@@ -278,8 +316,10 @@ def settle(task_id: int, **options: Any) -> None:
     """
     result = settle_task(session_from_options(**options), task_id)
     if result.pending:
-        click.echo(f"task {task_id}: round(s) {', '.join(map(str, result.pending))} not final yet (challenge window "
-                   "or a verdict); settle again later")
+        click.echo(
+            f"task {task_id}: round(s) {', '.join(map(str, result.pending))} not final yet (challenge window "
+            "or a verdict); settle again later"
+        )
         return
     ledger = f"tx {result.ledger.transaction_hash}" if result.ledger else "already settled"
     click.echo(f"task {task_id} settled ({ledger}; jobs settled: {', '.join(map(str, result.jobs)) or 'none'})")
@@ -303,7 +343,9 @@ def show(task_id: int, **options: Any) -> None:
 
 @task.command()
 @_task_id_option
-@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds between reads.")
+@click.option(
+    "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="Seconds between reads."
+)
 @read_options
 def watch(task_id: int, interval: float, **options: Any) -> None:
     """Watch a task live until it is settled: its auctions, hand-offs, commits, posted and final rounds, and pay.
@@ -400,11 +442,17 @@ def render_task(view: TaskView) -> list[Table]:
     summary.add_column(no_wrap=True)
     summary.add_column(overflow="fold")  # a hash or an address wraps whole rather than losing its end
     rows = [
-        ("publisher", s.publisher), ("aggregator", s.aggregator),
-        ("round", f"{s.current_round} of {p.rounds}"), ("budget", f"{s.budget} wei ({s.budget_left} left)"),
-        ("target accuracy", _fraction(p.target_accuracy)), ("expected duration", f"{p.expected_duration} s"),
+        ("publisher", s.publisher),
+        ("aggregator", s.aggregator),
+        ("round", f"{s.current_round} of {p.rounds}"),
+        ("budget", f"{s.budget} wei ({s.budget_left} left)"),
+        ("target accuracy", _fraction(p.target_accuracy)),
+        ("expected duration", f"{p.expected_duration} s"),
         ("psi / phi", f"{p.psi} wei / {p.phi} wei/s"),
-        ("r_a_min / r_t_min / q_min", f"{_fraction(p.min_loss_reputation)} / {_fraction(p.min_time_reputation)} / {_fraction(p.min_quality)}"),
+        (
+            "r_a_min / r_t_min / q_min",
+            f"{_fraction(p.min_loss_reputation)} / {_fraction(p.min_time_reputation)} / {_fraction(p.min_quality)}",
+        ),
         ("t_max / cap", f"{p.max_round_time} s / {_fraction(p.reputation_cap)}"),
         ("deposits client / fog", f"{p.client_deposit} / {p.fog_deposit} wei"),
         ("round / bidding / reveal", f"{p.round_duration} / {p.bidding_duration} / {p.reveal_duration} s"),
@@ -412,32 +460,62 @@ def render_task(view: TaskView) -> list[Table]:
         ("aggregator bond", f"{p.aggregator_bond} wei ({'posted' if view.bonded else 'not posted yet'})"),
         ("rounds posted / final", f"{view.rounds[0]} / {view.rounds[1]}"),
         ("auction", "second price" if p.second_price else "first price"),
-        ("dataset id", "0x" + p.dataset_id.hex()), ("model id", "0x" + p.model_id.hex()),
+        ("dataset id", "0x" + p.dataset_id.hex()),
+        ("model id", "0x" + p.model_id.hex()),
     ]
     if view.spec is not None:
         spec = view.spec
-        rows.append(("spec", f"{spec.dataset}, {spec.model}, strategy {spec.strategy}, lr {spec.lr}, batch {spec.batch_size}"))
+        rows.append(
+            ("spec", f"{spec.dataset}, {spec.model}, strategy {spec.strategy}, lr {spec.lr}, batch {spec.batch_size}")
+        )
     rows.append(("publisher claimable", f"{view.claimable_by_publisher} wei"))
     for key, value in rows:
         summary.add_row(key, str(value))
     if view.status == TaskStatus.OPEN:
         waiting = [c.index for c in view.clients if c.waiting]
-        summary.add_row("ready to start", "yes" if view.clients and view.bonded and not waiting else
-                        f"no: waiting for client(s) {', '.join(map(str, waiting))}" if waiting else
-                        "no: no client yet" if not view.clients else "no: the aggregator's bond")
+        summary.add_row(
+            "ready to start",
+            "yes"
+            if view.clients and view.bonded and not waiting
+            else f"no: waiting for client(s) {', '.join(map(str, waiting))}"
+            if waiting
+            else "no: no client yet"
+            if not view.clients
+            else "no: the aggregator's bond",
+        )
     clients = Table(title="clients and jobs")
-    for column in ("#", "client", "status", "rounds", "r_a", "r_t", "earned (wei)", "bonus (wei)", "job", "data",
-                   "fog", "price (wei)", "paid up to"):
+    for column in (
+        "#",
+        "client",
+        "status",
+        "rounds",
+        "r_a",
+        "r_t",
+        "earned (wei)",
+        "bonus (wei)",
+        "job",
+        "data",
+        "fog",
+        "price (wei)",
+        "paid up to",
+    ):
         clients.add_column(column)
     for c in view.clients:
         winner = c.winner
         # Settlement moves the earnings to the treasury and zeroes them in the ledger: show what was paid.
         earned, bonus = (c.settled.earned, str(c.settled.bonus)) if c.settled else (c.info.earned, "-")
         clients.add_row(
-            str(c.index), c.info.account, c.info.status.name.lower(), str(c.info.rounds),
+            str(c.index),
+            c.info.account,
+            c.info.status.name.lower(),
+            str(c.info.rounds),
             *((_fraction(c.info.loss_reputation), _fraction(c.info.time_reputation)) if c.info.rounds else ("-", "-")),
-            str(earned), bonus,
-            c.job.status.name.lower(), _data_column(c), winner.bidder if winner else "-", str(c.job.winner_price),
+            str(earned),
+            bonus,
+            c.job.status.name.lower(),
+            _data_column(c),
+            winner.bidder if winner else "-",
+            str(c.job.winner_price),
             str(c.job.paid_up_to),
         )
     return [summary, clients]

@@ -77,7 +77,12 @@ def create_task(session: ChainSession, config: PublishConfig) -> CreatedTask:
     (event,) = receipt.events_of(TaskCreated)
     log.info(
         "task created task=%d aggregator=%s budget=%d bond=%d dataset_id=0x%s model_id=0x%s tx=%s",
-        event.task_id, aggregator, config.budget, params.aggregator_bond, dataset_id.hex(), model_id.hex(),
+        event.task_id,
+        aggregator,
+        config.budget,
+        params.aggregator_bond,
+        dataset_id.hex(),
+        model_id.hex(),
         receipt.transaction_hash,
     )
     if config.fund_bond or aggregator == session.address:
@@ -193,7 +198,9 @@ def start_task(session: ChainSession, task_id: int, *, force: bool = False) -> R
     if state.status == TaskStatus.OPEN and state.publisher == session.address:  # others: the contract's refusal
         ready = readiness(session, task_id)
         if ready.waiting and not force:
-            raise TaskNotReady(f"task {task_id} is not ready to start:\n" + "\n".join(f"  - {line}" for line in ready.reasons()))
+            raise TaskNotReady(
+                f"task {task_id} is not ready to start:\n" + "\n".join(f"  - {line}" for line in ready.reasons())
+            )
         for index, account, why in ready.waiting:
             log.warning("starting without client %d (%s): it %s", index, account, why)
     receipt = session.contracts.task_registry.start_task(task_id)
@@ -202,7 +209,11 @@ def start_task(session: ChainSession, task_id: int, *, force: bool = False) -> R
 
 
 def start_when_ready(
-    session: ChainSession, task_id: int, *, clients: int = 1, poll_s: float = 2.0,
+    session: ChainSession,
+    task_id: int,
+    *,
+    clients: int = 1,
+    poll_s: float = 2.0,
     report: Callable[[Readiness], None] | None = None,
 ) -> Receipt:
     """Wait until at least ``clients`` clients joined, every job is ready and the aggregator is bonded, then start
@@ -276,7 +287,9 @@ def _duration(seconds: int) -> str:
     minutes, secs = divmod(rest, 60)
     parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
     first = next((i for i, (amount, _) in enumerate(parts) if amount), len(parts) - 1)
-    return " ".join(f"{amount} {unit}" for amount, unit in parts[first:first + 2] if amount or first == len(parts) - 1)
+    return " ".join(
+        f"{amount} {unit}" for amount, unit in parts[first : first + 2] if amount or first == len(parts) - 1
+    )
 
 
 @dataclass(frozen=True)
@@ -419,23 +432,34 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
     clients = []
     for i in range(contracts.round_ledger.client_count(task_id)):
         job = contracts.fog_auction.job(task_id, i)
-        clients.append(ClientView(
-            index=i,
-            info=contracts.round_ledger.client(task_id, i),
-            job=job,
-            bids=tuple(contracts.fog_auction.bids(task_id, i)),
-            waiting=job_waiting(job, bytes(contracts.data_handoff.data_hash(task_id, i)), now),
-            settled=settlements.get(i),
-        ))
+        clients.append(
+            ClientView(
+                index=i,
+                info=contracts.round_ledger.client(task_id, i),
+                job=job,
+                bids=tuple(contracts.fog_auction.bids(task_id, i)),
+                waiting=job_waiting(job, bytes(contracts.data_handoff.data_hash(task_id, i)), now),
+                settled=settlements.get(i),
+            )
+        )
     try:
         spec = load_spec(session.store, params.dataset_id)
     except FedchainError as err:  # the overview still shows the chain's side without the spec
-        log.warning("task %d: spec 0x%s not readable from %s: %s", task_id, params.dataset_id.hex(), session.store.url, err)
+        log.warning(
+            "task %d: spec 0x%s not readable from %s: %s", task_id, params.dataset_id.hex(), session.store.url, err
+        )
         spec = None
     posted, final = contracts.round_ledger.rounds(task_id)
     return TaskView(
-        task_id, params, state, tuple(clients), spec, int(contracts.treasury.claimable(state.publisher)),
-        bonded=contracts.disputes.bonded(task_id), rounds=(int(posted), int(final)), ledger_settled=ledger_settled,
+        task_id,
+        params,
+        state,
+        tuple(clients),
+        spec,
+        int(contracts.treasury.claimable(state.publisher)),
+        bonded=contracts.disputes.bonded(task_id),
+        rounds=(int(posted), int(final)),
+        ledger_settled=ledger_settled,
     )
 
 

@@ -42,9 +42,13 @@ from fedchain.taskspec import TaskSpec
 from fedchain.units import WAD, WEI_UNITS, ether, parse_wei  # noqa: F401 (WEI_UNITS, parse_wei: re-exported)
 
 #: Fields of :class:`TaskTerms` and :class:`PublishConfig` that are amounts of wei.
-AMOUNT_FIELDS = frozenset({"psi", "phi", "client_deposit", "fog_deposit", "budget", "challenge_bond", "aggregator_bond"})
+AMOUNT_FIELDS = frozenset(
+    {"psi", "phi", "client_deposit", "fog_deposit", "budget", "challenge_bond", "aggregator_bond"}
+)
 #: Fields of :class:`TaskTerms` written as fractions and sent in 1e18 fixed point.
-FRACTION_FIELDS = frozenset({"target_accuracy", "min_loss_reputation", "min_time_reputation", "min_quality", "reputation_cap"})
+FRACTION_FIELDS = frozenset(
+    {"target_accuracy", "min_loss_reputation", "min_time_reputation", "min_quality", "reputation_cap"}
+)
 
 #: The most clients a task may admit (TaskRegistry.MAX_CLIENTS).
 MAX_CLIENTS = 500
@@ -60,7 +64,11 @@ MAX_BUDGET = 2**96 - 1
 #: The largest aggregator bond (a uint96 in TaskParams).
 MAX_BOND = 2**96 - 1
 #: Limits tighter than their field's type that TaskRegistry enforces (TaskInvalidParameter), in the contract's units.
-CONTRACT_LIMITS: dict[str, int] = {"rounds": MAX_ROUNDS, "reputation_cap": MAX_REPUTATION_CAP, "max_clients": MAX_CLIENTS}
+CONTRACT_LIMITS: dict[str, int] = {
+    "rounds": MAX_ROUNDS,
+    "reputation_cap": MAX_REPUTATION_CAP,
+    "max_clients": MAX_CLIENTS,
+}
 
 #: Blocks a bidding window must span beyond the agents' confirmation depth: after the block that opens the
 #: auction has that many blocks on top, a fog node sees it; one block to send its bid (its polling, the RPC),
@@ -147,8 +155,17 @@ class TaskTerms:
     aggregator_bond: int | None = None
 
     def __post_init__(self) -> None:
-        positive = ("rounds", "expected_duration", "max_round_time", "cycles_per_sample", "round_duration",
-                    "bidding_duration", "reveal_duration", "max_clients", "challenge_window")
+        positive = (
+            "rounds",
+            "expected_duration",
+            "max_round_time",
+            "cycles_per_sample",
+            "round_duration",
+            "bidding_duration",
+            "reveal_duration",
+            "max_clients",
+            "challenge_window",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -159,15 +176,15 @@ class TaskTerms:
         if self.time_tolerance < 0:
             raise ConfigError(f"time_tolerance must be >= 0, got {self.time_tolerance}")
         if self.challenge_bond is not None and self.challenge_bond < 1:
-            raise ConfigError(f"challenge_bond must be at least 1 wei, got {self.challenge_bond}",
-                              hint="a free challenge would let anyone hold a round's money for nothing")
-        unfit = [
-            _unfit(name, value, limit)
-            for name, value, limit in _contract_values(self)
-            if not 0 <= value <= limit
-        ]
+            raise ConfigError(
+                f"challenge_bond must be at least 1 wei, got {self.challenge_bond}",
+                hint="a free challenge would let anyone hold a round's money for nothing",
+            )
+        unfit = [_unfit(name, value, limit) for name, value, limit in _contract_values(self) if not 0 <= value <= limit]
         if unfit:
-            raise TermOutOfRange("the contracts cannot hold these terms:\n" + "\n".join(f"  - {line}" for line in unfit))
+            raise TermOutOfRange(
+                "the contracts cannot hold these terms:\n" + "\n".join(f"  - {line}" for line in unfit)
+            )
 
     @property
     def effective_challenge_bond(self) -> int:
@@ -311,7 +328,8 @@ def _checked_address(name: str, value: object) -> str:
     """``value`` in checksum form; ConfigError unless it is 0x and 40 hex digits, all one case or a valid EIP-55 checksum."""
     if not isinstance(value, str) or not is_hex_address(value):
         raise ConfigError(
-            f"{name} {value!r} is not an Ethereum address", hint=f"give the {name} account's address: 0x and 40 hex digits"
+            f"{name} {value!r} is not an Ethereum address",
+            hint=f"give the {name} account's address: 0x and 40 hex digits",
         )
     digits = value[2:]
     if digits not in (digits.lower(), digits.upper()) and not is_checksum_address(value):
@@ -324,7 +342,9 @@ def _checked_address(name: str, value: object) -> str:
 
 def _with_amounts(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` with every amount field parsed to wei."""
-    return {key: parse_wei(value) if key in AMOUNT_FIELDS and value is not None else value for key, value in data.items()}
+    return {
+        key: parse_wei(value) if key in AMOUNT_FIELDS and value is not None else value for key, value in data.items()
+    }
 
 
 def load_publish_config(
@@ -364,7 +384,9 @@ def load_publish_config(
         spec=from_mapping(TaskSpec, spec_data, prefix="spec."),
         budget=parse_wei(budget if budget is not None else data.get("budget", PublishConfig.budget)),
         aggregator=aggregator if aggregator is not None else data.get("aggregator"),
-        confirmations=confirmations if confirmations is not None else data.get("confirmations", PublishConfig.confirmations),
+        confirmations=confirmations
+        if confirmations is not None
+        else data.get("confirmations", PublishConfig.confirmations),
         fund_bond=fund_bond if fund_bond is not None else data.get("fund_bond", PublishConfig.fund_bond),
         expected_clients=expected_clients if expected_clients is not None else data.get("expected_clients"),
     )
@@ -409,8 +431,12 @@ def budget_estimate(terms: TaskTerms, clients: int) -> BudgetEstimate:
     cap = to_wad(terms.reputation_cap, "reputation_cap")
     round_fast = terms.psi * cap * cap // (WAD * WAD)  # ReputationMath.roundPayment at r_t = cap, r_a = 1
     return BudgetEstimate(
-        clients=clients, rounds=terms.rounds, round_on_time=terms.psi, round_fast=round_fast,
-        bonus_on_time=terms.phi * terms.expected_duration, bonus_fast=terms.phi * terms.expected_duration * cap // WAD,
+        clients=clients,
+        rounds=terms.rounds,
+        round_on_time=terms.psi,
+        round_fast=round_fast,
+        bonus_on_time=terms.phi * terms.expected_duration,
+        bonus_fast=terms.phi * terms.expected_duration * cap // WAD,
     )
 
 
@@ -482,17 +508,42 @@ def check_windows(terms: TaskTerms, interval: BlockInterval, confirmations: int)
     depth = f"{confirmations} confirmation{'s' if confirmations != 1 else ''}"
     training = math.ceil(terms.expected_duration / terms.rounds)
     rules = (
-        ("bidding_duration", terms.bidding_duration, confirmations + BIDDING_BLOCKS, 0,
-         f"a fog node to see the auction open at {depth} and get its bid mined"),
-        ("reveal_duration", terms.reveal_duration, confirmations + REVEAL_BLOCKS, 0,
-         f"the chain to pass the bidding deadline and a reveal to be mined and confirmed at {depth}"),
-        ("round_duration", terms.round_duration, confirmations + ROUND_BLOCKS, training,
-         f"the expected training time (expected_duration / rounds), a fog node seeing the round start at {depth} "
-         "and its commit being mined"),
-        ("time_tolerance", terms.time_tolerance, TOLERANCE_BLOCKS, 0,
-         "a commit re-mined one block later by a reorganisation to keep the round time the aggregator read"),
-        ("challenge_window", terms.challenge_window, confirmations + CHALLENGE_BLOCKS, CHALLENGE_WORK_S,
-         f"a client to see the post at {depth}, re-score its entry and get its challenge mined"),
+        (
+            "bidding_duration",
+            terms.bidding_duration,
+            confirmations + BIDDING_BLOCKS,
+            0,
+            f"a fog node to see the auction open at {depth} and get its bid mined",
+        ),
+        (
+            "reveal_duration",
+            terms.reveal_duration,
+            confirmations + REVEAL_BLOCKS,
+            0,
+            f"the chain to pass the bidding deadline and a reveal to be mined and confirmed at {depth}",
+        ),
+        (
+            "round_duration",
+            terms.round_duration,
+            confirmations + ROUND_BLOCKS,
+            training,
+            f"the expected training time (expected_duration / rounds), a fog node seeing the round start at {depth} "
+            "and its commit being mined",
+        ),
+        (
+            "time_tolerance",
+            terms.time_tolerance,
+            TOLERANCE_BLOCKS,
+            0,
+            "a commit re-mined one block later by a reorganisation to keep the round time the aggregator read",
+        ),
+        (
+            "challenge_window",
+            terms.challenge_window,
+            confirmations + CHALLENGE_BLOCKS,
+            CHALLENGE_WORK_S,
+            f"a client to see the post at {depth}, re-score its entry and get its challenge mined",
+        ),
     )
     problems = []
     for name, value, blocks, extra, needs in rules:

@@ -202,7 +202,6 @@ class BlobStore:
             )
         return data
 
-
     # ------------------------------------------------------------------ boards
 
     def pin(self, board: str, name: str, data: bytes) -> None:
@@ -238,7 +237,11 @@ class BlobStore:
         notes = {}
         for entry in entries:
             name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
-            if entry.get("type") != "file" or not NAME_PATTERN.match(name) or int(entry.get("size") or 0) > NOTE_MAX_BYTES:
+            if (
+                entry.get("type") != "file"
+                or not NAME_PATTERN.match(name)
+                or int(entry.get("size") or 0) > NOTE_MAX_BYTES
+            ):
                 continue
             try:
                 with self.fs.open(f"{folder}/{name}", "rb") as file:
@@ -255,7 +258,9 @@ class BlobStore:
 
 def _checked_name(name: str) -> str:
     if not NAME_PATTERN.match(name):
-        raise StoreError(f"{name!r} is not a board or note name", hint="use letters, digits, '.', '_' and '-' (up to 128)")
+        raise StoreError(
+            f"{name!r} is not a board or note name", hint="use letters, digits, '.', '_' and '-' (up to 128)"
+        )
     return name
 
 

@@ -55,7 +55,9 @@ def parse_digest(value: bytes | str) -> bytes:
         try:
             digest = bytes.fromhex(text)
         except ValueError as err:
-            raise StoreError(f"{value!r} is not a hex hash", hint="pass 64 hex digits, optionally prefixed by 0x") from err
+            raise StoreError(
+                f"{value!r} is not a hex hash", hint="pass 64 hex digits, optionally prefixed by 0x"
+            ) from err
     else:
         raise StoreError(f"a hash must be bytes or hex text, not {type(value).__name__}")
     if len(digest) != DIGEST_BYTES:

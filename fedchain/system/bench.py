@@ -49,7 +49,9 @@ def parse_block_times(text: str) -> tuple[float, ...]:
     try:
         times = tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise ConfigError(f"--block-times takes seconds separated by commas, got {text!r}", hint="for example 0,2,12") from None
+        raise ConfigError(
+            f"--block-times takes seconds separated by commas, got {text!r}", hint="for example 0,2,12"
+        ) from None
     if not times or any(t < 0 for t in times):
         raise ConfigError(f"--block-times needs at least one block time >= 0, got {text!r}", hint="for example 0,2,12")
     return times
@@ -79,8 +81,17 @@ def summary_table(runs: list[BlockTimeRun]) -> Table:
     """A row per block time: wall time (and its ratio to automine), audit, unbid jobs, missed rounds, accuracy."""
     baseline = next((r.result.wall_s for r in runs if r.block_time == 0 and r.result is not None), None)
     table = Table(title="the demo per block time", title_justify="left", show_edge=False)
-    for column in ("block time", "wall time", "vs automine", "audit", "unbid jobs", "missed client-rounds",
-                   "transactions", "reverted", "final accuracy"):
+    for column in (
+        "block time",
+        "wall time",
+        "vs automine",
+        "audit",
+        "unbid jobs",
+        "missed client-rounds",
+        "transactions",
+        "reverted",
+        "final accuracy",
+    ):
         table.add_column(column, justify="left" if column in ("block time", "audit") else "right")
     for run in runs:
         label = "automine" if run.block_time == 0 else f"{run.block_time:g} s"
@@ -92,10 +103,15 @@ def summary_table(runs: list[BlockTimeRun]) -> Table:
         accuracy = f"{rounds[-1].accuracy / 10**18:.1%}" if rounds else "-"
         ratio = f"{result.wall_s / baseline:.2f}x" if baseline else "-"
         table.add_row(
-            label, f"{result.wall_s:.0f} s", ratio, "passed" if result.report.passed else "FAILED",
-            str(result.jobs.unbid), f"{result.jobs.missed}/{result.jobs.due}",
+            label,
+            f"{result.wall_s:.0f} s",
+            ratio,
+            "passed" if result.report.passed else "FAILED",
+            str(result.jobs.unbid),
+            f"{result.jobs.missed}/{result.jobs.due}",
             str(sum(s.transactions for s in result.transactions.values())),
-            str(sum(s.reverted for s in result.transactions.values())), accuracy,
+            str(sum(s.reverted for s in result.transactions.values())),
+            accuracy,
         )
     return table
 
@@ -113,7 +129,13 @@ def transactions_table(runs: list[BlockTimeRun]) -> Table:
         cells = []
         for run in runs:
             sent = run.result.transactions.get(name) if run.result is not None else None
-            cells.append("-" if sent is None else f"{sent.transactions} ({sent.reverted})" if sent.reverted else str(sent.transactions))
+            cells.append(
+                "-"
+                if sent is None
+                else f"{sent.transactions} ({sent.reverted})"
+                if sent.reverted
+                else str(sent.transactions)
+            )
         table.add_row(name, *cells)
     return table
 
@@ -126,9 +148,14 @@ def as_json(runs: list[BlockTimeRun]) -> list[dict[str, Any]]:
         if run.result is not None:
             r = run.result
             row.update(
-                wall_s=round(r.wall_s, 1), audit_passed=r.report.passed, unbid_jobs=r.jobs.unbid,
-                missed_client_rounds=r.jobs.missed, due_client_rounds=r.jobs.due,
-                transactions={name: {"mined": s.transactions, "reverted": s.reverted} for name, s in r.transactions.items()},
+                wall_s=round(r.wall_s, 1),
+                audit_passed=r.report.passed,
+                unbid_jobs=r.jobs.unbid,
+                missed_client_rounds=r.jobs.missed,
+                due_client_rounds=r.jobs.due,
+                transactions={
+                    name: {"mined": s.transactions, "reverted": s.reverted} for name, s in r.transactions.items()
+                },
                 run_dir=str(r.run_dir),
             )
         rows.append(row)
@@ -136,14 +163,23 @@ def as_json(runs: list[BlockTimeRun]) -> list[dict[str, Any]]:
 
 
 @click.command()
-@click.option("--block-times", default="0,2,12", show_default=True, help="Seconds between blocks, one demo each (0: automine).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for the runs (one run folder and one transcript per block time).  [default: runs/bench-demo-TIMESTAMP]")
+@click.option(
+    "--block-times", default="0,2,12", show_default=True, help="Seconds between blocks, one demo each (0: automine)."
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the runs (one run folder and one transcript per block time).  [default: runs/bench-demo-TIMESTAMP]",
+)
 @click.option("--rounds", type=int, help="Rounds N of each demo.  [default: the demo's]")
 @click.option("--clients", type=int, help="Client processes.  [default: the demo's]")
 @click.option("--fogs", type=int, help="Fog-node processes.  [default: the demo's]")
 @click.option("--strategy", help="Aggregation strategy.  [default: the demo's]")
-@click.option("--data-root", type=click.Path(file_okay=False, path_type=Path), help="Dataset folder.  [default: FEDCHAIN_DATA_ROOT]")
+@click.option(
+    "--data-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Dataset folder.  [default: FEDCHAIN_DATA_ROOT]",
+)
 @click.option("--json", "as_machine", is_flag=True, help="Print the figures as JSON.")
 def demo(block_times: str, out: Path | None, as_machine: bool, **options: Any) -> None:
     """The demo at several block times: wall time, transactions per participant, unbid jobs, missed rounds.

@@ -56,7 +56,9 @@ def job_figures(history: TaskHistory) -> JobFigures:
     return JobFigures(unbid=unbid, missed=missed, due=due)
 
 
-def transactions_by_sender(w3: Web3, first_block: int, names: Mapping[str, str], last_block: int | None = None) -> dict[str, Sent]:
+def transactions_by_sender(
+    w3: Web3, first_block: int, names: Mapping[str, str], last_block: int | None = None
+) -> dict[str, Sent]:
     """Each named participant's mined transactions (and reverts) in ``first_block..last_block`` (default: latest).
 
     ``names`` maps checksum addresses to participant names; transactions of

@@ -78,17 +78,36 @@ def _session_args(run: RunFolder, name: str) -> tuple[str, ...]:
 
 def _env(key: bytes) -> dict[str, str]:
     threads = str(THREADS_PER_PROCESS)
-    return {PRIVATE_KEY_ENV: "0x" + bytes(key).hex(), "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
-            "PYTHONUNBUFFERED": "1"}
+    return {
+        PRIVATE_KEY_ENV: "0x" + bytes(key).hex(),
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def fog_process(plan: FogPlan, run: RunFolder, key: bytes, task_id: int, options: AgentOptions) -> ProcessSpec:
     """``fedchain fog run`` for ``plan``, watching only ``task_id``, training on one thread."""
     cost = plan.cost
     args = [
-        "fog", "run", "--name", plan.name, "--task", str(task_id),
-        "--frequency", str(cost.frequency), "--alpha", repr(cost.alpha), "--margin", repr(cost.margin),
-        "--engine", "sequential", "--threads", str(THREADS_PER_PROCESS), "--poll-interval", str(options.poll_interval_s),
+        "fog",
+        "run",
+        "--name",
+        plan.name,
+        "--task",
+        str(task_id),
+        "--frequency",
+        str(cost.frequency),
+        "--alpha",
+        repr(cost.alpha),
+        "--margin",
+        repr(cost.margin),
+        "--engine",
+        "sequential",
+        "--threads",
+        str(THREADS_PER_PROCESS),
+        "--poll-interval",
+        str(options.poll_interval_s),
         *_session_args(run, plan.name),
     ]
     if plan.lazy is not None:
@@ -105,18 +124,37 @@ def client_process(
 ) -> ProcessSpec:
     """``fedchain client run`` of ``task_id`` for ``plan``: part ``plan.partition_index`` of ``partitions`` of an IID split."""
     args = [
-        "client", "run", "--task", str(task_id), "--name", plan.name,
-        "--partition-index", str(plan.partition_index), "--partitions", str(partitions),
-        "--partition-seed", str(options.seed), "--max-samples", str(plan.samples),
-        "--noisy-labels", repr(plan.noisy_labels), "--seed", str(options.seed + plan.partition_index),
-        "--poll-interval", str(options.poll_interval_s), "--watch", plan.watch, *_session_args(run, plan.name),
+        "client",
+        "run",
+        "--task",
+        str(task_id),
+        "--name",
+        plan.name,
+        "--partition-index",
+        str(plan.partition_index),
+        "--partitions",
+        str(partitions),
+        "--partition-seed",
+        str(options.seed),
+        "--max-samples",
+        str(plan.samples),
+        "--noisy-labels",
+        repr(plan.noisy_labels),
+        "--seed",
+        str(options.seed + plan.partition_index),
+        "--poll-interval",
+        str(options.poll_interval_s),
+        "--watch",
+        plan.watch,
+        *_session_args(run, plan.name),
     ]
     if plan.flip_labels:
         args.append("--flip-labels")
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
-    return ProcessSpec(plan.name, _python(*args), _env(key), run.log(plan.name), exits_when_done=True,
-                       niceness=WATCHER_NICENESS)
+    return ProcessSpec(
+        plan.name, _python(*args), _env(key), run.log(plan.name), exits_when_done=True, niceness=WATCHER_NICENESS
+    )
 
 
 def aggregator_process(
@@ -132,7 +170,12 @@ def aggregator_process(
     """``fedchain aggregator run`` for ``task_id`` (``strategy`` None: the task spec's); ``zero_client``
     (client address, round) makes it a dishonest aggregator that posts quality 0 for that client in that round."""
     args = [
-        "aggregator", "run", "--task", str(task_id), "--poll-interval", str(options.poll_interval_s),
+        "aggregator",
+        "run",
+        "--task",
+        str(task_id),
+        "--poll-interval",
+        str(options.poll_interval_s),
         *_session_args(run, name),
     ]
     if zero_client is not None:
@@ -146,7 +189,15 @@ def aggregator_process(
 
 def verifier_process(name: str, run: RunFolder, key: bytes, options: AgentOptions) -> ProcessSpec:
     """``fedchain verifier run``: a member of the deployment's arbiter committee (it runs until stopped)."""
-    args = ["verifier", "run", "--name", name, "--poll-interval", str(options.poll_interval_s), *_session_args(run, name)]
+    args = [
+        "verifier",
+        "run",
+        "--name",
+        name,
+        "--poll-interval",
+        str(options.poll_interval_s),
+        *_session_args(run, name),
+    ]
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
     return ProcessSpec(name, _python(*args), _env(key), run.log(name), niceness=WATCHER_NICENESS)

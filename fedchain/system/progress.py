@@ -42,7 +42,8 @@ class EventLog:
     def of(self, cls: type[E], task_id: int | None = None, **fields: object) -> list[E]:
         """The events of type ``cls`` seen so far (of ``task_id``, with the given field values)."""
         return [
-            event for event in self._events
+            event
+            for event in self._events
             if isinstance(event, cls)
             and (task_id is None or getattr(event, "task_id", None) == task_id)
             and all(getattr(event, name) == value for name, value in fields.items())
@@ -113,5 +114,17 @@ def read_progress(session: ChainSession, task_id: int, events: EventLog) -> Task
     final = len(events.of(b.RoundFinalized, task_id))
     opened = events.of(b.ChallengeOpened, task_id)
     closed = events.of(b.ChallengeResolved, task_id)
-    return TaskProgress(status, current, rounds, count, awarded, handed, active, commits, len(posted), accuracy, final,
-                        (len(opened), len(opened) - len(closed)))
+    return TaskProgress(
+        status,
+        current,
+        rounds,
+        count,
+        awarded,
+        handed,
+        active,
+        commits,
+        len(posted),
+        accuracy,
+        final,
+        (len(opened), len(opened) - len(closed)),
+    )

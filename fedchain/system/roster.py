@@ -147,9 +147,7 @@ def demo_roster(
         max(1, round(samples_per_client * (0.5 + i / (clients - 1)))) if clients > 1 else samples_per_client
         for i in range(clients)
     ]
-    plans = tuple(
-        ClientPlan(f"client-{i}", i, size, noisy_rate if i % 2 == 1 else 0.0) for i, size in enumerate(sizes)
-    )
+    plans = tuple(ClientPlan(f"client-{i}", i, size, noisy_rate if i % 2 == 1 else 0.0) for i, size in enumerate(sizes))
     largest_served = _shares(sizes, fogs)
     per_hertz = scale.cycles_per_sample * scale.reputation_cap / scale.expected_round_s
     mid = samples_per_client * scale.cycles_per_sample * (per_hertz * samples_per_client) ** 2
@@ -183,7 +181,13 @@ def _shares(sizes: list[int], fogs: int) -> list[int]:
 
 
 def required_funds(
-    roster: Roster, terms: TaskTerms, budget: int, *, publisher: str, aggregator: str, verifiers: tuple[str, ...] = (),
+    roster: Roster,
+    terms: TaskTerms,
+    budget: int,
+    *,
+    publisher: str,
+    aggregator: str,
+    verifiers: tuple[str, ...] = (),
 ) -> dict[str, int]:
     """Wei each participant needs: the publisher the budget, the aggregator its bond, a client its deposit, the
     dearest fog's escrow for all rounds and a few challenge bonds, a fog node a deposit per job it may bid for and a

@@ -97,7 +97,9 @@ class RunSettings:
 class SystemRun:
     """A deployment, one task on it, and the processes of its participants (see the module docstring)."""
 
-    def __init__(self, w3: Web3, funder: LocalAccount, rpc_url: str, settings: RunSettings, supervisor: Supervisor) -> None:
+    def __init__(
+        self, w3: Web3, funder: LocalAccount, rpc_url: str, settings: RunSettings, supervisor: Supervisor
+    ) -> None:
         self.w3 = w3
         self.funder = funder
         self.rpc_url = rpc_url
@@ -125,7 +127,9 @@ class SystemRun:
         nonce = int(self.w3.eth.get_transaction_count(self.funder.address, "pending"))
         salt = planned_addresses(self.funder.address, nonce)[DEPLOYMENT_ORDER[0]]
         members = [participant_account(self.funder.key, salt, name).address for name in self.settings.verifiers]
-        committee = ArbiterSettings.of(members, quorum=self.settings.quorum, verdict_window=self.settings.verdict_window)
+        committee = ArbiterSettings.of(
+            members, quorum=self.settings.quorum, verdict_window=self.settings.verdict_window
+        )
         recipe = functools.partial(deploy_fedchain, arbiters=committee)
         self._deployment = deploy(self.w3, self.funder, rpc_url=self.rpc_url, recipe=recipe, rehearse_first=rehearse)
         self._deployment.save(self.folder.deployment_file)
@@ -153,7 +157,9 @@ class SystemRun:
         """An in-process session signing as participant ``name`` (the publisher's, or a test's look at the chain)."""
         if name not in self._sessions:
             self._sessions[name] = open_session(
-                self.folder.deployment_file, rpc_url=self.rpc_url, store_url=self.folder.store_url,
+                self.folder.deployment_file,
+                rpc_url=self.rpc_url,
+                store_url=self.folder.store_url,
                 account=self.account(name),
             )
         return self._sessions[name]
@@ -169,8 +175,13 @@ class SystemRun:
 
     def create_task(self, config: PublishConfig) -> int:
         """Create the run's task as the publisher, with the aggregator's account as its aggregator."""
-        config = PublishConfig(terms=config.terms, spec=config.spec, budget=config.budget,
-                               aggregator=self.account(AGGREGATOR).address, confirmations=config.confirmations)
+        config = PublishConfig(
+            terms=config.terms,
+            spec=config.spec,
+            budget=config.budget,
+            aggregator=self.account(AGGREGATOR).address,
+            confirmations=config.confirmations,
+        )
         check_task_windows(self.session(PUBLISHER), config)  # windows too short for this chain's blocks: refused
         self.task_id = create_task(self.session(PUBLISHER), config).task_id
         return self.task_id
@@ -202,15 +213,18 @@ class SystemRun:
         names = [plan.name for plan in fogs]
         self.wait_until(
             lambda: all(self.folder.state(name).exists() for name in names),
-            f"fog nodes {', '.join(names)} to start watching the chain", timeout_s, tick,
+            f"fog nodes {', '.join(names)} to start watching the chain",
+            timeout_s,
+            tick,
         )
 
     def start_aggregator(self, name: str = AGGREGATOR, *, zero_client: tuple[str, int] | None = None) -> None:
         """Start the aggregator's process (it posts its bond, then waits while the task is open); ``zero_client``
         (client address, round) makes it post quality 0 for that client in that round: a dishonest aggregator."""
         key = self.account(AGGREGATOR).key
-        self.supervisor.start(aggregator_process(self.folder, key, self._task(), self.settings.agents, name=name,
-                                                 zero_client=zero_client))
+        self.supervisor.start(
+            aggregator_process(self.folder, key, self._task(), self.settings.agents, name=name, zero_client=zero_client)
+        )
 
     def start_verifiers(self) -> None:
         """Start a process per member of the arbiter committee (they run until the run stops)."""
@@ -260,7 +274,9 @@ class SystemRun:
             state = readiness(session, task_id)
             return state.clients >= clients and not state.waiting
 
-        self.wait_until(ready, f"{clients} clients to join, auction their jobs and hand off their data", timeout_s, tick)
+        self.wait_until(
+            ready, f"{clients} clients to join, auction their jobs and hand off their data", timeout_s, tick
+        )
 
     def fog_withdrew(self, name: str) -> bool:
         """Whether fog node ``name`` settled its jobs of the task and withdrew (from its state file)."""
@@ -290,7 +306,11 @@ class SystemRun:
         """Audit the task from the chain and the store, as ``fedchain audit`` does; the JSON goes to the run folder."""
         session = self.session(PUBLISHER)
         report = audit_on_chain(
-            session.w3, session.deployment, self._task(), session.store, verify_scores=verify_scores,
+            session.w3,
+            session.deployment,
+            self._task(),
+            session.store,
+            verify_scores=verify_scores,
             data_root=self.settings.agents.data_root,
         )
         (self.folder.root / "audit.json").write_text(machine_json(report.to_dict()))

@@ -108,7 +108,9 @@ def fit_client(
             optimizer.step()
 
 
-def _plain_round(spec: ModelSpec, start: torch.Tensor, clients: Clients, config: TrainConfig, device: torch.device) -> None:
+def _plain_round(
+    spec: ModelSpec, start: torch.Tensor, clients: Clients, config: TrainConfig, device: torch.device
+) -> None:
     """The plain PyTorch loop over all clients, one after another."""
     model = spec.build().to(device)
     global_state = unflatten(start.to(device), ParamSpec.of(model.state_dict()))
@@ -150,8 +152,12 @@ def _contender(name: str, times: list[float], cpu: list[float | None], samples: 
     known = [c for c in cpu if c is not None]
     cpu_median = statistics.median(known) if len(known) == len(cpu) and known else None
     return Contender(
-        name, median, samples / median, tuple(round(t, 4) for t in times),
-        cpu_median, samples / cpu_median if cpu_median else None,
+        name,
+        median,
+        samples / median,
+        tuple(round(t, 4) for t in times),
+        cpu_median,
+        samples / cpu_median if cpu_median else None,
     )
 
 
@@ -172,7 +178,9 @@ def run_train_bench(
     """Run the benchmark and return its figures as a JSON-ready dict (``flower``: Flower as a fourth contender)."""
     if flower:
         if device not in (None, "auto", "cpu"):
-            raise ConfigError(f"the Flower contender runs on the CPU, not {device}", hint="add --device cpu to compare with Flower")
+            raise ConfigError(
+                f"the Flower contender runs on the CPU, not {device}", hint="add --device cpu to compare with Flower"
+            )
         device = "cpu"
         require_flower()
     torch_device = resolve_device(device)
@@ -264,14 +272,34 @@ def run_train_bench(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--clients", default=20, show_default=True, type=click.IntRange(1), help="Clients per round.")
 @click.option("--samples", default=600, show_default=True, type=click.IntRange(1), help="Samples per client.")
-@click.option("--rounds", default=5, show_default=True, type=click.IntRange(1), help="Measured rounds (after one warm-up).")
-@click.option("--engine", default="auto", show_default=True, type=click.Choice(ENGINES), help="FedChain engine to measure.")
+@click.option(
+    "--rounds", default=5, show_default=True, type=click.IntRange(1), help="Measured rounds (after one warm-up)."
+)
+@click.option(
+    "--engine", default="auto", show_default=True, type=click.Choice(ENGINES), help="FedChain engine to measure."
+)
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(1))
 @click.option("--device", default=None, help="cpu or cuda[:N] (default: cuda if available; cpu with --flower).")
-@click.option("--workers", default=None, type=click.IntRange(1), help="Processes of the process engine (default: usable cores).")
-@click.option("--threads", default=None, type=click.IntRange(1), help="torch threads of the in-process loops (default: usable cores).")
-@click.option("--data-root", default=None, type=click.Path(file_okay=False), help=f"MNIST location (default: ${DATA_ROOT_ENV}; random data without one).")
-@click.option("--flower", is_flag=True, help=f"Measure Flower {FLOWER_VERSION}'s simulation engine too (needs flwr[simulation]: make bench-flower).")
+@click.option(
+    "--workers", default=None, type=click.IntRange(1), help="Processes of the process engine (default: usable cores)."
+)
+@click.option(
+    "--threads",
+    default=None,
+    type=click.IntRange(1),
+    help="torch threads of the in-process loops (default: usable cores).",
+)
+@click.option(
+    "--data-root",
+    default=None,
+    type=click.Path(file_okay=False),
+    help=f"MNIST location (default: ${DATA_ROOT_ENV}; random data without one).",
+)
+@click.option(
+    "--flower",
+    is_flag=True,
+    help=f"Measure Flower {FLOWER_VERSION}'s simulation engine too (needs flwr[simulation]: make bench-flower).",
+)
 def train(
     as_json: bool,
     clients: int,
@@ -287,8 +315,16 @@ def train(
 ) -> None:
     """Samples/s of the FedChain trainer against the plain sequential PyTorch loop (LeNet-5, MNIST-shaped)."""
     report = run_train_bench(
-        clients=clients, samples=samples, rounds=rounds, engine=engine, batch_size=batch_size,
-        device=device, data_root=data_root, workers=workers, threads=threads, flower=flower,
+        clients=clients,
+        samples=samples,
+        rounds=rounds,
+        engine=engine,
+        batch_size=batch_size,
+        device=device,
+        data_root=data_root,
+        workers=workers,
+        threads=threads,
+        flower=flower,
     )
     if as_json:
         click.echo(machine_json(report))

@@ -41,7 +41,11 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
 def _check_cuda(device: torch.device) -> None:
     if not torch.cuda.is_available():
         build = torch.version.cuda
-        why = "this torch build has no CUDA support" if build is None else f"torch (built for CUDA {build}) finds no GPU or driver"
+        why = (
+            "this torch build has no CUDA support"
+            if build is None
+            else f"torch (built for CUDA {build}) finds no GPU or driver"
+        )
         raise ConfigError(f"device {str(device)!r}: {why}", hint=_CPU_HINT)
     count = torch.cuda.device_count()
     if device.index is not None and device.index >= count:

@@ -103,8 +103,13 @@ def flower_round_seconds(
 
     def server_fn(context: Context):  # type: ignore[no-untyped-def]
         strategy = FedAvg(
-            fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=len(data), min_available_clients=len(data),
-            accept_failures=False, initial_parameters=ndarrays_to_parameters(initial), evaluate_fn=evaluate,
+            fraction_fit=1.0,
+            fraction_evaluate=0.0,
+            min_fit_clients=len(data),
+            min_available_clients=len(data),
+            accept_failures=False,
+            initial_parameters=ndarrays_to_parameters(initial),
+            evaluate_fn=evaluate,
             fit_metrics_aggregation_fn=count_results,
         )
         return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds + 1))
@@ -112,7 +117,10 @@ def flower_round_seconds(
     flwr_log = logging.getLogger("flwr")
     level = flwr_log.level
     flwr_log.setLevel(logging.ERROR)  # its per-round INFO lines and deprecation notices; failures still show
-    backend = {"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": actors, "log_to_driver": False}}
+    backend = {
+        "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+        "init_args": {"num_cpus": actors, "log_to_driver": False},
+    }
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning, module="ray")  # a notice about GPU env vars

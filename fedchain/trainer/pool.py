@@ -249,8 +249,10 @@ class WorkerPool:
     def _shared_data(self, clients: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
         """All clients' samples, concatenated in shared memory; reused while the same tensors come back."""
         key = tuple(t for pair in clients for t in pair)
-        if self._arena is not None and len(key) == len(self._arena_key) and all(
-            a is b for a, b in zip(key, self._arena_key, strict=True)
+        if (
+            self._arena is not None
+            and len(key) == len(self._arena_key)
+            and all(a is b for a, b in zip(key, self._arena_key, strict=True))
         ):
             return self._arena
         images = torch.cat([x.cpu() for x, _ in clients]).share_memory_()

@@ -38,7 +38,14 @@ from fedchain.trainer.vectorised import Gradients, columns, masked_mean_losses
 
 #: Layers without parameters that act on each element: they run unchanged on any layout.
 ELEMENTWISE: tuple[type[nn.Module], ...] = (
-    nn.ReLU, nn.LeakyReLU, nn.ELU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Identity,
+    nn.ReLU,
+    nn.LeakyReLU,
+    nn.ELU,
+    nn.GELU,
+    nn.SiLU,
+    nn.Tanh,
+    nn.Sigmoid,
+    nn.Identity,
 )
 #: Layers without parameters that act on each channel alone: they run unchanged on side-by-side channels.
 PER_CHANNEL: tuple[type[nn.Module], ...] = (nn.MaxPool2d, nn.AvgPool2d)
@@ -126,7 +133,11 @@ def stack_plan(model: nn.Module) -> tuple[StackedLayer, ...]:
         elif node.op == "get_attr":
             raise _refuse(f"its forward reads {node.target} outside a layer")
         else:
-            what = f"the tensor method {node.target}" if node.op == "call_method" else getattr(node.target, "__name__", node.target)
+            what = (
+                f"the tensor method {node.target}"
+                if node.op == "call_method"
+                else getattr(node.target, "__name__", node.target)
+            )
             raise _refuse(f"its forward calls {what} outside a layer")
     used = {name for layer in layers for name in (layer.weight, layer.bias) if name is not None}
     unused = [name for name, _ in model.named_parameters() if name not in used]
@@ -158,7 +169,11 @@ def stacked_forward(
             )
         elif isinstance(module, nn.Linear):
             assert weight is not None
-            h = torch.bmm(h, weight.transpose(1, 2)) if bias is None else torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))
+            h = (
+                torch.bmm(h, weight.transpose(1, 2))
+                if bias is None
+                else torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))
+            )
         elif isinstance(module, nn.Flatten):
             h = h.reshape(batch, n, -1).transpose(0, 1)  # client i's channels i*C..(i+1)*C-1, flattened as one client's
         else:
@@ -179,4 +194,3 @@ def stacked_gradients(
         return torch.cat([g.reshape(n, -1) for g in grads], dim=1), losses.detach()
 
     return gradients
-

@@ -179,7 +179,9 @@ class Trainer:
         self.model = ModelSpec(model) if isinstance(model, str) else model
         self.config = config or TrainConfig()
         self.device = resolve_device(device)
-        self._module = prepare_model(self.model.build() if isinstance(self.model, ModelSpec) else self.model(), self.device)
+        self._module = prepare_model(
+            self.model.build() if isinstance(self.model, ModelSpec) else self.model(), self.device
+        )
         #: Names, shapes and dtypes of the flat parameter vector (the model's state dict).
         self.spec: ParamSpec = model_spec_of(self._module)
         has_buffers = any(True for _ in self._module.buffers())
@@ -191,18 +193,26 @@ class Trainer:
         if engine == "auto":
             self._layers = _stackable(self._module) if self.device.type == "cuda" else None
             engine = pick_engine(
-                self.device.type, stackable=self._layers is not None, has_buffers=has_buffers,
-                cores=cores, picklable=self.device.type == "cpu" and _picklable(self.model),
+                self.device.type,
+                stackable=self._layers is not None,
+                has_buffers=has_buffers,
+                cores=cores,
+                picklable=self.device.type == "cpu" and _picklable(self.model),
             )
         if engine == "process" and self.device.type != "cpu":
-            raise ConfigError("the process engine trains on the CPU only", hint="use engine='stacked', 'vmap' or 'sequential' on a GPU")
+            raise ConfigError(
+                "the process engine trains on the CPU only",
+                hint="use engine='stacked', 'vmap' or 'sequential' on a GPU",
+            )
         if engine == "vmap" and has_buffers:
             raise ConfigError(
                 "the vmap engine cannot train a model with buffers (batch normalisation)",
                 hint="use engine='sequential' or 'process' for this model",
             )
         if engine == "process" and not _picklable(self.model):
-            raise ConfigError("the process engine needs a picklable model factory", hint="pass a ModelSpec or a module-level function")
+            raise ConfigError(
+                "the process engine needs a picklable model factory", hint="pass a ModelSpec or a module-level function"
+            )
         if threads is not None and threads < 1:
             raise ConfigError(f"threads must be at least 1, got {threads}")
         self.threads = threads
@@ -241,7 +251,9 @@ class Trainer:
         if isinstance(global_params, Mapping):
             missing = set(self.spec.names) - set(global_params)
             if missing:
-                raise ConfigError(f"global parameters lack {', '.join(sorted(missing)[:3])}", hint="pass the model's full state dict")
+                raise ConfigError(
+                    f"global parameters lack {', '.join(sorted(missing)[:3])}", hint="pass the model's full state dict"
+                )
             return flatten(global_params, self.spec)[0]
         vector = global_params.detach().to(torch.float32)
         if vector.shape not in ((self.spec.numel,), (n, self.spec.numel)):

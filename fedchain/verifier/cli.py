@@ -21,17 +21,34 @@ def verifier() -> None:
 @verifier.command()
 @click.option("--name", default="verifier", show_default=True, help="The agent's name in logs.")
 @click.option("--data-root", help="Folder with the validation datasets. [default: $FEDCHAIN_DATA_ROOT]")
-@click.option("--device", default="cpu", show_default=True,
-              help="Torch device for re-scoring and re-execution (the tolerances were measured on CPUs).")
 @click.option(
-    "--state", "state_path", type=click.Path(dir_okay=False, path_type=Path),
+    "--device",
+    default="cpu",
+    show_default=True,
+    help="Torch device for re-scoring and re-execution (the tolerances were measured on CPUs).",
+)
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False, path_type=Path),
     help=f"The agent's state file. [default: {DEFAULT_STATE_DIR}/verifier-ADDRESS.json]",
 )
-@click.option("--poll-interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between polls.")
-@click.option("--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks before events count.")
+@click.option(
+    "--poll-interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Seconds between polls."
+)
+@click.option(
+    "--confirmations", type=click.IntRange(min=0), default=0, show_default=True, help="Blocks before events count."
+)
 @session_options
-def run(name: str, data_root: str | None, device: str, state_path: Path | None, poll_interval: float,
-        confirmations: int, **options: Any) -> None:
+def run(
+    name: str,
+    data_root: str | None,
+    device: str,
+    state_path: Path | None,
+    poll_interval: float,
+    confirmations: int,
+    **options: Any,
+) -> None:
     """Judge every challenge of the deployment, sign each verdict and see a quorum's verdict submitted.
 
     \b
@@ -46,8 +63,14 @@ def run(name: str, data_root: str | None, device: str, state_path: Path | None, 
 
     session = session_from_options(**options)
     settings = VerifierSettings(
-        state_path=state_path or DEFAULT_STATE_DIR / f"verifier-{session.address.lower()}.json", name=name,
-        data_root=data_root, device=device, poll_interval_s=poll_interval, confirmations=confirmations,
+        state_path=state_path or DEFAULT_STATE_DIR / f"verifier-{session.address.lower()}.json",
+        name=name,
+        data_root=data_root,
+        device=device,
+        poll_interval_s=poll_interval,
+        confirmations=confirmations,
     )
     state = Verifier(session, settings).run()
-    click.echo(f"{name}: stopped at block {state.last_block}; {len(state.data.get('challenges', {}))} challenge(s) seen")
+    click.echo(
+        f"{name}: stopped at block {state.last_block}; {len(state.data.get('challenges', {}))} challenge(s) seen"
+    )

@@ -85,8 +85,13 @@ class Verifier:
         self.domain = Domain(int(session.w3.eth.chain_id), committee.address)
         self.log = AgentLogger(_log, agent=settings.name)
         self.agent = session_agent(
-            session, name=settings.name, state_path=settings.state_path, confirmations=settings.confirmations,
-            poll_interval_s=settings.poll_interval_s, handle=self._handle, idle=self._act,
+            session,
+            name=settings.name,
+            state_path=settings.state_path,
+            confirmations=settings.confirmations,
+            poll_interval_s=settings.poll_interval_s,
+            handle=self._handle,
+            idle=self._act,
         )
         self._reproductions: dict[int, ScoreReproduction] = {}
 
@@ -110,21 +115,44 @@ class Verifier:
     # ------------------------------------------------------------------ events
 
     def _handle(self, blocks: BlockRange, state: AgentState) -> None:
-        query = LogQuery(addresses=(self.session.contracts.disputes.address,), from_block=blocks.first, to_block=blocks.last)
+        query = LogQuery(
+            addresses=(self.session.contracts.disputes.address,), from_block=blocks.first, to_block=blocks.last
+        )
         challenges = self._challenges(state)
         for event in iter_events(self.session.w3, self.session.transactor.registry, query):
             if isinstance(event, ChallengeOpened):
-                challenges.setdefault(str(event.challenge_id), {
-                    "task": event.task_id, "round": event.round, "client": event.client_index,
-                    "kind": event.kind.name.lower(), "accused": event.accused, "deadline": event.verdict_deadline,
-                    "proposed": list(event.proposed), "open": True, "verdict": None,
-                })
-                self.log.info("challenge to judge", challenge=event.challenge_id, task=event.task_id, round=event.round,
-                              job=event.client_index, kind=event.kind.name.lower(), tx=event.transaction_hash)
+                challenges.setdefault(
+                    str(event.challenge_id),
+                    {
+                        "task": event.task_id,
+                        "round": event.round,
+                        "client": event.client_index,
+                        "kind": event.kind.name.lower(),
+                        "accused": event.accused,
+                        "deadline": event.verdict_deadline,
+                        "proposed": list(event.proposed),
+                        "open": True,
+                        "verdict": None,
+                    },
+                )
+                self.log.info(
+                    "challenge to judge",
+                    challenge=event.challenge_id,
+                    task=event.task_id,
+                    round=event.round,
+                    job=event.client_index,
+                    kind=event.kind.name.lower(),
+                    tx=event.transaction_hash,
+                )
             elif isinstance(event, ChallengeResolved) and str(event.challenge_id) in challenges:
                 challenges[str(event.challenge_id)]["open"] = False
-                self.log.info("challenge closed", challenge=event.challenge_id, outcome=event.status.name.lower(),
-                              fate=event.fate.name.lower(), tx=event.transaction_hash)
+                self.log.info(
+                    "challenge closed",
+                    challenge=event.challenge_id,
+                    outcome=event.status.name.lower(),
+                    fate=event.fate.name.lower(),
+                    tx=event.transaction_hash,
+                )
         self._act(state)
 
     @staticmethod
@@ -155,14 +183,33 @@ class Verifier:
                 proposed = Measurement._make(challenge["proposed"])
                 judgement = judge_entry(reproduction, history, commitments, round_number, index)
                 upheld = judgement.upheld(proposed)
-                log.info("entry judged", upheld=upheld, posted=judgement.posted.quality, accepted=judgement.posted.accepted,
-                         reproduced=judgement.reproduced.quality, proposed=proposed.quality)
+                log.info(
+                    "entry judged",
+                    upheld=upheld,
+                    posted=judgement.posted.quality,
+                    accepted=judgement.posted.accepted,
+                    reproduced=judgement.reproduced.quality,
+                    proposed=proposed.quality,
+                )
             else:
-                judgement_fog = judge_fog(self.session.store, reproduction.spec, history, commitments, round_number, index,
-                                          device=self.settings.device)
+                judgement_fog = judge_fog(
+                    self.session.store,
+                    reproduction.spec,
+                    history,
+                    commitments,
+                    round_number,
+                    index,
+                    device=self.settings.device,
+                )
                 upheld = judgement_fog.upheld(challenge["accused"])
-                log.info("fog update judged", upheld=upheld, distance=judgement_fog.distance,
-                         committer=judgement_fog.committer, accused=challenge["accused"], excuse=judgement_fog.excuse)
+                log.info(
+                    "fog update judged",
+                    upheld=upheld,
+                    distance=judgement_fog.distance,
+                    committer=judgement_fog.committer,
+                    accused=challenge["accused"],
+                    excuse=judgement_fog.excuse,
+                )
         except FedchainError as err:  # inputs it cannot read (yet): no verdict now; tried again at the next step
             log.error("cannot judge the challenge yet", error=str(err).splitlines()[0], hint=err.hint)
             return None
@@ -197,7 +244,9 @@ class Verifier:
             return
 
     def _events(self) -> list[ChainEvent]:
-        return list(fetch_events(self.session.w3, self.session.transactor.registry, LogQuery.of(self.session.deployment)))
+        return list(
+            fetch_events(self.session.w3, self.session.transactor.registry, LogQuery.of(self.session.deployment))
+        )
 
     def _reproduction(self, task_id: int, history: Any) -> ScoreReproduction:
         """The task's reproduction, kept across challenges (rounds are reproduced once each)."""

@@ -19,4 +19,3 @@ def node() -> Iterator[AnvilNode]:
 @pytest.fixture(scope="package")
 def chain(node: AnvilNode) -> Web3:
     return node.web3()
-

@@ -22,8 +22,14 @@ def test_a_session_agent_rewinds_when_its_chain_is_reorganised(world: World, tmp
         reorgs.append(ancestor)
 
     agent = session_agent(
-        session, name="probe", state_path=tmp_path / "probe.json", confirmations=0, poll_interval_s=0.01,
-        handle=handle, idle=lambda state: None, on_reorg=on_reorg,
+        session,
+        name="probe",
+        state_path=tmp_path / "probe.json",
+        confirmations=0,
+        poll_interval_s=0.01,
+        handle=handle,
+        idle=lambda state: None,
+        on_reorg=on_reorg,
     )
     mine(session.w3, 3)
     agent.step()

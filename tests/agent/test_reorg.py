@@ -48,8 +48,11 @@ class EventRecorder:
 
     def agent(self, settings: AgentSettings) -> Agent:
         return Agent(
-            settings, head=lambda: self.w3.eth.block_number, handle=self.handle,
-            block_hash=block_hash_reader(self.w3), on_reorg=self.on_reorg,
+            settings,
+            head=lambda: self.w3.eth.block_number,
+            handle=self.handle,
+            block_hash=block_hash_reader(self.w3),
+            on_reorg=self.on_reorg,
         )
 
 
@@ -96,8 +99,10 @@ def test_an_agent_rewinds_to_the_common_ancestor_and_handles_the_new_branch_once
     assert recorder.handled == [start, start + 1, start + 2, start + 3, start + 2, start + 3]
     assert agent.state.data["events"] == [[start, 1], [start + 1, 2], [start + 2, 5], [start + 3, 6]]
     assert agent.state == final_chain_state(chain, emitter, settings, tmp_path)
-    assert f"chain reorganised: handling the blocks after the common ancestor again agent=probe depth=2 " \
+    assert (
+        f"chain reorganised: handling the blocks after the common ancestor again agent=probe depth=2 "
         f"ancestor={start + 1} vanished={start + 2}..{start + 3}" in caplog.text
+    )
 
 
 def test_a_reorganisation_to_a_shorter_chain_rewinds_instead_of_refusing_the_chain(
@@ -192,8 +197,9 @@ def test_an_agent_remembers_the_hashes_of_its_newest_handled_blocks_only(
     catch_up(agent)
 
     head = chain.eth.block_number
-    assert agent.state.remembered_blocks() == [(number, bytes(chain.eth.get_block(number)["hash"])) for number in
-                                                (head, head - 1, head - 2)]
+    assert agent.state.remembered_blocks() == [
+        (number, bytes(chain.eth.get_block(number)["hash"])) for number in (head, head - 1, head - 2)
+    ]
 
 
 def test_a_head_below_the_last_block_with_none_of_its_blocks_left_is_still_a_reset_chain(
@@ -201,7 +207,9 @@ def test_a_head_below_the_last_block_with_none_of_its_blocks_left_is_still_a_res
 ) -> None:
     settings = settings_for(tmp_path, chain)
     gone = chain.eth.block_number + 100
-    save_state(settings.state_path, AgentState(agent="probe", last_block=gone, block_hashes={str(gone): "0x" + "ab" * 32}))
+    save_state(
+        settings.state_path, AgentState(agent="probe", last_block=gone, block_hashes={str(gone): "0x" + "ab" * 32})
+    )
     agent = EventRecorder(chain, emitter).agent(settings)
 
     with pytest.raises(AgentError, match="chain was reset"):

@@ -16,6 +16,7 @@ from tests.agent.toychain import deploy_emitter, emit
 
 AGENT = Path(__file__).with_name("journal_agent.py")
 
+
 def start_agent(node: AnvilNode, state: Path, journal: Path, step_delay: float) -> subprocess.Popen[str]:
     command = [sys.executable, str(AGENT), "--rpc-url", node.rpc_url, "--state", str(state), "--journal", str(journal)]
     return subprocess.Popen([*command, "--step-delay", str(step_delay)], stderr=subprocess.PIPE, text=True)

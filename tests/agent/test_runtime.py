@@ -41,7 +41,8 @@ def test_a_block_range_is_inclusive_and_refuses_to_run_backwards() -> None:
 
 
 @pytest.mark.parametrize(
-    "overrides", [{"confirmations": -1}, {"start_block": -1}, {"poll_interval_s": 0}, {"max_blocks_per_step": 0}, {"name": ""}]
+    "overrides",
+    [{"confirmations": -1}, {"start_block": -1}, {"poll_interval_s": 0}, {"max_blocks_per_step": 0}, {"name": ""}],
 )
 def test_settings_refuse_impossible_values(tmp_path: Path, overrides: dict) -> None:
     with pytest.raises(ConfigError):

@@ -63,8 +63,15 @@ def test_a_state_file_of_another_agent_is_refused(tmp_path: Path) -> None:
         '{"version": 1, "agent": "fog-1", "last_block": 1, "block_hashes": {"1": "0xnothex"}}',
     ],
     ids=[
-        "truncated", "not-an-object", "other-version", "block-as-text", "jobs-as-list", "unknown-field",
-        "hash-of-no-number", "hash-without-0x", "hash-not-hex",
+        "truncated",
+        "not-an-object",
+        "other-version",
+        "block-as-text",
+        "jobs-as-list",
+        "unknown-field",
+        "hash-of-no-number",
+        "hash-without-0x",
+        "hash-not-hex",
     ],
 )
 def test_a_damaged_state_file_is_refused_with_a_way_out(tmp_path: Path, text: str) -> None:
@@ -223,6 +230,9 @@ def test_a_file_system_that_cannot_lock_is_warned_about_and_the_agent_runs(
 def test_a_state_file_in_a_folder_that_cannot_be_written_is_refused_at_start(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
 
-    with pytest.raises(ConfigError, match="cannot write into the folder") as caught, exclusive(tmp_path / "a-file" / "fog.json"):
+    with (
+        pytest.raises(ConfigError, match="cannot write into the folder") as caught,
+        exclusive(tmp_path / "a-file" / "fog.json"),
+    ):
         pass
     assert "--state PATH" in (caught.value.hint or "")

@@ -27,14 +27,20 @@ def mine(w3: Web3, blocks: int) -> None:
 
 def settings_for(tmp_path: Path, chain: Web3, **overrides: Any) -> AgentSettings:
     """Settings of an agent that starts at the block after the chain's current head."""
-    values = {"name": "probe", "state_path": tmp_path / "state.json", "start_block": chain.eth.block_number + 1,
-              "poll_interval_s": 0.01} | overrides
+    values = {
+        "name": "probe",
+        "state_path": tmp_path / "state.json",
+        "start_block": chain.eth.block_number + 1,
+        "poll_interval_s": 0.01,
+    } | overrides
     return AgentSettings(**values)
 
 
 def deploy_emitter(w3: Web3) -> str:
     sender = w3.eth.accounts[0]
-    receipt = w3.eth.wait_for_transaction_receipt(w3.eth.send_transaction({"from": sender, "data": "0x" + EMITTER_INIT}))
+    receipt = w3.eth.wait_for_transaction_receipt(
+        w3.eth.send_transaction({"from": sender, "data": "0x" + EMITTER_INIT})
+    )
     assert w3.eth.get_code(receipt["contractAddress"]).hex() == EMITTER_RUNTIME
     return receipt["contractAddress"]
 

@@ -34,8 +34,15 @@ CLIENTS = tuple(range(3, 9))
 FOGS = tuple(range(9, 15))
 
 #: Small, fast task terms: rounds of 2; auction windows the tests cross by moving the clock, wide enough for a loaded machine.
-TERMS = TaskTerms(rounds=2, expected_duration=200, round_duration=60, bidding_duration=120, reveal_duration=120,
-                  max_round_time=100, time_tolerance=5)
+TERMS = TaskTerms(
+    rounds=2,
+    expected_duration=200,
+    round_duration=60,
+    bidding_duration=120,
+    reveal_duration=120,
+    max_round_time=100,
+    time_tolerance=5,
+)
 #: A LeNet-5 on MNIST, validated on 200 test images.
 SPEC = TaskSpec(dataset="mnist", model="lenet5", lr=0.05, batch_size=32, validation=ValidationSpec(size=200))
 
@@ -123,8 +130,15 @@ class World:
         contracts.fog_auction.close_auction(task_id, index, value=price * params.rounds)
 
     def staffed_task(
-        self, bids: dict[int, list[tuple[int, int]]], *, terms: TaskTerms = TERMS, data_size: int = 64, start: bool = True,
-        spec: TaskSpec = SPEC, bond: bool = True, budget: int = 10**18,
+        self,
+        bids: dict[int, list[tuple[int, int]]],
+        *,
+        terms: TaskTerms = TERMS,
+        data_size: int = 64,
+        start: bool = True,
+        spec: TaskSpec = SPEC,
+        bond: bool = True,
+        budget: int = 10**18,
     ) -> int:
         """A task whose client ``i`` (account CLIENTS[i]) auctioned its job to ``bids[i]`` = [(fog, price), ...].
 
@@ -155,7 +169,13 @@ class World:
         return flatten(params, spec.param_spec())[0]
 
     def commit_trained_update(
-        self, task_id: int, index: int, fog: int, round_number: int, start: torch.Tensor, images: torch.Tensor,
+        self,
+        task_id: int,
+        index: int,
+        fog: int,
+        round_number: int,
+        start: torch.Tensor,
+        images: torch.Tensor,
         labels: torch.Tensor,
     ) -> bytes:
         """Train client ``index``'s job from ``start`` as its fog node would, store the delta (with the trained
@@ -172,7 +192,13 @@ class World:
         return self.commit_params(task_id, index, fog, round_number, unflatten(flat_delta, param_spec), spec, losses)
 
     def commit_params(
-        self, task_id: int, index: int, fog: int, round_number: int, params: dict[str, torch.Tensor], spec: TaskSpec,
+        self,
+        task_id: int,
+        index: int,
+        fog: int,
+        round_number: int,
+        params: dict[str, torch.Tensor],
+        spec: TaskSpec,
         losses: torch.Tensor | None = None,
     ) -> bytes:
         client = self.session(CLIENTS[index]).address

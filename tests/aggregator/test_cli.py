@@ -31,11 +31,15 @@ def test_a_strategy_the_aggregator_cannot_run_is_refused_before_any_chain_access
     assert message in err and "deployment" not in err  # the missing deployment file was never reached
 
 
-@pytest.mark.parametrize("plan", ["0x1234@1", "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "0x70997970C51812dc3A010C7d01b50e0d17dc79C8@0"])
+@pytest.mark.parametrize(
+    "plan", ["0x1234@1", "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", "0x70997970C51812dc3A010C7d01b50e0d17dc79C8@0"]
+)
 def test_a_zero_client_plan_that_is_not_address_at_round_is_a_usage_error_before_any_chain_access(
     plan: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["aggregator", "run", "--task", "1", "--zero-client", plan, "--deployment", str(tmp_path / "none.json")])
+    code = main(
+        ["aggregator", "run", "--task", "1", "--zero-client", plan, "--deployment", str(tmp_path / "none.json")]
+    )
 
     err = capsys.readouterr().err
     assert code == 2

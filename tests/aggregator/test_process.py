@@ -26,9 +26,22 @@ PROCESS_TIMEOUT_S = 120
 def spawn_aggregator(world: World, task_id: int, state_path: Path) -> subprocess.Popen:
     env = {**os.environ, "FEDCHAIN_PRIVATE_KEY": "0x" + world.node.dev_account(AGGREGATOR).key.hex()}
     command = [
-        sys.executable, "-m", "fedchain.cli", "-v", "aggregator", "run", "--task", str(task_id),
-        "--deployment", str(world.deployment_file), "--store", world.store_url, "--state", str(state_path),
-        "--poll-interval", "0.1",
+        sys.executable,
+        "-m",
+        "fedchain.cli",
+        "-v",
+        "aggregator",
+        "run",
+        "--task",
+        str(task_id),
+        "--deployment",
+        str(world.deployment_file),
+        "--store",
+        world.store_url,
+        "--state",
+        str(state_path),
+        "--poll-interval",
+        "0.1",
     ]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -37,12 +50,16 @@ def wait_for(condition: Callable[[], bool], process: subprocess.Popen) -> None:
     deadline = time.monotonic() + PROCESS_TIMEOUT_S
     while not condition():
         if process.poll() is not None:
-            raise AssertionError(f"the aggregator exited early ({process.returncode}): {process.stderr.read() if process.stderr else ''}")
+            raise AssertionError(
+                f"the aggregator exited early ({process.returncode}): {process.stderr.read() if process.stderr else ''}"
+            )
         assert time.monotonic() < deadline, "the aggregator process did not get there in time"
         time.sleep(0.2)
 
 
-def test_aggregator_process_posts_stops_on_sigterm_and_a_restart_resumes_and_settles(world: World, tmp_path: Path) -> None:
+def test_aggregator_process_posts_stops_on_sigterm_and_a_restart_resumes_and_settles(
+    world: World, tmp_path: Path
+) -> None:
     # prepare: one client whose fog committed round 1
     train = load_dataset("mnist", train=True)
     images, labels = train.images[:64], train.labels[:64]
@@ -60,9 +77,12 @@ def test_aggregator_process_posts_stops_on_sigterm_and_a_restart_resumes_and_set
     posted_model = json.loads(state_path.read_text())["data"]["models"]["1"]
 
     # then round 2 is committed and a restarted aggregator takes over from the saved state
-    world.commit_trained_update(task_id, 0, FOGS[0], 2, world.global_model(task_id, bytes.fromhex(posted_model[2:]), 1),
-                                images, labels)
-    restarted = Aggregator(world.aggregator, AggregatorSettings(task_id=task_id, state_path=state_path, poll_interval_s=0.01))
+    world.commit_trained_update(
+        task_id, 0, FOGS[0], 2, world.global_model(task_id, bytes.fromhex(posted_model[2:]), 1), images, labels
+    )
+    restarted = Aggregator(
+        world.aggregator, AggregatorSettings(task_id=task_id, state_path=state_path, poll_interval_s=0.01)
+    )
     for _ in range(20):  # it posts round 2, which finishes the task; the rounds are pending until their window passes
         if registry.state(task_id).status == TaskStatus.FINISHED:
             break

@@ -73,7 +73,7 @@ def step_until(aggregator: Aggregator, done: Callable[[], object], limit: int = 
 def mnist_slices() -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Three clients' training data: 64 MNIST training images each."""
     train = load_dataset("mnist", train=True)
-    return [(train.images[i * 64:(i + 1) * 64], train.labels[i * 64:(i + 1) * 64]) for i in range(3)]
+    return [(train.images[i * 64 : (i + 1) * 64], train.labels[i * 64 : (i + 1) * 64]) for i in range(3)]
 
 
 def test_round_scores_real_updates_rejects_malformed_one_and_slashes_the_late_fog(
@@ -195,8 +195,9 @@ def test_an_aggregator_acting_at_a_depth_posts_a_round_only_once_its_commits_are
     registry = world.publisher.contracts.task_registry
     start = world.global_model(task_id, registry.params(task_id).model_id, 0)
     world.commit_trained_update(task_id, 0, FOGS[0], 1, start, *mnist_slices[0])
-    settings = AggregatorSettings(task_id=task_id, state_path=tmp_path / "aggregator.json", poll_interval_s=0.01,
-                                  confirmations=3)
+    settings = AggregatorSettings(
+        task_id=task_id, state_path=tmp_path / "aggregator.json", poll_interval_s=0.01, confirmations=3
+    )
     aggregator = Aggregator(world.aggregator, settings)
 
     # execute: steps while the commit is shallower than 3 blocks (its priors post mines one), then blocks come
@@ -228,6 +229,7 @@ def test_a_budget_that_runs_short_scales_rounds_down_which_the_aggregator_logs_a
         start = world.global_model(task_id, model, round_number - 1)
         for index in (0, 1):
             world.commit_trained_update(task_id, index, FOGS[index], round_number, start, *mnist_slices[index])
+
         def posted(r: int = round_number) -> bool:
             return registry.state(task_id).current_round > r or registry.state(task_id).status != TaskStatus.RUNNING
 
@@ -266,8 +268,9 @@ def test_task_finishes_early_once_the_target_accuracy_is_reached_and_is_settled(
     # prepare: a 2-round task whose target (1% accuracy) any model reaches after round 1
     task_id = world.staffed_task({0: [(FOGS[0], PRICE)]}, terms=dataclasses.replace(TERMS, target_accuracy=0.01))
     registry = world.publisher.contracts.task_registry
-    world.commit_trained_update(task_id, 0, FOGS[0], 1, world.global_model(task_id, registry.params(task_id).model_id, 0),
-                                *mnist_slices[0])
+    world.commit_trained_update(
+        task_id, 0, FOGS[0], 1, world.global_model(task_id, registry.params(task_id).model_id, 0), *mnist_slices[0]
+    )
     aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
 
     # execute: the round is posted and the task finishes; it settles once the round is final
@@ -318,8 +321,10 @@ def test_the_aggregator_posts_its_bond_while_the_task_is_open_once_and_only_when
     # prepare: a staffed task nobody has bonded yet
     task_id = world.staffed_task({0: [(FOGS[0], PRICE)]}, start=False, bond=False)
     contracts = world.publisher.contracts
-    told_not_to = Aggregator(world.aggregator, AggregatorSettings(task_id=task_id, state_path=tmp_path / "no-bond.json",
-                                                                  poll_interval_s=0.01, bond=False))
+    told_not_to = Aggregator(
+        world.aggregator,
+        AggregatorSettings(task_id=task_id, state_path=tmp_path / "no-bond.json", poll_interval_s=0.01, bond=False),
+    )
     aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
 
     # execute: an aggregator told not to bond steps while the task is open; then one that bonds, several times

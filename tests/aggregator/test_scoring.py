@@ -89,7 +89,12 @@ def test_contribution_quality_is_rescaled_to_mean_one_over_accepted_clients(eval
 
 def test_quality_source_defaults_to_contribution_only_for_contribution_strategies() -> None:
     assert [quality_source(name) for name in ("fedavg", "quality", "cgsv", "fedfaim", "fedave")] == [
-        "loss", "loss", "contribution", "contribution", "contribution"]
+        "loss",
+        "loss",
+        "contribution",
+        "contribution",
+        "contribution",
+    ]
     assert quality_source("cgsv", "loss") == "loss"
     with pytest.raises(ConfigError):
         quality_source("fedavg", "median")  # type: ignore[arg-type]
@@ -126,8 +131,11 @@ def test_fedave_round_scores_acc_over_kl_of_the_shipped_local_losses_and_drops_a
     generator = torch.Generator().manual_seed(4)
     u0, u1, u2 = (torch.randn(g.numel(), generator=generator) * 0.01 for _ in range(3))
     local = [torch.rand(50, generator=generator) * 3, torch.rand(80, generator=generator) + 2]
-    clients = [ClientInput(u0, 100, 4, local_losses=local[0]), ClientInput(u1, 300, 5, local_losses=local[1]),
-               ClientInput(u2, 100, 6)]
+    clients = [
+        ClientInput(u0, 100, 4, local_losses=local[0]),
+        ClientInput(u1, 300, 5, local_losses=local[1]),
+        ClientInput(u2, 100, 6),
+    ]
     fedave = get_strategy("fedave")
 
     # execute

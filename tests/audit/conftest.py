@@ -77,13 +77,30 @@ SCORED_CLIENTS = (7, 8, 16)
 WITHDRAWERS = (PUBLISHER, CLIENTS[0], 9, 11)
 
 PARAMS = {
-    "rounds": 3, "target_accuracy": 0, "expected_duration": 600, "psi": 10**15, "phi": 10**12, "min_loss_reputation": WAD // 10,
-    "min_time_reputation": WAD // 10, "min_quality": WAD // 2, "max_round_time": 300, "reputation_cap": 10 * WAD,
-    "client_deposit": 10**16, "fog_deposit": 2 * 10**16, "cycles_per_sample": 1000, "round_duration": 400, "bidding_duration": 100,
-    "reveal_duration": 100, "time_tolerance": 5, "max_clients": 10, "second_price": False,
+    "rounds": 3,
+    "target_accuracy": 0,
+    "expected_duration": 600,
+    "psi": 10**15,
+    "phi": 10**12,
+    "min_loss_reputation": WAD // 10,
+    "min_time_reputation": WAD // 10,
+    "min_quality": WAD // 2,
+    "max_round_time": 300,
+    "reputation_cap": 10 * WAD,
+    "client_deposit": 10**16,
+    "fog_deposit": 2 * 10**16,
+    "cycles_per_sample": 1000,
+    "round_duration": 400,
+    "bidding_duration": 100,
+    "reveal_duration": 100,
+    "time_tolerance": 5,
+    "max_clients": 10,
+    "second_price": False,
     # A short window, so that each round is final before the next round's first commit (50 s after its start at the
     # earliest); the bond is at least max_clients * d + min(budget, max_clients * psi * cap^3) = 1.1 ETH.
-    "challenge_window": 10, "challenge_bond": 5 * 10**15, "aggregator_bond": 2 * 10**18,
+    "challenge_window": 10,
+    "challenge_bond": 5 * 10**15,
+    "aggregator_bond": 2 * 10**18,
 }
 
 
@@ -161,7 +178,12 @@ def _salt(label: str) -> bytes:
 
 
 def staff_task(
-    driver: Driver, store: BlobStore, spec: TaskSpec, params: dict, sizes: tuple[int, ...], bids: tuple,
+    driver: Driver,
+    store: BlobStore,
+    spec: TaskSpec,
+    params: dict,
+    sizes: tuple[int, ...],
+    bids: tuple,
     clients: tuple[int, ...] = CLIENTS,
 ) -> tuple[int, TaskParams]:
     """Create a task for ``spec``, bond the aggregator, let ``clients`` join with ``sizes``, run the auctions of
@@ -177,7 +199,9 @@ def staff_task(
         driver.as_(client).fog_auction.open_auction(task_id, size, _salt(f"data-{client}"))
     for fog, job, frequency, price, _ in bids:
         salt = _salt(f"bid-{fog}-{job}")
-        sealed = keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, price, salt, driver.address(fog)]))
+        sealed = keccak(
+            abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, price, salt, driver.address(fog)])
+        )
         driver.as_(fog).fog_auction.commit_bid(task_id, job, sealed, value=task.fog_deposit)
     driver.advance(task.bidding_duration + 1)
     for fog, job, frequency, price, revealed in bids:
@@ -194,7 +218,14 @@ def staff_task(
 
 
 def commit_update(
-    driver: Driver, store: BlobStore, spec: TaskSpec, task_id: int, round_number: int, index: int, delta: torch.Tensor, at: int,
+    driver: Driver,
+    store: BlobStore,
+    spec: TaskSpec,
+    task_id: int,
+    round_number: int,
+    index: int,
+    delta: torch.Tensor,
+    at: int,
     clients: tuple[int, ...] = CLIENTS,
 ) -> UpdateCommitted:
     """The job's current winner stores ``delta`` as its update and commits its hash at block time ``at``."""
@@ -239,8 +270,16 @@ def drive_task(driver: Driver, store: BlobStore) -> int:
     for round_number, qualities in enumerate(QUALITIES, start=1):
         started = aggregator.task_registry.state(task_id).round_started_at
         commits = {
-            index: commit_update(driver, store, spec, task_id, round_number, index,
-                                 torch.randn(global_params.numel(), generator=generator) * 0.01, started + COMMIT_OFFSETS[index])
+            index: commit_update(
+                driver,
+                store,
+                spec,
+                task_id,
+                round_number,
+                index,
+                torch.randn(global_params.numel(), generator=generator) * 0.01,
+                started + COMMIT_OFFSETS[index],
+            )
             for index in sorted(qualities, key=COMMIT_OFFSETS.__getitem__)
         }
         if round_number == 2:  # job 2's fog node missed the round: after the deadline anyone reports it
@@ -257,7 +296,9 @@ def drive_task(driver: Driver, store: BlobStore) -> int:
         ]
         global_params = global_params + 0.001 * round_number
         model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))
-        aggregator.round_ledger.post_round(task_id, round_number, model_hash, 9 * WAD // 10, ZERO_ROOT, ZERO_ROOT, measurements)
+        aggregator.round_ledger.post_round(
+            task_id, round_number, model_hash, 9 * WAD // 10, ZERO_ROOT, ZERO_ROOT, measurements
+        )
         finalize_round(driver, task_id, round_number, measurements)
     settle_everything(driver, task_id, len(CLIENTS), WITHDRAWERS)
     return task_id
@@ -334,7 +375,10 @@ def drive_prior_task(driver: Driver, store: BlobStore) -> int:
         commit = commit_update(driver, store, spec, task_id, 1, index, delta, started + COMMIT_OFFSETS[index])
         quality = WAD // 10 if index == 0 else WAD
         measurements.append(
-            (index, Measurement(quality=quality, round_time=commit.committed_at - started, accepted=True, committed=True))
+            (
+                index,
+                Measurement(quality=quality, round_time=commit.committed_at - started, accepted=True, committed=True),
+            )
         )
     model_hash = put_model(store, spec, task_id, 1, unflatten(global_params, spec.param_spec()))
     entries = [m for _, m in sorted(measurements)]
@@ -367,17 +411,34 @@ def audit_chain(audit_node: AnvilNode, tmp_path_factory: pytest.TempPathFactory)
     folder = tmp_path_factory.mktemp("audit")
     # A committee of one and a sink of its own: the audit must read where forfeits go from the deployment's SinkSet.
     arbiters = ArbiterSettings.of([audit_node.dev_account(ARBITER).address], sink=audit_node.dev_account(SINK).address)
-    deployment = deploy(audit_node.web3(), audit_node.dev_account(DEPLOYER), rpc_url=audit_node.rpc_url,
-                        recipe=functools.partial(deploy_fedchain, arbiters=arbiters), rehearse_first=False)
-    return AuditChain(audit_node, deployment, deployment.save(folder / "deployment.json"), folder / "store",
-                      Driver(audit_node, deployment))
+    deployment = deploy(
+        audit_node.web3(),
+        audit_node.dev_account(DEPLOYER),
+        rpc_url=audit_node.rpc_url,
+        recipe=functools.partial(deploy_fedchain, arbiters=arbiters),
+        rehearse_first=False,
+    )
+    return AuditChain(
+        audit_node,
+        deployment,
+        deployment.save(folder / "deployment.json"),
+        folder / "store",
+        Driver(audit_node, deployment),
+    )
 
 
 def _driven(chain: AuditChain, drive: Callable[[Driver, BlobStore], int]) -> DrivenTask:
     task_id = drive(chain.driver, open_store(chain.store_url))
     w3 = chain.node.web3()
-    return DrivenTask(chain.node, w3, chain.deployment, chain.deployment_file, chain.store_url, task_id,
-                      read_chain(w3, chain.deployment, task_id))
+    return DrivenTask(
+        chain.node,
+        w3,
+        chain.deployment,
+        chain.deployment_file,
+        chain.store_url,
+        task_id,
+        read_chain(w3, chain.deployment, task_id),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -26,21 +26,45 @@ PUBLISHER, AGGREGATOR = (f"0x{n:040x}" for n in (0xA1, 0xA2))
 def task_events(log: EventLog, task_id: int, qualities: Mapping[str, int | None], started_at: int) -> None:
     """Task ``task_id`` from creation to its start at ``started_at``; each client of ``qualities`` wins a job."""
     t = {"task_id": task_id}
-    log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=10**18, params=PARAMS)),)
+    log.tx(
+        (b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=10**18, params=PARAMS)),
+    )
     for index, client in enumerate(qualities):
         joined = dict(t, client=client, client_index=index, data_commitment=b"\x03" * 32, deposit=10**16)
-        log.tx((b.ClientJoined, joined),)
-        log.tx((b.AuctionOpened, dict(t, client_index=index, data_size=600, bidding_deadline=started_at - 100,
-                                      reveal_deadline=started_at)),)
-        log.tx((b.BidCommitted, dict(t, client_index=index, bidder=FOG, bid_index=0, commitment=b"\x04" * 32)),)
-        log.tx((b.BidRevealed, dict(t, client_index=index, bidder=FOG, bid_index=0, frequency=5000, price=PRICE)),)
-        log.tx((b.AuctionClosed, dict(t, client_index=index, winner=0, price=PRICE, escrow=PRICE)),)
-    log.tx((b.TaskStarted, dict(t, started_at=started_at, clients=len(qualities))),)
+        log.tx(
+            (b.ClientJoined, joined),
+        )
+        log.tx(
+            (
+                b.AuctionOpened,
+                dict(
+                    t, client_index=index, data_size=600, bidding_deadline=started_at - 100, reveal_deadline=started_at
+                ),
+            ),
+        )
+        log.tx(
+            (b.BidCommitted, dict(t, client_index=index, bidder=FOG, bid_index=0, commitment=b"\x04" * 32)),
+        )
+        log.tx(
+            (b.BidRevealed, dict(t, client_index=index, bidder=FOG, bid_index=0, frequency=5000, price=PRICE)),
+        )
+        log.tx(
+            (b.AuctionClosed, dict(t, client_index=index, winner=0, price=PRICE, escrow=PRICE)),
+        )
+    log.tx(
+        (b.TaskStarted, dict(t, started_at=started_at, clients=len(qualities))),
+    )
 
 
 def post_round(
-    log: EventLog, task_id: int, qualities: dict[str, int], started_at: int, *, finish: bool,
-    removed: Mapping[int, int] | None = None, finalise: bool = True,
+    log: EventLog,
+    task_id: int,
+    qualities: dict[str, int],
+    started_at: int,
+    *,
+    finish: bool,
+    removed: Mapping[int, int] | None = None,
+    finalise: bool = True,
 ) -> None:
     """Round 1 of task ``task_id``: every fog commits 50 s after the start; posted (and the task finishes), then,
     in a later transaction, finalised (the post is pending until then: it changes no reputation).
@@ -50,9 +74,23 @@ def post_round(
     """
     t = {"task_id": task_id}
     for index in range(len(qualities)):
-        log.tx((b.UpdateCommitted, dict(t, client_index=index, round=1, fog=FOG, update_hash=b"\x05" * 32,
-                                        committed_at=started_at + 50, payment=PRICE)),)
-    measurements = tuple(b.Measurement(quality=q, round_time=50, accepted=True, committed=True) for q in qualities.values())
+        log.tx(
+            (
+                b.UpdateCommitted,
+                dict(
+                    t,
+                    client_index=index,
+                    round=1,
+                    fog=FOG,
+                    update_hash=b"\x05" * 32,
+                    committed_at=started_at + 50,
+                    payment=PRICE,
+                ),
+            ),
+        )
+    measurements = tuple(
+        b.Measurement(quality=q, round_time=50, accepted=True, committed=True) for q in qualities.values()
+    )
     post: list[tuple[type, dict[str, Any]]] = [
         (b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=measurements)),
     ]
@@ -72,12 +110,19 @@ def finalise_round(log: EventLog, task_id: int, removed: Mapping[int, int] | Non
         for index, loss_rep in (removed or {}).items()
     ]
     forfeited = len(removals) * PARAMS.client_deposit
-    log.tx(*removals, (b.RoundFinalized, dict(t, round=1, paid=0, forfeited=forfeited)),
-           (b.BudgetSpent, dict(t, round=1, spent=0, budget_left=10**18)))
+    log.tx(
+        *removals,
+        (b.RoundFinalized, dict(t, round=1, paid=0, forfeited=forfeited)),
+        (b.BudgetSpent, dict(t, round=1, spent=0, budget_left=10**18)),
+    )
 
 
 def two_tasks(
-    priors: tuple[int, ...] | None, *, round_1: bool = False, quality_a: int = WAD, removed: Mapping[int, int] | None = None
+    priors: tuple[int, ...] | None,
+    *,
+    round_1: bool = False,
+    quality_a: int = WAD,
+    removed: Mapping[int, int] | None = None,
 ) -> list[Any]:
     """Task 1 finished with A 1.2 and B 0.6; task 2 started with A, B, C and posted ``priors`` (None: no post).
 
@@ -90,7 +135,9 @@ def two_tasks(
     second = {A: quality_a, B: WAD, C: WAD}
     task_events(log, 2, {A: WAD, B: WAD, C: WAD}, started_at=2000)
     if priors is not None:
-        log.tx((b.PriorsPosted, {"task_id": 2, "priors": priors}),)
+        log.tx(
+            (b.PriorsPosted, {"task_id": 2, "priors": priors}),
+        )
     if round_1:
         post_round(log, 2, second, 2000, finish=False, removed=removed)
     return log.events
@@ -160,11 +207,16 @@ def test_an_earlier_task_whose_last_round_was_still_pending_when_this_one_starte
         post_round(log, 1, first, 1000, finish=True, finalise=False)
         task_events(log, 2, {A: WAD, B: WAD, C: WAD}, started_at=2000)
         finalise_round(log, 1)
-        log.tx((b.PriorsPosted, {"task_id": 2, "priors": priors}),)
+        log.tx(
+            (b.PriorsPosted, {"task_id": 2, "priors": priors}),
+        )
         return log.events
 
     # execute
-    zeros, from_the_late_finalisation = audit_task(2, events((0, 0, 0))), audit_task(2, events((12 * WAD // 10, 6 * WAD // 10, 0)))
+    zeros, from_the_late_finalisation = (
+        audit_task(2, events((0, 0, 0))),
+        audit_task(2, events((12 * WAD // 10, 6 * WAD // 10, 0))),
+    )
     # assert
     assert cross_task(zeros).status is CheckStatus.PASS, cross_task(zeros).findings
     assert cross_task(from_the_late_finalisation).status is CheckStatus.FAIL

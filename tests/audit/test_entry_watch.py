@@ -21,16 +21,21 @@ from tests.audit.conftest import DrivenTask
 
 
 def watcher(task: DrivenTask, *, reexecute: bool) -> EntryWatcher:
-    session = open_session(task.deployment_file, rpc_url=task.node.rpc_url, store_url=str(task.store_url),
-                           read_only=True)
+    session = open_session(
+        task.deployment_file, rpc_url=task.node.rpc_url, store_url=str(task.store_url), read_only=True
+    )
     return EntryWatcher(session, task.task_id, reexecute=reexecute)
 
 
-def test_in_committee_mode_a_screened_out_client_blames_its_fog_node_and_nobody_else_does(scored_task: DrivenTask) -> None:
+def test_in_committee_mode_a_screened_out_client_blames_its_fog_node_and_nobody_else_does(
+    scored_task: DrivenTask,
+) -> None:
     committee = watcher(scored_task, reexecute=False)
-    [commit] = [e for e in scored_task.readings.events
-                if isinstance(e, UpdateCommitted) and e.task_id == scored_task.task_id and e.round == 1
-                and e.client_index == 2]
+    [commit] = [
+        e
+        for e in scored_task.readings.events
+        if isinstance(e, UpdateCommitted) and e.task_id == scored_task.task_id and e.round == 1 and e.client_index == 2
+    ]
 
     grievance = committee.review(1, 2, own_job=True)
 
@@ -48,7 +53,8 @@ def test_the_update_a_round_scored_is_the_last_committed_for_the_job(scored_task
     history = audit_task(scored_task.task_id, scored_task.readings.events).history
     first = scored_commit(history, 1, 2)
     assert first is not None and first.fog == next(
-        c.fog for c in history.commits if (c.client_index, c.round) == (2, 1))
+        c.fog for c in history.commits if (c.client_index, c.round) == (2, 1)
+    )
     redo = dataclasses.replace(first, fog="0x" + "ab" * 20, committed_at=first.committed_at + 1)
     redone = dataclasses.replace(history, commits=(*history.commits, redo))
 

@@ -36,8 +36,30 @@ ZERO_ADDRESS = "0x" + "00" * 20
 #: r_a_min, r_t_min, q_min, t_max, cap, d, r, c, roundDuration, biddingDuration, revealDuration, tolerance, maxClients,
 #: secondPrice, challengeWindow, challengeBond, aggregatorBond.
 PARAMS = b.TaskParams(
-    b"\x01" * 32, b"\x02" * 32, 1, 0, 100, 10**15, 10**12, WAD // 10, WAD // 10, WAD // 2, 300, 10 * WAD, 10**16,
-    2 * 10**16, 1000, 400, 100, 100, 5, 10, False, 100, 5 * 10**15, 2 * 10**18,
+    b"\x01" * 32,
+    b"\x02" * 32,
+    1,
+    0,
+    100,
+    10**15,
+    10**12,
+    WAD // 10,
+    WAD // 10,
+    WAD // 2,
+    300,
+    10 * WAD,
+    10**16,
+    2 * 10**16,
+    1000,
+    400,
+    100,
+    100,
+    5,
+    10,
+    False,
+    100,
+    5 * 10**15,
+    2 * 10**18,
 )
 BUDGET, PRICE, BOND, CHALLENGE_BOND = 10**18, 10**14, PARAMS.aggregator_bond, PARAMS.challenge_bond
 PAYMENT, BONUS = 3_200_000_000_000_000, 64_000_000_000_000
@@ -70,8 +92,15 @@ class EventLog:
                 fields = {"held": self.pools[fields["task_id"]], **fields}
             elif cls is b.Credited:
                 self.pools[fields["task_id"]] = self.pools.get(fields["task_id"], 0) - fields["amount"]
-            self.events.append(cls(block_number=block, log_index=index, transaction_hash=f"0x{block:064x}",
-                                   address="0x" + "00" * 20, **fields))
+            self.events.append(
+                cls(
+                    block_number=block,
+                    log_index=index,
+                    transaction_hash=f"0x{block:064x}",
+                    address="0x" + "00" * 20,
+                    **fields,
+                )
+            )
 
 
 def deployed(*, sink: bool = True) -> EventLog:
@@ -87,61 +116,99 @@ def started_task(budget: int, *, sink: bool = True) -> EventLog:
     """The module docstring's task from creation to the fog's commit of round 1 (t = 1050)."""
     t = {"task_id": 1}
     log = deployed(sink=sink)
-    log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=budget, params=PARAMS)),
-           (b.Deposited, dict(t, from_=PUBLISHER, amount=budget)))
-    log.tx((b.BondPosted, dict(t, bonder=AGGREGATOR, amount=BOND)),
-           (b.Deposited, dict(t, from_=AGGREGATOR, amount=BOND)))
-    log.tx((b.ClientJoined, dict(t, client=CLIENT, client_index=0, data_commitment=b"\x03" * 32, deposit=10**16)),
-           (b.Deposited, dict(t, from_=CLIENT, amount=10**16)))
-    log.tx((b.AuctionOpened, dict(t, client_index=0, data_size=600, bidding_deadline=900, reveal_deadline=1000)),)
-    log.tx((b.BidCommitted, dict(t, client_index=0, bidder=FOG, bid_index=0, commitment=b"\x04" * 32)),
-           (b.Deposited, dict(t, from_=FOG, amount=2 * 10**16)))
-    log.tx((b.BidRevealed, dict(t, client_index=0, bidder=FOG, bid_index=0, frequency=5000, price=PRICE)),)
-    log.tx((b.AuctionClosed, dict(t, client_index=0, winner=0, price=PRICE, escrow=PRICE)),
-           (b.Deposited, dict(t, from_=CLIENT, amount=PRICE)))
-    log.tx((b.TaskStarted, dict(t, started_at=1000, clients=1)),)
-    log.tx((b.UpdateCommitted, dict(t, client_index=0, round=1, fog=FOG, update_hash=b"\x05" * 32, committed_at=1050, payment=PRICE)),
-           (b.Credited, dict(t, to=FOG, amount=PRICE, reason=reason("FOG_PAYMENT"))))
+    log.tx(
+        (b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=budget, params=PARAMS)),
+        (b.Deposited, dict(t, from_=PUBLISHER, amount=budget)),
+    )
+    log.tx(
+        (b.BondPosted, dict(t, bonder=AGGREGATOR, amount=BOND)), (b.Deposited, dict(t, from_=AGGREGATOR, amount=BOND))
+    )
+    log.tx(
+        (b.ClientJoined, dict(t, client=CLIENT, client_index=0, data_commitment=b"\x03" * 32, deposit=10**16)),
+        (b.Deposited, dict(t, from_=CLIENT, amount=10**16)),
+    )
+    log.tx(
+        (b.AuctionOpened, dict(t, client_index=0, data_size=600, bidding_deadline=900, reveal_deadline=1000)),
+    )
+    log.tx(
+        (b.BidCommitted, dict(t, client_index=0, bidder=FOG, bid_index=0, commitment=b"\x04" * 32)),
+        (b.Deposited, dict(t, from_=FOG, amount=2 * 10**16)),
+    )
+    log.tx(
+        (b.BidRevealed, dict(t, client_index=0, bidder=FOG, bid_index=0, frequency=5000, price=PRICE)),
+    )
+    log.tx(
+        (b.AuctionClosed, dict(t, client_index=0, winner=0, price=PRICE, escrow=PRICE)),
+        (b.Deposited, dict(t, from_=CLIENT, amount=PRICE)),
+    )
+    log.tx(
+        (b.TaskStarted, dict(t, started_at=1000, clients=1)),
+    )
+    log.tx(
+        (
+            b.UpdateCommitted,
+            dict(t, client_index=0, round=1, fog=FOG, update_hash=b"\x05" * 32, committed_at=1050, payment=PRICE),
+        ),
+        (b.Credited, dict(t, to=FOG, amount=PRICE, reason=reason("FOG_PAYMENT"))),
+    )
     return log
 
 
 def post_last_round(log: EventLog, measurement: b.Measurement) -> None:
     """The aggregator posts round 1 with ``measurement`` at t = 1060: pending, the task finishes, no money moves."""
     t = {"task_id": 1}
-    log.tx((b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=(measurement,))),
-           (b.RoundClosed, dict(t, round=1, next_round_started_at=0)),
-           (b.TaskFinished, dict(t, last_round=1, finished_at=POSTED_AT, target_reached=False)))
+    log.tx(
+        (b.RoundPosted, dict(t, round=1, model_hash=b"\x06" * 32, accuracy=WAD // 2, measurements=(measurement,))),
+        (b.RoundClosed, dict(t, round=1, next_round_started_at=0)),
+        (b.TaskFinished, dict(t, last_round=1, finished_at=POSTED_AT, target_reached=False)),
+    )
 
 
-def finalize_round(log: EventLog, *, paid: int, budget_left: int, removed: tuple[tuple[int, int, int], ...] = (),
-                   forfeited: int | None = None, forfeit_to: str = SINK) -> None:
+def finalize_round(
+    log: EventLog,
+    *,
+    paid: int,
+    budget_left: int,
+    removed: tuple[tuple[int, int, int], ...] = (),
+    forfeited: int | None = None,
+    forfeit_to: str = SINK,
+) -> None:
     """Anyone finalises round 1 once its window has passed: ``removed`` holds (client, r_a, r_t) of each client it
     removes, whose deposits go to ``forfeit_to`` (the sink, as the contracts do); ``forfeited`` defaults to theirs."""
     t = {"task_id": 1}
     forfeited = len(removed) * PARAMS.client_deposit if forfeited is None else forfeited
-    log.tx(*[(b.ClientRemoved, dict(t, client_index=i, round=1, loss_reputation=r_a, time_reputation=r_t))
-             for i, r_a, r_t in removed],
-           (b.RoundFinalized, dict(t, round=1, paid=paid, forfeited=forfeited)),
-           (b.BudgetSpent, dict(t, round=1, spent=paid, budget_left=budget_left)),
-           (b.Credited, dict(t, to=forfeit_to, amount=forfeited, reason=reason("DEPOSIT_FORFEIT"))))
+    log.tx(
+        *[
+            (b.ClientRemoved, dict(t, client_index=i, round=1, loss_reputation=r_a, time_reputation=r_t))
+            for i, r_a, r_t in removed
+        ],
+        (b.RoundFinalized, dict(t, round=1, paid=paid, forfeited=forfeited)),
+        (b.BudgetSpent, dict(t, round=1, spent=paid, budget_left=budget_left)),
+        (b.Credited, dict(t, to=forfeit_to, amount=forfeited, reason=reason("DEPOSIT_FORFEIT"))),
+    )
 
 
 def settle(log: EventLog, *, earned: int, bonus: int, deposit_returned: int, refund: int) -> None:
     """Anyone settles the task (the client, the budget, the bond back to the aggregator), then the job."""
     t = {"task_id": 1}
-    log.tx((b.ClientSettled, dict(t, client_index=0, earned=earned, bonus=bonus, deposit_returned=deposit_returned)),
-           (b.Credited, dict(t, to=CLIENT, amount=earned + bonus, reason=reason("CLIENT_REWARD"))),
-           (b.Credited, dict(t, to=CLIENT, amount=deposit_returned, reason=reason("DEPOSIT_RETURN"))),
-           (b.TaskSettled, dict(t, bonuses=bonus, refund=refund)),
-           (b.Credited, dict(t, to=PUBLISHER, amount=refund, reason=reason("BUDGET_REFUND"))),
-           (b.BondReleased, dict(t, bonder=AGGREGATOR, amount=BOND)),
-           (b.Credited, dict(t, to=AGGREGATOR, amount=BOND, reason=reason("BOND_REFUND"))))
-    log.tx((b.JobSettled, dict(t, client_index=0, escrow_refund=0, deposits_refunded=2 * 10**16, deposits_forfeited=0)),
-           (b.Credited, dict(t, to=FOG, amount=2 * 10**16, reason=reason("BID_REFUND"))))
+    log.tx(
+        (b.ClientSettled, dict(t, client_index=0, earned=earned, bonus=bonus, deposit_returned=deposit_returned)),
+        (b.Credited, dict(t, to=CLIENT, amount=earned + bonus, reason=reason("CLIENT_REWARD"))),
+        (b.Credited, dict(t, to=CLIENT, amount=deposit_returned, reason=reason("DEPOSIT_RETURN"))),
+        (b.TaskSettled, dict(t, bonuses=bonus, refund=refund)),
+        (b.Credited, dict(t, to=PUBLISHER, amount=refund, reason=reason("BUDGET_REFUND"))),
+        (b.BondReleased, dict(t, bonder=AGGREGATOR, amount=BOND)),
+        (b.Credited, dict(t, to=AGGREGATOR, amount=BOND, reason=reason("BOND_REFUND"))),
+    )
+    log.tx(
+        (b.JobSettled, dict(t, client_index=0, escrow_refund=0, deposits_refunded=2 * 10**16, deposits_forfeited=0)),
+        (b.Credited, dict(t, to=FOG, amount=2 * 10**16, reason=reason("BID_REFUND"))),
+    )
 
 
-def one_round_task(*, budget: int = BUDGET, paid: int | None = None, quality: int = 8 * WAD // 10,
-                   sink: bool = True) -> list[Any]:
+def one_round_task(
+    *, budget: int = BUDGET, paid: int | None = None, quality: int = 8 * WAD // 10, sink: bool = True
+) -> list[Any]:
     """The module docstring's task, from creation to withdrawals, as the contracts would emit it.
 
     A budget below the payment scales it down to the budget (pro rata), and the bonus to what is left.
@@ -155,7 +222,9 @@ def one_round_task(*, budget: int = BUDGET, paid: int | None = None, quality: in
     post_last_round(log, b.Measurement(quality=quality, round_time=50, accepted=True, committed=True))
     finalize_round(log, paid=paid, budget_left=budget - paid)
     settle(log, earned=earned, bonus=bonus, deposit_returned=10**16, refund=refund)
-    log.tx((b.Withdrawn, {"account": CLIENT, "amount": earned + bonus + 10**16}),)
+    log.tx(
+        (b.Withdrawn, {"account": CLIENT, "amount": earned + bonus + 10**16}),
+    )
     return log.events
 
 
@@ -198,8 +267,15 @@ def test_audit_of_the_consistent_event_list_passes() -> None:
 
     assert report.passed, [f.message for c in report.checks for f in c.findings]
     statuses = {c.name: c.status for c in report.checks}
-    for check in (CheckName.HISTORY, CheckName.AUCTIONS, CheckName.REPUTATION, CheckName.PAYMENTS, CheckName.WITHDRAWALS,
-                  CheckName.DISPUTES, CheckName.SINK):
+    for check in (
+        CheckName.HISTORY,
+        CheckName.AUCTIONS,
+        CheckName.REPUTATION,
+        CheckName.PAYMENTS,
+        CheckName.WITHDRAWALS,
+        CheckName.DISPUTES,
+        CheckName.SINK,
+    ):
         assert statuses[check] is CheckStatus.PASS
     assert report.check(CheckName.SINK).notes == ()  # the sink was read from the deployment's SinkSet
     assert statuses[CheckName.STORE_UPDATES] is CheckStatus.SKIPPED
@@ -238,8 +314,16 @@ def test_a_missing_money_event_breaks_the_task_escrow(drop: str) -> None:
 def test_a_credit_from_nowhere_breaks_conservation_and_is_unexplained() -> None:
     events = one_round_task()
     last = events[-1]
-    forged = b.Credited(block_number=last.block_number + 1, log_index=0, transaction_hash="0x" + "ff" * 32,
-                        address=last.address, task_id=1, to=STRANGER, amount=1, reason=reason("CLIENT_REWARD"))
+    forged = b.Credited(
+        block_number=last.block_number + 1,
+        log_index=0,
+        transaction_hash="0x" + "ff" * 32,
+        address=last.address,
+        task_id=1,
+        to=STRANGER,
+        amount=1,
+        reason=reason("CLIENT_REWARD"),
+    )
 
     report = audit_task(1, [*events, forged])
 
@@ -268,9 +352,26 @@ def test_the_json_report_keeps_stable_keys_and_wei_as_strings() -> None:
 
     data = report.to_dict()
 
-    assert list(data) == ["format", "task_id", "block_number", "passed", "checks", "task", "clients", "fog_nodes",
-                          "auctions", "commits", "slashes", "challenges", "sink", "rounds", "budget", "accounts", "score_tolerance",
-                          "scores"]
+    assert list(data) == [
+        "format",
+        "task_id",
+        "block_number",
+        "passed",
+        "checks",
+        "task",
+        "clients",
+        "fog_nodes",
+        "auctions",
+        "commits",
+        "slashes",
+        "challenges",
+        "sink",
+        "rounds",
+        "budget",
+        "accounts",
+        "score_tolerance",
+        "scores",
+    ]
     assert data["clients"][0]["earned"] == str(PAYMENT)
     assert data["rounds"][0]["payments"] == [str(PAYMENT)]
     assert data["task"]["refund"] == str(REFUND)
@@ -280,15 +381,23 @@ def test_the_json_report_keeps_stable_keys_and_wei_as_strings() -> None:
 def test_a_cancelled_task_returns_budget_and_deposits_and_passes() -> None:
     t = {"task_id": 1}
     log = deployed()
-    log.tx((b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=BUDGET, params=PARAMS)),
-           (b.Deposited, dict(t, from_=PUBLISHER, amount=BUDGET, held=BUDGET)))
-    log.tx((b.ClientJoined, dict(t, client=CLIENT, client_index=0, data_commitment=b"\x03" * 32, deposit=10**16)),
-           (b.Deposited, dict(t, from_=CLIENT, amount=10**16, held=BUDGET + 10**16)))
-    log.tx((b.TaskCancelled, dict(t, refund=BUDGET)),
-           (b.Credited, dict(t, to=PUBLISHER, amount=BUDGET, reason=reason("BUDGET_REFUND"))))
+    log.tx(
+        (b.TaskCreated, dict(t, publisher=PUBLISHER, aggregator=AGGREGATOR, budget=BUDGET, params=PARAMS)),
+        (b.Deposited, dict(t, from_=PUBLISHER, amount=BUDGET, held=BUDGET)),
+    )
+    log.tx(
+        (b.ClientJoined, dict(t, client=CLIENT, client_index=0, data_commitment=b"\x03" * 32, deposit=10**16)),
+        (b.Deposited, dict(t, from_=CLIENT, amount=10**16, held=BUDGET + 10**16)),
+    )
+    log.tx(
+        (b.TaskCancelled, dict(t, refund=BUDGET)),
+        (b.Credited, dict(t, to=PUBLISHER, amount=BUDGET, reason=reason("BUDGET_REFUND"))),
+    )
     # Cancelled before the aggregator bonded: settlement returns the deposit and releases no bond.
-    log.tx((b.ClientSettled, dict(t, client_index=0, earned=0, bonus=0, deposit_returned=10**16)),
-           (b.Credited, dict(t, to=CLIENT, amount=10**16, reason=reason("DEPOSIT_RETURN"))))
+    log.tx(
+        (b.ClientSettled, dict(t, client_index=0, earned=0, bonus=0, deposit_returned=10**16)),
+        (b.Credited, dict(t, to=CLIENT, amount=10**16, reason=reason("DEPOSIT_RETURN"))),
+    )
 
     report = audit_task(1, log.events)
 
@@ -314,7 +423,9 @@ def abandoned_task(*, abandoned_at: int = 1000 + 400 + ABANDON_GRACE + 1, refund
     (the client's deposit, the budget to the publisher as ``refund``, the bond) and the job."""
     t = {"task_id": 1}
     log = started_task(BUDGET)
-    log.tx((b.TaskAbandoned, dict(t, round=1, abandoned_at=abandoned_at)),)
+    log.tx(
+        (b.TaskAbandoned, dict(t, round=1, abandoned_at=abandoned_at)),
+    )
     settle(log, earned=0, bonus=0, deposit_returned=10**16, refund=refund)
     return log.events
 
@@ -382,7 +493,9 @@ def test_a_settlement_while_a_posted_round_is_pending_fails_the_history_check() 
     report = audit_task(1, log.events)
 
     assert CheckName.HISTORY in report.failed_checks
-    assert "client 0 settled while round(s) [1] were pending" in [f.message for f in report.check(CheckName.HISTORY).findings]
+    assert "client 0 settled while round(s) [1] were pending" in [
+        f.message for f in report.check(CheckName.HISTORY).findings
+    ]
 
 
 def removed_client_task(*, forfeit_to: str = SINK, forfeited: int | None = None, sink: bool = True) -> list[Any]:
@@ -392,10 +505,13 @@ def removed_client_task(*, forfeit_to: str = SINK, forfeited: int | None = None,
     at settlement, the deposit does not go back to the client, and there is no bonus."""
     log = started_task(BUDGET, sink=sink)
     post_last_round(log, b.Measurement(quality=0, round_time=50, accepted=False, committed=True))
-    finalize_round(log, paid=0, budget_left=BUDGET, removed=((0, 0, 2 * WAD),), forfeited=forfeited,
-                   forfeit_to=forfeit_to)
+    finalize_round(
+        log, paid=0, budget_left=BUDGET, removed=((0, 0, 2 * WAD),), forfeited=forfeited, forfeit_to=forfeit_to
+    )
     settle(log, earned=0, bonus=0, deposit_returned=0, refund=BUDGET)
-    log.tx((b.Withdrawn, {"account": PUBLISHER, "amount": BUDGET}),)
+    log.tx(
+        (b.Withdrawn, {"account": PUBLISHER, "amount": BUDGET}),
+    )
     return log.events
 
 
@@ -461,13 +577,29 @@ def challenged_task(*, rejected_before_finalisation: bool) -> list[Any]:
     log = started_task(BUDGET)
     measurement = b.Measurement(quality=8 * WAD // 10, round_time=50, accepted=True, committed=True)
     post_last_round(log, measurement)
-    log.tx((b.ChallengeOpened, dict(t, challenge_id=1, round=1, client_index=0, kind=b.ChallengeKind.ENTRY,
-                                    challenger=STRANGER, accused=AGGREGATOR, proposed=measurement._replace(quality=9 * WAD // 10),
-                                    bond=CHALLENGE_BOND, verdict_deadline=1070 + VERDICT_WINDOW)),
-           (b.Deposited, dict(t, from_=STRANGER, amount=CHALLENGE_BOND)))
+    log.tx(
+        (
+            b.ChallengeOpened,
+            dict(
+                t,
+                challenge_id=1,
+                round=1,
+                client_index=0,
+                kind=b.ChallengeKind.ENTRY,
+                challenger=STRANGER,
+                accused=AGGREGATOR,
+                proposed=measurement._replace(quality=9 * WAD // 10),
+                bond=CHALLENGE_BOND,
+                verdict_deadline=1070 + VERDICT_WINDOW,
+            ),
+        ),
+        (b.Deposited, dict(t, from_=STRANGER, amount=CHALLENGE_BOND)),
+    )
     rejection = (
-        (b.ChallengeResolved, dict(t, challenge_id=1, round=1, client_index=0, status=b.ChallengeStatus.REJECTED,
-                                   fate=b.Fate.POSTED)),
+        (
+            b.ChallengeResolved,
+            dict(t, challenge_id=1, round=1, client_index=0, status=b.ChallengeStatus.REJECTED, fate=b.Fate.POSTED),
+        ),
         (b.Credited, dict(t, to=AGGREGATOR, amount=CHALLENGE_BOND // 2, reason=reason("CHALLENGE_FORFEIT"))),
         (b.Credited, dict(t, to=SINK, amount=CHALLENGE_BOND - CHALLENGE_BOND // 2, reason=reason("CHALLENGE_FORFEIT"))),
     )
@@ -480,7 +612,9 @@ def challenged_task(*, rejected_before_finalisation: bool) -> list[Any]:
     return log.events
 
 
-def test_a_challenge_rejected_before_its_round_is_finalised_passes_and_its_bond_goes_to_the_accused_and_the_sink() -> None:
+def test_a_challenge_rejected_before_its_round_is_finalised_passes_and_its_bond_goes_to_the_accused_and_the_sink() -> (
+    None
+):
     events = challenged_task(rejected_before_finalisation=True)
 
     report = audit_task(1, events)
@@ -500,7 +634,9 @@ def test_a_round_finalised_while_a_challenge_of_it_is_open_fails_the_disputes_ch
     report = audit_task(1, events)
 
     assert failed(report) == {CheckName.DISPUTES.value}
-    assert [f.message for f in report.check(CheckName.DISPUTES).findings] == ["round 1 finalised with 1 challenge(s) open"]
+    assert [f.message for f in report.check(CheckName.DISPUTES).findings] == [
+        "round 1 finalised with 1 challenge(s) open"
+    ]
 
 
 def test_an_entry_is_taken_as_its_final_fate_decides_whatever_order_its_challenges_resolved_in() -> None:
@@ -512,21 +648,41 @@ def test_an_entry_is_taken_as_its_final_fate_decides_whatever_order_its_challeng
     log = started_task(BUDGET)
     measurement = b.Measurement(quality=8 * WAD // 10, round_time=50, accepted=True, committed=True)
     post_last_round(log, measurement)
-    resolved = ((1, b.ChallengeStatus.EXPIRED, b.Fate.NEUTRAL), (2, b.ChallengeStatus.UPHELD, b.Fate.CORRECTED),
-                (3, b.ChallengeStatus.UPHELD, b.Fate.CORRECTED))
+    resolved = (
+        (1, b.ChallengeStatus.EXPIRED, b.Fate.NEUTRAL),
+        (2, b.ChallengeStatus.UPHELD, b.Fate.CORRECTED),
+        (3, b.ChallengeStatus.UPHELD, b.Fate.CORRECTED),
+    )
     for challenge_id, quality in ((1, 9), (2, 9), (3, 7)):
-        log.tx((b.ChallengeOpened, dict(t, challenge_id=challenge_id, round=1, client_index=0,
-                                        kind=b.ChallengeKind.ENTRY, challenger=STRANGER, accused=AGGREGATOR,
-                                        proposed=measurement._replace(quality=quality * WAD // 10),
-                                        bond=CHALLENGE_BOND, verdict_deadline=1070 + VERDICT_WINDOW)))
+        log.tx(
+            (
+                b.ChallengeOpened,
+                dict(
+                    t,
+                    challenge_id=challenge_id,
+                    round=1,
+                    client_index=0,
+                    kind=b.ChallengeKind.ENTRY,
+                    challenger=STRANGER,
+                    accused=AGGREGATOR,
+                    proposed=measurement._replace(quality=quality * WAD // 10),
+                    bond=CHALLENGE_BOND,
+                    verdict_deadline=1070 + VERDICT_WINDOW,
+                ),
+            )
+        )
     for challenge_id, status, fate in resolved:
-        log.tx((b.ChallengeResolved, dict(t, challenge_id=challenge_id, round=1, client_index=0, status=status,
-                                          fate=fate)))
+        log.tx(
+            (b.ChallengeResolved, dict(t, challenge_id=challenge_id, round=1, client_index=0, status=status, fate=fate))
+        )
 
     history = replay_task(1, log.events).history
 
     assert [(c.status, c.fate) for c in history.challenges] == [
-        ("expired", "neutral"), ("upheld", "corrected"), ("upheld", "corrected")]
+        ("expired", "neutral"),
+        ("upheld", "corrected"),
+        ("upheld", "corrected"),
+    ]
     [posted] = history.posted
     assert posted.measurements == (measurement,)
     assert posted.effective == (measurement._replace(quality=9 * WAD // 10),)

@@ -28,7 +28,9 @@ def test_scores_posted_by_the_aggregators_scoring_are_reproduced(scored_task: Dr
     readings = scored_task.readings
 
     scores = verify_scores(scored_task.task_id, readings.events, scored_task.store())
-    report = audit_task(scored_task.task_id, readings.events, views=readings.views, store=scored_task.store(), scores=scores)
+    report = audit_task(
+        scored_task.task_id, readings.events, views=readings.views, store=scored_task.store(), scores=scores
+    )
 
     assert report.passed, {c.name.value: [f.message for f in c.findings] for c in report.checks if c.failed}
     assert report.check(CheckName.SCORES).compared > 0
@@ -41,8 +43,13 @@ def test_scores_posted_by_the_aggregators_scoring_are_reproduced(scored_task: Dr
 
 def test_a_round_posted_with_a_quality_it_cannot_reproduce_is_flagged(scored_task: DrivenTask) -> None:
     readings = scored_task.readings
-    posted = next(e for e in readings.events if isinstance(e, RoundPosted) and e.task_id == scored_task.task_id and e.round == 2)
-    inflated = (posted.measurements[0]._replace(quality=posted.measurements[0].quality + 10**16), *posted.measurements[1:])
+    posted = next(
+        e for e in readings.events if isinstance(e, RoundPosted) and e.task_id == scored_task.task_id and e.round == 2
+    )
+    inflated = (
+        posted.measurements[0]._replace(quality=posted.measurements[0].quality + 10**16),
+        *posted.measurements[1:],
+    )
     events = tuple(dataclasses.replace(e, measurements=inflated) if e is posted else e for e in readings.events)
 
     found = verify_scores(scored_task.task_id, events, scored_task.store())
@@ -64,7 +71,9 @@ def test_reproducing_with_another_strategy_than_the_aggregator_ran_flags_the_rou
 def test_a_round_still_pending_is_reproduced_before_it_is_final(scored_task: DrivenTask) -> None:
     # The chain as it was between round 2's post and its finalisation: the round is posted, not final.
     events = scored_task.readings.events
-    finalized = next(e for e in events if isinstance(e, RoundFinalized) and e.task_id == scored_task.task_id and e.round == 2)
+    finalized = next(
+        e for e in events if isinstance(e, RoundFinalized) and e.task_id == scored_task.task_id and e.round == 2
+    )
     before = tuple(e for e in events if e < finalized)
     assert [p.final for p in replay_task(scored_task.task_id, before).history.posted] == [True, False]
 
@@ -87,22 +96,44 @@ def inflated_and_challenged(task: DrivenTask, status: ChallengeStatus, fate: Fat
     window = next(e.verdict_window for e in events if isinstance(e, CommitteeFormed))
     opened_at = history.posted[1].posted_at
     assert opened_at is not None
-    where: dict[str, Any] = {"block_number": posted.block_number, "transaction_hash": posted.transaction_hash,
-                             "address": posted.address, "task_id": task.task_id, "challenge_id": 10**6, "round": 2,
-                             "client_index": 0}
+    where: dict[str, Any] = {
+        "block_number": posted.block_number,
+        "transaction_hash": posted.transaction_hash,
+        "address": posted.address,
+        "task_id": task.task_id,
+        "challenge_id": 10**6,
+        "round": 2,
+        "client_index": 0,
+    }
     challenge = (
-        ChallengeOpened(**where, log_index=10**4, kind=ChallengeKind.ENTRY, challenger=history.clients[0].account,
-                        accused=history.task.aggregator, proposed=honest, bond=10**15, verdict_deadline=opened_at + window),
+        ChallengeOpened(
+            **where,
+            log_index=10**4,
+            kind=ChallengeKind.ENTRY,
+            challenger=history.clients[0].account,
+            accused=history.task.aggregator,
+            proposed=honest,
+            bond=10**15,
+            verdict_deadline=opened_at + window,
+        ),
         ChallengeResolved(**where, log_index=10**4 + 1, status=status, fate=fate),
     )
     return tuple(sorted((*events, *challenge)))
 
 
-@pytest.mark.parametrize(("status", "fate", "compared", "flagged"), [
-    (ChallengeStatus.UPHELD, Fate.CORRECTED, True, False),  # compared as the verdict corrected it: as reproduced
-    (ChallengeStatus.REJECTED, Fate.POSTED, True, True),  # the posted entry stands, and it is off
-    (ChallengeStatus.EXPIRED, Fate.NEUTRAL, False, False),  # no verdict in time: the entry is not scored, not compared
-])
+@pytest.mark.parametrize(
+    ("status", "fate", "compared", "flagged"),
+    [
+        (ChallengeStatus.UPHELD, Fate.CORRECTED, True, False),  # compared as the verdict corrected it: as reproduced
+        (ChallengeStatus.REJECTED, Fate.POSTED, True, True),  # the posted entry stands, and it is off
+        (
+            ChallengeStatus.EXPIRED,
+            Fate.NEUTRAL,
+            False,
+            False,
+        ),  # no verdict in time: the entry is not scored, not compared
+    ],
+)
 def test_a_challenged_entry_is_compared_as_its_fate_made_it(
     scored_task: DrivenTask, status: ChallengeStatus, fate: Fate, compared: bool, flagged: bool
 ) -> None:

@@ -15,7 +15,11 @@ from fedchain.chain.abi import AbiRegistry, CustomError, Panic, RevertReason, er
 from fedchain.errors import ContractRevert
 
 #: OpenZeppelin's Ownable error; its selector 0x118cdaa7 is published in the OpenZeppelin docs.
-OWNABLE = {"type": "error", "name": "OwnableUnauthorizedAccount", "inputs": [{"name": "account", "type": "address", "internalType": "address"}]}
+OWNABLE = {
+    "type": "error",
+    "name": "OwnableUnauthorizedAccount",
+    "inputs": [{"name": "account", "type": "address", "internalType": "address"}],
+}
 BID_TOO_LATE = {
     "type": "error",
     "name": "AuctionBidTooLate",
@@ -48,7 +52,9 @@ def test_field_names_avoid_keywords_reserved_names_and_duplicates() -> None:
 def test_custom_error_is_decoded_with_its_arguments() -> None:
     registry = AbiRegistry()
     registry.add_abi([BID_TOO_LATE])
-    data = keccak(text="AuctionBidTooLate(uint256,uint64,uint64)")[:4] + encode(["uint256", "uint64", "uint64"], [4, 100, 101])
+    data = keccak(text="AuctionBidTooLate(uint256,uint64,uint64)")[:4] + encode(
+        ["uint256", "uint64", "uint64"], [4, 100, 101]
+    )
 
     error = registry.decode_revert(data)  # a class built from the ABI at run time
 
@@ -79,7 +85,10 @@ def test_builtin_error_string_and_panic_are_decoded() -> None:
     assert isinstance(panic, Panic) and panic.code == 0x11 and "overflow" in str(panic)
 
 
-@pytest.mark.parametrize("data", [b"", b"\xde\xad\xbe\xef" + b"\x00" * 32, keccak(text="AuctionBidTooLate(uint256,uint64,uint64)")[:4] + b"\x01"])
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\xde\xad\xbe\xef" + b"\x00" * 32, keccak(text="AuctionBidTooLate(uint256,uint64,uint64)")[:4] + b"\x01"],
+)
 def test_unknown_or_malformed_data_gives_generic_revert_with_raw_data(data: bytes) -> None:
     registry = AbiRegistry()
     registry.add_abi([BID_TOO_LATE])
@@ -99,7 +108,8 @@ class TaskStatus(enum.IntEnum):
 def test_enum_values_decode_to_their_enum_and_revert_messages_name_them() -> None:
     # prepare: an error whose second argument is a Solidity enum (ABI type uint8)
     entry = {
-        "type": "error", "name": "TaskWrongStatus",
+        "type": "error",
+        "name": "TaskWrongStatus",
         "inputs": [
             {"name": "taskId", "type": "uint256", "internalType": "uint256"},
             {"name": "status", "type": "uint8", "internalType": "enum ITaskRegistry.TaskStatus"},
@@ -121,6 +131,14 @@ def test_the_bindings_hold_the_contracts_enums_with_the_solidity_values() -> Non
     from fedchain.chain import bindings
 
     assert bindings.TYPES["ITaskRegistry.TaskStatus"] is bindings.TaskStatus
-    assert [m.name for m in bindings.TaskStatus] == ["NONE", "OPEN", "RUNNING", "FINISHED", "SETTLED", "CANCELLED", "ABANDONED"]
+    assert [m.name for m in bindings.TaskStatus] == [
+        "NONE",
+        "OPEN",
+        "RUNNING",
+        "FINISHED",
+        "SETTLED",
+        "CANCELLED",
+        "ABANDONED",
+    ]
     assert list(bindings.JobStatus) == list(range(5)) and bindings.JobStatus.VACANT == 3
     assert typing.get_type_hints(bindings.Job)["status"] is bindings.JobStatus  # decoded views carry the enum too

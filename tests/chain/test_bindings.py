@@ -38,7 +38,9 @@ def test_every_contract_error_and_event_has_a_binding() -> None:
     artifacts = compile_contracts()
     declared = {e["name"] for a in artifacts.values() for e in a.abi if e["type"] in ("error", "event")}
 
-    bound = {cls.abi["name"] for cls in bindings.REGISTRY.errors} | {cls.abi["name"] for cls in bindings.REGISTRY.events}
+    bound = {cls.abi["name"] for cls in bindings.REGISTRY.errors} | {
+        cls.abi["name"] for cls in bindings.REGISTRY.events
+    }
 
     assert declared <= bound
     assert set(bindings.CONTRACTS) >= {"Treasury", "TaskRegistry", "RoundLedger", "FogAuction"}
@@ -50,7 +52,9 @@ def test_compile_cache_is_read_the_second_time_and_keyed_by_source(probe_artifac
     shutil.copytree(Path(__file__).with_name("contracts"), sources)
     build = tmp_path / "build"
     build.mkdir()
-    for cached in (PROJECT_ROOT / "build" / "test-contracts").glob("artifacts-*.json"):  # the session compiled these sources
+    for cached in (PROJECT_ROOT / "build" / "test-contracts").glob(
+        "artifacts-*.json"
+    ):  # the session compiled these sources
         shutil.copy(cached, build)
     (cache,) = build.glob("artifacts-*.json")
     marked = json.loads(cache.read_text())
@@ -76,17 +80,37 @@ def fedchain(anvil: AnvilNode, w3: Web3) -> tuple[FedChainContracts, Deployment]
 
 def task_params(**changes: Any) -> TaskParams:
     params = TaskParams(
-        model_id=keccak(text="lenet5"), dataset_id=keccak(text="mnist"), rounds=3, target_accuracy=0,
-        expected_duration=600, psi=10**15, phi=10**12, min_loss_reputation=WAD // 10, min_time_reputation=WAD // 10,
-        min_quality=WAD // 2, max_round_time=300, reputation_cap=10 * WAD, client_deposit=10**16, fog_deposit=2 * 10**16,
-        cycles_per_sample=1000, round_duration=400, bidding_duration=100, reveal_duration=100, time_tolerance=5,
-        max_clients=50, second_price=False, challenge_window=3600, challenge_bond=5 * 10**15,
+        model_id=keccak(text="lenet5"),
+        dataset_id=keccak(text="mnist"),
+        rounds=3,
+        target_accuracy=0,
+        expected_duration=600,
+        psi=10**15,
+        phi=10**12,
+        min_loss_reputation=WAD // 10,
+        min_time_reputation=WAD // 10,
+        min_quality=WAD // 2,
+        max_round_time=300,
+        reputation_cap=10 * WAD,
+        client_deposit=10**16,
+        fog_deposit=2 * 10**16,
+        cycles_per_sample=1000,
+        round_duration=400,
+        bidding_duration=100,
+        reveal_duration=100,
+        time_tolerance=5,
+        max_clients=50,
+        second_price=False,
+        challenge_window=3600,
+        challenge_bond=5 * 10**15,
         aggregator_bond=minimum_aggregator_bond(50, 10**16, 10**15, 10 * WAD, WAD),  # the least for a budget of 1 ether
     )
     return params._replace(**changes)
 
 
-def test_typed_transaction_returns_typed_event_with_struct(fedchain: tuple[FedChainContracts, Deployment], w3: Web3) -> None:
+def test_typed_transaction_returns_typed_event_with_struct(
+    fedchain: tuple[FedChainContracts, Deployment], w3: Web3
+) -> None:
     contracts, deployment = fedchain
     params = task_params()
 
@@ -114,7 +138,9 @@ def test_invalid_struct_field_is_named_by_the_contract(fedchain: tuple[FedChainC
     contracts, _ = fedchain
 
     with pytest.raises(bindings.TaskInvalidParameter) as caught:
-        contracts.task_registry.create_task(task_params(rounds=0), contracts.task_registry.transactor.address, value=WAD)
+        contracts.task_registry.create_task(
+            task_params(rounds=0), contracts.task_registry.transactor.address, value=WAD
+        )
 
     assert caught.value.field.rstrip(b"\0") == b"rounds" and caught.value.value == 0
 
@@ -127,8 +153,9 @@ def test_an_aggregator_bond_below_what_one_round_can_move_is_refused_naming_the_
     count = contracts.task_registry.task_count()
 
     with pytest.raises(bindings.TaskBondTooSmall) as caught:
-        contracts.task_registry.create_task(task_params(aggregator_bond=least - 1), contracts.task_registry.transactor.address,
-                                            value=WAD)
+        contracts.task_registry.create_task(
+            task_params(aggregator_bond=least - 1), contracts.task_registry.transactor.address, value=WAD
+        )
 
     assert (caught.value.bond, caught.value.minimum) == (least - 1, least)
     assert contracts.task_registry.task_count() == count

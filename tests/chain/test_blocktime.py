@@ -37,7 +37,9 @@ def test_a_gap_far_longer_than_the_typical_one_marks_blocks_made_on_demand() -> 
     automined = [T0, T0, T0 + 1, T0 + 1, T0 + 40, T0 + 40, T0 + 41]  # a burst of transactions, a pause, a burst
 
     assert estimate_interval(automined).on_demand
-    assert not estimate_interval([T0, T0 + 2, T0 + 4, T0 + 6, T0 + 16]).on_demand  # 10 s = 5 gaps of 2 s: a stall, not a pause
+    assert not estimate_interval(
+        [T0, T0 + 2, T0 + 4, T0 + 6, T0 + 16]
+    ).on_demand  # 10 s = 5 gaps of 2 s: a stall, not a pause
 
 
 def test_what_the_node_says_of_itself_wins_over_the_gaps() -> None:

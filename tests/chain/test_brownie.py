@@ -39,7 +39,9 @@ def test_brownie_compile_builds_the_same_contracts(tmp_path: Path) -> None:
     shutil.rmtree(BUILD, ignore_errors=True)
     env = {**os.environ, "HOME": str(home)}
 
-    result = subprocess.run([str(BROWNIE), "compile"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=800)
+    result = subprocess.run(
+        [str(BROWNIE), "compile"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=800
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
     ours = compile_contracts()

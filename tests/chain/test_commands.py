@@ -30,7 +30,10 @@ def test_chain_start_serves_until_interrupted_and_deploy_targets_it(tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if k != PRIVATE_KEY_ENV}
     node = subprocess.Popen(
         [sys.executable, "-m", "fedchain.cli", "chain", "start", "--chain-id", "4321"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert node.stdout is not None and node.stderr is not None
@@ -42,10 +45,29 @@ def test_chain_start_serves_until_interrupted_and_deploy_targets_it(tmp_path: Pa
 
         # a chain that stays up needs its committee: three arbiters, a quorum of 2, a day to judge, a sink
         deployed = subprocess.run(
-            [sys.executable, "-m", "fedchain.cli", "deploy", "--rpc-url", url, "--chain-id", "4321", "--out", str(out),
-             *(arg for member in ARBITERS for arg in ("--arbiter", member)), "--quorum", "2", "--verdict-window", "1d",
-             "--sink", SINK],
-            capture_output=True, text=True, env=env, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "fedchain.cli",
+                "deploy",
+                "--rpc-url",
+                url,
+                "--chain-id",
+                "4321",
+                "--out",
+                str(out),
+                *(arg for member in ARBITERS for arg in ("--arbiter", member)),
+                "--quorum",
+                "2",
+                "--verdict-window",
+                "1d",
+                "--sink",
+                SINK,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
         )
 
         assert deployed.returncode == 0, deployed.stderr
@@ -63,7 +85,9 @@ def test_chain_start_serves_until_interrupted_and_deploy_targets_it(tmp_path: Pa
     assert node.returncode == 0
 
 
-def test_deploy_without_rpc_url_prints_the_deployment_and_says_the_chain_stopped(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deploy_without_rpc_url_prints_the_deployment_and_says_the_chain_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
     out = tmp_path / "deployment.json"
 
@@ -77,7 +101,9 @@ def test_deploy_without_rpc_url_prints_the_deployment_and_says_the_chain_stopped
     assert "local chain was stopped" in captured.err
 
 
-def test_deploy_error_is_printed_with_its_hint(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deploy_error_is_printed_with_its_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(PRIVATE_KEY_ENV, "0x1234")
 
     code = main(["deploy", "--rpc-url", "http://127.0.0.1:1", "--out", str(tmp_path / "d.json")])
@@ -92,7 +118,18 @@ def test_chain_roles_casts_anvils_test_accounts_as_shell_exports(capsys: pytest.
 
     # assert: sourced by bash, the exports give RPC and each role's key and the address of that key
     script = capsys.readouterr().out
-    names = ["PUBLISHER", "AGGREGATOR", "ARBITER1", "ARBITER2", "ARBITER3", "FOG1", "FOG2", "CLIENT1", "CLIENT2", "CLIENT3"]
+    names = [
+        "PUBLISHER",
+        "AGGREGATOR",
+        "ARBITER1",
+        "ARBITER2",
+        "ARBITER3",
+        "FOG1",
+        "FOG2",
+        "CLIENT1",
+        "CLIENT2",
+        "CLIENT3",
+    ]
     shown = subprocess.run(["bash", "-c", script + "\nenv"], capture_output=True, text=True, check=True).stdout
     values = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
     assert values["RPC"] == "http://127.0.0.1:9999"

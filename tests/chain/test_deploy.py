@@ -62,14 +62,20 @@ def registry(probe_artifact: Artifact) -> AbiRegistry:
 
 @pytest.fixture()
 def deployed(anvil: AnvilNode, w3: Web3, probe_artifact: Artifact, registry: AbiRegistry) -> Deployment:
-    return deploy(w3, anvil.dev_account(4), rpc_url=anvil.rpc_url, recipe=probe_recipe(probe_artifact), registry=registry)
+    return deploy(
+        w3, anvil.dev_account(4), rpc_url=anvil.rpc_url, recipe=probe_recipe(probe_artifact), registry=registry
+    )
 
 
 def test_deployment_records_chain_deployer_block_and_code(deployed: Deployment, anvil: AnvilNode, w3: Web3) -> None:
     address = deployed.address("Probe")
     code = bytes(w3.eth.get_code(address))
 
-    assert (deployed.chain_id, deployed.rpc_url, deployed.deployer) == (31337, anvil.rpc_url, anvil.dev_account(4).address)
+    assert (deployed.chain_id, deployed.rpc_url, deployed.deployer) == (
+        31337,
+        anvil.rpc_url,
+        anvil.dev_account(4).address,
+    )
     assert deployed.contracts[0].code_hash == "0x" + keccak(code).hex()
     assert w3.eth.get_transaction_count(address) == 1  # a contract's nonce starts at 1: it exists
     assert deployed.block_number <= w3.eth.block_number
@@ -119,10 +125,19 @@ def test_missing_deployment_file_says_how_to_make_one(tmp_path: Path) -> None:
         ({"chain_id": "31337"}, "chain_id"),
         ({"deployer": "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"}, "checksum"),
         ({"contracts": [{"name": "Probe", "address": "0x01"}]}, "contracts\\[0\\]"),
-        ({"contracts": [{"name": "Probe", "address": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "code_hash": "0x12"}]}, "code_hash"),
+        (
+            {
+                "contracts": [
+                    {"name": "Probe", "address": "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266", "code_hash": "0x12"}
+                ]
+            },
+            "code_hash",
+        ),
     ],
 )
-def test_malformed_deployment_file_names_the_bad_field(deployed: Deployment, tmp_path: Path, change: dict, complaint: str) -> None:
+def test_malformed_deployment_file_names_the_bad_field(
+    deployed: Deployment, tmp_path: Path, change: dict, complaint: str
+) -> None:
     path = tmp_path / "deployment.json"
     path.write_text(json.dumps({**deployed.to_dict(), **change}))
 
@@ -138,7 +153,9 @@ def test_deployment_file_that_is_not_json_is_refused(tmp_path: Path) -> None:
         load_deployment(path)
 
 
-def test_revert_during_deployment_is_named_and_changes_nothing(anvil: AnvilNode, w3: Web3, probe_artifact: Artifact, registry: AbiRegistry) -> None:
+def test_revert_during_deployment_is_named_and_changes_nothing(
+    anvil: AnvilNode, w3: Web3, probe_artifact: Artifact, registry: AbiRegistry
+) -> None:
     account = anvil.dev_account(5)
     nonce = w3.eth.get_transaction_count(account.address)
 
@@ -150,7 +167,9 @@ def test_revert_during_deployment_is_named_and_changes_nothing(anvil: AnvilNode,
 
 
 @pytest.mark.parametrize("wei", [0, 10**9])
-def test_deployer_that_cannot_pay_is_refused_and_nothing_is_sent(anvil: AnvilNode, w3: Web3, probe_artifact: Artifact, registry: AbiRegistry, wei: int) -> None:
+def test_deployer_that_cannot_pay_is_refused_and_nothing_is_sent(
+    anvil: AnvilNode, w3: Web3, probe_artifact: Artifact, registry: AbiRegistry, wei: int
+) -> None:
     account = fresh_account(w3, anvil, f"poor {wei}", wei)
 
     with pytest.raises(InsufficientFunds, match=f"deployer {account.address} holds {wei} wei") as caught:
@@ -161,7 +180,9 @@ def test_deployer_that_cannot_pay_is_refused_and_nothing_is_sent(anvil: AnvilNod
     assert w3.eth.get_balance(account.address) == wei
 
 
-def test_deploy_without_rpc_url_uses_a_local_chain_and_stops_it(probe_artifact: Artifact, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deploy_without_rpc_url_uses_a_local_chain_and_stops_it(
+    probe_artifact: Artifact, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
     out = tmp_path / "deployment.json"
 
@@ -209,7 +230,9 @@ def test_a_deployment_file_that_cannot_be_written_after_deploying_is_reported_wi
     monkeypatch.setattr(Deployment, "save", disk_full)
 
     # execute
-    with pytest.raises(DeploymentError, match="the contracts are deployed, but the deployment file could not be written") as caught:
+    with pytest.raises(
+        DeploymentError, match="the contracts are deployed, but the deployment file could not be written"
+    ) as caught:
         run_deploy(DeployRequest(out=tmp_path / "deployment.json", chain_id=777), recipe=probe_recipe(probe_artifact))
 
     # assert: the record of where the contracts are is in the error, whole
@@ -270,10 +293,16 @@ def test_deploy_to_a_chain_that_stays_up_without_an_arbiter_is_refused_before_an
     assert not out.exists()
 
 
-@pytest.mark.parametrize("flags", [("--quorum", "2"), ("--verdict-window", "3h"), ("--sink", ARBITER)],
-                         ids=["quorum", "verdict-window", "sink"])
+@pytest.mark.parametrize(
+    "flags",
+    [("--quorum", "2"), ("--verdict-window", "3h"), ("--sink", ARBITER)],
+    ids=["quorum", "verdict-window", "sink"],
+)
 def test_committee_settings_without_its_members_are_a_usage_error(
-    flags: tuple[str, ...], anvil: AnvilNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    flags: tuple[str, ...],
+    anvil: AnvilNode,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv(PRIVATE_KEY_ENV, "0x" + anvil.dev_account(5).key.hex())
@@ -282,11 +311,14 @@ def test_committee_settings_without_its_members_are_a_usage_error(
 
     assert code == 2
     assert f"{flags[0]} set the arbiter committee: name its members too, with --arbiter ADDRESS for each" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
     assert not (tmp_path / "d.json").exists()
 
 
-@pytest.mark.parametrize("flags", [("--arbiter", "nope"), ("--arbiter", ARBITER, "--sink", "0x12")], ids=["arbiter", "sink"])
+@pytest.mark.parametrize(
+    "flags", [("--arbiter", "nope"), ("--arbiter", ARBITER, "--sink", "0x12")], ids=["arbiter", "sink"]
+)
 def test_a_malformed_arbiter_or_sink_is_a_config_error_before_anything_is_deployed(
     flags: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -303,8 +335,11 @@ def test_deploy_refuses_the_wrong_chain_id(anvil: AnvilNode, tmp_path: Path, mon
     monkeypatch.setenv(PRIVATE_KEY_ENV, "0x" + anvil.dev_account(6).key.hex())
 
     with pytest.raises(ChainError, match="serves chain id 31337, not the expected 5"):
-        run_deploy(DeployRequest(rpc_url=anvil.rpc_url, chain_id=5, out=tmp_path / "d.json",
-                                 arbiters=ArbiterSettings.of([ARBITER])))
+        run_deploy(
+            DeployRequest(
+                rpc_url=anvil.rpc_url, chain_id=5, out=tmp_path / "d.json", arbiters=ArbiterSettings.of([ARBITER])
+            )
+        )
 
     assert not (tmp_path / "d.json").exists()
 
@@ -316,7 +351,9 @@ def test_deploy_to_a_remote_node_needs_a_key(anvil: AnvilNode, tmp_path: Path, m
         run_deploy(DeployRequest(rpc_url=anvil.rpc_url, out=tmp_path / "d.json"))
 
 
-def test_deploy_signs_with_a_keystore(anvil: AnvilNode, w3: Web3, probe_artifact: Artifact, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deploy_signs_with_a_keystore(
+    anvil: AnvilNode, w3: Web3, probe_artifact: Artifact, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from fedchain.chain.keys import write_keystore
 
     account = fresh_account(w3, anvil, "keystore", 10**18)
@@ -325,7 +362,8 @@ def test_deploy_signs_with_a_keystore(anvil: AnvilNode, w3: Web3, probe_artifact
     monkeypatch.delenv(PRIVATE_KEY_ENV, raising=False)
 
     deployment = run_deploy(
-        DeployRequest(rpc_url=anvil.rpc_url, keystore=keystore, out=tmp_path / "d.json"), recipe=probe_recipe(probe_artifact)
+        DeployRequest(rpc_url=anvil.rpc_url, keystore=keystore, out=tmp_path / "d.json"),
+        recipe=probe_recipe(probe_artifact),
     )
 
     assert deployment.deployer == account.address

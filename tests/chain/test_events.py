@@ -31,10 +31,14 @@ def history(anvil: AnvilNode, w3: Web3, probe_artifact: Artifact) -> tuple[Contr
 
 
 @pytest.mark.parametrize("page_size", [1, 2, 5_000])
-def test_fetch_returns_every_event_in_chain_order_whatever_the_page_size(history: tuple[Contract, Contract, int], w3: Web3, page_size: int) -> None:
+def test_fetch_returns_every_event_in_chain_order_whatever_the_page_size(
+    history: tuple[Contract, Contract, int], w3: Web3, page_size: int
+) -> None:
     first, second, start = history
 
-    events = fetch_events(w3, first.transactor.registry, LogQuery((first.address, second.address), start, None, page_size))
+    events = fetch_events(
+        w3, first.transactor.registry, LogQuery((first.address, second.address), start, None, page_size)
+    )
 
     assert [type(e).__name__ for e in events] == ["Stored", "Stored", "Paired", "Paid", "Stored"]
     assert [e.position for e in events] == sorted(e.position for e in events)
@@ -42,7 +46,9 @@ def test_fetch_returns_every_event_in_chain_order_whatever_the_page_size(history
     assert [getattr(e, "value", None) for e in events] == [11, 12, None, None, 13]
 
 
-def test_events_are_frozen_dataclasses_with_decoded_struct_and_array(history: tuple[Contract, Contract, int], w3: Web3) -> None:
+def test_events_are_frozen_dataclasses_with_decoded_struct_and_array(
+    history: tuple[Contract, Contract, int], w3: Web3
+) -> None:
     first, _, start = history
     registry = first.transactor.registry
 
@@ -61,7 +67,9 @@ def test_events_are_frozen_dataclasses_with_decoded_struct_and_array(history: tu
 def test_block_range_limits_the_events(history: tuple[Contract, Contract, int], w3: Web3) -> None:
     first, second, start = history
 
-    events = fetch_events(w3, first.transactor.registry, LogQuery((first.address, second.address), start + 1, start + 2))
+    events = fetch_events(
+        w3, first.transactor.registry, LogQuery((first.address, second.address), start + 1, start + 2)
+    )
 
     assert [e.block_number for e in events] == [start + 1, start + 2]
 

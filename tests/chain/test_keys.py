@@ -49,7 +49,6 @@ def test_keystore_opens_with_password_from_environment_and_wins_over_env_key(key
 def test_keystore_password_from_prompt(keystore: Path) -> None:
     asked: list[str] = []
 
-
     def prompt(label: str) -> str:
         asked.append(label)
         return "right"
@@ -69,7 +68,9 @@ def test_keystore_without_password_or_terminal_is_refused(keystore: Path) -> Non
         resolve_account(keystore, environ={})
 
 
-@pytest.mark.parametrize(("content", "complaint"), [(None, "does not exist"), ("{oops", "not a JSON keystore"), ("{}", "malformed")])
+@pytest.mark.parametrize(
+    ("content", "complaint"), [(None, "does not exist"), ("{oops", "not a JSON keystore"), ("{}", "malformed")]
+)
 def test_missing_or_malformed_keystore_is_refused(tmp_path: Path, content: str | None, complaint: str) -> None:
     path = tmp_path / "key.json"
     if content is not None:

@@ -92,7 +92,11 @@ def test_a_transaction_resent_after_its_answer_was_lost_counts_as_sent(anvil: An
     sender, receiver = anvil.dev_account(13), anvil.dev_account(14).address
     nonce = w3.eth.get_transaction_count(sender.address)
     with FaultProxy(
-        anvil.rpc_url, rate=1.0, faults=[Fault.TIMEOUT], methods={"eth_sendRawTransaction"}, limit=1,
+        anvil.rpc_url,
+        rate=1.0,
+        faults=[Fault.TIMEOUT],
+        methods={"eth_sendRawTransaction"},
+        limit=1,
         delay_s=HELD_ANSWER_S,
     ) as proxy:
         transactor = Transactor(client(proxy.url), sender, AbiRegistry())

@@ -83,7 +83,9 @@ def test_revert_string_becomes_revert_reason(probe: Contract) -> None:
     assert caught.value.reason == "plain reason"
 
 
-def test_unknown_error_selector_gives_generic_revert_with_raw_data(w3: Web3, anvil: AnvilNode, probe_artifact: Artifact) -> None:
+def test_unknown_error_selector_gives_generic_revert_with_raw_data(
+    w3: Web3, anvil: AnvilNode, probe_artifact: Artifact
+) -> None:
     stranger = Transactor(w3, anvil.dev_account(2), AbiRegistry())  # knows no ABI at all
     probe = Contract.deploy(stranger, probe_artifact.bytecode, 5, abi=probe_artifact.abi)
     calldata = probe.encode("store", 1, "x")
@@ -205,7 +207,9 @@ def test_a_lost_race_in_the_same_block_raises_the_contracts_custom_error(
 def test_a_transaction_priced_below_a_risen_base_fee_is_replaced_and_mined(probe_artifact: Artifact) -> None:
     with AnvilNode(AnvilSettings(block_time=BLOCK_TIME_S)) as node:
         w3 = node.web3()
-        transactor = Transactor(w3, node.dev_account(0), AbiRegistry(), TxSettings(replace_after_blocks=2, timeout_s=30))
+        transactor = Transactor(
+            w3, node.dev_account(0), AbiRegistry(), TxSettings(replace_after_blocks=2, timeout_s=30)
+        )
 
         with mining_paused(w3):
             pending = transactor.submit(node.dev_account(1).address, b"", value=1)

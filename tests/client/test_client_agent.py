@@ -21,7 +21,11 @@ from tests.fog.conftest import SAMPLES, Agents, award, post_round
 def events_of(world: World, cls: type, task_id: int) -> list:
     session = world.publisher
     query = LogQuery(tuple(session.deployment.addresses.values()), session.deployment.block_number)
-    return [e for e in fetch_events(session.w3, b.REGISTRY, query) if isinstance(e, cls) and getattr(e, "task_id", task_id) == task_id]
+    return [
+        e
+        for e in fetch_events(session.w3, b.REGISTRY, query)
+        if isinstance(e, cls) and getattr(e, "task_id", task_id) == task_id
+    ]
 
 
 def test_client_joins_auctions_its_job_and_hands_off_its_committed_data(world: World, agents: Agents) -> None:
@@ -51,7 +55,9 @@ def test_client_joins_auctions_its_job_and_hands_off_its_committed_data(world: W
     assert (decoded.images == expected.images).all() and (decoded.labels == expected.labels).all()
 
 
-def test_client_and_fog_settle_and_withdraw_what_they_are_owed_after_the_last_round(world: World, agents: Agents) -> None:
+def test_client_and_fog_settle_and_withdraw_what_they_are_owed_after_the_last_round(
+    world: World, agents: Agents
+) -> None:
     # prepare: a two-round task; the fog commits each round, the test posts it as the aggregator
     task_id = world.create()
     client, fog = agents.client(0, task_id), agents.fog(0, task_id)

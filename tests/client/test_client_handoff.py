@@ -35,11 +35,15 @@ def dataset(n: int = 5, classes: int = 10) -> ImageDataset:
 
 
 def encoded(n: int = 5, task_id: int = 3, client_index: int = 1) -> bytes:
-    return encode_job_data(dataset(n), JobDataMeta(task_id=task_id, client_index=client_index, dataset="mnist", epsilon=2.0))
+    return encode_job_data(
+        dataset(n), JobDataMeta(task_id=task_id, client_index=client_index, dataset="mnist", epsilon=2.0)
+    )
 
 
 def decode(data: bytes, expected_hash: bytes | None = None, /, **changes: int) -> JobData:
-    expected = dataclasses.replace(ExpectedJobData(task_id=3, client_index=1, data_size=5, num_classes=10, in_channels=1), **changes)
+    expected = dataclasses.replace(
+        ExpectedJobData(task_id=3, client_index=1, data_size=5, num_classes=10, in_channels=1), **changes
+    )
     return decode_job_data(data, expected_hash if expected_hash is not None else keccak(data), expected)
 
 
@@ -81,7 +85,9 @@ def test_commitments_are_the_contracts_abi_encodings() -> None:
     bidder = "0x" + "22" * 20
 
     assert data_commitment(600, salt) == keccak(abi_encode(["uint256", "bytes32"], [600, salt]))
-    assert bid_commitment(10**9, 5, salt, bidder) == keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [10**9, 5, salt, bidder]))
+    assert bid_commitment(10**9, 5, salt, bidder) == keccak(
+        abi_encode(["uint64", "uint96", "bytes32", "address"], [10**9, 5, salt, bidder])
+    )
 
 
 def test_salts_are_reproducible_from_the_key_and_differ_per_job_and_purpose() -> None:
@@ -90,8 +96,12 @@ def test_salts_are_reproducible_from_the_key_and_differ_per_job_and_purpose() ->
     salt = derive_salt(key, BID_SALT, AUCTION, 1, 0)
 
     assert salt == derive_salt(key, BID_SALT, AUCTION, 1, 0)
-    others = {derive_salt(key, BID_SALT, AUCTION, 1, 1), derive_salt(key, DATA_SIZE_SALT, AUCTION, 1, 0),
-              derive_salt(bytes(31) + b"\x02", BID_SALT, AUCTION, 1, 0), derive_salt(key, BID_SALT, AUCTION, 2, 0)}
+    others = {
+        derive_salt(key, BID_SALT, AUCTION, 1, 1),
+        derive_salt(key, DATA_SIZE_SALT, AUCTION, 1, 0),
+        derive_salt(bytes(31) + b"\x02", BID_SALT, AUCTION, 1, 0),
+        derive_salt(key, BID_SALT, AUCTION, 2, 0),
+    }
     assert salt not in others and len(others) == 4
 
 

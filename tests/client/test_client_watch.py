@@ -93,7 +93,9 @@ def test_an_upheld_challenge_corrects_the_entry_pays_the_client_half_the_bond_an
     (resolved,) = events_of(world, b.ChallengeResolved, task_id)
     assert (resolved.status, resolved.fate) == (b.ChallengeStatus.UPHELD, b.Fate.CORRECTED)
     final = events_of(world, b.RoundFinalized, task_id)
-    assert [(f.round, f.forfeited) for f in final] == [(1, 0), (2, 0)] and final[0].paid > 0  # round 1 paid as corrected
+    assert [(f.round, f.forfeited) for f in final] == [(1, 0), (2, 0)] and final[
+        0
+    ].paid > 0  # round 1 paid as corrected
     credits = events_of(world, b.Credited, task_id)
     by_reason: dict[str, list[tuple[str, int]]] = {}
     for credit in credits:

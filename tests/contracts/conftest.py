@@ -103,7 +103,9 @@ def as_namespace(params: Any, value: Any) -> Any:
         element = dict(params, type=kind[: kind.rindex("[")])
         return [as_namespace(element, item) for item in value]
     if kind == "tuple":
-        return SimpleNamespace(**{snake_case(c["name"]): as_namespace(c, v) for c, v in zip(params["components"], value, strict=True)})
+        return SimpleNamespace(
+            **{snake_case(c["name"]): as_namespace(c, v) for c, v in zip(params["components"], value, strict=True)}
+        )
     return value
 
 
@@ -120,7 +122,9 @@ class Receipts:
 class FedChain:
     """The deployed contracts, driven by any of the node's accounts."""
 
-    def __init__(self, node: AnvilNode, w3: Web3, addresses: Mapping[str, str], artifacts: Mapping[str, Artifact]) -> None:
+    def __init__(
+        self, node: AnvilNode, w3: Web3, addresses: Mapping[str, str], artifacts: Mapping[str, Artifact]
+    ) -> None:
         self.node = node
         self.w3 = w3
         self.addresses = dict(addresses)
@@ -192,7 +196,9 @@ class FedChain:
 
     def create_task(self, params: TaskParams = TaskParams(), *, budget: int = 10**18, bond: bool = True) -> int:
         """A task created by the publisher; with ``bond``, the aggregator posts its bond at once."""
-        receipt = self.send("TaskRegistry", "createTask", params.as_tuple(), self.account(AGGREGATOR), by=PUBLISHER, value=budget)
+        receipt = self.send(
+            "TaskRegistry", "createTask", params.as_tuple(), self.account(AGGREGATOR), by=PUBLISHER, value=budget
+        )
         task_id = receipt.events_of(bindings.TaskCreated)[0].task_id
         if bond:
             self.send("Disputes", "postBond", task_id, by=AGGREGATOR, value=params.aggregator_bond)
@@ -208,7 +214,9 @@ class FedChain:
     def open_auction(self, task_id: int, client: int, data_size: int = 600) -> None:
         self.send("FogAuction", "openAuction", task_id, data_size, keccak(text=f"salt-{client}"), by=client)
 
-    def commit_bid(self, task_id: int, index: int, fog: int, frequency: int, price: int, params: TaskParams = TaskParams()) -> None:
+    def commit_bid(
+        self, task_id: int, index: int, fog: int, frequency: int, price: int, params: TaskParams = TaskParams()
+    ) -> None:
         commitment = bid_commitment(frequency, price, keccak(text=f"bid-{fog}"), self.account(fog))
         self.send("FogAuction", "commitBid", task_id, index, commitment, by=fog, value=params.fog_deposit)
 
@@ -232,7 +240,9 @@ class FedChain:
         return choose_winner(mechanism, loss_rep, job.data_size, revealed).price
 
     def commit_update(self, task_id: int, index: int, fog: int, round_: int) -> Receipt:
-        return self.send("FogAuction", "commitUpdate", task_id, index, round_, keccak(text=f"update-{index}-{round_}"), by=fog)
+        return self.send(
+            "FogAuction", "commitUpdate", task_id, index, round_, keccak(text=f"update-{index}-{round_}"), by=fog
+        )
 
     def post_round(
         self,
@@ -252,7 +262,9 @@ class FedChain:
         """
         model_hash = keccak(text=f"model-{round_}")
         entries = self.measurements(task_id, round_, measurements)
-        post = self.send("RoundLedger", "postRound", task_id, round_, model_hash, accuracy, *rewards, entries, by=AGGREGATOR)
+        post = self.send(
+            "RoundLedger", "postRound", task_id, round_, model_hash, accuracy, *rewards, entries, by=AGGREGATOR
+        )
         self.posted[(task_id, round_)] = entries
         if not final:
             return Receipts(post)
@@ -281,7 +293,9 @@ class FedChain:
     def verdict(self, challenge_id: int, upheld: bool, signers: tuple[int, ...] = ARBITERS[:QUORUM]) -> list[bytes]:
         """The committee members' EIP-712 signatures of a verdict, ordered by signer address."""
         c = self.view("Disputes", "challenge", challenge_id)
-        digest = self.view("ArbiterCommittee", "verdictDigest", challenge_id, c.task_id, c.round, c.client_index, upheld)
+        digest = self.view(
+            "ArbiterCommittee", "verdictDigest", challenge_id, c.task_id, c.round, c.client_index, upheld
+        )
         signed = []
         for index in signers:
             account = self.node.dev_account(index)
@@ -294,7 +308,12 @@ class FedChain:
         return self.send("Disputes", "resolve", challenge_id, upheld, self.verdict(challenge_id, upheld), by=by)
 
     def staffed_task(
-        self, params: TaskParams = TaskParams(), *, clients: tuple[int, ...] = CLIENTS[:2], budget: int = 10**18, price: int = 10**14
+        self,
+        params: TaskParams = TaskParams(),
+        *,
+        clients: tuple[int, ...] = CLIENTS[:2],
+        budget: int = 10**18,
+        price: int = 10**14,
     ) -> int:
         """A task with ``clients`` joined, each job won by its own fog node (frequency 1e6 Hz), not yet started."""
         task_id = self.create_task(params, budget=budget)
@@ -314,7 +333,11 @@ class FedChain:
     def audit(self, task_id: int) -> AuditReport:
         """The auditor's report of the task from this chain's events and views (no store, no scores)."""
         deployment = Deployment(
-            chain_id=self.w3.eth.chain_id, rpc_url=None, deployer=self.account(DEPLOYER), block_number=0, compiler="",
+            chain_id=self.w3.eth.chain_id,
+            rpc_url=None,
+            deployer=self.account(DEPLOYER),
+            block_number=0,
+            compiler="",
             contracts=tuple(DeployedContract(name, address, "") for name, address in self.addresses.items()),
         )
         readings = read_chain(self.w3, deployment, task_id)
@@ -348,7 +371,9 @@ def contracts_node() -> Iterator[AnvilNode]:
 def arbiter_settings(node: AnvilNode) -> ArbiterSettings:
     """The contract tests' committee (accounts 16..18, quorum 2) and sink (account 19)."""
     members = [node.dev_account(index).address for index in ARBITERS]
-    return ArbiterSettings.of(members, quorum=QUORUM, verdict_window=VERDICT_WINDOW, sink=node.dev_account(SINK).address)
+    return ArbiterSettings.of(
+        members, quorum=QUORUM, verdict_window=VERDICT_WINDOW, sink=node.dev_account(SINK).address
+    )
 
 
 @pytest.fixture(scope="session")

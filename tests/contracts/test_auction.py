@@ -33,7 +33,11 @@ def test_open_auction_reveals_the_committed_data_size(chain: FedChain) -> None:
     assert event.data_size == 600
     assert event.reveal_deadline - event.bidding_deadline == PARAMS.reveal_duration
     job = chain.view("FogAuction", "job", task, 0)
-    assert (job.status, job.data_size, job.bidding_deadline) == (bindings.JobStatus.BIDDING, 600, event.bidding_deadline)
+    assert (job.status, job.data_size, job.bidding_deadline) == (
+        bindings.JobStatus.BIDDING,
+        600,
+        event.bidding_deadline,
+    )
     with chain.reverts(bindings.AuctionWrongJobStatus, task, 0, bindings.JobStatus.BIDDING):
         chain.open_auction(task, CLIENT)
 
@@ -148,7 +152,9 @@ def test_second_price_pays_the_winner_its_margin_over_the_runner_up(chain: FedCh
     assert closed.price > bids[0][2]
 
 
-def test_closing_waits_for_the_reveal_deadline_and_an_auction_without_reveals_leaves_the_job_vacant(chain: FedChain) -> None:
+def test_closing_waits_for_the_reveal_deadline_and_an_auction_without_reveals_leaves_the_job_vacant(
+    chain: FedChain,
+) -> None:
     task = opened(chain)
     chain.commit_bid(task, 0, FOGS[0], 10**6, 10**14)
     job = chain.view("FogAuction", "job", task, 0)
@@ -225,8 +231,10 @@ def test_settle_job_returns_deposits_and_the_unearned_escrow(chain: FedChain) ->
         chain.send("FogAuction", "settleJob", task, 0, by=STRANGER)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     receipt = chain.commit_update(task, 0, FOGS[0], 1)
-    observed = receipt.events_of(bindings.UpdateCommitted)[0].committed_at - chain.view(
-        "TaskRegistry", "state", task).round_started_at
+    observed = (
+        receipt.events_of(bindings.UpdateCommitted)[0].committed_at
+        - chain.view("TaskRegistry", "state", task).round_started_at
+    )
     chain.post_round(task, 1, [(WAD, observed, True)])
     chain.advance(params.round_duration + 1)
     chain.post_round(task, 2, [(0, 0, False)])  # fog 0 missed round 2: its deposit goes to the client
@@ -236,7 +244,10 @@ def test_settle_job_returns_deposits_and_the_unearned_escrow(chain: FedChain) ->
     # Assert
     settled = receipt.events_of(bindings.JobSettled)[0]
     assert (settled.escrow_refund, settled.deposits_refunded, settled.deposits_forfeited) == (
-        bids[0][2], params.fog_deposit, params.fog_deposit)
+        bids[0][2],
+        params.fog_deposit,
+        params.fog_deposit,
+    )
     assert chain.view("Treasury", "claimable", chain.account(CLIENT)) == client_before + bids[0][2] + params.fog_deposit
     assert chain.view("Treasury", "claimable", chain.account(FOGS[1])) == params.fog_deposit
     assert chain.view("FogAuction", "heldFor", task) == 0

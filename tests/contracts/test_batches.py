@@ -82,7 +82,9 @@ def outcome(chain: FedChain, task: int, receipts: Sequence[Receipt]) -> Outcome:
 
     def of(contract: str) -> list[tuple[str, dict[str, Any]]]:
         address = chain.addresses[contract].lower()
-        return [(type(e).__name__, {f: getattr(e, f) for f in e.fields}) for e in events if e.address.lower() == address]
+        return [
+            (type(e).__name__, {f: getattr(e, f) for f in e.fields}) for e in events if e.address.lower() == address
+        ]
 
     return Outcome(state, of("FogAuction"), of("Treasury"))
 
@@ -172,8 +174,11 @@ def test_commit_bids_is_one_commit_bid_per_job_with_one_deposit(chain: FedChain)
     # Execute
     returned = auction.call("commitBids", task, list(JOBS), commitments, value=PARAMS.fog_deposit * len(JOBS))
     singles, batch = both_ways(
-        chain, task,
-        lambda c: [c.send("FogAuction", "commitBid", task, i, commitments[i], by=FOG, value=PARAMS.fog_deposit) for i in JOBS],
+        chain,
+        task,
+        lambda c: [
+            c.send("FogAuction", "commitBid", task, i, commitments[i], by=FOG, value=PARAMS.fog_deposit) for i in JOBS
+        ],
         lambda c: commit_bids(c, task, FOG, JOBS),
     )
     # Assert
@@ -183,7 +188,8 @@ def test_commit_bids_is_one_commit_bid_per_job_with_one_deposit(chain: FedChain)
     assert [fields["bid_index"] for _, fields in batch.auction_events] == [0, 1, 0]
     assert batch.treasury_sums() == singles.treasury_sums()
     assert [(name, fields["amount"]) for name, fields in batch.treasury_events] == [
-        ("Deposited", PARAMS.fog_deposit * len(JOBS))]
+        ("Deposited", PARAMS.fog_deposit * len(JOBS))
+    ]
 
 
 def test_reveal_bids_is_one_reveal_bid_per_job(chain: FedChain) -> None:
@@ -192,7 +198,8 @@ def test_reveal_bids_is_one_reveal_bid_per_job(chain: FedChain) -> None:
     chain.advance(PARAMS.bidding_duration + 1)
 
     singles, batch = both_ways(
-        chain, task,
+        chain,
+        task,
         lambda c: [c.send("FogAuction", "revealBid", task, i, FREQUENCY, PRICE, salt(FOG, i), by=FOG) for i in JOBS],
         lambda c: reveal_bids(c, task, FOG, JOBS),
     )
@@ -206,7 +213,8 @@ def test_commit_updates_is_one_commit_update_per_job_with_one_payment(chain: Fed
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
 
     singles, batch = both_ways(
-        chain, task,
+        chain,
+        task,
         lambda c: [c.send("FogAuction", "commitUpdate", task, i, 1, update_hash(i), by=FOG) for i in JOBS],
         lambda c: c.send("FogAuction", "commitUpdates", task, 1, list(JOBS), [update_hash(i) for i in JOBS], by=FOG),
     )
@@ -222,7 +230,8 @@ def test_settle_jobs_is_one_settle_job_per_job(chain: FedChain) -> None:
     task = finished(chain)
 
     singles, batch = both_ways(
-        chain, task,
+        chain,
+        task,
         lambda c: [c.send("FogAuction", "settleJob", task, i, by=STRANGER) for i in JOBS],
         lambda c: c.send("FogAuction", "settleJobs", task, list(JOBS), by=STRANGER),
     )

@@ -71,8 +71,16 @@ def _challenge(chain: FedChain, task: int, index: int, proposed: tuple[int, int,
 
 
 def _fog_challenge(chain: FedChain, task: int, index: int, fog: int) -> int:
-    receipt = chain.send("Disputes", "openFogChallenge", task, 1, index, chain.account(fog),
-                         by=CLIENTS[index], value=PARAMS.challenge_bond)
+    receipt = chain.send(
+        "Disputes",
+        "openFogChallenge",
+        task,
+        1,
+        index,
+        chain.account(fog),
+        by=CLIENTS[index],
+        value=PARAMS.challenge_bond,
+    )
     return receipt.events_of(bindings.ChallengeOpened)[0].challenge_id
 
 
@@ -99,13 +107,19 @@ def test_an_entry_challenge_needs_its_bond_a_pending_round_its_window_and_a_clie
     with chain.reverts(bindings.DisputeUnknownClient, task, 3):
         chain.send("Disputes", "openEntryChallenge", task, 1, 3, proposed, by=STRANGER, value=PARAMS.challenge_bond)
 
-    receipt = chain.send("Disputes", "openEntryChallenge", task, 1, 1, proposed, by=STRANGER, value=PARAMS.challenge_bond)
+    receipt = chain.send(
+        "Disputes", "openEntryChallenge", task, 1, 1, proposed, by=STRANGER, value=PARAMS.challenge_bond
+    )
 
     opened = receipt.events_of(bindings.ChallengeOpened)[0]
     now = chain.now()
     assert (opened.task_id, opened.round, opened.client_index, opened.kind) == (task, 1, 1, Kind.ENTRY)
     assert (opened.challenger, opened.accused) == (chain.account(STRANGER), chain.account(AGGREGATOR))
-    assert (tuple(opened.proposed), opened.bond, opened.verdict_deadline) == (proposed, PARAMS.challenge_bond, now + VERDICT_WINDOW)
+    assert (tuple(opened.proposed), opened.bond, opened.verdict_deadline) == (
+        proposed,
+        PARAMS.challenge_bond,
+        now + VERDICT_WINDOW,
+    )
     assert chain.view("Disputes", "roundChallenges", task, 1) == (1, 1)
     assert chain.view("Disputes", "heldFor", task) == PARAMS.aggregator_bond + PARAMS.challenge_bond
     assert chain.view("Treasury", "held", task) == sum(chain.pool_parts(task))
@@ -159,7 +173,10 @@ def test_an_upheld_entry_challenge_pays_the_victim_as_if_scored_right_and_slashe
     info = chain.view("RoundLedger", "client", task, 1)
     honest = _score(WAD * 9 // 10, 101)
     assert (info.status, info.loss_reputation, info.earned) == (
-        bindings.ClientStatus.ACTIVE, honest.reputation.loss_reputation, honest.payment)
+        bindings.ClientStatus.ACTIVE,
+        honest.reputation.loss_reputation,
+        honest.payment,
+    )
     assert _claimable(chain, CLIENTS[1]) == PARAMS.challenge_bond + bond // 2
     assert _claimable(chain, SINK) == bond - bond // 2
     assert chain.view("Disputes", "bond", task) == (0, chain.account(AGGREGATOR))
@@ -205,7 +222,11 @@ def test_a_challenge_without_a_verdict_in_time_expires_neutral_and_returns_the_b
     resolved = receipt.events_of(bindings.ChallengeResolved)[0]
     assert (resolved.status, resolved.fate) == (Status.EXPIRED, Fate.NEUTRAL)
     info = chain.view("RoundLedger", "client", task, 1)
-    assert (info.status, info.rounds, info.earned) == (bindings.ClientStatus.ACTIVE, 0, 0)  # neutral: no pay, no removal
+    assert (info.status, info.rounds, info.earned) == (
+        bindings.ClientStatus.ACTIVE,
+        0,
+        0,
+    )  # neutral: no pay, no removal
     assert _claimable(chain, CLIENTS[1]) == PARAMS.challenge_bond
     assert chain.view("Disputes", "bond", task)[0] == PARAMS.aggregator_bond
     with chain.reverts(bindings.DisputeNotOpen, challenge, Status.EXPIRED):
@@ -237,11 +258,13 @@ def test_an_upheld_fog_challenge_voids_the_round_slashes_the_fog_and_moves_the_j
     task = _task(chain)
     _post(chain, task, ((0, False), (WAD, True), (WAD, True)))
     with chain.reverts(bindings.DisputeNotClient, task, 0, chain.account(STRANGER)):
-        chain.send("Disputes", "openFogChallenge", task, 1, 0, chain.account(FOGS[0]), by=STRANGER,
-                   value=PARAMS.challenge_bond)
+        chain.send(
+            "Disputes", "openFogChallenge", task, 1, 0, chain.account(FOGS[0]), by=STRANGER, value=PARAMS.challenge_bond
+        )
     with chain.reverts(bindings.DisputeNoFog, task, 0):
-        chain.send("Disputes", "openFogChallenge", task, 1, 0, "0x" + "00" * 20, by=CLIENTS[0],
-                   value=PARAMS.challenge_bond)
+        chain.send(
+            "Disputes", "openFogChallenge", task, 1, 0, "0x" + "00" * 20, by=CLIENTS[0], value=PARAMS.challenge_bond
+        )
     challenge = _fog_challenge(chain, task, 0, FOGS[0])
     again = _fog_challenge(chain, task, 0, FOGS[0])
 
@@ -254,7 +277,11 @@ def test_an_upheld_fog_challenge_voids_the_round_slashes_the_fog_and_moves_the_j
     # job from round 2 (fog 0 had not committed it), client 0's round is void: not removed, not paid.
     slashed = receipt.events_of(bindings.FogFraudSlashed)[0]
     assert (slashed.fog, slashed.round, slashed.compensation, slashed.burned) == (
-        chain.account(FOGS[0]), 1, PRICE, PARAMS.fog_deposit - PRICE)
+        chain.account(FOGS[0]),
+        1,
+        PRICE,
+        PARAMS.fog_deposit - PRICE,
+    )
     moved = receipt.events_of(bindings.JobReassigned)[0]
     assert (moved.winner, moved.price, moved.from_round) == (1, PRICE, 2)  # bid 1 of job 0 is fog 3's
     assert receipt.events_of(bindings.ChallengeResolved)[0].fate == Fate.VOID
@@ -368,8 +395,11 @@ def test_a_disputed_task_settles_every_wei_and_audits_clean(chain: FedChain) -> 
     assert statuses[CheckName.DISPUTES] is CheckStatus.PASS and statuses[CheckName.SINK] is CheckStatus.PASS
     history = report.history
     assert [(c.kind, c.status, c.fate) for c in history.challenges] == [
-        ("entry", "upheld", "corrected"), ("entry", "rejected", "posted"), ("fog", "upheld", "void"),
-        ("entry", "expired", "neutral")]
+        ("entry", "upheld", "corrected"),
+        ("entry", "rejected", "posted"),
+        ("fog", "upheld", "void"),
+        ("entry", "expired", "neutral"),
+    ]
     assert history.rounds[0].fates == ("void", "corrected", "neutral")
     assert history.task.bond_returned == 0
     assert [s.kind for s in history.slashes] == ["fraud"]
@@ -389,17 +419,26 @@ def test_signatures_are_eip712_over_the_committee_domain(chain: FedChain) -> Non
     typed = {
         "types": {
             "EIP712Domain": [
-                {"name": "name", "type": "string"}, {"name": "version", "type": "string"},
-                {"name": "chainId", "type": "uint256"}, {"name": "verifyingContract", "type": "address"},
+                {"name": "name", "type": "string"},
+                {"name": "version", "type": "string"},
+                {"name": "chainId", "type": "uint256"},
+                {"name": "verifyingContract", "type": "address"},
             ],
             "Verdict": [
-                {"name": "challengeId", "type": "uint256"}, {"name": "taskId", "type": "uint256"},
-                {"name": "round", "type": "uint16"}, {"name": "clientIndex", "type": "uint32"}, {"name": "upheld", "type": "bool"},
+                {"name": "challengeId", "type": "uint256"},
+                {"name": "taskId", "type": "uint256"},
+                {"name": "round", "type": "uint16"},
+                {"name": "clientIndex", "type": "uint32"},
+                {"name": "upheld", "type": "bool"},
             ],
         },
         "primaryType": "Verdict",
-        "domain": {"name": "FedChain Arbiter Committee", "version": "1", "chainId": chain.w3.eth.chain_id,
-                   "verifyingContract": chain.addresses["ArbiterCommittee"]},
+        "domain": {
+            "name": "FedChain Arbiter Committee",
+            "version": "1",
+            "chainId": chain.w3.eth.chain_id,
+            "verifyingContract": chain.addresses["ArbiterCommittee"],
+        },
         "message": {"challengeId": challenge, "taskId": task, "round": 1, "clientIndex": 1, "upheld": True},
     }
     member = chain.node.dev_account(ARBITERS[0])
@@ -408,7 +447,9 @@ def test_signatures_are_eip712_over_the_committee_domain(chain: FedChain) -> Non
     assert Account._recover_hash(digest, signature=signed.signature) == member.address
 
 
-def test_a_fraud_found_after_the_next_commit_has_the_standby_redo_the_round_paid_from_the_deposit(chain: FedChain) -> None:
+def test_a_fraud_found_after_the_next_commit_has_the_standby_redo_the_round_paid_from_the_deposit(
+    chain: FedChain,
+) -> None:
     # ---- prepare: fog 0's round-1 update is challenged; before the verdict it also commits round 2.
     task = _task(chain)
     _post(chain, task, ((0, False), (WAD, True), (WAD, True)))

@@ -64,8 +64,16 @@ from tests.contracts.conftest import (
 from tests.support import present
 
 PARAMS = TaskParams(
-    rounds=3, expected_duration=9000, round_duration=2000, bidding_duration=1000, reveal_duration=1000,
-    time_tolerance=5, psi=10**15, phi=10**11, challenge_window=400, challenge_bond=3 * 10**14,
+    rounds=3,
+    expected_duration=9000,
+    round_duration=2000,
+    bidding_duration=1000,
+    reveal_duration=1000,
+    time_tolerance=5,
+    psi=10**15,
+    phi=10**11,
+    challenge_window=400,
+    challenge_bond=3 * 10**14,
 )
 MECHANISM = PARAMS.mechanism()
 BUDGET = 3 * 10**15  # small: pro-rata scaling happens
@@ -181,17 +189,24 @@ class FlowMachine(RuleBasedStateMachine):
     def committable_jobs(self) -> list[int]:
         if self.status != "Running" or self.now() + MARGIN > self.deadline():
             return []
-        return [i for i, j in self.jobs.items() if j.status == "Awarded" and self.active[i] and j.paid_up_to < self.round]
+        return [
+            i for i, j in self.jobs.items() if j.status == "Awarded" and self.active[i] and j.paid_up_to < self.round
+        ]
 
     def missed_jobs(self) -> list[int]:
-        if self.status not in ("Running", "Finished", "Settled") or (self.status == "Running" and self.near(self.deadline())):
+        if self.status not in ("Running", "Finished", "Settled") or (
+            self.status == "Running" and self.near(self.deadline())
+        ):
             return []
         passed = self.now() > self.deadline()
         return [i for i, j in self.jobs.items() if j.status == "Awarded" and self.active[i] and self._missed(j, passed)]
 
     def committed(self) -> list[bool]:
         return [
-            self.active[i] and i in self.jobs and self.jobs[i].paid_up_to == self.round and self.jobs[i].committed_at > 0
+            self.active[i]
+            and i in self.jobs
+            and self.jobs[i].paid_up_to == self.round
+            and self.jobs[i].committed_at > 0
             for i in range(len(self.clients))
         ]
 
@@ -294,7 +309,10 @@ class FlowMachine(RuleBasedStateMachine):
         self._report(data.draw(st.sampled_from(self.missed_jobs())))
 
     @precondition(lambda self: self.status == "Running")
-    @rule(data=st.data(), qualities=st.lists(st.sampled_from([0, WAD // 4, WAD // 2, WAD, 3 * WAD // 2]), min_size=3, max_size=3))
+    @rule(
+        data=st.data(),
+        qualities=st.lists(st.sampled_from([0, WAD // 4, WAD // 2, WAD, 3 * WAD // 2]), min_size=3, max_size=3),
+    )
     def play_round(self, data: st.DataObject, qualities: list[int]) -> None:
         """Fog nodes commit (fast, slow or not at all), missed jobs may be reported, the aggregator posts; or, now and
         then, the aggregator vanishes instead (one rule for both: a step that does nothing is a step lost)."""
@@ -349,8 +367,16 @@ class FlowMachine(RuleBasedStateMachine):
         quality = data.draw(st.sampled_from([0, WAD // 4, WAD, 2 * WAD]))
         _, seconds, _, committed = posted.measurements[index]
         proposed = (quality, seconds, quality > 0, committed)
-        receipt = self.chain.send("Disputes", "openEntryChallenge", self.task, posted.number, index, proposed, by=by,
-                                  value=PARAMS.challenge_bond)
+        receipt = self.chain.send(
+            "Disputes",
+            "openEntryChallenge",
+            self.task,
+            posted.number,
+            index,
+            proposed,
+            by=by,
+            value=PARAMS.challenge_bond,
+        )
         self._opened(receipt, ChallengeModel(posted.number, index, False, by, AGGREGATOR, proposed, 0))
 
     @precondition(lambda self: any(p.fogs for p in self.challengeable()))
@@ -360,9 +386,19 @@ class FlowMachine(RuleBasedStateMachine):
         posted = data.draw(st.sampled_from([p for p in self.challengeable() if p.fogs]))
         index = data.draw(st.sampled_from(sorted(posted.fogs)))
         fog = posted.fogs[index]
-        receipt = self.chain.send("Disputes", "openFogChallenge", self.task, posted.number, index, self.chain.account(fog),
-                                  by=self.clients[index], value=PARAMS.challenge_bond)
-        self._opened(receipt, ChallengeModel(posted.number, index, True, self.clients[index], fog, (0, 0, False, False), 0))
+        receipt = self.chain.send(
+            "Disputes",
+            "openFogChallenge",
+            self.task,
+            posted.number,
+            index,
+            self.chain.account(fog),
+            by=self.clients[index],
+            value=PARAMS.challenge_bond,
+        )
+        self._opened(
+            receipt, ChallengeModel(posted.number, index, True, self.clients[index], fog, (0, 0, False, False), 0)
+        )
 
     def _opened(self, receipt: object, challenge: ChallengeModel) -> None:
         opened = receipt.events_of(bindings.ChallengeOpened)[0]  # type: ignore[attr-defined]
@@ -508,7 +544,9 @@ class FlowMachine(RuleBasedStateMachine):
         self.settled = True
         bonuses = [0] * len(self.clients)
         if self.status == "Finished":
-            raw = [r.bonus(MECHANISM, self.duration) if a else 0 for r, a in zip(self.reputation, self.active, strict=True)]
+            raw = [
+                r.bonus(MECHANISM, self.duration) if a else 0 for r, a in zip(self.reputation, self.active, strict=True)
+            ]
             bonuses = scale_pro_rata(raw, self.budget_left)
         for i, client in enumerate(self.clients):
             self.credit(client, self.earned[i] + bonuses[i] + (PARAMS.client_deposit if self.active[i] else 0))
@@ -522,8 +560,11 @@ class FlowMachine(RuleBasedStateMachine):
         self.bond_left = 0
 
     @precondition(
-        lambda self: self.status in ("Finished", "Settled", "Cancelled", "Abandoned") and not self.pending
-        and any(j.status != "Settled" for j in self.jobs.values())
+        lambda self: (
+            self.status in ("Finished", "Settled", "Cancelled", "Abandoned")
+            and not self.pending
+            and any(j.status != "Settled" for j in self.jobs.values())
+        )
     )
     @rule(data=st.data())
     def settle_job(self, data: st.DataObject) -> None:
@@ -532,8 +573,11 @@ class FlowMachine(RuleBasedStateMachine):
         self._settle_job(index)
 
     @precondition(
-        lambda self: self.status in ("Finished", "Settled", "Cancelled", "Abandoned") and not self.pending
-        and any(j.status != "Settled" for j in self.jobs.values())
+        lambda self: (
+            self.status in ("Finished", "Settled", "Cancelled", "Abandoned")
+            and not self.pending
+            and any(j.status != "Settled" for j in self.jobs.values())
+        )
     )
     @rule(data=st.data())
     def settle_jobs(self, data: st.DataObject) -> None:
@@ -570,8 +614,11 @@ class FlowMachine(RuleBasedStateMachine):
     def ended(self) -> bool:
         """Everything is over: settled, every job settled, nothing pending or open, nobody owed a wei."""
         return (
-            self.settled and not self.pending and not any(c.open for c in self.challenges.values())
-            and all(j.status == "Settled" for j in self.jobs.values()) and not any(self.claimable.values())
+            self.settled
+            and not self.pending
+            and not any(c.open for c in self.challenges.values())
+            and all(j.status == "Settled" for j in self.jobs.values())
+            and not any(self.claimable.values())
         )
 
     @precondition(lambda self: self.ended())
@@ -602,7 +649,9 @@ class FlowMachine(RuleBasedStateMachine):
     @invariant()
     def balances_and_reputations_match_the_model(self) -> None:
         for account in ACCOUNTS:
-            assert self.chain.view("Treasury", "claimable", self.chain.account(account)) == self.claimable[account], account
+            assert self.chain.view("Treasury", "claimable", self.chain.account(account)) == self.claimable[account], (
+                account
+            )
         for i in range(len(self.clients)):
             info = self.chain.view("RoundLedger", "client", self.task, i)
             r = self.reputation[i]
@@ -649,7 +698,9 @@ class FlowMachine(RuleBasedStateMachine):
         """The job's winner was slashed: the best eligible standby bid takes it from ``from_round`` (or it falls vacant)."""
         job = self.jobs[index]
         eligible = [b.revealed and not b.settled for b in job.bids]
-        nxt = standby_winner(MECHANISM, self.reputation[index].loss_reputation, 600, self._revealed(job), eligible, job.price)
+        nxt = standby_winner(
+            MECHANISM, self.reputation[index].loss_reputation, 600, self._revealed(job), eligible, job.price
+        )
         job.paid_up_to, job.committed_at, job.winner = from_round - 1, 0, nxt
         if nxt is None:
             job.status, job.winner_price = "Vacant", 0
@@ -672,7 +723,9 @@ def test_random_flows_create_or_lose_no_wei_and_match_the_model(
     contracts_node: AnvilNode, deployment: tuple[dict[str, str], dict[str, Artifact]]
 ) -> None:
     addresses, artifacts = deployment
-    FlowMachine.chain_factory = staticmethod(lambda: FedChain(contracts_node, contracts_node.web3(), addresses, artifacts))
+    FlowMachine.chain_factory = staticmethod(
+        lambda: FedChain(contracts_node, contracts_node.web3(), addresses, artifacts)
+    )
     run_state_machine_as_test(
         FlowMachine,
         settings=settings(

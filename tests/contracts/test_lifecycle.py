@@ -44,7 +44,9 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
     for round_, row in plan.items():
         start = chain.view("TaskRegistry", "state", task).round_started_at
         fogs = {0: FOGS[0], 1: FOGS[1], 2: FOGS[2] if round_ < 2 else FOGS[3]}
-        commits = sorted((seconds, index) for index, entry in enumerate(row) if entry is not None for seconds in [entry[1]])
+        commits = sorted(
+            (seconds, index) for index, entry in enumerate(row) if entry is not None for seconds in [entry[1]]
+        )
         for seconds, index in commits:
             chain.set_next_timestamp(start + seconds)
             chain.commit_update(task, index, fogs[index], round_)
@@ -74,7 +76,10 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
         for index in range(3):
             info = chain.view("RoundLedger", "client", task, index)
             assert (info.loss_reputation, info.time_reputation, info.rounds) == (
-                model[index].loss_reputation, model[index].time_reputation, model[index].rounds)
+                model[index].loss_reputation,
+                model[index].time_reputation,
+                model[index].rounds,
+            )
             assert info.earned == paid_to[("earned", index)]
             assert (info.status == 1) == active[index]
 
@@ -84,16 +89,23 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
     for index in range(3):
         chain.send("FogAuction", "settleJob", task, index, by=STRANGER)
     bonuses = scale_pro_rata(
-        [m.bonus(mechanism, state.finished_at - state.started_at) if a else 0 for m, a in zip(model, active, strict=True)],
+        [
+            m.bonus(mechanism, state.finished_at - state.started_at) if a else 0
+            for m, a in zip(model, active, strict=True)
+        ],
         budget_left,
     )
     expected = {
         CLIENTS[0]: paid_to[("earned", 0)] + bonuses[0] + PARAMS.client_deposit,
         # Removed after round 2: no bonus, deposit forfeited; its fog earned 2 rounds of the escrow.
         CLIENTS[1]: paid_to[("earned", 1)] + PRICE * PARAMS.rounds - 2 * PRICE,
-        CLIENTS[2]: paid_to[("earned", 2)] + bonuses[2] + PARAMS.client_deposit
+        CLIENTS[2]: paid_to[("earned", 2)]
+        + bonuses[2]
+        + PARAMS.client_deposit
         + PARAMS.fog_deposit  # fog 2's slashed deposit
-        + PRICE * PARAMS.rounds - PRICE - PRICE // 2,  # escrow not earned by fog 2 (round 1) or fog 3 (round 3)
+        + PRICE * PARAMS.rounds
+        - PRICE
+        - PRICE // 2,  # escrow not earned by fog 2 (round 1) or fog 3 (round 3)
         PUBLISHER: BUDGET - sum(paid_to[("earned", i)] for i in range(3)) - sum(bonuses),
         # Client 1's forfeited deposit: to the sink, never to the publisher who appoints the aggregator.
         SINK: PARAMS.client_deposit,
@@ -111,7 +123,15 @@ def test_a_task_runs_end_to_end_and_every_wei_is_accounted_for(chain: FedChain) 
         chain.send("Treasury", "withdraw", by=account)
     totals = chain.solvency()
     assert (totals.held, totals.claimable, totals.balance) == (0, 0, 0)
-    assert totals.deposited == totals.withdrawn == (
-        BUDGET + PARAMS.aggregator_bond + 3 * PARAMS.client_deposit + 4 * PARAMS.fog_deposit + 3 * PRICE * PARAMS.rounds
+    assert (
+        totals.deposited
+        == totals.withdrawn
+        == (
+            BUDGET
+            + PARAMS.aggregator_bond
+            + 3 * PARAMS.client_deposit
+            + 4 * PARAMS.fog_deposit
+            + 3 * PRICE * PARAMS.rounds
+        )
     )
     assert chain.view("TaskRegistry", "state", task).status == 4

@@ -70,7 +70,10 @@ def test_a_high_prior_does_not_carry_a_client_through_a_quality_0_round(chain: F
         state = score_round(ClientReputation.joined(mechanism), mechanism, WAD, 100, True, prior).reputation
         score = score_round(state, mechanism, *round_2[index], prior)
         info = chain.view("RoundLedger", "client", task, index)
-        assert (info.loss_reputation, info.time_reputation) == (score.reputation.loss_reputation, score.reputation.time_reputation)
+        assert (info.loss_reputation, info.time_reputation) == (
+            score.reputation.loss_reputation,
+            score.reputation.time_reputation,
+        )
         assert score.removed is (index == 0)
 
 
@@ -110,7 +113,10 @@ def test_rounds_around_q_min_with_priors_match_the_model_to_the_wei(
             for index in range(2):
                 info = chain.view("RoundLedger", "client", task, index)
                 assert (info.loss_reputation, info.time_reputation, info.earned) == (
-                    model[index].loss_reputation, model[index].time_reputation, earned[index])
+                    model[index].loss_reputation,
+                    model[index].time_reputation,
+                    earned[index],
+                )
                 assert chain.view("RoundLedger", "isActive", task, index) is active[index]
         forfeited = active.count(False) * PARAMS.client_deposit
         assert chain.view("Treasury", "claimable", chain.account(SINK)) == forfeited

@@ -77,8 +77,14 @@ def test_a_final_round_updates_reputations_and_credits_eq15_exactly_as_the_model
     for index, score in enumerate(expected):
         info = chain.view("RoundLedger", "client", task, index)
         assert (info.rounds, info.sum_quality, info.sum_time_ratio) == (
-            1, score.reputation.sum_quality, score.reputation.sum_time_ratio)
-        assert (info.loss_reputation, info.time_reputation) == (score.reputation.loss_reputation, score.reputation.time_reputation)
+            1,
+            score.reputation.sum_quality,
+            score.reputation.sum_time_ratio,
+        )
+        assert (info.loss_reputation, info.time_reputation) == (
+            score.reputation.loss_reputation,
+            score.reputation.time_reputation,
+        )
         assert info.earned == score.payment
     posted = receipt.events_of(bindings.RoundPosted)[0]
     finalized = receipt.events_of(bindings.RoundFinalized)[0]
@@ -156,7 +162,9 @@ def test_payments_scale_down_pro_rata_when_the_budget_runs_short(chain: FedChain
     commit_at(chain, task, 0, 1, 200)
     commit_at(chain, task, 1, 1, 200)
     receipt = chain.post_round(task, 1, [(WAD, 200, True), (WAD, 200, True)])
-    assert [chain.view("RoundLedger", "client", task, i).earned for i in (0, 1)] == scale_pro_rata([10**15, 10**15], 15 * 10**14)
+    assert [chain.view("RoundLedger", "client", task, i).earned for i in (0, 1)] == scale_pro_rata(
+        [10**15, 10**15], 15 * 10**14
+    )
     assert receipt.events_of(bindings.RoundFinalized)[0].paid == 15 * 10**14
     assert chain.view("TaskRegistry", "state", task).budget_left == 0
 
@@ -189,11 +197,15 @@ def test_settlement_pays_eq16_bonuses_returns_deposits_and_refunds_the_rest(chai
     # Assert: bonus = phi * (T_ex - T_r) * r_a * r_t, deposits back, the rest to the publisher.
     actual = state.finished_at - state.started_at
     assert actual == 100
-    bonuses = [final_bonus(params.phi, params.expected_duration, actual, i.loss_reputation * i.time_reputation // WAD) for i in infos]
+    bonuses = [
+        final_bonus(params.phi, params.expected_duration, actual, i.loss_reputation * i.time_reputation // WAD)
+        for i in infos
+    ]
     assert all(i.loss_reputation * i.time_reputation // WAD <= params.reputation_cap for i in infos)
     settled = receipt.events_of(bindings.ClientSettled)
     assert [(e.earned, e.bonus, e.deposit_returned) for e in settled] == [
-        (i.earned, b, params.client_deposit) for i, b in zip(infos, bonuses, strict=True)]
+        (i.earned, b, params.client_deposit) for i, b in zip(infos, bonuses, strict=True)
+    ]
     for client, info, bonus in zip(CLIENTS[:2], infos, bonuses, strict=True):
         assert chain.view("Treasury", "claimable", chain.account(client)) == info.earned + bonus + params.client_deposit
     refund = receipt.events_of(bindings.TaskSettled)[0].refund

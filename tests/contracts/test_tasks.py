@@ -24,31 +24,59 @@ def test_deployment_wires_every_contract_to_the_others(chain: FedChain) -> None:
     a = chain.addresses
     assert chain.view("Treasury", "modules") == (a["TaskRegistry"], a["RoundLedger"], a["FogAuction"], a["Disputes"])
     assert chain.view("TaskRegistry", "dependencies") == (a["Treasury"], a["RoundLedger"], a["Disputes"])
-    assert chain.view("RoundLedger", "dependencies") == (a["TaskRegistry"], a["Treasury"], a["FogAuction"], a["Disputes"])
-    assert chain.view("FogAuction", "dependencies") == (a["TaskRegistry"], a["RoundLedger"], a["Treasury"], a["Disputes"])
+    assert chain.view("RoundLedger", "dependencies") == (
+        a["TaskRegistry"],
+        a["Treasury"],
+        a["FogAuction"],
+        a["Disputes"],
+    )
+    assert chain.view("FogAuction", "dependencies") == (
+        a["TaskRegistry"],
+        a["RoundLedger"],
+        a["Treasury"],
+        a["Disputes"],
+    )
     assert chain.view("Disputes", "dependencies") == (
-        a["TaskRegistry"], a["RoundLedger"], a["FogAuction"], a["Treasury"], a["ArbiterCommittee"])
+        a["TaskRegistry"],
+        a["RoundLedger"],
+        a["FogAuction"],
+        a["Treasury"],
+        a["ArbiterCommittee"],
+    )
 
 
 def test_the_committee_and_the_sink_are_fixed_at_deployment(chain: FedChain) -> None:
     members = [chain.account(index) for index in ARBITERS]
     assert chain.view("ArbiterCommittee", "members") == members
-    assert (chain.view("ArbiterCommittee", "quorum"), chain.view("ArbiterCommittee", "verdictWindow")) == (QUORUM, VERDICT_WINDOW)
+    assert (chain.view("ArbiterCommittee", "quorum"), chain.view("ArbiterCommittee", "verdictWindow")) == (
+        QUORUM,
+        VERDICT_WINDOW,
+    )
     assert chain.view("Treasury", "sink") == chain.account(SINK)
     # Nothing can change them: no function of either contract writes state.
     for name in ("ArbiterCommittee", "Treasury"):
-        writers = {f["name"] for f in chain.artifacts[name].abi if f["type"] == "function" and f["stateMutability"] in ("nonpayable", "payable")}
+        writers = {
+            f["name"]
+            for f in chain.artifacts[name].abi
+            if f["type"] == "function" and f["stateMutability"] in ("nonpayable", "payable")
+        }
         assert writers <= {"deposit", "credit", "creditSink", "withdraw"}, writers
 
 
 def test_create_task_escrows_the_budget_and_records_every_parameter(chain: FedChain) -> None:
     params = TaskParams(rounds=7, second_price=True)
     # Execute
-    receipt = chain.send("TaskRegistry", "createTask", params.as_tuple(), chain.account(AGGREGATOR), by=PUBLISHER, value=5 * 10**17)
+    receipt = chain.send(
+        "TaskRegistry", "createTask", params.as_tuple(), chain.account(AGGREGATOR), by=PUBLISHER, value=5 * 10**17
+    )
     # Assert: the event, the stored parameters and state, and the money in the treasury's pool.
     created = receipt.events_of(bindings.TaskCreated)[0]
     assert (created.task_id, created.publisher, created.aggregator, created.budget) == (
-        1, chain.account(PUBLISHER), chain.account(AGGREGATOR), 5 * 10**17)
+        1,
+        chain.account(PUBLISHER),
+        chain.account(AGGREGATOR),
+        5 * 10**17,
+    )
     assert tuple(created.params) == params.as_tuple()
     stored = chain.view("TaskRegistry", "params", 1)
     assert stored.rounds == 7 and stored.second_price is True
@@ -87,8 +115,14 @@ def test_the_aggregator_bond_must_cover_what_one_round_can_move(chain: FedChain)
     # max_clients * d + min(budget, max_clients * psi * cap^3), computed in Python and by the contract.
     aggregator = chain.account(AGGREGATOR)
     params = TaskParams()
-    for budget in (10**15, 10**18, 5 * 10**19):  # the budget bounds one round's pay (50 clients * 1e18 wei at most), then not
-        floor = minimum_aggregator_bond(params.max_clients, params.client_deposit, params.psi, params.reputation_cap, budget)
+    for budget in (
+        10**15,
+        10**18,
+        5 * 10**19,
+    ):  # the budget bounds one round's pay (50 clients * 1e18 wei at most), then not
+        floor = minimum_aggregator_bond(
+            params.max_clients, params.client_deposit, params.psi, params.reputation_cap, budget
+        )
         assert chain.view("TaskRegistry", "minimumBond", params.as_tuple(), budget) == floor
         short = dataclasses.replace(params, aggregator_bond=floor - 1)
         with chain.reverts(bindings.TaskBondTooSmall, floor - 1, floor):

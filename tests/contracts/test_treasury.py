@@ -49,14 +49,22 @@ def test_withdraw_pays_the_whole_claimable_balance_once(chain: FedChain) -> None
     with chain.reverts(bindings.TreasuryNothingToWithdraw, chain.account(PUBLISHER)):
         chain.send("Treasury", "withdraw", by=PUBLISHER)
     totals = chain.solvency()
-    assert (totals.deposited, totals.withdrawn, totals.held, totals.claimable, totals.balance) == (10**18, 10**18, 0, 0, 0)
+    assert (totals.deposited, totals.withdrawn, totals.held, totals.claimable, totals.balance) == (
+        10**18,
+        10**18,
+        0,
+        0,
+        0,
+    )
 
 
 def test_a_reentrant_withdrawer_gains_nothing(chain: FedChain) -> None:
     # Prepare: the attacker joins as a client and gets its deposit back as claimable.
     artifact = chain.artifacts["ReentrantWithdrawer"]
     chain.registry.add_abi(artifact.abi)
-    attacker = Contract.deploy(chain.transactor(STRANGER), artifact.bytecode, chain.addresses["Treasury"], abi=artifact.abi)
+    attacker = Contract.deploy(
+        chain.transactor(STRANGER), artifact.bytecode, chain.addresses["Treasury"], abi=artifact.abi
+    )
     task = chain.create_task()
     deposit = TaskParams().client_deposit
     attacker.transact("join", chain.addresses["RoundLedger"], task, data_commitment(1, b"\0" * 32), value=deposit)

@@ -62,7 +62,9 @@ def test_loading_from_a_read_only_root_writes_only_into_the_cache(data_root: Pat
     assert (cache / "MNIST" / "raw" / "t10k-images-idx3-ubyte").is_file()
 
 
-def test_torchvision_layout_under_the_root_is_read_directly(mnist_test: ImageDataset, dataset_cache: Path, tmp_path: Path) -> None:
+def test_torchvision_layout_under_the_root_is_read_directly(
+    mnist_test: ImageDataset, dataset_cache: Path, tmp_path: Path
+) -> None:
     raw = tmp_path / "root" / "MNIST" / "raw"
     raw.mkdir(parents=True)
     for prepared in (dataset_cache / "MNIST" / "raw").iterdir():

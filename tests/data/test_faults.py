@@ -130,7 +130,9 @@ def test_privacy_noise_has_the_mechanisms_spread_and_stays_in_pixel_range(mechan
 
 def test_privacy_noise_is_added_on_the_0_1_scale_of_normalised_images() -> None:
     pixels = torch.full((50, 1, 4, 4), 0.25)
-    dataset = ImageDataset("mnist-like", (pixels - 0.1307) / 0.3081, torch.zeros(50, dtype=torch.int64), 10, (0.1307,), (0.3081,))
+    dataset = ImageDataset(
+        "mnist-like", (pixels - 0.1307) / 0.3081, torch.zeros(50, dtype=torch.int64), 10, (0.1307,), (0.3081,)
+    )
 
     noisy = privatise(dataset, 1e9, generator=torch.Generator().manual_seed(0))
 
@@ -153,7 +155,9 @@ def test_an_attacking_fog_node_corrupts_the_updates_it_trained_as_simulate_does(
     assert torch.equal(honest, torch.tensor([[1.0, 2.0, 2.0], [3.0, 0.0, 4.0]]))  # the honest updates are left alone
 
 
-@pytest.mark.parametrize(("attack", "scale", "refusal"), [("boost", 2.0, "unknown update attack"), ("scale", 0.0, "positive")])
+@pytest.mark.parametrize(
+    ("attack", "scale", "refusal"), [("boost", 2.0, "unknown update attack"), ("scale", 0.0, "positive")]
+)
 def test_an_unknown_attack_or_a_scale_that_is_no_factor_is_refused(attack: str, scale: float, refusal: str) -> None:
     with pytest.raises(ConfigError, match=refusal):
         attack_updates(torch.ones(2, 3), attack, scale=scale, generator=torch.Generator())

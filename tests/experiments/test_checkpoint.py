@@ -19,8 +19,19 @@ from fedchain.fl.strategies.fedave import FedAVEState
 from tests.support import present
 
 #: Four rounds of 3 clients on a small real MNIST subset, one thread, the sequential engine.
-SMALL = {"clients": 3, "rounds": 4, "train_samples": 500, "validation_samples": 100, "test_samples": 200,
-         "lr": 0.05, "momentum": 0.9, "engine": "sequential", "device": "cpu", "threads": 1, "plots": False}
+SMALL = {
+    "clients": 3,
+    "rounds": 4,
+    "train_samples": 500,
+    "validation_samples": 100,
+    "test_samples": 200,
+    "lr": 0.05,
+    "momentum": 0.9,
+    "engine": "sequential",
+    "device": "cpu",
+    "threads": 1,
+    "plots": False,
+}
 
 
 class Stop(Exception):
@@ -119,7 +130,9 @@ def test_a_checkpoint_of_other_settings_is_refused_naming_them(tmp_path: Path) -
     with pytest.raises(ConfigError, match=r"holds a run of other settings \(lr 0.05 there, 0.1 now\)") as caught:
         run_experiment(config.with_changes(lr=0.1), checkpoint=path)
     assert "--fresh" in (caught.value.hint or "")
-    assert run_experiment(config.with_changes(engine="auto", threads=2), checkpoint=path).rounds[0].round == 1  # how, not what
+    assert (
+        run_experiment(config.with_changes(engine="auto", threads=2), checkpoint=path).rounds[0].round == 1
+    )  # how, not what
 
 
 def test_a_file_that_is_not_a_checkpoint_is_refused(tmp_path: Path) -> None:

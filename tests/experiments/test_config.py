@@ -35,7 +35,10 @@ def test_local_training_defaults_are_the_trainers_as_a_task_specs_are() -> None:
     config, trainer = ExperimentConfig(), TrainConfig()
 
     assert (config.lr, config.momentum, config.batch_size, config.local_epochs) == (
-        trainer.lr, trainer.momentum, trainer.batch_size, trainer.local_epochs,
+        trainer.lr,
+        trainer.momentum,
+        trainer.batch_size,
+        trainer.local_epochs,
     )
 
 
@@ -108,7 +111,9 @@ def test_a_missing_config_file_says_so(tmp_path: Path) -> None:
         load_experiment(tmp_path / "nowhere.yaml")
 
 
-@pytest.mark.parametrize("path", sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml")), ids=lambda p: p.name
+)
 def test_every_example_config_loads(path: Path) -> None:
     config = load_experiment(path)
 

@@ -41,8 +41,17 @@ from fedchain.experiments.results import ExperimentResult, RoundRecord
 from tests.support import interruptible_in_own_group
 
 #: 3 clients, 1 round on a small real MNIST subset: seconds per fairness run.
-SMALL = {"clients": 3, "rounds": 1, "train_samples": 500, "validation_samples": 100, "test_samples": 200,
-         "engine": "sequential", "device": "cpu", "threads": 1, "plots": False}
+SMALL = {
+    "clients": 3,
+    "rounds": 1,
+    "train_samples": 500,
+    "validation_samples": 100,
+    "test_samples": 200,
+    "engine": "sequential",
+    "device": "cpu",
+    "threads": 1,
+    "plots": False,
+}
 
 
 def test_reproduce_offers_its_tables() -> None:
@@ -66,15 +75,34 @@ def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_an
     # prepare: three seeds of fedave on pow, one of fedfaim on dir
     runs = [
         FairnessRun(
-            "pow", "fedave", seed, pearson, contribution_pearson=pearson + 0.1, jain=1.0 - seed / 10,
-            final_accuracy=0.9, seconds=1.0, gain_mean=0.01 * seed, gain_worst=-0.01 * seed,
-            best_round_pearson=pearson + 0.05, best_round_gain_mean=-0.1 * seed,
+            "pow",
+            "fedave",
+            seed,
+            pearson,
+            contribution_pearson=pearson + 0.1,
+            jain=1.0 - seed / 10,
+            final_accuracy=0.9,
+            seconds=1.0,
+            gain_mean=0.01 * seed,
+            gain_worst=-0.01 * seed,
+            best_round_pearson=pearson + 0.05,
+            best_round_gain_mean=-0.1 * seed,
         )
         for seed, pearson in enumerate((0.5, 0.7, 0.9))
-    ] + [FairnessRun(
-        "dir", "fedfaim", 0, 0.3, contribution_pearson=0.2, jain=0.8, final_accuracy=0.8, seconds=1.0,
-        gain_mean=0.05, gain_worst=0.02,
-    )]
+    ] + [
+        FairnessRun(
+            "dir",
+            "fedfaim",
+            0,
+            0.3,
+            contribution_pearson=0.2,
+            jain=0.8,
+            final_accuracy=0.8,
+            seconds=1.0,
+            gain_mean=0.05,
+            gain_worst=0.02,
+        )
+    ]
 
     # execute
     rows = summarise_fairness(runs)
@@ -96,8 +124,16 @@ def test_fairness_summary_is_the_mean_and_sample_std_over_seeds_per_partition_an
 def test_a_strategy_without_rewards_summarises_to_nan_fairness_and_its_global_accuracy() -> None:
     runs = [
         FairnessRun(
-            "pow", "fedavg", seed, math.nan, contribution_pearson=0.5, jain=math.nan, final_accuracy=0.9 + seed / 100,
-            seconds=1.0, gain_mean=math.nan, gain_worst=math.nan,
+            "pow",
+            "fedavg",
+            seed,
+            math.nan,
+            contribution_pearson=0.5,
+            jain=math.nan,
+            final_accuracy=0.9 + seed / 100,
+            seconds=1.0,
+            gain_mean=math.nan,
+            gain_worst=math.nan,
         )
         for seed in range(2)
     ]
@@ -174,14 +210,25 @@ class Recorder(RunObserver):
 def test_the_runs_report_their_progress_run_by_run_and_round_by_round() -> None:
     recorder = Recorder()
 
-    runs = fairness_runs(load_experiment(None, {**SMALL, "rounds": 2}, defaults=FAIRNESS_DEFAULTS), ["fedave", "fedfaim"],
-                         ["pow"], [0], observer=recorder)
+    runs = fairness_runs(
+        load_experiment(None, {**SMALL, "rounds": 2}, defaults=FAIRNESS_DEFAULTS),
+        ["fedave", "fedfaim"],
+        ["pow"],
+        [0],
+        observer=recorder,
+    )
 
     first = "every client trained alone first"  # only the first run of a split trains the standalone models
     assert recorder.events == [
-        ("started", "pow seed 0 fedave", 2, first), ("set up",), ("round", 1), ("round", 2),
+        ("started", "pow seed 0 fedave", 2, first),
+        ("set up",),
+        ("round", 1),
+        ("round", 2),
         ("done", f"pow seed 0 fedave: Pearson {runs[0].pearson:.3f}", 2),
-        ("started", "pow seed 0 fedfaim", 2, ""), ("set up",), ("round", 1), ("round", 2),
+        ("started", "pow seed 0 fedfaim", 2, ""),
+        ("set up",),
+        ("round", 1),
+        ("round", 2),
         ("done", f"pow seed 0 fedfaim: Pearson {runs[1].pearson:.3f}", 2),
     ]
 
@@ -200,7 +247,9 @@ def test_a_series_started_again_reads_back_its_finished_runs_and_makes_only_the_
     assert recorder.events == [
         ("started", "pow seed 0 fedave", 1, "read back from an earlier invocation"),
         ("done", f"pow seed 0 fedave: Pearson {first[0].pearson:.3f}", 1),
-        ("started", "pow seed 0 fedfaim", 1, ""), ("set up",), ("round", 1),
+        ("started", "pow seed 0 fedfaim", 1, ""),
+        ("set up",),
+        ("round", 1),
         ("done", f"pow seed 0 fedfaim: Pearson {first[1].pearson:.3f}", 1),
     ]
     assert again[0] == first[0]  # read back whole, its seconds too
@@ -227,16 +276,42 @@ def test_a_run_stopped_mid_series_goes_on_from_its_checkpoint_and_ends_as_unstop
     resumed = fairness_runs(base, ["fedave"], ["pow"], [0], output_dir=tmp_path, observer=recorder)
 
     # assert
-    assert recorder.events[0] == ("started", "pow seed 0 fedave", 2, "going on from the checkpoint of an earlier invocation")
+    assert recorder.events[0] == (
+        "started",
+        "pow seed 0 fedave",
+        2,
+        "going on from the checkpoint of an earlier invocation",
+    )
     assert [e for e in recorder.events if e[0] == "round"] == [("round", 1), ("round", 2)]
     assert dataclasses.replace(resumed[0], seconds=0.0) == dataclasses.replace(unstopped[0], seconds=0.0)
     assert not (tmp_path / "pow-seed0-fedave" / CHECKPOINT_FILE).exists()  # the finished run removed it
 
 
 def test_a_series_refuses_an_output_folder_holding_runs_of_other_settings(tmp_path: Path) -> None:
-    args = ["reproduce", "rounds-to-accuracy", "--strategies", "fedavg", "--settings", "clean", "--clients", "3",
-            "--max-rounds", "1", "--train-samples", "500", "--validation-samples", "100", "--test-samples", "200",
-            "--engine", "sequential", "--threads", "1", "-o", str(tmp_path)]
+    args = [
+        "reproduce",
+        "rounds-to-accuracy",
+        "--strategies",
+        "fedavg",
+        "--settings",
+        "clean",
+        "--clients",
+        "3",
+        "--max-rounds",
+        "1",
+        "--train-samples",
+        "500",
+        "--validation-samples",
+        "100",
+        "--test-samples",
+        "200",
+        "--engine",
+        "sequential",
+        "--threads",
+        "1",
+        "-o",
+        str(tmp_path),
+    ]
     made = CliRunner().invoke(cli, args)
 
     refused = CliRunner().invoke(cli, [*args[:-2], "--lr", "0.2", "-o", str(tmp_path)])
@@ -249,9 +324,31 @@ def test_a_series_refuses_an_output_folder_holding_runs_of_other_settings(tmp_pa
 
 def test_fresh_makes_every_run_again_and_keeps_the_earlier_ones_aside(tmp_path: Path) -> None:
     out = tmp_path / "series"
-    args = ["reproduce", "rounds-to-accuracy", "--strategies", "fedavg", "--settings", "clean", "--clients", "3",
-            "--max-rounds", "1", "--train-samples", "500", "--validation-samples", "100", "--test-samples", "200",
-            "--engine", "sequential", "--threads", "1", "-o", str(out), "--json"]
+    args = [
+        "reproduce",
+        "rounds-to-accuracy",
+        "--strategies",
+        "fedavg",
+        "--settings",
+        "clean",
+        "--clients",
+        "3",
+        "--max-rounds",
+        "1",
+        "--train-samples",
+        "500",
+        "--validation-samples",
+        "100",
+        "--test-samples",
+        "200",
+        "--engine",
+        "sequential",
+        "--threads",
+        "1",
+        "-o",
+        str(out),
+        "--json",
+    ]
     made = CliRunner().invoke(cli, args)
 
     again = CliRunner().invoke(cli, [*args, "--lr", "0.2", "--fresh"])
@@ -264,11 +361,39 @@ def test_fresh_makes_every_run_again_and_keeps_the_earlier_ones_aside(tmp_path: 
 
 def test_a_series_stopped_with_ctrl_c_says_where_its_runs_are_and_the_same_command_goes_on(tmp_path: Path) -> None:
     # prepare: two runs in a process of its own, as Ctrl-C in a terminal reaches it
-    args = ["reproduce", "fairness", "--strategies", "fedave", "--partitions", "pow", "--seeds", "2", "--clients", "3",
-            "--rounds", "10", "--train-samples", "500", "--validation-samples", "100", "--test-samples", "200",
-            "--engine", "sequential", "--threads", "1", "-o", str(tmp_path)]
-    child = subprocess.Popen([sys.executable, "-m", "fedchain.cli", *args], stderr=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, text=True, preexec_fn=interruptible_in_own_group)
+    args = [
+        "reproduce",
+        "fairness",
+        "--strategies",
+        "fedave",
+        "--partitions",
+        "pow",
+        "--seeds",
+        "2",
+        "--clients",
+        "3",
+        "--rounds",
+        "10",
+        "--train-samples",
+        "500",
+        "--validation-samples",
+        "100",
+        "--test-samples",
+        "200",
+        "--engine",
+        "sequential",
+        "--threads",
+        "1",
+        "-o",
+        str(tmp_path),
+    ]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "fedchain.cli", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=interruptible_in_own_group,
+    )
     assert child.stderr is not None
     for line in child.stderr:  # wait until the first run is done
         if "pow seed 0 fedave: Pearson" in line:
@@ -328,9 +453,30 @@ def test_the_fairness_table_shows_the_references_agreement_when_repeated_and_jso
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # without -o the runs are kept under runs/reproduce/ here
-    args = ["reproduce", "fairness", "--strategies", "fedave", "--partitions", "pow", "--seeds", "1",
-            "--clients", "3", "--rounds", "1", "--train-samples", "500", "--validation-samples", "100",
-            "--test-samples", "200", "--engine", "sequential", "--threads", "1"]
+    args = [
+        "reproduce",
+        "fairness",
+        "--strategies",
+        "fedave",
+        "--partitions",
+        "pow",
+        "--seeds",
+        "1",
+        "--clients",
+        "3",
+        "--rounds",
+        "1",
+        "--train-samples",
+        "500",
+        "--validation-samples",
+        "100",
+        "--test-samples",
+        "200",
+        "--engine",
+        "sequential",
+        "--threads",
+        "1",
+    ]
 
     repeated = CliRunner().invoke(cli, [*args, "--standalone-repeats", "2"])
     refused = CliRunner().invoke(cli, [*args, "--standalone-repeats", "0"])
@@ -390,18 +536,49 @@ def test_a_table_with_no_rows_is_refused_instead_of_printed_empty(command: str, 
     assert flag in result.output
 
 
-def test_robustness_catches_a_x1000_scaler_under_fedavg_and_leaves_the_clean_run_without_precision(tmp_path: Path) -> None:
+def test_robustness_catches_a_x1000_scaler_under_fedavg_and_leaves_the_clean_run_without_precision(
+    tmp_path: Path,
+) -> None:
     # prepare: 5 clients, one of them (0.2) scales its update by 1000
-    flags = ["--strategies", "fedavg,quality", "--attacks", "none,scale-x1000", "--partitions", "iid",
-             "--fractions", "0.2", "--rounds", "2", "--clients", "5", "--train-samples", "500",
-             "--validation-samples", "100", "--test-samples", "200", "--engine", "sequential", "--threads", "1"]
+    flags = [
+        "--strategies",
+        "fedavg,quality",
+        "--attacks",
+        "none,scale-x1000",
+        "--partitions",
+        "iid",
+        "--fractions",
+        "0.2",
+        "--rounds",
+        "2",
+        "--clients",
+        "5",
+        "--train-samples",
+        "500",
+        "--validation-samples",
+        "100",
+        "--test-samples",
+        "200",
+        "--engine",
+        "sequential",
+        "--threads",
+        "1",
+    ]
 
     # execute: the command prints its table; the same series again reads every run back
     printed = CliRunner().invoke(cli, ["reproduce", "robustness", *flags, "-o", str(tmp_path)])
     base = load_experiment(None, {**SMALL, "clients": 5, "rounds": 2}, defaults=ROBUSTNESS_DEFAULTS)
     recorder = Recorder()
-    runs = robustness_runs(base, ["fedavg", "quality"], ["none", "scale-x1000"], ["iid"], [0.2], [0],
-                           output_dir=tmp_path, observer=recorder)
+    runs = robustness_runs(
+        base,
+        ["fedavg", "quality"],
+        ["none", "scale-x1000"],
+        ["iid"],
+        [0.2],
+        [0],
+        output_dir=tmp_path,
+        observer=recorder,
+    )
 
     # assert
     assert printed.exit_code == 0, printed.output

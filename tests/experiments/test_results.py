@@ -25,11 +25,19 @@ from fedchain.experiments.results import (
 STANDALONE = (0.5, 0.7, 0.9)
 
 
-def _result(per_round: list[tuple[float, ...] | None], standalone: tuple[float, ...] | None = STANDALONE) -> ExperimentResult:
+def _result(
+    per_round: list[tuple[float, ...] | None], standalone: tuple[float, ...] | None = STANDALONE
+) -> ExperimentResult:
     rounds = tuple(
         RoundRecord(
-            round=i + 1, test_accuracy=0.9, test_loss=0.3, contribution=(1 / 3,) * 3, quality=(1.0,) * 3,
-            accepted=(True,) * 3, seconds=1.0, reward_accuracy=accuracy,
+            round=i + 1,
+            test_accuracy=0.9,
+            test_loss=0.3,
+            contribution=(1 / 3,) * 3,
+            quality=(1.0,) * 3,
+            accepted=(True,) * 3,
+            seconds=1.0,
+            reward_accuracy=accuracy,
         )
         for i, accuracy in enumerate(per_round)
     )
@@ -156,7 +164,10 @@ def test_a_kept_run_of_other_settings_is_refused_naming_what_differs(tmp_path: P
     [
         ("{not json", "is not a readable metrics file"),
         ('["a list"]', "has no run configuration"),
-        (json.dumps({"config": ExperimentConfig(strategy="fedave").to_dict()}), "is not a metrics file of this version"),
+        (
+            json.dumps({"config": ExperimentConfig(strategy="fedave").to_dict()}),
+            "is not a metrics file of this version",
+        ),
     ],
 )
 def test_a_damaged_metrics_file_is_refused_not_taken_for_a_run(tmp_path: Path, text: str, message: str) -> None:

@@ -28,7 +28,10 @@ def _result(faults: list[str], rounds: list[tuple[list[float], list[bool]]]) -> 
             RoundRecord(r + 1, 0.9, 0.3, tuple(quality), tuple(quality), tuple(accepted), 1.0)
             for r, (quality, accepted) in enumerate(rounds)
         ),
-        standalone_runs=None, reward_accuracy=None, rounds_to_target=None, seconds=1.0,
+        standalone_runs=None,
+        reward_accuracy=None,
+        rounds_to_target=None,
+        seconds=1.0,
     )
 
 

@@ -63,7 +63,9 @@ CHANCE = 0.1
 def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     # prepare
     config = tmp_path / "tiny.yaml"
-    config.write_text("\n".join(f"{k}: {v}" for k, v in TINY.items()) + "\nstrategy: fedave\nstandalone_repeats: 2\n")  # repeats imply standalone
+    config.write_text(
+        "\n".join(f"{k}: {v}" for k, v in TINY.items()) + "\nstrategy: fedave\nstandalone_repeats: 2\n"
+    )  # repeats imply standalone
     out = tmp_path / "run"
 
     # execute
@@ -98,7 +100,14 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
     assert len(rows) == 2 * 3
     assert "…" not in result.output and "standalone acc" in result.output  # 80 columns: no header cut short
     assert set(rows[0]) == {
-        "round", "test_accuracy", "test_loss", "client", "contribution", "quality", "accepted", "reward_accuracy",
+        "round",
+        "test_accuracy",
+        "test_loss",
+        "client",
+        "contribution",
+        "quality",
+        "accepted",
+        "reward_accuracy",
     }
     assert [float(row["reward_accuracy"]) for row in rows] == pytest.approx([a for r in per_round for a in r], abs=1e-6)
     for plot in ("accuracy.png", "contribution.png", "reward_vs_standalone.png", "fairness_by_round.png"):
@@ -115,8 +124,25 @@ def test_simulate_writes_metrics_and_plots_and_learns(tmp_path: Path) -> None:
 def test_the_defaults_pass_90_percent_on_five_iid_clients_of_600_samples_within_five_rounds(tmp_path: Path) -> None:
     # prepare: only the run's size is given, so local training is what a first run gets (TrainConfig's
     # defaults); 4000 training samples less the default 1000 held out for validation leave 600 per client
-    args = ["simulate", "--clients", "5", "--rounds", "5", "--train-samples", "4000", "--test-samples", "2000",
-            "--engine", "sequential", "--threads", "1", "--no-plots", "-o", str(tmp_path), "--json"]
+    args = [
+        "simulate",
+        "--clients",
+        "5",
+        "--rounds",
+        "5",
+        "--train-samples",
+        "4000",
+        "--test-samples",
+        "2000",
+        "--engine",
+        "sequential",
+        "--threads",
+        "1",
+        "--no-plots",
+        "-o",
+        str(tmp_path),
+        "--json",
+    ]
 
     # execute
     result = CliRunner().invoke(cli, args)
@@ -130,7 +156,9 @@ def test_the_defaults_pass_90_percent_on_five_iid_clients_of_600_samples_within_
 
 def test_an_infinite_update_is_rejected_and_never_averaged_in() -> None:
     # prepare: one of three clients scales its update by infinity (inf, and NaN where it is 0)
-    config = load_experiment(None, {**TINY, "strategy": "fedavg", "faults.scaled_clients": 1 / 3, "faults.scale": math.inf})
+    config = load_experiment(
+        None, {**TINY, "strategy": "fedavg", "faults.scaled_clients": 1 / 3, "faults.scale": math.inf}
+    )
     federation = build_federation(config)
     bad = federation.faults.index(SCALED)
 
@@ -168,7 +196,11 @@ def test_screening_drops_a_client_scaling_its_update_x1000_and_no_honest_client_
 @pytest.mark.parametrize("mode", ["noise", "random"])
 def test_screening_drops_a_client_sending_noise_as_uncorrelated_and_keeps_every_honest_client(mode: str) -> None:
     # prepare: one client in five sends Gaussian noise (of its update's norm, or a random free rider's)
-    faults = {"faults.noise_clients": 0.2} if mode == "noise" else {"faults.free_riders": 0.2, "faults.free_rider_mode": "random"}
+    faults = (
+        {"faults.noise_clients": 0.2}
+        if mode == "noise"
+        else {"faults.free_riders": 0.2, "faults.free_rider_mode": "random"}
+    )
     config = load_experiment(None, {**TINY, "clients": 5, "train_samples": 800, **faults})
     federation = build_federation(config)
     bad = federation.faults.index(NOISE if mode == "noise" else FREE_RIDER)
@@ -184,18 +216,32 @@ def test_screening_drops_a_client_sending_noise_as_uncorrelated_and_keeps_every_
 
 @pytest.mark.parametrize(
     ("rule", "extra"),
-    [("median", {}), ("trimmed_mean", {}), ("multi_krum", {"aggregation.krum_byzantine": 1}), ("mean", {"aggregation.clip_norm": 0.5})],
+    [
+        ("median", {}),
+        ("trimmed_mean", {}),
+        ("multi_krum", {"aggregation.krum_byzantine": 1}),
+        ("mean", {"aggregation.clip_norm": 0.5}),
+    ],
 )
 def test_every_robust_rule_learns_in_a_tiny_run_where_a_client_scaling_x1000_poisons_the_mean(
     rule: str, extra: dict[str, float]
 ) -> None:
     # prepare: five clients, one scaling its update x1000, and no screening: only the rule stands in the way
-    settings = {**TINY, "clients": 5, "train_samples": 800, "screening.enabled": False, "aggregation.rule": rule, **extra}
+    settings = {
+        **TINY,
+        "clients": 5,
+        "train_samples": 800,
+        "screening.enabled": False,
+        "aggregation.rule": rule,
+        **extra,
+    }
     attacked = {**settings, "faults.scaled_clients": 0.2, "faults.scale": 1000.0}
 
     # execute
     robust = run_experiment(load_experiment(None, attacked))
-    plain = run_experiment(load_experiment(None, {**attacked, "aggregation.rule": "mean", "aggregation.clip_norm": None}))
+    plain = run_experiment(
+        load_experiment(None, {**attacked, "aggregation.rule": "mean", "aggregation.clip_norm": None})
+    )
 
     # assert: the plain mean is poisoned, the rule learns
     assert plain.rounds[-1].test_accuracy < 2 * CHANCE
@@ -230,12 +276,22 @@ def test_faulty_clients_are_disjoint_seeded_groups_of_the_requested_size() -> No
 def test_the_new_attacks_draw_after_the_old_faults_so_old_runs_keep_their_clients() -> None:
     old = FaultConfig(noisy_clients=0.3, scaled_clients=0.1)
 
-    faults = assign_faults(10, FaultConfig(noisy_clients=0.3, scaled_clients=0.1, sign_flipped_clients=0.2,
-                                           noise_clients=0.1, sybil_clients=0.3), seed=4)
+    faults = assign_faults(
+        10,
+        FaultConfig(
+            noisy_clients=0.3, scaled_clients=0.1, sign_flipped_clients=0.2, noise_clients=0.1, sybil_clients=0.3
+        ),
+        seed=4,
+    )
 
     kept = assign_faults(10, old, seed=4)
     assert all(f == k for f, k in zip(faults, kept, strict=True) if k != NO_FAULT)
-    assert (faults.count(SIGN_FLIPPED), faults.count(NOISE), faults.count(SYBIL), faults.count(NO_FAULT)) == (2, 1, 3, 0)
+    assert (faults.count(SIGN_FLIPPED), faults.count(NOISE), faults.count(SYBIL), faults.count(NO_FAULT)) == (
+        2,
+        1,
+        3,
+        0,
+    )
 
 
 def test_tamper_negates_sign_flippers_noises_to_the_honest_norm_and_gives_sybils_one_update() -> None:
@@ -325,7 +381,11 @@ def test_a_data_root_without_the_files_says_what_is_missing(tmp_path: Path, monk
     [
         (["--partition", "cla", "--classes-per-client", "11"], DataError, "11 distinct classes"),
         (["--strategy", "fedave", "--option", "beta=-1"], ConfigError, "beta=-1.0 must be positive"),
-        (["--strategy", "fedave", "--option", "quota_fractions=[0.1, 1]"], ConfigError, "2 quota_fractions for 3 clients"),
+        (
+            ["--strategy", "fedave", "--option", "quota_fractions=[0.1, 1]"],
+            ConfigError,
+            "2 quota_fractions for 3 clients",
+        ),
     ],
 )
 def test_the_command_reports_a_set_up_error_without_drawing_a_progress_bar(
@@ -388,10 +448,33 @@ def test_the_fair_protocol_trains_from_fedavgs_global_model_and_rewards_every_cl
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "killed"])
 def test_a_stopped_run_keeps_its_rounds_and_the_same_command_goes_on(tmp_path: Path, stop: signal.Signals) -> None:
     # prepare: a run in its own process group, as Ctrl-C in a terminal reaches it
-    args = ["simulate", "--rounds", "30", "--clients", "3", "--train-samples", "600", "--validation-samples", "100",
-            "--test-samples", "100", "--engine", "sequential", "--threads", "1", "--no-plots", "-o", str(tmp_path)]
-    child = subprocess.Popen([sys.executable, "-m", "fedchain.cli", "-v", *args], stderr=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, text=True, preexec_fn=interruptible_in_own_group)
+    args = [
+        "simulate",
+        "--rounds",
+        "30",
+        "--clients",
+        "3",
+        "--train-samples",
+        "600",
+        "--validation-samples",
+        "100",
+        "--test-samples",
+        "100",
+        "--engine",
+        "sequential",
+        "--threads",
+        "1",
+        "--no-plots",
+        "-o",
+        str(tmp_path),
+    ]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "fedchain.cli", "-v", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=interruptible_in_own_group,
+    )
     assert child.stderr is not None
     for line in child.stderr:  # wait until two rounds are done
         if "round 2: test accuracy" in line:
@@ -421,10 +504,28 @@ def test_a_stopped_run_keeps_its_rounds_and_the_same_command_goes_on(tmp_path: P
     assert not (tmp_path / UNFINISHED_FILE).exists() and not (tmp_path / CHECKPOINT_FILE).exists()
 
 
-
 def _simulate(out: Path, *flags: str) -> dict:
-    args = ["simulate", "--clients", "3", "--rounds", "2", "--train-samples", "500", "--validation-samples", "100",
-            "--test-samples", "100", "--engine", "sequential", "--threads", "1", "-o", str(out), "--json", *flags]
+    args = [
+        "simulate",
+        "--clients",
+        "3",
+        "--rounds",
+        "2",
+        "--train-samples",
+        "500",
+        "--validation-samples",
+        "100",
+        "--test-samples",
+        "100",
+        "--engine",
+        "sequential",
+        "--threads",
+        "1",
+        "-o",
+        str(out),
+        "--json",
+        *flags,
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -479,8 +580,25 @@ def test_fresh_starts_over_and_keeps_the_earlier_run_of_the_same_settings_aside(
 
 def test_without_an_output_folder_each_settings_get_their_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    args = ["simulate", "--clients", "3", "--rounds", "1", "--train-samples", "500", "--validation-samples", "100",
-            "--test-samples", "100", "--engine", "sequential", "--threads", "1", "--no-plots", "--json"]
+    args = [
+        "simulate",
+        "--clients",
+        "3",
+        "--rounds",
+        "1",
+        "--train-samples",
+        "500",
+        "--validation-samples",
+        "100",
+        "--test-samples",
+        "100",
+        "--engine",
+        "sequential",
+        "--threads",
+        "1",
+        "--no-plots",
+        "--json",
+    ]
 
     for seed in ("0", "1", "0"):
         assert CliRunner().invoke(cli, [*args, "--seed", seed]).exit_code == 0

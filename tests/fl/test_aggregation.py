@@ -85,7 +85,9 @@ def test_quality_weighting_combines_with_the_median() -> None:
 def test_fedfaim_aggregates_its_passed_updates_with_the_rule() -> None:
     """Every model evaluates alike, so all five pass fedfaim's (plain) check; the median then ignores the attacker."""
     validation = Validation(evaluate=lambda params: Evaluation(loss=1.0, accuracy=0.5))
-    strategy = get_strategy("fedfaim", significance=0.0, outlier_spread=None, aggregation=AggregationConfig(rule="median"))
+    strategy = get_strategy(
+        "fedfaim", significance=0.0, outlier_spread=None, aggregation=AggregationConfig(rule="median")
+    )
 
     result = strategy.round(GLOBAL, UPDATES, SIZES, validation=validation)
 

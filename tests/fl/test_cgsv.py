@@ -31,7 +31,9 @@ def test_cgsv_round_one_matches_hand_computed_weights() -> None:
     torch.testing.assert_close(result.global_params, torch.tensor([0.7, 0.6]))
     torch.testing.assert_close(result.weights, torch.tensor([0.25, 0.75], dtype=F64))
     torch.testing.assert_close(result.contribution, torch.tensor([0.759257, 0.976187], dtype=F64), atol=1e-6, rtol=0)
-    torch.testing.assert_close(present(result.state.weights), torch.tensor([0.368955, 0.631045], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        present(result.state.weights), torch.tensor([0.368955, 0.631045], dtype=F64), atol=1e-6, rtol=0
+    )
 
 
 def test_cgsv_round_two_uses_the_decayed_gamma() -> None:
@@ -49,7 +51,9 @@ def test_cgsv_round_two_uses_the_decayed_gamma() -> None:
 
     assert second.state.round == 2
     torch.testing.assert_close(second.contribution, torch.tensor([0.828737, 0.944953], dtype=F64), atol=1e-6, rtol=0)
-    torch.testing.assert_close(present(second.state.weights), torch.tensor([0.405473, 0.594527], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        present(second.state.weights), torch.tensor([0.405473, 0.594527], dtype=F64), atol=1e-6, rtol=0
+    )
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)

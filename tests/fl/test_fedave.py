@@ -94,7 +94,13 @@ def test_fedave_fixed_quota_fractions_replace_the_dynamic_quotas_but_not_the_rep
     """Same round as the first test with quota_fractions 0.3 and 1: A keeps floor(0.3 * 10) = 3 entries
     (the dynamic quota gave 5), B all 10; the reputation is the hand-computed one."""
     strategy = get_strategy(
-        "fedave", tau=0.5, beta=1.0, bins=2, histogram_epsilon=1e-12, relative_divergence=False, quota_fractions=[0.3, 1.0]
+        "fedave",
+        tau=0.5,
+        beta=1.0,
+        bins=2,
+        histogram_epsilon=1e-12,
+        relative_divergence=False,
+        quota_fractions=[0.3, 1.0],
     )
     updates = torch.stack([DESCENDING, DESCENDING])
 
@@ -137,7 +143,10 @@ def test_fedave_smooths_the_reputation_with_alpha() -> None:
     first = strategy.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
     before = two_client_validation()
     dropped = Validation(
-        client_evaluations=[Evaluation(loss=0.5, accuracy=0.0, sample_losses=ONES_90), present(before.client_evaluations)[1]],
+        client_evaluations=[
+            Evaluation(loss=0.5, accuracy=0.0, sample_losses=ONES_90),
+            present(before.client_evaluations)[1],
+        ],
         local_sample_losses=before.local_sample_losses,
     )
 

@@ -54,7 +54,9 @@ def test_fedavg_with_every_update_rejected_keeps_the_global_model() -> None:
         (torch.zeros(0, 3), [], "at least one"),
     ],
 )
-def test_round_rejects_malformed_inputs_with_a_clear_error(updates: torch.Tensor, sizes: list[int], message: str) -> None:
+def test_round_rejects_malformed_inputs_with_a_clear_error(
+    updates: torch.Tensor, sizes: list[int], message: str
+) -> None:
     with pytest.raises(UpdateRejected, match=message):
         get_strategy("fedavg").round(torch.zeros(3), updates, sizes)
 

@@ -91,7 +91,10 @@ def test_a_small_helpful_update_passes_unless_the_leave_one_out_model_is_renorma
         default.marginal_loss_test(_inputs(updates))[0], torch.tensor([1.4, 0.095], dtype=F64), atol=1e-6, rtol=0
     )
     torch.testing.assert_close(
-        renormalised.marginal_loss_test(_inputs(updates))[0], torch.tensor([1.215, -0.405], dtype=F64), atol=1e-6, rtol=0
+        renormalised.marginal_loss_test(_inputs(updates))[0],
+        torch.tensor([1.215, -0.405], dtype=F64),
+        atol=1e-6,
+        rtol=0,
     )
     assert result.accepted.tolist() == [True, True]
     assert renormalised.round(torch.zeros(2), updates, [5, 5], None, VALIDATION).accepted.tolist() == [True, False]
@@ -200,7 +203,9 @@ def test_fedfaim_reputation_accumulates_over_rounds() -> None:
 
     second = strategy.round(torch.zeros(2), updates, [1, 1], first.state, VALIDATION)
 
-    torch.testing.assert_close(present(second.state.cumulative_contribution), 2 * present(first.state.cumulative_contribution))
+    torch.testing.assert_close(
+        present(second.state.cumulative_contribution), 2 * present(first.state.cumulative_contribution)
+    )
     assert present(second.state.passed).tolist() == [2, 2]
 
 
@@ -240,7 +245,9 @@ def test_fedfaim_reputation_floor_keeps_a_failing_client_rewarded() -> None:
     unclamped = seed_fedfaim(reputation_floor=0.0).round(torch.zeros(d), updates, [1, 1], None, validation)
 
     assert floored.accepted.tolist() == [True, False]
-    assert (present(floored.reward_updates)[1] != 0).sum().item() == math.floor(1e-3 / math.exp(-math.exp(-5.5)) * d) == 4
+    assert (
+        (present(floored.reward_updates)[1] != 0).sum().item() == math.floor(1e-3 / math.exp(-math.exp(-5.5)) * d) == 4
+    )
     assert (present(unclamped.reward_updates)[1] != 0).sum().item() == 0
     with pytest.raises(ConfigError, match="reputation_floor"):
         seed_fedfaim(reputation_floor=1.5)

@@ -168,8 +168,17 @@ def test_pro_rata_scaling_never_exceeds_the_budget_and_rounds_down() -> None:
 def auction_params(second_price: bool) -> MechanismParams:
     # T = 100/10 = 10 s; c*D = 2*10 = 20 cycles: f = 2 -> T_x = 10 s (r_t 1.0), f = 1 -> 20 s (r_t 0.5).
     return MechanismParams(
-        rounds=10, expected_duration=100, psi=1000, phi=0, min_loss_reputation=0, min_time_reputation=0,
-        min_quality=0, max_round_time=100, reputation_cap=WAD, cycles_per_sample=2, second_price=second_price,
+        rounds=10,
+        expected_duration=100,
+        psi=1000,
+        phi=0,
+        min_loss_reputation=0,
+        min_time_reputation=0,
+        min_quality=0,
+        max_round_time=100,
+        reputation_cap=WAD,
+        cycles_per_sample=2,
+        second_price=second_price,
     )
 
 
@@ -235,7 +244,9 @@ def test_fixed_point_running_sums_match_the_float_history(qualities: list[float]
     history = [w / WAD for w in wads]
     spent = times[: len(wads)]
     assert state.loss_reputation / WAD == pytest.approx(loss_reputation_float(history, 0.5, 10.0), rel=1e-9, abs=1e-15)
-    assert state.time_reputation / WAD == pytest.approx(time_reputation_float(spent, 200.0, 300.0, 10.0), rel=1e-9, abs=1e-15)
+    assert state.time_reputation / WAD == pytest.approx(
+        time_reputation_float(spent, 200.0, 300.0, 10.0), rel=1e-9, abs=1e-15
+    )
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)

@@ -60,7 +60,8 @@ def test_strategies_are_permutation_equivariant_with_weights_summing_to_one(name
     permutation = torch.randperm(n, generator=generator)
     validation = validation_for(n, seed)
     permuted_validation = Validation(
-        evaluate=evaluate, local_sample_losses=[present(validation.local_sample_losses)[i] for i in permutation.tolist()]
+        evaluate=evaluate,
+        local_sample_losses=[present(validation.local_sample_losses)[i] for i in permutation.tolist()],
     )
     strategy = get_strategy(name, **({"delta": -1e9} if name == "fedfaim" else {}))
 

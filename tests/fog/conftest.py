@@ -39,8 +39,11 @@ class Agents:
     def fog(self, number: int, task_id: int, **options: Any) -> FogNode:
         """Fog node ``number`` (account FOGS[number]) that watches only ``task_id``."""
         defaults: dict[str, Any] = {
-            "name": f"fog-{number}", "state_path": self.folder / f"fog-{number}.json", "tasks": (task_id,),
-            "cost": CostModel(frequency=10**9 * (number + 1), alpha=1e-13, margin=0.25), "engine": "sequential",
+            "name": f"fog-{number}",
+            "state_path": self.folder / f"fog-{number}.json",
+            "tasks": (task_id,),
+            "cost": CostModel(frequency=10**9 * (number + 1), alpha=1e-13, margin=0.25),
+            "engine": "sequential",
             "threads": 1,
         }
         return FogNode(self.world.session(FOGS[number]), FogConfig(**{**defaults, **options}))
@@ -48,8 +51,12 @@ class Agents:
     def client(self, number: int, task_id: int, **options: Any) -> ClientAgent:
         """Client ``number`` (account CLIENTS[number]) holding part ``number`` of an IID split of MNIST."""
         defaults: dict[str, Any] = {
-            "task_id": task_id, "name": f"client-{number}", "state_path": self.folder / f"client-{number}.json",
-            "partition": PartitionConfig(n_clients=50, seed=1), "partition_index": number, "max_samples": SAMPLES,
+            "task_id": task_id,
+            "name": f"client-{number}",
+            "state_path": self.folder / f"client-{number}.json",
+            "partition": PartitionConfig(n_clients=50, seed=1),
+            "partition_index": number,
+            "max_samples": SAMPLES,
         }
         return ClientAgent(self.world.session(CLIENTS[number]), ClientConfig(**{**defaults, **options}))
 

@@ -34,7 +34,9 @@ def test_own_cycles_per_sample_replace_the_tasks() -> None:
     data_size=st.integers(1, 10**6),
     margin=st.floats(0, 10, allow_nan=False),
 )
-def test_the_bid_price_is_never_below_the_cost(frequency: int, alpha: float, cycles: int, data_size: int, margin: float) -> None:
+def test_the_bid_price_is_never_below_the_cost(
+    frequency: int, alpha: float, cycles: int, data_size: int, margin: float
+) -> None:
     model = CostModel(frequency=frequency, alpha=alpha, margin=margin)
 
     assert model.price(data_size, cycles) >= model.cost(data_size, cycles)
@@ -54,8 +56,15 @@ def test_a_negative_margin_is_refused_as_irrational() -> None:
     ],
 )
 def test_no_bid_for_a_job_it_cannot_serve(change: dict[str, int], reason: str) -> None:
-    job = {"data_size": 600, "task_cycles_per_sample": 1000, "round_duration": 60, "fog_deposit": 10**16,
-           "active_jobs": 0, "max_jobs": 3, "max_deposit": 10**18}
+    job = {
+        "data_size": 600,
+        "task_cycles_per_sample": 1000,
+        "round_duration": 60,
+        "fog_deposit": 10**16,
+        "active_jobs": 0,
+        "max_jobs": 3,
+        "max_deposit": 10**18,
+    }
 
     decision = decide_bid(CostModel(frequency=10**9), **{**job, **change})
 
@@ -65,15 +74,31 @@ def test_no_bid_for_a_job_it_cannot_serve(change: dict[str, int], reason: str) -
 def test_a_price_too_large_for_a_bid_is_not_bid() -> None:
     model = CostModel(frequency=10**12, alpha=1.0)
 
-    decision = decide_bid(model, data_size=10**6, task_cycles_per_sample=10**6, round_duration=10**9,
-                          fog_deposit=0, active_jobs=0, max_jobs=1, max_deposit=0)
+    decision = decide_bid(
+        model,
+        data_size=10**6,
+        task_cycles_per_sample=10**6,
+        round_duration=10**9,
+        fog_deposit=0,
+        active_jobs=0,
+        max_jobs=1,
+        max_deposit=0,
+    )
 
     assert decision.price > MAX_PRICE and not decision.bid
 
 
 def test_a_servable_job_is_bid_at_cost_plus_margin() -> None:
-    decision = decide_bid(CostModel(frequency=10**9, alpha=1e-11, margin=0.1), data_size=600, task_cycles_per_sample=1000,
-                          round_duration=60, fog_deposit=10**16, active_jobs=0, max_jobs=1, max_deposit=10**18)
+    decision = decide_bid(
+        CostModel(frequency=10**9, alpha=1e-11, margin=0.1),
+        data_size=600,
+        task_cycles_per_sample=1000,
+        round_duration=60,
+        fog_deposit=10**16,
+        active_jobs=0,
+        max_jobs=1,
+        max_deposit=10**18,
+    )
 
     # E = 5e-12 * 6e5 * 1e18 = 3e12 wei; price = ceil(1.1 E), within a wei of float rounding
     assert decision.bid and decision.reason == ""

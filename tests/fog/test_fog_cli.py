@@ -29,7 +29,9 @@ def test_flags_override_the_yaml_file_and_cost_flags_go_into_the_cost_model(tmp_
     assert config == FogConfig(name="fog-a", max_jobs=5, cost=CostModel(frequency=3 * 10**9, alpha=1e-12, margin=0.3))
 
 
-def test_fog_run_refuses_an_unknown_setting_with_the_known_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fog_run_refuses_an_unknown_setting_with_the_known_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config_file = tmp_path / "fog.yaml"
     config_file.write_text("max_jobz: 2\n")
 
@@ -69,8 +71,23 @@ def test_client_run_needs_a_task(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "--task" in capsys.readouterr().err
 
 
-def test_client_run_refuses_a_partition_index_outside_the_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["client", "run", "--task", "1", "--partitions", "4", "--partition-index", "4", "--deployment", str(tmp_path / "none.json")])
+def test_client_run_refuses_a_partition_index_outside_the_split(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "client",
+            "run",
+            "--task",
+            "1",
+            "--partitions",
+            "4",
+            "--partition-index",
+            "4",
+            "--deployment",
+            str(tmp_path / "none.json"),
+        ]
+    )
 
     assert code == 1
     assert "partition_index 4 is outside 0..3" in capsys.readouterr().err
@@ -83,7 +100,9 @@ def test_client_flags_override_the_yaml_file_and_partition_flags_go_into_the_par
 
     config = load_client_config(None, merge_flags(load_yaml(config_file), flags, "partition", PARTITION_FLAGS))
 
-    assert config == ClientConfig(task_id=2, max_samples=50, partition_index=7, partition=PartitionConfig(kind="dir", n_clients=8, alpha=0.3))
+    assert config == ClientConfig(
+        task_id=2, max_samples=50, partition_index=7, partition=PartitionConfig(kind="dir", n_clients=8, alpha=0.3)
+    )
 
 
 def test_the_example_fog_and_client_configs_load() -> None:
@@ -105,7 +124,9 @@ def test_the_deposit_limit_takes_a_unit_as_task_create_does_and_a_bad_amount_is_
 
     from_file = load_fog_config(config_file, {"watch_entries": False})
     from_flag = load_fog_config(config_file, {"watch_entries": False, "max_deposit": "20gwei"})
-    code = main(["fog", "run", "--max-deposit", "lots", "--no-watch-entries", "--deployment", str(tmp_path / "none.json")])
+    code = main(
+        ["fog", "run", "--max-deposit", "lots", "--no-watch-entries", "--deployment", str(tmp_path / "none.json")]
+    )
 
     assert (from_file.max_deposit, from_flag.max_deposit) == (10**16, 20 * 10**9)
     assert code == 1 and "'lots' is not an amount" in capsys.readouterr().err

@@ -62,7 +62,9 @@ def test_fog_bids_its_cost_plus_margin_sealed_then_reveals_it(world: World, agen
     assert job["phase"] == REVEALED
 
 
-def test_restarted_fog_finds_its_bid_on_chain_and_reveals_it_without_bidding_again(world: World, agents: Agents) -> None:
+def test_restarted_fog_finds_its_bid_on_chain_and_reveals_it_without_bidding_again(
+    world: World, agents: Agents
+) -> None:
     # prepare: a fog node bids, then loses its state file (killed before it was saved)
     task_id, _ = open_auction(world, agents)
     first = agents.fog(0, task_id)
@@ -80,7 +82,9 @@ def test_restarted_fog_finds_its_bid_on_chain_and_reveals_it_without_bidding_aga
     assert [(bid.bidder, bid.revealed) for bid in bids] == [(restarted.address, True)]
 
 
-def test_the_winner_of_two_bidders_trains_the_handed_off_data_and_commits_round_one(world: World, agents: Agents) -> None:
+def test_the_winner_of_two_bidders_trains_the_handed_off_data_and_commits_round_one(
+    world: World, agents: Agents
+) -> None:
     # prepare: two fog nodes bid; both are fast enough to earn the capped time reputation, so the
     # client's utility is highest for the cheaper one (f = 1e9 costs a quarter of f = 2e9)
     task_id = world.create()
@@ -101,7 +105,9 @@ def test_the_winner_of_two_bidders_trains_the_handed_off_data_and_commits_round_
     assert world.publisher.store.exists(job.update_hash)
 
 
-def test_fog_refuses_data_that_does_not_hash_to_the_committed_hash_and_trains_nothing(world: World, agents: Agents) -> None:
+def test_fog_refuses_data_that_does_not_hash_to_the_committed_hash_and_trains_nothing(
+    world: World, agents: Agents
+) -> None:
     # prepare: the job is awarded and handed off, then the stored data is altered before the fog fetches it
     task_id = world.create()
     client, fog = agents.client(0, task_id), agents.fog(0, task_id)
@@ -135,7 +141,9 @@ def test_restarted_fog_does_not_commit_a_round_twice(world: World, agents: Agent
 
     # assert: one commit on chain; the restarted node knows round 1 is done
     session = world.publisher
-    events = fetch_events(session.w3, b.REGISTRY, LogQuery((session.contracts.fog_auction.address,), session.deployment.block_number))
+    events = fetch_events(
+        session.w3, b.REGISTRY, LogQuery((session.contracts.fog_auction.address,), session.deployment.block_number)
+    )
     commits = [e for e in events if isinstance(e, b.UpdateCommitted) and e.task_id == task_id]
     assert [(e.round, e.fog) for e in commits] == [(1, restarted.address)]
     assert restarted.state.jobs[f"{task_id}:0"]["committed"] == [1]
@@ -180,8 +188,10 @@ def test_an_attacking_fog_trains_its_jobs_then_sends_them_one_sybil_update(world
     spec = load_spec(session.store, session.contracts.task_registry.params(task_id).dataset_id)
     jobs = [session.contracts.fog_auction.job(task_id, index) for index in (0, 1)]
     updates = [
-        flatten(fetch_update(session.store, job.update_hash, spec.param_spec(), spec.max_payload_bytes()).params,
-                spec.param_spec())[0]
+        flatten(
+            fetch_update(session.store, job.update_hash, spec.param_spec(), spec.max_payload_bytes()).params,
+            spec.param_spec(),
+        )[0]
         for job in jobs
     ]
     assert [job.paid_up_to for job in jobs] == [1, 1]
@@ -263,14 +273,24 @@ def test_on_a_fedave_task_the_fog_ships_its_trained_models_losses_on_the_job_dat
     # assert: the committed update carries one loss per job sample: those of start + delta, recomputed here
     contracts = world.publisher.contracts
     job = contracts.fog_auction.job(task_id, 0)
-    update = load_update(world.publisher.store, spec, job.update_hash, task_id=task_id, round_number=1, client_index=0,
-                         client=client.address, data_size=job.data_size)
+    update = load_update(
+        world.publisher.store,
+        spec,
+        job.update_hash,
+        task_id=task_id,
+        round_number=1,
+        client_index=0,
+        client=client.address,
+        data_size=job.data_size,
+    )
     expected = ExpectedJobData(task_id, 0, job.data_size, spec.num_classes, spec.in_channels)
     data = fetch_job_data(world.publisher.store, client.state.data["data_hash"], expected)
     start = flatten(spec.initial_params(), spec.param_spec())[0]
     trained = start + flatten(update.params, spec.param_spec())[0]
     assert update.local_losses is not None and update.local_losses.shape == (job.data_size,)
-    torch.testing.assert_close(update.local_losses, local_losses(spec.model_spec(), trained, (data.images, data.labels)))
+    torch.testing.assert_close(
+        update.local_losses, local_losses(spec.model_spec(), trained, (data.images, data.labels))
+    )
 
 
 def test_when_a_task_is_abandoned_the_fog_settles_its_job_and_withdraws_its_deposit_and_earnings(

@@ -40,9 +40,24 @@ def mine_at(world: World, timestamp: int) -> None:
 def start_fog(world: World, task_id: int, state: Path) -> subprocess.Popen[str]:
     env = {**os.environ, PRIVATE_KEY_ENV: world.node.dev_account(FOGS[0]).key.hex()}
     command = [
-        sys.executable, "-m", "fog.cli", "run", "--deployment", str(world.deployment_file), "--store", world.store_url,
-        "--state", str(state), "--task", str(task_id), "--name", "fog-proc", "--engine", "sequential",
-        "--poll-interval", "0.1",
+        sys.executable,
+        "-m",
+        "fog.cli",
+        "run",
+        "--deployment",
+        str(world.deployment_file),
+        "--store",
+        world.store_url,
+        "--state",
+        str(state),
+        "--task",
+        str(task_id),
+        "--name",
+        "fog-proc",
+        "--engine",
+        "sequential",
+        "--poll-interval",
+        "0.1",
     ]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -53,7 +68,9 @@ def stop(process: subprocess.Popen[str]) -> tuple[int, str]:
     return process.returncode, err
 
 
-def test_fog_process_stops_cleanly_on_sigterm_and_resumes_without_bidding_twice(world: World, agents: Agents, tmp_path: Path) -> None:
+def test_fog_process_stops_cleanly_on_sigterm_and_resumes_without_bidding_twice(
+    world: World, agents: Agents, tmp_path: Path
+) -> None:
     # prepare: an open auction (bidding open long enough for a process to start); the fog node runs as its own process
     terms = dataclasses.replace(TERMS, bidding_duration=WINDOW_S, reveal_duration=WINDOW_S)
     task_id = world.create(terms)

@@ -45,8 +45,9 @@ def trained_from(spec: TaskSpec, start: dict[str, torch.Tensor], data: JobData, 
     """The flat update of client ``index``'s round 2 trained from ``start`` on its job data, as a fog node trains it."""
     flat = flatten(start, spec.param_spec())[0]
     config = spec.train_config(2)
-    trained = train_clients(spec.model_spec(), flat, [(data.images, data.labels)], config, engine="sequential",
-                            client_ids=[index])
+    trained = train_clients(
+        spec.model_spec(), flat, [(data.images, data.labels)], config, engine="sequential", client_ids=[index]
+    )
     return trained.updates(flat).cpu()[0]
 
 
@@ -60,8 +61,16 @@ def job_data(world: World, task_id: int, data_hash: str) -> JobData:
 def committed_update(world: World, task_id: int, client: str) -> torch.Tensor:
     """Client 0's committed update of round 2, flat."""
     job = world.publisher.contracts.fog_auction.job(task_id, 0)
-    update = load_update(world.publisher.store, REWARD_SPEC, job.update_hash, task_id=task_id, round_number=2,
-                         client_index=0, client=client, data_size=job.data_size)
+    update = load_update(
+        world.publisher.store,
+        REWARD_SPEC,
+        job.update_hash,
+        task_id=task_id,
+        round_number=2,
+        client_index=0,
+        client=client,
+        data_size=job.data_size,
+    )
     return flatten(update.params, REWARD_SPEC.param_spec())[0]
 
 

@@ -112,7 +112,9 @@ def post_committed_round(world: World, task_id: int, indices: tuple[int, ...]) -
     started = contracts.task_registry.state(task_id).round_started_at
     times = contracts.fog_auction.commit_times(task_id, 1, len(indices))
     measurements = [Measurement(WAD, commit - started, True, True) for commit in times]
-    contracts.round_ledger.post_round(task_id, 1, keccak(text=f"model {task_id}"), 0, ZERO_ROOT, ZERO_ROOT, measurements)
+    contracts.round_ledger.post_round(
+        task_id, 1, keccak(text=f"model {task_id}"), 0, ZERO_ROOT, ZERO_ROOT, measurements
+    )
 
 
 def test_a_task_settles_only_once_its_posted_rounds_are_final_and_the_rounds_money_moves_then(
@@ -151,7 +153,10 @@ def test_a_task_settles_only_once_its_posted_rounds_are_final_and_the_rounds_mon
     (settled,) = log.of(ClientSettled, task_id)
     assert final.round == 1 and final.paid > 0 and settled.earned == final.paid  # the round's pay, credited once final
     assert settled.deposit_returned == TERMS.client_deposit
-    assert contracts.treasury.claimable(client_account) == claimable + settled.earned + settled.bonus + settled.deposit_returned
+    assert (
+        contracts.treasury.claimable(client_account)
+        == claimable + settled.earned + settled.bonus + settled.deposit_returned
+    )
     assert contracts.task_registry.state(task_id).status == TaskStatus.SETTLED
 
 

@@ -34,9 +34,28 @@ def run_cli(world: World, account: int, *args: str, monkeypatch: pytest.MonkeyPa
 
 def create_with_cli(world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *extra: str) -> int:
     status = run_cli(
-        world, PUBLISHER, "task", "create", "--rounds", "3", "--budget", "0.5ether", "--psi", "2gwei",
-        "--min-quality", "0.25", "--dataset", "mnist", "--model", "lenet5", "--strategy", "cgsv",
-        "--aggregator", world.aggregator.address, *extra, monkeypatch=monkeypatch,
+        world,
+        PUBLISHER,
+        "task",
+        "create",
+        "--rounds",
+        "3",
+        "--budget",
+        "0.5ether",
+        "--psi",
+        "2gwei",
+        "--min-quality",
+        "0.25",
+        "--dataset",
+        "mnist",
+        "--model",
+        "lenet5",
+        "--strategy",
+        "cgsv",
+        "--aggregator",
+        world.aggregator.address,
+        *extra,
+        monkeypatch=monkeypatch,
     )
     assert status == 0
     return int(capsys.readouterr().out.strip().splitlines()[-1])
@@ -68,7 +87,9 @@ def test_task_show_prints_terms_state_and_every_client(
 
     monkeypatch.delenv("FEDCHAIN_PRIVATE_KEY")  # anyone may look: no key needed to read
 
-    status = main(["task", "show", "--task", str(task_id), "--deployment", str(world.deployment_file), "--store", world.store_url])
+    status = main(
+        ["task", "show", "--task", str(task_id), "--deployment", str(world.deployment_file), "--store", world.store_url]
+    )
 
     out = capsys.readouterr().out
     assert status == 0
@@ -139,7 +160,10 @@ def test_task_cancel_settle_and_withdraw_return_the_budget_and_the_deposits(
     assert f"withdrew {withdrawn} wei" in out and "nothing to withdraw" in out
     gained = world.publisher.w3.eth.get_balance(world.publisher.address) - balance
     assert withdrawn - 10**15 < gained <= withdrawn
-    assert treasury.claimable(world.session(CLIENTS[2]).address) >= world.publisher.contracts.task_registry.params(task_id).client_deposit
+    assert (
+        treasury.claimable(world.session(CLIENTS[2]).address)
+        >= world.publisher.contracts.task_registry.params(task_id).client_deposit
+    )
 
 
 def test_task_create_reads_a_yaml_file_and_flags_override_it(
@@ -166,8 +190,17 @@ def test_the_example_task_config_creates_its_task(
 ) -> None:
     example = Path(__file__).parents[2] / "configs" / "system" / "task.yaml"
 
-    status = run_cli(world, PUBLISHER, "task", "create", "--config", str(example), "--aggregator", world.aggregator.address,
-                     monkeypatch=monkeypatch)
+    status = run_cli(
+        world,
+        PUBLISHER,
+        "task",
+        "create",
+        "--config",
+        str(example),
+        "--aggregator",
+        world.aggregator.address,
+        monkeypatch=monkeypatch,
+    )
 
     assert status == 0
     task_id = int(capsys.readouterr().out.strip().splitlines()[-1])
@@ -185,11 +218,15 @@ def test_a_budget_or_deposit_the_contracts_cannot_hold_is_refused_before_anythin
 
     budget = run_cli(world, PUBLISHER, "task", "create", "--budget", str(2**96), monkeypatch=monkeypatch)
     budget_err = capsys.readouterr().err
-    deposit = run_cli(world, PUBLISHER, "task", "create", "--client-deposit", "79228162515ether", monkeypatch=monkeypatch)
+    deposit = run_cli(
+        world, PUBLISHER, "task", "create", "--client-deposit", "79228162515ether", monkeypatch=monkeypatch
+    )
     deposit_err = capsys.readouterr().err
 
     assert (budget, deposit) == (1, 1)
-    assert f"budget {2**96} wei: at most {2**96 - 1} wei (about 7.92e+10 ether); set --budget (budget) lower" in budget_err
+    assert (
+        f"budget {2**96} wei: at most {2**96 - 1} wei (about 7.92e+10 ether); set --budget (budget) lower" in budget_err
+    )
     assert "client_deposit 79228162515000000000000000000 wei: at most" in deposit_err
     assert "--client-deposit (terms.client_deposit)" in deposit_err
     assert registry.task_count() == tasks_before
@@ -241,7 +278,9 @@ def test_task_abandon_before_the_grace_says_from_when_and_after_it_refunds_the_u
     assert treasury.claimable(world.aggregator.address) == bond_claimable + bond
 
 
-def test_an_open_task_cannot_be_abandoned(world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+def test_an_open_task_cannot_be_abandoned(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     task_id = create_with_cli(world, monkeypatch, capsys)
 
     status = run_cli(world, PUBLISHER, "task", "abandon", "--task", str(task_id), monkeypatch=monkeypatch)
@@ -301,14 +340,16 @@ def test_task_start_when_ready_waits_for_the_auction_and_the_hand_off_then_start
     world.join_and_auction(task_id, CLIENTS[0], data_size=64)
     post_bond(world.aggregator, task_id)
     client = world.session(CLIENTS[0])
-    steps = iter([
-        lambda: world.bid(task_id, 0, FOGS[0], 10**9, 10**12),
-        lambda: world.advance(TERMS.bidding_duration + 1),
-        lambda: world.reveal(task_id, 0, FOGS[0], 10**9, 10**12),
-        lambda: world.advance(TERMS.reveal_duration + 1),
-        lambda: world.close(task_id, 0, CLIENTS[0]),
-        lambda: client.contracts.data_handoff.commit_data(task_id, 0, keccak256(b"the client's data")),
-    ])
+    steps = iter(
+        [
+            lambda: world.bid(task_id, 0, FOGS[0], 10**9, 10**12),
+            lambda: world.advance(TERMS.bidding_duration + 1),
+            lambda: world.reveal(task_id, 0, FOGS[0], 10**9, 10**12),
+            lambda: world.advance(TERMS.reveal_duration + 1),
+            lambda: world.close(task_id, 0, CLIENTS[0]),
+            lambda: client.contracts.data_handoff.commit_data(task_id, 0, keccak256(b"the client's data")),
+        ]
+    )
     seen: list[str] = []
 
     def report(ready: Readiness) -> None:
@@ -331,7 +372,9 @@ def test_task_show_says_whose_data_the_start_waits_for(
     world.session(CLIENTS[0]).contracts.data_handoff.commit_data(task_id, 0, keccak256(b"data of client 0"))
     monkeypatch.delenv("FEDCHAIN_PRIVATE_KEY", raising=False)
 
-    status = main(["task", "show", "--task", str(task_id), "--deployment", str(world.deployment_file), "--store", world.store_url])
+    status = main(
+        ["task", "show", "--task", str(task_id), "--deployment", str(world.deployment_file), "--store", world.store_url]
+    )
 
     out = capsys.readouterr().out
     assert status == 0 and "no: waiting for client(s) 1" in out
@@ -345,7 +388,18 @@ def test_a_task_that_does_not_exist_is_named_with_the_tasks_there_are(
 ) -> None:
     count = world.publisher.contracts.task_registry.task_count()
 
-    status = main(["task", "show", "--task", str(count + 7), "--deployment", str(world.deployment_file), "--store", world.store_url])
+    status = main(
+        [
+            "task",
+            "show",
+            "--task",
+            str(count + 7),
+            "--deployment",
+            str(world.deployment_file),
+            "--store",
+            world.store_url,
+        ]
+    )
 
     err = capsys.readouterr().err
     assert status == 1 and f"there is no task {count + 7} on this deployment" in err and "revert" not in err.lower()
@@ -395,8 +449,18 @@ def test_task_watch_follows_a_task_to_its_end_and_prints_where_it_stands(
     monkeypatch.delenv("FEDCHAIN_PRIVATE_KEY")
 
     # execute: piped, a watch of an ended task prints its line and tables and returns
-    status = main(["task", "watch", "--task", str(task_id), "--deployment", str(world.deployment_file),
-                   "--store", world.store_url])
+    status = main(
+        [
+            "task",
+            "watch",
+            "--task",
+            str(task_id),
+            "--deployment",
+            str(world.deployment_file),
+            "--store",
+            world.store_url,
+        ]
+    )
 
     # assert
     out = capsys.readouterr().out

@@ -66,7 +66,9 @@ def test_terms_out_of_range_are_refused_before_any_transaction() -> None:
 
 def test_publish_config_takes_terms_from_file_top_level_or_terms_and_rejects_unknown_keys(tmp_path: Path) -> None:
     path = tmp_path / "task.yaml"
-    path.write_text("rounds: 3\nfog_deposit: 1ether\nterms: {psi: 3gwei}\nspec: {strategy: quality}\naggregator: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8'\n")
+    path.write_text(
+        "rounds: 3\nfog_deposit: 1ether\nterms: {psi: 3gwei}\nspec: {strategy: quality}\naggregator: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8'\n"
+    )
 
     config = load_publish_config(path, terms={"rounds": 9, "phi": None}, budget="2ether")
 
@@ -105,8 +107,11 @@ def test_equal_specs_have_equal_bytes_and_dataset_id_whatever_the_spelling() -> 
 
 @pytest.mark.parametrize(
     ("strategy", "options", "message"),
-    [("fedmagic", {}, "unknown strategy 'fedmagic'"), ("fedave", {"beta": -1}, "beta=-1"),
-     ("cgsv", {"gamma_zero": 0.5}, "unknown setting")],
+    [
+        ("fedmagic", {}, "unknown strategy 'fedmagic'"),
+        ("fedave", {"beta": -1}, "beta=-1"),
+        ("cgsv", {"gamma_zero": 0.5}, "unknown setting"),
+    ],
 )
 def test_a_spec_with_a_strategy_no_aggregator_can_run_is_refused_before_a_task_escrows_its_budget(
     strategy: str, options: dict, message: str
@@ -119,8 +124,13 @@ def test_a_spec_with_a_strategy_no_aggregator_can_run_is_refused_before_a_task_e
 
 @pytest.mark.parametrize(
     "data",
-    [b"\x80not utf-8", b"[]", b'{"format":"other/1"}', b'{"format":"fedchain-taskspec/1","lr":-1}',
-     b'{"format":"fedchain-taskspec/1","strategy":"fedmagic"}'],
+    [
+        b"\x80not utf-8",
+        b"[]",
+        b'{"format":"other/1"}',
+        b'{"format":"fedchain-taskspec/1","lr":-1}',
+        b'{"format":"fedchain-taskspec/1","strategy":"fedmagic"}',
+    ],
 )
 def test_spec_bytes_that_are_not_a_valid_spec_are_refused(data: bytes) -> None:
     with pytest.raises(TaskSpecError):
@@ -156,7 +166,14 @@ def test_model_and_update_metadata_name_task_round_and_job() -> None:
 
     assert model_meta(spec, 5, 0).task_id == 0 and model_meta(spec, 5, 3).task_id == 5
     meta = update_meta(spec, 5, 3, 2, "0xABCDEF")
-    assert (meta.task_id, meta.round, meta.job_id, meta.client, meta.kind, meta.model) == (5, 3, 2, "0xabcdef", "update", "cnn")
+    assert (meta.task_id, meta.round, meta.job_id, meta.client, meta.kind, meta.model) == (
+        5,
+        3,
+        2,
+        "0xabcdef",
+        "update",
+        "cnn",
+    )
 
 
 def test_validation_given_as_a_mapping_becomes_a_validation_spec() -> None:
@@ -222,4 +239,6 @@ def test_a_fedfaim_spec_states_todays_quality_check_and_an_older_one_keeps_the_p
     assert dict(older.strategy_options) == {"significance": 0.0, "outlier_spread": None}
     assert older.to_bytes() == older_bytes  # so its datasetId, the store key, is unchanged
     seed = {"significance": 0, "outlier_spread": None}
-    assert TaskSpec(dataset="mnist", model="lenet5", strategy="fedfaim", strategy_options=seed).to_bytes() == older_bytes
+    assert (
+        TaskSpec(dataset="mnist", model="lenet5", strategy="fedfaim", strategy_options=seed).to_bytes() == older_bytes
+    )

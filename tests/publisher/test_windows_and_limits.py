@@ -34,25 +34,29 @@ AUTOMINE = BlockInterval(seconds=0.0, on_demand=True, gaps=19)
 CONFIGS = Path(__file__).parents[2] / "configs" / "system"
 
 #: T = 600 / 5 = 120 s of training per round.
-TERMS = TaskTerms(rounds=5, expected_duration=600, bidding_duration=30, reveal_duration=30, round_duration=120, time_tolerance=5)
+TERMS = TaskTerms(
+    rounds=5, expected_duration=600, bidding_duration=30, reveal_duration=30, round_duration=120, time_tolerance=5
+)
 
 
 def test_on_a_12_s_chain_at_depth_2_each_short_window_is_named_with_its_smallest_workable_value() -> None:
     problems = check_windows(TERMS, ETHEREUM, confirmations=2)
 
     assert [(p.name, p.value, p.smallest, p.blocks) for p in problems] == [
-        ("bidding_duration", 30, 60, 5),   # (2 + 3) blocks x 12 s
+        ("bidding_duration", 30, 60, 5),  # (2 + 3) blocks x 12 s
         ("reveal_duration", 30, 60, 5),
-        ("round_duration", 120, 168, 4),   # T = 120 s + (2 + 2) blocks x 12 s
+        ("round_duration", 120, 168, 4),  # T = 120 s + (2 + 2) blocks x 12 s
         ("time_tolerance", 5, 12, 1),
     ]
 
 
 def test_windows_exactly_at_the_smallest_workable_values_pass_and_one_second_less_does_not() -> None:
-    enough = TaskTerms(rounds=5, expected_duration=600, bidding_duration=60, reveal_duration=60, round_duration=168,
-                       time_tolerance=12)
-    short = TaskTerms(rounds=5, expected_duration=600, bidding_duration=59, reveal_duration=60, round_duration=167,
-                      time_tolerance=12)
+    enough = TaskTerms(
+        rounds=5, expected_duration=600, bidding_duration=60, reveal_duration=60, round_duration=168, time_tolerance=12
+    )
+    short = TaskTerms(
+        rounds=5, expected_duration=600, bidding_duration=59, reveal_duration=60, round_duration=167, time_tolerance=12
+    )
 
     assert check_windows(enough, ETHEREUM, confirmations=2) == []
     assert [p.name for p in check_windows(short, ETHEREUM, confirmations=2)] == ["bidding_duration", "round_duration"]
@@ -63,24 +67,29 @@ def test_on_a_2_s_chain_the_same_windows_need_far_fewer_seconds() -> None:
 
     # bidding and reveal (5 + 3) x 2 = 16 s <= 30; the round 120 + (5 + 2) x 2 = 134 s > 120; tolerance 2 s <= 5
     assert [(p.name, p.smallest) for p in problems] == [("round_duration", 134)]
-    assert [(p.name, p.smallest, p.blocks) for p in check_windows(TERMS, L2, confirmations=0)] == [("round_duration", 124, 2)]
+    assert [(p.name, p.smallest, p.blocks) for p in check_windows(TERMS, L2, confirmations=0)] == [
+        ("round_duration", 124, 2)
+    ]
 
 
 def test_blocks_faster_than_a_second_round_their_windows_up_to_whole_seconds() -> None:
     arbitrum = BlockInterval(seconds=0.25, on_demand=False, gaps=19)
-    terms = TaskTerms(rounds=1, expected_duration=10, bidding_duration=1, reveal_duration=1, round_duration=11,
-                      time_tolerance=1)
+    terms = TaskTerms(
+        rounds=1, expected_duration=10, bidding_duration=1, reveal_duration=1, round_duration=11, time_tolerance=1
+    )
 
     assert check_windows(terms, arbitrum, confirmations=0) == []  # 3 x 0.25 s -> 1 s; 10 s + 2 x 0.25 s -> 11 s
     # bidding and reveal 5 x 0.25 s -> 2 s; the round 10 s + 4 x 0.25 s = 11 s still fits
     assert [(p.name, p.smallest) for p in check_windows(terms, arbitrum, confirmations=2)] == [
-        ("bidding_duration", 2), ("reveal_duration", 2)
+        ("bidding_duration", 2),
+        ("reveal_duration", 2),
     ]
 
 
 def test_an_automining_chain_accepts_every_window_it_accepts_today() -> None:
-    tightest = TaskTerms(rounds=1, expected_duration=1000, bidding_duration=1, reveal_duration=1, round_duration=1,
-                         time_tolerance=0)
+    tightest = TaskTerms(
+        rounds=1, expected_duration=1000, bidding_duration=1, reveal_duration=1, round_duration=1, time_tolerance=0
+    )
 
     assert check_windows(tightest, AUTOMINE, confirmations=0) == []
     assert check_windows(tightest, AUTOMINE, confirmations=12) == []
@@ -119,16 +128,28 @@ def test_a_budget_of_2_to_the_96_wei_is_refused_and_one_wei_less_is_held() -> No
     with pytest.raises(TermOutOfRange) as refused:
         load_publish_config(budget=str(2**96))
 
-    assert f"budget {2**96} wei: at most {2**96 - 1} wei (about 7.92e+10 ether); set --budget (budget) lower" in str(refused.value)
+    assert f"budget {2**96} wei: at most {2**96 - 1} wei (about 7.92e+10 ether); set --budget (budget) lower" in str(
+        refused.value
+    )
 
 
 def test_every_term_the_contracts_cannot_hold_is_named_at_once_with_its_flag() -> None:
     with pytest.raises(TermOutOfRange) as refused:
-        TaskTerms(client_deposit=2**96, fog_deposit=2**96 - 1, psi=2**128, min_quality=20.0, rounds=1001, max_clients=501,
-                  round_duration=2**32)
+        TaskTerms(
+            client_deposit=2**96,
+            fog_deposit=2**96 - 1,
+            psi=2**128,
+            min_quality=20.0,
+            rounds=1001,
+            max_clients=501,
+            round_duration=2**32,
+        )
 
     text = str(refused.value)
-    assert f"client_deposit {2**96} wei: at most {2**96 - 1} wei" in text and "--client-deposit (terms.client_deposit)" in text
+    assert (
+        f"client_deposit {2**96} wei: at most {2**96 - 1} wei" in text
+        and "--client-deposit (terms.client_deposit)" in text
+    )
     assert "fog_deposit" not in text  # 2^96 - 1 fits its uint96
     assert f"psi {2**128} wei" in text
     assert "min_quality 20: at most 18.4467" in text  # a uint64 of 1e18 fixed point
@@ -147,14 +168,17 @@ def test_a_negative_amount_given_in_code_is_refused_too() -> None:
 
 def test_on_a_12_s_chain_at_depth_2_a_challenge_window_needs_the_re_scoring_time_and_5_blocks() -> None:
     # 10 s (CHALLENGE_WORK_S) for the client to re-score its entry + (2 + 3) blocks x 12 s = 70 s
-    fitting = TaskTerms(rounds=5, expected_duration=600, bidding_duration=60, reveal_duration=60, round_duration=168,
-                        time_tolerance=12)  # every other window just fits (see above)
+    fitting = TaskTerms(
+        rounds=5, expected_duration=600, bidding_duration=60, reveal_duration=60, round_duration=168, time_tolerance=12
+    )  # every other window just fits (see above)
     enough, short = replace(fitting, challenge_window=70), replace(fitting, challenge_window=69)
 
     problems = check_windows(short, ETHEREUM, confirmations=2)
 
     assert check_windows(enough, ETHEREUM, confirmations=2) == []
-    assert [(p.name, p.value, p.smallest, p.blocks, p.training) for p in problems] == [("challenge_window", 69, 70, 5, 10)]
+    assert [(p.name, p.value, p.smallest, p.blocks, p.training) for p in problems] == [
+        ("challenge_window", 69, 70, 5, 10)
+    ]
     text = str(windows_error(problems, ETHEREUM, confirmations=2))
     assert "challenge_window 69 s is too short: at least 70 s (10 s + 5 blocks)" in text
     assert "a client to see the post at 2 confirmations, re-score its entry and get its challenge mined" in text
@@ -204,7 +228,9 @@ def test_an_aggregator_bond_below_what_one_round_can_move_is_refused_and_the_lea
         load_publish_config(terms={"aggregator_bond": str(floor)}, budget="100ether")
 
 
-def test_a_budget_that_fast_clients_would_spend_early_is_warned_with_the_figures_and_the_budget_that_covers_them() -> None:
+def test_a_budget_that_fast_clients_would_spend_early_is_warned_with_the_figures_and_the_budget_that_covers_them() -> (
+    None
+):
     # the default terms (psi 0.001 ether, cap 10) for 3 clients over 5 rounds with 0.05 ether: rounds of T / 10
     # or less pay psi x 10^2 = 0.1 ether per client, so the budget is spent in round 1
     config = PublishConfig(terms=TaskTerms(), budget=5 * 10**16, expected_clients=3)

@@ -18,8 +18,22 @@ from tests.aggregator.conftest import DEPLOYER, PUBLISHER, World
 from tests.publisher.test_task_commands import run_cli
 
 #: Terms that fit 1 s blocks at depth 2 exactly: T = 30 / 3 = 10 s of training per round.
-FITTING = ("--rounds", "3", "--expected-duration", "30", "--round-duration", "14", "--bidding-duration", "5",
-           "--reveal-duration", "5", "--time-tolerance", "1", "--confirmations", "2")
+FITTING = (
+    "--rounds",
+    "3",
+    "--expected-duration",
+    "30",
+    "--round-duration",
+    "14",
+    "--bidding-duration",
+    "5",
+    "--reveal-duration",
+    "5",
+    "--time-tolerance",
+    "1",
+    "--confirmations",
+    "2",
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +60,21 @@ def test_windows_too_short_for_the_chains_blocks_are_refused_with_their_smallest
     tasks_before = registry.task_count()
 
     status = run_cli(
-        clock_world, PUBLISHER, "task", "create", *changed(bidding_duration="4", round_duration="13"), monkeypatch=monkeypatch
+        clock_world,
+        PUBLISHER,
+        "task",
+        "create",
+        *changed(bidding_duration="4", round_duration="13"),
+        monkeypatch=monkeypatch,
     )
 
     err = capsys.readouterr().err
     assert status == 1
     assert "a block every 1 s, agents acting at 2 confirmations" in err
-    assert "bidding_duration 4 s is too short: at least 5 s (5 blocks)" in err and "--bidding-duration (terms.bidding_duration)" in err
+    assert (
+        "bidding_duration 4 s is too short: at least 5 s (5 blocks)" in err
+        and "--bidding-duration (terms.bidding_duration)" in err
+    )
     assert "round_duration 13 s is too short: at least 14 s (10 s + 4 blocks)" in err
     assert "reveal_duration" not in err and "time_tolerance" not in err
     assert registry.task_count() == tasks_before
@@ -78,7 +100,12 @@ def test_windows_that_fit_create_the_task(
     assert status == 0
     task_id = int(capsys.readouterr().out.strip().splitlines()[-1])
     params = clock_world.publisher.contracts.task_registry.params(task_id)
-    assert (params.bidding_duration, params.reveal_duration, params.round_duration, params.time_tolerance) == (5, 5, 14, 1)
+    assert (params.bidding_duration, params.reveal_duration, params.round_duration, params.time_tolerance) == (
+        5,
+        5,
+        14,
+        1,
+    )
 
 
 def test_a_challenge_window_too_short_for_the_chains_blocks_is_refused_and_one_that_fits_creates_the_task(
@@ -87,9 +114,13 @@ def test_a_challenge_window_too_short_for_the_chains_blocks_is_refused_and_one_t
     registry = clock_world.publisher.contracts.task_registry
     tasks_before = registry.task_count()
 
-    short = run_cli(clock_world, PUBLISHER, "task", "create", *FITTING, "--challenge-window", "14", monkeypatch=monkeypatch)
+    short = run_cli(
+        clock_world, PUBLISHER, "task", "create", *FITTING, "--challenge-window", "14", monkeypatch=monkeypatch
+    )
     err = capsys.readouterr().err
-    fits = run_cli(clock_world, PUBLISHER, "task", "create", *FITTING, "--challenge-window", "15", monkeypatch=monkeypatch)
+    fits = run_cli(
+        clock_world, PUBLISHER, "task", "create", *FITTING, "--challenge-window", "15", monkeypatch=monkeypatch
+    )
     task_id = int(capsys.readouterr().out.strip().splitlines()[-1])
 
     # assert: the refusal names the window, its smallest value and its flag, and sent nothing; 15 s is enough

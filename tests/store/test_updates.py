@@ -163,8 +163,10 @@ def header_is_a_list() -> bytes:
 
 
 def offsets_overlap() -> bytes:
-    header = b'{"fc.bias":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},' \
-             b'"fc.weight":{"dtype":"F32","shape":[4,3],"data_offsets":[0,48]}}'
+    header = (
+        b'{"fc.bias":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},'
+        b'"fc.weight":{"dtype":"F32","shape":[4,3],"data_offsets":[0,48]}}'
+    )
     return len(header).to_bytes(8, "little") + header + b"\x00" * 48
 
 
@@ -220,15 +222,23 @@ def with_value(value: float) -> Callable[[], bytes]:
 
 MALFORMED = [
     ("empty", lambda: b"", UpdateNotSafetensors, RejectReason.NOT_SAFETENSORS),
-    ("garbage", lambda: bytes(torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(1)).tolist()),
-     UpdateNotSafetensors, RejectReason.NOT_SAFETENSORS),
+    (
+        "garbage",
+        lambda: bytes(torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(1)).tolist()),
+        UpdateNotSafetensors,
+        RejectReason.NOT_SAFETENSORS,
+    ),
     ("truncated", lambda: valid()[:-5], UpdateNotSafetensors, RejectReason.NOT_SAFETENSORS),
     ("header-length-lies", header_lies_about_its_length, UpdateNotSafetensors, RejectReason.NOT_SAFETENSORS),
     ("header-not-json", header_is_not_json, UpdateNotSafetensors, RejectReason.NOT_SAFETENSORS),
     ("header-a-list", header_is_a_list, UpdateNotSafetensors, RejectReason.NOT_SAFETENSORS),
     ("offsets-overlap", offsets_overlap, UpdateNotSafetensors, RejectReason.NOT_SAFETENSORS),
-    ("no-fedchain-metadata", plain_safetensors_without_fedchain_metadata, UpdateMetadataMismatch,
-     RejectReason.WRONG_METADATA),
+    (
+        "no-fedchain-metadata",
+        plain_safetensors_without_fedchain_metadata,
+        UpdateMetadataMismatch,
+        RejectReason.WRONG_METADATA,
+    ),
     ("metadata-not-json", metadata_is_not_json, UpdateMetadataMismatch, RejectReason.WRONG_METADATA),
     ("foreign-format", metadata_has_a_foreign_format, UpdateMetadataMismatch, RejectReason.WRONG_METADATA),
     ("round-as-text", metadata_round_is_text, UpdateMetadataMismatch, RejectReason.WRONG_METADATA),
@@ -350,7 +360,11 @@ def test_local_losses_travel_inside_the_payload_and_change_its_hash() -> None:
 
 def test_local_loss_count_is_the_data_size_capped_at_the_limit() -> None:
     assert [local_loss_count(n) for n in (0, 64, MAX_LOCAL_LOSSES, MAX_LOCAL_LOSSES + 1)] == [
-        0, 64, MAX_LOCAL_LOSSES, MAX_LOCAL_LOSSES]
+        0,
+        64,
+        MAX_LOCAL_LOSSES,
+        MAX_LOCAL_LOSSES,
+    ]
 
 
 BAD_LOSSES = [

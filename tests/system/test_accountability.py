@@ -61,10 +61,21 @@ from tests.system.conftest import FUNDER
 #: Two rounds; T = 30 s and a cap of 2, so a job of D samples reaches the cap at f >= c * D / 15 s. Second price, so
 #: the runner-up of a job is affordable when its winner is slashed.
 TERMS = TaskTerms(
-    rounds=2, expected_duration=60, max_round_time=60, reputation_cap=2.0, cycles_per_sample=5 * 10**8,
-    round_duration=60, bidding_duration=20, reveal_duration=20, max_clients=4, second_price=True, challenge_window=40,
+    rounds=2,
+    expected_duration=60,
+    max_round_time=60,
+    reputation_cap=2.0,
+    cycles_per_sample=5 * 10**8,
+    round_duration=60,
+    bidding_duration=20,
+    reveal_duration=20,
+    max_clients=4,
+    second_price=True,
+    challenge_window=40,
 )
-SPEC = TaskSpec(dataset="mnist", model="lenet5", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=300))
+SPEC = TaskSpec(
+    dataset="mnist", model="lenet5", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=300)
+)
 #: fog-pub reaches the cap for 24 samples only and is the cheapest there: it wins client-1's job. fog-a reaches it
 #: for 48, fog-b too, and fog-a is cheaper: it wins client-0's and client-3's and is client-1's runner-up. Neither
 #: wins client-2's (48 samples of garbage) too.
@@ -115,8 +126,9 @@ class Attacked:
 
 def fedchain(*args: str, key: bytes) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, PRIVATE_KEY_ENV: "0x" + bytes(key).hex()}
-    return subprocess.run([sys.executable, "-m", "fedchain.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=STAGE_TIMEOUT_S)
+    return subprocess.run(
+        [sys.executable, "-m", "fedchain.cli", *args], env=env, capture_output=True, text=True, timeout=STAGE_TIMEOUT_S
+    )
 
 
 @pytest.fixture(scope="module")
@@ -129,11 +141,17 @@ def l2_chain() -> Iterator[AnvilNode]:
 def attacked(l2_chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Attacked]:
     run_dir = tmp_path_factory.mktemp("attacks")
     with Supervisor() as supervisor:
-        run = SystemRun(l2_chain.web3(), l2_chain.dev_account(FUNDER), l2_chain.rpc_url,
-                        RunSettings(run_dir, AgentOptions(data_root)), supervisor)
+        run = SystemRun(
+            l2_chain.web3(),
+            l2_chain.dev_account(FUNDER),
+            l2_chain.rpc_url,
+            RunSettings(run_dir, AgentOptions(data_root)),
+            supervisor,
+        )
         run.deploy()
-        funds = required_funds(ROSTER, TERMS, BUDGET, publisher=PUBLISHER, aggregator=AGGREGATOR,
-                               verifiers=run.settings.verifiers)
+        funds = required_funds(
+            ROSTER, TERMS, BUDGET, publisher=PUBLISHER, aggregator=AGGREGATOR, verifiers=run.settings.verifiers
+        )
         run.fund({**funds, STRANGER: 10**17})
         task_id = run.create_task(PublishConfig(terms=TERMS, spec=SPEC, budget=BUDGET))
         names = [c.name for c in ROSTER.clients] + [f.name for f in ROSTER.fogs] + [PUBLISHER, AGGREGATOR, STRANGER]
@@ -151,11 +169,30 @@ def attacked(l2_chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
         run.wait_until(run.events.find(b.RoundPosted, task_id, round=1), "round 1's post", STAGE_TIMEOUT_S)
         # Within round 1's window, with the command people use, at once (each takes seconds to start): a stranger's
         # frivolous challenge of client-3's entry, and the garbage client blaming its fog node.
-        common = ("--task", str(task_id), "--round", "1", "--deployment", str(run.folder.deployment_file),
-                  "--store", run.folder.store_url, "--rpc-url", l2_chain.rpc_url)
+        common = (
+            "--task",
+            str(task_id),
+            "--round",
+            "1",
+            "--deployment",
+            str(run.folder.deployment_file),
+            "--store",
+            run.folder.store_url,
+            "--rpc-url",
+            l2_chain.rpc_url,
+        )
         with ThreadPoolExecutor(2) as pool:
-            frivolous = pool.submit(fedchain, "challenge", "entry", *common, "--client", str(jobs["client-3"]),
-                                    "--quality", "3.0", key=run.account(STRANGER).key)
+            frivolous = pool.submit(
+                fedchain,
+                "challenge",
+                "entry",
+                *common,
+                "--client",
+                str(jobs["client-3"]),
+                "--quality",
+                "3.0",
+                key=run.account(STRANGER).key,
+            )
             blame = pool.submit(fedchain, "challenge", "fog", *common, key=run.account("client-2").key)
         for done in (frivolous.result(), blame.result()):
             assert done.returncode == 0, done.stderr[-3000:]
@@ -181,7 +218,8 @@ def test_the_publishers_free_riding_fog_node_gains_the_publisher_nothing(attacke
     # client-1's own agent caught it (each round fog-pub committed before the verdict moved the job); the committee
     # upheld every one; fog-pub lost its deposit once, and the job moved to its runner-up, fog-a
     assert mine and {(c.kind, c.status, c.fate, c.accused) for c in mine} == {
-        ("fog", "upheld", "void", a.addresses["fog-pub"])}
+        ("fog", "upheld", "void", a.addresses["fog-pub"])
+    }
     assert [c.round for c in mine] == list(range(1, len(mine) + 1))
     assert (slash.fog, slash.client_index) == (a.addresses["fog-pub"], a.jobs["client-1"])
     assert any(s.kind == "fraud" and s.fog == a.addresses["fog-pub"] for s in a.report.history.slashes)
@@ -202,7 +240,9 @@ def test_the_publishers_free_riding_fog_node_gains_the_publisher_nothing(attacke
 
 
 @pytest.mark.slow
-def test_an_aggregator_that_zeroes_an_honest_client_takes_nothing_from_it_and_loses_its_bond(attacked: Attacked) -> None:
+def test_an_aggregator_that_zeroes_an_honest_client_takes_nothing_from_it_and_loses_its_bond(
+    attacked: Attacked,
+) -> None:
     a = attacked
     index = a.jobs["client-0"]
     (round_1,) = a.run.events.of(b.RoundPosted, a.task_id, round=1)
@@ -279,8 +319,13 @@ def test_an_aggregator_that_goes_silent_strands_nobodys_money(
 ) -> None:
     # prepare: one client, one fog node; the aggregator posts round 1 and is killed before round 2
     with Supervisor() as supervisor:
-        run = SystemRun(l2_chain.web3(), l2_chain.dev_account(FUNDER - 1), l2_chain.rpc_url,
-                        RunSettings(tmp_path / "silent", AgentOptions(data_root)), supervisor)
+        run = SystemRun(
+            l2_chain.web3(),
+            l2_chain.dev_account(FUNDER - 1),
+            l2_chain.rpc_url,
+            RunSettings(tmp_path / "silent", AgentOptions(data_root)),
+            supervisor,
+        )
         run.deploy()
         run.fund(required_funds(SILENT_ROSTER, SILENT_TERMS, BUDGET, publisher=PUBLISHER, aggregator=AGGREGATOR))
         task_id = run.create_task(PublishConfig(terms=SILENT_TERMS, spec=SPEC, budget=BUDGET))
@@ -296,16 +341,30 @@ def test_an_aggregator_that_goes_silent_strands_nobodys_money(
         # execute: a day and a round later, the publisher abandons the task and settles it with the commands
         w3 = run.w3
         w3.provider.make_request("evm_increaseTime", [SILENT_TERMS.round_duration + 86_400 + 60])
-        run.wait_until(lambda: int(w3.eth.get_block("latest")["timestamp"]) > int(
-            run.session(PUBLISHER).contracts.task_registry.round_deadline(task_id)) + 86_400,
-            "the chain's clock past the grace", STAGE_TIMEOUT_S)
-        chain = ("--deployment", str(run.folder.deployment_file), "--store", run.folder.store_url, "--rpc-url",
-                 l2_chain.rpc_url)
+        run.wait_until(
+            lambda: (
+                int(w3.eth.get_block("latest")["timestamp"])
+                > int(run.session(PUBLISHER).contracts.task_registry.round_deadline(task_id)) + 86_400
+            ),
+            "the chain's clock past the grace",
+            STAGE_TIMEOUT_S,
+        )
+        chain = (
+            "--deployment",
+            str(run.folder.deployment_file),
+            "--store",
+            run.folder.store_url,
+            "--rpc-url",
+            l2_chain.rpc_url,
+        )
         key = run.account(PUBLISHER).key
         abandoned = fedchain("task", "abandon", "--task", str(task_id), *chain, key=key)
         settled = fedchain("task", "settle", "--task", str(task_id), *chain, key=key)
-        run.wait_until(lambda: run.fog_withdrew("fog-a") and not supervisor.child("client-0").running,
-                       "the client and the fog node to settle and withdraw", STAGE_TIMEOUT_S)
+        run.wait_until(
+            lambda: run.fog_withdrew("fog-a") and not supervisor.child("client-0").running,
+            "the client and the fog node to settle and withdraw",
+            STAGE_TIMEOUT_S,
+        )
         aggregator_key = run.account(AGGREGATOR).key
         withdrew = fedchain("withdraw", *chain, key=aggregator_key)
         publisher_withdrew = fedchain("withdraw", *chain, key=key)

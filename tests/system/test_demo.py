@@ -20,8 +20,19 @@ from tests.system.conftest import FUNDER
 
 #: A small demo: 2 clients (12 and 36 samples), 2 fog nodes (one a free rider), 2 rounds.
 DEMO_ARGS = (
-    "--clients", "2", "--fogs", "2", "--rounds", "2", "--samples-per-client", "24",
-    "--auction-duration", "10", "--round-duration", "60", "--no-verify-scores",
+    "--clients",
+    "2",
+    "--fogs",
+    "2",
+    "--rounds",
+    "2",
+    "--samples-per-client",
+    "24",
+    "--auction-duration",
+    "10",
+    "--round-duration",
+    "60",
+    "--no-verify-scores",
 )
 #: The most a small demo may take on a busy 2-core machine (process start-up dominates).
 DEMO_TIMEOUT_S = 480
@@ -36,8 +47,9 @@ def fedchain(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 def demo_on_chain(anvil: AnvilNode, run_dir: Path, data_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``fedchain demo`` on the session's chain, funded by one test key (as with --rpc-url on any chain)."""
     env = {**os.environ, PRIVATE_KEY_ENV: "0x" + anvil.dev_account(FUNDER).key.hex()}
-    return fedchain("demo", "--rpc-url", anvil.rpc_url, "--run-dir", str(run_dir), "--data-root", str(data_root),
-                    *args, env=env)
+    return fedchain(
+        "demo", "--rpc-url", anvil.rpc_url, "--run-dir", str(run_dir), "--data-root", str(data_root), *args, env=env
+    )
 
 
 @pytest.mark.slow
@@ -74,8 +86,17 @@ def test_the_default_demo_catches_the_free_rider_and_the_dishonest_aggregator_an
     # execute: the demo, then the audit command on the task it ran, with every check asked for
     demo = demo_on_chain(anvil, run_dir, data_root, "--dishonest-aggregator", "--no-verify-scores")
     audit = fedchain(
-        "audit", "--task", "1", "--deployment", str(run_dir / "deployment.json"), "--store", str(run_dir / "store"),
-        "--json", "--verify-scores", "--data-root", str(data_root),
+        "audit",
+        "--task",
+        "1",
+        "--deployment",
+        str(run_dir / "deployment.json"),
+        "--store",
+        str(run_dir / "store"),
+        "--json",
+        "--verify-scores",
+        "--data-root",
+        str(data_root),
     )
 
     # assert: the demo finished with its verdict; every participant ran as its own process with its own log
@@ -83,8 +104,12 @@ def test_the_default_demo_catches_the_free_rider_and_the_dishonest_aggregator_an
     assert "task 1: clients" in demo.stdout and "fog nodes" in demo.stdout and "challenges and verdicts" in demo.stdout
     assert "audit of task 1" in demo.stdout and "PASSED" in demo.stdout
     logs = sorted(path.name for path in (run_dir / "logs").iterdir())
-    assert logs == ["aggregator.log", *(f"client-{i}.log" for i in range(5)), *(f"fog-{i}.log" for i in range(3)),
-                    *(f"verifier-{i}.log" for i in range(3))]
+    assert logs == [
+        "aggregator.log",
+        *(f"client-{i}.log" for i in range(5)),
+        *(f"fog-{i}.log" for i in range(3)),
+        *(f"verifier-{i}.log" for i in range(3)),
+    ]
     # the independent audit passes every check, scores reproduced included (the zeroed entry as corrected)
     assert audit.returncode == 0, f"audit failed:\n{audit.stdout[-4000:]}\n{audit.stderr[-4000:]}"
     report = json.loads(audit.stdout)
@@ -131,10 +156,25 @@ def processes_mentioning(text: str) -> list[str]:
 def test_sigterm_stops_the_demo_its_local_chain_and_every_process_it_started(data_root: Path, tmp_path: Path) -> None:
     # prepare: the default path, a local Anvil of the demo's own; wait until its fog node runs
     run_dir = tmp_path / "demo"
-    command = [sys.executable, "-m", "fedchain.cli", "demo", "--run-dir", str(run_dir), "--data-root", str(data_root),
-               "--clients", "1", "--fogs", "1", "--samples-per-client", "8"]
-    demo = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "fedchain.cli",
+        "demo",
+        "--run-dir",
+        str(run_dir),
+        "--data-root",
+        str(data_root),
+        "--clients",
+        "1",
+        "--fogs",
+        "1",
+        "--samples-per-client",
+        "8",
+    ]
+    demo = subprocess.Popen(
+        command, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + DEMO_TIMEOUT_S
     while not (run_dir / "state" / "fog-0.json").exists():
         assert demo.poll() is None, f"the demo ended early:\n{demo.communicate()[1][-4000:]}"

@@ -36,7 +36,9 @@ def test_demo_refuses_a_run_folder_that_is_not_empty(tmp_path: Path, capsys: pyt
 
 
 @pytest.mark.parametrize("flag", ["--clients", "--fogs", "--rounds"])
-def test_demo_refuses_zero_participants_or_rounds(flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_refuses_zero_participants_or_rounds(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     status = main(["demo", "--run-dir", str(tmp_path / "run"), flag, "0"])
 
     assert status == 1 and f"{flag} must be at least 1" in capsys.readouterr().err
@@ -51,4 +53,6 @@ def test_the_challenge_window_leaves_the_publishers_work_allowance_and_spans_blo
     assert DemoConfig(block_time=2).challenge_seconds == CHALLENGE_WORK_S + 2 * CHALLENGE_BLOCKS
     assert DemoConfig(block_time=12).challenge_seconds == CHALLENGE_WORK_S + 12 * CHALLENGE_BLOCKS
     assert DemoConfig(block_time=12, challenge_window=300).challenge_seconds == 300
-    assert DemoConfig(rpc_url="http://127.0.0.1:8545").challenge_seconds_on(2.0) == CHALLENGE_WORK_S + 2 * CHALLENGE_BLOCKS
+    assert (
+        DemoConfig(rpc_url="http://127.0.0.1:8545").challenge_seconds_on(2.0) == CHALLENGE_WORK_S + 2 * CHALLENGE_BLOCKS
+    )

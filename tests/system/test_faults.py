@@ -67,16 +67,35 @@ from tests.system.conftest import FUNDER
 
 #: 3 rounds of 35 s; T = 20 s per round and a cap of 2, so a job of D samples needs f >= c * D / 10 s for the cap.
 TERMS = TaskTerms(
-    rounds=3, expected_duration=60, psi=10**15, phi=10**12, min_loss_reputation=0.1, min_time_reputation=0.1,
-    min_quality=0.5, max_round_time=35, reputation_cap=2.0, client_deposit=10**16, fog_deposit=2 * 10**16,
-    cycles_per_sample=5 * 10**8, round_duration=35, bidding_duration=10, reveal_duration=10, time_tolerance=5,
-    max_clients=3, challenge_window=20,
+    rounds=3,
+    expected_duration=60,
+    psi=10**15,
+    phi=10**12,
+    min_loss_reputation=0.1,
+    min_time_reputation=0.1,
+    min_quality=0.5,
+    max_round_time=35,
+    reputation_cap=2.0,
+    client_deposit=10**16,
+    fog_deposit=2 * 10**16,
+    cycles_per_sample=5 * 10**8,
+    round_duration=35,
+    bidding_duration=10,
+    reveal_duration=10,
+    time_tolerance=5,
+    max_clients=3,
+    challenge_window=20,
 )
-SPEC = TaskSpec(dataset="mnist", model="lenet5", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=200))
+SPEC = TaskSpec(
+    dataset="mnist", model="lenet5", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=200)
+)
 #: c * D / f: fog-fast 10 s for 32 samples (the cap), fog-slow 20 s (r_t = 1) but 10 s for 16 samples (the cap).
 ROSTER = Roster(
-    clients=(ClientPlan("client-0", 0, 32, watch="off"), ClientPlan("client-1", 1, 16, watch="off"),
-             ClientPlan("client-2", 2, 16, watch="off")),
+    clients=(
+        ClientPlan("client-0", 0, 32, watch="off"),
+        ClientPlan("client-1", 1, 16, watch="off"),
+        ClientPlan("client-2", 2, 16, watch="off"),
+    ),
     fogs=(
         FogPlan("fog-fast", CostModel(frequency=1_600_000_000, alpha=2.5e-15, margin=0.1)),
         FogPlan("fog-slow", CostModel(frequency=800_000_000, alpha=2.5e-15, margin=0.1)),
@@ -129,8 +148,13 @@ def faulty_task(chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
     anvil = chain
     run_dir = tmp_path_factory.mktemp("faults")
     with Supervisor() as supervisor:
-        run = SystemRun(anvil.web3(), anvil.dev_account(FUNDER), anvil.rpc_url,
-                        RunSettings(run_dir, AgentOptions(data_root)), supervisor)
+        run = SystemRun(
+            anvil.web3(),
+            anvil.dev_account(FUNDER),
+            anvil.rpc_url,
+            RunSettings(run_dir, AgentOptions(data_root)),
+            supervisor,
+        )
         run.deploy()
         run.fund(required_funds(ROSTER, TERMS, BUDGET, publisher=PUBLISHER, aggregator=AGGREGATOR))
         task_id = run.create_task(PublishConfig(terms=TERMS, spec=SPEC, budget=BUDGET))
@@ -145,20 +169,29 @@ def faulty_task(chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
         run.start_task()
 
         # (a) fog-fast dies as soon as its round-1 commit is on chain
-        run.wait_until(run.events.find(b.UpdateCommitted, task_id, round=1, fog=addresses["fog-fast"]),
-                       "fog-fast's round-1 commit", STAGE_TIMEOUT_S)
+        run.wait_until(
+            run.events.find(b.UpdateCommitted, task_id, round=1, fog=addresses["fog-fast"]),
+            "fog-fast's round-1 commit",
+            STAGE_TIMEOUT_S,
+        )
         supervisor.kill("fog-fast")
 
         # (b, c) round 2: fog-slow commits; the aggregator has seen both commits and waits for fog-fast's deadline
         slow_jobs = (jobs["client-1"], jobs["client-2"])
         commits = [
-            run.wait_until(run.events.find(b.UpdateCommitted, task_id, round=2, client_index=job),
-                           f"fog-slow's round-2 commit of job {job}", STAGE_TIMEOUT_S)
+            run.wait_until(
+                run.events.find(b.UpdateCommitted, task_id, round=2, client_index=job),
+                f"fog-slow's round-2 commit of job {job}",
+                STAGE_TIMEOUT_S,
+            )
             for job in slow_jobs
         ]
         aggregator_log = run.folder.log(AGGREGATOR)
-        run.wait_until(lambda: all(f"round=2 job={job} " in aggregator_log.read_text() for job in slow_jobs),
-                       "the aggregator to see the round-2 commits", STAGE_TIMEOUT_S)
+        run.wait_until(
+            lambda: all(f"round=2 job={job} " in aggregator_log.read_text() for job in slow_jobs),
+            "the aggregator to see the round-2 commits",
+            STAGE_TIMEOUT_S,
+        )
         corrupt(run.folder.store_url, next(c.update_hash for c in commits if c.client_index == jobs["client-2"]))
         supervisor.kill(AGGREGATOR)
         supervisor.wait(AGGREGATOR, STAGE_TIMEOUT_S)
@@ -185,9 +218,14 @@ def test_a_fog_node_killed_mid_task_is_slashed_its_job_re_awarded_to_the_standby
 
     assert (slash.client_index, slash.fog, slash.round) == (job, t.addresses["fog-fast"], 2)
     assert slash.forfeited == TERMS.fog_deposit
-    assert (reassigned.client_index, reassigned.winner, reassigned.from_round) == (job, bids[t.addresses["fog-slow"]], 3)
+    assert (reassigned.client_index, reassigned.winner, reassigned.from_round) == (
+        job,
+        bids[t.addresses["fog-slow"]],
+        3,
+    )
     assert [(c.round, c.fog) for c in t.events(b.UpdateCommitted, client_index=job)] == [
-        (1, t.addresses["fog-fast"]), (3, t.addresses["fog-slow"])
+        (1, t.addresses["fog-fast"]),
+        (3, t.addresses["fog-slow"]),
     ]
     assert [e.round for e in t.events(b.RoundPosted)] == [1, 2, 3]
     assert t.events(b.TaskSettled)
@@ -229,7 +267,9 @@ def test_a_corrupted_update_is_rejected_and_its_client_penalised(faulty_task: Fa
 
 
 @pytest.mark.slow
-def test_a_bidder_that_never_reveals_forfeits_its_deposits_and_the_auctions_still_award(faulty_task: FaultyTask) -> None:
+def test_a_bidder_that_never_reveals_forfeits_its_deposits_and_the_auctions_still_award(
+    faulty_task: FaultyTask,
+) -> None:
     t = faulty_task
     mute = t.addresses["fog-mute"]
     auctions = t.report.history.auctions

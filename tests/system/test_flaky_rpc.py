@@ -33,12 +33,28 @@ from tests.faultproxy import Fault, FaultProxy
 from tests.system.conftest import FUNDER
 
 TERMS = TaskTerms(
-    rounds=2, expected_duration=60, psi=10**15, phi=10**12, min_loss_reputation=0.1, min_time_reputation=0.1,
-    min_quality=0.5, max_round_time=45, reputation_cap=2.0, client_deposit=10**16, fog_deposit=2 * 10**16,
-    cycles_per_sample=5 * 10**8, round_duration=45, bidding_duration=15, reveal_duration=15, time_tolerance=5,
-    max_clients=2, challenge_window=20,
+    rounds=2,
+    expected_duration=60,
+    psi=10**15,
+    phi=10**12,
+    min_loss_reputation=0.1,
+    min_time_reputation=0.1,
+    min_quality=0.5,
+    max_round_time=45,
+    reputation_cap=2.0,
+    client_deposit=10**16,
+    fog_deposit=2 * 10**16,
+    cycles_per_sample=5 * 10**8,
+    round_duration=45,
+    bidding_duration=15,
+    reveal_duration=15,
+    time_tolerance=5,
+    max_clients=2,
+    challenge_window=20,
 )
-SPEC = TaskSpec(dataset="mnist", model="lenet5", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=200))
+SPEC = TaskSpec(
+    dataset="mnist", model="lenet5", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=200)
+)
 ROSTER = Roster(
     clients=(ClientPlan("client-0", 0, 24), ClientPlan("client-1", 1, 24)),
     fogs=(
@@ -54,12 +70,23 @@ FAULT_RATE = 0.2
 
 
 @pytest.mark.slow
-def test_a_task_completes_through_a_flaky_rpc_and_its_audit_passes(anvil: AnvilNode, data_root: Path, tmp_path: Path) -> None:
+def test_a_task_completes_through_a_flaky_rpc_and_its_audit_passes(
+    anvil: AnvilNode, data_root: Path, tmp_path: Path
+) -> None:
     # prepare: a proxy in front of the chain that faults one request in five; every participant uses it
-    with FaultProxy(anvil.rpc_url, rate=FAULT_RATE, seed=11, faults=tuple(Fault), delay_s=2.0, lifetime_s=900.0) as proxy, \
-            Supervisor() as supervisor:
-        run = SystemRun(anvil.web3(), anvil.dev_account(FUNDER), proxy.url,
-                        RunSettings(tmp_path / "run", AgentOptions(data_root)), supervisor)
+    with (
+        FaultProxy(
+            anvil.rpc_url, rate=FAULT_RATE, seed=11, faults=tuple(Fault), delay_s=2.0, lifetime_s=900.0
+        ) as proxy,
+        Supervisor() as supervisor,
+    ):
+        run = SystemRun(
+            anvil.web3(),
+            anvil.dev_account(FUNDER),
+            proxy.url,
+            RunSettings(tmp_path / "run", AgentOptions(data_root)),
+            supervisor,
+        )
 
         # execute: the whole task, every process (and the publisher here) through the proxy
         run.deploy()

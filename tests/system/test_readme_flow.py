@@ -42,12 +42,22 @@ def readme_flow(readme: str) -> str:
 def test_the_flow_is_found_and_runs_every_participant_as_its_own_process() -> None:
     flow = readme_flow((REPO / "README.md").read_text())
 
-    for command in ("fedchain deploy", "fedchain task create", "fedchain aggregator run", "fedchain verifier run",
-                    "fedchain fog run", "fedchain client run", "fedchain task start", "fedchain task watch",
-                    "fedchain audit"):
+    for command in (
+        "fedchain deploy",
+        "fedchain task create",
+        "fedchain aggregator run",
+        "fedchain verifier run",
+        "fedchain fog run",
+        "fedchain client run",
+        "fedchain task start",
+        "fedchain task watch",
+        "fedchain audit",
+    ):
         assert command in flow
     assert flow.count("fedchain client run") == 3 and flow.count("fedchain fog run") == 2
-    assert "configs/system/l2.yaml" in flow and "configs/system/fog.yaml" in flow and "configs/system/client.yaml" in flow
+    assert (
+        "configs/system/l2.yaml" in flow and "configs/system/fog.yaml" in flow and "configs/system/client.yaml" in flow
+    )
 
 
 @pytest.mark.slow
@@ -55,19 +65,33 @@ def test_the_readme_testnet_flow_runs_as_written_on_a_chain_with_2_s_blocks(data
     # prepare: a chain that mines every 2 s; the README's rehearsal roles; the repository's example configs
     flow = readme_flow((REPO / "README.md").read_text())
     (tmp_path / "configs").symlink_to(REPO / "configs")
-    env = {**os.environ, "FEDCHAIN_DATA_ROOT": str(data_root),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "FEDCHAIN_DATA_ROOT": str(data_root),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     env.pop("FEDCHAIN_DEPLOYMENT", None)
     env.pop("FEDCHAIN_STORE", None)
     log_path = tmp_path / "flow.log"
     with AnvilNode(AnvilSettings(block_time=2)) as node:
-        roles = subprocess.run(["fedchain", "chain", "roles", "--rpc-url", node.rpc_url], env=env, check=True,
-                               capture_output=True, text=True).stdout
+        roles = subprocess.run(
+            ["fedchain", "chain", "roles", "--rpc-url", node.rpc_url],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
 
         # execute: the block as a bash script; every `&` line is a participant of its own
         with log_path.open("w") as log:
-            shell = subprocess.Popen(["bash", "-c", f"set -eo pipefail\n{roles}\n{flow}"], cwd=tmp_path, env=env,
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            shell = subprocess.Popen(
+                ["bash", "-c", f"set -eo pipefail\n{roles}\n{flow}"],
+                cwd=tmp_path,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             try:
                 status = shell.wait(timeout=FLOW_TIMEOUT_S)
             except subprocess.TimeoutExpired:

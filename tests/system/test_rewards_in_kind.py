@@ -56,8 +56,20 @@ def small_demo(
     the commands' chain options."""
     env = {**os.environ, PRIVATE_KEY_ENV: "0x" + chain.dev_account(0).key.hex()}
     demo = fedchain(
-        "demo", "--rpc-url", chain.rpc_url, "--run-dir", str(run_dir), "--data-root", str(data_root), *DEMO_ARGS,
-        "--strategy", strategy, "--clients", str(clients), *options, env=env,
+        "demo",
+        "--rpc-url",
+        chain.rpc_url,
+        "--run-dir",
+        str(run_dir),
+        "--data-root",
+        str(data_root),
+        *DEMO_ARGS,
+        "--strategy",
+        strategy,
+        "--clients",
+        str(clients),
+        *options,
+        env=env,
     )
     assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
     return ("--deployment", str(run_dir / "deployment.json"), "--store", str(run_dir / "store"))
@@ -161,7 +173,9 @@ def test_a_task_that_trains_from_rewards_trains_round_two_from_each_clients_prov
     report = json.loads((run_dir / "audit.json").read_text())
     # (a client whose round-2 entry was voided had its update from the free rider, slashed for fraud too late to
     # have the round trained again: that update is the free rider's, not a training from the reward)
-    survivors = [c for c in report["clients"] if c["status"] == "active" and report["rounds"][1]["fates"][c["index"]] != "void"]
+    survivors = [
+        c for c in report["clients"] if c["status"] == "active" and report["rounds"][1]["fates"][c["index"]] != "void"
+    ]
     saved = [json.loads(path.read_text())["data"] for path in (run_dir / "state").glob("client-*.json")]
     states = {state["client_index"]: state for state in saved}
     fog_lines = [line for path in (run_dir / "logs").glob("fog-*.log") for line in path.read_text().splitlines()]
@@ -173,16 +187,30 @@ def test_a_task_that_trains_from_rewards_trains_round_two_from_each_clients_prov
     for client in survivors:
         index, state = client["index"], states[client["index"]]
         reward_hash = state["rewards"]["1"]
-        said = [line for line in fog_lines if "training from the client's reward" in line and f" job=1:{index} " in line]
+        said = [
+            line for line in fog_lines if "training from the client's reward" in line and f" job=1:{index} " in line
+        ]
         assert said and all(" round=2 " in line and line.endswith(f"reward={reward_hash}") for line in said)
         job = session.contracts.fog_auction.job(1, index)
         assert job.paid_up_to == 2
-        update = load_update(session.store, spec, job.update_hash, task_id=1, round_number=2, client_index=index,
-                             client=client["account"], data_size=job.data_size)
-        data = fetch_job_data(session.store, state["data_hash"],
-                              ExpectedJobData(1, index, job.data_size, spec.num_classes, spec.in_channels))
-        reward = load_reward(session.store, spec, reward_hash, task_id=1, round_number=1, client_index=index,
-                             client=client["account"])
+        update = load_update(
+            session.store,
+            spec,
+            job.update_hash,
+            task_id=1,
+            round_number=2,
+            client_index=index,
+            client=client["account"],
+            data_size=job.data_size,
+        )
+        data = fetch_job_data(
+            session.store,
+            state["data_hash"],
+            ExpectedJobData(1, index, job.data_size, spec.num_classes, spec.in_channels),
+        )
+        reward = load_reward(
+            session.store, spec, reward_hash, task_id=1, round_number=1, client_index=index, client=client["account"]
+        )
         committed = flatten(update.params, spec.param_spec())[0]
         torch.testing.assert_close(committed, trained_from(spec, reward, data, index), rtol=1e-4, atol=1e-5)
         # a reward that differs from the global model only in a few tiny entries trains to the same update
@@ -201,12 +229,15 @@ def test_a_task_that_trains_from_rewards_trains_round_two_from_each_clients_prov
     history = audit_task(1, events).history
     commitments = reward_events(1, events)
     in_task = [c.index for c in history.clients]
-    without_0 = dataclasses.replace(history, posted=tuple(
-        dataclasses.replace(p, in_task_at_start=tuple(in_task[1:])) if p.round == 1 else p for p in history.posted
-    ))
-    never_removed = dataclasses.replace(history, clients=tuple(
-        dataclasses.replace(c, removed_round=None) for c in history.clients
-    ))
+    without_0 = dataclasses.replace(
+        history,
+        posted=tuple(
+            dataclasses.replace(p, in_task_at_start=tuple(in_task[1:])) if p.round == 1 else p for p in history.posted
+        ),
+    )
+    never_removed = dataclasses.replace(
+        history, clients=tuple(dataclasses.replace(c, removed_round=None) for c in history.clients)
+    )
 
     # assert: the history as posted passes; each altered one fails, naming the round
     def findings(altered: TaskHistory) -> list[str]:
@@ -216,6 +247,8 @@ def test_a_task_that_trains_from_rewards_trains_round_two_from_each_clients_prov
     assert findings(history) == []
     assert [m.split(":")[0] for m in findings(without_0)] == ["round 1"]
     removed = [c for c in history.clients if c.removed_round is not None]
-    listed_2 = [i for i, _ in load_reward_list(session.store, commitments[2].reward_list, task_id=1, round_number=2).rewards]
+    listed_2 = [
+        i for i, _ in load_reward_list(session.store, commitments[2].reward_list, task_id=1, round_number=2).rewards
+    ]
     if any(c.index not in listed_2 for c in removed):  # a removal final before round 2 opened
         assert "round 2" in " ".join(findings(never_removed))

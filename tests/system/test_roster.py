@@ -39,7 +39,9 @@ def test_the_demo_auctions_give_each_fog_the_jobs_it_was_fitted_to() -> None:
     # execute: the contract's rule for each client, with the joining reputation r_a = 1
     winners = []
     for client in roster.clients:
-        bids = [RevealedBid(f.cost.frequency, f.cost.price(client.samples, terms.cycles_per_sample)) for f in roster.fogs]
+        bids = [
+            RevealedBid(f.cost.frequency, f.cost.price(client.samples, terms.cycles_per_sample)) for f in roster.fogs
+        ]
         winners.append(choose_winner(params, WAD, client.samples, bids).winner)
 
     # assert: the free rider (fog 0) wins the smallest job only; the others split the rest in size order
@@ -57,8 +59,9 @@ def test_required_funds_cover_budget_deposits_escrow_and_gas() -> None:
     config = DemoConfig(clients=2, fogs=2, rounds=3, samples_per_client=20)
     terms, roster = config.terms(), config.roster()
 
-    funds = required_funds(roster, terms, 10**17, publisher="publisher", aggregator="aggregator",
-                           verifiers=("verifier-0",))
+    funds = required_funds(
+        roster, terms, 10**17, publisher="publisher", aggregator="aggregator", verifiers=("verifier-0",)
+    )
 
     dearest = max(f.cost.price(30, terms.cycles_per_sample) for f in roster.fogs)  # client-1 holds 30 samples
     challenges = CHALLENGES_PER_PARTICIPANT * terms.effective_challenge_bond

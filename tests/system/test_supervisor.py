@@ -50,7 +50,9 @@ def wait_for_line(spec: ProcessSpec, text: str) -> None:
 
 def test_a_process_that_exits_on_its_own_is_reported_with_its_status_and_the_tail_of_its_log(tmp_path: Path) -> None:
     # prepare: a process that fails after writing to stdout and stderr
-    spec = python(tmp_path, "client-9", "import sys; print('joined'); print('boom: no funds', file=sys.stderr); sys.exit(3)")
+    spec = python(
+        tmp_path, "client-9", "import sys; print('joined'); print('boom: no funds', file=sys.stderr); sys.exit(3)"
+    )
 
     # execute
     with Supervisor() as supervisor:

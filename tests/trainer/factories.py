@@ -24,9 +24,18 @@ def every_stackable_layer() -> nn.Module:
     """A chain of every layer kind the stacked engine rewrites, on 2x8x8 images: grouped and bias-free
     convolutions, average pooling, a bias-free linear layer, a second Flatten and several activations."""
     return nn.Sequential(
-        nn.Conv2d(2, 4, 3, padding=1, groups=2), nn.Tanh(), nn.AvgPool2d(2),
-        nn.Conv2d(4, 4, 3, bias=False), nn.LeakyReLU(0.1), nn.Identity(),
-        nn.Flatten(), nn.Linear(16, 5, bias=False), nn.GELU(), nn.Flatten(), nn.Linear(5, 3), nn.Sigmoid(),
+        nn.Conv2d(2, 4, 3, padding=1, groups=2),
+        nn.Tanh(),
+        nn.AvgPool2d(2),
+        nn.Conv2d(4, 4, 3, bias=False),
+        nn.LeakyReLU(0.1),
+        nn.Identity(),
+        nn.Flatten(),
+        nn.Linear(16, 5, bias=False),
+        nn.GELU(),
+        nn.Flatten(),
+        nn.Linear(5, 3),
+        nn.Sigmoid(),
     )
 
 
@@ -116,7 +125,9 @@ def with_two_heads() -> nn.Module:
     return _TwoHeads()
 
 
-def random_clients(sizes: list[int], shape: tuple[int, ...], classes: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def random_clients(
+    sizes: list[int], shape: tuple[int, ...], classes: int, seed: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Clients of random images and labels, one per size."""
     generator = torch.Generator().manual_seed(seed)
     return [

@@ -20,11 +20,28 @@ TINY = ["--clients", "2", "--samples", "32", "--rounds", "1", "--engine", "seque
 
 
 @pytest.mark.parametrize("engine", ["vmap", "stacked"])
-def test_bench_train_json_reports_both_loops_on_the_requested_workload(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_train_json_reports_both_loops_on_the_requested_workload(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("FEDCHAIN_DATA_ROOT", raising=False)
 
     result = CliRunner().invoke(
-        train, ["--json", "--clients", "2", "--samples", "40", "--rounds", "1", "--engine", engine, "--device", "cpu", "--threads", "1"]
+        train,
+        [
+            "--json",
+            "--clients",
+            "2",
+            "--samples",
+            "40",
+            "--rounds",
+            "1",
+            "--engine",
+            engine,
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+        ],
     )
 
     assert result.exit_code == 0, result.output
@@ -35,14 +52,30 @@ def test_bench_train_json_reports_both_loops_on_the_requested_workload(engine: s
     for key in ("plain", "sequential", "fedchain"):
         assert len(report[key]["rounds"]) == 1
         assert report[key]["samples_per_second"] == 80 / report[key]["seconds_per_round"]
-    assert report["speedup_vs_plain"] == report["fedchain"]["samples_per_second"] / report["plain"]["samples_per_second"]
+    assert (
+        report["speedup_vs_plain"] == report["fedchain"]["samples_per_second"] / report["plain"]["samples_per_second"]
+    )
 
 
 def test_bench_train_table_names_the_data_device_and_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FEDCHAIN_DATA_ROOT", raising=False)
 
     result = CliRunner().invoke(
-        train, ["--clients", "2", "--samples", "32", "--rounds", "1", "--engine", "sequential", "--device", "cpu", "--threads", "1"]
+        train,
+        [
+            "--clients",
+            "2",
+            "--samples",
+            "32",
+            "--rounds",
+            "1",
+            "--engine",
+            "sequential",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+        ],
     )
 
     assert result.exit_code == 0, result.output

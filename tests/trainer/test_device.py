@@ -30,8 +30,10 @@ def test_a_device_this_machine_has_resolves_to_it() -> None:
     assert resolve_device(torch.device("cpu")) == torch.device("cpu")
 
 
-@pytest.mark.parametrize(("name", "message"), [("tpu", "unknown device 'tpu'"), ("gpu0", "unknown device 'gpu0'"),
-                                               ("meta", "device 'meta' is not supported")])
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("tpu", "unknown device 'tpu'"), ("gpu0", "unknown device 'gpu0'"), ("meta", "device 'meta' is not supported")],
+)
 def test_a_name_that_is_no_device_we_train_on_is_refused_with_the_valid_ones(name: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as raised:
         resolve_device(name)
@@ -43,7 +45,11 @@ def test_a_gpu_this_machine_does_not_have_is_refused_with_a_way_out() -> None:
     with pytest.raises(ConfigError, match=MISSING_GPU) as raised:
         resolve_device(MISSING_GPU)
 
-    assert ("no GPU" in str(raised.value) or "no CUDA" in str(raised.value)) if NO_CUDA else "CUDA device(s)" in str(raised.value)
+    assert (
+        ("no GPU" in str(raised.value) or "no CUDA" in str(raised.value))
+        if NO_CUDA
+        else "CUDA device(s)" in str(raised.value)
+    )
     assert ("--device cpu" in raised.value.hint) if NO_CUDA else ("cuda:0" in raised.value.hint)
 
 

@@ -50,8 +50,13 @@ def test_one_sgd_step_matches_the_hand_computed_update(engine: Engine, pool: Wor
     # Zero weights give logits (0, 0), softmax (1/2, 1/2), loss ln 2. For x = (1, 2)
     # and label 0 the gradient is (p - onehot) x^T = [[-1/2, -1], [1/2, 1]],
     # so one step of lr 0.5 gives W = [[0.25, 0.5], [-0.25, -0.5]].
-    trainer = Trainer(linear_two_by_two, TrainConfig(lr=0.5, batch_size=1), engine=engine, device="cpu",
-                      pool=pool if engine == "process" else None)
+    trainer = Trainer(
+        linear_two_by_two,
+        TrainConfig(lr=0.5, batch_size=1),
+        engine=engine,
+        device="cpu",
+        pool=pool if engine == "process" else None,
+    )
     images, labels = torch.tensor([[[[1.0, 2.0]]]]), torch.tensor([0])
 
     result = trainer.train(torch.zeros(4), [(images, labels)])
@@ -259,12 +264,12 @@ def test_train_clients_accepts_a_state_dict_and_returns_one_row_per_client() -> 
     assert result.updates(initial_params(LENET, 0)).shape == result.params.shape
 
 
-
 def test_ctrl_c_stops_a_training_command_and_its_workers_quietly(tmp_path: Path) -> None:
     # A script training with the process engine; Ctrl-C goes to its whole process group, as in a terminal.
     script = tmp_path / "train.py"
-    script.write_text(textwrap.dedent(
-        """
+    script.write_text(
+        textwrap.dedent(
+            """
         import sys
         import torch
         from fedchain.trainer import Trainer, TrainConfig
@@ -280,9 +285,13 @@ def test_ctrl_c_stops_a_training_command_and_its_workers_quietly(tmp_path: Path)
                     print("interrupted", flush=True)
                     sys.exit(130)
         """
-    ))
+        )
+    )
     child = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=interruptible_in_own_group,
     )
     assert child.stdout is not None and child.stdout.readline().strip() == "training"

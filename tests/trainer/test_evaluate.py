@@ -20,7 +20,9 @@ def test_accuracy_counts_arg_max_hits() -> None:
 
 
 def test_predict_gives_per_sample_losses_of_each_model() -> None:
-    dataset = ImageDataset("pairs", torch.tensor([[[[1.0, 0.0]]], [[[0.0, 1.0]]]]), torch.tensor([0, 1]), 2, (0.0,), (1.0,))
+    dataset = ImageDataset(
+        "pairs", torch.tensor([[[[1.0, 0.0]]], [[[0.0, 1.0]]]]), torch.tensor([0, 1]), 2, (0.0,), (1.0,)
+    )
     zero = torch.zeros(4)
     diagonal = torch.tensor([1.0, 0.0, 0.0, 1.0])  # logits (1, 0) and (0, 1): both right
 
@@ -39,7 +41,9 @@ def test_standalone_accuracy_is_computed_by_training_each_client_alone(mnist_tes
     evaluation = mnist_test.subset(np.arange(5000, 10000))
     zeros_only = mnist_test.subset(np.flatnonzero(mnist_test.labels[:5000].numpy() == 0)[:60])
     mixed = mnist_test.subset(iid(mnist_test.labels[:5000], 5, seed=0)[0])
-    trainer = Trainer(ModelSpec("lenet5"), TrainConfig(lr=0.05, momentum=0.9, batch_size=32), engine="sequential", device="cpu")
+    trainer = Trainer(
+        ModelSpec("lenet5"), TrainConfig(lr=0.05, momentum=0.9, batch_size=32), engine="sequential", device="cpu"
+    )
 
     result = standalone_accuracies(trainer, initial_params(trainer.model, 0), [zeros_only, mixed], evaluation, epochs=4)
 

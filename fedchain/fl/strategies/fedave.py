@@ -204,7 +204,9 @@ class FedAVE(Strategy[FedAVEState]):
                 hint="give one fraction per client, or leave quota_fractions empty for the dynamic quotas",
             )
 
-    def quotas(self, reputation: torch.Tensor, divergence: torch.Tensor, eligible: torch.Tensor, size: int) -> list[int]:
+    def quotas(
+        self, reputation: torch.Tensor, divergence: torch.Tensor, eligible: torch.Tensor, size: int
+    ) -> list[int]:
         """Every client's reward quota (entries of the update): dynamic, or ``quota_fractions``; 0 if not eligible."""
         if not self.quota_fractions:
             return reward_quotas(
@@ -214,7 +216,9 @@ class FedAVE(Strategy[FedAVEState]):
                 self.beta,
             )
         self.check_client_count(eligible.numel())
-        return [math.floor(f * size) if ok else 0 for f, ok in zip(self.quota_fractions, eligible.tolist(), strict=True)]
+        return [
+            math.floor(f * size) if ok else 0 for f, ok in zip(self.quota_fractions, eligible.tolist(), strict=True)
+        ]
 
     def aggregate(self, inputs: RoundInputs, state: FedAVEState) -> RoundResult[FedAVEState]:
         check_state_size(self.name, state.reputation, inputs.n_clients)
@@ -222,9 +226,7 @@ class FedAVE(Strategy[FedAVEState]):
         divergence = self.divergences(inputs, evaluations)
         nonzero = row_norms(inputs.updates) > ZERO_NORM
         eligible = inputs.finite & nonzero
-        accuracy = torch.tensor(
-            [0.0 if e is None else float(e.accuracy) for e in evaluations], dtype=torch.float64
-        )
+        accuracy = torch.tensor([0.0 if e is None else float(e.accuracy) for e in evaluations], dtype=torch.float64)
         instant = torch.where(eligible, accuracy / divergence, torch.zeros_like(accuracy))
         instant = torch.nan_to_num(instant, nan=0.0)
         smoothed = instant if state.reputation is None else self.alpha * state.reputation + (1 - self.alpha) * instant

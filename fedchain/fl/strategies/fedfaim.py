@@ -150,7 +150,8 @@ class FedFAIM(Strategy[FedFAIMState]):
         super().__post_init__()
         if not 0.0 <= self.reputation_floor <= 1.0:
             raise ConfigError(
-                f"fedfaim reputation_floor={self.reputation_floor} must be in [0, 1]", hint="e.g. reputation_floor: 0.001"
+                f"fedfaim reputation_floor={self.reputation_floor} must be in [0, 1]",
+                hint="e.g. reputation_floor: 0.001",
             )
         if self.outlier_spread is not None and not (math.isfinite(self.outlier_spread) and self.outlier_spread >= 0):
             raise ConfigError(
@@ -218,7 +219,9 @@ class FedFAIM(Strategy[FedFAIMState]):
         for vector in (state.cumulative_contribution, state.passed, state.failed):
             check_state_size(self.name, vector, inputs.n_clients)
         deltas, errors = self.marginal_loss_test(inputs)
-        passed = inputs.finite & torch.isfinite(deltas) & (deltas >= self.threshold(deltas) - self.significance * errors)
+        passed = (
+            inputs.finite & torch.isfinite(deltas) & (deltas >= self.threshold(deltas) - self.significance * errors)
+        )
         logits = torch.where(passed, self.gamma * deltas, torch.full_like(deltas, -math.inf))
         weights = torch.softmax(logits, dim=0) if passed.any() else torch.zeros_like(deltas)
         global_update = self.aggregation.combine(inputs.updates, weights)
@@ -236,9 +239,7 @@ class FedFAIM(Strategy[FedFAIMState]):
             contribution=contribution,
             rewards=None,
             accepted=passed,
-            state=dataclasses.replace(
-                state, cumulative_contribution=cumulative, passed=n_passed, failed=n_failed
-            ),
+            state=dataclasses.replace(state, cumulative_contribution=cumulative, passed=n_passed, failed=n_failed),
             weights=weights,
             reward_updates=reward_updates,
         )

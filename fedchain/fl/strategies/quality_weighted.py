@@ -29,9 +29,7 @@ class QualityWeighted(Strategy[StrategyState]):
 
     def aggregate(self, inputs: RoundInputs, state: StrategyState) -> RoundResult[StrategyState]:
         evaluations = inputs.client_evaluations(self.name)
-        losses = torch.tensor(
-            [math.nan if e is None else float(e.loss) for e in evaluations], dtype=torch.float64
-        )
+        losses = torch.tensor([math.nan if e is None else float(e.loss) for e in evaluations], dtype=torch.float64)
         accepted = inputs.finite & torch.isfinite(losses)
         quality = loss_ratio(losses, accepted)
         weights = normalise_weights(quality * inputs.data_sizes)
