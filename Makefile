@@ -42,9 +42,10 @@ test: lint
 	$(PY) -m pytest $(ARGS)
 
 # The rules are in pyproject.toml ([tool.ruff], [tool.mypy]); `$(VENV)/bin/ruff check --fix .`
-# mends most of ruff's findings.
+# mends most of ruff's findings, `$(VENV)/bin/ruff format .` the format.
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 # Brownie pins ~70 exact versions (web3, hypothesis, pytest...), so it gets an
