@@ -1,6 +1,6 @@
 # FedChain's two commands (README.md):
 #   make demo   set everything up, then run the demo on a local chain it starts
-#   make test   set everything up, lint (ruff, mypy), then run the whole test suite
+#   make test   set everything up, lint (ruff check, ruff format, mypy), then run the whole test suite
 # Set-up is idempotent: the Python environment (.venv) and the npm chain tools
 # (node_modules) are rebuilt only when pyproject.toml or package-lock.json change.
 # npm install (not npm ci) because npm 11 rejects lock files whose optional

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from fedchain.agent.session import session_from_options, session_options
+from fedchain.agent.session import read_options, read_session, session_from_options, session_options
 
 
 @click.group()
@@ -37,9 +37,11 @@ def entry(task_id: int, round_number: int, client_index: int, quality: float, re
     from fedchain.agent.finality import posted_measurements
     from fedchain.disputes.service import open_entry_challenge
     from fedchain.errors import DisputeError
+    from fedchain.publisher.service import require_task
     from fedchain.units import WAD
 
     session = session_from_options(**options)
+    require_task(session, task_id)
     posted = posted_measurements(session, task_id).get(round_number)
     if posted is None or client_index >= len(posted):
         raise DisputeError(
@@ -93,13 +95,15 @@ def fog(task_id: int, round_number: int, **options: Any) -> None:
 
 @challenge.command(name="list")
 @click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task.")
-@session_options
+@read_options
 def list_(task_id: int, **options: Any) -> None:
     """Every challenge of a task: what it disputes, who opened it, and how it ended (no key needed)."""
     from fedchain.audit.replay import replay_task
     from fedchain.chain.events import LogQuery, fetch_events
+    from fedchain.publisher.service import require_task
 
-    session = session_from_options(**options, read_only=True)
+    session = read_session(**options)
+    require_task(session, task_id)
     events = fetch_events(session.w3, session.transactor.registry, LogQuery.of(session.deployment))
     history = replay_task(task_id, events).history
     if not history.challenges:

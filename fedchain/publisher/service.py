@@ -229,6 +229,7 @@ def start_when_ready(
 
 def cancel_task(session: ChainSession, task_id: int) -> Receipt:
     """Cancel an open task; the budget is credited back to the publisher (publisher only)."""
+    require_task(session, task_id)
     receipt = session.contracts.task_registry.cancel_task(task_id)
     log.info("task cancelled task=%d tx=%s", task_id, receipt.transaction_hash)
     return receipt
@@ -243,6 +244,7 @@ def abandon_task(session: ChainSession, task_id: int) -> Receipt:
     abandoned, or :class:`~fedchain.errors.TaskNotAbandonable` for a task that
     is not running.
     """
+    require_task(session, task_id)
     registry = session.contracts.task_registry
     try:
         receipt = registry.abandon_task(task_id)
@@ -308,6 +310,7 @@ def settle_task(session: ChainSession, task_id: int, jobs: Sequence[int] | None 
     (:func:`~fedchain.agent.finality.finalize_due`), then the clients (:func:`settle_clients`), then its jobs
     (:func:`settle_jobs`): ``jobs``, or every job when None. While a posted round is still pending (its
     challenge window, or a verdict) nothing is settled and ``pending`` says which. Idempotent and race-safe."""
+    require_task(session, task_id)
     finalize_due(session, task_id)
     pending = tuple(pending_rounds(session, task_id))
     if pending:
