@@ -383,26 +383,27 @@ def test_task_show_says_whose_data_the_start_waits_for(
     assert "data handed off" in first and "data waiting: has not handed its data" in second
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("task", "show"),
+        ("task", "watch"),
+        ("task", "start"),
+        ("task", "cancel"),
+        ("task", "settle"),
+        ("task", "abandon"),
+        ("challenge", "list"),
+    ],
+)
 def test_a_task_that_does_not_exist_is_named_with_the_tasks_there_are(
-    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, command: tuple[str, str]
 ) -> None:
-    count = world.publisher.contracts.task_registry.task_count()
+    missing = world.publisher.contracts.task_registry.task_count() + 7
 
-    status = main(
-        [
-            "task",
-            "show",
-            "--task",
-            str(count + 7),
-            "--deployment",
-            str(world.deployment_file),
-            "--store",
-            world.store_url,
-        ]
-    )
+    status = run_cli(world, PUBLISHER, *command, "--task", str(missing), monkeypatch=monkeypatch)
 
     err = capsys.readouterr().err
-    assert status == 1 and f"there is no task {count + 7} on this deployment" in err and "revert" not in err.lower()
+    assert status == 1 and f"there is no task {missing} on this deployment" in err and "revert" not in err.lower()
 
 
 def test_read_only_commands_offer_no_signing_or_fee_options(capsys: pytest.CaptureFixture) -> None:
