@@ -42,8 +42,8 @@ from rich.text import Text
 from fedchain.console import stdout_console
 from fedchain.errors import AuditFailed, ConfigError, SigningKeyError
 from fedchain.files import writable_folder
-from fedchain.rewards import TRAIN_FROM, TrainFrom
 from fedchain.signals import handlers_set
+from fedchain.taskspec import TRAIN_FROM, TrainFrom
 from fedchain.units import WAD, ether, fixed
 
 if TYPE_CHECKING:  # the command's --help must not load torch or web3

@@ -1,6 +1,6 @@
 """Rewards in kind in the running system: each client's rewarded model, in the store and proven on chain.
 
-A task whose strategy rewards in kind (fedfaim, fedave, fair: :data:`REWARD_IN_KIND`)
+A task whose strategy rewards in kind (fedfaim, fedave, fair: :data:`fedchain.taskspec.REWARD_IN_KIND`)
 gives every active client its own model each round (``RoundResult.rewards``).
 The aggregator writes them, then commits them with the round:
 
@@ -18,7 +18,7 @@ tree from it, and proves a reward with ``RoundLedger.verifyReward``
 (:func:`verified_reward`); the auditor checks every committed round this way.
 
 Which model a fog node trains a client's next round from is the task spec's
-``train_from`` (:data:`TrainFrom`): ``global`` (the default: the fair protocol of
+``train_from`` (:data:`fedchain.taskspec.TrainFrom`): ``global`` (the default: the fair protocol of
 DESIGN.md decouples training from rewards) or ``reward`` (the seeds' protocol:
 the client's last committed reward, verified before training).
 """
@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from fedchain.chain.merkle import RewardTree, find_reward
 from fedchain.errors import (
@@ -43,6 +43,7 @@ from fedchain.errors import (
 )
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import parse_digest, to_hex
+from fedchain.taskspec import gives_rewards
 
 if TYPE_CHECKING:
     import torch
@@ -53,22 +54,10 @@ if TYPE_CHECKING:
     from fedchain.taskspec import TaskSpec
     from fedchain.updates import UpdateMeta
 
-#: Strategies whose rounds give every client its own rewarded model.
-REWARD_IN_KIND = frozenset({"fedfaim", "fedave", "fair"})
-
-#: Which model a client's next round is trained from: the global model, or its own last reward.
-TrainFrom = Literal["global", "reward"]
-TRAIN_FROM: tuple[TrainFrom, ...] = ("global", "reward")
-
 #: Version tag of a stored reward list; a reader rejects any other.
 LIST_FORMAT = "fedchain-rewards/1"
 #: Largest reward list read from a store, bytes (about 80 bytes per client).
 MAX_LIST_BYTES = 1 << 20
-
-
-def gives_rewards(strategy: str) -> bool:
-    """Whether the strategy named ``strategy`` rewards in kind."""
-    return strategy in REWARD_IN_KIND
 
 
 def require_rewards(spec: TaskSpec, task_id: int) -> None:
@@ -396,16 +385,12 @@ def stacked_rewards(rewards: torch.Tensor | None, active: Sequence[bool]) -> dic
 
 __all__ = [
     "LIST_FORMAT",
-    "REWARD_IN_KIND",
-    "TRAIN_FROM",
     "Commitment",
     "CommitmentBook",
     "RewardList",
     "RewardRow",
-    "TrainFrom",
     "VerifiedReward",
     "client_rewards",
-    "gives_rewards",
     "load_reward",
     "load_reward_list",
     "put_rewards",

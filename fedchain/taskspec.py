@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from fedchain.errors import ConfigError, TaskSpecError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
 from fedchain.fl.screening import ADDED_LATER, ScreeningConfig
-from fedchain.rewards import REWARD_IN_KIND, TRAIN_FROM, TrainFrom, gives_rewards
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
 from fedchain.trainer.config import TrainConfig
@@ -57,6 +56,19 @@ if TYPE_CHECKING:
     from fedchain.fl.strategy import Strategy
     from fedchain.models.registry import ModelSpec
     from fedchain.updates import DecodedUpdate, UpdateMeta
+
+#: Strategies whose rounds give every client its own rewarded model.
+REWARD_IN_KIND = frozenset({"fedfaim", "fedave", "fair"})
+
+#: Which model a client's next round is trained from: the global model, or its own last reward.
+TrainFrom = Literal["global", "reward"]
+TRAIN_FROM: tuple[TrainFrom, ...] = ("global", "reward")
+
+
+def gives_rewards(strategy: str) -> bool:
+    """Whether the strategy named ``strategy`` rewards in kind."""
+    return strategy in REWARD_IN_KIND
+
 
 #: Version tag written into every spec; a reader rejects any other.
 FORMAT = "fedchain-taskspec/1"

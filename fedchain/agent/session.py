@@ -187,7 +187,7 @@ def _parse_fee_cap(_context: click.Context, _parameter: click.Parameter, value: 
     """``--max-fee``: wei, or an amount with a unit (``50gwei``)."""
     if value is None:
         return None
-    from fedchain.publisher.terms import parse_wei  # the task terms load torch: only when the flag is given
+    from fedchain.units import parse_wei
 
     try:
         fee = parse_wei(value)

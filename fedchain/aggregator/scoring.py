@@ -42,8 +42,7 @@ from fedchain.fl.registry import fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
-from fedchain.rewards import gives_rewards
-from fedchain.taskspec import TaskSpec
+from fedchain.taskspec import TaskSpec, gives_rewards
 from fedchain.trainer.evaluation import EVAL_BATCH_SIZE, predict
 
 #: Largest value of the contract's ``uint64`` quality (about 18.4 in 1e18 fixed point); the contract caps lower.

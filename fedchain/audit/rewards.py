@@ -34,8 +34,8 @@ def active_in(history: TaskHistory, round_number: int) -> list[int]:
 
 def check_rewards(history: TaskHistory, commitments: Mapping[int, RewardsCommitted], store: BlobStore) -> Tally:
     """The ``store.rewards`` check (module docstring)."""
-    from fedchain.rewards import gives_rewards, load_reward, load_reward_list
-    from fedchain.taskspec import load_spec
+    from fedchain.rewards import load_reward, load_reward_list
+    from fedchain.taskspec import gives_rewards, load_spec
 
     tally = Tally()
     params = history.task.params

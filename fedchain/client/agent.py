@@ -50,9 +50,9 @@ from fedchain.disputes.watch import EntryWatcher
 from fedchain.errors import AgentError, ContractRevert, RewardError
 from fedchain.files import write_atomic
 from fedchain.publisher.service import settle_task, withdraw
-from fedchain.rewards import CommitmentBook, gives_rewards, verified_reward
+from fedchain.rewards import CommitmentBook, verified_reward
 from fedchain.store.digest import to_hex
-from fedchain.taskspec import TaskSpec, load_spec
+from fedchain.taskspec import TaskSpec, gives_rewards, load_spec
 
 _log = logging.getLogger(__name__)
 

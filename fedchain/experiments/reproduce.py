@@ -55,7 +55,7 @@ from fedchain.experiments.simulate import apply_threads, save_finished
 from fedchain.files import keep_aside, output_folder
 from fedchain.fl.reputation import MechanismParams
 from fedchain.fl.strategies.fedfaim import SEED_QUALITY_CHECK
-from fedchain.rewards import REWARD_IN_KIND
+from fedchain.taskspec import REWARD_IN_KIND
 from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
 

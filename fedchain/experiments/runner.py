@@ -47,7 +47,7 @@ from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, scre
 from fedchain.fl.strategies.fair import Fair
 from fedchain.fl.strategies.fedave import FedAVE
 from fedchain.models.registry import ModelSpec
-from fedchain.rewards import REWARD_IN_KIND
+from fedchain.taskspec import REWARD_IN_KIND
 from fedchain.trainer import TrainConfig, Trainer, WorkerPool, predict, standalone_accuracies
 from fedchain.trainer.local import model_spec_of
 
@@ -63,7 +63,7 @@ RoundCallback = Callable[[RoundRecord], None]
 #: the others use the Tian loss ratio.
 CONTRIBUTION_QUALITY = frozenset({"cgsv", "fedfaim", "fedave", "fair"})
 
-#: Of the strategies that reward in kind (:data:`~fedchain.rewards.REWARD_IN_KIND`), the ones whose
+#: Of the strategies that reward in kind (:data:`~fedchain.taskspec.REWARD_IN_KIND`), the ones whose
 #: clients keep their rewarded models and train from them by default (the seeds' protocol); the fair
 #: protocol's clients train from the global model.
 TRAIN_FROM_REWARD = frozenset({"fedfaim", "fedave"})
