@@ -299,9 +299,7 @@ class Strategy(ABC, Generic[S]):
 
     def __post_init__(self) -> None:
         if self.normalises_updates and not self.aggregation.is_mean:
-            from fedchain.fl.registry import STRATEGIES  # the strategies import this module: only when refusing
-
-            robust = ", ".join(sorted(name for name, cls in STRATEGIES.items() if not cls.normalises_updates))
+            robust = ", ".join(sorted(cls.name for cls in _concrete(Strategy) if not cls.normalises_updates))
             raise ConfigError(
                 f"strategy {self.name!r} normalises every update itself and weighs them by its own scores, "
                 f"so it takes only the plain mean, not aggregation rule {self.aggregation.rule!r}"
@@ -385,3 +383,15 @@ class Strategy(ABC, Generic[S]):
         aggregated update, and ``reward_updates`` (not ``rewards``: :meth:`round`
         adds them to the models the clients trained from).
         """
+
+
+def _concrete(base: type) -> list[type[Strategy]]:
+    """Every strategy class defined below ``base`` that has a name (the registry's, without importing it: the
+    registry imports the strategies, which import this module)."""
+    found: list[type[Strategy]] = []
+    subclass: type[Strategy]
+    for subclass in base.__subclasses__():
+        if "name" in vars(subclass):
+            found.append(subclass)
+        found.extend(_concrete(subclass))
+    return found
