@@ -19,7 +19,7 @@ from __future__ import annotations
 from fedchain._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
-    "DEFAULT_SCORE_TOLERANCE": "auditor",
+    "DEFAULT_SCORE_TOLERANCE": "checks",
     "audit_on_chain": "auditor",
     "ChainReadings": "chain",
     "read_chain": "chain",

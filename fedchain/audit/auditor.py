@@ -12,15 +12,13 @@ from typing import TYPE_CHECKING
 from web3 import Web3
 
 from fedchain.audit.chain import read_chain
+from fedchain.audit.checks import DEFAULT_SCORE_TOLERANCE
 from fedchain.audit.report import AuditReport, audit_task
 from fedchain.chain.deployment import Deployment
 from fedchain.store import BlobStore
 
 if TYPE_CHECKING:
     from fedchain.aggregator.scoring import QualityChoice
-
-#: Default largest |posted - reproduced| quality (and accuracy) of ``--verify-scores`` (1e-3 = 0.1 %).
-DEFAULT_SCORE_TOLERANCE = 1e-3
 
 
 def audit_on_chain(

@@ -16,6 +16,9 @@ from typing import Any
 
 from fedchain.chain.abi import ChainEvent
 
+#: Default largest |posted - reproduced| quality (and accuracy) of ``--verify-scores`` (1e-3 = 0.1 %).
+DEFAULT_SCORE_TOLERANCE = 1e-3
+
 
 class CheckName(str, enum.Enum):
     """The audit's checks, in the order the report lists them."""

@@ -88,7 +88,8 @@ def audit(
     qualities are reproduced from the stored updates. The exit status is 1
     when any check fails.
     """
-    from fedchain.audit.auditor import DEFAULT_SCORE_TOLERANCE, audit_on_chain
+    from fedchain.audit.auditor import audit_on_chain
+    from fedchain.audit.checks import DEFAULT_SCORE_TOLERANCE
     from fedchain.audit.render import html_report, print_report
     from fedchain.chain.deployment import open_deployment
     from fedchain.store import open_store

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedchain.audit.auditor import DEFAULT_SCORE_TOLERANCE
-from fedchain.audit.checks import CheckName, Tally
+from fedchain.audit.checks import DEFAULT_SCORE_TOLERANCE, CheckName, Tally
 from fedchain.audit.history import PostedRecord, TaskHistory
 from fedchain.audit.replay import replay_task
 from fedchain.audit.report import RoundScore, ScoreVerification

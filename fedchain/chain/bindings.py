@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from fedchain.chain.abi import AbiRegistry, ChainEvent, CustomError
 from fedchain.chain.contract import Contract
-from fedchain.chain.deployment import Deployment
 from fedchain.chain.tx import Receipt, Transactor
 
 # --------------------------------------------------------------------------- enums
@@ -3734,6 +3733,14 @@ REGISTRY = AbiRegistry(
 CONTRACTS: Mapping[str, type[Contract]] = {'ArbiterCommittee': ArbiterCommittee, 'DataHandoff': DataHandoff, 'Disputes': Disputes, 'FogAuction': FogAuction, 'RoundLedger': RoundLedger, 'TaskRegistry': TaskRegistry, 'Treasury': Treasury}
 
 
+class Addresses(Protocol):
+    """Where a deployment's contracts are: what :meth:`FedChainContracts.bind` needs of a
+    :class:`fedchain.chain.deployment.Deployment` (named by type, not imported: the deployment module reads
+    this one's registry)."""
+
+    def address(self, name: str) -> str: ...
+
+
 @dataclass(frozen=True)
 class FedChainContracts:
     """Every deployed FedChain contract, typed, sending through one transactor."""
@@ -3747,7 +3754,7 @@ class FedChainContracts:
     treasury: Treasury
 
     @classmethod
-    def bind(cls, deployment: Deployment, transactor: Transactor) -> FedChainContracts:
+    def bind(cls, deployment: Addresses, transactor: Transactor) -> FedChainContracts:
         """The deployment's contracts at their addresses (registering FedChain's errors and events)."""
         for error in REGISTRY.errors:
             transactor.registry.register_error(error)

@@ -202,10 +202,9 @@ def render(artifacts: Mapping[str, Artifact]) -> str:
         "from collections.abc import Mapping, Sequence\n"
         "from dataclasses import dataclass\n"
         "from enum import IntEnum\n"
-        "from typing import Any, ClassVar, NamedTuple\n\n"
+        "from typing import Any, ClassVar, NamedTuple, Protocol\n\n"
         "from fedchain.chain.abi import AbiRegistry, ChainEvent, CustomError\n"
         "from fedchain.chain.contract import Contract\n"
-        "from fedchain.chain.deployment import Deployment\n"
         "from fedchain.chain.tx import Receipt, Transactor\n\n"
     ]
 
@@ -358,12 +357,19 @@ def _render_contract(artifact: Artifact, class_name: str, named: Mapping[str, st
 
 
 def _render_bundle(bound: Sequence[Artifact], contract_names: Mapping[str, str]) -> str:
-    out = ["\n@dataclass(frozen=True)\nclass FedChainContracts:\n"]
+    out = [
+        "\nclass Addresses(Protocol):\n"
+        '    """Where a deployment\'s contracts are: what :meth:`FedChainContracts.bind` needs of a\n'
+        "    :class:`fedchain.chain.deployment.Deployment` (named by type, not imported: the deployment module reads\n"
+        '    this one\'s registry)."""\n\n'
+        "    def address(self, name: str) -> str: ...\n\n",
+        "\n@dataclass(frozen=True)\nclass FedChainContracts:\n",
+    ]
     out.append('    """Every deployed FedChain contract, typed, sending through one transactor."""\n\n')
     for artifact in bound:
         out.append(f"    {snake_case(artifact.name)}: {contract_names[artifact.name]}\n")
     out.append("\n    @classmethod\n")
-    out.append("    def bind(cls, deployment: Deployment, transactor: Transactor) -> FedChainContracts:\n")
+    out.append("    def bind(cls, deployment: Addresses, transactor: Transactor) -> FedChainContracts:\n")
     out.append(
         '        """The deployment\'s contracts at their addresses (registering FedChain\'s errors and events)."""\n'
     )

@@ -46,6 +46,7 @@ from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import ENGINES, Engine, TrainConfig
 from fedchain.trainer.device import resolve_device
 from fedchain.trainer.flower_baseline import FLOWER_VERSION, flower_round_seconds, require_flower
+from fedchain.trainer.plain import fit_client
 from fedchain.trainer.pool import available_cores
 from fedchain.trainer.trainer import Trainer, initial_params
 
@@ -87,25 +88,6 @@ def _workload(clients: int, samples: int, data_root: str | None, seed: int) -> t
         (torch.randn(samples, 1, 28, 28, generator=generator), torch.randint(0, 10, (samples,), generator=generator))
         for _ in range(clients)
     ], "MNIST-shaped random data (no data root)"
-
-
-def fit_client(
-    model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, config: TrainConfig, seed: int
-) -> None:
-    """The plain PyTorch loop's local training of one client, in place on ``model``."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(images, labels),
-        batch_size=config.batch_size,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(seed),
-    )
-    model.train()
-    for _ in range(config.local_epochs):
-        for x, y in loader:
-            optimizer.zero_grad()
-            torch.nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()
 
 
 def _plain_round(

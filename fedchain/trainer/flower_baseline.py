@@ -29,6 +29,7 @@ from fedchain.errors import ConfigError, TrainingError
 from fedchain.fl.params import ParamSpec, unflatten
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import TrainConfig
+from fedchain.trainer.plain import fit_client
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,6 @@ def flower_round_seconds(
     from flwr.server import ServerApp, ServerAppComponents, ServerConfig
     from flwr.server.strategy import FedAvg
     from flwr.simulation import run_simulation
-
-    from fedchain.trainer.bench import fit_client  # here: bench imports this module
 
     state = unflatten(start.cpu(), ParamSpec.of(spec.build().state_dict()))
     names = list(state)
