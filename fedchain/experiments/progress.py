@@ -1,7 +1,7 @@
 """Progress of a series of runs (``fedchain reproduce``): what the loops report, and the bars that draw it.
 
-The loops (:func:`~fedchain.experiments.reproduce.fairness_runs`,
-:func:`~fedchain.experiments.reproduce.rounds_to_accuracy`) call a
+The loops (:func:`~fedchain.experiments.reproduce.fairness.fairness_runs`,
+:func:`~fedchain.experiments.reproduce.rounds.rounds_to_accuracy`) call a
 :class:`RunObserver`, which reports nowhere; :class:`RunBars` draws two bars
 from those calls: the runs done of all, and the rounds of the run under way.
 """
