@@ -164,7 +164,7 @@ class Readiness:
 
     def reasons(self) -> list[str]:
         """One line per thing the start waits for."""
-        lines = [f"client {index} ({account}) {why}" for index, account, why in self.waiting]
+        lines = [f"client {index} ({account}): {why}" for index, account, why in self.waiting]
         if not self.clients:
             lines.append("no client has joined yet")
         if not self.bonded:
@@ -202,7 +202,7 @@ def start_task(session: ChainSession, task_id: int, *, force: bool = False) -> R
                 f"task {task_id} is not ready to start:\n" + "\n".join(f"  - {line}" for line in ready.reasons())
             )
         for index, account, why in ready.waiting:
-            log.warning("starting without client %d (%s): it %s", index, account, why)
+            log.warning("starting without client %d (%s): %s", index, account, why)
     receipt = session.contracts.task_registry.start_task(task_id)
     log.info("task started task=%d tx=%s", task_id, receipt.transaction_hash)
     return receipt

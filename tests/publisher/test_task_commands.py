@@ -329,7 +329,7 @@ def test_task_start_while_a_job_is_in_its_auction_is_refused_naming_the_client_u
     forced = run_cli(world, PUBLISHER, "task", "start", "--task", str(task_id), "--force", monkeypatch=monkeypatch)
 
     # assert: refused with the client and its auction named and what to do; nothing sent; forced, it starts
-    assert refused == 1 and f"client 0 ({client}) its auction takes bids" in err and "--wait" in err
+    assert refused == 1 and f"client 0 ({client}): its auction takes bids" in err and "--wait" in err
     assert status_after_refusal == TaskStatus.OPEN
     assert forced == 0 and world.publisher.contracts.task_registry.state(task_id).status == TaskStatus.RUNNING
 
