@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from web3 import Web3
 
-from fedchain.chain.abi import AbiRegistry
 from fedchain.chain.bindings import RoundLedger, TaskRegistry, TaskStarted, TaskState, TaskStatus
-from fedchain.chain.events import LogQuery, iter_events
+from fedchain.chain.events import task_events
 from fedchain.errors import AgentError
 from fedchain.fl.crosstask import CrossTaskPriors, FinishedTask, history_priors
 
@@ -50,8 +49,7 @@ def finished_tasks(registry: TaskRegistry, ledger: RoundLedger, *, block: int, e
 
 def start_block(w3: Web3, registry: TaskRegistry, task_id: int, *, from_block: int) -> int:
     """The block in which task ``task_id`` started (its ``TaskStarted`` event), searched from ``from_block``."""
-    query = LogQuery((registry.address,), from_block, indexed=(task_id.to_bytes(32, "big"),))
-    for event in iter_events(w3, AbiRegistry(events=[TaskStarted]), query):
+    for event in task_events(w3, registry.address, TaskStarted, task_id, from_block=from_block):
         return event.block_number
     raise AgentError(
         f"task {task_id} has no TaskStarted event since block {from_block}: it has not started yet, "

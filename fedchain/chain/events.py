@@ -79,6 +79,15 @@ def iter_events(w3: Web3, registry: AbiRegistry, query: LogQuery) -> Iterator[Ch
         start = end + 1
 
 
+def task_events(w3: Web3, address: str, cls: type[E], task_id: int, *, from_block: int) -> Iterator[E]:
+    """The ``cls`` events of task ``task_id`` (their first indexed field) that the contract at ``address`` emitted
+    from ``from_block`` on, in chain order: one filtered ``eth_getLogs`` per page, not the deployment's every event."""
+    query = LogQuery((address,), from_block, indexed=(task_id.to_bytes(32, "big"),))
+    for event in iter_events(w3, AbiRegistry(events=[cls]), query):
+        if isinstance(event, cls):
+            yield event
+
+
 def events_of(events: Iterable[ChainEvent], cls: type[E]) -> list[E]:
     """The events of type ``cls``, in the given order."""
     return [e for e in events if isinstance(e, cls)]

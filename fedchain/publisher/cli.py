@@ -7,7 +7,7 @@ import re
 import time
 import typing
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from rich.table import Table
 
 from fedchain.agent.session import (
     SESSION_OPTIONS,
+    ChainSession,
     read_options,
     read_session,
     session_from_options,
@@ -358,26 +359,28 @@ def watch(task_id: int, interval: float, **options: Any) -> None:
     console = stdout_console(PIPED_WIDTH)
     if console.is_terminal:
         with Live(console=console, auto_refresh=False) as live:
-            while True:
-                view = task_view(session, task_id)
+            for view in watched(session, task_id, interval):
                 live.update(Group(progress_line(view), *render_task(view)), refresh=True)
-                if watch_done(view):
-                    break
-                time.sleep(interval)
         return
     last = ""
-    while True:
-        view = task_view(session, task_id)
+    for view in watched(session, task_id, interval):
         line = progress_line(view)
         if line != last:
             console.print(line)
             last = line
-        if watch_done(view):
-            break
-        time.sleep(interval)
     summary, clients = render_task(view)
     console.print(summary)
     print_table(console, clients, labels=2)
+
+
+def watched(session: ChainSession, task_id: int, interval: float) -> Iterator[TaskView]:
+    """The task read every ``interval`` seconds, until and including the reading where it is done (:func:`watch_done`)."""
+    while True:
+        view = task_view(session, task_id)
+        yield view
+        if watch_done(view):
+            return
+        time.sleep(interval)
 
 
 def watch_done(view: TaskView) -> bool:
@@ -391,7 +394,7 @@ def progress_line(view: TaskView) -> str:
     """Where a task stands, in one line: status, round, auctions and hand-offs, commits, posts, pay."""
     s, p = view.state, view.params
     jobs = Counter(c.job.status.name.lower() for c in view.clients)
-    handed = sum(1 for c in view.clients if c.job.status != JobStatus.NONE and not c.waiting)
+    handed = sum(1 for c in view.clients if c.data_handed_off)
     committed = sum(1 for c in view.clients if c.job.paid_up_to >= s.current_round > 0)
     earned = sum(c.settled.earned + c.settled.bonus if c.settled else c.info.earned for c in view.clients)
     parts = [
@@ -472,15 +475,16 @@ def render_task(view: TaskView) -> list[Table]:
     for key, value in rows:
         summary.add_row(key, str(value))
     if view.status == TaskStatus.OPEN:
-        waiting = [c.index for c in view.clients if c.waiting]
+        ready = view.readiness
+        waiting = ", ".join(str(index) for index, _, _ in ready.waiting)
         summary.add_row(
             "ready to start",
             "yes"
-            if view.clients and view.bonded and not waiting
-            else f"no: waiting for client(s) {', '.join(map(str, waiting))}"
+            if ready.ready
+            else f"no: waiting for client(s) {waiting}"
             if waiting
             else "no: no client yet"
-            if not view.clients
+            if not ready.clients
             else "no: the aggregator's bond",
         )
     clients = Table(title="clients and jobs")
@@ -527,4 +531,4 @@ def _data_column(client: ClientView) -> str:
         return f"waiting: {client.waiting}"
     if client.job.status == JobStatus.VACANT:
         return "none (no winner)"
-    return "handed off" if client.job.status != JobStatus.NONE else "-"
+    return "handed off" if client.data_handed_off else "-"

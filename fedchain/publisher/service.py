@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 
 from fedchain.agent.finality import finalize_due, pending_rounds
 from fedchain.agent.session import ChainSession
-from fedchain.chain.abi import AbiRegistry
 from fedchain.chain.bindings import (
     Bid,
     ClientInfo,
@@ -35,7 +34,7 @@ from fedchain.chain.bindings import (
     TreasuryNothingToWithdraw,
 )
 from fedchain.chain.blocktime import BlockInterval, block_interval, next_block_time
-from fedchain.chain.events import LogQuery, iter_events
+from fedchain.chain.events import task_events
 from fedchain.chain.tx import Receipt
 from fedchain.errors import (
     AbandonTooEarly,
@@ -177,14 +176,15 @@ def readiness(session: ChainSession, task_id: int) -> Readiness:
     require_task(session, task_id)
     contracts = session.contracts
     now = session.block_time()
+    count = contracts.round_ledger.client_count(task_id)
     waiting = []
-    for index in range(contracts.round_ledger.client_count(task_id)):
+    for index in range(count):
         why = job_waiting(
             contracts.fog_auction.job(task_id, index), bytes(contracts.data_handoff.data_hash(task_id, index)), now
         )
         if why is not None:
             waiting.append((index, contracts.round_ledger.client(task_id, index).account, why))
-    return Readiness(contracts.round_ledger.client_count(task_id), contracts.disputes.bonded(task_id), tuple(waiting))
+    return Readiness(count, contracts.disputes.bonded(task_id), tuple(waiting))
 
 
 def start_task(session: ChainSession, task_id: int, *, force: bool = False) -> Receipt:
@@ -391,6 +391,8 @@ class ClientView:
     bids: tuple[Bid, ...]
     #: Why the job holds up the task's start (:func:`job_waiting`); None when it is ready.
     waiting: str | None = None
+    #: Whether the client committed the hash of the data it handed to its fog node.
+    data_handed_off: bool = False
     #: Its settlement (earnings over all rounds, final bonus, deposit returned) once the task is settled.
     settled: ClientSettled | None = None
 
@@ -423,6 +425,12 @@ class TaskView:
     def status(self) -> TaskStatus:
         return self.state.status
 
+    @property
+    def readiness(self) -> Readiness:
+        """Whether the task can start, as :func:`readiness` reads it."""
+        waiting = tuple((c.index, c.info.account, c.waiting) for c in self.clients if c.waiting)
+        return Readiness(len(self.clients), self.bonded, waiting)
+
 
 def task_view(session: ChainSession, task_id: int) -> TaskView:
     """Read everything about ``task_id`` (:class:`~fedchain.errors.TaskNotFound` when there is no such task)."""
@@ -435,13 +443,15 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
     clients = []
     for i in range(contracts.round_ledger.client_count(task_id)):
         job = contracts.fog_auction.job(task_id, i)
+        data_hash = bytes(contracts.data_handoff.data_hash(task_id, i))
         clients.append(
             ClientView(
                 index=i,
                 info=contracts.round_ledger.client(task_id, i),
                 job=job,
                 bids=tuple(contracts.fog_auction.bids(task_id, i)),
-                waiting=job_waiting(job, bytes(contracts.data_handoff.data_hash(task_id, i)), now),
+                waiting=job_waiting(job, data_hash, now),
+                data_handed_off=data_hash != bytes(32),
                 settled=settlements.get(i),
             )
         )
@@ -468,7 +478,11 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
 
 def client_settlements(session: ChainSession, task_id: int) -> dict[int, ClientSettled]:
     """The task's ``ClientSettled`` events by client index (empty before settlement): what each client was paid."""
-    ledger = session.contracts.round_ledger
-    query = LogQuery((ledger.address,), session.deployment.block_number, indexed=(task_id.to_bytes(32, "big"),))
-    events = iter_events(session.w3, AbiRegistry(events=[ClientSettled]), query)
-    return {event.client_index: event for event in events if isinstance(event, ClientSettled)}
+    events = task_events(
+        session.w3,
+        session.contracts.round_ledger.address,
+        ClientSettled,
+        task_id,
+        from_block=session.deployment.block_number,
+    )
+    return {event.client_index: event for event in events}
