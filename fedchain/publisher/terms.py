@@ -39,7 +39,7 @@ from fedchain.chain.blocktime import BlockInterval
 from fedchain.config import from_mapping, load_yaml
 from fedchain.errors import ConfigError, TermOutOfRange, WindowsTooShort
 from fedchain.taskspec import TaskSpec
-from fedchain.units import WAD, WEI_UNITS, ether, parse_wei  # noqa: F401 (WEI_UNITS, parse_wei: re-exported)
+from fedchain.units import WAD, ether, parse_wei
 
 #: Fields of :class:`TaskTerms` and :class:`PublishConfig` that are amounts of wei.
 AMOUNT_FIELDS = frozenset(
@@ -427,16 +427,22 @@ class BudgetEstimate:
 
 
 def budget_estimate(terms: TaskTerms, clients: int) -> BudgetEstimate:
-    """What ``terms`` pay ``clients`` clients (:class:`BudgetEstimate`), with the contract's fixed-point rounding."""
+    """What ``terms`` pay ``clients`` clients (:class:`BudgetEstimate`): the mechanism's eqs. 15, 10 and 16, as the
+    contract computes them, at r_a = 1 and r_t = 1 (on time) or r_t = cap (fast), with the task ending at once."""
+    from fedchain.fl.reputation import final_bonus, round_payment, total_reputation
+
     cap = to_wad(terms.reputation_cap, "reputation_cap")
-    round_fast = terms.psi * cap * cap // (WAD * WAD)  # ReputationMath.roundPayment at r_t = cap, r_a = 1
+
+    def bonus(time_rep: int) -> int:
+        return final_bonus(terms.phi, terms.expected_duration, 0, total_reputation(WAD, time_rep, cap))
+
     return BudgetEstimate(
         clients=clients,
         rounds=terms.rounds,
-        round_on_time=terms.psi,
-        round_fast=round_fast,
-        bonus_on_time=terms.phi * terms.expected_duration,
-        bonus_fast=terms.phi * terms.expected_duration * cap // WAD,
+        round_on_time=round_payment(terms.psi, WAD, WAD, 0, 0),
+        round_fast=round_payment(terms.psi, WAD, cap, 0, 0),
+        bonus_on_time=bonus(WAD),
+        bonus_fast=bonus(cap),
     )
 
 

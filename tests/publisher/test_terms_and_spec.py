@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fedchain.errors import ConfigError, TaskSpecError
-from fedchain.publisher.terms import PublishConfig, TaskTerms, load_publish_config, parse_wei
+from fedchain.publisher.terms import PublishConfig, TaskTerms, load_publish_config
 from fedchain.store import keccak256, open_store
 from fedchain.taskspec import (
     PrivacyMechanism,
@@ -23,6 +23,7 @@ from fedchain.taskspec import (
     update_meta,
 )
 from fedchain.trainer.config import TrainConfig
+from fedchain.units import parse_wei
 
 #: Anvil's account 1, in checksum form.
 AGGREGATOR = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
