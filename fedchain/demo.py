@@ -23,7 +23,6 @@ the aggregator's bond is slashed.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import math
 import signal
@@ -109,14 +108,17 @@ class DemoConfig:
             about 93%, has a standard error of 0.8 points, against 1.1 with 500).
         round_duration: seconds from a round's start to its commit deadline.
         auction_duration: seconds of sealed bidding, and again of reveals; None: 15 s, or
-            AUCTION_BLOCKS blocks of ``block_time`` when that is longer.
+            AUCTION_BLOCKS blocks of the chain's block time when that is longer (``block_time``, or with
+            ``rpc_url`` the interval the demo measures on that chain).
         verify_scores: let the audit re-run the aggregator's scoring from the stored updates.
         block_time: seconds between the local Anvil's blocks, as on a public chain (2: an L2, 12:
             Ethereum); 0 mines a block per transaction at once (automine). Ignored with ``rpc_url``.
         dishonest_aggregator: the aggregator posts quality 0 for an honest client in round 1 (that client
             challenges, the committee upholds, the aggregator's bond is slashed).
+        store: the blob store's URL (``s3://bucket/prefix``, with the AWS variables naming its credentials and
+            endpoint); None: the run folder's ``store/``.
         challenge_window: seconds after each post during which entries can be challenged; None: 12 s, or
-            CHALLENGE_WORK_S plus CHALLENGE_BLOCKS blocks of ``block_time`` when that is longer.
+            CHALLENGE_WORK_S plus CHALLENGE_BLOCKS blocks of the chain's block time when that is longer.
     """
 
     strategy: str = "fedavg"
@@ -138,6 +140,7 @@ class DemoConfig:
     block_time: float = 0.0
     dishonest_aggregator: bool = False
     challenge_window: int | None = None
+    store: str | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -165,22 +168,26 @@ class DemoConfig:
 
     @property
     def auction_window(self) -> int:
-        """Seconds of bidding, and again of reveals: ``auction_duration``, or by default 15 s and at least
-        AUCTION_BLOCKS blocks, so that fog nodes see an auction, bid and reveal on a chain with a block time."""
+        """Seconds of bidding, and again of reveals, on the local chain (:meth:`auction_window_on`)."""
+        return self.auction_window_on(self.block_time)
+
+    def auction_window_on(self, block_time: float) -> int:
+        """Seconds of bidding, and again of reveals, on a chain with ``block_time`` seconds between blocks (0:
+        automine): ``auction_duration``, or by default 15 s and at least AUCTION_BLOCKS blocks, so that fog nodes
+        see an auction, bid and reveal."""
         if self.auction_duration is not None:
             return self.auction_duration
-        return max(AUCTION_S, math.ceil(AUCTION_BLOCKS * self.block_time))
+        return max(AUCTION_S, math.ceil(AUCTION_BLOCKS * block_time))
 
     @property
     def challenge_seconds(self) -> int:
-        """Seconds of each round's challenge window: ``challenge_window``, or by default 12 s and at least
-        CHALLENGE_WORK_S plus CHALLENGE_BLOCKS blocks, so that a client sees the post, re-scores and gets its
-        challenge mined."""
+        """Seconds of each round's challenge window on the local chain (:meth:`challenge_seconds_on`)."""
         return self.challenge_seconds_on(self.block_time)
 
     def challenge_seconds_on(self, block_time: float) -> int:
-        """:attr:`challenge_seconds` on a chain with ``block_time`` seconds between blocks (0: automine): the
-        demo on another chain (``rpc_url``) measures that chain's block time."""
+        """Seconds of each round's challenge window on a chain with ``block_time`` seconds between blocks (0:
+        automine): ``challenge_window``, or by default 12 s and at least CHALLENGE_WORK_S plus CHALLENGE_BLOCKS
+        blocks, so that a client sees the post, re-scores and gets its challenge mined."""
         if self.challenge_window is not None:
             return self.challenge_window
         return max(CHALLENGE_S, CHALLENGE_WORK_S + math.ceil(CHALLENGE_BLOCKS * block_time))
@@ -194,10 +201,12 @@ class DemoConfig:
         clean = [i for i in range(self.clients) if i % 2 == 0 and i != 0] or [0]
         return f"client-{clean[-1]}"
 
-    def terms(self) -> TaskTerms:
-        """The task's on-chain terms."""
+    def terms(self, block_time: float | None = None) -> TaskTerms:
+        """The task's on-chain terms, their windows sized for a chain with ``block_time`` seconds between blocks
+        (None: the local chain's ``block_time``; the demo on another chain passes the interval it measured)."""
         from fedchain.publisher.terms import TaskTerms
 
+        clock = self.block_time if block_time is None else block_time
         return TaskTerms(
             rounds=self.rounds,
             expected_duration=EXPECTED_ROUND_S * self.rounds,
@@ -212,11 +221,11 @@ class DemoConfig:
             fog_deposit=2 * 10**16,
             cycles_per_sample=CYCLES_PER_SAMPLE,
             round_duration=self.round_duration,
-            bidding_duration=self.auction_window,
-            reveal_duration=self.auction_window,
-            time_tolerance=max(TIME_TOLERANCE_S, math.ceil(self.block_time)),
+            bidding_duration=self.auction_window_on(clock),
+            reveal_duration=self.auction_window_on(clock),
+            time_tolerance=max(TIME_TOLERANCE_S, math.ceil(clock)),
             max_clients=self.clients,
-            challenge_window=self.challenge_seconds,
+            challenge_window=self.challenge_seconds_on(clock),
             # Second price: the winner is paid up to the runner-up's price, so the client's escrow covers the
             # runner-up, who can take the job over when the winner is slashed (first price: only cheaper bids
             # qualify, and with every bid fast enough for the cap the winner is the cheapest).
@@ -267,30 +276,35 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     from fedchain.chain.node import AnvilNode, AnvilSettings, connect
     from fedchain.data.datasets import load_dataset, resolve_data_root
     from fedchain.publisher import PublishConfig
+    from fedchain.store import open_store
     from fedchain.system import AGGREGATOR, PUBLISHER, AgentOptions, RunSettings, Supervisor, SystemRun, required_funds
 
     data_root = resolve_data_root(config.data_root)
     load_dataset(config.dataset, train=True, root=data_root)  # a missing dataset fails here, before any process
+    if config.store is not None:
+        open_store(config.store)  # a missing bucket or refused credentials stop the demo here, before any process
     run_dir = _fresh_run_dir(config.run_dir)  # created here: a refused demo leaves no folder
-    roster, terms, spec = config.roster(), config.terms(), config.spec()
-    timeout = _timeouts(config)
+    roster, spec = config.roster(), config.spec()
     with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         if config.rpc_url is None:
             node = stack.enter_context(AnvilNode(AnvilSettings(accounts=1, block_time=config.block_time or None)))
             w3, rpc_url, funder = node.web3(), node.rpc_url, node.dev_account(0)
             clock = f"a block every {config.block_time:g} s" if config.block_time else "a block per transaction"
             console.print(f"local chain: Anvil at {rpc_url}, {clock}")
+            terms = config.terms()
         else:
             funder = resolve_account()
             if funder is None:
                 raise SigningKeyError("--rpc-url needs a funded key to deploy and pay the participants")
             w3, rpc_url = connect(config.rpc_url), config.rpc_url
-            console.print(f"chain at {rpc_url}, funded by {funder.address}")
-            interval = block_interval(w3)
-            if not interval.on_demand:  # a block clock: the challenge window spans its blocks
-                terms = dataclasses.replace(terms, challenge_window=config.challenge_seconds_on(interval.seconds))
+            interval = block_interval(w3)  # the windows span the chain's own blocks, as with --block-time
+            console.print(f"chain at {rpc_url}, {interval.describe()}, funded by {funder.address}")
+            terms = config.terms(0.0 if interval.on_demand else interval.seconds)
+        timeout = _timeouts(config, terms)
         supervisor = stack.enter_context(Supervisor())
-        settings = RunSettings(run_dir, AgentOptions(data_root, seed=config.seed), verdict_window=VERDICT_S)
+        settings = RunSettings(
+            run_dir, AgentOptions(data_root, seed=config.seed), verdict_window=VERDICT_S, store=config.store
+        )
         run = SystemRun(w3, funder, rpc_url, settings, supervisor)
         run.deploy(rehearse=config.rpc_url is not None)
         run.fund(
@@ -317,7 +331,12 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         transactions, jobs = _figures(run, roster, funder.address, report)
         console.print(participant_tables(roster, report, run))
         console.print(*audit_verdict(report))
-        console.print(f"wall time {wall_s:.0f} s; logs, states, store and audit.json in {run_dir}")
+        kept = (
+            "logs, states, store and audit.json"
+            if config.store is None
+            else f"logs, states and audit.json (store {config.store})"
+        )
+        console.print(f"wall time {wall_s:.0f} s; {kept} in {run_dir}")
         if config.keep_running:
             supervisor.stop([child.name for child in supervisor.children if child.spec.exits_when_done])
             console.print(
@@ -356,12 +375,12 @@ def _fresh_run_dir(requested: Path | None) -> Path:
     return writable_folder(requested, option="--run-dir")
 
 
-def _timeouts(config: DemoConfig) -> dict[str, float]:
+def _timeouts(config: DemoConfig, terms: TaskTerms) -> dict[str, float]:
     """Generous bounds for each stage (process start-up on a busy CPU dominates)."""
     return {
         "start": 240.0,
-        "auction": 240.0 + 2 * config.auction_window,
-        "rounds": 180.0 + config.rounds * (config.round_duration + 60.0) + config.challenge_seconds + VERDICT_S,
+        "auction": 240.0 + terms.bidding_duration + terms.reveal_duration,
+        "rounds": 180.0 + config.rounds * (config.round_duration + 60.0) + terms.challenge_window + VERDICT_S,
     }
 
 
@@ -622,6 +641,11 @@ def _default(name: str, text: str, kind: type = str) -> Any:
     type=int,
     help=f"Seconds after each post during which entries can be challenged.  [default: {CHALLENGE_S}, or "
     f"{CHALLENGE_WORK_S} s plus {CHALLENGE_BLOCKS} blocks when longer]",
+)
+@click.option(
+    "--store",
+    help="Blob store URL for every participant, such as s3://bucket/prefix (credentials and endpoint from the "
+    "AWS_* variables or profile).  [default: the run folder's store/]",
 )
 def demo(**options: Any) -> None:
     """Run FedChain end to end: a local chain, a task, clients, fog nodes and the aggregator as

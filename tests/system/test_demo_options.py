@@ -56,3 +56,35 @@ def test_the_challenge_window_leaves_the_publishers_work_allowance_and_spans_blo
     assert (
         DemoConfig(rpc_url="http://127.0.0.1:8545").challenge_seconds_on(2.0) == CHALLENGE_WORK_S + 2 * CHALLENGE_BLOCKS
     )
+
+
+@pytest.mark.parametrize("block_time", [2.0, 12.0])
+def test_a_demo_on_another_chain_sizes_its_windows_from_the_interval_it_measured_as_block_time_does(
+    block_time: float,
+) -> None:
+    from fedchain.chain.blocktime import BlockInterval
+    from fedchain.demo import DemoConfig
+    from fedchain.publisher.terms import check_windows
+
+    on_rpc = DemoConfig(rpc_url="http://127.0.0.1:8545")
+    measured = BlockInterval(block_time, on_demand=False, gaps=10)
+
+    sized = on_rpc.terms(block_time)
+
+    assert sized == DemoConfig(block_time=block_time).terms()
+    assert check_windows(sized, measured, confirmations=0) == []
+    # the automine windows the demo used on any --rpc-url chain before: refused on this clock
+    assert check_windows(on_rpc.terms(), measured, confirmations=0) != []
+
+
+def test_demo_with_a_store_bucket_that_does_not_exist_stops_before_any_chain_or_folder(
+    s3_url: str, data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+
+    status = main(["demo", "--run-dir", str(run_dir), "--data-root", str(data_root), "--store", "s3://no-such/demo"])
+
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "the bucket 'no-such'" in err and "does not exist" in err and "aws s3 mb s3://no-such" in err
+    assert not run_dir.exists()
