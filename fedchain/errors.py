@@ -157,7 +157,14 @@ class StoreError(FedchainError):
 class StoreURLError(StoreError):
     """A blob store URL has an unknown scheme or needs a package that is not installed."""
 
-    hint = "use a folder path, file://, memory:// or another fsspec URL (s3:// needs `pip install s3fs`)"
+    hint = "use a folder path, file://, memory:// or another fsspec URL (s3:// needs `pip install 'fedchain[s3]'`)"
+
+
+class StoreUnavailable(StoreError):
+    """The blob store cannot be used from here: its bucket is missing, it refuses the credentials, or it cannot be
+    reached. Checked when a store is opened, so that a process stops at its start."""
+
+    hint = "check the --store URL, the bucket, and the AWS_* credentials and endpoint"
 
 
 class BlobNotFound(StoreError):

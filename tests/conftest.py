@@ -1,13 +1,15 @@
-"""Shared fixtures: one real Anvil node for the whole test session."""
+"""Shared fixtures: one real Anvil node and one S3-compatible server for the whole test session."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from web3 import Web3
 
 from fedchain.chain.node import AnvilNode
+from tests.s3server import S3Server
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +27,21 @@ def anvil() -> Iterator[AnvilNode]:
 def w3(anvil: AnvilNode) -> Web3:
     """A web3 client connected to the session's Anvil."""
     return anvil.web3()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """An S3-compatible server (moto's) on loopback, started once per session."""
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_url(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``s3://BUCKET/prefix`` in a fresh bucket of the session's S3 server, with this process's AWS variables
+    pointing at it (as a user's would at AWS or MinIO)."""
+    for name, value in s3_server.environment().items():
+        monkeypatch.setenv(name, value)
+    bucket = f"fedchain-{uuid.uuid4().hex[:12]}"
+    s3_server.create_bucket(bucket)
+    return f"s3://{bucket}/prefix"

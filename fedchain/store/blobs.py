@@ -33,7 +33,7 @@ import fsspec
 import fsspec.core
 from fsspec import AbstractFileSystem
 
-from fedchain.errors import BlobCorrupted, BlobNotFound, BlobTooLarge, StoreError, StoreURLError
+from fedchain.errors import BlobCorrupted, BlobNotFound, BlobTooLarge, StoreError, StoreUnavailable, StoreURLError
 from fedchain.store.digest import CANONICAL_HASH, HASHES, HashName, parse_digest, to_hex
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,18 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 #: URL schemes that mean "a folder on this machine".
 LOCAL_SCHEMES = (None, "file", "local")
+#: URL schemes whose store lives in this process (tests, doctests): nothing to reach, nothing to check.
+IN_PROCESS_SCHEMES = ("memory",)
+
+
+def backend_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a store backend raises when it cannot read or write: OSError, and botocore's own (an
+    unreachable endpoint, missing credentials) where s3fs is installed, which s3fs does not turn into OSError."""
+    try:
+        from botocore.exceptions import BotoCoreError
+    except ImportError:
+        return (OSError,)
+    return (OSError, BotoCoreError)
 
 
 def _filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[AbstractFileSystem, str]:
@@ -65,7 +77,7 @@ def _filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[AbstractF
         except ImportError as err:
             raise StoreURLError(
                 f"the blob store URL {url!r} needs a package that is not installed: {err}",
-                hint=f"install fsspec's {scheme!r} backend (for s3://: `pip install s3fs`), or use a folder path",
+                hint=f"install fsspec's {scheme!r} backend (for s3://: `pip install 'fedchain[s3]'`), or use a folder path",
             ) from err
     try:
         return fsspec.core.url_to_fs(url, **storage_options)
@@ -118,7 +130,10 @@ class BlobStore:
         url = os.fspath(url)
         fs, root = _filesystem(url, storage_options or {})
         store = cls(fs, root, url=url, hash_name=hash_name, max_bytes=max_bytes)
-        if fsspec.core.split_protocol(url)[0] in LOCAL_SCHEMES:
+        scheme = fsspec.core.split_protocol(url)[0]
+        if scheme not in (*LOCAL_SCHEMES, *IN_PROCESS_SCHEMES):
+            store.check_reachable()
+        if scheme in LOCAL_SCHEMES:
             try:
                 Path(root).mkdir(parents=True, exist_ok=True)
             except OSError as err:
@@ -130,6 +145,38 @@ class BlobStore:
 
     def __repr__(self) -> str:
         return f"BlobStore({self.url!r}, hash_name={self.hash_name!r})"
+
+    def check_reachable(self) -> None:
+        """Read the bucket (or container) the store lives in, so that a missing bucket, refused credentials or an
+        unreachable endpoint stop a process at its start, with what to do, not in the middle of a task.
+
+        :meth:`open` calls it for every store that is not a folder. Raises :class:`StoreUnavailable`.
+        """
+        bucket = self.root.lstrip("/").split("/", 1)[0]
+        try:
+            try:
+                self.fs.ls(self.root, detail=False)  # the store's own few folders, however full the bucket
+            except FileNotFoundError:
+                self.fs.info(bucket)  # nothing under the prefix yet: fine, if the bucket is there
+            finally:
+                self.fs.invalidate_cache(self.root)
+        except FileNotFoundError as err:
+            raise StoreUnavailable(
+                f"the bucket {bucket!r} of the blob store {self.url} does not exist",
+                hint=f"create it first (for S3: `aws s3 mb s3://{bucket}`), or fix the --store URL",
+            ) from err
+        except PermissionError as err:
+            raise StoreUnavailable(
+                f"the blob store {self.url} refused this machine's credentials: {err}",
+                hint="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to a key that may list, read "
+                "and write the bucket",
+            ) from err
+        except backend_errors() as err:
+            raise StoreUnavailable(
+                f"cannot reach the blob store {self.url}: {err}",
+                hint="check the endpoint (AWS_ENDPOINT_URL for an S3-compatible server other than AWS) and the "
+                "network, and that credentials are set (AWS_ACCESS_KEY_ID or AWS_PROFILE)",
+            ) from err
 
     def digest(self, data: bytes) -> bytes:
         """The hash ``data`` is filed under in this store."""
@@ -156,14 +203,17 @@ class BlobStore:
             with self.fs.open(temporary, "wb") as file:
                 file.write(data)
             self.fs.mv(temporary, path)
-        except OSError as err:
+        except backend_errors() as err:
             raise StoreError(f"cannot write object {to_hex(digest)} to {self.url}: {err}") from err
         log.debug("stored %s (%d bytes) in %s", to_hex(digest), len(data), self.url)
         return digest
 
     def exists(self, digest: bytes | str) -> bool:
         """Whether an object named ``digest`` is in the store (its bytes are not checked)."""
-        return bool(self.fs.exists(self.path_of(digest)))
+        try:
+            return bool(self.fs.exists(self.path_of(digest)))
+        except backend_errors() as err:
+            raise StoreError(f"cannot look for object {to_hex(parse_digest(digest))} in {self.url}: {err}") from err
 
     def size(self, digest: bytes | str) -> int:
         """The stored size in bytes of the object named ``digest``."""
@@ -172,6 +222,8 @@ class BlobStore:
             return int(self.fs.size(path))
         except FileNotFoundError as err:
             raise BlobNotFound(f"object {to_hex(parse_digest(digest))} is not in the store {self.url}") from err
+        except backend_errors() as err:
+            raise StoreError(f"cannot read object {to_hex(parse_digest(digest))} from {self.url}: {err}") from err
 
     def get(self, digest: bytes | str, *, max_bytes: int | None = None) -> bytes:
         """The bytes of the object named ``digest``, verified against it.
@@ -191,7 +243,7 @@ class BlobStore:
                 data = file.read(limit + 1)
         except FileNotFoundError as err:
             raise BlobNotFound(f"object {name} is not in the store {self.url}") from err
-        except OSError as err:
+        except backend_errors() as err:
             raise StoreError(f"cannot read object {name} from {self.url}: {err}") from err
         if len(data) > limit:
             raise BlobTooLarge(f"object {name} in {self.url} grew past the limit of {limit} bytes while read")
@@ -222,17 +274,18 @@ class BlobStore:
             with self.fs.open(temporary, "wb") as file:
                 file.write(data)
             self.fs.mv(temporary, path)
-        except OSError as err:
+        except backend_errors() as err:
             raise StoreError(f"cannot pin note {board}/{name} in {self.url}: {err}") from err
 
     def notes(self, board: str) -> dict[str, bytes]:
         """Every note pinned on ``board``, by name (empty when nothing was pinned); oversized notes are skipped."""
         folder = self._board(board)
+        self.fs.invalidate_cache(folder)  # an object store's client caches listings: another process pins notes
         try:
             entries = self.fs.ls(folder, detail=True) if self.fs.exists(folder) else []
         except FileNotFoundError:
             return {}
-        except OSError as err:
+        except backend_errors() as err:
             raise StoreError(f"cannot list board {board} in {self.url}: {err}") from err
         notes = {}
         for entry in entries:
@@ -248,7 +301,7 @@ class BlobStore:
                     notes[name] = file.read(NOTE_MAX_BYTES + 1)[:NOTE_MAX_BYTES]
             except FileNotFoundError:
                 continue  # replaced while listed: the next read sees the new one
-            except OSError as err:
+            except backend_errors() as err:
                 raise StoreError(f"cannot read note {board}/{name} from {self.url}: {err}") from err
         return notes
 

@@ -3,7 +3,8 @@
 A run folder holds everything one run writes::
 
     RUN/deployment.json        the deployment every process reads (--deployment)
-    RUN/store/                 the blob store (--store): spec, models, updates, job data
+    RUN/store/                 the blob store (--store): spec, models, updates, job data; or a URL of its own
+                               (s3://bucket/prefix)
     RUN/state/NAME.json        each agent's state file (--state)
     RUN/logs/NAME.log          each process's output
 
@@ -31,9 +32,11 @@ WATCHER_NICENESS = 10
 
 @dataclass(frozen=True)
 class RunFolder:
-    """Where one run keeps its deployment, blob store, states and logs."""
+    """Where one run keeps its deployment, blob store, states and logs; ``store``: the blob store's URL when it is
+    not the folder's own ``store/`` (an S3 bucket, say)."""
 
     root: Path
+    store: str | None = None
 
     @property
     def deployment_file(self) -> Path:
@@ -41,7 +44,7 @@ class RunFolder:
 
     @property
     def store_url(self) -> str:
-        return str(self.root / "store")
+        return self.store if self.store is not None else str(self.root / "store")
 
     def state(self, name: str) -> Path:
         """The state file of agent ``name``."""

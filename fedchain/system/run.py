@@ -80,6 +80,7 @@ class RunSettings:
         arbiters: members of the deployment's arbiter committee (each a ``verifier run`` process).
         quorum: signatures a verdict needs.
         verdict_window: seconds the committee has to judge a challenge.
+        store: the blob store's URL every participant uses (None: the run folder's ``store/``).
     """
 
     run_dir: Path
@@ -87,6 +88,7 @@ class RunSettings:
     arbiters: int = ARBITERS
     quorum: int = QUORUM
     verdict_window: int = VERDICT_WINDOW_S
+    store: str | None = None
 
     @property
     def verifiers(self) -> tuple[str, ...]:
@@ -105,7 +107,7 @@ class SystemRun:
         self.rpc_url = rpc_url
         self.settings = settings
         self.supervisor = supervisor
-        self.folder = RunFolder(settings.run_dir)
+        self.folder = RunFolder(settings.run_dir, settings.store)
         self._deployment: Deployment | None = None
         self._sessions: dict[str, ChainSession] = {}
         self._events: EventLog | None = None

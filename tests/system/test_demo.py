@@ -15,7 +15,7 @@ import pytest
 
 from fedchain.audit import CheckName
 from fedchain.chain.keys import PRIVATE_KEY_ENV
-from fedchain.chain.node import AnvilNode
+from fedchain.chain.node import AnvilNode, AnvilSettings
 from tests.system.conftest import FUNDER
 
 #: A small demo: 2 clients (12 and 36 samples), 2 fog nodes (one a free rider), 2 rounds.
@@ -53,14 +53,19 @@ def demo_on_chain(anvil: AnvilNode, run_dir: Path, data_root: Path, *args: str) 
 
 
 @pytest.mark.slow
-def test_demo_on_a_chain_that_mines_every_2_s_awards_and_trains_every_job_and_the_audit_passes(
-    data_root: Path, tmp_path: Path
+def test_demo_on_a_chain_that_mines_every_2_s_with_an_s3_store_awards_and_trains_every_job_and_the_audit_passes(
+    data_root: Path, tmp_path: Path, s3_url: str
 ) -> None:
-    # prepare: the demo starts its own Anvil with a 2 s block time, as on an L2
+    # prepare: an existing chain that mines every 2 s, as an L2 does (the demo measures it and sizes its windows);
+    # every participant keeps its objects in a bucket of an S3-compatible server, reached through the AWS variables
+    # (s3_url sets them)
     run_dir = tmp_path / "demo-2s"
+    store = ("--store", s3_url)
 
-    # execute
-    demo = fedchain("demo", "--block-time", "2", "--run-dir", str(run_dir), "--data-root", str(data_root), *DEMO_ARGS)
+    with AnvilNode(AnvilSettings(block_time=2)) as chain:
+        # execute: the demo, then the audit command on its own, reading every object back from the bucket
+        demo = demo_on_chain(chain, run_dir, data_root, *store, *DEMO_ARGS)
+        audit = fedchain("audit", "--task", "1", "--deployment", str(run_dir / "deployment.json"), *store, "--json")
 
     # assert: the audit passed; every job got a bid and was awarded; the free rider's client challenged its fog node,
     # the committee upheld, fog 0 was slashed and the client stayed in; both clients were trained in both rounds
@@ -73,6 +78,11 @@ def test_demo_on_a_chain_that_mines_every_2_s_awards_and_trains_every_job_and_th
     assert {(c["round"], c["client_index"]) for c in report["commits"]} == {(1, 0), (1, 1), (2, 0), (2, 1)}
     assert [(s["kind"]) for s in report["slashes"]] == ["fraud"]
     assert {(c["kind"], c["status"]) for c in report["challenges"]} == {("fog", "upheld")}
+    # the objects went to the bucket, not the run folder, and the audit read each of them back intact
+    assert not (run_dir / "store").exists()
+    assert audit.returncode == 0, f"audit failed:\n{audit.stdout[-4000:]}\n{audit.stderr[-4000:]}"
+    checks = {check["name"]: check for check in json.loads(audit.stdout)["checks"]}
+    assert all(checks[name.value]["status"] == "pass" for name in (CheckName.STORE_UPDATES, CheckName.STORE_MODELS))
 
 
 @pytest.mark.slow
