@@ -11,6 +11,8 @@ point); they are cast to the parameters' dtype only to multiply the updates.
 
 from __future__ import annotations
 
+from typing import Literal, TypeAlias
+
 import torch
 
 #: Below this Euclidean norm an update counts as the zero update: it has no
@@ -49,6 +51,34 @@ def weighted_sum(updates: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 def row_norms(updates: torch.Tensor) -> torch.Tensor:
     """Euclidean norm of every row, float64 ``[n]`` on the CPU."""
     return torch.linalg.vector_norm(updates.to(torch.float64), dim=1).cpu()
+
+
+#: The length a normalising strategy (cgsv, fedave) scales every update to: a fixed ``tau`` (the papers' settings),
+#: ``"median"`` (:func:`median_length`), or None (cgsv only: the raw updates).
+UpdateLength: TypeAlias = float | Literal["median"] | None
+MEDIAN_LENGTH: Literal["median"] = "median"
+
+
+def median_length(updates: torch.Tensor, finite: torch.Tensor) -> float:
+    """The median norm of the finite, non-zero rows (1.0 when there are none).
+
+    Scaled to it, every update weighs by its direction alone, as a fixed tau makes it, and the round
+    moves the model as far as a typical update of this round would: a fixed tau of 1 or 0.5 held
+    lenet5 on 5 IID MNIST clients to 86-87% (cgsv) and 78% (fedave) after 5 rounds, where FedAvg
+    reached 92%, because honest updates were several times longer than tau early on. A median over
+    the screened round moves only if half the round's updates do.
+    """
+    norms = row_norms(updates)[finite.cpu()]
+    norms = norms[norms > ZERO_NORM]
+    return float(norms.median()) if norms.numel() else 1.0
+
+
+def normalised_rows(updates: torch.Tensor, finite: torch.Tensor, length: UpdateLength) -> torch.Tensor:
+    """Every row scaled to ``length`` (:data:`UpdateLength`); None returns ``updates`` as they are."""
+    if length is None:
+        return updates
+    tau = median_length(updates, finite) if length == MEDIAN_LENGTH else float(length)
+    return unit_rows(updates, tau)
 
 
 def unit_rows(updates: torch.Tensor, tau: float = 1.0) -> torch.Tensor:

@@ -114,3 +114,33 @@ def test_cgsv_state_for_another_client_count_is_refused() -> None:
 def test_cgsv_rejects_an_out_of_range_gamma0() -> None:
     with pytest.raises(ConfigError, match="gamma0"):
         get_strategy("cgsv", gamma0=1.5)
+
+
+def test_cgsv_scales_every_update_to_the_rounds_median_norm_by_default() -> None:
+    """Norms 3, 5 and 10 (median 5), equal data: every u_i has length 5, so the step is 5 times the mean unit
+    vector; the third client's tenfold norm buys it no more weight than the first's."""
+    updates = torch.tensor([[3.0, 0.0], [0.0, 5.0], [10.0, 0.0]])
+
+    result = get_strategy("cgsv").round(torch.zeros(2), updates, [1, 1, 1])
+    seed = get_strategy("cgsv", tau=1.0).round(torch.zeros(2), updates, [1, 1, 1])
+
+    torch.testing.assert_close(result.global_params, torch.tensor([10.0, 5.0]) / 3)
+    torch.testing.assert_close(result.global_params, 5 * seed.global_params)
+    torch.testing.assert_close(result.contribution, seed.contribution)  # cosines do not see the length
+
+
+def test_cgsv_median_length_leaves_rejected_and_zero_updates_out() -> None:
+    nan = float("nan")
+    updates = torch.tensor([[2.0, 0.0], [0.0, 0.0], [nan, nan], [0.0, 4.0]])
+
+    result = get_strategy("cgsv").round(torch.zeros(2), updates, [1, 1, 1, 1])
+
+    # median of the norms 2 and 4 (the lower middle value, as torch.median takes it) is 2
+    torch.testing.assert_close(result.global_params, torch.tensor([2.0, 2.0]) / 3)
+
+
+def test_cgsv_refuses_a_length_that_is_neither_a_number_nor_median() -> None:
+    with pytest.raises(ConfigError, match="tau"):
+        get_strategy("cgsv", tau="mean")
+    with pytest.raises(ConfigError, match="tau must be positive"):
+        get_strategy("cgsv", tau=0.0)

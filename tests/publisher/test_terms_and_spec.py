@@ -243,3 +243,18 @@ def test_a_fedfaim_spec_states_todays_quality_check_and_an_older_one_keeps_the_p
     assert (
         TaskSpec(dataset="mnist", model="lenet5", strategy="fedfaim", strategy_options=seed).to_bytes() == older_bytes
     )
+
+
+@pytest.mark.parametrize(("strategy", "seed_tau"), [("cgsv", 1.0), ("fedave", 0.5)])
+def test_a_cgsv_or_fedave_spec_states_the_median_length_and_an_older_one_keeps_the_seeds_tau(
+    strategy: str, seed_tau: float
+) -> None:
+    new = TaskSpec(dataset="mnist", model="lenet5", strategy=strategy)
+    stated = b'"strategy_options":{"tau":"median"}'
+    older_bytes = new.to_bytes().replace(stated, b'"strategy_options":{}')
+
+    assert stated in new.to_bytes() and new.strategy_options["tau"] == "median"
+    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    older = TaskSpec.from_bytes(older_bytes)
+    assert older.strategy_options["tau"] == seed_tau  # what its aggregator ran, so the auditor runs it too
+    assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged

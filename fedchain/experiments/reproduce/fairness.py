@@ -24,6 +24,7 @@ from fedchain.experiments.progress import RunBars, RunObserver
 from fedchain.experiments.reproduce.series import (
     PIPED_WIDTH,
     Split,
+    as_in_seed,
     comma_names,
     figure,
     or_nan,
@@ -35,7 +36,6 @@ from fedchain.experiments.reproduce.series import (
 )
 from fedchain.experiments.results import ExperimentResult
 from fedchain.experiments.simulate import apply_threads
-from fedchain.fl.strategies.fedfaim import SEED_QUALITY_CHECK
 from fedchain.taskspec import REWARD_IN_KIND
 from fedchain.trainer import WorkerPool
 
@@ -119,14 +119,6 @@ def oracle_quota_fractions(standalone: Sequence[float], floor: float) -> tuple[f
     return tuple(floor ** (1 - (s - low) / (high - low)) for s in standalone)
 
 
-def _as_in_seed(strategy: str, config: ExperimentConfig) -> dict[str, Any]:
-    """The config's strategy options, with fedfaim's quality check the seed's plain comparison unless it names
-    another: the fairness table reproduces the papers (the product's default tolerates 2 standard errors)."""
-    if strategy == "fedfaim":
-        return {**SEED_QUALITY_CHECK, **config.strategy_options}
-    return dict(config.strategy_options)
-
-
 def fairness_runs(
     base: ExperimentConfig,
     strategies: Sequence[str],
@@ -166,7 +158,7 @@ def fairness_runs(
                         run_config = config.with_changes(strategy="fedave", strategy_options=options)
                     else:
                         run_config = config.with_changes(
-                            strategy=strategy, strategy_options=_as_in_seed(strategy, config)
+                            strategy=strategy, strategy_options=as_in_seed(strategy, config.strategy_options)
                         )
                     label, name = f"{partition} seed {seed} {strategy}", f"{partition}-seed{seed}-{strategy}"
                     note = "every client trained alone first" if first_run is None else ""

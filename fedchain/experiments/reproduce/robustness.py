@@ -358,6 +358,8 @@ def robustness_command(
       sign-flip               minus the honest update
       noise                   Gaussian noise of the honest update's norm
       free-ride-zero/-random  no training: a zero update, or random noise
+      free-ride-disguised     no training from round 2: the last global step plus
+                              noise (Fraboni et al. 2021)
       label-flip              honest training on labels c -> 9 - c
       sybil                   colluding clients all send one update, minus
                               the mean of their honest updates (0.3 of 10

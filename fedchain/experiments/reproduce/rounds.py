@@ -21,6 +21,7 @@ from fedchain.experiments.progress import RunBars, RunObserver
 from fedchain.experiments.reproduce.series import (
     PIPED_WIDTH,
     Split,
+    as_in_seed,
     comma_names,
     run_or_read,
     say_what_is_kept,
@@ -69,7 +70,8 @@ def rounds_to_accuracy(
             split = Split(base.with_changes(faults=SETTINGS[setting], stop_at_target=True))
             for strategy in strategies:
                 label, name = f"{setting} {strategy}", f"{setting}-{strategy}"
-                run_config = split.config.with_changes(strategy=strategy)
+                options = as_in_seed(strategy, split.config.strategy_options)  # the seed's cgsv (Tian's Table 4)
+                run_config = split.config.with_changes(strategy=strategy, strategy_options=options)
                 result = run_or_read(
                     run_config, split, name, label, pool=pool, output_dir=output_dir, observer=observer
                 )

@@ -6,8 +6,9 @@ import contextlib
 import logging
 import math
 import statistics
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,8 +20,19 @@ from fedchain.experiments.results import ExperimentResult, read_result
 from fedchain.experiments.runner import run_experiment
 from fedchain.experiments.simulate import save_finished
 from fedchain.files import keep_aside, output_folder
+from fedchain.fl.strategies.fedfaim import SEED_QUALITY_CHECK
 from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
+
+#: The papers' own settings where the product's default differs, for the tables that reproduce a paper: fedfaim's
+#: plain quality check, and the fixed update lengths of cgsv and fedave (the product scales to the round's median).
+SEED_OPTIONS: dict[str, dict[str, Any]] = {"fedfaim": SEED_QUALITY_CHECK, "cgsv": {"tau": 1.0}, "fedave": {"tau": 0.5}}
+
+
+def as_in_seed(strategy: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` over ``strategy``'s seed settings (:data:`SEED_OPTIONS`): an option named explicitly wins."""
+    return {**SEED_OPTIONS.get(strategy, {}), **options}
+
 
 log = logging.getLogger(__name__)
 

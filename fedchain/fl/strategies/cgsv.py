@@ -2,7 +2,8 @@
 
 Round t (1-based), weights r^t (r^1 = data shares):
 
-- ``u_i = tau * Delta_i / ||Delta_i||`` (``tau=None`` keeps the raw update),
+- ``u_i = tau * Delta_i / ||Delta_i||`` (``tau=None`` keeps the raw update; the default, ``"median"``, is the
+  median norm of the round's updates: :func:`fedchain.fl.aggregate.median_length`; the seed's 1.0 stays an option),
 - ``U = sum_i r_i u_i`` (r renormalised over the accepted clients); the new
   global model is ``global + U``,
 - ``psi_i = cos(u_i, U)`` is the round's contribution,
@@ -22,7 +23,15 @@ from dataclasses import dataclass
 import torch
 
 from fedchain.errors import ConfigError
-from fedchain.fl.aggregate import cosine_to, data_shares, normalise_weights, unit_rows, weighted_sum
+from fedchain.fl.aggregate import (
+    MEDIAN_LENGTH,
+    UpdateLength,
+    cosine_to,
+    data_shares,
+    normalise_weights,
+    normalised_rows,
+    weighted_sum,
+)
 from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size
 
 
@@ -44,8 +53,9 @@ class CGSV(Strategy[CGSVState]):
     normalises_updates = True
     state_type = CGSVState
 
-    #: Normalised update length tau; None aggregates the raw updates.
-    tau: float | None = 1.0
+    #: Normalised update length tau: a number (the seed: 1.0), "median" (the round's median update norm: it
+    #: learns as FedAvg does, where 1.0 ended 5 IID rounds 5 points lower), or None to aggregate the raw updates.
+    tau: UpdateLength = MEDIAN_LENGTH
     #: gamma^0 in [0, 1]: 1 keeps the data shares (FedAvg), lower values let contribution steer the weights.
     gamma0: float = 0.5
 
@@ -53,9 +63,9 @@ class CGSV(Strategy[CGSVState]):
         super().__post_init__()
         if not 0.0 <= self.gamma0 <= 1.0:
             raise ConfigError(f"cgsv gamma0 must be in [0, 1], got {self.gamma0}", hint="e.g. gamma0: 0.5")
-        if self.tau is not None and self.tau <= 0:
+        if isinstance(self.tau, float) and not self.tau > 0:
             raise ConfigError(
-                f"cgsv tau must be positive, got {self.tau}", hint="e.g. tau: 1.0, or null for raw updates"
+                f"cgsv tau must be positive, got {self.tau}", hint="e.g. tau: median, 1.0, or null for raw updates"
             )
 
     def init_state(self, data_sizes: torch.Tensor) -> CGSVState:
@@ -65,7 +75,7 @@ class CGSV(Strategy[CGSVState]):
         check_state_size(self.name, state.weights, inputs.n_clients)
         previous = state.weights if state.weights is not None else data_shares(inputs.data_sizes)
         t = state.round + 1
-        units = inputs.updates if self.tau is None else unit_rows(inputs.updates, self.tau)
+        units = normalised_rows(inputs.updates, inputs.finite, self.tau)
         weights = normalise_weights(torch.where(inputs.finite, previous, torch.zeros_like(previous)))
         aggregated = weighted_sum(units, weights)
         psi = torch.where(inputs.finite, cosine_to(units, aggregated), torch.zeros_like(previous))

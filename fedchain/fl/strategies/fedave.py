@@ -42,11 +42,20 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from fedchain.errors import ConfigError
-from fedchain.fl.aggregate import ZERO_NORM, data_shares, normalise_weights, row_norms, unit_rows, weighted_sum
+from fedchain.fl.aggregate import (
+    MEDIAN_LENGTH,
+    ZERO_NORM,
+    data_shares,
+    normalise_weights,
+    normalised_rows,
+    row_norms,
+    weighted_sum,
+)
 from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON, loss_kl
 from fedchain.fl.rewards import sparsify_top_magnitude, sparsify_top_magnitude_by_layer
 from fedchain.fl.strategy import (
@@ -142,8 +151,9 @@ class FedAVE(Strategy[FedAVEState]):
     state_type = FedAVEState
     needs_local_losses = True
 
-    #: Length tau of every normalised update.
-    tau: float = 0.5
+    #: Length tau of every normalised update: a number (the seed: 0.5) or "median" (the round's median update
+    #: norm: it learns as FedAvg does, where 0.5 ended 5 IID rounds at 78%).
+    tau: float | Literal["median"] = MEDIAN_LENGTH
     #: Reputation smoothing alpha in [0, 1): the weight of the previous reputation.
     alpha: float = 0.95
     #: Steepness beta of tanh in the reward quota.
@@ -166,7 +176,7 @@ class FedAVE(Strategy[FedAVEState]):
     def __post_init__(self) -> None:
         super().__post_init__()
         problems = []
-        if not self.tau > 0:
+        if isinstance(self.tau, float) and not self.tau > 0:
             problems.append(f"tau={self.tau} must be positive")
         if not 0.0 <= self.alpha < 1.0:
             problems.append(f"alpha={self.alpha} must be in [0, 1)")
@@ -177,7 +187,8 @@ class FedAVE(Strategy[FedAVEState]):
             problems.append(f"quota_fractions={list(self.quota_fractions)} must all lie in [0, 1]")
         if problems:
             raise ConfigError(
-                f"invalid fedave settings: {'; '.join(problems)}", hint="e.g. tau: 0.5, alpha: 0.95, beta: 5"
+                f"invalid fedave settings: {'; '.join(problems)}",
+                hint="e.g. tau: median (or 0.5), alpha: 0.95, beta: 5",
             )
 
     def divergences(self, inputs: RoundInputs, evaluations: Sequence[Evaluation | None]) -> torch.Tensor:
@@ -232,7 +243,7 @@ class FedAVE(Strategy[FedAVEState]):
         smoothed = instant if state.reputation is None else self.alpha * state.reputation + (1 - self.alpha) * instant
         reputation = normalise_weights(smoothed)
         weights = data_shares(inputs.data_sizes, inputs.finite)
-        global_update = weighted_sum(unit_rows(inputs.updates, self.tau), weights)
+        global_update = weighted_sum(normalised_rows(inputs.updates, inputs.finite, self.tau), weights)
         if self.relative_divergence and eligible.any():
             divergence = divergence / divergence[eligible].min()
         quotas = self.quotas(reputation, divergence, eligible, global_update.numel())
