@@ -171,6 +171,7 @@ def score_round(
     quality: QualitySource = "loss",
     screening: ScreeningConfig = ScreeningConfig(),  # noqa: B008 (frozen: one shared default is safe)
     client_params: torch.Tensor | None = None,
+    last_step: torch.Tensor | None = None,
 ) -> RoundOutcome:
     """Evaluate every usable update, screen, aggregate, and measure every client for the chain (module docstring).
 
@@ -178,7 +179,8 @@ def score_round(
     the round rejects the same updates. With no usable update the global model and the strategy's state
     stay as they were and every quality is 0. For a strategy that needs local losses, an update without
     them is not usable. ``client_params`` ``[n, d]``: the model each client trained from when the
-    clients train from their own rewards (None: all trained from ``global_params``).
+    clients train from their own rewards (None: all trained from ``global_params``). ``last_step``: the global
+    model ``global_params`` minus the one before it (None in round 1), for screening's rule 5.
     """
     n = len(clients)
     needs_losses = strategy.needs_local_losses
@@ -206,7 +208,9 @@ def score_round(
             client_evaluations=evaluations,
             local_sample_losses=[c.local_losses for c in clients] if needs_losses else None,
         )
-        screened = screen(updates, torch.tensor(usable), torch.tensor(losses, dtype=torch.float64), screening)
+        screened = screen(
+            updates, torch.tensor(usable), torch.tensor(losses, dtype=torch.float64), screening, last_step
+        )
         result = strategy.round(
             global_params, screened_updates(updates, screened), sizes, state, validation, client_params=client_params
         )

@@ -499,6 +499,7 @@ class Aggregator:
                 quality=context.quality,
                 screening=context.spec.screening,
                 client_params=self._client_params(state, context, round_number, global_params, active),
+                last_step=self._last_step(state, context, round_number, global_params),
             )
             model_hash = self._publish(context, round_number, outcome)
             rewards = self._publish_rewards(context, round_number, outcome, active)
@@ -662,6 +663,15 @@ class Aggregator:
             model_hash = models[str(previous)]
         params = load_model(self.session.store, context.spec, model_hash, task_id=self.task_id, round_number=previous)
         return flatten(params, context.param_spec)[0]
+
+    def _last_step(
+        self, state: AgentState, context: _TaskContext, round_number: int, global_params: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Round ``round_number``'s start model minus the one before it (None in round 1, or when the task's
+        screening does not look at it): what a disguised free rider resends (screening's rule 5)."""
+        if round_number < 2 or context.spec.screening.min_novelty is None:
+            return None
+        return global_params - self._global_model(state, context, round_number - 1).to(global_params.dtype)
 
     def _posted_models(self) -> dict[str, str]:
         """Round -> model hash of every posted round of the task, from the chain's RoundPosted events."""

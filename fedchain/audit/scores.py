@@ -133,6 +133,9 @@ class ScoreReproduction:
         self._model_hash = model_id
         self._state: Any = None
         self._done: list[ReproducedRound] = []
+        self._start: torch.Tensor | None = (
+            None  # the last reproduced round's start model (screening's rule 5: the last step)
+        )
         log.info("reproducing task %d's rounds with %s (%s quality)", task_id, name, self.quality)
 
     @classmethod
@@ -225,8 +228,9 @@ class ScoreReproduction:
             quality=self.quality,
             screening=spec.screening,
             client_params=starts,
+            last_step=None if self._start is None else global_params - self._start.to(global_params.dtype),
         )
-        self._state, self._model_hash = outcome.state, posted.model_hash
+        self._state, self._model_hash, self._start = outcome.state, posted.model_hash, global_params
         return ReproducedRound(n, outcome, tuple(rejections))
 
 

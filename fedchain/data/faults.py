@@ -14,7 +14,7 @@ import torch
 
 from fedchain.errors import ConfigError
 
-FreeRiderMode = Literal["zero", "random"]
+FreeRiderMode = Literal["zero", "random", "disguised"]
 
 
 def _check_fraction(name: str, value: float) -> None:
@@ -74,7 +74,21 @@ def free_ride(
         scale = float(update.float().pow(2).mean().sqrt()) if std is None else std
         noise = torch.randn(update.shape, generator=generator, dtype=torch.float32)
         return (noise * scale).to(device=update.device, dtype=update.dtype)
-    raise ConfigError(f"unknown free-rider mode {mode!r}", hint="use zero or random")
+    raise ConfigError(f"unknown free-rider mode {mode!r}", hint="use zero, random or disguised")
+
+
+def disguised_free_ride(last_step: torch.Tensor | None, *, noise: float, generator: torch.Generator) -> torch.Tensor:
+    """The disguised free rider of Fraboni et al. (AISTATS 2021): no training, only what every client can see.
+
+    It sends the difference between the last two global models (``last_step``), plus Gaussian noise of ``noise``
+    times that difference's root-mean-square per parameter. Its norm and direction look like a client's that
+    learnt what the others learnt. In round 1 there is no step yet: it sends the zero update.
+    """
+    if last_step is None:
+        raise ConfigError("a disguised free rider needs the last global step", hint="pass the zero update in round 1")
+    rms = float(last_step.float().pow(2).mean().sqrt())
+    jitter = torch.randn(last_step.shape, generator=generator, dtype=torch.float32) * (noise * rms)
+    return last_step + jitter.to(device=last_step.device, dtype=last_step.dtype)
 
 
 def scale_update(update: torch.Tensor, factor: float) -> torch.Tensor:

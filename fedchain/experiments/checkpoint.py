@@ -35,6 +35,7 @@ FORMAT = "fedchain-run-checkpoint/1"
 _METADATA_KEY = "run"
 #: Tensor names: the models, and the prefix of the strategy state's tensor fields.
 _GLOBAL, _MODELS, _REWARDS, _STATE = "global_params", "models", "rewards", "state."
+_LAST_STEP = "last_step"
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class RunCheckpoint:
     standalone_runs: tuple[tuple[float, ...], ...] | None
     #: Wall-clock seconds the run had taken up to that round.
     seconds: float
+    #: That round's global model minus the one before ``[d]`` (what disguised free riders resend); ``None``
+    #: before round 1.
+    last_step: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> RunCheckpoint:
         """A copy with every tensor (models, strategy state) on ``device``."""
@@ -73,6 +77,7 @@ class RunCheckpoint:
             global_params=self.global_params.to(device),
             models=None if self.models is None else self.models.to(device),
             rewards=None if self.rewards is None else self.rewards.to(device),
+            last_step=None if self.last_step is None else self.last_step.to(device),
             state=state,
         )
 
@@ -81,7 +86,11 @@ def save_checkpoint(path: Path, config: ExperimentConfig, checkpoint: RunCheckpo
     """Write ``checkpoint`` of a run of ``config`` to ``path`` atomically (a stop while saving keeps the previous one)."""
     state_tensors, state_fields = checkpoint.state.parts() if checkpoint.state is not None else ({}, {})
     tensors = {_GLOBAL: checkpoint.global_params.detach().to("cpu").contiguous()}
-    for name, tensor in ((_MODELS, checkpoint.models), (_REWARDS, checkpoint.rewards)):
+    for name, tensor in (
+        (_MODELS, checkpoint.models),
+        (_REWARDS, checkpoint.rewards),
+        (_LAST_STEP, checkpoint.last_step),
+    ):
         if tensor is not None:
             tensors[name] = tensor.detach().to("cpu").contiguous()
     tensors.update({_STATE + name: tensor for name, tensor in state_tensors.items()})
@@ -139,6 +148,7 @@ def _checkpoint(
         global_params=tensors[_GLOBAL],
         models=tensors.get(_MODELS),
         rewards=tensors.get(_REWARDS),
+        last_step=tensors.get(_LAST_STEP),
         state=None if run["state_type"] is None else state_type.from_parts(state, run["state"]),
         records=tuple(RoundRecord.from_dict(record) for record in run["records"]),
         rounds_to_target=None if run["rounds_to_target"] is None else int(run["rounds_to_target"]),

@@ -61,8 +61,13 @@ class FaultConfig:
     flipped_clients: float = 0.0
     #: Fraction of clients that do not train and send a zero or random update.
     free_riders: float = 0.0
-    #: What a free rider sends: ``zero`` (nothing changes) or ``random`` (Gaussian noise).
-    free_rider_mode: Literal["zero", "random"] = "zero"
+    #: What a free rider sends: ``zero`` (nothing changes), ``random`` (Gaussian noise), or ``disguised`` (the
+    #: last global step plus noise, Fraboni et al. 2021: :func:`fedchain.data.faults.disguised_free_ride`).
+    free_rider_mode: Literal["zero", "random", "disguised"] = "zero"
+    #: A disguised free rider's noise, in root-mean-squares of the global step it resends.
+    disguise_noise: float = 0.5
+    #: The first round in which free riders free-ride; before it they train honestly (building a reputation).
+    free_ride_from: int = 1
     #: Fraction of clients whose update is multiplied by ``scale`` before it is sent.
     scaled_clients: float = 0.0
     #: Factor applied to a scaled client's update.
@@ -93,6 +98,10 @@ class FaultConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"faults.{name}={value} must lie in [0, 1]")
+        if not (self.disguise_noise >= 0 and math.isfinite(self.disguise_noise)):
+            raise ValueError(f"faults.disguise_noise={self.disguise_noise} must be a finite number >= 0")
+        if self.free_ride_from < 1:
+            raise ValueError(f"faults.free_ride_from={self.free_ride_from} must be a round, 1 or later")
         if not (self.sybil_scale > 0 and math.isfinite(self.sybil_scale)):
             raise ValueError(f"faults.sybil_scale={self.sybil_scale} must be a positive finite number")
         total = sum(getattr(self, name) for name in self.client_fractions)

@@ -61,6 +61,8 @@ ATTACKS: dict[str, Attack] = {
     "noise": Attack("noise_clients"),
     "free-ride-zero": Attack("free_riders", {"free_rider_mode": "zero"}),
     "free-ride-random": Attack("free_riders", {"free_rider_mode": "random"}),
+    # Fraboni et al. (2021): honest in round 1, then the last global step plus noise of half its RMS.
+    "free-ride-disguised": Attack("free_riders", {"free_rider_mode": "disguised", "free_ride_from": 2}),
     "label-flip": Attack("flipped_clients"),
     "sybil": Attack("sybil_clients"),
 }

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from fedchain.data.datasets import ImageDataset, dataset_info
-from fedchain.data.faults import flip_sign, free_ride, noise_of_norm, scale_update, sybil_update
+from fedchain.data.faults import disguised_free_ride, flip_sign, free_ride, noise_of_norm, scale_update, sybil_update
 from fedchain.errors import ConfigError
 from fedchain.experiments.checkpoint import RunCheckpoint, load_checkpoint, save_checkpoint
 from fedchain.experiments.config import ExperimentConfig
@@ -165,16 +165,30 @@ class _LocalLosses(Sequence[torch.Tensor]):
         return self._cache[i]
 
 
-def tamper(updates: torch.Tensor, faults: Sequence[str], config: ExperimentConfig, round_number: int) -> torch.Tensor:
-    """The updates the clients send (a new tensor): free riders' and noise clients' replaced, scaled
-    clients' multiplied, sign flippers' negated, and every Sybil's the one update they agreed on."""
+def tamper(
+    updates: torch.Tensor,
+    faults: Sequence[str],
+    config: ExperimentConfig,
+    round_number: int,
+    last_step: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The updates the clients send (a new tensor): free riders' (from round ``faults.free_ride_from``) and
+    noise clients' replaced, scaled clients' multiplied, sign flippers' negated, and every Sybil's the one
+    update they agreed on. ``last_step``: the last round's global model minus the one before (None in round 1),
+    which disguised free riders resend."""
     sent = updates.clone()
     generator = torch.Generator().manual_seed(
         (config.seed * _ROUND_SEED_STRIDE + round_number) * 10 + _SEED_RANDOM_UPDATES
     )
     for i, fault in enumerate(faults):
-        if fault == FREE_RIDER:
-            sent[i] = free_ride(updates[i], config.faults.free_rider_mode, generator=generator)
+        if fault == FREE_RIDER and round_number >= config.faults.free_ride_from:
+            mode = config.faults.free_rider_mode
+            if mode != "disguised":
+                sent[i] = free_ride(updates[i], mode, generator=generator)
+            elif last_step is None:  # round 1: nothing public to resend yet
+                sent[i] = torch.zeros_like(updates[i])
+            else:
+                sent[i] = disguised_free_ride(last_step, noise=config.faults.disguise_noise, generator=generator)
         elif fault == SCALED:
             sent[i] = scale_update(updates[i], config.faults.scale)
         elif fault == SIGN_FLIPPED:
@@ -202,11 +216,13 @@ def score_round(
     state: StrategyState | None,
     client_params: torch.Tensor | None,
     screening: ScreeningConfig,
+    last_step: torch.Tensor | None = None,
 ) -> tuple[RoundResult, tuple[float, ...], ScreeningResult]:
     """The aggregator's side of one round: validation inputs, screening, the strategy's round, the chain's quality.
 
     ``local_models`` are the models the clients sent (``start + updates``); ``client_params`` the
-    models they trained from when they keep their own (else ``None``). Returns the strategy's
+    models they trained from when they keep their own (else ``None``); ``last_step`` the global step of the
+    round before (screening's rule 5). Returns the strategy's
     result, every client's quality q_i and what screening decided.
     """
     by_loss = quality_source(strategy) == "loss"
@@ -216,7 +232,7 @@ def score_round(
     losses = (
         None if client_evaluations is None else torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
     )
-    screened = screen(updates, torch.ones(updates.shape[0], dtype=torch.bool), losses, screening)
+    screened = screen(updates, torch.ones(updates.shape[0], dtype=torch.bool), losses, screening, last_step)
     validation = Validation(
         evaluate=lambda params: evaluator.evaluate(params, federation.validation),
         client_evaluations=client_evaluations,
@@ -314,6 +330,7 @@ def run_experiment(
         models = global_params.expand(len(clients), -1).clone() if own_models else None
         state: StrategyState | None = None
         last_rewards: torch.Tensor | None = None  # the last round's rewarded models, when the strategy gives them
+        last_step: torch.Tensor | None = None  # the last round's global step (disguised free riders resend it)
         earlier = 0.0  # seconds an earlier, stopped run of these settings took
         resumed = (
             None if checkpoint is None else load_checkpoint(checkpoint, config, strategy.state_type, hint=RESUME_HINT)
@@ -322,6 +339,7 @@ def run_experiment(
             _check_own_models(resumed, own_models, checkpoint)
             resumed = resumed.to(trainer.device)
             global_params, models, state = resumed.global_params, resumed.models, resumed.state
+            last_step = resumed.last_step
             last_rewards = resumed.rewards if resumed.rewards is not None else models
             records, rounds_to_target, earlier = list(resumed.records), resumed.rounds_to_target, resumed.seconds
             standalone_runs = standalone_runs if standalone_runs is not None else resumed.standalone_runs
@@ -361,7 +379,7 @@ def run_experiment(
             start = models if models is not None else strategy.broadcast(global_params, state)
             seed = config.seed * _ROUND_SEED_STRIDE + round_number
             trained = trainer.train(start, clients, config=dataclasses.replace(train_config, seed=seed))
-            updates = tamper(trained.updates(start), federation.faults, config, round_number)
+            updates = tamper(trained.updates(start), federation.faults, config, round_number, last_step)
             result, quality, screened = score_round(
                 strategy,
                 evaluator,
@@ -372,9 +390,11 @@ def run_experiment(
                 state,
                 models,
                 config.screening,
+                last_step,
             )
             for client, reason in screened.rejected().items():
                 log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)
+            last_step = result.global_params - global_params
             state, global_params, last_rewards = result.state, result.global_params, result.rewards
             if models is not None and result.rewards is not None:
                 models = result.rewards
@@ -410,6 +430,7 @@ def run_experiment(
                     rounds_to_target,
                     _runs(standalone_runs),
                     earlier + time.perf_counter() - began,
+                    last_step,
                 )
                 save_checkpoint(checkpoint, config, saved)
             if on_round is not None:  # before the log line: a round logged has been reported (and kept on Ctrl-C)

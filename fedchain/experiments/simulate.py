@@ -268,7 +268,13 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--noise-rate", type=float, help="Fraction of a noisy client's labels made wrong.")
 @click.option("--flipped-clients", type=float, help="Fraction of clients with flipped labels.")
 @click.option("--free-riders", type=float, help="Fraction of free-riding clients.")
-@click.option("--free-rider-mode", type=click.Choice(["zero", "random"]), help="What a free rider sends.")
+@click.option(
+    "--free-rider-mode",
+    type=click.Choice(["zero", "random", "disguised"]),
+    help="What a free rider sends: nothing, noise, or the last global step plus noise (disguised).",
+)
+@click.option("--disguise-noise", type=float, help="A disguised free rider's noise, in RMS of the step it resends.")
+@click.option("--free-ride-from", type=int, help="First round in which free riders free-ride (honest before).")
 @click.option("--scaled-clients", type=float, help="Fraction of clients that scale their update.")
 @click.option("--scale", type=float, help="Factor of a scaled client's update.")
 @click.option("--sign-flipped-clients", type=float, help="Fraction of clients that send minus their update.")
@@ -361,6 +367,8 @@ def simulate(
         "flipped_clients": "faults.flipped_clients",
         "free_riders": "faults.free_riders",
         "free_rider_mode": "faults.free_rider_mode",
+        "disguise_noise": "faults.disguise_noise",
+        "free_ride_from": "faults.free_ride_from",
         "scaled_clients": "faults.scaled_clients",
         "scale": "faults.scale",
         "sign_flipped_clients": "faults.sign_flipped_clients",

@@ -247,6 +247,7 @@ def test_a_spec_written_before_the_agreement_rule_and_aggregation_keeps_its_byte
     assert spec.to_bytes() == LEGACY_SPEC_BYTES  # so its datasetId, the store key, is unchanged
     assert spec.screening.min_agreement is None  # its aggregator did not run the rule: the auditor must not either
     assert spec.screening.reassess_agreement is False
+    assert spec.screening.min_novelty is None  # nor the novelty rule
     assert (spec.screening.max_norm_ratio, spec.screening.max_loss_ratio) == (4.0, 5.0)  # its thresholds, not today's
     assert spec.aggregation == MEAN
     assert TaskSpec(dataset="mnist", model="lenet5").screening.min_agreement == ScreeningConfig().min_agreement

@@ -55,7 +55,16 @@ def _without_seconds(result: ExperimentResult) -> ExperimentResult:
     "settings",
     [
         {"strategy": "fedave", "partition": "pow", "standalone": True},  # own models, reputation state, standalone
-        {"strategy": "cgsv", "pruning.sparsity": 0.5, "faults.free_riders": 0.34},  # global model, weights, pruning
+        # global model, weights, pruning; a disguised free rider resends the last step, which the checkpoint keeps
+        # (unscreened, so that what it sends reaches the model)
+        {
+            "strategy": "cgsv",
+            "pruning.sparsity": 0.5,
+            "faults.free_riders": 0.34,
+            "faults.free_rider_mode": "disguised",
+            "faults.free_ride_from": 2,
+            "screening.enabled": False,
+        },
     ],
     ids=["fedave", "cgsv-pruned"],
 )

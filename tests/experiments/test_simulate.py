@@ -322,6 +322,33 @@ def test_tamper_zeroes_free_riders_and_scales_scaled_clients_only() -> None:
     assert torch.equal(updates[1], torch.tensor([0.5, 0.5]))  # the input is left alone
 
 
+def test_a_disguised_free_rider_trains_honestly_until_its_round_then_resends_the_last_global_step_with_noise() -> None:
+    # prepare: free riding from round 3, noise of 0.1 RMS of the step
+    config = load_experiment(
+        None, {"faults.free_rider_mode": "disguised", "faults.free_ride_from": 3, "faults.disguise_noise": 0.1}
+    )
+    updates = torch.tensor([[1.0, -2.0], [0.5, 0.5]])
+    step = torch.full((1000,), 2.0)
+    big = torch.ones(2, 1000)
+
+    # execute
+    before = tamper(updates, (NO_FAULT, FREE_RIDER), config, round_number=2, last_step=torch.tensor([9.0, 9.0]))
+    resent = tamper(big, (NO_FAULT, FREE_RIDER), config, round_number=3, last_step=step)
+
+    # assert: honest before round 3; then the step plus noise of RMS 0.2 (0.1 x the step's RMS of 2)
+    assert torch.equal(before, updates)
+    assert torch.equal(resent[0], big[0])
+    assert float((resent[1] - step).pow(2).mean().sqrt()) == pytest.approx(0.2, rel=0.1)
+
+
+def test_a_disguised_free_rider_sends_nothing_while_there_is_no_global_step_yet() -> None:
+    config = load_experiment(None, {"faults.free_rider_mode": "disguised"})
+
+    sent = tamper(torch.ones(2, 3), (NO_FAULT, FREE_RIDER), config, round_number=1, last_step=None)
+
+    assert sent[1].tolist() == [0.0, 0.0, 0.0]
+
+
 def test_noisy_clients_hold_the_requested_share_of_wrong_labels() -> None:
     config = load_experiment(None, {**TINY, "faults.noisy_clients": 1 / 3, "faults.noise_rate": 0.5})
     clean = build_federation(load_experiment(None, TINY))

@@ -371,9 +371,44 @@ def test_the_loss_check_without_losses_says_what_to_pass() -> None:
         {"min_cosine": 1.0},
         {"min_agreement": 0.0},
         {"min_agreement": math.inf},
+        {"min_novelty": 0.0},
+        {"min_novelty": math.nan},
         {"min_updates": 2},
     ],
 )
 def test_a_threshold_that_would_reject_honest_clients_or_mean_nothing_is_refused(settings: dict[str, float]) -> None:
     with pytest.raises(ConfigError):
         ScreeningConfig(**settings)  # type: ignore[arg-type]
+
+
+def rounds_apart(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A last global step, and honest updates of the next round: each shares a direction with that step and, as
+    every round learns something new, a new direction the step did not have."""
+    generator = torch.Generator().manual_seed(seed)
+    last_step, new = torch.randn(DIM, generator=generator), torch.randn(DIM, generator=generator)
+    updates = torch.stack([last_step + 0.5 * new + 0.5 * torch.randn(DIM, generator=generator) for _ in range(HONEST)])
+    return last_step, updates
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.1, 0.5, 2.0])
+def test_a_disguised_free_rider_resending_the_last_global_step_with_noise_is_rejected_as_stale(noise: float) -> None:
+    last_step, updates = rounds_apart()
+    generator = torch.Generator().manual_seed(9)
+    rms = float(last_step.pow(2).mean().sqrt())
+    disguised = last_step + noise * rms * torch.randn(DIM, generator=generator)
+    config = ScreeningConfig()  # the default rule: min_novelty 2
+
+    result = screen(with_attacker(disguised, updates), everyone(HONEST + 1), losses_of(HONEST + 1), config, last_step)
+
+    assert result.rejected() == {HONEST: ScreeningReason.STALE}
+    assert result.novelty is not None and float(result.novelty[:HONEST].min()) > 10 * 2.0
+
+
+def test_the_novelty_rule_needs_the_last_step_and_a_threshold() -> None:
+    last_step, updates = rounds_apart()
+    stale = with_attacker(last_step.clone(), updates)
+
+    first_round = screen(stale, everyone(HONEST + 1), losses_of(HONEST + 1), ScreeningConfig(min_novelty=3.0))
+    off = screen(stale, everyone(HONEST + 1), losses_of(HONEST + 1), ScreeningConfig(min_novelty=None), last_step)
+
+    assert first_round.accepted.all() and off.accepted.all()
