@@ -166,11 +166,6 @@ class DemoConfig:
         if self.samples_per_client < 2:
             raise ConfigError(f"--samples-per-client must be at least 2, got {self.samples_per_client}")
 
-    @property
-    def auction_window(self) -> int:
-        """Seconds of bidding, and again of reveals, on the local chain (:meth:`auction_window_on`)."""
-        return self.auction_window_on(self.block_time)
-
     def auction_window_on(self, block_time: float) -> int:
         """Seconds of bidding, and again of reveals, on a chain with ``block_time`` seconds between blocks (0:
         automine): ``auction_duration``, or by default 15 s and at least AUCTION_BLOCKS blocks, so that fog nodes

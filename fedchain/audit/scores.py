@@ -133,9 +133,8 @@ class ScoreReproduction:
         self._model_hash = model_id
         self._state: Any = None
         self._done: list[ReproducedRound] = []
-        self._start: torch.Tensor | None = (
-            None  # the last reproduced round's start model (screening's rule 5: the last step)
-        )
+        # The last reproduced round's start model: the next round's start minus it is screening rule 5's last step.
+        self._start: torch.Tensor | None = None
         log.info("reproducing task %d's rounds with %s (%s quality)", task_id, name, self.quality)
 
     @classmethod

@@ -57,35 +57,39 @@ def free_ride(
     *,
     generator: torch.Generator | None = None,
     std: float | None = None,
+    last_step: torch.Tensor | None = None,
+    disguise_noise: float = 0.5,
 ) -> torch.Tensor:
     """What a free rider submits in place of the honest ``update`` (a parameter delta).
 
     ``zero``: no change at all. ``random``: Gaussian noise of standard
     deviation ``std``; by default the root-mean-square of ``update``, so the
     fake has the norm of a real update and a norm check alone cannot tell.
+    ``disguised``: :func:`disguised_free_ride` of ``last_step`` at ``disguise_noise``;
+    the zero update while there is no step yet (round 1).
     """
-    if mode == "zero":
+    if mode == "zero" or (mode == "disguised" and last_step is None):
         return torch.zeros_like(update)
-    if mode == "random":
-        if generator is None:
-            raise ConfigError(
-                "a random free rider needs a generator", hint="pass generator=torch.Generator().manual_seed(...)"
-            )
-        scale = float(update.float().pow(2).mean().sqrt()) if std is None else std
-        noise = torch.randn(update.shape, generator=generator, dtype=torch.float32)
-        return (noise * scale).to(device=update.device, dtype=update.dtype)
-    raise ConfigError(f"unknown free-rider mode {mode!r}", hint="use zero, random or disguised")
+    if mode not in ("random", "disguised"):
+        raise ConfigError(f"unknown free-rider mode {mode!r}", hint="use zero, random or disguised")
+    if generator is None:
+        raise ConfigError(
+            f"a {mode} free rider needs a generator", hint="pass generator=torch.Generator().manual_seed(...)"
+        )
+    if last_step is not None and mode == "disguised":
+        return disguised_free_ride(last_step, noise=disguise_noise, generator=generator)
+    scale = float(update.float().pow(2).mean().sqrt()) if std is None else std
+    noise = torch.randn(update.shape, generator=generator, dtype=torch.float32)
+    return (noise * scale).to(device=update.device, dtype=update.dtype)
 
 
-def disguised_free_ride(last_step: torch.Tensor | None, *, noise: float, generator: torch.Generator) -> torch.Tensor:
+def disguised_free_ride(last_step: torch.Tensor, *, noise: float, generator: torch.Generator) -> torch.Tensor:
     """The disguised free rider of Fraboni et al. (AISTATS 2021): no training, only what every client can see.
 
     It sends the difference between the last two global models (``last_step``), plus Gaussian noise of ``noise``
     times that difference's root-mean-square per parameter. Its norm and direction look like a client's that
-    learnt what the others learnt. In round 1 there is no step yet: it sends the zero update.
+    learnt what the others learnt (:func:`free_ride` sends the zero update in round 1, before any step).
     """
-    if last_step is None:
-        raise ConfigError("a disguised free rider needs the last global step", hint="pass the zero update in round 1")
     rms = float(last_step.float().pow(2).mean().sqrt())
     jitter = torch.randn(last_step.shape, generator=generator, dtype=torch.float32) * (noise * rms)
     return last_step + jitter.to(device=last_step.device, dtype=last_step.dtype)

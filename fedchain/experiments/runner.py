@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from fedchain.data.datasets import ImageDataset, dataset_info
-from fedchain.data.faults import disguised_free_ride, flip_sign, free_ride, noise_of_norm, scale_update, sybil_update
+from fedchain.data.faults import flip_sign, free_ride, noise_of_norm, scale_update, sybil_update
 from fedchain.errors import ConfigError
 from fedchain.experiments.checkpoint import RunCheckpoint, load_checkpoint, save_checkpoint
 from fedchain.experiments.config import ExperimentConfig
@@ -182,13 +182,13 @@ def tamper(
     )
     for i, fault in enumerate(faults):
         if fault == FREE_RIDER and round_number >= config.faults.free_ride_from:
-            mode = config.faults.free_rider_mode
-            if mode != "disguised":
-                sent[i] = free_ride(updates[i], mode, generator=generator)
-            elif last_step is None:  # round 1: nothing public to resend yet
-                sent[i] = torch.zeros_like(updates[i])
-            else:
-                sent[i] = disguised_free_ride(last_step, noise=config.faults.disguise_noise, generator=generator)
+            sent[i] = free_ride(
+                updates[i],
+                config.faults.free_rider_mode,
+                generator=generator,
+                last_step=last_step,
+                disguise_noise=config.faults.disguise_noise,
+            )
         elif fault == SCALED:
             sent[i] = scale_update(updates[i], config.faults.scale)
         elif fault == SIGN_FLIPPED:

@@ -243,9 +243,9 @@ class ScreeningResult:
     norms: torch.Tensor
     cosines: torch.Tensor
     agreement: torch.Tensor
+    novelty: torch.Tensor
     median_norm: float
     median_loss: float
-    novelty: torch.Tensor | None = None
 
     def rejected(self) -> dict[int, ScreeningReason]:
         """The clients screening dropped (absent ones excluded) and why."""
@@ -292,7 +292,7 @@ def screen(
     reasons = [ScreeningReason.ACCEPTED if p else ScreeningReason.ABSENT for p in present.tolist()]
     if not config.enabled:
         return ScreeningResult(
-            present.clone(), tuple(reasons), torch.ones(n, dtype=torch.float64), nan, nan, nan, math.nan, math.nan
+            present.clone(), tuple(reasons), torch.ones(n, dtype=torch.float64), nan, nan, nan, nan, math.nan, math.nan
         )
     if config.needs_losses and (losses is None or losses.shape != (n,)):
         raise ConfigError(
@@ -340,8 +340,7 @@ def screen(
                 _reassess(agreement, clean, population, config.min_agreement, config.min_updates)
             reject(agreement < config.min_agreement, ScreeningReason.UNCORRELATED)
         if config.min_novelty is not None and last_step is not None and dimension >= (2 * config.min_novelty) ** 2:
-            beyond = torch.zeros_like(clean, dtype=torch.float64)
-            beyond[rows.to(updates.device)] = _beyond(clean[rows.to(updates.device)], last_step.to(updates.device))
+            beyond = _beyond(clean, last_step.to(updates.device))  # zero rows (screened out, absent) stay zero
             novelty[rows] = agreement_with_others(beyond[rows.to(updates.device)]) * math.sqrt(dimension)
             if config.reassess_agreement:
                 _reassess(novelty, beyond, population & ok, config.min_novelty, config.min_updates)
@@ -352,7 +351,7 @@ def screen(
     scales = torch.ones(n, dtype=torch.float64)
     if config.clip_to_median_norm and math.isfinite(median_norm):
         scales = torch.where(ok, clip_scales(torch.nan_to_num(norms, nan=0.0), median_norm), scales)
-    return ScreeningResult(ok, tuple(reasons), scales, norms, cosines, agreement, median_norm, median_loss, novelty)
+    return ScreeningResult(ok, tuple(reasons), scales, norms, cosines, agreement, novelty, median_norm, median_loss)
 
 
 def _beyond(updates: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
