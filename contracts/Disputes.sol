@@ -65,11 +65,12 @@ contract Disputes is IDisputes {
         Bond storage b = _bonds[taskId];
         if (b.bonder != address(0)) revert DisputeAlreadyBonded(taskId);
         uint96 required = _registry.params(taskId).aggregatorBond;
-        if (msg.value != required) revert DisputeWrongValue(msg.value, required);
+        uint256 value = _treasury.expectedValue(taskId, required);
+        if (msg.value != value) revert DisputeWrongValue(msg.value, value);
         b.bonder = msg.sender;
         b.amount = required;
-        emit BondPosted(taskId, msg.sender, msg.value);
-        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+        emit BondPosted(taskId, msg.sender, required);
+        _treasury.deposit{value: msg.value}(taskId, msg.sender, required);
     }
 
     /// @inheritdoc IDisputes
@@ -223,7 +224,7 @@ contract Disputes is IDisputes {
         if (clientIndex >= _ledger.clientCount(taskId)) revert DisputeUnknownClient(taskId, clientIndex);
     }
 
-    /// @dev Records a new open challenge with the caller's bond `msg.value` (it must be `bond_`).
+    /// @dev Records a new open challenge with the caller's bond `bond_` (in `msg.value` for an ether task).
     function _open(
         uint256 taskId,
         uint16 round,
@@ -233,7 +234,8 @@ contract Disputes is IDisputes {
         IRoundLedger.Measurement memory proposed,
         uint96 bond_
     ) private returns (uint256 challengeId) {
-        if (msg.value != bond_) revert DisputeWrongValue(msg.value, bond_);
+        uint256 value = _treasury.expectedValue(taskId, bond_);
+        if (msg.value != value) revert DisputeWrongValue(msg.value, value);
         challengeId = ++_challengeCount;
         uint64 now_ = uint64(block.timestamp);
         _challenges[challengeId] = Challenge({
@@ -255,7 +257,7 @@ contract Disputes is IDisputes {
         emit ChallengeOpened(
             challengeId, taskId, round, clientIndex, kind, msg.sender, accused, proposed, bond_, now_ + _committee.verdictWindow()
         );
-        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+        _treasury.deposit{value: msg.value}(taskId, msg.sender, bond_);
     }
 
     function _openChallenge(uint256 challengeId) private view returns (Challenge storage c) {

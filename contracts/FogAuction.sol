@@ -105,9 +105,9 @@ contract FogAuction is IFogAuction {
 
     /// @inheritdoc IFogAuction
     function commitBid(uint256 taskId, uint256 index, bytes32 commitment) external payable returns (uint256 bidIndex) {
-        _requireBidDeposits(taskId, 1);
+        uint256 deposits = _requireBidDeposits(taskId, 1);
         bidIndex = _commitBid(taskId, index, commitment);
-        _takeBidDeposits(taskId);
+        _takeBidDeposits(taskId, deposits);
     }
 
     /// @inheritdoc IFogAuction
@@ -117,12 +117,12 @@ contract FogAuction is IFogAuction {
         returns (uint256[] memory bidIndices)
     {
         uint256 n = _batchLength(indices.length, commitments.length);
-        _requireBidDeposits(taskId, n);
+        uint256 deposits = _requireBidDeposits(taskId, n);
         bidIndices = new uint256[](n);
         for (uint256 i; i < n; ++i) {
             bidIndices[i] = _commitBid(taskId, indices[i], commitments[i]);
         }
-        _takeBidDeposits(taskId);
+        _takeBidDeposits(taskId, deposits);
     }
 
     /// @inheritdoc IFogAuction
@@ -184,7 +184,8 @@ contract FogAuction is IFogAuction {
             if (p.secondPrice) price = SafeCast.toUint96(price + _secondPriceMarkup(bestUtility, secondUtility, hasSecond));
         }
         uint256 escrow = uint256(price) * p.rounds;
-        if (msg.value != escrow) revert AuctionWrongValue(msg.value, escrow);
+        uint256 value = _treasury.expectedValue(taskId, escrow);
+        if (msg.value != value) revert AuctionWrongValue(msg.value, value);
 
         j.status = best == NO_WINNER ? JobStatus.Vacant : JobStatus.Awarded;
         j.winner = uint32(best);
@@ -193,7 +194,7 @@ contract FogAuction is IFogAuction {
         j.escrow = escrow;
         _held[taskId] = _held[taskId] + escrow - forfeited;
         emit AuctionClosed(taskId, index, uint32(best), price, escrow);
-        if (escrow != 0) _treasury.deposit{value: escrow}(taskId, msg.sender);
+        if (escrow != 0) _treasury.deposit{value: msg.value}(taskId, msg.sender, escrow);
         _treasury.credit(taskId, msg.sender, forfeited, Reasons.BID_FORFEIT);
     }
 
@@ -352,11 +353,13 @@ contract FogAuction is IFogAuction {
         return (address(_registry), address(_ledger), address(_treasury), _disputes);
     }
 
-    /// @dev Checks that the task takes bids and that `msg.value` is the fog deposit r of `bids` bids.
-    function _requireBidDeposits(uint256 taskId, uint256 bids) private view {
+    /// @dev Checks that the task takes bids and that `msg.value` pays the fog deposit r of `bids` bids
+    /// (0 for a token task, whose deposits the Treasury pulls); returns the deposits' total.
+    function _requireBidDeposits(uint256 taskId, uint256 bids) private view returns (uint256 required) {
         _requireTaskStatus(taskId, ITaskRegistry.TaskStatus.Open);
-        uint256 required = _registry.params(taskId).fogDeposit * bids;
-        if (msg.value != required) revert AuctionWrongValue(msg.value, required);
+        required = _registry.params(taskId).fogDeposit * bids;
+        uint256 value = _treasury.expectedValue(taskId, required);
+        if (msg.value != value) revert AuctionWrongValue(msg.value, value);
     }
 
     /// @dev One sealed bid of the caller for job `index`; its deposit is taken by `_takeBidDeposits`.
@@ -376,9 +379,9 @@ contract FogAuction is IFogAuction {
     }
 
     /// @dev Holds the call's deposits for the task: one Treasury deposit however many bids they pay for.
-    function _takeBidDeposits(uint256 taskId) private {
-        _held[taskId] += msg.value;
-        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+    function _takeBidDeposits(uint256 taskId, uint256 amount) private {
+        _held[taskId] += amount;
+        _treasury.deposit{value: msg.value}(taskId, msg.sender, amount);
     }
 
     function _revealBid(uint256 taskId, uint256 index, uint64 frequency, uint96 price, bytes32 salt) private {

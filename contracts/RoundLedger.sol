@@ -66,10 +66,30 @@ contract RoundLedger is IRoundLedger {
 
     /// @inheritdoc IRoundLedger
     function join(uint256 taskId, bytes32 commitment) external payable returns (uint256 index) {
+        uint256 deposit;
+        (index, deposit) = _join(taskId, commitment);
+        _treasury.deposit{value: msg.value}(taskId, msg.sender, deposit);
+    }
+
+    /// @inheritdoc IRoundLedger
+    function joinWithPermit(uint256 taskId, bytes32 commitment, ITreasury.Permit calldata permit)
+        external
+        returns (uint256 index)
+    {
+        uint256 deposit;
+        (index, deposit) = _join(taskId, commitment);
+        _treasury.usePermit(_treasury.tokenOf(taskId), msg.sender, deposit, permit);
+        _treasury.deposit(taskId, msg.sender, deposit);
+    }
+
+    /// @dev Checks and records the caller's joining of `taskId` (its deposit d is the caller's to make).
+    function _join(uint256 taskId, bytes32 commitment) private returns (uint256 index, uint256 deposit) {
         ITaskRegistry.TaskState memory s = _registry.state(taskId);
         _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Open);
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
-        if (msg.value != p.clientDeposit) revert LedgerWrongDeposit(taskId, msg.value, p.clientDeposit);
+        deposit = p.clientDeposit;
+        uint256 value = _treasury.expectedValue(taskId, deposit);
+        if (msg.value != value) revert LedgerWrongDeposit(taskId, msg.value, value);
         if (_indexPlusOne[taskId][msg.sender] != 0) revert LedgerAlreadyJoined(taskId, msg.sender);
         index = _clients[taskId].length;
         if (index >= p.maxClients) revert LedgerTaskFull(taskId, p.maxClients);
@@ -80,9 +100,8 @@ contract RoundLedger is IRoundLedger {
         _accounts[taskId].push(msg.sender);
         _dataCommitments[taskId].push(commitment);
         _indexPlusOne[taskId][msg.sender] = index + 1;
-        _depositsHeld[taskId] += msg.value;
-        emit ClientJoined(taskId, msg.sender, index, commitment, msg.value);
-        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+        _depositsHeld[taskId] += deposit;
+        emit ClientJoined(taskId, msg.sender, index, commitment, deposit);
     }
 
     /// @inheritdoc IRoundLedger

@@ -40,26 +40,32 @@ contract TaskRegistry is ITaskRegistry {
 
     /// @inheritdoc ITaskRegistry
     function createTask(TaskParams calldata p, address aggregator) external payable returns (uint256 taskId) {
-        _validate(p);
-        if (aggregator == address(0)) revert TaskInvalidAggregator(aggregator);
-        if (msg.value == 0) revert TaskInvalidParameter("budget", 0);
-        uint256 minimum = _minimumBond(p, msg.value);
-        if (p.aggregatorBond < minimum) revert TaskBondTooSmall(p.aggregatorBond, minimum);
-        taskId = ++_taskCount;
-        _params[taskId] = p;
-        _states[taskId] = TaskState({
-            publisher: msg.sender,
-            aggregator: aggregator,
-            status: TaskStatus.Open,
-            currentRound: 0,
-            budget: msg.value,
-            budgetLeft: msg.value,
-            startedAt: 0,
-            roundStartedAt: 0,
-            finishedAt: 0
-        });
-        emit TaskCreated(taskId, msg.sender, aggregator, msg.value, p);
-        _treasury.deposit{value: msg.value}(taskId, msg.sender);
+        taskId = _create(p, aggregator, msg.value);
+        _treasury.deposit{value: msg.value}(taskId, msg.sender, msg.value);
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function createTokenTask(TaskParams calldata p, address aggregator, address token, uint256 budget)
+        external
+        returns (uint256 taskId)
+    {
+        taskId = _create(p, aggregator, budget);
+        _treasury.bindToken(taskId, token);
+        _treasury.deposit(taskId, msg.sender, budget);
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function createTokenTaskWithPermit(
+        TaskParams calldata p,
+        address aggregator,
+        address token,
+        uint256 budget,
+        ITreasury.Permit calldata permit
+    ) external returns (uint256 taskId) {
+        taskId = _create(p, aggregator, budget);
+        _treasury.bindToken(taskId, token);
+        _treasury.usePermit(token, msg.sender, budget, permit);
+        _treasury.deposit(taskId, msg.sender, budget);
     }
 
     /// @inheritdoc ITaskRegistry
@@ -183,6 +189,29 @@ contract TaskRegistry is ITaskRegistry {
     function _minimumBond(TaskParams calldata p, uint256 budget) private pure returns (uint256) {
         uint256 roundPay = p.maxClients * ReputationMath.maxRoundPayment(p.psi, p.reputationCap);
         return uint256(p.maxClients) * p.clientDeposit + (roundPay < budget ? roundPay : budget);
+    }
+
+    /// @dev Checks and records a new task with `budget` (its deposit is the caller's to make).
+    function _create(TaskParams calldata p, address aggregator, uint256 budget) private returns (uint256 taskId) {
+        _validate(p);
+        if (aggregator == address(0)) revert TaskInvalidAggregator(aggregator);
+        if (budget == 0) revert TaskInvalidParameter("budget", 0);
+        uint256 minimum = _minimumBond(p, budget);
+        if (p.aggregatorBond < minimum) revert TaskBondTooSmall(p.aggregatorBond, minimum);
+        taskId = ++_taskCount;
+        _params[taskId] = p;
+        _states[taskId] = TaskState({
+            publisher: msg.sender,
+            aggregator: aggregator,
+            status: TaskStatus.Open,
+            currentRound: 0,
+            budget: budget,
+            budgetLeft: budget,
+            startedAt: 0,
+            roundStartedAt: 0,
+            finishedAt: 0
+        });
+        emit TaskCreated(taskId, msg.sender, aggregator, budget, p);
     }
 
     function _validate(TaskParams calldata p) private pure {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+import {ITreasury} from "./ITreasury.sol";
+
 import {ITaskRegistry} from "./ITaskRegistry.sol";
 
 /// @title IRoundLedger: clients of a task, their reputation, round posting and settlement
@@ -223,6 +225,15 @@ interface IRoundLedger {
     /// @param dataCommitment keccak256(abi.encode(uint256 dataSize, bytes32 salt))
     /// @return clientIndex the client's index
     function join(uint256 taskId, bytes32 dataCommitment) external payable returns (uint256 clientIndex);
+
+    /// @notice `join` for a token task with an EIP-2612 permit of d for the Treasury, in one transaction.
+    /// @param taskId the task (its asset must be a token with permit)
+    /// @param commitment keccak256(abi.encode(uint256 dataSize, bytes32 salt)), as for `join`
+    /// @param permit the caller's permit signature
+    /// @return index the client's index
+    function joinWithPermit(uint256 taskId, bytes32 commitment, ITreasury.Permit calldata permit)
+        external
+        returns (uint256 index);
 
     /// @notice Post the current round: one measurement per client in join order. Aggregator only.
     /// Allowed once every active client whose job a fog node holds has its commit, or after the round's deadline.

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+import {ITreasury} from "./ITreasury.sol";
+
 /// @title ITaskRegistry: federated-learning tasks, their parameters, budget and round clock
 /// @notice A publisher creates a task with every parameter of the mechanism (DESIGN.md) and escrows
 /// the reward budget (ether) in the same transaction. Life cycle:
@@ -191,6 +193,32 @@ interface ITaskRegistry {
     /// @param aggregator the account that will post rounds
     /// @return taskId the new task's id
     function createTask(TaskParams calldata params, address aggregator) external payable returns (uint256 taskId);
+
+    /// @notice Publish a task whose money is the ERC-20 `token`: the Treasury pulls `budget` from the caller
+    /// (approve it first). Every amount of the task (d, r, bids, bonds) is then in that token's units.
+    /// @param params the task's terms, in token units
+    /// @param aggregator the aggregator's address
+    /// @param token the ERC-20 token (fee-on-transfer tokens are refused: `TreasuryTokenShortfall`)
+    /// @param budget the budget, token units
+    /// @return taskId the new task's id
+    function createTokenTask(TaskParams calldata params, address aggregator, address token, uint256 budget)
+        external
+        returns (uint256 taskId);
+
+    /// @notice `createTokenTask` with an EIP-2612 permit of `budget` for the Treasury, in one transaction.
+    /// @param params the task's terms, in token units
+    /// @param aggregator the aggregator's address
+    /// @param token the ERC-20 token, with permit
+    /// @param budget the budget, token units
+    /// @param permit the caller's permit signature
+    /// @return taskId the new task's id
+    function createTokenTaskWithPermit(
+        TaskParams calldata params,
+        address aggregator,
+        address token,
+        uint256 budget,
+        ITreasury.Permit calldata permit
+    ) external returns (uint256 taskId);
 
     /// @notice Cancel an `Open` task; its whole budget is credited back to the publisher. Publisher only.
     /// Clients then take their deposits back through RoundLedger.settle, fog nodes theirs through FogAuction.settleJob.

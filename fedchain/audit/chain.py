@@ -14,11 +14,13 @@ from typing import Any
 from eth_utils import to_checksum_address
 from web3 import Web3
 
-from fedchain.audit.views import ChainViews, TaskViews, TreasuryViews
+from fedchain.audit.money import asset_of_tasks
+from fedchain.audit.views import AssetViews, ChainViews, TaskViews, TreasuryViews
 from fedchain.chain import bindings as b
 from fedchain.chain.abi import AbiRegistry, ChainEvent
 from fedchain.chain.contract import Contract
 from fedchain.chain.deployment import Deployment
+from fedchain.chain.erc20 import ERC20_ABI, ETHER
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.chain.tx import Receipt, Transactor
 from fedchain.errors import ChainError, ConfigError
@@ -99,10 +101,23 @@ def read_views(
         disputes_held=at(disputes, "heldFor", task_id),
         rounds=tuple(at(ledger, "rounds", task_id)),
     )
-    credited = sorted({e.to for e in events if isinstance(e, b.Credited)})
+    assets = asset_of_tasks(events)
+    credited: dict[str, set[str]] = {}
+    for event in events:
+        if isinstance(event, b.Credited):
+            credited.setdefault(assets.get(event.task_id, ETHER), set()).add(event.to)
+    tokens = {}
+    for token in sorted(set(assets.values())):
+        erc20 = Contract(reader, token, ERC20_ABI)
+        tokens[token] = AssetViews(
+            balance=int(erc20.call("balanceOf", treasury.address, block=block)),
+            totals=at(treasury, "totalsIn", token),
+            claimable={a: at(treasury, "claimableIn", token, a) for a in sorted(credited.get(token, ()))},
+        )
     treasury_views = TreasuryViews(
         balance=int(w3.eth.get_balance(treasury.address, block)),
         totals=at(treasury, "totals"),
-        claimable={account: at(treasury, "claimable", account) for account in credited},
+        claimable={account: at(treasury, "claimable", account) for account in sorted(credited.get(ETHER, ()))},
+        tokens=tokens,
     )
     return ChainViews(block_number=block, task=task, treasury=treasury_views)

@@ -10,7 +10,7 @@ findings out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fedchain.audit.checks import CheckName, Tally
 from fedchain.audit.replay import Replay
@@ -41,14 +41,34 @@ class TaskViews:
 
 
 @dataclass(frozen=True)
+class AssetViews:
+    """The Treasury's figures in one asset: ether, or one ERC-20 token."""
+
+    #: The Treasury contract's balance of the asset, in its smallest unit.
+    balance: int
+    #: Treasury.totalsIn(asset).
+    totals: Totals
+    #: Treasury.claimableIn(asset, account) of every account any event ever credited in that asset.
+    claimable: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class TreasuryViews:
-    """The Treasury as a whole."""
+    """The Treasury as a whole: its ether figures, and those of every token a task of the deployment uses."""
 
     #: The Treasury contract's ether balance, wei.
     balance: int
     totals: Totals
     #: Treasury.claimable of every account any event ever credited.
     claimable: Mapping[str, int]
+    #: The figures of each token bound to a task, by token address.
+    tokens: Mapping[str, AssetViews] = field(default_factory=dict)
+
+    def of(self, asset: str) -> AssetViews:
+        """The figures of ``asset`` (the zero address: ether)."""
+        if int(asset, 16) == 0:
+            return AssetViews(self.balance, self.totals, self.claimable)
+        return self.tokens[asset]
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,15 @@ class ClientInfo(NamedTuple):
     earned: int
 
 
+class Permit(NamedTuple):
+    """Solidity struct ``ITreasury.Permit``."""
+
+    deadline: int
+    v: int
+    r: bytes
+    s: bytes
+
+
 class RoundRecord(NamedTuple):
     """Solidity struct ``IRoundLedger.RoundRecord``."""
 
@@ -224,7 +233,7 @@ class Totals(NamedTuple):
 
 
 #: The classes of the contracts' enums and structs, by qualified Solidity name (for decoding).
-TYPES: Mapping[str, type] = {'IDisputes.ChallengeKind': ChallengeKind, 'IDisputes.ChallengeStatus': ChallengeStatus, 'IDisputes.Fate': Fate, 'IFogAuction.JobStatus': JobStatus, 'IRoundLedger.ClientStatus': ClientStatus, 'ITaskRegistry.TaskStatus': TaskStatus, 'ECDSA.RecoverError': RecoverError, 'Math.Rounding': Rounding, 'IRoundLedger.Measurement': Measurement, 'IDisputes.Challenge': Challenge, 'IFogAuction.Bid': Bid, 'IFogAuction.Job': Job, 'IRoundLedger.ClientInfo': ClientInfo, 'IRoundLedger.RoundRecord': RoundRecord, 'ITaskRegistry.TaskParams': TaskParams, 'ITaskRegistry.TaskState': TaskState, 'ITreasury.Totals': Totals}
+TYPES: Mapping[str, type] = {'IDisputes.ChallengeKind': ChallengeKind, 'IDisputes.ChallengeStatus': ChallengeStatus, 'IDisputes.Fate': Fate, 'IFogAuction.JobStatus': JobStatus, 'IRoundLedger.ClientStatus': ClientStatus, 'ITaskRegistry.TaskStatus': TaskStatus, 'ECDSA.RecoverError': RecoverError, 'Math.Rounding': Rounding, 'IRoundLedger.Measurement': Measurement, 'IDisputes.Challenge': Challenge, 'IFogAuction.Bid': Bid, 'IFogAuction.Job': Job, 'IRoundLedger.ClientInfo': ClientInfo, 'ITreasury.Permit': Permit, 'IRoundLedger.RoundRecord': RoundRecord, 'ITaskRegistry.TaskParams': TaskParams, 'ITaskRegistry.TaskState': TaskState, 'ITreasury.Totals': Totals}
 
 # --------------------------------------------------------------------------- errors
 
@@ -598,6 +607,20 @@ class AuctionZeroFrequency(CustomError):
     bidder: str
 
 
+class Blacklisted(CustomError):
+    """A transfer from or to a blacklisted account.
+
+    ``Blacklisted(address)``
+
+    - ``account``
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'account', 'type': 'address'}], 'name': 'Blacklisted', 'type': 'error'}
+    types = TYPES
+    hint = 'A transfer from or to a blacklisted account.'
+    account: str
+
+
 class CommitteeBadMember(CustomError):
     """A member address is zero or appears twice among the constructor's members.
 
@@ -698,6 +721,20 @@ class CommitteeSignersNotSorted(CustomError):
     types = TYPES
     hint = "Signatures must come in strictly increasing order of their signers' addresses (no member twice)."
     position_: int
+
+
+class DemoStablecoinNotMinter(CustomError):
+    """Only the deployer mints.
+
+    ``DemoStablecoinNotMinter(address)``
+
+    - ``caller``: the rejected caller
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'caller', 'type': 'address'}], 'name': 'DemoStablecoinNotMinter', 'type': 'error'}
+    types = TYPES
+    hint = 'Only the deployer mints.'
+    caller: str
 
 
 class DisputeAlreadyBonded(CustomError):
@@ -948,6 +985,221 @@ class ECDSAInvalidSignatureS(CustomError):
     s: bytes
 
 
+class ERC1155InsufficientBalance(CustomError):
+    """The contracts' custom error ``ERC1155InsufficientBalance(address,uint256,uint256,uint256)``.
+
+    ``ERC1155InsufficientBalance(address,uint256,uint256,uint256)``
+
+    - ``sender``: Address whose tokens are being transferred.
+    - ``balance``: Current balance for the interacting account.
+    - ``needed``: Minimum amount required to perform a transfer.
+    - ``token_id``: Identifier number of a token.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'sender', 'type': 'address'}, {'internalType': 'uint256', 'name': 'balance', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'needed', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'tokenId', 'type': 'uint256'}], 'name': 'ERC1155InsufficientBalance', 'type': 'error'}
+    types = TYPES
+    sender: str
+    balance: int
+    needed: int
+    token_id: int
+
+
+class ERC1155InvalidApprover(CustomError):
+    """The contracts' custom error ``ERC1155InvalidApprover(address)``.
+
+    ``ERC1155InvalidApprover(address)``
+
+    - ``approver``: Address initiating an approval operation.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'approver', 'type': 'address'}], 'name': 'ERC1155InvalidApprover', 'type': 'error'}
+    types = TYPES
+    approver: str
+
+
+class ERC1155InvalidArrayLength(CustomError):
+    """The contracts' custom error ``ERC1155InvalidArrayLength(uint256,uint256)``.
+
+    ``ERC1155InvalidArrayLength(uint256,uint256)``
+
+    - ``ids_length``: Length of the array of token identifiers
+    - ``values_length``: Length of the array of token amounts
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'idsLength', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'valuesLength', 'type': 'uint256'}], 'name': 'ERC1155InvalidArrayLength', 'type': 'error'}
+    types = TYPES
+    ids_length: int
+    values_length: int
+
+
+class ERC1155InvalidOperator(CustomError):
+    """The contracts' custom error ``ERC1155InvalidOperator(address)``.
+
+    ``ERC1155InvalidOperator(address)``
+
+    - ``operator``: Address that may be allowed to operate on tokens without being their owner.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'operator', 'type': 'address'}], 'name': 'ERC1155InvalidOperator', 'type': 'error'}
+    types = TYPES
+    operator: str
+
+
+class ERC1155InvalidReceiver(CustomError):
+    """The contracts' custom error ``ERC1155InvalidReceiver(address)``.
+
+    ``ERC1155InvalidReceiver(address)``
+
+    - ``receiver``: Address to which tokens are being transferred.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'receiver', 'type': 'address'}], 'name': 'ERC1155InvalidReceiver', 'type': 'error'}
+    types = TYPES
+    receiver: str
+
+
+class ERC1155InvalidSender(CustomError):
+    """The contracts' custom error ``ERC1155InvalidSender(address)``.
+
+    ``ERC1155InvalidSender(address)``
+
+    - ``sender``: Address whose tokens are being transferred.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'sender', 'type': 'address'}], 'name': 'ERC1155InvalidSender', 'type': 'error'}
+    types = TYPES
+    sender: str
+
+
+class ERC1155MissingApprovalForAll(CustomError):
+    """The contracts' custom error ``ERC1155MissingApprovalForAll(address,address)``.
+
+    ``ERC1155MissingApprovalForAll(address,address)``
+
+    - ``operator``: Address that may be allowed to operate on tokens without being their owner.
+    - ``owner``: Address of the current owner of a token.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'operator', 'type': 'address'}, {'internalType': 'address', 'name': 'owner', 'type': 'address'}], 'name': 'ERC1155MissingApprovalForAll', 'type': 'error'}
+    types = TYPES
+    operator: str
+    owner: str
+
+
+class ERC20InsufficientAllowance(CustomError):
+    """The contracts' custom error ``ERC20InsufficientAllowance(address,uint256,uint256)``.
+
+    ``ERC20InsufficientAllowance(address,uint256,uint256)``
+
+    - ``spender``: Address that may be allowed to operate on tokens without being their owner.
+    - ``allowance``: Amount of tokens a `spender` is allowed to operate with.
+    - ``needed``: Minimum amount required to perform a transfer.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'spender', 'type': 'address'}, {'internalType': 'uint256', 'name': 'allowance', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'needed', 'type': 'uint256'}], 'name': 'ERC20InsufficientAllowance', 'type': 'error'}
+    types = TYPES
+    spender: str
+    allowance: int
+    needed: int
+
+
+class ERC20InsufficientBalance(CustomError):
+    """The contracts' custom error ``ERC20InsufficientBalance(address,uint256,uint256)``.
+
+    ``ERC20InsufficientBalance(address,uint256,uint256)``
+
+    - ``sender``: Address whose tokens are being transferred.
+    - ``balance``: Current balance for the interacting account.
+    - ``needed``: Minimum amount required to perform a transfer.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'sender', 'type': 'address'}, {'internalType': 'uint256', 'name': 'balance', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'needed', 'type': 'uint256'}], 'name': 'ERC20InsufficientBalance', 'type': 'error'}
+    types = TYPES
+    sender: str
+    balance: int
+    needed: int
+
+
+class ERC20InvalidApprover(CustomError):
+    """The contracts' custom error ``ERC20InvalidApprover(address)``.
+
+    ``ERC20InvalidApprover(address)``
+
+    - ``approver``: Address initiating an approval operation.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'approver', 'type': 'address'}], 'name': 'ERC20InvalidApprover', 'type': 'error'}
+    types = TYPES
+    approver: str
+
+
+class ERC20InvalidReceiver(CustomError):
+    """The contracts' custom error ``ERC20InvalidReceiver(address)``.
+
+    ``ERC20InvalidReceiver(address)``
+
+    - ``receiver``: Address to which tokens are being transferred.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'receiver', 'type': 'address'}], 'name': 'ERC20InvalidReceiver', 'type': 'error'}
+    types = TYPES
+    receiver: str
+
+
+class ERC20InvalidSender(CustomError):
+    """The contracts' custom error ``ERC20InvalidSender(address)``.
+
+    ``ERC20InvalidSender(address)``
+
+    - ``sender``: Address whose tokens are being transferred.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'sender', 'type': 'address'}], 'name': 'ERC20InvalidSender', 'type': 'error'}
+    types = TYPES
+    sender: str
+
+
+class ERC20InvalidSpender(CustomError):
+    """The contracts' custom error ``ERC20InvalidSpender(address)``.
+
+    ``ERC20InvalidSpender(address)``
+
+    - ``spender``: Address that may be allowed to operate on tokens without being their owner.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'spender', 'type': 'address'}], 'name': 'ERC20InvalidSpender', 'type': 'error'}
+    types = TYPES
+    spender: str
+
+
+class ERC2612ExpiredSignature(CustomError):
+    """The contracts' custom error ``ERC2612ExpiredSignature(uint256)``.
+
+    ``ERC2612ExpiredSignature(uint256)``
+
+    - ``deadline``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'deadline', 'type': 'uint256'}], 'name': 'ERC2612ExpiredSignature', 'type': 'error'}
+    types = TYPES
+    deadline: int
+
+
+class ERC2612InvalidSigner(CustomError):
+    """The contracts' custom error ``ERC2612InvalidSigner(address,address)``.
+
+    ``ERC2612InvalidSigner(address,address)``
+
+    - ``signer``
+    - ``owner``
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'signer', 'type': 'address'}, {'internalType': 'address', 'name': 'owner', 'type': 'address'}], 'name': 'ERC2612InvalidSigner', 'type': 'error'}
+    types = TYPES
+    signer: str
+    owner: str
+
+
 class ERC5267ExtensionsNotSupported(CustomError):
     """The contracts' custom error ``ERC5267ExtensionsNotSupported()``.
 
@@ -956,6 +1208,116 @@ class ERC5267ExtensionsNotSupported(CustomError):
 
     abi = {'inputs': [], 'name': 'ERC5267ExtensionsNotSupported', 'type': 'error'}
     types = TYPES
+
+
+class ERC721IncorrectOwner(CustomError):
+    """The contracts' custom error ``ERC721IncorrectOwner(address,uint256,address)``.
+
+    ``ERC721IncorrectOwner(address,uint256,address)``
+
+    - ``sender``: Address whose tokens are being transferred.
+    - ``token_id``: Identifier number of a token.
+    - ``owner``: Address of the current owner of a token.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'sender', 'type': 'address'}, {'internalType': 'uint256', 'name': 'tokenId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'owner', 'type': 'address'}], 'name': 'ERC721IncorrectOwner', 'type': 'error'}
+    types = TYPES
+    sender: str
+    token_id: int
+    owner: str
+
+
+class ERC721InsufficientApproval(CustomError):
+    """The contracts' custom error ``ERC721InsufficientApproval(address,uint256)``.
+
+    ``ERC721InsufficientApproval(address,uint256)``
+
+    - ``operator``: Address that may be allowed to operate on tokens without being their owner.
+    - ``token_id``: Identifier number of a token.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'operator', 'type': 'address'}, {'internalType': 'uint256', 'name': 'tokenId', 'type': 'uint256'}], 'name': 'ERC721InsufficientApproval', 'type': 'error'}
+    types = TYPES
+    operator: str
+    token_id: int
+
+
+class ERC721InvalidApprover(CustomError):
+    """The contracts' custom error ``ERC721InvalidApprover(address)``.
+
+    ``ERC721InvalidApprover(address)``
+
+    - ``approver``: Address initiating an approval operation.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'approver', 'type': 'address'}], 'name': 'ERC721InvalidApprover', 'type': 'error'}
+    types = TYPES
+    approver: str
+
+
+class ERC721InvalidOperator(CustomError):
+    """The contracts' custom error ``ERC721InvalidOperator(address)``.
+
+    ``ERC721InvalidOperator(address)``
+
+    - ``operator``: Address that may be allowed to operate on tokens without being their owner.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'operator', 'type': 'address'}], 'name': 'ERC721InvalidOperator', 'type': 'error'}
+    types = TYPES
+    operator: str
+
+
+class ERC721InvalidOwner(CustomError):
+    """The contracts' custom error ``ERC721InvalidOwner(address)``.
+
+    ``ERC721InvalidOwner(address)``
+
+    - ``owner``: Address of the current owner of a token.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'owner', 'type': 'address'}], 'name': 'ERC721InvalidOwner', 'type': 'error'}
+    types = TYPES
+    owner: str
+
+
+class ERC721InvalidReceiver(CustomError):
+    """The contracts' custom error ``ERC721InvalidReceiver(address)``.
+
+    ``ERC721InvalidReceiver(address)``
+
+    - ``receiver``: Address to which tokens are being transferred.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'receiver', 'type': 'address'}], 'name': 'ERC721InvalidReceiver', 'type': 'error'}
+    types = TYPES
+    receiver: str
+
+
+class ERC721InvalidSender(CustomError):
+    """The contracts' custom error ``ERC721InvalidSender(address)``.
+
+    ``ERC721InvalidSender(address)``
+
+    - ``sender``: Address whose tokens are being transferred.
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'sender', 'type': 'address'}], 'name': 'ERC721InvalidSender', 'type': 'error'}
+    types = TYPES
+    sender: str
+
+
+class ERC721NonexistentToken(CustomError):
+    """The contracts' custom error ``ERC721NonexistentToken(uint256)``.
+
+    ``ERC721NonexistentToken(uint256)``
+
+    - ``token_id``: Identifier number of a token.
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'tokenId', 'type': 'uint256'}], 'name': 'ERC721NonexistentToken', 'type': 'error'}
+    types = TYPES
+    token_id: int
 
 
 class HandoffAlreadyCommitted(CustomError):
@@ -1026,6 +1388,21 @@ class HandoffZeroHash(CustomError):
     hint = 'The zero hash names no data.'
     task_id: int
     client_index: int
+
+
+class InvalidAccountNonce(CustomError):
+    """The contracts' custom error ``InvalidAccountNonce(address,uint256)``.
+
+    ``InvalidAccountNonce(address,uint256)``
+
+    - ``account``
+    - ``current_nonce``
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'account', 'type': 'address'}, {'internalType': 'uint256', 'name': 'currentNonce', 'type': 'uint256'}], 'name': 'InvalidAccountNonce', 'type': 'error'}
+    types = TYPES
+    account: str
+    current_nonce: int
 
 
 class InvalidShortString(CustomError):
@@ -1480,6 +1857,17 @@ class MerkleProofInvalidMultiproof(CustomError):
     types = TYPES
 
 
+class Paused(CustomError):
+    """A transfer while the token is paused.
+
+    ``Paused()``
+    """
+
+    abi = {'inputs': [], 'name': 'Paused', 'type': 'error'}
+    types = TYPES
+    hint = 'A transfer while the token is paused.'
+
+
 class ReentrancyGuardReentrantCall(CustomError):
     """The contracts' custom error ``ReentrancyGuardReentrantCall()``.
 
@@ -1544,6 +1932,36 @@ class SafeCastOverflowedUintToInt(CustomError):
     abi = {'inputs': [{'internalType': 'uint256', 'name': 'value', 'type': 'uint256'}], 'name': 'SafeCastOverflowedUintToInt', 'type': 'error'}
     types = TYPES
     value: int
+
+
+class SafeERC20FailedDecreaseAllowance(CustomError):
+    """The contracts' custom error ``SafeERC20FailedDecreaseAllowance(address,uint256,uint256)``.
+
+    ``SafeERC20FailedDecreaseAllowance(address,uint256,uint256)``
+
+    - ``spender``
+    - ``current_allowance``
+    - ``requested_decrease``
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'spender', 'type': 'address'}, {'internalType': 'uint256', 'name': 'currentAllowance', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'requestedDecrease', 'type': 'uint256'}], 'name': 'SafeERC20FailedDecreaseAllowance', 'type': 'error'}
+    types = TYPES
+    spender: str
+    current_allowance: int
+    requested_decrease: int
+
+
+class SafeERC20FailedOperation(CustomError):
+    """The contracts' custom error ``SafeERC20FailedOperation(address)``.
+
+    ``SafeERC20FailedOperation(address)``
+
+    - ``token``
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'token', 'type': 'address'}], 'name': 'SafeERC20FailedOperation', 'type': 'error'}
+    types = TYPES
+    token: str
 
 
 class StringTooLong(CustomError):
@@ -1766,6 +2184,40 @@ class TaskWrongStatus(CustomError):
     required: TaskStatus
 
 
+class TreasuryAllowanceTooLow(CustomError):
+    """The payer has not allowed the Treasury to pull the amount (approve it, or sign a permit).
+
+    ``TreasuryAllowanceTooLow(address,address,uint256,uint256)``
+
+    - ``token``: the token
+    - ``owner``: the payer
+    - ``allowance``: what the payer allows the Treasury now
+    - ``needed``: what this payment pulls
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'token', 'type': 'address'}, {'internalType': 'address', 'name': 'owner', 'type': 'address'}, {'internalType': 'uint256', 'name': 'allowance', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'needed', 'type': 'uint256'}], 'name': 'TreasuryAllowanceTooLow', 'type': 'error'}
+    types = TYPES
+    hint = 'The payer has not allowed the Treasury to pull the amount (approve it, or sign a permit).'
+    token: str
+    owner: str
+    allowance: int
+    needed: int
+
+
+class TreasuryNotAToken(CustomError):
+    """The token of a task is not a contract.
+
+    ``TreasuryNotAToken(address)``
+
+    - ``token``: the address given
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'token', 'type': 'address'}], 'name': 'TreasuryNotAToken', 'type': 'error'}
+    types = TYPES
+    hint = 'The token of a task is not a contract.'
+    token: str
+
+
 class TreasuryNothingToWithdraw(CustomError):
     """`withdraw` was called with nothing to withdraw.
 
@@ -1798,6 +2250,38 @@ class TreasuryPoolExhausted(CustomError):
     held: int
 
 
+class TreasuryTokenAlreadyBound(CustomError):
+    """The task already has its asset.
+
+    ``TreasuryTokenAlreadyBound(uint256)``
+
+    - ``task_id``: the task
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'TreasuryTokenAlreadyBound', 'type': 'error'}
+    types = TYPES
+    hint = 'The task already has its asset.'
+    task_id: int
+
+
+class TreasuryTokenShortfall(CustomError):
+    """Fewer tokens arrived than were paid (a fee-on-transfer or rebasing token): FedChain refuses such tokens.
+
+    ``TreasuryTokenShortfall(address,uint256,uint256)``
+
+    - ``token``: the token
+    - ``expected``: the amount paid
+    - ``received``: what the Treasury's balance grew by
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'token', 'type': 'address'}, {'internalType': 'uint256', 'name': 'expected', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'received', 'type': 'uint256'}], 'name': 'TreasuryTokenShortfall', 'type': 'error'}
+    types = TYPES
+    hint = 'Fewer tokens arrived than were paid (a fee-on-transfer or rebasing token): FedChain refuses such tokens.'
+    token: str
+    expected: int
+    received: int
+
+
 class TreasuryTransferFailed(CustomError):
     """The ether transfer of a withdrawal failed (the recipient reverted); nothing changed.
 
@@ -1828,7 +2312,53 @@ class TreasuryUnauthorized(CustomError):
     caller: str
 
 
+class TreasuryWrongValue(CustomError):
+    """`msg.value` does not fit the task's asset: the amount for an ether task, 0 for a token task.
+
+    ``TreasuryWrongValue(uint256,uint256)``
+
+    - ``sent``: wei sent
+    - ``expected``: wei expected
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'sent', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'expected', 'type': 'uint256'}], 'name': 'TreasuryWrongValue', 'type': 'error'}
+    types = TYPES
+    hint = "`msg.value` does not fit the task's asset: the amount for an ether task, 0 for a token task."
+    sent: int
+    expected: int
+
+
+class ZeroTransfer(CustomError):
+    """A transfer of zero tokens.
+
+    ``ZeroTransfer()``
+    """
+
+    abi = {'inputs': [], 'name': 'ZeroTransfer', 'type': 'error'}
+    types = TYPES
+    hint = 'A transfer of zero tokens.'
+
+
 # --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, kw_only=True)
+class Approval(ChainEvent):
+    """The contracts' event ``Approval(address,address,uint256)``.
+
+    ``Approval(address,address,uint256)``
+
+    - ``owner``: (indexed)
+    - ``spender``: (indexed)
+    - ``value``
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'address', 'name': 'owner', 'type': 'address'}, {'indexed': True, 'internalType': 'address', 'name': 'spender', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'value', 'type': 'uint256'}], 'name': 'Approval', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    owner: str
+    spender: str
+    value: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2555,6 +3085,42 @@ class TaskStarted(ChainEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TokenBound(ChainEvent):
+    """A task's money is in `token` (emitted once, at creation, for token tasks only).
+
+    ``TokenBound(uint256,address)``
+
+    - ``task_id``: the task (indexed)
+    - ``token``: the ERC-20 token (indexed)
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'token', 'type': 'address'}], 'name': 'TokenBound', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    token: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transfer(ChainEvent):
+    """The contracts' event ``Transfer(address,address,uint256)``.
+
+    ``Transfer(address,address,uint256)``
+
+    - ``from_``: (indexed)
+    - ``to``: (indexed)
+    - ``value``
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'address', 'name': 'from', 'type': 'address'}, {'indexed': True, 'internalType': 'address', 'name': 'to', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'value', 'type': 'uint256'}], 'name': 'Transfer', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    from_: str
+    to: str
+    value: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class UpdateCommitted(ChainEvent):
     """A fog node committed the hash of its update for a round; an on-time commit released one round's price to it.
 
@@ -2583,18 +3149,22 @@ class UpdateCommitted(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class Withdrawn(ChainEvent):
-    """An account took its claimable balance out.
+    """An account took its claimable balance in one asset out.
 
-    ``Withdrawn(address,uint256)``
+    ``Withdrawn(address,address,address,uint256)``
 
-    - ``account``: the account (indexed)
-    - ``amount``: wei
+    - ``account``: the account whose balance it was (indexed)
+    - ``token``: the asset (address(0): ether) (indexed)
+    - ``to``: where it was sent
+    - ``amount``: units sent
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'address', 'name': 'account', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'Withdrawn', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'address', 'name': 'account', 'type': 'address'}, {'indexed': True, 'internalType': 'address', 'name': 'token', 'type': 'address'}, {'indexed': False, 'internalType': 'address', 'name': 'to', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'Withdrawn', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     account: str
+    token: str
+    to: str
     amount: int
 
 
@@ -3198,6 +3768,7 @@ class RoundLedger(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'finalizeRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'isActive', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}], 'name': 'join', 'outputs': [{'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}, {'components': [{'internalType': 'uint256', 'name': 'deadline', 'type': 'uint256'}, {'internalType': 'uint8', 'name': 'v', 'type': 'uint8'}, {'internalType': 'bytes32', 'name': 'r', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 's', 'type': 'bytes32'}], 'internalType': 'struct ITreasury.Permit', 'name': 'permit', 'type': 'tuple'}], 'name': 'joinWithPermit', 'outputs': [{'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64[]', 'name': 'priors', 'type': 'uint64[]'}], 'name': 'postPriors', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'internalType': 'bytes32', 'name': 'rewardsRoot', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'rewardList', 'type': 'bytes32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'postRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'prior', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
@@ -3307,6 +3878,17 @@ class RoundLedger(Contract):
         - ``value``: wei sent with the call
         """
         return self.transact('join(uint256,bytes32)', task_id, commitment, value=value)
+
+    def join_with_permit(self, task_id: int, commitment: bytes, permit: Permit) -> Receipt:
+        """`join` for a token task with an EIP-2612 permit of d for the Treasury, in one transaction.
+
+        ``joinWithPermit(uint256,bytes32,(uint256,uint8,bytes32,bytes32))``
+
+        - ``task_id``: the task (its asset must be a token with permit)
+        - ``commitment``: keccak256(abi.encode(uint256 dataSize, bytes32 salt)), as for `join`
+        - ``permit``: the caller's permit signature
+        """
+        return self.transact('joinWithPermit(uint256,bytes32,(uint256,uint8,bytes32,bytes32))', task_id, commitment, permit)
 
     def post_priors(self, task_id: int, priors: Sequence[int]) -> Receipt:
         """Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before it is posted. Aggregator only. From then on a client's loss reputation after a round whose quality reaches q_min is min(cap, H_i + the weighted mean of eq. 8); after a round below q_min it is the decayed weighted mean alone, so a good history cannot carry a client through a garbage round. Without this call every prior is 0.
@@ -3453,6 +4035,8 @@ class TaskRegistry(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'cancelTask', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bool', 'name': 'targetReached', 'type': 'bool'}], 'name': 'closeRound', 'outputs': [{'internalType': 'bool', 'name': 'finished', 'type': 'bool'}], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'address', 'name': 'aggregator', 'type': 'address'}], 'name': 'createTask', 'outputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'address', 'name': 'aggregator', 'type': 'address'}, {'internalType': 'address', 'name': 'token', 'type': 'address'}, {'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}], 'name': 'createTokenTask', 'outputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'address', 'name': 'aggregator', 'type': 'address'}, {'internalType': 'address', 'name': 'token', 'type': 'address'}, {'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}, {'components': [{'internalType': 'uint256', 'name': 'deadline', 'type': 'uint256'}, {'internalType': 'uint8', 'name': 'v', 'type': 'uint8'}, {'internalType': 'bytes32', 'name': 'r', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 's', 'type': 'bytes32'}], 'internalType': 'struct ITreasury.Permit', 'name': 'permit', 'type': 'tuple'}], 'name': 'createTokenTaskWithPermit', 'outputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}], 'name': 'minimumBond', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'pure', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'params', 'outputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
@@ -3521,6 +4105,31 @@ class TaskRegistry(Contract):
         - ``value``: wei sent with the call
         """
         return self.transact('createTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),address)', p, aggregator, value=value)
+
+    def create_token_task(self, p: TaskParams, aggregator: str, token: str, budget: int) -> Receipt:
+        """Publish a task whose money is the ERC-20 `token`: the Treasury pulls `budget` from the caller (approve it first). Every amount of the task (d, r, bids, bonds) is then in that token's units.
+
+        ``createTokenTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),address,address,uint256)``
+
+        - ``p``
+        - ``aggregator``: the aggregator's address
+        - ``token``: the ERC-20 token (fee-on-transfer tokens are refused: `TreasuryTokenShortfall`)
+        - ``budget``: the budget, token units
+        """
+        return self.transact('createTokenTask((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),address,address,uint256)', p, aggregator, token, budget)
+
+    def create_token_task_with_permit(self, p: TaskParams, aggregator: str, token: str, budget: int, permit: Permit) -> Receipt:
+        """`createTokenTask` with an EIP-2612 permit of `budget` for the Treasury, in one transaction.
+
+        ``createTokenTaskWithPermit((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),address,address,uint256,(uint256,uint8,bytes32,bytes32))``
+
+        - ``p``
+        - ``aggregator``: the aggregator's address
+        - ``token``: the ERC-20 token, with permit
+        - ``budget``: the budget, token units
+        - ``permit``: the caller's permit signature
+        """
+        return self.transact('createTokenTaskWithPermit((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96),address,address,uint256,(uint256,uint8,bytes32,bytes32))', p, aggregator, token, budget, permit)
 
     def dependencies(self, *, block: int | str = "latest") -> tuple[str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
@@ -3614,23 +4223,40 @@ class TaskRegistry(Contract):
 
 class Treasury(Contract):
     """The ``Treasury`` contract (contracts/Treasury.sol).
-    The four modules and the sink are fixed at deployment (immutables); nobody else can move money.
+    The four modules and the sink are fixed at deployment (immutables); nobody else can move money. Each task's money is in one asset (`tokenOf`, address(0) for ether); pools, balances and totals are per asset.
     """
 
     NAME = 'Treasury'
     ABI = (
         {'inputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}, {'internalType': 'address', 'name': 'sink_', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'token', 'type': 'address'}], 'name': 'bindToken', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'address', 'name': 'account', 'type': 'address'}], 'name': 'claimable', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'token', 'type': 'address'}, {'internalType': 'address', 'name': 'account', 'type': 'address'}], 'name': 'claimableIn', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'to', 'type': 'address'}, {'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'reason', 'type': 'bytes32'}], 'name': 'credit', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'reason', 'type': 'bytes32'}], 'name': 'creditSink', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'from', 'type': 'address'}], 'name': 'deposit', 'outputs': [], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'from', 'type': 'address'}, {'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'deposit', 'outputs': [], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'expectedValue', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'held', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'modules', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'sink', 'outputs': [{'internalType': 'address', 'name': '', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'tokenOf', 'outputs': [{'internalType': 'address', 'name': '', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'totals', 'outputs': [{'components': [{'internalType': 'uint256', 'name': 'deposited', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'withdrawn', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'held', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'claimable', 'type': 'uint256'}], 'internalType': 'struct ITreasury.Totals', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'token', 'type': 'address'}], 'name': 'totalsIn', 'outputs': [{'components': [{'internalType': 'uint256', 'name': 'deposited', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'withdrawn', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'held', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'claimable', 'type': 'uint256'}], 'internalType': 'struct ITreasury.Totals', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'token', 'type': 'address'}, {'internalType': 'address', 'name': 'owner', 'type': 'address'}, {'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}, {'components': [{'internalType': 'uint256', 'name': 'deadline', 'type': 'uint256'}, {'internalType': 'uint8', 'name': 'v', 'type': 'uint8'}, {'internalType': 'bytes32', 'name': 'r', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 's', 'type': 'bytes32'}], 'internalType': 'struct ITreasury.Permit', 'name': 'permit', 'type': 'tuple'}], 'name': 'usePermit', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [], 'name': 'withdraw', 'outputs': [{'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'token', 'type': 'address'}, {'internalType': 'address', 'name': 'to', 'type': 'address'}], 'name': 'withdrawTo', 'outputs': [{'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
     )
     TYPES = TYPES
+
+    def bind_token(self, task_id: int, token: str) -> Receipt:
+        """Make `token` the asset of `taskId`, before its first deposit. TaskRegistry only, through the modules' check.
+
+        ``bindToken(uint256,address)``
+
+        - ``task_id``: the new task
+        - ``token``: the ERC-20 token (must be a contract)
+        """
+        return self.transact('bindToken(uint256,address)', task_id, token)
 
     def claimable(self, account: str, *, block: int | str = "latest") -> int:
         """Wei `account` may withdraw now.
@@ -3641,6 +4267,17 @@ class Treasury(Contract):
         - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
         return self.call('claimable(address)', account, block=block)
+
+    def claimable_in(self, token: str, account: str, *, block: int | str = "latest") -> int:
+        """Units of `token` (address(0): ether) `account` may withdraw now.
+
+        ``claimableIn(address,address)`` (view: an eth_call)
+
+        - ``token``
+        - ``account``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('claimableIn(address,address)', token, account, block=block)
 
     def credit(self, task_id: int, to: str, amount: int, reason: bytes) -> Receipt:
         """Move `amount` wei from `taskId`'s pool to `to`'s claimable balance. Modules only.
@@ -3665,16 +4302,28 @@ class Treasury(Contract):
         """
         return self.transact('creditSink(uint256,uint256,bytes32)', task_id, amount, reason)
 
-    def deposit(self, task_id: int, from_: str, *, value: int = 0) -> Receipt:
-        """Put `msg.value` into `taskId`'s pool on behalf of `from`. Modules only.
+    def deposit(self, task_id: int, from_: str, amount: int, *, value: int = 0) -> Receipt:
+        """Put `amount` into `taskId`'s pool on behalf of `from`. Modules only. For an ether task `msg.value` must be `amount`; for a token task it must be 0 and the Treasury pulls `amount` from `from`.
 
-        ``deposit(uint256,address)``
+        ``deposit(uint256,address,uint256)``
 
         - ``task_id``: the task
         - ``from_``: the payer, recorded in the event
+        - ``amount``: units paid
         - ``value``: wei sent with the call
         """
-        return self.transact('deposit(uint256,address)', task_id, from_, value=value)
+        return self.transact('deposit(uint256,address,uint256)', task_id, from_, amount, value=value)
+
+    def expected_value(self, task_id: int, amount: int, *, block: int | str = "latest") -> int:
+        """What `msg.value` a payment of `amount` into `taskId` needs: `amount` for ether, 0 for a token.
+
+        ``expectedValue(uint256,uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``amount``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('expectedValue(uint256,uint256)', task_id, amount, block=block)
 
     def held(self, task_id: int, *, block: int | str = "latest") -> int:
         """Wei held in `taskId`'s pool.
@@ -3704,8 +4353,18 @@ class Treasury(Contract):
         """
         return self.call('sink()', block=block)
 
+    def token_of(self, task_id: int, *, block: int | str = "latest") -> str:
+        """The asset of `taskId`: its ERC-20 token, or address(0) for ether.
+
+        ``tokenOf(uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('tokenOf(uint256)', task_id, block=block)
+
     def totals(self, *, block: int | str = "latest") -> Totals:
-        """The accounting totals (see `Totals`).
+        """The ether accounting totals (see `Totals`).
 
         ``totals()`` (view: an eth_call)
 
@@ -3713,24 +4372,223 @@ class Treasury(Contract):
         """
         return self.call('totals()', block=block)
 
+    def totals_in(self, token: str, *, block: int | str = "latest") -> Totals:
+        """The accounting totals of one asset (see `Totals`).
+
+        ``totalsIn(address)`` (view: an eth_call)
+
+        - ``token``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('totalsIn(address)', token, block=block)
+
+    def use_permit(self, token: str, owner: str, amount: int, permit: Permit) -> Receipt:
+        """Try `owner`'s EIP-2612 permit of `amount` for the Treasury on `token`, then check the allowance (so a permit that someone front-ran does no harm). Modules only.
+
+        ``usePermit(address,address,uint256,(uint256,uint8,bytes32,bytes32))``
+
+        - ``token``: the token
+        - ``owner``: the payer who signed
+        - ``amount``: the permit's value
+        - ``permit``: the signature and deadline
+        """
+        return self.transact('usePermit(address,address,uint256,(uint256,uint8,bytes32,bytes32))', token, owner, amount, permit)
+
     def withdraw(self) -> Receipt:
-        """Send the caller its whole claimable balance.
+        """Send the caller its whole claimable ether balance.
 
         ``withdraw()``
         """
         return self.transact('withdraw()')
+
+    def withdraw_to(self, token: str, to: str) -> Receipt:
+        """Send the caller's whole claimable balance in `token` (address(0): ether) to `to`. A failed transfer (a blacklisted recipient, a paused token) reverts the call, so the balance stays claimable for a retry.
+
+        ``withdrawTo(address,address)``
+
+        - ``token``: the asset
+        - ``to``: the recipient
+        """
+        return self.transact('withdrawTo(address,address)', token, to)
+
+
+class DemoStablecoin(Contract):
+    """The ``DemoStablecoin`` contract (contracts/demo/DemoStablecoin.sol).
+    Whoever deployed it mints (the demo mints every role's float); it has no value anywhere.
+    """
+
+    NAME = 'DemoStablecoin'
+    ABI = (
+        {'inputs': [], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [], 'name': 'DOMAIN_SEPARATOR', 'outputs': [{'internalType': 'bytes32', 'name': '', 'type': 'bytes32'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'owner', 'type': 'address'}, {'internalType': 'address', 'name': 'spender', 'type': 'address'}], 'name': 'allowance', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'spender', 'type': 'address'}, {'internalType': 'uint256', 'name': 'value', 'type': 'uint256'}], 'name': 'approve', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'account', 'type': 'address'}], 'name': 'balanceOf', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'decimals', 'outputs': [{'internalType': 'uint8', 'name': '', 'type': 'uint8'}], 'stateMutability': 'pure', 'type': 'function'},
+        {'inputs': [], 'name': 'eip712Domain', 'outputs': [{'internalType': 'bytes1', 'name': 'fields', 'type': 'bytes1'}, {'internalType': 'string', 'name': 'name', 'type': 'string'}, {'internalType': 'string', 'name': 'version', 'type': 'string'}, {'internalType': 'uint256', 'name': 'chainId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'verifyingContract', 'type': 'address'}, {'internalType': 'bytes32', 'name': 'salt', 'type': 'bytes32'}, {'internalType': 'uint256[]', 'name': 'extensions', 'type': 'uint256[]'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'to', 'type': 'address'}, {'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'mint', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [], 'name': 'name', 'outputs': [{'internalType': 'string', 'name': '', 'type': 'string'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'owner', 'type': 'address'}], 'name': 'nonces', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'owner', 'type': 'address'}, {'internalType': 'address', 'name': 'spender', 'type': 'address'}, {'internalType': 'uint256', 'name': 'value', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'deadline', 'type': 'uint256'}, {'internalType': 'uint8', 'name': 'v', 'type': 'uint8'}, {'internalType': 'bytes32', 'name': 'r', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 's', 'type': 'bytes32'}], 'name': 'permit', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [], 'name': 'symbol', 'outputs': [{'internalType': 'string', 'name': '', 'type': 'string'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'totalSupply', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'to', 'type': 'address'}, {'internalType': 'uint256', 'name': 'value', 'type': 'uint256'}], 'name': 'transfer', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'address', 'name': 'from', 'type': 'address'}, {'internalType': 'address', 'name': 'to', 'type': 'address'}, {'internalType': 'uint256', 'name': 'value', 'type': 'uint256'}], 'name': 'transferFrom', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'nonpayable', 'type': 'function'},
+    )
+    TYPES = TYPES
+
+    def domain_separator(self, *, block: int | str = "latest") -> bytes:
+        """``DOMAIN_SEPARATOR()``
+
+        ``DOMAIN_SEPARATOR()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('DOMAIN_SEPARATOR()', block=block)
+
+    def allowance(self, owner: str, spender: str, *, block: int | str = "latest") -> int:
+        """``allowance(address,address)``
+
+        ``allowance(address,address)`` (view: an eth_call)
+
+        - ``owner``
+        - ``spender``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('allowance(address,address)', owner, spender, block=block)
+
+    def approve(self, spender: str, value: int) -> Receipt:
+        """``approve(address,uint256)``
+
+        ``approve(address,uint256)``
+
+        - ``spender``
+        - ``value``
+        """
+        return self.transact('approve(address,uint256)', spender, value)
+
+    def balance_of(self, account: str, *, block: int | str = "latest") -> int:
+        """``balanceOf(address)``
+
+        ``balanceOf(address)`` (view: an eth_call)
+
+        - ``account``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('balanceOf(address)', account, block=block)
+
+    def decimals(self, *, block: int | str = "latest") -> int:
+        """``decimals()``
+
+        ``decimals()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('decimals()', block=block)
+
+    def eip712_domain(self, *, block: int | str = "latest") -> tuple[bytes, str, str, int, str, bytes, tuple[int, ...]]:
+        """``eip712Domain()``
+
+        ``eip712Domain()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('eip712Domain()', block=block)
+
+    def mint(self, to: str, amount: int) -> Receipt:
+        """Mint `amount` (6 decimals) to `to`. Deployer only.
+
+        ``mint(address,uint256)``
+
+        - ``to``
+        - ``amount``
+        """
+        return self.transact('mint(address,uint256)', to, amount)
+
+    def name(self, *, block: int | str = "latest") -> str:
+        """``name()``
+
+        ``name()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('name()', block=block)
+
+    def nonces(self, owner: str, *, block: int | str = "latest") -> int:
+        """``nonces(address)``
+
+        ``nonces(address)`` (view: an eth_call)
+
+        - ``owner``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('nonces(address)', owner, block=block)
+
+    def permit(self, owner: str, spender: str, value: int, deadline: int, v: int, r: bytes, s: bytes) -> Receipt:
+        """``permit(address,address,uint256,uint256,uint8,bytes32,bytes32)``
+
+        ``permit(address,address,uint256,uint256,uint8,bytes32,bytes32)``
+
+        - ``owner``
+        - ``spender``
+        - ``value``
+        - ``deadline``
+        - ``v``
+        - ``r``
+        - ``s``
+        """
+        return self.transact('permit(address,address,uint256,uint256,uint8,bytes32,bytes32)', owner, spender, value, deadline, v, r, s)
+
+    def symbol(self, *, block: int | str = "latest") -> str:
+        """``symbol()``
+
+        ``symbol()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('symbol()', block=block)
+
+    def total_supply(self, *, block: int | str = "latest") -> int:
+        """``totalSupply()``
+
+        ``totalSupply()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('totalSupply()', block=block)
+
+    def transfer(self, to: str, value: int) -> Receipt:
+        """``transfer(address,uint256)``
+
+        ``transfer(address,uint256)``
+
+        - ``to``
+        - ``value``
+        """
+        return self.transact('transfer(address,uint256)', to, value)
+
+    def transfer_from(self, from_: str, to: str, value: int) -> Receipt:
+        """``transferFrom(address,address,uint256)``
+
+        ``transferFrom(address,address,uint256)``
+
+        - ``from_``
+        - ``to``
+        - ``value``
+        """
+        return self.transact('transferFrom(address,address,uint256)', from_, to, value)
 
 
 # --------------------------------------------------------------------------- registry
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotDisputes, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionRoundsPending, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, CommitteeBadMember, CommitteeBadSignature, CommitteeInvalid, CommitteeInvalidWindow, CommitteeNoQuorum, CommitteeNotMember, CommitteeSignersNotSorted, DisputeAlreadyBonded, DisputeNoFog, DisputeNotClient, DisputeNotLedger, DisputeNotOpen, DisputeRoundNotPosted, DisputeUnknownChallenge, DisputeUnknownClient, DisputeVerdictNotDue, DisputeVerdictTooLate, DisputeWindowClosed, DisputeWrongTaskStatus, DisputeWrongValue, ECDSAInvalidSignature, ECDSAInvalidSignatureLength, ECDSAInvalidSignatureS, ERC5267ExtensionsNotSupported, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, InvalidShortString, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerChallengesOpen, LedgerCommitMismatch, LedgerInconsistentRewards, LedgerMeasurementsMismatch, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerNotNextRound, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerRoundsPending, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWindowOpen, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, StringTooLong, StringsInsufficientHexLength, StringsInvalidAddressFormat, StringsInvalidChar, TaskAbandonTooEarly, TaskBondTooSmall, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotBonded, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTransferFailed, TreasuryUnauthorized],
-    events=[AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, BondPosted, BondReleased, BondSlashed, BudgetSpent, ChallengeOpened, ChallengeResolved, ClientJoined, ClientRemoved, ClientSettled, CommitteeFormed, Credited, DataCommitted, Deposited, EIP712DomainChanged, FogFraudSlashed, FogSlashed, JobReassigned, JobSettled, PriorsPosted, RewardsCommitted, RoundClosed, RoundFinalized, RoundPosted, SinkSet, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, UpdateCommitted, Withdrawn],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotDisputes, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionRoundsPending, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, Blacklisted, CommitteeBadMember, CommitteeBadSignature, CommitteeInvalid, CommitteeInvalidWindow, CommitteeNoQuorum, CommitteeNotMember, CommitteeSignersNotSorted, DemoStablecoinNotMinter, DisputeAlreadyBonded, DisputeNoFog, DisputeNotClient, DisputeNotLedger, DisputeNotOpen, DisputeRoundNotPosted, DisputeUnknownChallenge, DisputeUnknownClient, DisputeVerdictNotDue, DisputeVerdictTooLate, DisputeWindowClosed, DisputeWrongTaskStatus, DisputeWrongValue, ECDSAInvalidSignature, ECDSAInvalidSignatureLength, ECDSAInvalidSignatureS, ERC1155InsufficientBalance, ERC1155InvalidApprover, ERC1155InvalidArrayLength, ERC1155InvalidOperator, ERC1155InvalidReceiver, ERC1155InvalidSender, ERC1155MissingApprovalForAll, ERC20InsufficientAllowance, ERC20InsufficientBalance, ERC20InvalidApprover, ERC20InvalidReceiver, ERC20InvalidSender, ERC20InvalidSpender, ERC2612ExpiredSignature, ERC2612InvalidSigner, ERC5267ExtensionsNotSupported, ERC721IncorrectOwner, ERC721InsufficientApproval, ERC721InvalidApprover, ERC721InvalidOperator, ERC721InvalidOwner, ERC721InvalidReceiver, ERC721InvalidSender, ERC721NonexistentToken, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, InvalidAccountNonce, InvalidShortString, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerChallengesOpen, LedgerCommitMismatch, LedgerInconsistentRewards, LedgerMeasurementsMismatch, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerNotNextRound, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerRoundsPending, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWindowOpen, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, Paused, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, SafeERC20FailedDecreaseAllowance, SafeERC20FailedOperation, StringTooLong, StringsInsufficientHexLength, StringsInvalidAddressFormat, StringsInvalidChar, TaskAbandonTooEarly, TaskBondTooSmall, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotBonded, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryAllowanceTooLow, TreasuryNotAToken, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTokenAlreadyBound, TreasuryTokenShortfall, TreasuryTransferFailed, TreasuryUnauthorized, TreasuryWrongValue, ZeroTransfer],
+    events=[Approval, AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, BondPosted, BondReleased, BondSlashed, BudgetSpent, ChallengeOpened, ChallengeResolved, ClientJoined, ClientRemoved, ClientSettled, CommitteeFormed, Credited, DataCommitted, Deposited, EIP712DomainChanged, FogFraudSlashed, FogSlashed, JobReassigned, JobSettled, PriorsPosted, RewardsCommitted, RoundClosed, RoundFinalized, RoundPosted, SinkSet, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, TokenBound, Transfer, UpdateCommitted, Withdrawn],
 )
 
 #: Contract classes by contract name.
-CONTRACTS: Mapping[str, type[Contract]] = {'ArbiterCommittee': ArbiterCommittee, 'DataHandoff': DataHandoff, 'Disputes': Disputes, 'FogAuction': FogAuction, 'RoundLedger': RoundLedger, 'TaskRegistry': TaskRegistry, 'Treasury': Treasury}
+CONTRACTS: Mapping[str, type[Contract]] = {'ArbiterCommittee': ArbiterCommittee, 'DataHandoff': DataHandoff, 'Disputes': Disputes, 'FogAuction': FogAuction, 'RoundLedger': RoundLedger, 'TaskRegistry': TaskRegistry, 'Treasury': Treasury, 'DemoStablecoin': DemoStablecoin}
 
 
 class Addresses(Protocol):

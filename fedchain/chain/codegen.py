@@ -29,6 +29,8 @@ BINDINGS_PATH = Path(__file__).with_name("bindings.py")
 #: Sources whose contracts get a class: FedChain's own, not its test helpers or OpenZeppelin's.
 BOUND_SOURCES = "contracts/"
 UNBOUND_SOURCES = ("contracts/test/",)
+#: Sources whose contracts get a class but are not part of a FedChain deployment (the demo's own token).
+UNDEPLOYED_SOURCES = ("contracts/demo/",)
 #: Attribute names of :class:`~fedchain.chain.contract.Contract` a generated method must not shadow.
 CONTRACT_ATTRIBUTES = frozenset(
     {"call", "transact", "encode", "function", "deploy", "estimate_gas", "address", "abi", "transactor"}
@@ -366,6 +368,7 @@ def _render_bundle(bound: Sequence[Artifact], contract_names: Mapping[str, str])
         "\n@dataclass(frozen=True)\nclass FedChainContracts:\n",
     ]
     out.append('    """Every deployed FedChain contract, typed, sending through one transactor."""\n\n')
+    bound = [a for a in bound if not a.source.startswith(UNDEPLOYED_SOURCES)]
     for artifact in bound:
         out.append(f"    {snake_case(artifact.name)}: {contract_names[artifact.name]}\n")
     out.append("\n    @classmethod\n")

@@ -27,6 +27,7 @@ import pytest
 
 from fedchain.audit import CheckName, CheckStatus, audit_task, replay_task
 from fedchain.chain import bindings as b
+from fedchain.chain.erc20 import ETHER
 from fedchain.fl.reputation import ABANDON_GRACE, WAD
 
 PUBLISHER, AGGREGATOR, CLIENT, FOG, STRANGER = (f"0x{n:040x}" for n in (0xA1, 0xA2, 0xC1, 0xF1, 0xEE))
@@ -223,7 +224,7 @@ def one_round_task(
     finalize_round(log, paid=paid, budget_left=budget - paid)
     settle(log, earned=earned, bonus=bonus, deposit_returned=10**16, refund=refund)
     log.tx(
-        (b.Withdrawn, {"account": CLIENT, "amount": earned + bonus + 10**16}),
+        (b.Withdrawn, {"account": CLIENT, "token": ETHER, "to": CLIENT, "amount": earned + bonus + 10**16}),
     )
     return log.events
 
@@ -510,7 +511,7 @@ def removed_client_task(*, forfeit_to: str = SINK, forfeited: int | None = None,
     )
     settle(log, earned=0, bonus=0, deposit_returned=0, refund=BUDGET)
     log.tx(
-        (b.Withdrawn, {"account": PUBLISHER, "amount": BUDGET}),
+        (b.Withdrawn, {"account": PUBLISHER, "token": ETHER, "to": PUBLISHER, "amount": BUDGET}),
     )
     return log.events
 

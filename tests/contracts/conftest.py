@@ -36,6 +36,7 @@ from fedchain.chain.recipe import DEPLOYMENT_ORDER, ArbiterSettings, deploy_fedc
 from fedchain.chain.tx import Receipt, Transactor
 from fedchain.fl.reputation import WAD, MechanismParams
 
+ZERO_ADDRESS = "0x" + "00" * 20
 DEPLOYER, PUBLISHER, AGGREGATOR = 0, 1, 2
 CLIENTS = tuple(range(3, 9))
 FOGS = tuple(range(9, 15))
@@ -134,6 +135,9 @@ class FedChain:
         self._transactors: dict[int, Transactor] = {}
         #: The measurements of every round posted through post_round, by (task, round).
         self.posted: dict[tuple[int, int], list[tuple[int, int, bool, bool]]] = {}
+        #: The asset of the tasks the helpers create and pay into: None for ether, else a token (see ``use_token``).
+        self.token: Contract | None = None
+        self._approved: set[int] = set()
         for name in DEPLOYMENT_ORDER:
             self.registry.add_abi(artifacts[name].abi)
 
@@ -159,6 +163,49 @@ class FedChain:
         if len(outputs) == 1:
             return as_namespace(outputs[0], result)
         return tuple(as_namespace(o, v) for o, v in zip(outputs, result, strict=True))
+
+    # ----------------------------------------------------------------- the asset
+
+    def use_token(self, name: str, *args: Any, mint: int = 10**30) -> Contract:
+        """Deploy the test token ``name`` (contracts/test/tokens), mint ``mint`` units to every account, and make it
+        the asset of the tasks the helpers create from now on; the helpers approve the Treasury as they pay."""
+        artifact = self.artifacts[name]
+        self.registry.add_abi(artifact.abi)
+        token = Contract.deploy(self.transactor(DEPLOYER), artifact.bytecode, *args, abi=artifact.abi)
+        for index in range(20):
+            token.transact("mint", self.account(index), mint)
+        self.token, self._approved = token, set()
+        return token
+
+    @property
+    def asset(self) -> str:
+        """The helpers' asset as the Treasury names it: the token's address, or the zero address for ether."""
+        return self.token.address if self.token is not None else ZERO_ADDRESS
+
+    def pay(self, name: str, function: str, *args: Any, by: int, amount: int) -> Receipt:
+        """Call a payable ``function`` that takes ``amount``: as ``msg.value`` for ether, pulled (approved once) for a token."""
+        if self.token is None:
+            return self.send(name, function, *args, by=by, value=amount)
+        if by not in self._approved:
+            Contract(self.transactor(by), self.token.address, self.token.abi).transact(
+                "approve", self.addresses["Treasury"], 2**256 - 1
+            )
+            self._approved.add(by)
+        return self.send(name, function, *args, by=by)
+
+    def claimable(self, index: int) -> int:
+        """What account ``index`` may withdraw in the helpers' asset."""
+        return int(self.view("Treasury", "claimableIn", self.asset, self.account(index)))
+
+    def withdraw(self, index: int) -> Receipt:
+        """Account ``index`` withdraws its whole balance in the helpers' asset to itself."""
+        return self.send("Treasury", "withdrawTo", self.asset, self.account(index), by=index)
+
+    def asset_balance(self, address: str) -> int:
+        """``address``'s balance in the helpers' asset."""
+        if self.token is None:
+            return int(self.w3.eth.get_balance(address))
+        return int(self.token.call("balanceOf", address))
 
     @contextlib.contextmanager
     def reverts(self, error: type[CustomError], *values: Any) -> Iterator[None]:
@@ -196,18 +243,30 @@ class FedChain:
 
     def create_task(self, params: TaskParams = TaskParams(), *, budget: int = 10**18, bond: bool = True) -> int:
         """A task created by the publisher; with ``bond``, the aggregator posts its bond at once."""
-        receipt = self.send(
-            "TaskRegistry", "createTask", params.as_tuple(), self.account(AGGREGATOR), by=PUBLISHER, value=budget
-        )
+        if self.token is None:
+            receipt = self.send(
+                "TaskRegistry", "createTask", params.as_tuple(), self.account(AGGREGATOR), by=PUBLISHER, value=budget
+            )
+        else:
+            receipt = self.pay(
+                "TaskRegistry",
+                "createTokenTask",
+                params.as_tuple(),
+                self.account(AGGREGATOR),
+                self.token.address,
+                budget,
+                by=PUBLISHER,
+                amount=budget,
+            )
         task_id = receipt.events_of(bindings.TaskCreated)[0].task_id
         if bond:
-            self.send("Disputes", "postBond", task_id, by=AGGREGATOR, value=params.aggregator_bond)
+            self.pay("Disputes", "postBond", task_id, by=AGGREGATOR, amount=params.aggregator_bond)
         return task_id
 
     def join(self, task_id: int, client: int, data_size: int = 600, params: TaskParams = TaskParams()) -> int:
         salt = keccak(text=f"salt-{client}")
-        receipt = self.send(
-            "RoundLedger", "join", task_id, data_commitment(data_size, salt), by=client, value=params.client_deposit
+        receipt = self.pay(
+            "RoundLedger", "join", task_id, data_commitment(data_size, salt), by=client, amount=params.client_deposit
         )
         return receipt.events_of(bindings.ClientJoined)[0].client_index
 
@@ -218,7 +277,7 @@ class FedChain:
         self, task_id: int, index: int, fog: int, frequency: int, price: int, params: TaskParams = TaskParams()
     ) -> None:
         commitment = bid_commitment(frequency, price, keccak(text=f"bid-{fog}"), self.account(fog))
-        self.send("FogAuction", "commitBid", task_id, index, commitment, by=fog, value=params.fog_deposit)
+        self.pay("FogAuction", "commitBid", task_id, index, commitment, by=fog, amount=params.fog_deposit)
 
     def reveal_bid(self, task_id: int, index: int, fog: int, frequency: int, price: int) -> Receipt:
         return self.send("FogAuction", "revealBid", task_id, index, frequency, price, keccak(text=f"bid-{fog}"), by=fog)
@@ -228,7 +287,7 @@ class FedChain:
         bids = self.view("FogAuction", "bids", task_id, index)
         params = self.view("TaskRegistry", "params", task_id)
         escrow = self._winning_price(task_id, index, job, bids, params) * params.rounds
-        return self.send("FogAuction", "closeAuction", task_id, index, by=client, value=escrow)
+        return self.pay("FogAuction", "closeAuction", task_id, index, by=client, amount=escrow)
 
     def _winning_price(self, task_id: int, index: int, job: Any, bids: list[Any], params: Any) -> int:
         """The price the contract will award, from the Python model (the client must escrow it exactly)."""
@@ -355,9 +414,9 @@ class FedChain:
         )
 
     def solvency(self) -> SimpleNamespace:
-        """The treasury's totals and its balance on chain."""
-        totals = self.view("Treasury", "totals")
-        totals.balance = int(self.w3.eth.get_balance(self.addresses["Treasury"]))
+        """The treasury's totals in the helpers' asset and its balance of that asset on chain."""
+        totals = self.view("Treasury", "totalsIn", self.asset)
+        totals.balance = self.asset_balance(self.addresses["Treasury"])
         return totals
 
 

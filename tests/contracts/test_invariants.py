@@ -82,6 +82,8 @@ TASK_CLIENTS = CLIENTS[:3]
 TASK_FOGS = FOGS[:3]
 ACCOUNTS = (PUBLISHER, AGGREGATOR, *TASK_CLIENTS, *TASK_FOGS, STRANGER, SINK)
 FATES = ("posted", "neutral", "corrected", "void")
+#: The task's asset: ether (None), or a test token (its contract, constructor arguments).
+ASSETS = (None, ("PermitToken", (18,)), ("BlacklistToken", ()), ("PermitToken", (0,)), ("NoBoolToken", ()))
 
 #: More examples in CI (FEDCHAIN_HYPOTHESIS=ci), few while iterating.
 PROFILE = os.environ.get("FEDCHAIN_HYPOTHESIS", "dev")
@@ -227,8 +229,11 @@ class FlowMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ set-up
 
-    @initialize()
-    def create(self) -> None:
+    @initialize(asset=st.sampled_from(ASSETS))
+    def create(self, asset: tuple[str, tuple[int, ...]] | None) -> None:
+        """The task, in ether or in one of the test tokens (any decimals: the contracts never read them)."""
+        if asset is not None:
+            self.chain.use_token(asset[0], *asset[1])
         self.task = self.chain.create_task(PARAMS, budget=BUDGET)  # the aggregator posts its bond with it
         self.deposited += BUDGET + PARAMS.aggregator_bond
         self.bond_left = PARAMS.aggregator_bond
@@ -367,7 +372,7 @@ class FlowMachine(RuleBasedStateMachine):
         quality = data.draw(st.sampled_from([0, WAD // 4, WAD, 2 * WAD]))
         _, seconds, _, committed = posted.measurements[index]
         proposed = (quality, seconds, quality > 0, committed)
-        receipt = self.chain.send(
+        receipt = self.chain.pay(
             "Disputes",
             "openEntryChallenge",
             self.task,
@@ -375,7 +380,7 @@ class FlowMachine(RuleBasedStateMachine):
             index,
             proposed,
             by=by,
-            value=PARAMS.challenge_bond,
+            amount=PARAMS.challenge_bond,
         )
         self._opened(receipt, ChallengeModel(posted.number, index, False, by, AGGREGATOR, proposed, 0))
 
@@ -386,7 +391,7 @@ class FlowMachine(RuleBasedStateMachine):
         posted = data.draw(st.sampled_from([p for p in self.challengeable() if p.fogs]))
         index = data.draw(st.sampled_from(sorted(posted.fogs)))
         fog = posted.fogs[index]
-        receipt = self.chain.send(
+        receipt = self.chain.pay(
             "Disputes",
             "openFogChallenge",
             self.task,
@@ -394,7 +399,7 @@ class FlowMachine(RuleBasedStateMachine):
             index,
             self.chain.account(fog),
             by=self.clients[index],
-            value=PARAMS.challenge_bond,
+            amount=PARAMS.challenge_bond,
         )
         self._opened(
             receipt, ChallengeModel(posted.number, index, True, self.clients[index], fog, (0, 0, False, False), 0)
@@ -607,7 +612,7 @@ class FlowMachine(RuleBasedStateMachine):
     def withdraw(self, data: st.DataObject) -> None:
         """An account that is owed something takes it out."""
         account = data.draw(st.sampled_from(sorted(a for a, wei in self.claimable.items() if wei)))
-        self.chain.send("Treasury", "withdraw", by=account)
+        self.chain.withdraw(account)
         self.withdrawn += self.claimable[account]
         self.claimable[account] = 0
 
@@ -626,7 +631,7 @@ class FlowMachine(RuleBasedStateMachine):
     def nothing_left(self, account: int) -> None:
         """Once everything is over, nobody can withdraw anything (the only rule left: the flow has ended)."""
         with self.chain.reverts(bindings.TreasuryNothingToWithdraw, self.chain.account(account)):
-            self.chain.send("Treasury", "withdraw", by=account)
+            self.chain.withdraw(account)
 
     # ------------------------------------------------------------------ invariants
 
@@ -649,9 +654,7 @@ class FlowMachine(RuleBasedStateMachine):
     @invariant()
     def balances_and_reputations_match_the_model(self) -> None:
         for account in ACCOUNTS:
-            assert self.chain.view("Treasury", "claimable", self.chain.account(account)) == self.claimable[account], (
-                account
-            )
+            assert self.chain.claimable(account) == self.claimable[account], account
         for i in range(len(self.clients)):
             info = self.chain.view("RoundLedger", "client", self.task, i)
             r = self.reputation[i]

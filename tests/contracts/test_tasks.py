@@ -60,7 +60,9 @@ def test_the_committee_and_the_sink_are_fixed_at_deployment(chain: FedChain) -> 
             for f in chain.artifacts[name].abi
             if f["type"] == "function" and f["stateMutability"] in ("nonpayable", "payable")
         }
-        assert writers <= {"deposit", "credit", "creditSink", "withdraw"}, writers
+        assert writers <= {"bindToken", "deposit", "usePermit", "credit", "creditSink", "withdraw", "withdrawTo"}, (
+            writers
+        )
 
 
 def test_create_task_escrows_the_budget_and_records_every_parameter(chain: FedChain) -> None:

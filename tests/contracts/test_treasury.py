@@ -10,7 +10,7 @@ from tests.contracts.conftest import CLIENTS, PUBLISHER, SINK, STRANGER, FedChai
 def test_only_the_modules_deposit_or_credit(chain: FedChain) -> None:
     stranger = chain.account(STRANGER)
     with chain.reverts(bindings.TreasuryUnauthorized, stranger):
-        chain.send("Treasury", "deposit", 1, stranger, by=STRANGER, value=1)
+        chain.send("Treasury", "deposit", 1, stranger, 1, by=STRANGER, value=1)
     with chain.reverts(bindings.TreasuryUnauthorized, stranger):
         chain.send("Treasury", "credit", 1, stranger, 1, b"\0" * 32, by=STRANGER)
     with chain.reverts(bindings.TreasuryUnauthorized, stranger):
@@ -25,7 +25,7 @@ def test_a_module_cannot_pay_out_more_than_the_task_pool_holds(chain: FedChain) 
     treasury = Contract.deploy(
         chain.transactor(STRANGER), artifact.bytecode, stranger, stranger, stranger, stranger, sink, abi=artifact.abi
     )
-    treasury.transact("deposit", 7, stranger, value=100)
+    treasury.transact("deposit", 7, stranger, 100, value=100)
     # Execute / assert
     with chain.reverts(bindings.TreasuryPoolExhausted, 7, 101, 100):
         treasury.transact("credit", 7, stranger, 101, b"\0" * 32)
