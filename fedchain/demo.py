@@ -43,7 +43,7 @@ from fedchain.errors import AuditFailed, ConfigError, SigningKeyError
 from fedchain.files import writable_folder
 from fedchain.signals import handlers_set
 from fedchain.taskspec import TRAIN_FROM, TrainFrom
-from fedchain.units import WAD, ether, fixed
+from fedchain.units import WAD, Asset, fixed, to_units
 
 if TYPE_CHECKING:  # the command's --help must not load torch or web3
     from fedchain.audit import AuditReport
@@ -80,6 +80,11 @@ PROGRESS_EVERY_S = 1.0
 CHALLENGE_S, CHALLENGE_BLOCKS = 12, 5
 #: Seconds of that work, as the publisher's window check allows (``fedchain.publisher.terms.CHALLENGE_WORK_S``).
 CHALLENGE_WORK_S = 10
+#: The demo stablecoin's units for one ether of the demo's amounts: 1000 fcUSD (6 decimals), so the budget is
+#: 100 fcUSD, a client's deposit 10 fcUSD and a job's price a few cents a round.
+DEMO_TOKEN_RATE = 1000 * 10**6
+#: Money in ether, as the tables show it unless the demo runs in a token.
+ETHER_ASSET = Asset()
 #: The committee's verdict window in the demo's deployment, seconds (a real deployment: a day).
 VERDICT_S = 120
 
@@ -119,6 +124,8 @@ class DemoConfig:
             endpoint); None: the run folder's ``store/``.
         challenge_window: seconds after each post during which entries can be challenged; None: 12 s, or
             CHALLENGE_WORK_S plus CHALLENGE_BLOCKS blocks of the chain's block time when that is longer.
+        token: run the task in a demo stablecoin (fcUSD, 6 decimals, with permit) that the demo deploys and mints
+            to everyone; its amounts are the ether ones at DEMO_TOKEN_RATE, and the fog nodes bid at that rate.
     """
 
     strategy: str = "fedavg"
@@ -141,6 +148,7 @@ class DemoConfig:
     dishonest_aggregator: bool = False
     challenge_window: int | None = None
     store: str | None = None
+    token: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -273,6 +281,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
     from fedchain.publisher import PublishConfig
     from fedchain.store import open_store
     from fedchain.system import AGGREGATOR, PUBLISHER, AgentOptions, RunSettings, Supervisor, SystemRun, required_funds
+    from fedchain.system.roster import GAS_ALLOWANCE_WEI
 
     data_root = resolve_data_root(config.data_root)
     load_dataset(config.dataset, train=True, root=data_root)  # a missing dataset fails here, before any process
@@ -302,12 +311,22 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         )
         run = SystemRun(w3, funder, rpc_url, settings, supervisor)
         run.deploy(rehearse=config.rpc_url is not None)
-        run.fund(
-            required_funds(
-                roster, terms, BUDGET_WEI, publisher=PUBLISHER, aggregator=AGGREGATOR, verifiers=settings.verifiers
-            )
+        needs = required_funds(
+            roster, terms, BUDGET_WEI, publisher=PUBLISHER, aggregator=AGGREGATOR, verifiers=settings.verifiers
         )
-        task_id = run.create_task(PublishConfig(terms=terms, spec=spec, budget=BUDGET_WEI))
+        budget, asset = BUDGET_WEI, ETHER_ASSET
+        if not config.token:
+            run.fund(needs)
+        else:  # gas in ether; every payment in the token, the ether amounts at the demo's rate
+            run.fund(dict.fromkeys(needs, GAS_ALLOWANCE_WEI))
+            minted = {
+                name: to_units(wei - GAS_ALLOWANCE_WEI, DEMO_TOKEN_RATE) * 11 // 10 for name, wei in needs.items()
+            }
+            token = run.deploy_demo_token({name: units for name, units in minted.items() if units}, DEMO_TOKEN_RATE)
+            asset = Asset(token, "fcUSD", 6)
+            terms, budget = terms.in_units(DEMO_TOKEN_RATE), to_units(BUDGET_WEI, DEMO_TOKEN_RATE)
+            console.print(f"demo stablecoin fcUSD at {token}: the task's money, {asset.format(budget)} of budget")
+        task_id = run.create_task(PublishConfig(terms=terms, spec=spec, budget=budget))
         console.print(
             f"task {task_id} created: {config.rounds} rounds of {spec.strategy} on {spec.dataset}; run folder {run_dir}"
         )
@@ -324,7 +343,7 @@ def run_demo(config: DemoConfig, console: Console) -> DemoResult:
         report = run.audit(verify_scores=config.verify_scores)
         wall_s = time.monotonic() - started
         transactions, jobs = _figures(run, roster, funder.address, report)
-        console.print(participant_tables(roster, report, run))
+        console.print(participant_tables(roster, report, run, asset))
         console.print(*audit_verdict(report))
         kept = (
             "logs, states, store and audit.json"
@@ -444,8 +463,9 @@ def progress_line(progress: TaskProgress) -> str:
     )
 
 
-def _ether(wei: int) -> str:
-    return ether(wei, 5)
+def _money(asset: Asset, units: int) -> str:
+    """An amount of the task's asset in whole units, to 5 decimals (fewer when the token has fewer)."""
+    return asset.format(units, min(5, asset.decimals)).removesuffix(f" {asset.symbol}")
 
 
 def _fixed(value: int) -> str:
@@ -460,16 +480,17 @@ def _table(title: str, columns: tuple[str, ...], left: int) -> Table:
     return table
 
 
-def participant_tables(roster: Roster, report: AuditReport, run: SystemRun) -> Group:
+def participant_tables(roster: Roster, report: AuditReport, run: SystemRun, asset: Asset = ETHER_ASSET) -> Group:
     """Who earned what: a row per client (data, reputation, payments, deposit, final accuracy), a row per
-    fog node (jobs, payments, slashes, deposits), and the publisher's budget and refund. Money in ETH."""
+    fog node (jobs, payments, slashes, deposits), and the publisher's budget and refund. Money in the task's
+    asset (ETH, or the token's whole units)."""
     history = report.history
     members: tuple[ClientPlan | FogPlan, ...] = (*roster.clients, *roster.fogs)
     plans = {run.account(plan.name).address: plan for plan in members}
     names = {c.index: plans[c.account].name if c.account in plans else c.account for c in history.clients}
     final = history.rounds[-1].accuracy if history.rounds else None
     clients = _table(
-        f"task {report.task_id}: clients (ETH; reputation 1.0 = 1e18)",
+        f"task {report.task_id}: clients ({asset.symbol}; reputation 1.0 = 1e18)",
         ("client", "data", "samples", "r_a", "r_t", "paid", "deposit back", "final accuracy"),
         2,
     )
@@ -482,13 +503,15 @@ def participant_tables(roster: Roster, report: AuditReport, run: SystemRun) -> G
             str(client.data_size),
             _fixed(client.loss_reputation),
             _fixed(client.time_reputation),
-            _ether(client.earned + (client.bonus or 0)),
+            _money(asset, client.earned + (client.bonus or 0)),
             f"0 (removed in round {client.removed_round})"
             if removed
-            else _ether(history.credited_to(client.account).get("DEPOSIT_RETURN", 0)),
+            else _money(asset, history.credited_to(client.account).get("DEPOSIT_RETURN", 0)),
             "-" if removed or final is None else f"{final / WAD:.1%}",
         )
-    fogs = _table("fog nodes (ETH)", ("fog", "behaviour", "jobs", "paid", "slashes", "deposits back", "lost"), 3)
+    fogs = _table(
+        f"fog nodes ({asset.symbol})", ("fog", "behaviour", "jobs", "paid", "slashes", "deposits back", "lost"), 3
+    )
     fog_deposit = history.task.params.fog_deposit if history.task.params is not None else 0
     for fog in sorted(history.fog_nodes, key=lambda address: plans[address].name if address in plans else address):
         plan = plans.get(fog)
@@ -500,20 +523,20 @@ def participant_tables(roster: Roster, report: AuditReport, run: SystemRun) -> G
             plan.name if plan else fog,
             plan.behaviour if plan else "",
             ", ".join(jobs) or "-",
-            _ether(credited.get("FOG_PAYMENT", 0)),
+            _money(asset, credited.get("FOG_PAYMENT", 0)),
             str(len(slashes)),
-            _ether(credited.get("BID_REFUND", 0)),
-            _ether(sum(s.forfeited for s in slashes) + unrevealed * fog_deposit),
+            _money(asset, credited.get("BID_REFUND", 0)),
+            _money(asset, sum(s.forfeited for s in slashes) + unrevealed * fog_deposit),
         )
     publisher = history.credited_to(history.task.publisher)
     forfeits = sum(amount for reason, amount in publisher.items() if reason != "BUDGET_REFUND")
     summary = Text(
-        f"publisher: budget {_ether(history.task.budget)}, refunded {_ether(publisher.get('BUDGET_REFUND', 0))}, "
-        f"forfeits received {_ether(forfeits)}; "
+        f"publisher: budget {_money(asset, history.task.budget)}, refunded {_money(asset, publisher.get('BUDGET_REFUND', 0))}, "
+        f"forfeits received {_money(asset, forfeits)}; "
         f"final accuracy {'-' if final is None else f'{final / WAD:.1%}'} after {len(history.rounds)} round(s)"
     )
     return Group(
-        clients, Text(""), fogs, Text(""), accountability_table(report, names_of(run, roster)), Text(""), summary
+        clients, Text(""), fogs, Text(""), accountability_table(report, names_of(run, roster), asset), Text(""), summary
     )
 
 
@@ -526,7 +549,7 @@ def names_of(run: SystemRun, roster: Roster) -> dict[str, str]:
     return {run.account(name).address: name for name in named}
 
 
-def accountability_table(report: AuditReport, names: dict[str, str]) -> Group:
+def accountability_table(report: AuditReport, names: dict[str, str], asset: Asset = ETHER_ASSET) -> Group:
     """The aggregator's bond, every challenge with its verdict, and what went to the sink. Money in ETH."""
     history = report.history
     task = history.task
@@ -548,10 +571,14 @@ def accountability_table(report: AuditReport, names: dict[str, str]) -> Group:
     sink = history.to_sink
     slashed = sum(x.amount for x in history.credits if x.reason in ("BOND_SLASH", "CHALLENGE_REWARD"))
     lines = Text(
-        f"aggregator bond: {_ether(task.bond)} posted by {names.get(task.bonder or '', task.bonder or '-')}, "
-        f"{_ether(slashed)} slashed, {'-' if task.bond_returned is None else _ether(task.bond_returned)} returned; "
-        f"sink ({'burned' if int(task.sink or '0x0', 16) == 0 else task.sink}): {_ether(sum(sink.values()))}"
-        + (f" ({', '.join(f'{reason} {_ether(amount)}' for reason, amount in sorted(sink.items()))})" if sink else "")
+        f"aggregator bond: {_money(asset, task.bond)} posted by {names.get(task.bonder or '', task.bonder or '-')}, "
+        f"{_money(asset, slashed)} slashed, {'-' if task.bond_returned is None else _money(asset, task.bond_returned)} returned; "
+        f"sink ({'burned' if int(task.sink or '0x0', 16) == 0 else task.sink}): {_money(asset, sum(sink.values()))}"
+        + (
+            f" ({', '.join(f'{reason} {_money(asset, amount)}' for reason, amount in sorted(sink.items()))})"
+            if sink
+            else ""
+        )
     )
     if not history.challenges:
         return Group(Text("challenges and verdicts: none"), lines)
@@ -636,6 +663,13 @@ def _default(name: str, text: str, kind: type = str) -> Any:
     type=int,
     help=f"Seconds after each post during which entries can be challenged.  [default: {CHALLENGE_S}, or "
     f"{CHALLENGE_WORK_S} s plus {CHALLENGE_BLOCKS} blocks when longer]",
+)
+@click.option(
+    "--token",
+    is_flag=True,
+    default=False,
+    help="Run the task in a demo stablecoin (fcUSD, 6 decimals) that the demo deploys: budget, deposits, bids, "
+    "bonds and payments in fcUSD.",
 )
 @click.option(
     "--store",

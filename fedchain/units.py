@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation, localcontext
 
 from fedchain.errors import ConfigError
@@ -15,6 +16,8 @@ WEI_UNITS: dict[str, int] = {"wei": 1, "gwei": 10**9, "ether": 10**18, "eth": 10
 #: Significant digits of the arithmetic that parses amounts: every uint256 (78 digits) exactly; Decimal's
 #: default of 28 would round a budget of 2^96 wei and let it pass as another amount.
 AMOUNT_DIGITS = 80
+#: The asset key of ether: ``Treasury.tokenOf`` of an ether task.
+ETHER = "0x" + "00" * 20
 
 
 def ether(wei: int | str, places: int | None = None) -> str:
@@ -48,3 +51,34 @@ def parse_wei(value: int | str) -> int:
     if amount != amount.to_integral_value() or amount < 0:
         raise ConfigError(f"{value!r} is not a whole, non-negative number of wei")
     return int(amount)
+
+
+def is_ether(asset: str | None) -> bool:
+    """Whether ``asset`` (a ``tokenOf`` result) names ether."""
+    return asset is None or int(asset, 16) == 0
+
+
+@dataclass(frozen=True)
+class Asset:
+    """A task's asset as people read it: ether, or a token's address, symbol and decimals."""
+
+    address: str = ETHER
+    symbol: str = "ETH"
+    decimals: int = 18
+
+    @property
+    def ether(self) -> bool:
+        return is_ether(self.address)
+
+    def format(self, units: int, places: int | None = None) -> str:
+        """``units`` (the smallest unit) with the symbol: ``12.5 fcUSD``, ``0.01 ETH``; ``places`` fixes the decimals."""
+        amount = Decimal(int(units)) / (10**self.decimals)
+        text = f"{amount:f}" if places is None else f"{amount:.{places}f}"
+        if places is None and "." in text:
+            text = text.rstrip("0").rstrip(".")
+        return f"{text} {self.symbol}"
+
+
+def to_units(wei: int, units_per_ether: int) -> int:
+    """An amount written in wei in another asset, ``units_per_ether`` of its smallest units for one ether (rounded down)."""
+    return int(wei) * units_per_ether // WEI_PER_ETHER

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from fedchain.errors import ConfigError
 from fedchain.fl.reputation import fog_cost
+from fedchain.units import WEI_PER_ETHER
 
 #: The largest price a bid can carry (``uint96``).
 MAX_PRICE = 2**96 - 1
@@ -93,17 +94,23 @@ def decide_bid(
     active_jobs: int,
     max_jobs: int,
     max_deposit: int,
+    units_per_ether: int = WEI_PER_ETHER,
 ) -> BidDecision:
     """Bid for a job of ``data_size`` samples unless it cannot be served profitably and on time.
+
+    The cost model and ``max_deposit`` are in wei; a token task's deposit and prices are in the token's units,
+    ``units_per_ether`` of them for one ether (the node's configured rate): the price is rounded up and the
+    deposit limit down, so the bid stays above cost and the deposit within the limit. 1e18 for an ether task.
 
     No bid when the fog node already trains ``max_jobs`` jobs, when one round
     takes longer than the task's round (it would miss every deadline and lose
     its deposit), when the task's fog deposit exceeds ``max_deposit``, or when
     the price does not fit a bid.
     """
-    cost = model.cost(data_size, task_cycles_per_sample)
+    cost = model.cost(data_size, task_cycles_per_sample) * units_per_ether / WEI_PER_ETHER
     time_s = model.training_time(data_size, task_cycles_per_sample)
-    price = model.price(data_size, task_cycles_per_sample)
+    price = -(-model.price(data_size, task_cycles_per_sample) * units_per_ether // WEI_PER_ETHER)
+    max_deposit = max_deposit * units_per_ether // WEI_PER_ETHER
 
     def decision(reason: str = "") -> BidDecision:
         return BidDecision(not reason, model.frequency, price, cost, time_s, reason)
@@ -113,7 +120,7 @@ def decide_bid(
     if time_s > round_duration:
         return decision(f"too slow: {time_s:.1f} s per round, the round lasts {round_duration} s")
     if fog_deposit > max_deposit:
-        return decision(f"deposit {fog_deposit} wei is over the limit of {max_deposit} wei")
+        return decision(f"deposit {fog_deposit} is over the limit of {max_deposit} (the task's units)")
     if price > MAX_PRICE:
-        return decision(f"price {price} wei does not fit a bid (uint96)")
+        return decision(f"price {price} does not fit a bid (uint96)")
     return decision()

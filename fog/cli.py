@@ -28,6 +28,17 @@ def _whole(_ctx: click.Context, _param: click.Parameter, value: float | None) ->
     return int(value)
 
 
+def _token_rates(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, int] | None:
+    """``TOKEN=UNITS`` flags as a mapping (None when none was given)."""
+    rates = {}
+    for value in values:
+        token, sep, units = value.partition("=")
+        if not sep or not units.strip().isdigit():
+            raise click.BadParameter(f"{value!r} is not TOKEN=UNITS", param_hint="--token-rate")
+        rates[token.strip()] = int(units)
+    return rates or None
+
+
 @click.group()
 def fog() -> None:
     """Run a fog node: bid for clients' training jobs, train the jobs won, get paid per round.
@@ -68,6 +79,15 @@ def fog() -> None:
 @click.option(
     "--max-deposit",
     help="The largest fog deposit it puts down for one bid: wei, or with a unit (0.05ether).",
+)
+@click.option(
+    "--token-rate",
+    "token_rates",
+    multiple=True,
+    callback=_token_rates,
+    metavar="TOKEN=UNITS",
+    help="Bid in the ERC-20 TOKEN's tasks, one ether of cost being worth UNITS of its smallest unit "
+    "(3000 USDC per ether: 0xA0b8...=3000000000). Repeatable. Default: ether tasks only.",
 )
 @click.option("--never-reveal", is_flag=True, default=None, help="Fault: commit bids but never reveal them.")
 @click.option("--stop-after-round", type=int, help="Fault: stop after committing this round.")

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from eth_utils import is_address, to_checksum_address
+
 from fedchain.config import load_config, load_yaml
 from fedchain.errors import ConfigError, DataError
 from fedchain.trainer.config import ENGINES, Engine
@@ -52,6 +54,10 @@ class FogConfig:
             code) and challenge the aggregator when one is off beyond tolerance (:mod:`fedchain.disputes.watch`).
         data_root: folder holding the tasks' validation datasets, which watching entries re-scores on (None:
             ``$FEDCHAIN_DATA_ROOT``); checked at start when it watches.
+        token_rates: the ERC-20 tokens it bids in, by address: how many of the token's smallest units one ether
+            of its cost is worth (3000 USDC per ether: ``3000000000``, USDC having 6 decimals). Its cost model
+            and ``max_deposit`` are in wei; a token task's prices and deposit limit are converted at this rate.
+            Tasks in a token it has no rate for get no bid.
     """
 
     name: str = "fog"
@@ -74,8 +80,18 @@ class FogConfig:
     seed: int = 0
     watch_entries: bool = True
     data_root: Path | None = None
+    token_rates: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        rates = {}
+        for token, rate in dict(self.token_rates).items():
+            if isinstance(rate, bool) or not isinstance(rate, int) or rate < 1:
+                raise ConfigError(
+                    f"token_rates[{token}] must be a whole number of token units per ether >= 1, got {rate!r}",
+                    hint="e.g. 3000000000 for 3000 USDC (6 decimals) per ether",
+                )
+            rates[_checksum(token)] = rate
+        object.__setattr__(self, "token_rates", rates)
         if self.max_jobs < 1:
             raise ConfigError(f"max_jobs must be at least 1, got {self.max_jobs}")
         if self.max_deposit < 0:
@@ -109,6 +125,10 @@ class FogConfig:
                     hint=f"{err.hint}; or --no-watch-entries",
                 ) from None
 
+    def rate_of(self, token: str) -> int | None:
+        """Units of ``token`` one ether of cost is worth, or None: the node does not bid in that token."""
+        return self.token_rates.get(_checksum(token))
+
     def watches(self, task_id: int) -> bool:
         """Whether this fog node takes part in ``task_id``'s auctions."""
         return not self.tasks or task_id in self.tasks
@@ -123,3 +143,9 @@ def load_fog_config(path: Path | None = None, overrides: Mapping[str, Any] | Non
     if data.get("max_deposit") is not None:
         data["max_deposit"] = parse_wei(data["max_deposit"])
     return load_config(FogConfig, None, data)
+
+
+def _checksum(address: str) -> str:
+    if not is_address(address):
+        raise ConfigError(f"{address!r} is not an address", hint="name tokens by their 0x... address in token_rates")
+    return str(to_checksum_address(address))

@@ -44,6 +44,7 @@ from fedchain.agent.finality import finalize_due, pending_rounds
 from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
 from fedchain.chain.bindings import JobStatus, TaskStatus
+from fedchain.chain.erc20 import payment_value, task_asset
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
@@ -62,11 +63,12 @@ from fedchain.errors import (
 )
 from fedchain.fl.params import flatten, unflatten
 from fedchain.models.registry import ModelSpec
-from fedchain.publisher.service import settle_jobs, withdraw
+from fedchain.publisher.service import settle_jobs, withdraw_task_asset
 from fedchain.rewards import CommitmentBook, verified_reward
 from fedchain.store.digest import parse_digest, to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta
 from fedchain.trainer.config import TrainConfig
+from fedchain.units import WEI_PER_ETHER, is_ether
 from fedchain.updates import store_update
 from fog.bidding import decide_bid
 from fog.config import FogConfig
@@ -138,6 +140,7 @@ class FogNode:
         self._addresses = tuple(session.deployment.addresses.values())
         self._specs: dict[int, TaskSpec] = {}
         self._params: dict[int, b.TaskParams] = {}
+        self._rates: dict[int, int | None] = {}
         self._data: dict[str, JobData] = {}
         self._trainers: dict[ModelSpec, Trainer] = {}
         self._watchers: dict[int, EntryWatcher] = {}
@@ -211,6 +214,14 @@ class FogNode:
         if task_id not in self._params:
             self._params[task_id] = self.contracts.task_registry.params(task_id)
         return self._params[task_id]
+
+    def task_rate(self, task_id: int) -> int | None:
+        """Units of the task's asset one ether of this node's cost is worth: 1e18 for an ether task, the configured
+        ``token_rates`` entry for a token task (None when the node has none: it does not bid in that token)."""
+        if task_id not in self._rates:
+            token = task_asset(self.contracts.treasury, task_id)
+            self._rates[task_id] = WEI_PER_ETHER if is_ether(token) else self.config.rate_of(token)
+        return self._rates[task_id]
 
     def task_spec(self, task_id: int) -> TaskSpec:
         """A task's spec, from the store by its on-chain ``datasetId`` (read once)."""
@@ -386,6 +397,12 @@ class FogNode:
         job = state.jobs[key]
         task_id, index = job["task"], job["client"]
         params = self.task_params(task_id)
+        rate = self.task_rate(task_id)
+        if rate is None:
+            job["phase"] = SKIPPED
+            token = task_asset(self.contracts.treasury, task_id)
+            self.log.info("no bid", job=key, reason=f"no rate for the task's token {token}: add it to token_rates")
+            return None
         decision = decide_bid(
             self.config.cost,
             data_size=job["data_size"],
@@ -397,6 +414,7 @@ class FogNode:
             ),
             max_jobs=self.config.max_jobs,
             max_deposit=self.config.max_deposit,
+            units_per_ether=rate,
         )
         salt = derive_salt(
             self.session.transactor.account.key, BID_SALT, self.contracts.fog_auction.address, task_id, index
@@ -435,7 +453,7 @@ class FogNode:
                 task_id,
                 indices,
                 [commitment for _, commitment in entries],
-                value=deposit * len(entries),
+                value=payment_value(self.contracts.treasury, task_id, deposit * len(entries)),
             )
         except (ContractRevert, InsufficientFunds) as err:
             if len(entries) == 1:
@@ -817,5 +835,5 @@ class FogNode:
                 state.jobs[key]["settled"] = True
                 if state.jobs[key]["client"] in settled:
                     self.log.info("job settled", job=key)
-            task["withdrawn"] = withdraw(self.session)
-            self.log.info("withdrew", task=task_id, wei=task["withdrawn"])
+            task["withdrawn"] = withdraw_task_asset(self.session, task_id)
+            self.log.info("withdrew", task=task_id, units=task["withdrawn"])

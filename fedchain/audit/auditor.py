@@ -6,12 +6,13 @@ demo, end-to-end tests): :func:`audit_on_chain`.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from web3 import Web3
 
-from fedchain.audit.chain import read_chain
+from fedchain.audit.chain import read_chain, read_task_asset
 from fedchain.audit.checks import DEFAULT_SCORE_TOLERANCE
 from fedchain.audit.report import AuditReport, audit_task
 from fedchain.chain.deployment import Deployment
@@ -54,4 +55,5 @@ def audit_on_chain(
             strategy=strategy,
             quality=quality,
         )
-    return audit_task(task_id, readings.events, views=readings.views, store=store, scores=scores)
+    report = audit_task(task_id, readings.events, views=readings.views, store=store, scores=scores)
+    return dataclasses.replace(report, asset=read_task_asset(w3, readings.events, task_id))

@@ -20,10 +20,11 @@ from fedchain.chain import bindings as b
 from fedchain.chain.abi import AbiRegistry, ChainEvent
 from fedchain.chain.contract import Contract
 from fedchain.chain.deployment import Deployment
-from fedchain.chain.erc20 import ERC20_ABI, ETHER
+from fedchain.chain.erc20 import ERC20_ABI, read_asset
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.chain.tx import Receipt, Transactor
 from fedchain.errors import ChainError, ConfigError
+from fedchain.units import ETHER, Asset
 
 log = logging.getLogger(__name__)
 
@@ -121,3 +122,9 @@ def read_views(
         tokens=tokens,
     )
     return ChainViews(block_number=block, task=task, treasury=treasury_views)
+
+
+def read_task_asset(w3: Web3, events: tuple[ChainEvent, ...], task_id: int) -> Asset:
+    """The money of ``task_id``: ether, or the token its ``TokenBound`` event names, with symbol and decimals."""
+    token = asset_of_tasks(events).get(task_id)
+    return Asset() if token is None else read_asset(_ReadOnly(w3), token)

@@ -17,7 +17,7 @@ from fedchain.audit.checks import CheckName, Tally
 from fedchain.audit.views import TreasuryViews
 from fedchain.chain import bindings as b
 from fedchain.chain.abi import ChainEvent
-from fedchain.chain.erc20 import ETHER
+from fedchain.units import ETHER
 
 
 def asset_of_tasks(events: Iterable[ChainEvent]) -> dict[int, str]:

@@ -36,9 +36,12 @@ def fixed(value: int | None, places: int = 4) -> str:
     return "-" if value is None else units.fixed(value, places)
 
 
-def ether(wei: int | str | None) -> str:
-    """Wei as ether with six decimals (``0.012500``); ``-`` for None."""
-    return "-" if wei is None else units.ether(wei, 6)
+def money(report: AuditReport, amount: int | str | None) -> str:
+    """An amount of the task's asset in whole units, six decimals at most (``0.012500`` ETH); ``-`` for None."""
+    if amount is None:
+        return "-"
+    asset = report.asset
+    return asset.format(int(amount), min(6, asset.decimals)).removesuffix(f" {asset.symbol}")
 
 
 def short(address: str) -> str:
@@ -59,7 +62,7 @@ def tables(report: AuditReport) -> Group:
     """The report as rich renderables, in this order: clients, fog nodes, accountability (:func:`disputes_table`),
     checks (:func:`checks_table`), verdict."""
     history = report.history
-    clients = Table(title="Clients (reputation 1e18 = 1.0; money in ETH)", title_justify="left")
+    clients = Table(title=f"Clients (reputation 1e18 = 1.0; money in {report.asset.symbol})", title_justify="left")
     for column in (
         "#",
         "account",
@@ -83,12 +86,12 @@ def tables(report: AuditReport) -> Group:
             fixed(c.loss_reputation),
             fixed(c.time_reputation),
             fixed(c.total_reputation),
-            ether(c.earned),
-            ether(c.bonus),
-            ether(c.deposit_returned),
+            money(report, c.earned),
+            money(report, c.bonus),
+            money(report, c.deposit_returned),
             "-" if c.removed_round is None else str(c.removed_round),
         )
-    fogs = Table(title="Fog nodes (money in ETH)", title_justify="left")
+    fogs = Table(title=f"Fog nodes (money in {report.asset.symbol})", title_justify="left")
     for column in ("account", "bids", "jobs", "rounds", "paid", "slashes", "forfeited"):
         fogs.add_column(column, justify="left" if column == "account" else "right")
     for row in fog_summary(history):
@@ -97,9 +100,9 @@ def tables(report: AuditReport) -> Group:
             str(row["bids"]),
             ",".join(map(str, row["jobs"])) or "-",
             str(row["rounds_committed"]),
-            ether(row["payments"]),
+            money(report, row["payments"]),
             str(row["slashes"]),
-            ether(row["forfeited"]),
+            money(report, row["forfeited"]),
         )
     shortfall = budget_lines(report)
     budget = [Text("\n".join(shortfall), style="yellow")] if shortfall else []
@@ -110,7 +113,7 @@ def budget_lines(report: AuditReport) -> list[str]:
     """One line per final round, and one for the final bonuses, that the budget could not pay in full."""
     history = report.history
     lines = [
-        f"round {r.round}: the budget paid {ether(r.paid)} of the {ether(r.demanded)} ETH the terms asked "
+        f"round {r.round}: the budget paid {money(report, r.paid)} of the {money(report, r.demanded)} {report.asset.symbol} the terms asked "
         f"({100 * r.paid / r.demanded:.0f}%): every payment scaled down pro rata"
         for r in history.rounds
         if r.scaled_down
@@ -118,22 +121,27 @@ def budget_lines(report: AuditReport) -> list[str]:
     task = history.task
     if task.bonuses_scaled_down:
         assert task.bonuses is not None and task.bonuses_demanded is not None
-        lines.append(f"final bonuses: {ether(task.bonuses)} of the {ether(task.bonuses_demanded)} ETH asked")
+        lines.append(
+            f"final bonuses: {money(report, task.bonuses)} of the {money(report, task.bonuses_demanded)} {report.asset.symbol} asked"
+        )
     if lines:
         lines.insert(0, "Budget: it ran short (not a failed check: the contract scales pay down as designed)")
     return lines
 
 
 def disputes_table(report: AuditReport) -> Table:
-    """The aggregator's bond, every challenge and its verdict, and what went to the sink (money in ETH)."""
+    """The aggregator's bond, every challenge and its verdict, and what went to the sink (money in the task's asset)."""
     history = report.history
     task = history.task
-    table = Table(title="Accountability: bond, challenges and verdicts, sink (money in ETH)", title_justify="left")
+    table = Table(
+        title=f"Accountability: bond, challenges and verdicts, sink (money in {report.asset.symbol})",
+        title_justify="left",
+    )
     for column in ("what", "round", "client", "by", "against", "outcome", "entry became"):
         table.add_column(column, justify="right" if column in ("round", "client") else "left")
-    returned = "-" if task.bond_returned is None else ether(task.bond_returned)
+    returned = "-" if task.bond_returned is None else money(report, task.bond_returned)
     table.add_row(
-        f"aggregator bond {ether(task.bond)}", "", "", short(task.bonder or "-"), "", f"returned {returned}", ""
+        f"aggregator bond {money(report, task.bond)}", "", "", short(task.bonder or "-"), "", f"returned {returned}", ""
     )
     for c in history.challenges:
         against = "aggregator's entry" if c.kind == "entry" else f"update of {short(c.accused)}"
@@ -154,8 +162,8 @@ def disputes_table(report: AuditReport) -> Table:
         "",
         "",
         "",
-        ether(sum(sink.values())),
-        ", ".join(f"{reason} {ether(amount)}" for reason, amount in sorted(sink.items())) or "-",
+        money(report, sum(sink.values())),
+        ", ".join(f"{reason} {money(report, amount)}" for reason, amount in sorted(sink.items())) or "-",
     )
     return table
 
@@ -231,7 +239,7 @@ def reputation_plot(report: AuditReport) -> Figure:
 
 
 def payments_plot(report: AuditReport) -> Figure:
-    """Every client's eq. 15 payment per round (ETH), bars side by side."""
+    """Every client's eq. 15 payment per round (the task's asset), bars side by side."""
     history = report.history
     figure = Figure(figsize=(7, 3.6), layout="constrained")
     axes = figure.add_subplot()
@@ -243,7 +251,7 @@ def payments_plot(report: AuditReport) -> Figure:
             xs, [r.payments[client.index] / WAD for r in history.rounds], width=width, label=f"client {client.index}"
         )
     axes.set_xlabel("round")
-    axes.set_ylabel("payment (ETH)")
+    axes.set_ylabel(f"payment ({report.asset.symbol})")
     axes.set_title(f"Task {report.task_id}: per-round payments (eq. 15, after pro-rata scaling)")
     axes.set_xticks([r.round for r in history.rounds])
     if history.clients:
@@ -287,8 +295,8 @@ class _Raw(str):
     """Markup already escaped."""
 
 
-def _bid(bid: BidRecord) -> str:
-    terms = f"{bid.frequency}, {ether(bid.price)}" if bid.revealed else "not revealed"
+def _bid(report: AuditReport, bid: BidRecord) -> str:
+    terms = f"{bid.frequency}, {money(report, bid.price)}" if bid.revealed else "not revealed"
     return f"{bid.index}: {bid.bidder}, {terms}"
 
 
@@ -323,9 +331,9 @@ def html_report(report: AuditReport) -> str:
             "r_a",
             "r_t",
             "r_at",
-            "earned (ETH)",
-            "bonus (ETH)",
-            "deposit back (ETH)",
+            f"earned ({report.asset.symbol})",
+            f"bonus ({report.asset.symbol})",
+            f"deposit back ({report.asset.symbol})",
             "removed",
         ),
         [
@@ -337,9 +345,9 @@ def html_report(report: AuditReport) -> str:
                 fixed(c.loss_reputation),
                 fixed(c.time_reputation),
                 fixed(c.total_reputation),
-                ether(c.earned),
-                ether(c.bonus),
-                ether(c.deposit_returned),
+                money(report, c.earned),
+                money(report, c.bonus),
+                money(report, c.deposit_returned),
                 "-" if c.removed_round is None else c.removed_round,
             )
             for c in history.clients
@@ -347,32 +355,49 @@ def html_report(report: AuditReport) -> str:
         left=(1, 2),
     )
     fogs = _table(
-        ("account", "bids", "jobs", "rounds committed", "paid (ETH)", "slashes", "forfeited (ETH)"),
+        (
+            "account",
+            "bids",
+            "jobs",
+            "rounds committed",
+            f"paid ({report.asset.symbol})",
+            "slashes",
+            f"forfeited ({report.asset.symbol})",
+        ),
         [
             (
                 r["account"],
                 r["bids"],
                 ",".join(map(str, r["jobs"])) or "-",
                 r["rounds_committed"],
-                ether(r["payments"]),
+                money(report, r["payments"]),
                 r["slashes"],
-                ether(r["forfeited"]),
+                money(report, r["forfeited"]),
             )
             for r in fog_summary(history)
         ],
         left=(0,),
     )
     slashes = _table(
-        ("client", "fog", "why", "round", "forfeited (ETH)", "new winner (bid)", "new price (ETH)", "from round"),
+        (
+            "client",
+            "fog",
+            "why",
+            "round",
+            f"forfeited ({report.asset.symbol})",
+            "new winner (bid)",
+            f"new price ({report.asset.symbol})",
+            "from round",
+        ),
         [
             (
                 s.client_index,
                 s.fog,
                 "missed the round" if s.kind == "missed" else "fraud (upheld challenge)",
                 s.round,
-                ether(s.forfeited),
+                money(report, s.forfeited),
                 "-" if s.new_winner is None else s.new_winner,
-                ether(s.new_price),
+                money(report, s.new_price),
                 s.from_round or "-",
             )
             for s in history.slashes
@@ -388,7 +413,7 @@ def html_report(report: AuditReport) -> str:
             "challenger",
             "accused",
             "proposed quality",
-            "bond (ETH)",
+            f"bond ({report.asset.symbol})",
             "outcome",
             "entry became",
         ),
@@ -401,7 +426,7 @@ def html_report(report: AuditReport) -> str:
                 c.challenger,
                 c.accused,
                 fixed(c.proposed.quality) if c.kind == "entry" else "-",
-                ether(c.bond),
+                money(report, c.bond),
                 c.status,
                 c.fate,
             )
@@ -411,14 +436,22 @@ def html_report(report: AuditReport) -> str:
     )
     sink = history.to_sink
     bond = _table(
-        ("aggregator bond (ETH)", "posted by", "returned at settlement (ETH)", "sink", "sent to the sink (ETH)"),
+        (
+            f"aggregator bond ({report.asset.symbol})",
+            "posted by",
+            f"returned at settlement ({report.asset.symbol})",
+            "sink",
+            f"sent to the sink ({report.asset.symbol})",
+        ),
         [
             (
-                ether(history.task.bond),
+                money(report, history.task.bond),
                 history.task.bonder or "-",
-                "-" if history.task.bond_returned is None else ether(history.task.bond_returned),
+                "-" if history.task.bond_returned is None else money(report, history.task.bond_returned),
                 history.task.sink or "-",
-                _Raw("<br>".join(html.escape(f"{why}: {ether(wei)}") for why, wei in sorted(sink.items())) or "-"),
+                _Raw(
+                    "<br>".join(html.escape(f"{why}: {money(report, wei)}") for why, wei in sorted(sink.items())) or "-"
+                ),
             )
         ],
         left=(1, 3, 4),
@@ -427,32 +460,40 @@ def html_report(report: AuditReport) -> str:
         (
             "job (client)",
             "data size",
-            "bids: bidder, frequency (Hz), price (ETH)",
+            f"bids: bidder, frequency (Hz), price ({report.asset.symbol})",
             "winner (bid)",
-            "price (ETH)",
-            "escrow (ETH)",
+            f"price ({report.asset.symbol})",
+            f"escrow ({report.asset.symbol})",
         ),
         [
             (
                 a.client_index,
                 a.data_size,
-                _Raw("<br>".join(html.escape(_bid(b)) for b in a.bids)),
+                _Raw("<br>".join(html.escape(_bid(report, b)) for b in a.bids)),
                 "-" if a.winner is None else a.winner,
-                ether(a.price),
-                ether(a.escrow),
+                money(report, a.price),
+                money(report, a.escrow),
             )
             for a in history.auctions
         ],
         left=(2,),
     )
     accounts = _table(
-        ("account", "roles", "credited by reason (ETH)", "withdrawn (ETH, all tasks)"),
+        (
+            "account",
+            "roles",
+            f"credited by reason ({report.asset.symbol})",
+            f"withdrawn ({report.asset.symbol}, all tasks)",
+        ),
         [
             (
                 row["account"],
                 ", ".join(row["roles"]),
-                _Raw("<br>".join(html.escape(f"{why}: {ether(wei)}") for why, wei in row["credited"].items()) or "-"),
-                ether(row["withdrawn"]),
+                _Raw(
+                    "<br>".join(html.escape(f"{why}: {money(report, wei)}") for why, wei in row["credited"].items())
+                    or "-"
+                ),
+                money(report, row["withdrawn"]),
             )
             for row in account_summary(history)
         ],
@@ -463,10 +504,10 @@ def html_report(report: AuditReport) -> str:
             "round",
             "model hash",
             "accuracy",
-            "paid (ETH)",
-            "asked (ETH)",
+            f"paid ({report.asset.symbol})",
+            f"asked ({report.asset.symbol})",
             "removed",
-            "forfeited (ETH)",
+            f"forfeited ({report.asset.symbol})",
             "challenged entries",
         ),
         [
@@ -474,10 +515,10 @@ def html_report(report: AuditReport) -> str:
                 r.round,
                 "0x" + r.model_hash.hex(),
                 fixed(r.accuracy),
-                ether(r.paid),
-                ether(r.demanded),
+                money(report, r.paid),
+                money(report, r.demanded),
                 ",".join(map(str, r.removed)) or "-",
-                ether(r.forfeited),
+                money(report, r.forfeited),
                 ", ".join(f"{i}: {fate}" for i, fate in enumerate(r.fates) if fate != "posted") or "-",
             )
             for r in history.rounds
@@ -499,7 +540,7 @@ def html_report(report: AuditReport) -> str:
 <h1>FedChain audit of task {report.task_id}</h1>
 <p class="verdict {state}">{html.escape(verdict(report))}</p>
 <p>Publisher {html.escape(task.publisher)}, aggregator {html.escape(task.aggregator)}; status {html.escape(task.status)};
-budget {ether(task.budget)} ETH; {task.last_round} round(s) posted.</p>
+budget {money(report, task.budget)} ETH; {task.last_round} round(s) posted.</p>
 <h2>Checks</h2>{checks}
 <h2>Clients</h2>{clients}
 <h2>Fog nodes</h2>{fogs}

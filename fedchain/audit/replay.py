@@ -66,6 +66,7 @@ from fedchain.fl.reputation import (
     score_round,
     standby_winner,
 )
+from fedchain.units import ETHER
 
 H, A, R, P, E = CheckName.HISTORY, CheckName.AUCTIONS, CheckName.REPUTATION, CheckName.PAYMENTS, CheckName.ESCROW_TASK
 D, S = CheckName.DISPUTES, CheckName.SINK
@@ -1221,10 +1222,13 @@ def replay_task(task_id: int, events: Iterable[ChainEvent], *, mechanism: Mechan
     replayer = _Replayer(task_id, mechanism, sinks[0] if sinks else BURN_SINK, windows[0] if windows else None)
     if not sinks:
         replayer.tally.note(S, "the deployment's SinkSet event is not among the events: the zero address is assumed")
+    # Withdrawals are per account and asset: those in the task's asset (ether, or its token) count.
+    asset = next((e.token for e in events if isinstance(e, b.TokenBound) and e.task_id == task_id), ETHER)
     withdrawn: dict[str, int] = {}
     for event in events:
         if isinstance(event, b.Withdrawn):
-            withdrawn[event.account] = withdrawn.get(event.account, 0) + event.amount
+            if int(event.token, 16) == int(asset, 16):
+                withdrawn[event.account] = withdrawn.get(event.account, 0) + event.amount
         elif getattr(event, "task_id", None) == task_id:
             replayer.apply(event)
     if replayer.created is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fedchain.audit.checks import CheckName, CheckResult, Tally
@@ -27,6 +27,7 @@ from fedchain.audit.views import ChainViews, check_task_views
 from fedchain.chain.abi import ChainEvent
 from fedchain.fl.reputation import MechanismParams
 from fedchain.store import BlobStore
+from fedchain.units import Asset
 
 #: Version tag of the JSON report.
 FORMAT = "fedchain-audit/1"
@@ -71,6 +72,8 @@ class AuditReport:
     scores: tuple[RoundScore, ...] = ()
     #: The score tolerance used, 1e18 fixed point (None without --verify-scores).
     score_tolerance: int | None = None
+    #: The task's money: ether, or its token (read from the chain; every amount is in its smallest unit).
+    asset: Asset = field(default_factory=Asset)
 
     @property
     def passed(self) -> bool:
@@ -110,6 +113,8 @@ class AuditReport:
             "accounts": account_summary(self.history),
             "score_tolerance": _jsonable(self.score_tolerance),
             "scores": [_jsonable(dataclasses.asdict(s)) for s in self.scores],
+            # Added with token tasks; every amount above is in the smallest unit of this asset.
+            "asset": {"address": self.asset.address, "symbol": self.asset.symbol, "decimals": self.asset.decimals},
         }
 
 

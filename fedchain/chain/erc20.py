@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedchain.chain.contract import Contract
 from fedchain.chain.tx import Receipt, Transactor
 from fedchain.errors import ChainError
-from fedchain.units import WEI_PER_ETHER
+from fedchain.units import Asset, is_ether
+
+if TYPE_CHECKING:
+    from fedchain.chain.bindings import Treasury
 
 log = logging.getLogger(__name__)
 
-#: The asset key of ether: ``Treasury.tokenOf`` of an ether task.
-ETHER = "0x" + "00" * 20
 #: The allowance agents give the Treasury once: it can only pull what the owner's own FedChain calls pay.
 UNLIMITED = 2**256 - 1
 
@@ -44,40 +44,17 @@ ERC20_ABI: tuple[dict[str, Any], ...] = (
     _function("allowance", [("owner", "address"), ("spender", "address")], ["uint256"], "view"),
     # Tokens such as USDT return nothing from approve: the ABI declares no output, the receipt's status says it all.
     _function("approve", [("spender", "address"), ("value", "uint256")], [], "nonpayable"),
-    # EIP-2612, for tokens that have it.
+    # EIP-2612 and its domain (EIP-5267), for tokens that have them.
     _function("nonces", [("owner", "address")], ["uint256"], "view"),
+    _function(
+        "eip712Domain",
+        [],
+        ["bytes1", "string", "string", "uint256", "address", "bytes32", "uint256[]"],
+        "view",
+    ),
 )
-
-
-def is_ether(asset: str | None) -> bool:
-    """Whether ``asset`` (a ``tokenOf`` result) names ether."""
-    return asset is None or int(asset, 16) == 0
-
-
-@dataclass(frozen=True)
-class Asset:
-    """A task's asset as people read it: ether, or a token's address, symbol and decimals."""
-
-    address: str = ETHER
-    symbol: str = "ETH"
-    decimals: int = 18
-
-    @property
-    def ether(self) -> bool:
-        return is_ether(self.address)
-
-    def format(self, units: int, places: int | None = None) -> str:
-        """``units`` (the smallest unit) with the symbol: ``12.5 fcUSD``, ``0.01 ETH``; ``places`` fixes the decimals."""
-        amount = Decimal(int(units)) / (10**self.decimals)
-        text = f"{amount:f}" if places is None else f"{amount:.{places}f}"
-        if places is None and "." in text:
-            text = text.rstrip("0").rstrip(".")
-        return f"{text} {self.symbol}"
-
-    def from_wei_scale(self, wei: int) -> int:
-        """An amount written for ether (1e18 per whole unit) in this asset's units, one whole unit for one ether:
-        how the demo turns its ether-sized defaults into a token's."""
-        return int(wei) * 10**self.decimals // WEI_PER_ETHER
+#: How long the permits an agent signs stay valid, seconds.
+PERMIT_LIFETIME_S = 3600
 
 
 def read_asset(transactor: Transactor, token: str) -> Asset:
@@ -97,10 +74,15 @@ def read_asset(transactor: Transactor, token: str) -> Asset:
     return Asset(token, symbol, decimals)
 
 
+def allowance(transactor: Transactor, token: str, spender: str) -> int:
+    """What ``spender`` may pull of the signing account's ``token`` now."""
+    return int(Contract(transactor, token, ERC20_ABI).call("allowance", transactor.address, spender))
+
+
 def ensure_allowance(transactor: Transactor, token: str, spender: str, amount: int) -> Receipt | None:
     """Approve ``spender`` (the Treasury) for ``token`` once, unlimited, if it may not yet pull ``amount``."""
     erc20 = Contract(transactor, token, ERC20_ABI)
-    if int(erc20.call("allowance", transactor.address, spender)) >= amount:
+    if allowance(transactor, token, spender) >= amount:
         return None
     log.info("approving the Treasury %s to pull %s from %s", spender, token, transactor.address)
     return erc20.transact("approve", spender, UNLIMITED)
@@ -111,7 +93,7 @@ class PermitRequest:
     """What an EIP-2612 permit allows: ``owner`` lets ``spender`` pull ``value`` of the token until ``deadline``."""
 
     token: str
-    #: The token's EIP-712 domain name (its ``name()``) and the chain it lives on.
+    #: The token's EIP-712 domain: its name (``name()`` for OpenZeppelin's ERC20Permit), version and chain.
     token_name: str
     chain_id: int
     owner: str
@@ -119,9 +101,10 @@ class PermitRequest:
     value: int
     nonce: int
     deadline: int
+    version: str = "1"
 
     def typed_data(self) -> dict[str, Any]:
-        """The EIP-712 message (eth-account's ``full_message`` form), version "1" as OpenZeppelin's ERC20Permit."""
+        """The EIP-712 message (eth-account's ``full_message`` form)."""
         return {
             "types": {
                 "EIP712Domain": [
@@ -160,3 +143,47 @@ class PermitRequest:
 
         signed = account.sign_message(encode_typed_data(full_message=self.typed_data()))
         return (self.deadline, signed.v, signed.r.to_bytes(32, "big"), signed.s.to_bytes(32, "big"))
+
+
+def task_asset(treasury: Treasury, task_id: int) -> str:
+    """The asset of ``task_id``: its token's address, or :data:`ETHER`."""
+    return str(treasury.token_of(task_id))
+
+
+def payment_value(treasury: Treasury, task_id: int, amount: int) -> int:
+    """The ``msg.value`` of a call that pays ``amount`` into ``task_id``: ``amount`` for an ether task; 0 for a
+    token task, whose payments the Treasury pulls (approved here first, once, when the allowance is short)."""
+    token = task_asset(treasury, task_id)
+    if is_ether(token):
+        return amount
+    if amount:
+        ensure_allowance(treasury.transactor, token, treasury.address, amount)
+    return 0
+
+
+def sign_permit(
+    transactor: Transactor, token: str, spender: str, amount: int, now: int
+) -> tuple[int, int, bytes, bytes] | None:
+    """The signing account's EIP-2612 permit of ``amount`` of ``token`` for ``spender``, valid
+    :data:`PERMIT_LIFETIME_S` from ``now`` (chain time); None when the token does not say its EIP-712 domain
+    (EIP-5267) or has no ``nonces``: then the agent approves instead."""
+    erc20 = Contract(transactor, token, ERC20_ABI)
+    try:
+        _fields, name, version, chain_id, verifying, _salt, _extensions = erc20.call("eip712Domain")
+        nonce = int(erc20.call("nonces", transactor.address))
+    except Exception:  # noqa: BLE001 - a token without EIP-5267 or EIP-2612: approve instead
+        return None
+    if int(verifying, 16) != int(token, 16):
+        return None
+    request = PermitRequest(
+        token=token,
+        token_name=str(name),
+        chain_id=int(chain_id),
+        owner=transactor.address,
+        spender=spender,
+        value=amount,
+        nonce=nonce,
+        deadline=now + PERMIT_LIFETIME_S,
+        version=str(version),
+    )
+    return request.sign(transactor.account)

@@ -39,6 +39,7 @@ from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
 from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
 from fedchain.chain.bindings import JobStatus, TaskStatus
+from fedchain.chain.erc20 import allowance, payment_value, sign_permit, task_asset
 from fedchain.chain.events import LogQuery, iter_events
 from fedchain.client.commitments import DATA_SIZE_SALT, data_commitment, derive_salt
 from fedchain.client.config import ClientConfig
@@ -49,10 +50,11 @@ from fedchain.disputes.service import open_entry_challenge, open_fog_challenge
 from fedchain.disputes.watch import EntryWatcher
 from fedchain.errors import AgentError, ContractRevert, RewardError
 from fedchain.files import write_atomic
-from fedchain.publisher.service import settle_task, withdraw
+from fedchain.publisher.service import settle_task, withdraw_task_asset
 from fedchain.rewards import CommitmentBook, verified_reward
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, gives_rewards, load_spec
+from fedchain.units import is_ether
 
 _log = logging.getLogger(__name__)
 
@@ -310,11 +312,8 @@ class ClientAgent:
             # Join and open the job's auction in one block: both go out before either is awaited, the opening
             # with a fixed gas limit (its estimate would fail before the join is mined).
             transactor, auction = self.session.transactor, self.contracts.fog_auction
-            joining = transactor.submit(
-                ledger.address,
-                ledger.encode("join(uint256,bytes32)", self.task_id, data_commitment(size, self._salt())),
-                value=params.client_deposit,
-            )
+            data, value = self._join_call(size, params.client_deposit)
+            joining = transactor.submit(ledger.address, data, value=value)
             opening = transactor.submit(
                 auction.address,
                 auction.encode("openAuction(uint256,uint64,bytes32)", self.task_id, size, self._salt()),
@@ -333,6 +332,23 @@ class ClientAgent:
         if state.data.get("client_index") != index:
             state.data.update(client_index=index, data_size=len(self.dataset))
 
+    def _join_call(self, size: int, deposit: int) -> tuple[bytes, int]:
+        """The join's calldata and value: ``join`` with the deposit as value for an ether task; for a token task
+        ``joinWithPermit`` when the token takes an EIP-2612 permit and the Treasury may not yet pull the deposit
+        (one transaction), else ``join`` after approving the Treasury."""
+        ledger, treasury = self.contracts.round_ledger, self.contracts.treasury
+        commitment = data_commitment(size, self._salt())
+        token = task_asset(treasury, self.task_id)
+        transactor = self.session.transactor
+        if not is_ether(token) and deposit and allowance(transactor, token, treasury.address) < deposit:
+            permit = sign_permit(transactor, token, treasury.address, deposit, chain_now(self.session))
+            if permit is not None:
+                signature = "joinWithPermit(uint256,bytes32,(uint256,uint8,bytes32,bytes32))"
+                self.log.info("joining with a permit", token=token, deposit=deposit)
+                return ledger.encode(signature, self.task_id, commitment, permit), 0
+        value = payment_value(treasury, self.task_id, deposit)
+        return ledger.encode("join(uint256,bytes32)", self.task_id, commitment), value
+
     def _close(self, state: AgentState, index: int, job: b.Job) -> None:
         auction = self.contracts.fog_auction
         params = self.contracts.task_registry.params(self.task_id)
@@ -348,7 +364,7 @@ class ClientAgent:
                 "closeAuction(uint256,uint256)",
                 self.task_id,
                 index,
-                value=escrow,
+                value=payment_value(self.contracts.treasury, self.task_id, escrow),
                 gas=CLOSE_AUCTION_GAS,
                 too_early=(b.AuctionRevealNotOver,),
             )
@@ -392,7 +408,7 @@ class ClientAgent:
         settlement = settle_task(self.session, self.task_id, jobs=[index])
         if settlement.pending:  # the last rounds' windows (or verdicts): settle at a later step
             return
-        amount = withdraw(self.session)
+        amount = withdraw_task_asset(self.session, self.task_id)
         state.data.update(withdrawn=amount, settled_jobs=list(settlement.jobs))
         self.log.info("settled and withdrew", job=index, wei=amount)
         state.finished = True

@@ -19,6 +19,7 @@ from fedchain.chain.bindings import (
     DisputeVerdictNotDue,
     Measurement,
 )
+from fedchain.chain.erc20 import payment_value
 from fedchain.chain.tx import Receipt
 from fedchain.errors import ContractRevert
 
@@ -42,14 +43,18 @@ def open_entry_challenge(
 ) -> Opened:
     """Challenge client ``client_index``'s entry of ``round_number``, naming what it should be (anyone)."""
     bond = session.contracts.task_registry.params(task_id).challenge_bond
-    receipt = session.contracts.disputes.open_entry_challenge(task_id, round_number, client_index, proposed, value=bond)
+    value = payment_value(session.contracts.treasury, task_id, bond)
+    receipt = session.contracts.disputes.open_entry_challenge(
+        task_id, round_number, client_index, proposed, value=value
+    )
     return _opened(receipt, "entry", task_id, round_number, client_index)
 
 
 def open_fog_challenge(session: ChainSession, task_id: int, round_number: int, client_index: int, fog: str) -> Opened:
     """Challenge the update ``fog`` committed for the caller's job in ``round_number`` (the job's client only)."""
     bond = session.contracts.task_registry.params(task_id).challenge_bond
-    receipt = session.contracts.disputes.open_fog_challenge(task_id, round_number, client_index, fog, value=bond)
+    value = payment_value(session.contracts.treasury, task_id, bond)
+    receipt = session.contracts.disputes.open_fog_challenge(task_id, round_number, client_index, fog, value=value)
     return _opened(receipt, "fog", task_id, round_number, client_index)
 
 

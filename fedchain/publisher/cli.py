@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from eth_utils import is_address, to_checksum_address
 from rich.console import Group
 from rich.live import Live
 from rich.table import Table
@@ -25,6 +26,7 @@ from fedchain.agent.session import (
     session_options,
 )
 from fedchain.chain.bindings import JobStatus, TaskAbandoned, TaskStatus
+from fedchain.chain.erc20 import read_asset
 from fedchain.console import print_table, stdout_console
 from fedchain.publisher.service import (
     ClientView,
@@ -45,7 +47,7 @@ from fedchain.publisher.service import (
 )
 from fedchain.publisher.terms import AMOUNT_FIELDS, WAD, TaskTerms, budget_warning, load_publish_config
 from fedchain.taskspec import TaskSpec
-from fedchain.units import ether
+from fedchain.units import Asset, ether
 
 #: TaskSpec fields that `task create` offers as flags (the rest come from --config).
 SPEC_FLAGS: tuple[str, ...] = (
@@ -146,6 +148,11 @@ def task() -> None:
 )
 @click.option("--aggregator", help="Address of the aggregator that will post rounds. [default: the publisher]")
 @click.option(
+    "--token",
+    help="Address of the ERC-20 token the task's money is in (the budget, deposits, bids and bonds, all then in its "
+    "smallest unit: 100 USDC is 100000000). The Treasury is approved for the budget first.  [default: ether]",
+)
+@click.option(
     "--validation-size",
     type=click.IntRange(min=1),
     help="Samples of the test split the aggregator scores every client's model on. [default: 1000]",
@@ -176,6 +183,7 @@ def create(
     config_path: Path | None,
     budget: str | None,
     aggregator: str | None,
+    token: str | None,
     validation_size: int | None,
     confirmations: int | None,
     fund_bond: bool | None,
@@ -216,8 +224,10 @@ def create(
         confirmations=confirmations,
         fund_bond=fund_bond,
         expected_clients=expected_clients,
+        token=token,
     )
     session = session_from_options(**{k: options[k] for k in SESSION_OPTIONS})
+    asset = read_asset(session.transactor, config.token) if config.token is not None else Asset()
     check_task_windows(session, config)
     warning = budget_warning(config)
     if warning:
@@ -226,8 +236,9 @@ def create(
     click.echo(created.task_id)
     bond = config.terms.bond(config.budget)
     click.echo(
-        f"task {created.task_id} created (budget {config.budget} wei, aggregator {config.aggregator or session.address}, "
-        f"aggregator bond {bond} wei, dataset id 0x{created.dataset_id.hex()}, model id 0x{created.model_id.hex()}, "
+        f"task {created.task_id} created (budget {_money(asset, config.budget)}, "
+        f"aggregator {config.aggregator or session.address}, "
+        f"aggregator bond {_money(asset, bond)}, dataset id 0x{created.dataset_id.hex()}, model id 0x{created.model_id.hex()}, "
         f"tx {created.receipt.transaction_hash})",
         err=True,
     )
@@ -405,23 +416,36 @@ def progress_line(view: TaskView) -> str:
         f"data handed off {handed}/{len(view.clients)}",
         f"round {s.current_round} committed {committed}/{len(view.clients)}" if s.current_round else "",
         f"posted {view.rounds[0]}, final {view.rounds[1]}",
-        f"paid to clients {ether(earned)} ether, budget left {ether(s.budget_left)}",
+        f"paid to clients {view.asset.format(earned)}, budget left {view.asset.format(s.budget_left)}",
     ]
     return " · ".join(part for part in parts if part)
 
 
 @click.command()
 @click.option("--anyway", is_flag=True, help="Withdraw even when the gas would cost more than the amount.")
+@click.option(
+    "--token",
+    help="Withdraw your balance in this ERC-20 token (a token task's payments) instead of ether.  [default: ether]",
+)
+@click.option(
+    "--to",
+    "recipient",
+    help="Send it to this address instead (a payee the token blacklists, a cold wallet).  [default: yourself]",
+)
 @session_options
-def withdraw(anyway: bool, **options: Any) -> None:
+def withdraw(anyway: bool, token: str | None, recipient: str | None, **options: Any) -> None:
     """Withdraw the signing account's claimable balance (refunds, rewards, returned deposits).
 
     An amount smaller than the gas the withdrawal would cost at the current gas price is left in the treasury
-    (it stays yours) unless --anyway.
+    (it stays yours) unless --anyway. Ether balances and each token's are apart: --token names the token.
+    A transfer the token refuses (a paused token, a blacklisted recipient) changes nothing: try again later,
+    or with --to.
     """
     session = session_from_options(**options)
-    claimable = int(session.contracts.treasury.claimable(session.address))
-    if claimable and not anyway:
+    asset = read_asset(session.transactor, _address("--token", token)) if token is not None else Asset()
+    to = _address("--to", recipient) if recipient is not None else None
+    claimable = int(session.contracts.treasury.claimable_in(asset.address, session.address))
+    if claimable and not anyway and asset.ether:
         cost = withdraw_cost(session)
         if cost >= claimable:
             click.echo(
@@ -430,8 +454,24 @@ def withdraw(anyway: bool, **options: Any) -> None:
                 "(--anyway to withdraw regardless)"
             )
             return
-    amount = withdraw_balance(session)
-    click.echo(f"withdrew {amount} wei ({ether(amount)} ether)" if amount else "nothing to withdraw")
+    amount = withdraw_balance(session, asset.address, to)
+    if not amount:
+        click.echo("nothing to withdraw")
+    elif asset.ether:
+        click.echo(f"withdrew {amount} wei ({ether(amount)} ether)" + (f" to {to}" if to else ""))
+    else:
+        click.echo(f"withdrew {asset.format(amount)} ({amount} units)" + (f" to {to}" if to else ""))
+
+
+def _address(flag: str, value: str) -> str:
+    if not is_address(value):
+        raise click.BadParameter(f"{value!r} is not an address", param_hint=flag)
+    return str(to_checksum_address(value))
+
+
+def _money(asset: Asset, units: int) -> str:
+    """An amount as `task` commands print it: wei for ether, whole units with the symbol for a token."""
+    return f"{units} wei" if asset.ether else f"{asset.format(units)} ({units} units)"
 
 
 def _fraction(wad: int) -> str:
@@ -448,19 +488,28 @@ def render_task(view: TaskView) -> list[Table]:
         ("publisher", s.publisher),
         ("aggregator", s.aggregator),
         ("round", f"{s.current_round} of {p.rounds}"),
-        ("budget", f"{s.budget} wei ({s.budget_left} left)"),
+        (
+            "money",
+            "ether"
+            if view.asset.ether
+            else f"{view.asset.symbol} ({view.asset.address}, {view.asset.decimals} decimals)",
+        ),
+        ("budget", f"{_money(view.asset, s.budget)} ({_money(view.asset, s.budget_left)} left)"),
         ("target accuracy", _fraction(p.target_accuracy)),
         ("expected duration", f"{p.expected_duration} s"),
-        ("psi / phi", f"{p.psi} wei / {p.phi} wei/s"),
+        ("psi / phi", f"{_money(view.asset, p.psi)} / {_money(view.asset, p.phi)} per s"),
         (
             "r_a_min / r_t_min / q_min",
             f"{_fraction(p.min_loss_reputation)} / {_fraction(p.min_time_reputation)} / {_fraction(p.min_quality)}",
         ),
         ("t_max / cap", f"{p.max_round_time} s / {_fraction(p.reputation_cap)}"),
-        ("deposits client / fog", f"{p.client_deposit} / {p.fog_deposit} wei"),
+        ("deposits client / fog", f"{_money(view.asset, p.client_deposit)} / {_money(view.asset, p.fog_deposit)}"),
         ("round / bidding / reveal", f"{p.round_duration} / {p.bidding_duration} / {p.reveal_duration} s"),
-        ("challenge window / bond", f"{p.challenge_window} s / {p.challenge_bond} wei"),
-        ("aggregator bond", f"{p.aggregator_bond} wei ({'posted' if view.bonded else 'not posted yet'})"),
+        ("challenge window / bond", f"{p.challenge_window} s / {_money(view.asset, p.challenge_bond)}"),
+        (
+            "aggregator bond",
+            f"{_money(view.asset, p.aggregator_bond)} ({'posted' if view.bonded else 'not posted yet'})",
+        ),
         ("rounds posted / final", f"{view.rounds[0]} / {view.rounds[1]}"),
         ("auction", "second price" if p.second_price else "first price"),
         ("dataset id", "0x" + p.dataset_id.hex()),
@@ -471,7 +520,7 @@ def render_task(view: TaskView) -> list[Table]:
         rows.append(
             ("spec", f"{spec.dataset}, {spec.model}, strategy {spec.strategy}, lr {spec.lr}, batch {spec.batch_size}")
         )
-    rows.append(("publisher claimable", f"{view.claimable_by_publisher} wei"))
+    rows.append(("publisher claimable", _money(view.asset, view.claimable_by_publisher)))
     for key, value in rows:
         summary.add_row(key, str(value))
     if view.status == TaskStatus.OPEN:

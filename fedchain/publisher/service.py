@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from fedchain.agent.finality import finalize_due, pending_rounds
@@ -34,6 +34,7 @@ from fedchain.chain.bindings import (
     TreasuryNothingToWithdraw,
 )
 from fedchain.chain.blocktime import BlockInterval, block_interval, next_block_time
+from fedchain.chain.erc20 import ensure_allowance, payment_value, read_asset, task_asset
 from fedchain.chain.events import task_events
 from fedchain.chain.tx import Receipt
 from fedchain.errors import (
@@ -46,6 +47,7 @@ from fedchain.errors import (
 )
 from fedchain.publisher.terms import PublishConfig, check_windows, windows_error
 from fedchain.taskspec import TaskSpec, load_spec, put_initial_model, put_spec
+from fedchain.units import ETHER, Asset, is_ether
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +74,17 @@ def create_task(session: ChainSession, config: PublishConfig) -> CreatedTask:
     model_id = put_initial_model(session.store, config.spec)
     params = config.params(model_id=model_id, dataset_id=dataset_id)
     aggregator = config.aggregator or session.address
-    receipt = session.contracts.task_registry.create_task(params, aggregator, value=config.budget)
+    registry = session.contracts.task_registry
+    if config.token is None:
+        receipt = registry.create_task(params, aggregator, value=config.budget)
+    else:
+        ensure_allowance(session.transactor, config.token, session.contracts.treasury.address, config.budget)
+        receipt = registry.create_token_task(params, aggregator, config.token, config.budget)
     (event,) = receipt.events_of(TaskCreated)
     log.info(
-        "task created task=%d aggregator=%s budget=%d bond=%d dataset_id=0x%s model_id=0x%s tx=%s",
+        "task created task=%d asset=%s aggregator=%s budget=%d bond=%d dataset_id=0x%s model_id=0x%s tx=%s",
         event.task_id,
+        config.token or "ether",
         aggregator,
         config.budget,
         params.aggregator_bond,
@@ -96,7 +104,7 @@ def post_bond(session: ChainSession, task_id: int) -> Receipt | None:
         return None
     bond = session.contracts.task_registry.params(task_id).aggregator_bond
     try:
-        receipt = disputes.post_bond(task_id, value=bond)
+        receipt = disputes.post_bond(task_id, value=payment_value(session.contracts.treasury, task_id, bond))
     except DisputeAlreadyBonded:
         return None  # posted meanwhile by someone else: done
     log.info("aggregator bond posted task=%d amount=%d tx=%s", task_id, bond, receipt.transaction_hash)
@@ -358,18 +366,34 @@ def settle_jobs(session: ChainSession, task_id: int, jobs: Iterable[int]) -> tup
     return settled
 
 
-def withdraw(session: ChainSession) -> int:
-    """Withdraw the signing account's whole claimable balance; returns the wei withdrawn (0 when nothing was due)."""
+def withdraw(session: ChainSession, asset: str = ETHER, to: str | None = None) -> int:
+    """Withdraw the signing account's whole claimable balance in ``asset`` (a token's address; default ether) to
+    ``to`` (default: itself); returns the units withdrawn (0 when nothing was due)."""
     treasury = session.contracts.treasury
-    amount = int(treasury.claimable(session.address))
+    amount = int(treasury.claimable_in(asset, session.address))
     if amount == 0:
         return 0
     try:
-        receipt = treasury.withdraw()
+        if is_ether(asset) and to is None:
+            receipt = treasury.withdraw()
+        else:
+            receipt = treasury.withdraw_to(asset, to or session.address)
     except TreasuryNothingToWithdraw:
         return 0
-    log.info("withdrew account=%s wei=%d tx=%s", session.address, amount, receipt.transaction_hash)
+    log.info(
+        "withdrew account=%s asset=%s to=%s units=%d tx=%s",
+        session.address,
+        "ether" if is_ether(asset) else asset,
+        to or session.address,
+        amount,
+        receipt.transaction_hash,
+    )
     return amount
+
+
+def withdraw_task_asset(session: ChainSession, task_id: int) -> int:
+    """Withdraw the signing account's claimable balance in the asset of ``task_id`` (what its agents do at the end)."""
+    return withdraw(session, task_asset(session.contracts.treasury, task_id))
 
 
 def withdraw_cost(session: ChainSession) -> int:
@@ -420,6 +444,8 @@ class TaskView:
     rounds: tuple[int, int] = (0, 0)
     #: Whether the clients were settled (paid their earnings, bonuses and deposits).
     ledger_settled: bool = False
+    #: The task's money: ether, or its token's symbol and decimals.
+    asset: Asset = field(default_factory=Asset)
 
     @property
     def status(self) -> TaskStatus:
@@ -463,16 +489,18 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
         )
         spec = None
     posted, final = contracts.round_ledger.rounds(task_id)
+    asset = read_asset(session.transactor, task_asset(contracts.treasury, task_id))
     return TaskView(
         task_id,
         params,
         state,
         tuple(clients),
         spec,
-        int(contracts.treasury.claimable(state.publisher)),
+        int(contracts.treasury.claimable_in(asset.address, state.publisher)),
         bonded=contracts.disputes.bonded(task_id),
         rounds=(int(posted), int(final)),
         ledger_settled=ledger_settled,
+        asset=asset,
     )
 
 

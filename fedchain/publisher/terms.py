@@ -39,7 +39,7 @@ from fedchain.chain.blocktime import BlockInterval
 from fedchain.config import from_mapping, load_yaml
 from fedchain.errors import ConfigError, TermOutOfRange, WindowsTooShort
 from fedchain.taskspec import TaskSpec
-from fedchain.units import WAD, ether, parse_wei
+from fedchain.units import WAD, ether, parse_wei, to_units
 
 #: Fields of :class:`TaskTerms` and :class:`PublishConfig` that are amounts of wei.
 AMOUNT_FIELDS = frozenset(
@@ -186,6 +186,16 @@ class TaskTerms:
                 "the contracts cannot hold these terms:\n" + "\n".join(f"  - {line}" for line in unfit)
             )
 
+    def in_units(self, units_per_ether: int) -> TaskTerms:
+        """These terms with every amount (psi, phi, deposits, bonds) moved from wei to another asset's units,
+        ``units_per_ether`` of them for one ether (rounded down): the same task in a token."""
+        amounts: dict[str, Any] = {
+            name: to_units(value, units_per_ether)
+            for name in AMOUNT_FIELDS & {f.name for f in dataclasses.fields(self)}
+            if (value := getattr(self, name)) is not None
+        }
+        return dataclasses.replace(self, **amounts)
+
     @property
     def effective_challenge_bond(self) -> int:
         """The challenge bond: as set, or half the client deposit (at least 1 wei)."""
@@ -250,6 +260,8 @@ class PublishConfig:
             always posts it at creation.
         expected_clients: how many clients the publisher expects to join; ``task create`` checks that the budget
             covers their pay (:func:`budget_estimate`). None: ``max_clients``.
+        token: the ERC-20 token the task's money is in (checksum address); None: ether. The budget and every
+            money term (psi, phi, deposits, bonds) are then in the token's smallest unit.
     """
 
     terms: TaskTerms = field(default_factory=TaskTerms)
@@ -259,8 +271,11 @@ class PublishConfig:
     confirmations: int = 0
     fund_bond: bool = False
     expected_clients: int | None = None
+    token: str | None = None
 
     def __post_init__(self) -> None:
+        if self.token is not None:
+            object.__setattr__(self, "token", _checked_address("token", self.token))
         if self.budget < 1:
             raise ConfigError("the budget must be at least 1 wei", hint="pass --budget, e.g. --budget 1ether")
         if self.budget > MAX_BUDGET:
@@ -357,6 +372,7 @@ def load_publish_config(
     confirmations: int | None = None,
     fund_bond: bool | None = None,
     expected_clients: int | None = None,
+    token: str | None = None,
 ) -> PublishConfig:
     """Load a :class:`PublishConfig` from an optional YAML file; non-None overrides win.
 
@@ -389,6 +405,7 @@ def load_publish_config(
         else data.get("confirmations", PublishConfig.confirmations),
         fund_bond=fund_bond if fund_bond is not None else data.get("fund_bond", PublishConfig.fund_bond),
         expected_clients=expected_clients if expected_clients is not None else data.get("expected_clients"),
+        token=token if token is not None else data.get("token"),
     )
 
 

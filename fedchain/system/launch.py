@@ -16,7 +16,8 @@ run``, ``client run``, ``aggregator run``, ``verifier run``) with its key in
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedchain.chain.keys import PRIVATE_KEY_ENV
@@ -63,11 +64,13 @@ class AgentOptions:
         data_root: the dataset folder passed to every process that reads data (None: their environment's).
         poll_interval_s: seconds between an agent's polls of the chain.
         seed: seed of the clients' split and label noise.
+        token_rates: the fog nodes' rates of the ERC-20 tokens they bid in (``fog run --token-rate``).
     """
 
     data_root: Path | None = None
     poll_interval_s: float = 0.2
     seed: int = 0
+    token_rates: Mapping[str, int] = field(default_factory=dict)
 
 
 def _python(*args: str) -> tuple[str, ...]:
@@ -117,6 +120,8 @@ def fog_process(plan: FogPlan, run: RunFolder, key: bytes, task_id: int, options
         args += ["--lazy", plan.lazy]
     if plan.never_reveal:
         args.append("--never-reveal")
+    for token, rate in options.token_rates.items():
+        args += ["--token-rate", f"{token}={rate}"]
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
     return ProcessSpec(plan.name, _python(*args), _env(key), run.log(plan.name))

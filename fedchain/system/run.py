@@ -24,6 +24,7 @@ the dead process's log).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -39,6 +40,7 @@ from web3 import Web3
 from fedchain.agent.session import ChainSession, open_session
 from fedchain.audit import AuditReport, audit_on_chain
 from fedchain.chain.bindings import TaskStatus
+from fedchain.chain.contract import Contract
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.recipe import DEPLOYMENT_ORDER, ArbiterSettings, deploy_fedchain, planned_addresses
 from fedchain.chain.tx import Transactor
@@ -113,6 +115,8 @@ class SystemRun:
         self._events: EventLog | None = None
         self.task_id: int | None = None
         self.partitions = 0
+        #: The ERC-20 token of the run's task (:meth:`deploy_demo_token`); None: ether.
+        self.token: str | None = None
 
     # ------------------------------------------------------------------ chain and keys
 
@@ -155,6 +159,33 @@ class SystemRun:
             sender.wait(tx)
             log.info("funded %s (%s) with %d wei", name, address, missing)
 
+    def deploy_demo_token(self, amounts: dict[str, int], units_per_ether: int) -> str:
+        """Deploy a demo stablecoin (``DemoStablecoin``: 6 decimals, permit) from the funding key, mint each named
+        participant its units, and give the fog nodes its rate (``units_per_ether``); returns its address."""
+        from fedchain.chain.bindings import DemoStablecoin
+        from fedchain.chain.compile import compile_contracts
+
+        sender = Transactor(self.w3, self.funder)
+        artifact = compile_contracts()["DemoStablecoin"]
+        token = DemoStablecoin(sender, Contract.deploy(sender, artifact.bytecode, abi=artifact.abi).address)
+        pending = [
+            (
+                name,
+                units,
+                token.transactor.submit(
+                    token.address, token.encode("mint(address,uint256)", self.account(name).address, units)
+                ),
+            )
+            for name, units in amounts.items()
+        ]
+        for name, units, tx in pending:  # all in flight at once, as fund()
+            sender.wait(tx)
+            log.info("minted %s %d units of %s", name, units, token.address)
+        agents = dataclasses.replace(self.settings.agents, token_rates={token.address: units_per_ether})
+        self.settings = dataclasses.replace(self.settings, agents=agents)
+        self.token = token.address
+        return token.address
+
     def session(self, name: str) -> ChainSession:
         """An in-process session signing as participant ``name`` (the publisher's, or a test's look at the chain)."""
         if name not in self._sessions:
@@ -183,6 +214,7 @@ class SystemRun:
             budget=config.budget,
             aggregator=self.account(AGGREGATOR).address,
             confirmations=config.confirmations,
+            token=config.token if config.token is not None else self.token,
         )
         check_task_windows(self.session(PUBLISHER), config)  # windows too short for this chain's blocks: refused
         self.task_id = create_task(self.session(PUBLISHER), config).task_id

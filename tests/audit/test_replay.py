@@ -27,8 +27,8 @@ import pytest
 
 from fedchain.audit import CheckName, CheckStatus, audit_task, replay_task
 from fedchain.chain import bindings as b
-from fedchain.chain.erc20 import ETHER
 from fedchain.fl.reputation import ABANDON_GRACE, WAD
+from fedchain.units import ETHER
 
 PUBLISHER, AGGREGATOR, CLIENT, FOG, STRANGER = (f"0x{n:040x}" for n in (0xA1, 0xA2, 0xC1, 0xF1, 0xEE))
 SINK, ARBITER = (f"0x{n:040x}" for n in (0x51, 0xAB))
@@ -372,7 +372,9 @@ def test_the_json_report_keeps_stable_keys_and_wei_as_strings() -> None:
         "accounts",
         "score_tolerance",
         "scores",
+        "asset",
     ]
+    assert data["asset"] == {"address": "0x" + "00" * 20, "symbol": "ETH", "decimals": 18}
     assert data["clients"][0]["earned"] == str(PAYMENT)
     assert data["rounds"][0]["payments"] == [str(PAYMENT)]
     assert data["task"]["refund"] == str(REFUND)

@@ -13,7 +13,7 @@ from eth_account import Account
 
 from fedchain.chain import bindings
 from fedchain.chain.contract import Contract
-from fedchain.chain.erc20 import PermitRequest
+from fedchain.chain.erc20 import sign_permit
 from tests.contracts.conftest import (
     AGGREGATOR,
     CLIENTS,
@@ -205,27 +205,18 @@ def test_decimals_do_not_matter_to_the_contracts(chain: FedChain) -> None:
     assert (chain.claimable(PUBLISHER), chain.claimable(CLIENTS[0]), chain.claimable(AGGREGATOR)) == (1000, 7, 10**6)
 
 
-def permit(chain: FedChain, token: Contract, owner: int, amount: int, deadline: int) -> tuple[Any, ...]:
-    """An EIP-2612 permit of ``amount`` for the Treasury, signed by account ``owner``: (deadline, v, r, s)."""
-    account = chain.node.dev_account(owner)
-    request = PermitRequest(
-        token=token.address,
-        token_name=token.call("name"),
-        chain_id=chain.w3.eth.chain_id,
-        owner=account.address,
-        spender=chain.addresses["Treasury"],
-        value=amount,
-        nonce=token.call("nonces", account.address),
-        deadline=deadline,
-    )
-    return request.sign(account)
+def permit(chain: FedChain, token: Contract, owner: int, amount: int) -> tuple[Any, ...]:
+    """An EIP-2612 permit of ``amount`` for the Treasury, signed by account ``owner`` as the agents sign it."""
+    signed = sign_permit(chain.transactor(owner), token.address, chain.addresses["Treasury"], amount, chain.now())
+    assert signed is not None
+    return signed
 
 
 def test_permit_pays_in_one_transaction_and_a_front_run_permit_does_no_harm(chain: FedChain) -> None:
     token = chain.use_token("PermitToken", 18)
     params = TaskParams()
     aggregator = chain.account(AGGREGATOR)
-    signature = permit(chain, token, PUBLISHER, BUDGET, chain.now() + 3600)
+    signature = permit(chain, token, PUBLISHER, BUDGET)
     receipt = chain.send(
         "TaskRegistry",
         "createTokenTaskWithPermit",
@@ -240,7 +231,7 @@ def test_permit_pays_in_one_transaction_and_a_front_run_permit_does_no_harm(chai
     assert chain.view("Treasury", "held", task) == BUDGET
     # A client's permit seen in the mempool and submitted first by someone else: the join still goes through.
     client = chain.account(CLIENTS[0])
-    signed = permit(chain, token, CLIENTS[0], params.client_deposit, chain.now() + 3600)
+    signed = permit(chain, token, CLIENTS[0], params.client_deposit)
     Contract(chain.transactor(STRANGER), token.address, token.abi).transact(
         "permit", client, chain.addresses["Treasury"], params.client_deposit, *signed
     )
@@ -253,3 +244,8 @@ def test_permit_pays_in_one_transaction_and_a_front_run_permit_does_no_harm(chai
         bindings.TreasuryAllowanceTooLow, token.address, chain.account(CLIENTS[1]), 0, params.client_deposit
     ):
         chain.send("RoundLedger", "joinWithPermit", task, commitment, bad, by=CLIENTS[1])
+
+
+def test_a_token_that_does_not_name_its_permit_domain_gets_no_permit_but_an_approval(chain: FedChain) -> None:
+    token = chain.use_token("BlacklistToken")  # no EIP-2612, no EIP-5267
+    assert sign_permit(chain.transactor(PUBLISHER), token.address, chain.addresses["Treasury"], 1, chain.now()) is None

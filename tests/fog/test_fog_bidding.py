@@ -104,3 +104,19 @@ def test_a_servable_job_is_bid_at_cost_plus_margin() -> None:
     assert decision.bid and decision.reason == ""
     assert decision.cost == pytest.approx(3e12)
     assert 3_300_000_000_000 <= decision.price <= 3_300_000_000_001
+
+
+def test_a_token_task_is_priced_at_the_nodes_rate_rounded_up_and_its_deposit_limit_rounded_down() -> None:
+    # prepare: the job above (E = 3e12 wei, price 3.3e12 wei); 3000 USDC (6 decimals) for one ether
+    rate = 3000 * 10**6
+    job = {"data_size": 600, "task_cycles_per_sample": 1000, "round_duration": 60, "active_jobs": 0, "max_jobs": 1}
+    model = CostModel(frequency=10**9, alpha=1e-11, margin=0.1)
+
+    # execute
+    decision = decide_bid(model, **job, fog_deposit=30 * 10**6, max_deposit=10**16, units_per_ether=rate)
+    too_dear = decide_bid(model, **job, fog_deposit=30 * 10**6 + 1, max_deposit=10**16, units_per_ether=rate)
+
+    # assert: 3.3e12 wei x 3e9 / 1e18 = 9900 units, rounded up (the wei price may be a wei over: then 9901), never
+    # below the cost of 9000 units; the limit of 0.01 ether is 30 USDC, so a deposit a unit over it gets no bid
+    assert decision.bid and 9900 <= decision.price <= 9901 and decision.cost == pytest.approx(9000.0)
+    assert not too_dear.bid and "over the limit of 30000000" in too_dear.reason

@@ -7,9 +7,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from eth_utils import to_checksum_address
 from rich.console import Console
 
 from fedchain.chain.bindings import TaskStatus
+from fedchain.chain.compile import compile_contracts
+from fedchain.chain.contract import Contract
+from fedchain.chain.erc20 import payment_value
 from fedchain.cli import main
 from fedchain.client.commitments import data_commitment
 from fedchain.console import print_table
@@ -469,3 +473,41 @@ def test_task_watch_follows_a_task_to_its_end_and_prints_where_it_stands(
     assert "data handed off 0/1" in open_line
     assert status == 0 and f"task {task_id}: cancelled" in out and "clients and jobs" in out
     assert world.session(CLIENTS[4]).address in out
+
+
+def test_a_task_in_a_token_is_created_shown_and_withdrawn_in_it_to_another_recipient(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # prepare: a USDC-like token (6 decimals, a blacklist) that the publisher and a client hold
+    publisher, client = world.publisher, world.session(CLIENTS[3])
+    artifact = compile_contracts()["BlacklistToken"]
+    token = Contract.deploy(publisher.transactor, artifact.bytecode, abi=artifact.abi)
+    for session in (publisher, client):
+        token.transact("mint", session.address, 10**12)
+
+    # execute: a task of 250 USDC whose deposits are in USDC too; a client joins (the agent's payment path),
+    # the task is cancelled and settled; the client, blacklisted, withdraws to another address
+    task_id = create_with_cli(
+        world, monkeypatch, capsys, "--token", token.address, "--budget", "250000000", "--client-deposit", "5000000"
+    )
+    value = payment_value(client.contracts.treasury, task_id, 5_000_000)
+    client.contracts.round_ledger.join(task_id, data_commitment(50, b"\1" * 32), value=value)
+    assert run_cli(world, PUBLISHER, "task", "show", "--task", str(task_id), monkeypatch=monkeypatch) == 0
+    shown = capsys.readouterr().out
+    assert run_cli(world, PUBLISHER, "task", "cancel", "--task", str(task_id), monkeypatch=monkeypatch) == 0
+    assert run_cli(world, PUBLISHER, "task", "settle", "--task", str(task_id), monkeypatch=monkeypatch) == 0
+    token.transact("setBlacklisted", client.address, True)
+    refused = run_cli(world, CLIENTS[3], "withdraw", "--token", token.address, monkeypatch=monkeypatch)
+    cold = "0x" + "c0" * 20
+    moved = run_cli(world, CLIENTS[3], "withdraw", "--token", token.address, "--to", cold, monkeypatch=monkeypatch)
+    assert run_cli(world, PUBLISHER, "withdraw", "--token", token.address, monkeypatch=monkeypatch) == 0
+    out = capsys.readouterr().out
+
+    # assert: amounts are the token's smallest units, shown with its symbol and decimals; the refused withdrawal
+    # changed nothing, the second went to the cold address; the publisher got its budget back in the token
+    assert "250 bUSD (250000000 units)" in shown and "5 bUSD (5000000 units)" in shown
+    assert refused != 0 and moved == 0
+    assert token.call("balanceOf", to_checksum_address(cold)) == 5_000_000
+    assert "withdrew 250 bUSD (250000000 units)" in out
+    assert token.call("balanceOf", publisher.address) == 10**12
+    assert int(world.publisher.contracts.treasury.claimable_in(token.address, publisher.address)) == 0

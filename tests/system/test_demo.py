@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fedchain.agent.session import read_session
 from fedchain.audit import CheckName
 from fedchain.chain.keys import PRIVATE_KEY_ENV
 from fedchain.chain.node import AnvilNode, AnvilSettings
@@ -53,25 +54,37 @@ def demo_on_chain(anvil: AnvilNode, run_dir: Path, data_root: Path, *args: str) 
 
 
 @pytest.mark.slow
-def test_demo_on_a_chain_that_mines_every_2_s_with_an_s3_store_awards_and_trains_every_job_and_the_audit_passes(
+def test_demo_on_a_2_s_chain_with_an_s3_store_in_a_stablecoin_awards_and_trains_every_job_and_the_audit_passes(
     data_root: Path, tmp_path: Path, s3_url: str
 ) -> None:
     # prepare: an existing chain that mines every 2 s, as an L2 does (the demo measures it and sizes its windows);
     # every participant keeps its objects in a bucket of an S3-compatible server, reached through the AWS variables
-    # (s3_url sets them)
+    # (s3_url sets them); the task's money is the demo's 6-decimal stablecoin (--token), gas alone in ether
     run_dir = tmp_path / "demo-2s"
     store = ("--store", s3_url)
 
     with AnvilNode(AnvilSettings(block_time=2)) as chain:
         # execute: the demo, then the audit command on its own, reading every object back from the bucket
-        demo = demo_on_chain(chain, run_dir, data_root, *store, *DEMO_ARGS)
+        demo = demo_on_chain(chain, run_dir, data_root, *store, "--token", *DEMO_ARGS)
         audit = fedchain("audit", "--task", "1", "--deployment", str(run_dir / "deployment.json"), *store, "--json")
+        treasury = read_session(run_dir / "deployment.json", chain.rpc_url, "memory://").contracts
+        ether_totals = treasury.treasury.totals()
+        token = treasury.treasury.token_of(1)
+        token_totals = treasury.treasury.totals_in(token)
 
     # assert: the audit passed; every job got a bid and was awarded; the free rider's client challenged its fog node,
     # the committee upheld, fog 0 was slashed and the client stayed in; both clients were trained in both rounds
     assert demo.returncode == 0, f"demo failed:\n{demo.stdout[-4000:]}\n{demo.stderr[-4000:]}"
     assert "a block every 2 s" in demo.stdout and "PASSED" in demo.stdout
+    # every payment was in fcUSD: 100 fcUSD of budget (6 decimals), not a wei of ether through the Treasury, and
+    # every unit that came in went out again (the audit's per-asset checks passed as well)
+    assert "demo stablecoin fcUSD" in demo.stdout and "clients (fcUSD" in demo.stdout
+    assert ether_totals.deposited == 0 and int(token, 16) != 0
+    assert token_totals.deposited == token_totals.withdrawn + token_totals.held + token_totals.claimable > 0
+    # the clients joined in one transaction each, with an EIP-2612 permit instead of an approval
+    assert all("joining with a permit" in path.read_text() for path in (run_dir / "logs").glob("client-*.log"))
     report = json.loads((run_dir / "audit.json").read_text())
+    assert int(report["task"]["budget"]) == 100 * 10**6
     assert report["passed"] is True and report["task"]["status"] == "Settled"
     assert [a["closed"] and a["winner"] is not None for a in report["auctions"]] == [True, True]
     assert [c["status"] for c in report["clients"]] == ["active", "active"]
