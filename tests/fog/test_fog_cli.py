@@ -11,6 +11,7 @@ from fedchain.client.cli import PARTITION_FLAGS, merge_flags
 from fedchain.client.config import ClientConfig, load_client_config
 from fedchain.config import load_yaml
 from fedchain.data.partition import PartitionConfig
+from fedchain.errors import ConfigError
 from fog.bidding import CostModel
 from fog.cli import COST_FLAGS
 from fog.config import FogConfig, load_fog_config
@@ -130,3 +131,22 @@ def test_the_deposit_limit_takes_a_unit_as_task_create_does_and_a_bad_amount_is_
 
     assert (from_file.max_deposit, from_flag.max_deposit) == (10**16, 20 * 10**9)
     assert code == 1 and "'lots' is not an amount" in capsys.readouterr().err
+
+
+def test_token_rates_come_from_flags_or_the_file_keyed_by_checksum_address_and_bad_ones_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    usdc = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
+    config_file = tmp_path / "fog.yaml"
+    config_file.write_text(f'token_rates: {{"{usdc.lower()}": 3000000000}}\nwatch_entries: false\n')
+
+    config = load_fog_config(config_file)
+    bad_flag = main(["fog", "run", "--token-rate", f"{usdc}:3000", "--deployment", str(tmp_path / "none.json")])
+    bad_flag_err = capsys.readouterr().err
+    with pytest.raises(ConfigError, match="is not an address"):
+        load_fog_config(None, {"token_rates": {"0x12": 1}, "watch_entries": False})
+    with pytest.raises(ConfigError, match="token units per ether"):
+        load_fog_config(None, {"token_rates": {usdc: 0}, "watch_entries": False})
+
+    assert config.rate_of(usdc.lower()) == 3000000000 and config.rate_of("0x" + "11" * 20) is None
+    assert bad_flag != 0 and "TOKEN=UNITS" in bad_flag_err
