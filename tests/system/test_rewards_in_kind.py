@@ -1,15 +1,17 @@
-"""End to end on a chain with 2 s blocks: tasks that pay rewards in kind, which clients prove, fog nodes train from
-and the audit checks."""
+"""End to end on a chain with 2 s blocks: a task that pays rewards in kind, which clients prove, fog nodes train from
+and the audit checks. Both tests read one run of the task (the second tampers with a copy of its store)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -42,15 +44,47 @@ def fedchain(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def l2_chain() -> Iterator[AnvilNode]:
-    """An Anvil of this test's own that mines a block every 2 s, as an L2 (it outlives the demo, for the commands)."""
+    """An Anvil of this module's own that mines a block every 2 s, as an L2 (it outlives the demo, for the commands)."""
     with AnvilNode(AnvilSettings(block_time=2)) as node:
         yield node
 
 
+@dataclasses.dataclass(frozen=True)
+class RewardsRun:
+    """The one task both tests read: a small fedfaim task with five clients, each training from its reward."""
+
+    run_dir: Path
+    #: The commands' chain options (deployment file and store).
+    chain: tuple[str, ...]
+    #: ``fedchain audit --verify-scores`` on the task, run once the demo ended.
+    audit: subprocess.CompletedProcess[str]
+    report: dict[str, Any]
+
+    def survivors(self) -> list[dict[str, Any]]:
+        """The clients still in the task whose round-2 entry stood (a voided one was the free rider's update)."""
+        fates = self.report["rounds"][1]["fates"]
+        return [c for c in self.report["clients"] if c["status"] == "active" and fates[c["index"]] != "void"]
+
+
+@pytest.fixture(scope="module")
+def rewards_run(l2_chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> RewardsRun:
+    """Run the task once for the module: the demo as separate processes on the 2 s chain, then the audit with the
+    scores and rewards reproduced (each client scored from its reward).
+
+    fedfaim with five clients: some are removed in round 1 (the free rider's, and noisy ones); those that stay get
+    shares of the update by reputation, so all but the best get a reward that is not the global model. (On so
+    little data fedave gave quotas at or near the whole update: its rewards equalled the global model within 1e-4,
+    so training from them could not be told apart from training from the global model.)"""
+    run_dir = tmp_path_factory.mktemp("rewards") / "demo"
+    chain = small_demo(l2_chain, data_root, run_dir, "--train-from", "reward", strategy="fedfaim", clients=5)
+    audit = fedchain("audit", "--task", "1", "--json", "--verify-scores", "--data-root", str(data_root), *chain)
+    return RewardsRun(run_dir, chain, audit, json.loads((run_dir / "audit.json").read_text()))
+
+
 def small_demo(
-    chain: AnvilNode, data_root: Path, run_dir: Path, *options: str, strategy: str = "fedave", clients: int = 2
+    chain: AnvilNode, data_root: Path, run_dir: Path, *options: str, strategy: str, clients: int
 ) -> tuple[str, ...]:
     """Run the small demo of ``strategy`` and ``clients`` on ``chain`` into ``run_dir``, asserting it passed;
     the commands' chain options."""
@@ -76,106 +110,16 @@ def small_demo(
 
 
 @pytest.mark.slow
-def test_a_fedave_task_commits_rewards_that_the_client_verifies_and_the_audit_checks(
-    l2_chain: AnvilNode, data_root: Path, tmp_path: Path
-) -> None:
-    # prepare: a fedave task run end to end as separate processes on a chain that mines every 2 s
-    run_dir = tmp_path / "demo"
-    chain = small_demo(l2_chain, data_root, run_dir)
-    report = json.loads((run_dir / "audit.json").read_text())
-    survivor = next(c for c in report["clients"] if c["status"] == "active")
-    # the client processes are named in start order, not by their index in the task
-    states = {path: json.loads(path.read_text()) for path in (run_dir / "state").glob("client-*.json")}
-    path, state = next((p, s) for p, s in states.items() if s["data"]["client_index"] == survivor["index"])
-
-    # execute: the client's reward command, then the audit with the scores and rewards reproduced
-    shown = fedchain(
-        "client",
-        "reward",
-        "--task",
-        "1",
-        "--client",
-        survivor["account"],
-        "--accuracy",
-        "--data-root",
-        str(data_root),
-        "--save",
-        str(tmp_path / "mine.safetensors"),
-        *chain,
-    )
-    audit = fedchain("audit", "--task", "1", "--json", "--verify-scores", "--data-root", str(data_root), *chain)
-
-    # assert: the client agent proved both rounds' rewards and kept the last; the command shows and saves it
-    assert sorted(state["data"]["rewards"]) == ["1", "2"]
-    final = state["data"]["final_reward"]
-    assert state["data"]["rewards"]["2"] == final
-    kept = path.with_name(path.stem + "-reward.safetensors")
-    assert "0x" + keccak256(kept.read_bytes()).hex() == final
-    assert shown.returncode == 0, f"client reward failed:\n{shown.stdout}\n{shown.stderr}"
-    lines = shown.stdout.splitlines()
-    assert lines[0].startswith("round 1 ") and lines[1].startswith(f"round 2  reward {final}")
-    assert all("verified on chain: yes" in line and "accuracy" in line for line in lines[:2])
-    assert keccak256((tmp_path / "mine.safetensors").read_bytes()) == bytes.fromhex(final[2:])
-    # and the audit passes every check, the rewards rebuilt from the store and reproduced from the updates
-    assert audit.returncode == 0, f"audit failed:\n{audit.stdout[-4000:]}\n{audit.stderr[-4000:]}"
-    checks = {check["name"]: check for check in json.loads(audit.stdout)["checks"]}
-    assert {name: check["status"] for name, check in checks.items()} == {name.value: "pass" for name in CheckName}
-
-    # execute: someone alters the kept reward in the store
-    path = Path(open_store(str(run_dir / "store")).path_of(final))
-    path.chmod(0o644)
-    data = bytearray(path.read_bytes())
-    data[-1] ^= 0xFF
-    path.write_bytes(bytes(data))
-    tampered = fedchain("audit", "--task", "1", "--json", *chain)
-    refused = fedchain(
-        "client",
-        "reward",
-        "--task",
-        "1",
-        "--round",
-        "2",
-        "--client",
-        survivor["account"],
-        "--accuracy",
-        "--data-root",
-        str(data_root),
-        *chain,
-    )
-
-    # assert: the audit fails on the rewards check, naming the round and client; the client command refuses it
-    assert tampered.returncode != 0
-    checks = {check["name"]: check for check in json.loads(tampered.stdout)["checks"]}
-    assert checks[CheckName.STORE_REWARDS.value]["status"] == "fail"
-    assert any(
-        f"round 2 client {survivor['index']}" in f["message"] for f in checks[CheckName.STORE_REWARDS.value]["findings"]
-    )
-    assert refused.returncode != 0 and "hint:" in refused.stderr + refused.stdout
-
-
-@pytest.mark.slow
 def test_a_task_that_trains_from_rewards_trains_round_two_from_each_clients_proven_round_one_reward(
-    l2_chain: AnvilNode, data_root: Path, tmp_path: Path
+    rewards_run: RewardsRun,
 ) -> None:
-    # prepare: a small fedfaim task with five clients, each training from its reward. Some are removed in round 1
-    # (the free rider's, and noisy ones); those that stay get shares of the update by reputation, so all but the
-    # best get a reward that is not the global model. (On so little data the demo's fedave gave quotas at or near
-    # the whole update: its rewards equalled the global model within 1e-4, so training from them could not be told
-    # apart from training from the global model.)
-    run_dir = tmp_path / "demo"
-
-    # execute: the demo, then the audit with the scores and rewards reproduced (each client scored from its reward)
-    chain = small_demo(l2_chain, data_root, run_dir, "--train-from", "reward", strategy="fedfaim", clients=5)
-    audit = fedchain("audit", "--task", "1", "--json", "--verify-scores", "--data-root", str(data_root), *chain)
+    # prepare: the module's task (each client training from its reward) and its audit with every score and reward
+    # reproduced
+    run_dir, audit, report = rewards_run.run_dir, rewards_run.audit, rewards_run.report
 
     # assert: each survivor's fog node says it trained round 2 from the reward its client proved for round 1,
     # and its committed update is the training from that reward, recomputed here
-    report = json.loads((run_dir / "audit.json").read_text())
-    # (a client whose round-2 entry was voided had its update from the free rider, slashed for fraud too late to
-    # have the round trained again: that update is the free rider's, not a training from the reward)
-    survivors = [
-        c for c in report["clients"] if c["status"] == "active" and report["rounds"][1]["fates"][c["index"]] != "void"
-    ]
+    survivors = rewards_run.survivors()
     saved = [json.loads(path.read_text())["data"] for path in (run_dir / "state").glob("client-*.json")]
     states = {state["client_index"]: state for state in saved}
     fog_lines = [line for path in (run_dir / "logs").glob("fog-*.log") for line in path.read_text().splitlines()]
@@ -252,3 +196,82 @@ def test_a_task_that_trains_from_rewards_trains_round_two_from_each_clients_prov
     ]
     if any(c.index not in listed_2 for c in removed):  # a removal final before round 2 opened
         assert "round 2" in " ".join(findings(never_removed))
+
+
+@pytest.mark.slow
+def test_rewards_in_kind_are_committed_verified_by_the_client_and_checked_by_the_audit_which_catches_tampering(
+    rewards_run: RewardsRun, data_root: Path, tmp_path: Path
+) -> None:
+    # prepare: the module's task, run end to end as separate processes on a chain that mines every 2 s; a copy of
+    # its store to tamper with (the other test reads the original)
+    run_dir, audit = rewards_run.run_dir, rewards_run.audit
+    survivor = rewards_run.survivors()[0]
+    store = tmp_path / "store"
+    shutil.copytree(run_dir / "store", store)
+    chain = ("--deployment", str(run_dir / "deployment.json"), "--store", str(store))
+    # the client processes are named in start order, not by their index in the task
+    states = {path: json.loads(path.read_text()) for path in (run_dir / "state").glob("client-*.json")}
+    path, state = next((p, s) for p, s in states.items() if s["data"]["client_index"] == survivor["index"])
+
+    # execute: the client's reward command, then the audit with the scores and rewards reproduced
+    shown = fedchain(
+        "client",
+        "reward",
+        "--task",
+        "1",
+        "--client",
+        survivor["account"],
+        "--accuracy",
+        "--data-root",
+        str(data_root),
+        "--save",
+        str(tmp_path / "mine.safetensors"),
+        *chain,
+    )
+
+    # assert: the client agent proved both rounds' rewards and kept the last; the command shows and saves it
+    assert sorted(state["data"]["rewards"]) == ["1", "2"]
+    final = state["data"]["final_reward"]
+    assert state["data"]["rewards"]["2"] == final
+    kept = path.with_name(path.stem + "-reward.safetensors")
+    assert "0x" + keccak256(kept.read_bytes()).hex() == final
+    assert shown.returncode == 0, f"client reward failed:\n{shown.stdout}\n{shown.stderr}"
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("round 1 ") and lines[1].startswith(f"round 2  reward {final}")
+    assert all("verified on chain: yes" in line and "accuracy" in line for line in lines[:2])
+    assert keccak256((tmp_path / "mine.safetensors").read_bytes()) == bytes.fromhex(final[2:])
+    # and the audit passes every check, the rewards rebuilt from the store and reproduced from the updates
+    assert audit.returncode == 0, f"audit failed:\n{audit.stdout[-4000:]}\n{audit.stderr[-4000:]}"
+    checks = {check["name"]: check for check in json.loads(audit.stdout)["checks"]}
+    assert {name: check["status"] for name, check in checks.items()} == {name.value: "pass" for name in CheckName}
+
+    # execute: someone alters the kept reward in the store
+    path = Path(open_store(str(store)).path_of(final))
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    tampered = fedchain("audit", "--task", "1", "--json", *chain)
+    refused = fedchain(
+        "client",
+        "reward",
+        "--task",
+        "1",
+        "--round",
+        "2",
+        "--client",
+        survivor["account"],
+        "--accuracy",
+        "--data-root",
+        str(data_root),
+        *chain,
+    )
+
+    # assert: the audit fails on the rewards check, naming the round and client; the client command refuses it
+    assert tampered.returncode != 0
+    checks = {check["name"]: check for check in json.loads(tampered.stdout)["checks"]}
+    assert checks[CheckName.STORE_REWARDS.value]["status"] == "fail"
+    assert any(
+        f"round 2 client {survivor['index']}" in f["message"] for f in checks[CheckName.STORE_REWARDS.value]["findings"]
+    )
+    assert refused.returncode != 0 and "hint:" in refused.stderr + refused.stdout
