@@ -229,7 +229,7 @@ def create(
     session = session_from_options(**{k: options[k] for k in SESSION_OPTIONS})
     asset = read_asset(session.transactor, config.token) if config.token is not None else Asset()
     check_task_windows(session, config)
-    warning = budget_warning(config)
+    warning = budget_warning(config, asset)
     if warning:
         click.secho(f"warning: {warning}", fg="yellow", err=True)
     created = create_task(session, config)

@@ -39,7 +39,7 @@ from fedchain.chain.blocktime import BlockInterval
 from fedchain.config import from_mapping, load_yaml
 from fedchain.errors import ConfigError, TermOutOfRange, WindowsTooShort
 from fedchain.taskspec import TaskSpec
-from fedchain.units import WAD, ether, parse_wei, to_units
+from fedchain.units import WAD, Asset, ether, parse_wei, to_units
 
 #: Fields of :class:`TaskTerms` and :class:`PublishConfig` that are amounts of wei.
 AMOUNT_FIELDS = frozenset(
@@ -463,10 +463,12 @@ def budget_estimate(terms: TaskTerms, clients: int) -> BudgetEstimate:
     )
 
 
-def budget_warning(config: PublishConfig) -> str | None:
+def budget_warning(config: PublishConfig, asset: Asset | None = None) -> str | None:
     """Why ``config``'s budget may run out before its expected clients are paid, with the figures and the budget that
     would do; None when it covers even fast clients. Once a budget is spent, each round's pay is scaled down pro
-    rata (and the final bonus with it), so reputation barely changes what a client gets."""
+    rata (and the final bonus with it), so reputation barely changes what a client gets. Amounts are shown in
+    ``asset`` (default: ether), the task's money."""
+    money = (asset or Asset()).format
     terms = config.terms
     clients = config.expected_clients or terms.max_clients
     estimate = budget_estimate(terms, clients)
@@ -475,13 +477,13 @@ def budget_warning(config: PublishConfig) -> str | None:
     how = "runs out even if every client is on time" if config.budget < estimate.on_time else "may run out"
     fast_round_time = terms.expected_duration / terms.rounds / terms.reputation_cap
     return (
-        f"the budget of {ether(config.budget)} ether {how}: for {clients} client(s) over {terms.rounds} round(s) the "
-        f"terms imply {ether(estimate.on_time)} ether with every client on time (r_a = r_t = 1: psi = "
-        f"{ether(estimate.round_on_time)} ether per client and round) and up to {ether(estimate.fast)} ether when "
+        f"the budget of {money(config.budget)} {how}: for {clients} client(s) over {terms.rounds} round(s) the "
+        f"terms imply {money(estimate.on_time)} with every client on time (r_a = r_t = 1: psi = "
+        f"{money(estimate.round_on_time)} per client and round) and up to {money(estimate.fast)} when "
         f"rounds take {fast_round_time:g} s or less (r_t at the cap {terms.reputation_cap:g}: "
-        f"{ether(estimate.round_fast)} ether per client and round), final bonuses (phi x T_ex x r_at) included. "
+        f"{money(estimate.round_fast)} per client and round), final bonuses (phi x T_ex x r_at) included. "
         f"Once it is spent, every round's pay is scaled down pro rata and reputation barely changes it. "
-        f"A budget of {ether(estimate.fast)} ether covers every case; or lower psi, phi or reputation_cap, or give "
+        f"A budget of {money(estimate.fast)} covers every case; or lower psi, phi or reputation_cap, or give "
         f"expected_clients (now {clients})"
     )
 

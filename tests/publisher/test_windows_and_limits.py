@@ -240,8 +240,8 @@ def test_a_budget_that_fast_clients_would_spend_early_is_warned_with_the_figures
 
     assert estimate.round_fast == 10**17 and estimate.bonus_fast == 10**12 * 600 * 10
     assert estimate.fast == 3 * (5 * 10**17 + 6 * 10**15) == 1518 * 10**15
-    assert warning is not None and "0.05 ether may run out" in warning and "3 client(s) over 5 round(s)" in warning
-    assert "rounds take 12 s or less" in warning and "A budget of 1.518 ether covers every case" in warning
+    assert warning is not None and "0.05 ETH may run out" in warning and "3 client(s) over 5 round(s)" in warning
+    assert "rounds take 12 s or less" in warning and "A budget of 1.518 ETH covers every case" in warning
     assert budget_warning(replace(config, budget=estimate.fast)) is None
     on_time_short = budget_warning(replace(config, budget=estimate.on_time - 1))
     assert on_time_short is not None and "runs out even if every client is on time" in on_time_short
