@@ -196,6 +196,9 @@ contract TaskRegistry is ITaskRegistry {
         _validate(p);
         if (aggregator == address(0)) revert TaskInvalidAggregator(aggregator);
         if (budget == 0) revert TaskInvalidParameter("budget", 0);
+        // A client's earnings are a uint96: a larger budget (a token's, ether has none that large) could pay past it
+        // and lock every round's finalisation.
+        if (budget > type(uint96).max) revert TaskInvalidParameter("budget", budget);
         uint256 minimum = _minimumBond(p, budget);
         if (p.aggregatorBond < minimum) revert TaskBondTooSmall(p.aggregatorBond, minimum);
         taskId = ++_taskCount;

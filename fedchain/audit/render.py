@@ -248,7 +248,10 @@ def payments_plot(report: AuditReport) -> Figure:
     for client in history.clients:
         xs = [r.round - 0.4 + width * (client.index + 0.5) for r in history.rounds]
         axes.bar(
-            xs, [r.payments[client.index] / WAD for r in history.rounds], width=width, label=f"client {client.index}"
+            xs,
+            [r.payments[client.index] / 10**report.asset.decimals for r in history.rounds],
+            width=width,
+            label=f"client {client.index}",
         )
     axes.set_xlabel("round")
     axes.set_ylabel(f"payment ({report.asset.symbol})")
@@ -540,7 +543,7 @@ def html_report(report: AuditReport) -> str:
 <h1>FedChain audit of task {report.task_id}</h1>
 <p class="verdict {state}">{html.escape(verdict(report))}</p>
 <p>Publisher {html.escape(task.publisher)}, aggregator {html.escape(task.aggregator)}; status {html.escape(task.status)};
-budget {money(report, task.budget)} ETH; {task.last_round} round(s) posted.</p>
+budget {money(report, task.budget)} {report.asset.symbol}; {task.last_round} round(s) posted.</p>
 <h2>Checks</h2>{checks}
 <h2>Clients</h2>{clients}
 <h2>Fog nodes</h2>{fogs}

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from fedchain.chain.contract import Contract
 from fedchain.chain.tx import Receipt, Transactor
-from fedchain.errors import ChainError
 from fedchain.units import Asset, is_ether
 
 if TYPE_CHECKING:
@@ -58,19 +57,17 @@ PERMIT_LIFETIME_S = 3600
 
 
 def read_asset(transactor: Transactor, token: str) -> Asset:
-    """The asset named by ``token``: ether for the zero address, else the token's symbol and decimals."""
+    """The asset named by ``token``: ether for the zero address, else the token's symbol and decimals. A token that
+    does not answer ``symbol()`` and ``decimals()`` as strings and a number (the contracts take it all the same) is
+    named by its address, its amounts shown in its smallest unit."""
     if is_ether(token):
         return Asset()
     erc20 = Contract(transactor, token, ERC20_ABI)
     try:
         symbol, decimals = str(erc20.call("symbol")), int(erc20.call("decimals"))
-    except Exception as err:  # noqa: BLE001 - any failure means the same: this is no ERC-20 we can name
-        raise ChainError(
-            f"{token} does not answer symbol() and decimals() as an ERC-20 token does: {err}",
-            hint="check the token address (and the --rpc-url's chain)",
-        ) from None
-    if not 0 <= decimals <= 18:
-        raise ChainError(f"token {symbol} at {token} has {decimals} decimals", hint="FedChain takes 0 to 18 decimals")
+    except Exception as err:  # noqa: BLE001 - any failure means the same: amounts stay in raw units
+        log.warning("token %s does not answer symbol() and decimals(): amounts shown in its units (%s)", token, err)
+        return Asset(token, f"units of {token}", 0)
     return Asset(token, symbol, decimals)
 
 
@@ -124,7 +121,7 @@ class PermitRequest:
             "primaryType": "Permit",
             "domain": {
                 "name": self.token_name,
-                "version": "1",
+                "version": self.version,
                 "chainId": self.chain_id,
                 "verifyingContract": self.token,
             },
@@ -173,7 +170,8 @@ def sign_permit(
         nonce = int(erc20.call("nonces", transactor.address))
     except Exception:  # noqa: BLE001 - a token without EIP-5267 or EIP-2612: approve instead
         return None
-    if int(verifying, 16) != int(token, 16):
+    # The domain must be the usual four fields (EIP-5267 bitmap 0x0f: name, version, chainId, verifyingContract).
+    if bytes(_fields) != b"\x0f" or int(verifying, 16) != int(token, 16):
         return None
     request = PermitRequest(
         token=token,

@@ -344,8 +344,14 @@ class ClientAgent:
             permit = sign_permit(transactor, token, treasury.address, deposit, chain_now(self.session))
             if permit is not None:
                 signature = "joinWithPermit(uint256,bytes32,(uint256,uint8,bytes32,bytes32))"
-                self.log.info("joining with a permit", token=token, deposit=deposit)
-                return ledger.encode(signature, self.task_id, commitment, permit), 0
+                data = ledger.encode(signature, self.task_id, commitment, permit)
+                try:  # a token whose permit does not take this signature: approve instead, not again and again
+                    transactor.estimate_gas(ledger.address, data)
+                except ContractRevert as err:
+                    self.log.warning("the token refused the permit; approving instead", error=type(err).__name__)
+                else:
+                    self.log.info("joining with a permit", token=token, deposit=deposit)
+                    return data, 0
         value = payment_value(treasury, self.task_id, deposit)
         return ledger.encode("join(uint256,bytes32)", self.task_id, commitment), value
 

@@ -150,7 +150,7 @@ def task() -> None:
 @click.option(
     "--token",
     help="Address of the ERC-20 token the task's money is in (the budget, deposits, bids and bonds, all then in its "
-    "smallest unit: 100 USDC is 100000000). The Treasury is approved for the budget first.  [default: ether]",
+    "smallest unit: 100 USDC is 100000000). You approve the Treasury once, unlimited (it pulls only what your own calls pay).  [default: ether]",
 )
 @click.option(
     "--validation-size",

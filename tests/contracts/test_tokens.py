@@ -249,3 +249,58 @@ def test_permit_pays_in_one_transaction_and_a_front_run_permit_does_no_harm(chai
 def test_a_token_that_does_not_name_its_permit_domain_gets_no_permit_but_an_approval(chain: FedChain) -> None:
     token = chain.use_token("BlacklistToken")  # no EIP-2612, no EIP-5267
     assert sign_permit(chain.transactor(PUBLISHER), token.address, chain.addresses["Treasury"], 1, chain.now()) is None
+
+
+def test_a_token_that_calls_back_into_the_treasury_mid_payment_reverts_the_payment(chain: FedChain) -> None:
+    token = chain.use_token("ReentrantToken", chain.addresses["Treasury"])
+    task = chain.create_task(budget=BUDGET, bond=False)
+    token.transact("arm", True)
+    # Paying in: the token's transferFrom calls withdrawTo while the Treasury's deposit runs.
+    with chain.reverts(bindings.ReentrancyGuardReentrantCall):
+        chain.join(task, CLIENTS[0])
+    # Paying out: the same from inside withdrawTo's transfer.
+    chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)
+    with chain.reverts(bindings.ReentrancyGuardReentrantCall):
+        chain.withdraw(PUBLISHER)
+    token.transact("arm", False)
+    chain.withdraw(PUBLISHER)
+    assert_solvent_and_empty(chain)
+
+
+def test_the_treasurys_own_checks_of_value_binding_and_permit_callers(chain: FedChain) -> None:
+    # Prepare: a Treasury of its own whose "modules" are the stranger's account, so that it can call them directly.
+    token = chain.use_token("PermitToken", 18)
+    stranger = chain.account(STRANGER)
+    artifact = chain.artifacts["Treasury"]
+    own = Contract.deploy(chain.transactor(STRANGER), artifact.bytecode, *[stranger] * 4, stranger, abi=artifact.abi)
+    # Execute / assert: ether must come as the amount; a token task takes none; a task binds its token once
+    with chain.reverts(bindings.TreasuryWrongValue, 99, 100):
+        own.transact("deposit", 7, stranger, 100, value=99)
+    own.transact("bindToken", 8, token.address)
+    with chain.reverts(bindings.TreasuryTokenAlreadyBound, 8):
+        own.transact("bindToken", 8, token.address)
+    with chain.reverts(bindings.TreasuryWrongValue, 5, 0):
+        own.transact("deposit", 8, stranger, 5, value=5)
+    # Only modules apply permits.
+    with chain.reverts(bindings.TreasuryUnauthorized, chain.account(CLIENTS[0])):
+        chain.send("Treasury", "usePermit", token.address, stranger, 1, (0, 27, b"\1" * 32, b"\2" * 32), by=CLIENTS[0])
+
+
+def test_a_bad_permit_at_creation_and_a_budget_past_uint96_are_refused(chain: FedChain) -> None:
+    token = chain.use_token("PermitToken", 18)
+    params, aggregator, publisher = TaskParams(), chain.account(AGGREGATOR), chain.account(PUBLISHER)
+    bad = (chain.now() + 3600, 27, b"\1" * 32, b"\2" * 32)
+    with chain.reverts(bindings.TreasuryAllowanceTooLow, token.address, publisher, 0, BUDGET):
+        chain.send(
+            "TaskRegistry",
+            "createTokenTaskWithPermit",
+            params.as_tuple(),
+            aggregator,
+            token.address,
+            BUDGET,
+            bad,
+            by=PUBLISHER,
+        )
+    # A client's earnings are a uint96: a larger budget, possible in a token, would lock the rounds.
+    with chain.reverts(bindings.TaskInvalidParameter, b"budget".ljust(32, b"\0"), 2**96):
+        chain.create_task(params, budget=2**96, bond=False)
