@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
 
 from fedchain.errors import ConfigError
 
@@ -121,3 +122,19 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Mapping
         if value is not None:
             data[key] = value
     return from_mapping(cls, data)
+
+
+def checked_address(name: str, value: object) -> str:
+    """``value`` in checksum form; ConfigError unless it is 0x and 40 hex digits, all one case or a valid EIP-55 checksum."""
+    if not isinstance(value, str) or not is_hex_address(value):
+        raise ConfigError(
+            f"{name} {value!r} is not an Ethereum address",
+            hint=f"give the {name} as an address: 0x and 40 hex digits",
+        )
+    digits = value[2:]
+    if digits not in (digits.lower(), digits.upper()) and not is_checksum_address(value):
+        raise ConfigError(
+            f"{name} {value!r} fails its EIP-55 checksum: a typo in the address?",
+            hint="copy the address again (or give it in lower case, which carries no checksum)",
+        )
+    return to_checksum_address(value)

@@ -465,7 +465,7 @@ def progress_line(progress: TaskProgress) -> str:
 
 def _money(asset: Asset, units: int) -> str:
     """An amount of the task's asset in whole units, to 5 decimals (fewer when the token has fewer)."""
-    return asset.format(units, min(5, asset.decimals)).removesuffix(f" {asset.symbol}")
+    return asset.number(units, min(5, asset.decimals))
 
 
 def _fixed(value: int) -> str:

@@ -70,13 +70,17 @@ class Asset:
     def ether(self) -> bool:
         return is_ether(self.address)
 
-    def format(self, units: int, places: int | None = None) -> str:
-        """``units`` (the smallest unit) with the symbol: ``12.5 fcUSD``, ``0.01 ETH``; ``places`` fixes the decimals."""
+    def number(self, units: int, places: int | None = None) -> str:
+        """``units`` (the smallest unit) in whole units, no symbol: ``12.5``; ``places`` fixes the decimals."""
         amount = Decimal(int(units)) / (10**self.decimals)
         text = f"{amount:f}" if places is None else f"{amount:.{places}f}"
         if places is None and "." in text:
             text = text.rstrip("0").rstrip(".")
-        return f"{text} {self.symbol}"
+        return text
+
+    def format(self, units: int, places: int | None = None) -> str:
+        """``units`` with the symbol: ``12.5 fcUSD``, ``0.01 ETH``; ``places`` fixes the decimals."""
+        return f"{self.number(units, places)} {self.symbol}"
 
 
 def to_units(wei: int, units_per_ether: int) -> int:

@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from eth_utils import is_address, to_checksum_address
-
-from fedchain.config import load_config, load_yaml
+from fedchain.config import checked_address, load_config, load_yaml
 from fedchain.errors import ConfigError, DataError
 from fedchain.trainer.config import ENGINES, Engine
 from fedchain.units import parse_wei
@@ -90,7 +88,7 @@ class FogConfig:
                     f"token_rates[{token}] must be a whole number of token units per ether >= 1, got {rate!r}",
                     hint="e.g. 3000000000 for 3000 USDC (6 decimals) per ether",
                 )
-            rates[_checksum(token)] = rate
+            rates[checked_address("token in token_rates", token)] = rate
         object.__setattr__(self, "token_rates", rates)
         if self.max_jobs < 1:
             raise ConfigError(f"max_jobs must be at least 1, got {self.max_jobs}")
@@ -127,7 +125,7 @@ class FogConfig:
 
     def rate_of(self, token: str) -> int | None:
         """Units of ``token`` one ether of cost is worth, or None: the node does not bid in that token."""
-        return self.token_rates.get(_checksum(token))
+        return self.token_rates.get(checked_address("token", token))
 
     def watches(self, task_id: int) -> bool:
         """Whether this fog node takes part in ``task_id``'s auctions."""
@@ -143,9 +141,3 @@ def load_fog_config(path: Path | None = None, overrides: Mapping[str, Any] | Non
     if data.get("max_deposit") is not None:
         data["max_deposit"] = parse_wei(data["max_deposit"])
     return load_config(FogConfig, None, data)
-
-
-def _checksum(address: str) -> str:
-    if not is_address(address):
-        raise ConfigError(f"{address!r} is not an address", hint="name tokens by their 0x... address in token_rates")
-    return str(to_checksum_address(address))

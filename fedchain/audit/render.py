@@ -40,8 +40,7 @@ def money(report: AuditReport, amount: int | str | None) -> str:
     """An amount of the task's asset in whole units, six decimals at most (``0.012500`` ETH); ``-`` for None."""
     if amount is None:
         return "-"
-    asset = report.asset
-    return asset.format(int(amount), min(6, asset.decimals)).removesuffix(f" {asset.symbol}")
+    return report.asset.number(int(amount), min(6, report.asset.decimals))
 
 
 def short(address: str) -> str:

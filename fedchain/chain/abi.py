@@ -35,6 +35,15 @@ from eth_utils import keccak, to_checksum_address
 
 from fedchain.errors import ContractRevert
 
+#: The EIP-712 domain type of FedChain's typed messages (the committee's verdicts) and of ERC-2612 permits:
+#: name, version, chain id and verifying contract (EIP-5267 field bitmap 0x0f).
+EIP712_DOMAIN_TYPE: tuple[dict[str, str], ...] = (
+    {"name": "name", "type": "string"},
+    {"name": "version", "type": "string"},
+    {"name": "chainId", "type": "uint256"},
+    {"name": "verifyingContract", "type": "address"},
+)
+
 #: An ABI as solc writes it: a sequence of JSON objects.
 Abi = Sequence[Mapping[str, Any]]
 

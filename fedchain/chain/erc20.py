@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fedchain.chain.abi import EIP712_DOMAIN_TYPE
 from fedchain.chain.contract import Contract
 from fedchain.chain.tx import Receipt, Transactor
 from fedchain.units import Asset, is_ether
@@ -104,12 +105,7 @@ class PermitRequest:
         """The EIP-712 message (eth-account's ``full_message`` form)."""
         return {
             "types": {
-                "EIP712Domain": [
-                    {"name": "name", "type": "string"},
-                    {"name": "version", "type": "string"},
-                    {"name": "chainId", "type": "uint256"},
-                    {"name": "verifyingContract", "type": "address"},
-                ],
+                "EIP712Domain": list(EIP712_DOMAIN_TYPE),
                 "Permit": [
                     {"name": "owner", "type": "address"},
                     {"name": "spender", "type": "address"},

@@ -23,6 +23,7 @@ from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 
+from fedchain.chain.abi import EIP712_DOMAIN_TYPE
 from fedchain.errors import VerdictError
 
 DOMAIN_NAME = "FedChain Arbiter Committee"
@@ -60,12 +61,7 @@ class Verdict:
         """The EIP-712 message (eth-account's ``full_message`` form)."""
         return {
             "types": {
-                "EIP712Domain": [
-                    {"name": "name", "type": "string"},
-                    {"name": "version", "type": "string"},
-                    {"name": "chainId", "type": "uint256"},
-                    {"name": "verifyingContract", "type": "address"},
-                ],
+                "EIP712Domain": list(EIP712_DOMAIN_TYPE),
                 "Verdict": [{"name": name, "type": kind} for name, kind in VERDICT_FIELDS],
             },
             "primaryType": "Verdict",

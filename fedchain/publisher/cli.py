@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from eth_utils import is_address, to_checksum_address
 from rich.console import Group
 from rich.live import Live
 from rich.table import Table
@@ -27,6 +26,7 @@ from fedchain.agent.session import (
 )
 from fedchain.chain.bindings import JobStatus, TaskAbandoned, TaskStatus
 from fedchain.chain.erc20 import read_asset
+from fedchain.config import checked_address
 from fedchain.console import print_table, stdout_console
 from fedchain.publisher.service import (
     ClientView,
@@ -442,8 +442,8 @@ def withdraw(anyway: bool, token: str | None, recipient: str | None, **options: 
     or with --to.
     """
     session = session_from_options(**options)
-    asset = read_asset(session.transactor, _address("--token", token)) if token is not None else Asset()
-    to = _address("--to", recipient) if recipient is not None else None
+    asset = read_asset(session.transactor, checked_address("--token", token)) if token is not None else Asset()
+    to = checked_address("--to", recipient) if recipient is not None else None
     claimable = int(session.contracts.treasury.claimable_in(asset.address, session.address))
     if claimable and not anyway and asset.ether:
         cost = withdraw_cost(session)
@@ -461,12 +461,6 @@ def withdraw(anyway: bool, token: str | None, recipient: str | None, **options: 
         click.echo(f"withdrew {amount} wei ({ether(amount)} ether)" + (f" to {to}" if to else ""))
     else:
         click.echo(f"withdrew {asset.format(amount)} ({amount} units)" + (f" to {to}" if to else ""))
-
-
-def _address(flag: str, value: str) -> str:
-    if not is_address(value):
-        raise click.BadParameter(f"{value!r} is not an address", param_hint=flag)
-    return str(to_checksum_address(value))
 
 
 def _money(asset: Asset, units: int) -> str:

@@ -31,12 +31,10 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
 
-from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
-
 from fedchain.chain.abi import field_names
 from fedchain.chain.bindings import TaskParams, TaskRegistry
 from fedchain.chain.blocktime import BlockInterval
-from fedchain.config import from_mapping, load_yaml
+from fedchain.config import checked_address, from_mapping, load_yaml
 from fedchain.errors import ConfigError, TermOutOfRange, WindowsTooShort
 from fedchain.taskspec import TaskSpec
 from fedchain.units import WAD, Asset, ether, parse_wei, to_units
@@ -275,7 +273,7 @@ class PublishConfig:
 
     def __post_init__(self) -> None:
         if self.token is not None:
-            object.__setattr__(self, "token", _checked_address("token", self.token))
+            object.__setattr__(self, "token", checked_address("token", self.token))
         if self.budget < 1:
             raise ConfigError("the budget must be at least 1 wei", hint="pass --budget, e.g. --budget 1ether")
         if self.budget > MAX_BUDGET:
@@ -287,7 +285,7 @@ class PublishConfig:
                 f"expected_clients must be from 1 to max_clients ({self.terms.max_clients}), got {self.expected_clients}"
             )
         if self.aggregator is not None:
-            object.__setattr__(self, "aggregator", _checked_address("aggregator", self.aggregator))
+            object.__setattr__(self, "aggregator", checked_address("aggregator", self.aggregator))
         bond, floor = self.terms.bond(self.budget), self.terms.minimum_bond(self.budget)
         if bond < floor:
             raise TermOutOfRange(
@@ -337,22 +335,6 @@ def _unfit(name: str, value: int, limit: int) -> str:
     if value < 0:
         return f"{name} {shown}: it must be >= 0; set {where}"
     return f"{name} {shown}: at most {most}; set {where} lower"
-
-
-def _checked_address(name: str, value: object) -> str:
-    """``value`` in checksum form; ConfigError unless it is 0x and 40 hex digits, all one case or a valid EIP-55 checksum."""
-    if not isinstance(value, str) or not is_hex_address(value):
-        raise ConfigError(
-            f"{name} {value!r} is not an Ethereum address",
-            hint=f"give the {name} account's address: 0x and 40 hex digits",
-        )
-    digits = value[2:]
-    if digits not in (digits.lower(), digits.upper()) and not is_checksum_address(value):
-        raise ConfigError(
-            f"{name} {value!r} fails its EIP-55 checksum: a typo in the address?",
-            hint="copy the address again (or give it in lower case, which carries no checksum)",
-        )
-    return to_checksum_address(value)
 
 
 def _with_amounts(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,6 @@ from web3 import Web3
 from fedchain.agent.session import ChainSession, open_session
 from fedchain.audit import AuditReport, audit_on_chain
 from fedchain.chain.bindings import TaskStatus
-from fedchain.chain.contract import Contract
 from fedchain.chain.deployment import Deployment, deploy
 from fedchain.chain.recipe import DEPLOYMENT_ORDER, ArbiterSettings, deploy_fedchain, planned_addresses
 from fedchain.chain.tx import Transactor
@@ -166,8 +165,7 @@ class SystemRun:
         from fedchain.chain.compile import compile_contracts
 
         sender = Transactor(self.w3, self.funder)
-        artifact = compile_contracts()["DemoStablecoin"]
-        token = DemoStablecoin(sender, Contract.deploy(sender, artifact.bytecode, abi=artifact.abi).address)
+        token = DemoStablecoin.deploy(sender, compile_contracts()["DemoStablecoin"].bytecode)
         pending = [
             (
                 name,

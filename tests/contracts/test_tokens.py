@@ -14,6 +14,7 @@ from eth_account import Account
 from fedchain.chain import bindings
 from fedchain.chain.contract import Contract
 from fedchain.chain.erc20 import sign_permit
+from fedchain.chain.tx import Receipt
 from tests.contracts.conftest import (
     AGGREGATOR,
     CLIENTS,
@@ -212,21 +213,25 @@ def permit(chain: FedChain, token: Contract, owner: int, amount: int) -> tuple[A
     return signed
 
 
-def test_permit_pays_in_one_transaction_and_a_front_run_permit_does_no_harm(chain: FedChain) -> None:
-    token = chain.use_token("PermitToken", 18)
-    params = TaskParams()
-    aggregator = chain.account(AGGREGATOR)
-    signature = permit(chain, token, PUBLISHER, BUDGET)
-    receipt = chain.send(
+def create_with_permit(chain: FedChain, signature: tuple[Any, ...]) -> Receipt:
+    """The publisher's ``createTokenTaskWithPermit`` of the default terms and ``BUDGET`` in the helpers' token."""
+    assert chain.token is not None
+    return chain.send(
         "TaskRegistry",
         "createTokenTaskWithPermit",
-        params.as_tuple(),
-        aggregator,
-        token.address,
+        TaskParams().as_tuple(),
+        chain.account(AGGREGATOR),
+        chain.token.address,
         BUDGET,
         signature,
         by=PUBLISHER,
     )
+
+
+def test_permit_pays_in_one_transaction_and_a_front_run_permit_does_no_harm(chain: FedChain) -> None:
+    token = chain.use_token("PermitToken", 18)
+    params = TaskParams()
+    receipt = create_with_permit(chain, permit(chain, token, PUBLISHER, BUDGET))
     task = receipt.events_of(bindings.TaskCreated)[0].task_id
     assert chain.view("Treasury", "held", task) == BUDGET
     # A client's permit seen in the mempool and submitted first by someone else: the join still goes through.
@@ -288,19 +293,9 @@ def test_the_treasurys_own_checks_of_value_binding_and_permit_callers(chain: Fed
 
 def test_a_bad_permit_at_creation_and_a_budget_past_uint96_are_refused(chain: FedChain) -> None:
     token = chain.use_token("PermitToken", 18)
-    params, aggregator, publisher = TaskParams(), chain.account(AGGREGATOR), chain.account(PUBLISHER)
     bad = (chain.now() + 3600, 27, b"\1" * 32, b"\2" * 32)
-    with chain.reverts(bindings.TreasuryAllowanceTooLow, token.address, publisher, 0, BUDGET):
-        chain.send(
-            "TaskRegistry",
-            "createTokenTaskWithPermit",
-            params.as_tuple(),
-            aggregator,
-            token.address,
-            BUDGET,
-            bad,
-            by=PUBLISHER,
-        )
+    with chain.reverts(bindings.TreasuryAllowanceTooLow, token.address, chain.account(PUBLISHER), 0, BUDGET):
+        create_with_permit(chain, bad)
     # A client's earnings are a uint96: a larger budget, possible in a token, would lock the rounds.
     with chain.reverts(bindings.TaskInvalidParameter, b"budget".ljust(32, b"\0"), 2**96):
-        chain.create_task(params, budget=2**96, bond=False)
+        chain.create_task(TaskParams(), budget=2**96, bond=False)

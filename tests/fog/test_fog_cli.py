@@ -143,7 +143,7 @@ def test_token_rates_come_from_flags_or_the_file_keyed_by_checksum_address_and_b
     config = load_fog_config(config_file)
     bad_flag = main(["fog", "run", "--token-rate", f"{usdc}:3000", "--deployment", str(tmp_path / "none.json")])
     bad_flag_err = capsys.readouterr().err
-    with pytest.raises(ConfigError, match="is not an address"):
+    with pytest.raises(ConfigError, match="is not an Ethereum address"):
         load_fog_config(None, {"token_rates": {"0x12": 1}, "watch_entries": False})
     with pytest.raises(ConfigError, match="token units per ether"):
         load_fog_config(None, {"token_rates": {usdc: 0}, "watch_entries": False})
