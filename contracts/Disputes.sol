@@ -92,7 +92,7 @@ contract Disputes is IDisputes {
     {
         ITaskRegistry.TaskParams memory p = _openable(taskId, round, clientIndex);
         if (_ledger.client(taskId, clientIndex).account != msg.sender) revert DisputeNotClient(taskId, clientIndex, msg.sender);
-        if (fog == address(0)) revert DisputeNoFog(taskId, clientIndex);
+        if (fog == address(0) || p.selfTrained) revert DisputeNoFog(taskId, clientIndex);
         IRoundLedger.Measurement memory none;
         challengeId = _open(taskId, round, clientIndex, ChallengeKind.Fog, fog, none, p.challengeBond);
     }

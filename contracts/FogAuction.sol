@@ -86,13 +86,14 @@ contract FogAuction is IFogAuction {
     /// @inheritdoc IFogAuction
     function openAuction(uint256 taskId, uint64 dataSize, bytes32 salt) external {
         _requireTaskStatus(taskId, ITaskRegistry.TaskStatus.Open);
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        if (p.selfTrained) revert AuctionSelfTrained(taskId);
         uint256 index = _ledger.clientIndex(taskId, msg.sender);
         Job storage j = _jobs[taskId][index];
         if (j.status != JobStatus.None) revert AuctionWrongJobStatus(taskId, index, j.status);
         if (dataSize == 0 || keccak256(abi.encode(uint256(dataSize), salt)) != _ledger.dataCommitment(taskId, index)) {
             revert AuctionDataSizeMismatch(taskId, index, dataSize);
         }
-        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
         uint64 biddingDeadline = uint64(block.timestamp) + p.biddingDuration;
         uint64 revealDeadline = biddingDeadline + p.revealDuration;
         j.status = JobStatus.Bidding;

@@ -125,11 +125,16 @@ contract RoundLedger is IRoundLedger {
         uint256 n = clients.length;
         if (measurements.length != n) revert LedgerWrongMeasurementCount(taskId, measurements.length, n);
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
-        uint64[] memory commits = _auction.commitTimes(taskId, round, n);
+        // A self-trained task has no fog commits: its clients' signed replies are checked by the audit.
+        uint64[] memory commits = p.selfTrained ? new uint64[](0) : _auction.commitTimes(taskId, round, n);
         for (uint256 i; i < n; ++i) {
             // Only the slot holding the status is read: the round is scored when it is finalised.
             if (clients[i].status != ClientStatus.Active) continue;
             Measurement calldata m = measurements[i];
+            if (p.selfTrained) {
+                if (!m.committed && m.accepted) revert LedgerUncommittedUpdate(taskId, i);
+                continue;
+            }
             bool committed = commits[i] != 0;
             if (m.committed != committed) revert LedgerCommitMismatch(taskId, i, committed);
             if (committed) {

@@ -226,8 +226,16 @@ contract TaskRegistry is ITaskRegistry {
         if (p.maxRoundTime == 0) revert TaskInvalidParameter("maxRoundTime", 0);
         if (p.cyclesPerSample == 0) revert TaskInvalidParameter("cyclesPerSample", 0);
         if (p.roundDuration == 0) revert TaskInvalidParameter("roundDuration", 0);
-        if (p.biddingDuration == 0) revert TaskInvalidParameter("biddingDuration", 0);
-        if (p.revealDuration == 0) revert TaskInvalidParameter("revealDuration", 0);
+        if (p.selfTrained) {
+            // No auction: terms that only an auction reads would promise something that never happens.
+            if (p.fogDeposit != 0) revert TaskInvalidParameter("fogDeposit", p.fogDeposit);
+            if (p.biddingDuration != 0) revert TaskInvalidParameter("biddingDuration", p.biddingDuration);
+            if (p.revealDuration != 0) revert TaskInvalidParameter("revealDuration", p.revealDuration);
+            if (p.secondPrice) revert TaskInvalidParameter("secondPrice", 1);
+        } else {
+            if (p.biddingDuration == 0) revert TaskInvalidParameter("biddingDuration", 0);
+            if (p.revealDuration == 0) revert TaskInvalidParameter("revealDuration", 0);
+        }
         if (p.maxClients == 0 || p.maxClients > MAX_CLIENTS) revert TaskInvalidParameter("maxClients", p.maxClients);
         if (p.challengeWindow == 0) revert TaskInvalidParameter("challengeWindow", 0);
         if (p.challengeBond == 0) revert TaskInvalidParameter("challengeBond", 0);

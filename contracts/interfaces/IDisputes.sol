@@ -88,7 +88,7 @@ interface IDisputes {
     error DisputeUnknownClient(uint256 taskId, uint256 clientIndex);
     /// @notice Only the job's client may challenge its fog node.
     error DisputeNotClient(uint256 taskId, uint256 clientIndex, address caller);
-    /// @notice A fog challenge must name the fog node that committed the round.
+    /// @notice A fog challenge must name the fog node that committed the round; a self-trained task has none.
     error DisputeNoFog(uint256 taskId, uint256 clientIndex);
     /// @notice No challenge has this id.
     error DisputeUnknownChallenge(uint256 challengeId);

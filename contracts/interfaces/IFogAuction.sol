@@ -78,6 +78,8 @@ interface IFogAuction {
     /// @param taskId the task
     /// @param status its status now
     error AuctionWrongTaskStatus(uint256 taskId, ITaskRegistry.TaskStatus status);
+    /// @notice The task is self-trained: each client trains its own job and nothing is auctioned.
+    error AuctionSelfTrained(uint256 taskId);
     /// @notice The job is not in the status this call needs.
     /// @param taskId the task
     /// @param clientIndex the job's client

@@ -52,6 +52,8 @@ interface ITaskRegistry {
     /// @param challengeBond wei a challenger escrows with each challenge
     /// @param aggregatorBond wei the aggregator's bond must be (Disputes.postBond), at least what one round's post
     /// can move: maxClients * clientDeposit + min(budget, maxClients * psi * cap^3)
+    /// @param selfTrained true: each client trains its own job (no fog auction; fogDeposit, biddingDuration and
+    /// revealDuration are 0, secondPrice false) and the aggregator posts `committed` from the clients' signed replies
     struct TaskParams {
         bytes32 modelId;
         bytes32 datasetId;
@@ -77,6 +79,7 @@ interface ITaskRegistry {
         uint32 challengeWindow;
         uint96 challengeBond;
         uint96 aggregatorBond;
+        bool selfTrained;
     }
 
     /// @notice A task's state apart from its parameters.

@@ -80,6 +80,8 @@ class ClientRecord:
     data_hash: bytes | None
     #: r_at = min(cap, r_a * r_t) (eq. 10), fixed point.
     total_reputation: int = 0
+    #: keccak256(abi.encode(dataSize, salt)) committed at join (a self-trained client's replies open it).
+    commitment: bytes = b""
 
 
 @dataclass(frozen=True)

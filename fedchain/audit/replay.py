@@ -161,6 +161,7 @@ class _Client:
     bonus: int | None = None
     deposit_returned: int | None = None
     data_hash: bytes | None = None
+    commitment: bytes = b""
 
 
 @dataclass
@@ -426,7 +427,7 @@ class _Replayer:
         assert self.mechanism is not None
         initial = self.mechanism.initial_reputation
         reputation = ClientReputation(loss_reputation=initial, time_reputation=initial)
-        self.clients.append(_Client(len(self.clients), e.client, e.deposit, reputation))
+        self.clients.append(_Client(len(self.clients), e.client, e.deposit, reputation, commitment=e.data_commitment))
         self.deposits_held += e.deposit
         self.expected_deposits[(e.client, e.deposit)] += 1
 
@@ -453,6 +454,11 @@ class _Replayer:
             if not client.active:  # removed by a final round: its entry is ignored
                 continue
             i = client.index
+            if self.params.self_trained:
+                # No fog commits to compare with: the clients' signed replies are the store check's (identities).
+                accepted = not m.accepted or m.committed
+                self.tally.require(H, accepted, f"client {i} accepted in round {e.round} without a reply", e)
+                continue
             job = self.jobs.get(i)
             commit = job.commits.get(e.round) if job is not None else None
             self.tally.expect(H, f"client {i} round {e.round} posted as committed", commit is not None, m.committed, e)
@@ -601,6 +607,7 @@ class _Replayer:
 
     def on_auction_opened(self, e: b.AuctionOpened) -> None:
         self._status(e, "Open")
+        self.tally.require(H, not self.params.self_trained, "an auction opened in a self-trained task", e)
         client = self._client(e.client_index, e)
         if client is None:
             return
@@ -1107,6 +1114,7 @@ class _Replayer:
                 deposit_returned=c.deposit_returned,
                 removed_round=c.removed_round,
                 data_hash=c.data_hash,
+                commitment=c.commitment,
                 total_reputation=c.reputation.total_reputation(self.params.reputation_cap) if created else 0,
             )
             for c in self.clients

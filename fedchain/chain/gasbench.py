@@ -146,6 +146,7 @@ def task_params(max_clients: int, rounds: int = BENCH_ROUNDS) -> TaskParams:
         challenge_window=CHALLENGE_WINDOW_S,
         challenge_bond=CHALLENGE_BOND,
         aggregator_bond=BENCH_BOND,
+        self_trained=False,
     )
 
 

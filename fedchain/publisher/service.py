@@ -185,7 +185,9 @@ def readiness(session: ChainSession, task_id: int) -> Readiness:
     contracts = session.contracts
     now = session.block_time()
     count = contracts.round_ledger.client_count(task_id)
-    waiting = []
+    waiting: list[tuple[int, str, str]] = []
+    if contracts.task_registry.params(task_id).self_trained:  # each client trains its own job: nothing to wait for
+        return Readiness(count, contracts.disputes.bonded(task_id), ())
     for index in range(count):
         why = job_waiting(
             contracts.fog_auction.job(task_id, index), bytes(contracts.data_handoff.data_hash(task_id, index)), now

@@ -121,6 +121,8 @@ class TaskTerms:
         time_tolerance: seconds a posted round time may differ from the commit's block time.
         max_clients: most clients that may join.
         second_price: pay auction winners the second price (Vickrey) instead of their bid.
+        self_trained: each client trains its own job (a Flower federation, ``fedchain.flower``): no fog auction,
+            so the auction terms (fog_deposit, bidding_duration, reveal_duration, second_price) are not sent.
         challenge_window: seconds after a round's post during which anyone may challenge an entry of it (and a
             client its fog node's update); the round's money moves only after it. About an hour on a testnet, a
             day for real money (ACCOUNTABILITY-NOTES), tens of seconds for a demo.
@@ -151,6 +153,7 @@ class TaskTerms:
     challenge_window: int = 3600
     challenge_bond: int | None = None
     aggregator_bond: int | None = None
+    self_trained: bool = False
 
     def __post_init__(self) -> None:
         positive = (
@@ -173,6 +176,11 @@ class TaskTerms:
             raise ConfigError(f"reputation_cap must be positive, got {self.reputation_cap}")
         if self.time_tolerance < 0:
             raise ConfigError(f"time_tolerance must be >= 0, got {self.time_tolerance}")
+        if self.self_trained and self.second_price:
+            raise ConfigError(
+                "second_price is an auction term, and a self-trained task has no auction",
+                hint="drop second_price, or self_trained if fog nodes should bid for the clients' jobs",
+            )
         if self.challenge_bond is not None and self.challenge_bond < 1:
             raise ConfigError(
                 f"challenge_bond must be at least 1 wei, got {self.challenge_bond}",
@@ -227,17 +235,18 @@ class TaskTerms:
             max_round_time=self.max_round_time,
             reputation_cap=to_wad(self.reputation_cap, "reputation_cap"),
             client_deposit=self.client_deposit,
-            fog_deposit=self.fog_deposit,
+            fog_deposit=0 if self.self_trained else self.fog_deposit,
             cycles_per_sample=self.cycles_per_sample,
             round_duration=self.round_duration,
-            bidding_duration=self.bidding_duration,
-            reveal_duration=self.reveal_duration,
+            bidding_duration=0 if self.self_trained else self.bidding_duration,
+            reveal_duration=0 if self.self_trained else self.reveal_duration,
             time_tolerance=self.time_tolerance,
             max_clients=self.max_clients,
             second_price=self.second_price,
             challenge_window=self.challenge_window,
             challenge_bond=self.effective_challenge_bond,
             aggregator_bond=self.bond(budget),
+            self_trained=self.self_trained,
         )
 
 
@@ -552,8 +561,12 @@ def check_windows(terms: TaskTerms, interval: BlockInterval, confirmations: int)
             f"a client to see the post at {depth}, re-score its entry and get its challenge mined",
         ),
     )
+    # A self-trained task has no auction, and its round times are the aggregator's, not a commit's block time.
+    unused = ("bidding_duration", "reveal_duration", "time_tolerance") if terms.self_trained else ()
     problems = []
     for name, value, blocks, extra, needs in rules:
+        if name in unused:
+            continue
         smallest = extra + math.ceil(interval.span(blocks))
         if value < smallest:
             problems.append(WindowProblem(name, value, smallest, blocks, needs, extra))

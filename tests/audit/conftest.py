@@ -101,6 +101,7 @@ PARAMS = {
     "challenge_window": 10,
     "challenge_bond": 5 * 10**15,
     "aggregator_bond": 2 * 10**18,
+    "self_trained": False,
 }
 
 

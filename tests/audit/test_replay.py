@@ -35,7 +35,7 @@ SINK, ARBITER = (f"0x{n:040x}" for n in (0x51, 0xAB))
 ZERO_ADDRESS = "0x" + "00" * 20
 #: Field order of ITaskRegistry.TaskParams: modelId, datasetId, rounds, targetAccuracy, expectedDuration, psi, phi,
 #: r_a_min, r_t_min, q_min, t_max, cap, d, r, c, roundDuration, biddingDuration, revealDuration, tolerance, maxClients,
-#: secondPrice, challengeWindow, challengeBond, aggregatorBond.
+#: secondPrice, challengeWindow, challengeBond, aggregatorBond, selfTrained.
 PARAMS = b.TaskParams(
     b"\x01" * 32,
     b"\x02" * 32,
@@ -61,6 +61,7 @@ PARAMS = b.TaskParams(
     100,
     5 * 10**15,
     2 * 10**18,
+    False,
 )
 BUDGET, PRICE, BOND, CHALLENGE_BOND = 10**18, 10**14, PARAMS.aggregator_bond, PARAMS.challenge_bond
 PAYMENT, BONUS = 3_200_000_000_000_000, 64_000_000_000_000

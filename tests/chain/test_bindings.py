@@ -104,6 +104,7 @@ def task_params(**changes: Any) -> TaskParams:
         challenge_window=3600,
         challenge_bond=5 * 10**15,
         aggregator_bond=minimum_aggregator_bond(50, 10**16, 10**15, 10 * WAD, WAD),  # the least for a budget of 1 ether
+        self_trained=False,
     )
     return params._replace(**changes)
 

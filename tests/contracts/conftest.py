@@ -78,9 +78,14 @@ class TaskParams:
     challenge_bond: int = 5 * 10**15
     # At least max_clients * d + min(budget, max_clients * psi * cap^3) for the default budget (1 ether): 1.5 ether.
     aggregator_bond: int = 2 * 10**18
+    self_trained: bool = False
 
     def as_tuple(self) -> tuple[Any, ...]:
         return dataclasses.astuple(self)
+
+    def self_trained_task(self) -> TaskParams:
+        """These terms for a self-trained task: no auction terms."""
+        return dataclasses.replace(self, self_trained=True, fog_deposit=0, bidding_duration=0, reveal_duration=0)
 
     def mechanism(self) -> MechanismParams:
         """The subset fedchain.fl.reputation reads."""
