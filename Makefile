@@ -65,19 +65,24 @@ brownie-compile: brownie node_modules/.installed
 	@test -e $(SOLCX_BRIDGE) || { mkdir -p $(dir $(SOLCX_BRIDGE)) && ln -s $(abspath fedchain/chain/solc_bridge.js) $(SOLCX_BRIDGE); }
 	$(BROWNIE_VENV)/bin/brownie compile
 
-# Flower 1.41 (the issue's baseline) pins rich < 15 and packaging < 26, so it gets
-# an environment of its own layered on .venv: a .pth file adds .venv's packages
-# behind Flower's, so torch and FedChain are not installed twice.
+# Flower's simulation engine needs Ray (hundreds of MB), so the benchmark against it
+# gets an environment of its own layered on .venv (which has Flower itself, for
+# fedchain.flower): a .pth file adds .venv's packages behind Ray's, so torch and
+# FedChain are not installed twice.
 FLOWER_VENV := .venv-flower
 
 $(FLOWER_VENV)/.installed: $(VENV)/.installed
 	@test -x $(FLOWER_VENV)/bin/python || $(PYTHON) -m venv $(FLOWER_VENV)
 	$(FLOWER_VENV)/bin/python -c "import site, sys; open(site.getsitepackages()[0] + '/fedchain-base.pth', 'w').write('import site; site.addsitedir(%r)\n' % sys.argv[1])" \
 		"$$($(PY) -c 'import site; print(site.getsitepackages()[0])')"
-	$(FLOWER_VENV)/bin/python -m pip install $(PIP_FLAGS) 'flwr[simulation]==1.41.0'
+	$(FLOWER_VENV)/bin/python -m pip install $(PIP_FLAGS) 'flwr[simulation]==1.42.0'
+	# Flower's commands (flwr, flower-superlink...) in this environment's bin, so they run with Ray:
+	# `fedchain flower example --simulation` from here.
+	$(FLOWER_VENV)/bin/python -m pip install $(PIP_FLAGS) --force-reinstall --no-deps 'flwr==1.42.0'
 	@touch $@
 
-# FedChain's trainer against the plain loop and Flower's simulation engine, same run.
+# FedChain's trainer against the plain loop and Flower's simulation engine, same run
+# (and the environment for `.venv-flower/bin/fedchain flower example --simulation`).
 bench-flower: setup $(FLOWER_VENV)/.installed
 	$(FLOWER_VENV)/bin/python -m fedchain.cli bench train --flower $(ARGS)
 

@@ -48,6 +48,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "fedchain.disputes.cli:challenge",
         "Challenge a posted round's entry or a fog update; list a task's challenges.",
     ),
+    "flower": (
+        "fedchain.flower.cli:flower",
+        "Pay a Flower federation's clients: join and withdraw as a client, or run the Flower example.",
+    ),
 }
 
 

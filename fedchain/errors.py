@@ -83,6 +83,7 @@ class RejectReason(str, enum.Enum):
     WRONG_DTYPE = "wrong_dtype"
     NON_FINITE = "non_finite"
     BAD_LOCAL_LOSSES = "bad_local_losses"
+    BAD_SIGNATURE = "bad_signature"
 
 
 class UpdateRejected(FedchainError):
@@ -146,6 +147,13 @@ class UpdateLocalLossesRejected(UpdateRejected):
 
     reason = RejectReason.BAD_LOCAL_LOSSES
     hint = "a fog node ships the local losses of its trained model only for tasks whose strategy needs them"
+
+
+class UpdateSignatureRejected(UpdateRejected):
+    """A self-trained client's reply is not signed by the wallet that joined, or its data size does not open
+    the commitment made at join."""
+
+    reason = RejectReason.BAD_SIGNATURE
 
 
 class StoreError(FedchainError):

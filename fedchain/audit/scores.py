@@ -36,6 +36,7 @@ from fedchain.chain.abi import ChainEvent
 from fedchain.chain.bindings import RewardsCommitted
 from fedchain.errors import AuditError, FedchainError, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten
+from fedchain.fl.quality import to_wad
 from fedchain.store import BlobStore
 from fedchain.store.digest import to_hex
 from fedchain.units import WAD
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     import torch
 
     from fedchain.aggregator.scoring import ClientInput, QualityChoice, RoundOutcome
+    from fedchain.flower.identity import SignedReply
     from fedchain.taskspec import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,11 @@ class ReproducedRound:
     outcome: RoundOutcome
     #: Why each client's update was rejected when decoded (a ``RejectReason`` code), else None.
     rejections: tuple[str | None, ...]
+    #: The accuracy to compare with the posted one, 1e18 fixed point: the reproduced model's, or for a
+    #: self-trained task (whose model is the Flower strategy's) the posted model's, evaluated again.
+    accuracy_wad: int = -1
+    #: Committed entries of a self-trained task without a valid signed reply from the joined wallet.
+    identity_problems: tuple[str, ...] = ()
 
 
 class ScoreReproduction:
@@ -135,6 +142,8 @@ class ScoreReproduction:
         self._done: list[ReproducedRound] = []
         # The last reproduced round's start model: the next round's start minus it is screening rule 5's last step.
         self._start: torch.Tensor | None = None
+        #: A self-trained task's signed replies, (round, client) -> claim, read once from the store.
+        self._replies: dict[tuple[int, int], SignedReply] | None = None
         log.info("reproducing task %d's rounds with %s (%s quality)", task_id, name, self.quality)
 
     @classmethod
@@ -188,18 +197,26 @@ class ScoreReproduction:
         global_params = flatten(
             load_model(store, spec, self._model_hash, task_id=self.task_id, round_number=n - 1), self.param_spec
         )[0]
-        sizes = {a.client_index: a.data_size for a in history.auctions}
-        commits = {(c.client_index, c.round): c for c in history.commits}
-        clients, rejections = [], []
+        self_trained = history.task.params is not None and history.task.params.self_trained
+        if self_trained:
+            trained = self._signed_replies(history, n)
+        else:
+            sizes = {a.client_index: a.data_size for a in history.auctions}
+            commits = {(c.client_index, c.round): c for c in history.commits}
+            trained = {
+                client.index: (commits[(client.index, n)].update_hash, sizes.get(client.index, 0))
+                for client in history.clients
+                if (client.index, n) in commits
+            }
+        clients, rejections, problems = [], [], []
         for client in history.clients:
             # What the aggregator had: a client it scored (active, with a commit) is posted as committed.
             entry_committed = posted.measurements[client.index].committed
-            commit = commits.get((client.index, n))
-            size = sizes.get(client.index, 0)
+            update_hash, size = trained.get(client.index, (None, 0))
             round_time = posted.measurements[client.index].round_time if entry_committed else None
             entry = ClientInput(update=None, data_size=size, round_time=round_time, active=entry_committed)
             reason = None
-            if entry_committed and commit is not None:
+            if entry_committed and update_hash is not None:
                 entry, reason = _decoded_update(
                     store,
                     spec,
@@ -208,8 +225,13 @@ class ScoreReproduction:
                     n,
                     client.index,
                     client.account,
-                    commit.update_hash,
+                    update_hash,
                     entry,
+                )
+            elif entry_committed and self_trained:
+                problems.append(
+                    f"round {n} client {client.index}: posted as committed, but the store holds no reply signed "
+                    f"by {client.account} for it"
                 )
             rejections.append(reason)
             clients.append(entry)
@@ -230,7 +252,35 @@ class ScoreReproduction:
             last_step=None if self._start is None else global_params - self._start.to(global_params.dtype),
         )
         self._state, self._model_hash, self._start = outcome.state, posted.model_hash, global_params
-        return ReproducedRound(n, outcome, tuple(rejections))
+        accuracy = -1
+        if self_trained:  # the model is the Flower strategy's, not the reproduced aggregate: evaluate the posted one
+            model = load_model(store, spec, posted.model_hash, task_id=self.task_id, round_number=n)
+            accuracy = to_wad([self.evaluator(flatten(model, self.param_spec)[0]).accuracy])[0]
+        return ReproducedRound(n, outcome, tuple(rejections), accuracy, tuple(problems))
+
+    def _signed_replies(self, history: TaskHistory, round_number: int) -> dict[int, tuple[bytes, int]]:
+        """Client index -> (update hash, data size) of the replies of a self-trained round whose claim the joined
+        wallet signed (contracts/README.md, "Tasks trained by their own clients"); the others are left out."""
+        from fedchain.flower.identity import verify_reply
+        from fedchain.flower.protocol import stored_replies
+
+        if self._replies is None:
+            self._replies = stored_replies(self.store, self.task_id)
+        found = {}
+        for client in history.clients:
+            reply = self._replies.get((round_number, client.index))
+            if reply is None:
+                continue
+            claim = reply.claim
+            try:
+                if claim.task_id != self.task_id or claim.round != round_number:
+                    raise UpdateRejected(f"it names task {claim.task_id} round {claim.round}")
+                verify_reply(reply, account=client.account, commitment=client.commitment)
+            except UpdateRejected as err:
+                log.warning("round %d client %d: the stored reply is not valid (%s)", round_number, client.index, err)
+                continue
+            found[client.index] = (claim.update_hash, claim.data_size)
+        return found
 
 
 def _compare(
@@ -276,11 +326,14 @@ def _compare(
             f"round {n} client {client.index}: quality {theirs.quality / WAD:.6f}{corrected}, "
             f"reproduced {mine.quality / WAD:.6f} (tolerance {limit / WAD:g})",
         )
-    accuracy_gap = abs(outcome.accuracy_wad - posted.accuracy)
+    for problem in reproduced.identity_problems:
+        tally.require(CheckName.SCORES, False, problem)
+    accuracy = outcome.accuracy_wad if reproduced.accuracy_wad < 0 else reproduced.accuracy_wad
+    accuracy_gap = abs(accuracy - posted.accuracy)
     tally.require(
         CheckName.SCORES,
         accuracy_gap <= limit,
-        f"round {n}: posted accuracy {posted.accuracy / WAD:.6f}, reproduced {outcome.accuracy_wad / WAD:.6f}",
+        f"round {n}: posted accuracy {posted.accuracy / WAD:.6f}, reproduced {accuracy / WAD:.6f}",
     )
     largest = max([*gaps, accuracy_gap])
     return RoundScore(

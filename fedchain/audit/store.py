@@ -1,6 +1,7 @@
 """The blob store against the chain: every hash the task committed names an intact object.
 
-Updates (``UpdateCommitted.updateHash``) fall under ``store.updates``; the task
+Updates (``UpdateCommitted.updateHash``, or for a self-trained task the hash its client signed) fall under
+``store.updates``; the task
 spec (``datasetId``), the initial model (``modelId``) and every round's global
 model (``RoundPosted.modelHash``) under ``store.models``. The store checks each
 object's bytes against its name on read, so a missing object and an altered
@@ -51,6 +52,11 @@ def check_store(history: TaskHistory, store: BlobStore) -> Tally:
         verify(
             CheckName.STORE_UPDATES, commit.update_hash, what if scored else what + " (not accepted)", required=scored
         )
+    replies = _signed_updates(history, store)
+    for (round_number, index), digest in sorted(replies.items()):
+        scored = accepted.get((index, round_number), False)
+        what = f"signed update of client {index} in round {round_number}"
+        verify(CheckName.STORE_UPDATES, digest, what if scored else what + " (not accepted)", required=scored)
     for client in history.clients:
         if client.data_hash is not None:
             verify(CheckName.STORE_UPDATES, client.data_hash, f"job data of client {client.index}", required=False)
@@ -60,10 +66,26 @@ def check_store(history: TaskHistory, store: BlobStore) -> Tally:
         verify(CheckName.STORE_MODELS, params.model_id, "initial model (modelId)")
     for posted in history.rounds:
         verify(CheckName.STORE_MODELS, posted.model_hash, f"global model of round {posted.round}")
-    if not history.commits:
+    if not history.commits and not replies:
         tally.skip(CheckName.STORE_UPDATES, "the task committed no updates")
     log.debug("checked %d objects in %s", len(verdicts), store.url)
     return tally
+
+
+def _signed_updates(history: TaskHistory, store: BlobStore) -> dict[tuple[int, int], bytes]:
+    """(round, client) -> update hash of a self-trained task's signed replies (none for an auction task); whether
+    each is signed by its client is ``scores.reproduced``'s to check."""
+    params = history.task.params
+    if params is None or not params.self_trained:
+        return {}
+    from fedchain.flower.protocol import stored_replies
+
+    try:
+        replies = stored_replies(store, history.task.task_id)
+    except StoreError as err:
+        log.warning("cannot read the signed replies: %s", err)
+        return {}
+    return {key: reply.claim.update_hash for key, reply in replies.items()}
 
 
 def _verdict(store: BlobStore, digest: bytes) -> str | None:

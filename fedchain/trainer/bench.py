@@ -12,7 +12,7 @@ every client from the same global model:
   a second reference;
 * the FedChain trainer with the chosen engine (``auto``: worker processes on a
   CPU, vectorised clients on a GPU);
-* with ``--flower``, Flower 1.41's simulation engine (Ray) training the plain
+* with ``--flower``, Flower's simulation engine (Ray) training the plain
   loop's clients (:mod:`fedchain.trainer.flower_baseline`), after the others:
   it runs its rounds in one go.
 

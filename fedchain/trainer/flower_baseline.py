@@ -1,10 +1,10 @@
 """Flower's simulation engine as a contender of ``fedchain bench train --flower``.
 
-The issue measures the FedChain trainer against Flower 1.41's simulation
-engine (Ray). Flower pins versions the project's environment does not share
-(``rich < 15``, ``packaging < 26``), so it lives in an environment of its own,
-layered on the project's: ``make bench-flower`` creates ``.venv-flower`` and
-runs the benchmark from there.
+The issue measures the FedChain trainer against Flower's simulation
+engine (Ray). Flower itself is in the project's environment (fedchain.flower);
+Ray is large, so it lives in an environment of its own, layered on the
+project's: ``make bench-flower`` creates ``.venv-flower`` and runs the
+benchmark from there.
 
 The workload is the other contenders': every client trains LeNet-5 from the
 global model for one epoch with the plain loop's code (``DataLoader``,
@@ -21,6 +21,7 @@ import logging
 import time
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,7 +35,7 @@ from fedchain.trainer.plain import fit_client
 log = logging.getLogger(__name__)
 
 #: The Flower release the issue measured.
-FLOWER_VERSION = "1.41.0"
+FLOWER_VERSION = "1.42.0"
 INSTALL_HINT = (
     f"run `make bench-flower`: it installs flwr[simulation]=={FLOWER_VERSION} in .venv-flower, "
     "beside the project's packages, and runs this benchmark from there"
@@ -116,7 +117,7 @@ def flower_round_seconds(
     flwr_log = logging.getLogger("flwr")
     level = flwr_log.level
     flwr_log.setLevel(logging.ERROR)  # its per-round INFO lines and deprecation notices; failures still show
-    backend = {
+    backend: dict[str, dict[str, Any]] = {
         "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
         "init_args": {"num_cpus": actors, "log_to_driver": False},
     }

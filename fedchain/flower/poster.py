@@ -1,0 +1,159 @@
+"""Posting a Flower federation's rounds on chain without holding up its loop.
+
+The strategy hands each scored round to a :class:`RoundPoster`, which posts it from a thread of its own, in
+round order, and finalises the posted rounds as their challenge windows pass (so a removal takes effect while
+the federation runs) (the contract takes round n only once n - 1 is posted). A post is idempotent by (task, round): a
+round that the chain already has (a retry, a restarted ServerApp, a post that landed although its receipt was
+lost) is not posted again. A post that fails for a passing reason (RPC down, fees) is retried; :meth:`close`
+waits for the queue and raises the first failure that did not pass, so a run never ends with a round silently
+unposted.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+from fedchain.agent.chainloop import transact_when_due
+from fedchain.agent.finality import finalize_due
+from fedchain.agent.session import ChainSession
+from fedchain.aggregator.service import POST_ROUND_GAS_BASE, POST_ROUND_GAS_PER_CLIENT
+from fedchain.chain.bindings import LedgerRoundNotReady, Measurement
+from fedchain.chain.merkle import ZERO_ROOT
+from fedchain.errors import AgentError, ChainError, ContractRevert, FedchainError
+from fedchain.fl.quality import to_wad
+
+log = logging.getLogger(__name__)
+
+POST_SIGNATURE = "postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool,bool)[])"
+
+
+@dataclass(frozen=True)
+class PendingRound:
+    round: int
+    model_hash: bytes
+    accuracy: float
+    measurements: tuple[Measurement, ...]
+
+
+class RoundPoster:
+    """Posts rounds from a background thread, in order, once each (module docstring)."""
+
+    def __init__(
+        self,
+        session: ChainSession,
+        task_id: int,
+        *,
+        retries: int = 5,
+        backoff_s: float = 2.0,
+        finalize_every_s: float = 2.0,
+    ) -> None:
+        self.session, self.task_id = session, task_id
+        self.retries, self.backoff_s, self.finalize_every_s = retries, backoff_s, finalize_every_s
+        self._queue: queue.Queue[PendingRound | None] = queue.Queue()
+        self._error: BaseException | None = None
+        #: Rounds this poster saw on chain (posted by it or found there), with the post's transaction when it sent one.
+        self.posted: dict[int, str | None] = {}
+        #: Gas used by each post this poster sent.
+        self.gas: dict[int, int] = {}
+        self._thread = threading.Thread(target=self._run, name=f"fedchain-poster-{task_id}", daemon=True)
+        self._thread.start()
+
+    def submit(
+        self, round_number: int, model_hash: bytes, accuracy: float, measurements: tuple[Measurement, ...]
+    ) -> None:
+        """Queue a scored round; returns at once."""
+        if self._error is not None:
+            raise AgentError(f"an earlier round of task {self.task_id} could not be posted: {self._error}")
+        self._queue.put(PendingRound(round_number, model_hash, accuracy, tuple(measurements)))
+
+    def close(self, timeout_s: float = 600.0) -> None:
+        """Wait until every queued round is posted; raise the failure that stopped a post, if any."""
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise AgentError(
+                f"the posts of task {self.task_id} did not finish within {timeout_s:.0f} s",
+                hint="check that the chain mines and that the aggregator's account has gas money",
+            )
+        if self._error is not None:
+            raise AgentError(f"a round of task {self.task_id} was not posted: {self._error}") from self._error
+
+    # ------------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        while True:
+            try:
+                pending = self._queue.get(timeout=self.finalize_every_s)
+            except queue.Empty:
+                self._finalize()  # between posts: a removal becomes final, and the node gets no more work
+                continue
+            if pending is None:
+                return
+            if self._error is not None:
+                continue  # a round after one that failed cannot be posted: the contract takes rounds in order
+            try:
+                self._post(pending)
+            except Exception as err:  # noqa: BLE001 (recorded, raised by close(): the thread must not die silently)
+                log.error("round %d of task %d not posted: %s", pending.round, self.task_id, err)
+                self._error = err
+            self._finalize()
+
+    def _finalize(self) -> None:
+        """Finalise the posted rounds whose challenge window has passed, as the aggregator of any task does."""
+        try:
+            finalize_due(self.session, self.task_id)
+        except FedchainError as err:  # anyone may finalise later (settlement does): not this poster's failure
+            log.warning("could not finalise the rounds of task %d that are due: %s", self.task_id, err)
+
+    def _already_posted(self, round_number: int) -> bool:
+        posted, _ = self.session.contracts.round_ledger.rounds(self.task_id)
+        return bool(posted >= round_number)
+
+    def _post(self, pending: PendingRound) -> None:
+        ledger = self.session.contracts.round_ledger
+        for attempt in range(1, self.retries + 1):
+            if self._already_posted(pending.round):
+                self.posted.setdefault(pending.round, None)
+                log.info("round %d of task %d is on chain", pending.round, self.task_id)
+                return
+            try:
+                receipt = transact_when_due(
+                    ledger,
+                    POST_SIGNATURE,
+                    self.task_id,
+                    pending.round,
+                    pending.model_hash,
+                    to_wad([pending.accuracy])[0],
+                    ZERO_ROOT,
+                    ZERO_ROOT,
+                    list(pending.measurements),
+                    gas=POST_ROUND_GAS_BASE + POST_ROUND_GAS_PER_CLIENT * len(pending.measurements),
+                    too_early=(LedgerRoundNotReady,),
+                )
+            except ContractRevert:
+                if self._already_posted(pending.round):
+                    continue  # lost a race with an earlier attempt that landed: done
+                raise
+            except ChainError as err:
+                if attempt == self.retries:
+                    raise
+                log.warning("post of round %d failed (%s); retrying", pending.round, err)
+                time.sleep(self.backoff_s * attempt)
+                continue
+            self.posted[pending.round] = receipt.transaction_hash
+            self.gas[pending.round] = int(receipt.gas_used)
+            accepted = sum(m.accepted for m in pending.measurements)
+            log.info(
+                "round %d of task %d posted: %d of %d accepted, gas %d, tx %s",
+                pending.round,
+                self.task_id,
+                accepted,
+                len(pending.measurements),
+                receipt.gas_used,
+                receipt.transaction_hash,
+            )
+            return

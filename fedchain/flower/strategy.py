@@ -1,0 +1,384 @@
+"""``IncentiveStrategy``: FedChain's scoring, screening, reputation and payments around any Flower strategy.
+
+A Flower ``ServerApp`` keeps its own strategy (Flower's FedAvg, FedProx, FedAdam...) and wraps it::
+
+    strategy = IncentiveStrategy(FedAvg(), FedChainServer.from_run_config(context.run_config))
+    strategy.start(grid=grid, initial_arrays=strategy.initial_arrays(), num_rounds=strategy.rounds)
+
+Each round, for a self-trained task (contracts/README.md, "Tasks trained by their own clients"):
+
+1. ``configure_train``: the wrapped strategy samples the nodes and builds its messages; the nodes whose client
+   the chain removed get none, and every message carries what a client signs (chain, ledger, task, round).
+2. ``aggregate_train``: each reply's client is identified by its signed claim (:mod:`fedchain.flower.identity`),
+   checked against the task's on-chain join; the update goes into FedChain's store (safetensors, content hash)
+   and the claim beside it; FedChain scores the round exactly as the aggregator of an auction task does
+   (:func:`fedchain.aggregator.scoring.score_round`: decode, screen, quality). The wrapped strategy then
+   aggregates the accepted updates only (a screened-out free rider moves neither the model nor the pay).
+3. The round's model (the wrapped strategy's) goes into the store, and the round is handed to a
+   :class:`RoundPoster`, which posts it on chain from its own thread: the Flower loop never waits for a block.
+   A reply with an error, or no reply, is a missed round (``committed = false``).
+
+The global model the wrapped strategy produces is the one posted (its hash and validation accuracy); the scores
+do not depend on it, so ``fedchain audit --verify-scores`` reproduces every quality from the stored updates and
+the posted models, and evaluates each posted model for its accuracy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from fedchain.errors import ConfigError, UpdateRejected
+from fedchain.fl.params import flatten, unflatten
+from fedchain.flower.identity import ReplyClaim, SignedReply, verify_reply
+from fedchain.flower.poster import RoundPoster
+from fedchain.flower.protocol import CLAIM_RECORD, ROUND_KEYS, config_bytes, config_int, pin_reply
+from fedchain.store.digest import to_hex
+from fedchain.updates import update_hash
+
+if TYPE_CHECKING:
+    from fedchain.agent.session import ChainSession
+    from fedchain.aggregator.scoring import ClientInput
+    from fedchain.taskspec import TaskSpec
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FedChainServer", "IncentiveStrategy"]
+
+
+@dataclass(frozen=True)
+class FedChainServer:
+    """Where the task lives and who posts its rounds.
+
+    Attributes:
+        session: the chain and store, signing as the task's aggregator.
+        task_id: the self-trained task this federation trains.
+        data_root: folder with the validation dataset (None: ``$FEDCHAIN_DATA_ROOT``).
+        device: torch device for the validation passes.
+    """
+
+    session: ChainSession
+    task_id: int
+    data_root: str | None = None
+    device: str = "cpu"
+
+    @classmethod
+    def from_run_config(cls, run_config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> FedChainServer:
+        """The server side from a Flower run config (``fedchain-rpc-url``, ``fedchain-deployment``,
+        ``fedchain-store``, ``fedchain-task``, optional ``fedchain-data-root``) and the aggregator's key in
+        ``FEDCHAIN_PRIVATE_KEY`` (never in the run config: Flower ships it to every node)."""
+        from eth_account import Account
+
+        from fedchain.agent.session import open_session
+        from fedchain.chain.keys import PRIVATE_KEY_ENV
+
+        env = os.environ if env is None else env
+        missing = [k for k in ("fedchain-deployment", "fedchain-store", "fedchain-task") if k not in run_config]
+        if missing:
+            raise ConfigError(
+                f"the Flower run config lacks {', '.join(missing)}",
+                hint="set them in [tool.flwr.app.config] or with flwr run --run-config",
+            )
+        key = env.get(PRIVATE_KEY_ENV)
+        if not key:
+            raise ConfigError(
+                f"the ServerApp needs the aggregator's key in {PRIVATE_KEY_ENV}",
+                hint="export it where the SuperLink (and so its ServerApp) runs",
+            )
+        rpc_url = str(run_config.get("fedchain-rpc-url", "")) or None
+        session = open_session(
+            Path(str(run_config["fedchain-deployment"])),
+            rpc_url=rpc_url,
+            store_url=str(run_config["fedchain-store"]),
+            account=Account.from_key(key),
+        )
+        data_root = str(run_config.get("fedchain-data-root", "")) or None
+        return cls(session, int(run_config["fedchain-task"]), data_root=data_root)
+
+
+class IncentiveStrategy(Strategy):
+    """Wraps a Flower strategy: FedChain identifies, stores, screens, scores and posts every round (module doc)."""
+
+    def __init__(self, inner: Strategy, server: FedChainServer, *, poster: RoundPoster | None = None) -> None:
+        from fedchain.aggregator.scoring import Evaluator, quality_source, task_strategy
+        from fedchain.taskspec import gives_rewards, load_spec, load_validation
+
+        self.inner, self.server = inner, server
+        session, task_id = server.session, server.task_id
+        contracts = session.contracts
+        self.params = contracts.task_registry.params(task_id)
+        if not self.params.self_trained:
+            raise ConfigError(
+                f"task {task_id} is an auction task: fog nodes train its jobs and commit them on chain",
+                hint="create the task with --self-trained (each client trains its own job) for a Flower federation",
+            )
+        self.spec: TaskSpec = load_spec(session.store, self.params.dataset_id)
+        if gives_rewards(self.spec.strategy) or self.spec.train_from != "global":
+            raise ConfigError(
+                f"the task's strategy {self.spec.strategy} rewards in kind: each client would train its own model, "
+                "and a Flower federation trains one",
+                hint="use fedavg, quality, cgsv or fedfaim in the task spec",
+            )
+        self.param_spec = self.spec.param_spec()
+        self.strategy = task_strategy(self.spec.strategy, None, self.spec)
+        self.quality = quality_source(self.spec.strategy, "auto")
+        self.evaluator = Evaluator(self.spec.model_spec(), load_validation(self.spec, server.data_root), server.device)
+        self.poster = poster or RoundPoster(session, task_id)
+        self.chain_id = int(session.w3.eth.chain_id)
+        self.ledger = contracts.round_ledger.address
+        #: Flower node id -> the client index it proved (a node id is not an identity; it only routes).
+        self._nodes: dict[int, int] = {}
+        self._state: Any = None
+        self._start: ArrayRecord | None = None
+        self._previous_start: torch.Tensor | None = None
+        self._round_started = 0.0
+
+    # ------------------------------------------------------------------ set-up
+
+    @property
+    def rounds(self) -> int:
+        """The task's number of rounds (the Flower run's ``num_rounds``)."""
+        return int(self.params.rounds)
+
+    def initial_arrays(self) -> ArrayRecord:
+        """The task's initial model (its ``modelId`` in the store): round 1 trains from it."""
+        from fedchain.taskspec import load_model
+
+        params = load_model(self.server.session.store, self.spec, self.params.model_id, task_id=0, round_number=0)
+        return ArrayRecord(torch_state_dict={name: tensor.clone() for name, tensor in params.items()})
+
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, *args: Any, **kwargs: Any) -> Any:
+        """Flower's loop, then wait until every round is posted (the posts run beside the loop)."""
+        try:
+            return super().start(grid, initial_arrays, *args, **kwargs)
+        finally:
+            self.poster.close()
+
+    def summary(self) -> None:
+        log.info("FedChain incentives on task %d (%s scoring) around:", self.server.task_id, self.spec.strategy)
+        self.inner.summary()
+
+    # ------------------------------------------------------------------ training
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        self._start, self._round_started = arrays, time.time()
+        config = ConfigRecord(dict(config))
+        config.update(
+            {
+                ROUND_KEYS["chain"]: self.chain_id,
+                ROUND_KEYS["ledger"]: self.ledger,
+                ROUND_KEYS["task"]: self.server.task_id,
+                ROUND_KEYS["round"]: server_round,
+                ROUND_KEYS["model"]: self.spec.model,
+            }
+        )
+        return self._drop_removed(self.inner.configure_train(server_round, arrays, config, grid))
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        from fedchain.aggregator.scoring import score_round
+        from fedchain.taskspec import put_model
+
+        if self._start is None:
+            raise ConfigError("aggregate_train came before configure_train", hint="run the strategy with start()")
+        replies = list(replies)
+        start = flatten(self._start.to_torch_state_dict(), self.param_spec)[0]
+        clients, by_index = self._client_inputs(server_round, replies)
+        outcome = score_round(
+            self.strategy,
+            start,
+            clients,
+            self.evaluator,
+            self._state,
+            quality=self.quality,
+            screening=self.spec.screening,
+            last_step=None if self._previous_start is None else start - self._previous_start,
+        )
+        accepted = [i for i, m in enumerate(outcome.measurements) if m.accepted]
+        # The wrapped strategy sees the accepted replies only, each as the model its client trained.
+        kept = []
+        for index in accepted:
+            reply, update = by_index[index]
+            local = unflatten(start + update, self.param_spec)
+            reported = next(iter(reply.content.metric_records.values()), MetricRecord({"num-examples": 0}))
+            reply.content = RecordDict({"arrays": ArrayRecord(torch_state_dict=local), "metrics": reported})
+            kept.append(reply)
+        arrays, metrics = self.inner.aggregate_train(server_round, kept) if kept else (None, None)
+        model = self._start if arrays is None else arrays
+        params = flatten(model.to_torch_state_dict(), self.param_spec)[0]
+        accuracy = self.evaluator(params).accuracy
+        model_hash = put_model(
+            self.server.session.store,
+            self.spec,
+            self.server.task_id,
+            server_round,
+            unflatten(params, self.param_spec),
+        )
+        self.poster.submit(server_round, model_hash, accuracy, outcome.measurements)
+        self._state, self._previous_start = outcome.state, start
+        removed = [i for i, m in enumerate(outcome.measurements) if m.committed and not m.accepted]
+        log.info(
+            "round %d scored: %d replies, %d accepted, %d rejected, accuracy %.4f, model %s",
+            server_round,
+            len(by_index),
+            len(accepted),
+            len(removed),
+            accuracy,
+            to_hex(model_hash),
+        )
+        summary = MetricRecord(dict(metrics or {}))
+        summary.update({"fedchain-accepted": len(accepted), "fedchain-rejected": len(removed)})
+        return arrays, summary
+
+    # ------------------------------------------------------------------ evaluation: the wrapped strategy's
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self._drop_removed(self.inner.configure_evaluate(server_round, arrays, config, grid))
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        return self.inner.aggregate_evaluate(server_round, replies)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _drop_removed(self, messages: Iterable[Message]) -> list[Message]:
+        """``messages`` less those to nodes whose client the chain removed: they get no more work."""
+        ledger = self.server.session.contracts.round_ledger
+        kept = []
+        for message in messages:
+            index = self._nodes.get(message.metadata.dst_node_id)
+            if index is not None and not ledger.is_active(self.server.task_id, index):
+                log.info(
+                    "node %d (client %d) was removed by the chain: no more work", message.metadata.dst_node_id, index
+                )
+                continue
+            kept.append(message)
+        return kept
+
+    def _client_inputs(
+        self, server_round: int, replies: list[Message]
+    ) -> tuple[list[ClientInput], dict[int, tuple[Message, torch.Tensor]]]:
+        """Every joined client's input (None where it did not reply with a valid claim) and the usable replies."""
+        from fedchain.aggregator.scoring import ClientInput
+
+        session, task_id = self.server.session, self.server.task_id
+        ledger = session.contracts.round_ledger
+        count = ledger.client_count(task_id)
+        clients = [
+            ClientInput(update=None, data_size=0, round_time=None, active=ledger.is_active(task_id, i))
+            for i in range(count)
+        ]
+        usable: dict[int, tuple[Message, torch.Tensor]] = {}
+        for reply in replies:
+            if reply.has_error():
+                log.info(
+                    "node %d failed round %d: %s (a missed round)",
+                    reply.metadata.src_node_id,
+                    server_round,
+                    reply.error.reason,
+                )
+                continue
+            claimed = self._verified(server_round, reply)
+            if claimed is None:
+                continue
+            index, account, signed, blob = claimed
+            if index in usable or clients[index].round_time is not None:
+                log.warning("client %d replied twice in round %d; the first reply counts", index, server_round)
+                continue
+            self._nodes[reply.metadata.src_node_id] = index
+            round_time = max(0, round(reply.metadata.created_at - self._round_started))
+            size = signed.claim.data_size
+            if not clients[index].active:
+                continue
+            stored = session.store.put(blob)
+            pin_reply(session.store, task_id, server_round, index, signed)
+            try:
+                decoded = _decode(self.spec, session, stored, task_id, server_round, index, account, size)
+            except UpdateRejected as err:
+                log.warning("client %d's update rejected in round %d: %s", index, server_round, err.args[0])
+                clients[index] = ClientInput(update=None, data_size=size, round_time=round_time)
+                continue
+            update = flatten(decoded.params, self.param_spec)[0]
+            clients[index] = ClientInput(
+                update=update, data_size=size, round_time=round_time, local_losses=decoded.local_losses
+            )
+            usable[index] = (reply, update)
+        return clients, usable
+
+    def _verified(self, server_round: int, reply: Message) -> tuple[int, str, SignedReply, bytes] | None:
+        """(client index, account, signed claim, update bytes) of a reply whose claim checks out, else None."""
+        from fedchain.errors import ContractRevert
+
+        record = reply.content.config_records.get(CLAIM_RECORD)
+        node = reply.metadata.src_node_id
+        if record is None:
+            log.warning("node %d replied without FedChain's signed claim; ignored (use FedChainClient)", node)
+            return None
+        try:
+            blob = config_bytes(record, "update")
+            account = str(record["account"])
+            claim = ReplyClaim(
+                chain_id=self.chain_id,
+                ledger=self.ledger,
+                task_id=self.server.task_id,
+                round=server_round,
+                update_hash=update_hash(blob),
+                data_size=config_int(record, "data-size"),
+                salt=config_bytes(record, "salt"),
+            )
+            signed = SignedReply(claim, config_bytes(record, "signature"))
+        except (KeyError, TypeError, ValueError) as err:
+            log.warning("node %d's claim is malformed (%s); ignored", node, err)
+            return None
+        ledger = self.server.session.contracts.round_ledger
+        try:
+            index = int(ledger.client_index(self.server.task_id, account))
+        except ContractRevert:
+            log.warning(
+                "node %d claims to be %s, which did not join task %d; ignored", node, account, self.server.task_id
+            )
+            return None
+        try:
+            verify_reply(signed, account=account, commitment=ledger.data_commitment(self.server.task_id, index))
+        except UpdateRejected as err:
+            log.warning("node %d's reply as client %d is not signed by it (%s); ignored", node, index, err.args[0])
+            return None
+        return index, account, signed, blob
+
+
+def _decode(
+    spec: TaskSpec,
+    session: ChainSession,
+    stored: bytes,
+    task_id: int,
+    round_number: int,
+    index: int,
+    account: str,
+    data_size: int,
+) -> Any:
+    from fedchain.taskspec import load_update
+
+    return load_update(
+        session.store,
+        spec,
+        stored,
+        task_id=task_id,
+        round_number=round_number,
+        client_index=index,
+        client=account,
+        data_size=data_size,
+    )
