@@ -36,7 +36,8 @@ def main(grid: Grid, context: Context) -> None:
         return None
 
     if config["fedchain"]:
-        strategy = IncentiveStrategy(fedavg, FedChainServer.from_run_config(config))
+        aggregate = "fedchain" if config["fedchain-aggregate"] == "fedchain" else "wrapped"
+        strategy = IncentiveStrategy(fedavg, FedChainServer.from_run_config(config), aggregate=aggregate)
         initial, rounds = strategy.initial_arrays(), strategy.rounds
     else:
         strategy, rounds = fedavg, int(config["num-server-rounds"])

@@ -103,6 +103,13 @@ def withdraw(task_id: int, **options: Any) -> None:
     help="Run the apps in Flower's simulation engine (needs Ray: `make bench-flower` builds .venv-flower) instead "
     "of a SuperLink and SuperNodes.",
 )
+@click.option(
+    "--aggregate",
+    type=click.Choice(["wrapped", "fedchain"]),
+    default="wrapped",
+    show_default=True,
+    help="The model each round posts: Flower's FedAvg over the accepted updates, or FedChain's own strategy's.",
+)
 @click.option("--data-root", help="Folder with the MNIST files. [default: $FEDCHAIN_DATA_ROOT]")
 def example(
     app_dir: Path,
@@ -115,6 +122,7 @@ def example(
     out: Path,
     data_root: str | None,
     simulation: bool,
+    aggregate: str,
 ) -> None:
     """Run the Flower example with FedChain's incentives, end to end, and print who earned what.
 
@@ -137,6 +145,7 @@ def example(
         block_time=block_time or None,
         data_root=data_root,
         simulation=simulation,
+        aggregate=aggregate,
     )
     console = stdout_console(160)
     result = run_example(settings, progress=lambda line: click.echo(line, err=True))

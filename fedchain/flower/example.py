@@ -57,6 +57,7 @@ class ExampleSettings:
         challenge_window: seconds a round can be challenged before its money moves.
         data_root: the datasets' folder (None: ``$FEDCHAIN_DATA_ROOT``).
         simulation: run the apps in Flower's simulation engine (Ray) instead of a SuperLink and SuperNodes.
+        aggregate: the model each round posts: the wrapped FedAvg's, or FedChain's own strategy's (``fedchain``).
     """
 
     app_dir: Path
@@ -70,10 +71,13 @@ class ExampleSettings:
     challenge_window: int = 4
     data_root: str | None = None
     simulation: bool = False
+    aggregate: str = "wrapped"
 
     def __post_init__(self) -> None:
         if self.clients < 2:
             raise ConfigError(f"the example needs at least 2 clients, got {self.clients}")
+        if self.aggregate not in ("wrapped", "fedchain"):
+            raise ConfigError(f"aggregate must be 'wrapped' or 'fedchain', got {self.aggregate!r}")
         if self.free_rider is not None and not 0 <= self.free_rider < self.clients:
             raise ConfigError(f"free_rider must be a partition id below {self.clients}, got {self.free_rider}")
         if not (self.app_dir / "pyproject.toml").is_file():
@@ -187,6 +191,7 @@ def run_example(
             "samples-per-client": settings.samples,
             "free-rider": -1 if settings.free_rider is None else settings.free_rider,
             "out-dir": str(figures_dir),
+            "fedchain-aggregate": settings.aggregate,
         }
         keys = [client.session.transactor.account.key.hex() for client in clients]
         runs = [("plain FedAvg", False)] if settings.baseline else []

@@ -18,8 +18,8 @@ Each round, for a self-trained task (contracts/README.md, "Tasks trained by thei
    :class:`RoundPoster`, which posts it on chain from its own thread: the Flower loop never waits for a block.
    A reply with an error, or no reply, is a missed round (``committed = false``).
 
-The global model the wrapped strategy produces is the one posted (its hash and validation accuracy); the scores
-do not depend on it, so ``fedchain audit --verify-scores`` reproduces every quality from the stored updates and
+The global model the wrapped strategy produces is the one posted (its hash and validation accuracy), or with
+``aggregate="fedchain"`` the model FedChain's own strategy (the task spec's) made; the scores do not depend on it, so ``fedchain audit --verify-scores`` reproduces every quality from the stored updates and
 the posted models, and evaluates each posted model for its accuracy.
 """
 
@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -107,13 +107,27 @@ class FedChainServer:
 
 
 class IncentiveStrategy(Strategy):
-    """Wraps a Flower strategy: FedChain identifies, stores, screens, scores and posts every round (module doc)."""
+    """Wraps a Flower strategy: FedChain identifies, stores, screens, scores and posts every round (module doc).
 
-    def __init__(self, inner: Strategy, server: FedChainServer, *, poster: RoundPoster | None = None) -> None:
+    ``aggregate``: ``wrapped`` (the default) keeps the wrapped strategy's model, made from the accepted updates;
+    ``fedchain`` takes the model FedChain's own strategy (the task spec's: fedavg, quality, cgsv, fedfaim) made
+    while scoring, and leaves the wrapped strategy its sampling, its configs, its metrics and its evaluation.
+    """
+
+    def __init__(
+        self,
+        inner: Strategy,
+        server: FedChainServer,
+        *,
+        aggregate: Literal["wrapped", "fedchain"] = "wrapped",
+        poster: RoundPoster | None = None,
+    ) -> None:
         from fedchain.aggregator.scoring import Evaluator, quality_source, task_strategy
         from fedchain.taskspec import gives_rewards, load_spec, load_validation
 
-        self.inner, self.server = inner, server
+        if aggregate not in ("wrapped", "fedchain"):
+            raise ConfigError(f"aggregate must be 'wrapped' or 'fedchain', got {aggregate!r}")
+        self.inner, self.server, self.aggregate = inner, server, aggregate
         session, task_id = server.session, server.task_id
         contracts = session.contracts
         self.params = contracts.task_registry.params(task_id)
@@ -217,6 +231,8 @@ class IncentiveStrategy(Strategy):
             reply.content = RecordDict({"arrays": ArrayRecord(torch_state_dict=local), "metrics": reported})
             kept.append(reply)
         arrays, metrics = self.inner.aggregate_train(server_round, kept) if kept else (None, None)
+        if self.aggregate == "fedchain":  # the task spec's strategy made the model (quality weights, cgsv...)
+            arrays = ArrayRecord(torch_state_dict=unflatten(outcome.global_params, self.param_spec))
         model = self._start if arrays is None else arrays
         params = flatten(model.to_torch_state_dict(), self.param_spec)[0]
         accuracy = self.evaluator(params).accuracy
