@@ -133,6 +133,9 @@ contract RoundLedger is IRoundLedger {
             Measurement calldata m = measurements[i];
             if (p.selfTrained) {
                 if (!m.committed && m.accepted) revert LedgerUncommittedUpdate(taskId, i);
+                // The aggregator measures a reply's time: at most the time the round has run, and its duration.
+                uint64 limit = SafeCast.toUint64(_min(p.roundDuration, block.timestamp - s.roundStartedAt));
+                if (m.committed && m.roundTime > limit) revert LedgerRoundTimeTooLong(taskId, i, m.roundTime, limit);
                 continue;
             }
             bool committed = commits[i] != 0;

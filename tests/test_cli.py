@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -31,6 +32,8 @@ def test_unknown_command_exits_with_usage_error(capsys: pytest.CaptureFixture[st
         ["demo", "--help"],
         ["task", "create", "--help"],
         ["withdraw", "--help"],
+        ["flower", "example", "--help"],
+        ["flower", "join", "--help"],
     ],
 )
 def test_the_agents_and_task_commands_help_answers_without_loading_torch(command: list[str]) -> None:
@@ -44,3 +47,12 @@ def test_the_agents_and_task_commands_help_answers_without_loading_torch(command
 
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "False"
+
+
+def test_the_flower_example_refuses_a_folder_that_is_no_flower_app(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["flower", "example", "--app", str(tmp_path), "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "is not a Flower app (no pyproject.toml)" in err
+    assert "examples/flower" in err  # the hint says where the example is

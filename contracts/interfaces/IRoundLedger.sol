@@ -138,6 +138,12 @@ interface IRoundLedger {
     /// @param posted the posted round time, seconds
     /// @param observed commit block time minus round start, seconds
     error LedgerRoundTimeMismatch(uint256 taskId, uint256 clientIndex, uint32 posted, uint64 observed);
+    /// @notice A self-trained entry's round time is longer than the round has run or than its duration.
+    /// @param taskId the task
+    /// @param clientIndex the client
+    /// @param posted the posted round time, seconds
+    /// @param limit the least of the round's duration and the time since the round began, seconds
+    error LedgerRoundTimeTooLong(uint256 taskId, uint256 clientIndex, uint32 posted, uint64 limit);
     /// @notice The task's clients were already settled.
     error LedgerAlreadySettled(uint256 taskId);
     /// @notice The task's cross-task priors were already posted (they are posted once).

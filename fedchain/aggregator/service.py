@@ -91,7 +91,7 @@ from fedchain.chain.bindings import (
 )
 from fedchain.chain.events import LogQuery, fetch_events, iter_events
 from fedchain.chain.merkle import ZERO_ROOT
-from fedchain.errors import AgentError, ContractRevert, UpdateRejected
+from fedchain.errors import AgentError, ConfigError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
 from fedchain.fl.quality import QualitySource
 from fedchain.fl.registry import get_strategy
@@ -199,6 +199,12 @@ class Aggregator:
 
     def run(self) -> AgentState:
         """Run rounds until the task is settled or a stop is requested (SIGTERM/SIGINT); returns the agent state."""
+        if self.session.contracts.task_registry.params(self.task_id).self_trained:
+            # No fog commits to wait for: this loop would post every round at once with nobody committed.
+            raise ConfigError(
+                f"task {self.task_id} is self-trained: its clients train their own jobs and reply to a Flower server",
+                hint="aggregate it with fedchain.flower.IncentiveStrategy in the federation's ServerApp",
+            )
         return self.agent.run()
 
     def step(self) -> None:

@@ -458,6 +458,9 @@ class _Replayer:
                 # No fog commits to compare with: the clients' signed replies are the store check's (identities).
                 accepted = not m.accepted or m.committed
                 self.tally.require(H, accepted, f"client {i} accepted in round {e.round} without a reply", e)
+                limit = self.params.round_duration
+                late = f"client {i} round {e.round}: round time {m.round_time} s, above the round's {limit} s"
+                self.tally.require(H, not m.committed or m.round_time <= limit, late, e)
                 continue
             job = self.jobs.get(i)
             commit = job.commits.get(e.round) if job is not None else None

@@ -198,21 +198,18 @@ class ScoreReproduction:
             load_model(store, spec, self._model_hash, task_id=self.task_id, round_number=n - 1), self.param_spec
         )[0]
         self_trained = history.task.params is not None and history.task.params.self_trained
-        if self_trained:
-            trained = self._signed_replies(history, n)
-        else:
+        if self_trained:  # the sizes the clients signed (the aggregator has no other)
+            trained = self._signed_replies(history, n, self._model_hash)
+            hashes = {index: digest for index, (digest, _) in trained.items()}
+            sizes = {index: size for index, (_, size) in trained.items()}
+        else:  # every client's size from its auction, as the aggregator weighs them, missed rounds or not
             sizes = {a.client_index: a.data_size for a in history.auctions}
-            commits = {(c.client_index, c.round): c for c in history.commits}
-            trained = {
-                client.index: (commits[(client.index, n)].update_hash, sizes.get(client.index, 0))
-                for client in history.clients
-                if (client.index, n) in commits
-            }
+            hashes = {c.client_index: c.update_hash for c in history.commits if c.round == n}
         clients, rejections, problems = [], [], []
         for client in history.clients:
             # What the aggregator had: a client it scored (active, with a commit) is posted as committed.
             entry_committed = posted.measurements[client.index].committed
-            update_hash, size = trained.get(client.index, (None, 0))
+            update_hash, size = hashes.get(client.index), sizes.get(client.index, 0)
             round_time = posted.measurements[client.index].round_time if entry_committed else None
             entry = ClientInput(update=None, data_size=size, round_time=round_time, active=entry_committed)
             reason = None
@@ -258,14 +255,15 @@ class ScoreReproduction:
             accuracy = to_wad([self.evaluator(flatten(model, self.param_spec)[0]).accuracy])[0]
         return ReproducedRound(n, outcome, tuple(rejections), accuracy, tuple(problems))
 
-    def _signed_replies(self, history: TaskHistory, round_number: int) -> dict[int, tuple[bytes, int]]:
+    def _signed_replies(self, history: TaskHistory, round_number: int, start: bytes) -> dict[int, tuple[bytes, int]]:
         """Client index -> (update hash, data size) of the replies of a self-trained round whose claim the joined
-        wallet signed (contracts/README.md, "Tasks trained by their own clients"); the others are left out."""
+        wallet signed, trained from ``start`` (the round before's posted model) (contracts/README.md, "Tasks trained
+        by their own clients"); the others are left out."""
         from fedchain.flower.identity import verify_reply
         from fedchain.flower.protocol import stored_replies
 
-        if self._replies is None:
-            self._replies = stored_replies(self.store, self.task_id)
+        if self._replies is None or any((round_number, c.index) not in self._replies for c in history.clients):
+            self._replies = stored_replies(self.store, self.task_id)  # pinned since the last read: a live watcher
         found = {}
         for client in history.clients:
             reply = self._replies.get((round_number, client.index))
@@ -275,6 +273,8 @@ class ScoreReproduction:
             try:
                 if claim.task_id != self.task_id or claim.round != round_number:
                     raise UpdateRejected(f"it names task {claim.task_id} round {claim.round}")
+                if claim.start_model != bytes(start):
+                    raise UpdateRejected(f"it was trained from model {to_hex(claim.start_model)}, not the posted one")
                 verify_reply(reply, account=client.account, commitment=client.commitment)
             except UpdateRejected as err:
                 log.warning("round %d client %d: the stored reply is not valid (%s)", round_number, client.index, err)

@@ -46,14 +46,17 @@ def join(task_id: int, data_size: int, **options: Any) -> None:
 @session_options
 def withdraw(task_id: int, **options: Any) -> None:
     """Finalise what is due, settle the ended task and withdraw this client's pay and deposit."""
+    from fedchain.chain.erc20 import read_asset, task_asset
     from fedchain.flower.client import FedChainClient
 
-    client = FedChainClient(session_from_options(**options), task_id)
+    session = session_from_options(**options)
+    client = FedChainClient(session, task_id)
     settlement, amount = client.withdraw()
     if settlement.pending:
         click.echo(f"rounds {list(settlement.pending)} are not final yet (challenge window); try again later")
         return
-    click.echo(f"withdrew {amount} wei of task {task_id}'s asset to {client.account}")
+    asset = read_asset(session.transactor, task_asset(session.contracts.treasury, task_id))
+    click.echo(f"withdrew {asset.format(amount)} of task {task_id} to {client.account}")
 
 
 @flower.command()

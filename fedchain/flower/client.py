@@ -33,7 +33,7 @@ from fedchain.chain.erc20 import ensure_allowance, payment_value, task_asset
 from fedchain.client.commitments import DATA_SIZE_SALT, data_commitment, derive_salt
 from fedchain.errors import ConfigError, ContractRevert
 from fedchain.flower.identity import ReplyClaim, sign_reply
-from fedchain.flower.protocol import CLAIM_RECORD, ROUND_KEYS, config_int
+from fedchain.flower.protocol import CLAIM_RECORD, ROUND_KEYS, config_int, start_model_hash
 from fedchain.units import is_ether
 from fedchain.updates import UpdateMeta, encode_update, update_hash
 
@@ -169,6 +169,14 @@ class FedChainClient:
             raise ConfigError(
                 f"{self.account} has not joined task {task_id}", hint="call FedChainClient.join before the task starts"
             )
+        chain_id, ledger = config_int(config, ROUND_KEYS["chain"]), str(config[ROUND_KEYS["ledger"]])
+        mine = self.session.contracts.round_ledger.address
+        if chain_id != self.session.deployment.chain_id or ledger.lower() != mine.lower():
+            raise ConfigError(
+                f"the server names chain {chain_id} and ledger {ledger}; this client joined on chain "
+                f"{self.session.deployment.chain_id} at {mine}",
+                hint="point the client's fedchain-deployment at the server's deployment file",
+            )
         start = msg.content.array_records[arrays_key].to_torch_state_dict()
         delta = {name: trained[name].detach().cpu().to(start[name].dtype) - start[name] for name in start}
         model = str(config.get(ROUND_KEYS["model"], ""))
@@ -177,10 +185,11 @@ class FedChainClient:
         )
         blob = encode_update(delta, meta)
         claim = ReplyClaim(
-            chain_id=config_int(config, ROUND_KEYS["chain"]),
-            ledger=str(config[ROUND_KEYS["ledger"]]),
+            chain_id=chain_id,
+            ledger=ledger,
             task_id=task_id,
             round=round_number,
+            start_model=start_model_hash(start, model, task_id, round_number),
             update_hash=update_hash(blob),
             data_size=data_size,
             salt=self.salt,

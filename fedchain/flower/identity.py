@@ -8,8 +8,10 @@ stores it beside the update, and the audit checks it again: an aggregator cannot
 nor credit one client with another's.
 
 The digest is ``keccak256(abi.encode(uint256 chainId, address ledger, uint256 taskId, uint16 round,
-bytes32 updateHash, uint64 dataSize, bytes32 salt))``, signed as an EIP-191 personal message, so a claim made for
-one chain, deployment, task or round is worthless on any other.
+bytes32 startModel, bytes32 updateHash, uint64 dataSize, bytes32 salt))``, signed as an EIP-191 personal message,
+so a claim made for one chain, deployment, task or round is worthless on any other. ``startModel`` is the hash of
+the model the client trained from, as the store files it (the round before's posted model, or the task's initial
+model in round 1): an aggregator that sent one client another start model than the one it posted is caught.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class ReplyClaim:
     ledger: str
     task_id: int
     round: int
+    start_model: bytes
     update_hash: bytes
     data_size: int
     salt: bytes
@@ -43,12 +46,13 @@ class ReplyClaim:
     def digest(self) -> bytes:
         return keccak(
             abi_encode(
-                ["uint256", "address", "uint256", "uint16", "bytes32", "uint64", "bytes32"],
+                ["uint256", "address", "uint256", "uint16", "bytes32", "bytes32", "uint64", "bytes32"],
                 [
                     self.chain_id,
                     to_checksum_address(self.ledger),
                     self.task_id,
                     self.round,
+                    self.start_model,
                     self.update_hash,
                     self.data_size,
                     self.salt,
@@ -71,6 +75,7 @@ class SignedReply:
             "ledger": to_checksum_address(c.ledger),
             "task_id": c.task_id,
             "round": c.round,
+            "start_model": "0x" + c.start_model.hex(),
             "update_hash": "0x" + c.update_hash.hex(),
             "data_size": c.data_size,
             "salt": "0x" + c.salt.hex(),
@@ -87,6 +92,7 @@ class SignedReply:
                 ledger=to_checksum_address(f["ledger"]),
                 task_id=int(f["task_id"]),
                 round=int(f["round"]),
+                start_model=bytes.fromhex(f["start_model"].removeprefix("0x")),
                 update_hash=bytes.fromhex(f["update_hash"].removeprefix("0x")),
                 data_size=int(f["data_size"]),
                 salt=bytes.fromhex(f["salt"].removeprefix("0x")),
@@ -105,10 +111,10 @@ def sign_reply(private_key: str | bytes, claim: ReplyClaim) -> SignedReply:
 def verify_reply(reply: SignedReply, *, account: str, commitment: bytes, expected: ReplyClaim | None = None) -> None:
     """Raise :class:`UpdateSignatureRejected` unless ``account`` (the joined wallet) signed ``reply`` and its data
     size and salt open ``commitment`` (the join's); with ``expected``, the claim must also name that chain,
-    deployment, task, round and update."""
+    deployment, task, round, start model and update."""
     claim = reply.claim
     if expected is not None:
-        for name in ("chain_id", "ledger", "task_id", "round", "update_hash"):
+        for name in ("chain_id", "ledger", "task_id", "round", "start_model", "update_hash"):
             got, want = getattr(claim, name), getattr(expected, name)
             if (got.lower() if isinstance(got, str) else got) != (want.lower() if isinstance(want, str) else want):
                 raise UpdateSignatureRejected(f"the reply's claim names {name} {got!r}, expected {want!r}")

@@ -21,7 +21,7 @@ from fedchain.agent.chainloop import transact_when_due
 from fedchain.agent.finality import finalize_due
 from fedchain.agent.session import ChainSession
 from fedchain.aggregator.service import POST_ROUND_GAS_BASE, POST_ROUND_GAS_PER_CLIENT
-from fedchain.chain.bindings import LedgerRoundNotReady, Measurement
+from fedchain.chain.bindings import LedgerRoundNotReady, Measurement, TaskStatus
 from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.errors import AgentError, ChainError, ContractRevert, FedchainError
 from fedchain.fl.quality import to_wad
@@ -59,6 +59,10 @@ class RoundPoster:
         self.posted: dict[int, str | None] = {}
         #: Gas used by each post this poster sent.
         self.gas: dict[int, int] = {}
+        #: The measurements of each round this poster posted (finalisation sends them again).
+        self._measurements: dict[int, tuple[Measurement, ...]] = {}
+        #: Set once the task no longer takes posts (it finished early, or ended): later rounds are dropped.
+        self.task_over = False
         self._thread = threading.Thread(target=self._run, name=f"fedchain-poster-{task_id}", daemon=True)
         self._thread.start()
 
@@ -93,7 +97,7 @@ class RoundPoster:
                 continue
             if pending is None:
                 return
-            if self._error is not None:
+            if self._error is not None or self.task_over:
                 continue  # a round after one that failed cannot be posted: the contract takes rounds in order
             try:
                 self._post(pending)
@@ -102,10 +106,18 @@ class RoundPoster:
                 self._error = err
             self._finalize()
 
+    def _bounded(self, measurements: tuple[Measurement, ...], round_started_at: int) -> tuple[Measurement, ...]:
+        """``measurements`` with each round time at most what the chain's round has run and its duration: the
+        Flower round began when the post before it was sent, the chain's when it was mined (a second or so later)."""
+        duration = self.session.contracts.task_registry.params(self.task_id).round_duration
+        # The latest block's time: the post lands in a block no earlier, so the contract's limit is no smaller.
+        limit = max(0, min(duration, self.session.block_time() - round_started_at))
+        return tuple(m._replace(round_time=min(m.round_time, limit)) if m.committed else m for m in measurements)
+
     def _finalize(self) -> None:
         """Finalise the posted rounds whose challenge window has passed, as the aggregator of any task does."""
         try:
-            finalize_due(self.session, self.task_id)
+            finalize_due(self.session, self.task_id, self._measurements or None)
         except FedchainError as err:  # anyone may finalise later (settlement does): not this poster's failure
             log.warning("could not finalise the rounds of task %d that are due: %s", self.task_id, err)
 
@@ -116,11 +128,17 @@ class RoundPoster:
     def _post(self, pending: PendingRound) -> None:
         ledger = self.session.contracts.round_ledger
         for attempt in range(1, self.retries + 1):
-            if self._already_posted(pending.round):
-                self.posted.setdefault(pending.round, None)
-                log.info("round %d of task %d is on chain", pending.round, self.task_id)
-                return
             try:
+                if self._already_posted(pending.round):
+                    self.posted.setdefault(pending.round, None)
+                    log.info("round %d of task %d is on chain", pending.round, self.task_id)
+                    return
+                state = self.session.contracts.task_registry.state(self.task_id)
+                if state.status != TaskStatus.RUNNING:
+                    self.task_over = True
+                    log.info("task %d is %s: round %d is not posted", self.task_id, state.status.name, pending.round)
+                    return
+                measurements = self._bounded(pending.measurements, state.round_started_at)
                 receipt = transact_when_due(
                     ledger,
                     POST_SIGNATURE,
@@ -130,7 +148,7 @@ class RoundPoster:
                     to_wad([pending.accuracy])[0],
                     ZERO_ROOT,
                     ZERO_ROOT,
-                    list(pending.measurements),
+                    list(measurements),
                     gas=POST_ROUND_GAS_BASE + POST_ROUND_GAS_PER_CLIENT * len(pending.measurements),
                     too_early=(LedgerRoundNotReady,),
                 )
@@ -146,6 +164,9 @@ class RoundPoster:
                 continue
             self.posted[pending.round] = receipt.transaction_hash
             self.gas[pending.round] = int(receipt.gas_used)
+            self._measurements[pending.round] = measurements
+            if self.session.contracts.task_registry.state(self.task_id).status != TaskStatus.RUNNING:
+                self.task_over = True  # the last round, or the target accuracy reached
             accepted = sum(m.accepted for m in pending.measurements)
             log.info(
                 "round %d of task %d posted: %d of %d accepted, gas %d, tx %s",

@@ -56,6 +56,17 @@ def config_bytes(record: Mapping[str, Any], key: str) -> bytes:
     return value
 
 
+def start_model_hash(params: Mapping[str, Any], model: str, task_id: int, round_number: int) -> bytes:
+    """The hash the store files round ``round_number``'s start model under (``params``: its tensors): the global
+    model of the round before, or in round 1 the task's initial model (``fedchain.taskspec.model_meta``)."""
+    from fedchain.taskspec import INITIAL_MODEL_TASK_ID
+    from fedchain.updates import UpdateMeta, encode_update, update_hash
+
+    before = round_number - 1
+    task = INITIAL_MODEL_TASK_ID if before == 0 else task_id
+    return update_hash(encode_update(params, UpdateMeta(task_id=task, round=before, kind="model", model=model)))
+
+
 def replies_board(task_id: int) -> str:
     return f"replies/{task_id}"
 

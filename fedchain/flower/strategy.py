@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,13 +36,20 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import Strategy
+from flwr.serverapp.strategy import Result, Strategy
 
-from fedchain.errors import ConfigError, UpdateRejected
+from fedchain.errors import ConfigError, FedchainError, UpdateRejected
 from fedchain.fl.params import flatten, unflatten
 from fedchain.flower.identity import ReplyClaim, SignedReply, verify_reply
 from fedchain.flower.poster import RoundPoster
-from fedchain.flower.protocol import CLAIM_RECORD, ROUND_KEYS, config_bytes, config_int, pin_reply
+from fedchain.flower.protocol import (
+    CLAIM_RECORD,
+    ROUND_KEYS,
+    config_bytes,
+    config_int,
+    pin_reply,
+    start_model_hash,
+)
 from fedchain.store.digest import to_hex
 from fedchain.updates import update_hash
 
@@ -155,6 +162,8 @@ class IncentiveStrategy(Strategy):
         self._state: Any = None
         self._start: ArrayRecord | None = None
         self._previous_start: torch.Tensor | None = None
+        #: The hash of the current round's start model as the store files it (what each client signs it trained from).
+        self._start_hash = bytes(self.params.model_id)
         self._round_started = 0.0
 
     # ------------------------------------------------------------------ set-up
@@ -171,10 +180,45 @@ class IncentiveStrategy(Strategy):
         params = load_model(self.server.session.store, self.spec, self.params.model_id, task_id=0, round_number=0)
         return ArrayRecord(torch_state_dict={name: tensor.clone() for name, tensor in params.items()})
 
-    def start(self, grid: Grid, initial_arrays: ArrayRecord, *args: Any, **kwargs: Any) -> Any:
-        """Flower's loop, then wait until every round is posted (the posts run beside the loop)."""
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord,
+        num_rounds: int = 0,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+    ) -> Result:
+        """Flower's loop over the task's rounds from its initial model, then wait until every round is posted (the
+        posts run beside the loop). ``num_rounds`` must be the task's (0: take them)."""
+        posted, _ = self.server.session.contracts.round_ledger.rounds(self.server.task_id)
+        if posted:
+            raise ConfigError(
+                f"task {self.server.task_id} already has {posted} posted round(s): a Flower run starts at round 1",
+                hint="resuming a federation mid-task is not supported; create a new task for a new run",
+            )
+        if num_rounds not in (0, self.rounds):
+            raise ConfigError(
+                f"num_rounds={num_rounds}, but task {self.server.task_id} has {self.rounds} rounds",
+                hint="pass num_rounds=strategy.rounds",
+            )
+        found = start_model_hash(initial_arrays.to_torch_state_dict(), self.spec.model, self.server.task_id, 1)
+        if found != bytes(self.params.model_id):
+            raise ConfigError(
+                "initial_arrays are not the task's initial model (its modelId)",
+                hint="start from strategy.initial_arrays()",
+            )
         try:
-            return super().start(grid, initial_arrays, *args, **kwargs)
+            return super().start(
+                grid,
+                initial_arrays,
+                num_rounds=self.rounds,
+                timeout=timeout,
+                train_config=train_config,
+                evaluate_config=evaluate_config,
+                evaluate_fn=evaluate_fn,
+            )
         finally:
             self.poster.close()
 
@@ -187,7 +231,10 @@ class IncentiveStrategy(Strategy):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        self._start, self._round_started = arrays, time.time()
+        self._start = arrays
+        if self.poster.task_over:  # finished early (its target accuracy) or ended: no more work for anyone
+            log.info("task %d has ended: round %d sends no work", self.server.task_id, server_round)
+            return []
         config = ConfigRecord(dict(config))
         config.update(
             {
@@ -198,7 +245,9 @@ class IncentiveStrategy(Strategy):
                 ROUND_KEYS["model"]: self.spec.model,
             }
         )
-        return self._drop_removed(self.inner.configure_train(server_round, arrays, config, grid))
+        messages = self._drop_removed(self.inner.configure_train(server_round, arrays, config, grid))
+        self._round_started = time.time()  # after sampling, which may wait for nodes
+        return messages
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -209,6 +258,8 @@ class IncentiveStrategy(Strategy):
         if self._start is None:
             raise ConfigError("aggregate_train came before configure_train", hint="run the strategy with start()")
         replies = list(replies)
+        if self.poster.task_over:
+            return None, None
         start = flatten(self._start.to_torch_state_dict(), self.param_spec)[0]
         clients, by_index = self._client_inputs(server_round, replies)
         outcome = score_round(
@@ -223,12 +274,19 @@ class IncentiveStrategy(Strategy):
         )
         accepted = [i for i, m in enumerate(outcome.measurements) if m.accepted]
         # The wrapped strategy sees the accepted replies only, each as the model its client trained.
+        # Its weights are the signed data sizes, under the keys it reads: a client's own figures weigh nothing.
+        weight_key = str(getattr(self.inner, "weighted_by_key", "num-examples"))
+        arrays_key = str(getattr(self.inner, "arrayrecord_key", "arrays"))
         kept = []
         for index in accepted:
             reply, update = by_index[index]
             local = unflatten(start + update, self.param_spec)
-            reported = next(iter(reply.content.metric_records.values()), MetricRecord({"num-examples": 0}))
-            reply.content = RecordDict({"arrays": ArrayRecord(torch_state_dict=local), "metrics": reported})
+            reported = next(iter(reply.content.metric_records.values()), MetricRecord())
+            weighed = MetricRecord(
+                {k: v for k, v in reported.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            )
+            weighed[weight_key] = clients[index].data_size
+            reply.content = RecordDict({arrays_key: ArrayRecord(torch_state_dict=local), "metrics": weighed})
             kept.append(reply)
         arrays, metrics = self.inner.aggregate_train(server_round, kept) if kept else (None, None)
         if self.aggregate == "fedchain":  # the task spec's strategy made the model (quality weights, cgsv...)
@@ -244,7 +302,7 @@ class IncentiveStrategy(Strategy):
             unflatten(params, self.param_spec),
         )
         self.poster.submit(server_round, model_hash, accuracy, outcome.measurements)
-        self._state, self._previous_start = outcome.state, start
+        self._state, self._previous_start, self._start_hash = outcome.state, start, model_hash
         removed = [i for i, m in enumerate(outcome.measurements) if m.committed and not m.accepted]
         log.info(
             "round %d scored: %d replies, %d accepted, %d rejected, accuracy %.4f, model %s",
@@ -299,41 +357,59 @@ class IncentiveStrategy(Strategy):
             for i in range(count)
         ]
         usable: dict[int, tuple[Message, torch.Tensor]] = {}
+        # The server's clock, not the clients': every reply in hand when the round closes took this long.
+        round_time = max(0, round(time.time() - self._round_started))
         for reply in replies:
-            if reply.has_error():
-                log.info(
-                    "node %d failed round %d: %s (a missed round)",
-                    reply.metadata.src_node_id,
-                    server_round,
-                    reply.error.reason,
-                )
-                continue
-            claimed = self._verified(server_round, reply)
-            if claimed is None:
-                continue
-            index, account, signed, blob = claimed
-            if index in usable or clients[index].round_time is not None:
-                log.warning("client %d replied twice in round %d; the first reply counts", index, server_round)
-                continue
-            self._nodes[reply.metadata.src_node_id] = index
-            round_time = max(0, round(reply.metadata.created_at - self._round_started))
-            size = signed.claim.data_size
-            if not clients[index].active:
-                continue
-            stored = session.store.put(blob)
-            pin_reply(session.store, task_id, server_round, index, signed)
             try:
-                decoded = _decode(self.spec, session, stored, task_id, server_round, index, account, size)
-            except UpdateRejected as err:
-                log.warning("client %d's update rejected in round %d: %s", index, server_round, err.args[0])
-                clients[index] = ClientInput(update=None, data_size=size, round_time=round_time)
-                continue
-            update = flatten(decoded.params, self.param_spec)[0]
-            clients[index] = ClientInput(
-                update=update, data_size=size, round_time=round_time, local_losses=decoded.local_losses
-            )
-            usable[index] = (reply, update)
+                self._take(server_round, reply, clients, usable, round_time)
+            except FedchainError as err:  # one node's bad reply, or a passing RPC failure: that reply is missed
+                log.warning("node %d's reply to round %d not taken: %s", reply.metadata.src_node_id, server_round, err)
         return clients, usable
+
+    def _take(
+        self,
+        server_round: int,
+        reply: Message,
+        clients: list[ClientInput],
+        usable: dict[int, tuple[Message, torch.Tensor]],
+        round_time: int,
+    ) -> None:
+        """Take one reply: its client's input in ``clients`` and, when its update decodes, in ``usable``."""
+        from fedchain.aggregator.scoring import ClientInput
+
+        session, task_id = self.server.session, self.server.task_id
+        if reply.has_error():
+            log.info(
+                "node %d failed round %d: %s (a missed round)",
+                reply.metadata.src_node_id,
+                server_round,
+                reply.error.reason,
+            )
+            return
+        claimed = self._verified(server_round, reply)
+        if claimed is None:
+            return
+        index, account, signed, blob = claimed
+        if index in usable or clients[index].round_time is not None:
+            log.warning("client %d replied twice in round %d; the first reply counts", index, server_round)
+            return
+        self._nodes[reply.metadata.src_node_id] = index
+        size = signed.claim.data_size
+        if not clients[index].active:
+            return
+        stored = session.store.put(blob)
+        pin_reply(session.store, task_id, server_round, index, signed)
+        try:
+            decoded = _decode(self.spec, session, stored, task_id, server_round, index, account, size)
+        except UpdateRejected as err:
+            log.warning("client %d's update rejected in round %d: %s", index, server_round, err.args[0])
+            clients[index] = ClientInput(update=None, data_size=size, round_time=round_time)
+            return
+        update = flatten(decoded.params, self.param_spec)[0]
+        clients[index] = ClientInput(
+            update=update, data_size=size, round_time=round_time, local_losses=decoded.local_losses
+        )
+        usable[index] = (reply, update)
 
     def _verified(self, server_round: int, reply: Message) -> tuple[int, str, SignedReply, bytes] | None:
         """(client index, account, signed claim, update bytes) of a reply whose claim checks out, else None."""
@@ -352,6 +428,7 @@ class IncentiveStrategy(Strategy):
                 ledger=self.ledger,
                 task_id=self.server.task_id,
                 round=server_round,
+                start_model=self._start_hash,
                 update_hash=update_hash(blob),
                 data_size=config_int(record, "data-size"),
                 salt=config_bytes(record, "salt"),
@@ -371,7 +448,12 @@ class IncentiveStrategy(Strategy):
         try:
             verify_reply(signed, account=account, commitment=ledger.data_commitment(self.server.task_id, index))
         except UpdateRejected as err:
-            log.warning("node %d's reply as client %d is not signed by it (%s); ignored", node, index, err.args[0])
+            log.warning(
+                "node %d's reply as client %d is not signed by it for this round and start model (%s); ignored",
+                node,
+                index,
+                err.args[0],
+            )
             return None
         return index, account, signed, blob
 

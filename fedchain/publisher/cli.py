@@ -498,14 +498,22 @@ def render_task(view: TaskView) -> list[Table]:
         ),
         ("t_max / cap", f"{p.max_round_time} s / {_fraction(p.reputation_cap)}"),
         ("deposits client / fog", f"{_money(view.asset, p.client_deposit)} / {_money(view.asset, p.fog_deposit)}"),
-        ("round / bidding / reveal", f"{p.round_duration} / {p.bidding_duration} / {p.reveal_duration} s"),
+        (
+            ("round", f"{p.round_duration} s")
+            if p.self_trained
+            else ("round / bidding / reveal", f"{p.round_duration} / {p.bidding_duration} / {p.reveal_duration} s")
+        ),
         ("challenge window / bond", f"{p.challenge_window} s / {_money(view.asset, p.challenge_bond)}"),
         (
             "aggregator bond",
             f"{_money(view.asset, p.aggregator_bond)} ({'posted' if view.bonded else 'not posted yet'})",
         ),
         ("rounds posted / final", f"{view.rounds[0]} / {view.rounds[1]}"),
-        ("auction", "second price" if p.second_price else "first price"),
+        (
+            ("training", "self-trained: each client its own job, no auction")
+            if p.self_trained
+            else ("auction", "second price" if p.second_price else "first price")
+        ),
         ("dataset id", "0x" + p.dataset_id.hex()),
         ("model id", "0x" + p.model_id.hex()),
     ]

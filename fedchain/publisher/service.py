@@ -478,7 +478,7 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
                 info=contracts.round_ledger.client(task_id, i),
                 job=job,
                 bids=tuple(contracts.fog_auction.bids(task_id, i)),
-                waiting=job_waiting(job, data_hash, now),
+                waiting=None if params.self_trained else job_waiting(job, data_hash, now),
                 data_handed_off=data_hash != bytes(32),
                 settled=settlements.get(i),
             )

@@ -81,6 +81,9 @@ def test_the_audit_re_runs_every_score_and_passes(run: Run) -> None:
     assert report.check(CheckName.SCORES).status is CheckStatus.PASS
     assert report.check(CheckName.STORE_UPDATES).status is CheckStatus.PASS  # every signed update is in the store
     assert len(report.history.posted) == 3
+    for posted in report.history.posted:  # the server's clock: one time for every reply of a round, within it
+        times = {m.round_time for m in posted.measurements if m.committed}
+        assert len(times) == 1 and 0 < times.pop() <= 300
 
 
 def test_the_audit_fails_a_committed_entry_without_its_signed_reply(run: Run) -> None:

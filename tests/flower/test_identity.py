@@ -16,6 +16,7 @@ CLAIM = ReplyClaim(
     ledger="0x" + "12" * 20,
     task_id=3,
     round=2,
+    start_model=b"\x5a" * 32,
     update_hash=b"\xab" * 32,
     data_size=600,
     salt=b"\x07" * 32,
@@ -44,7 +45,14 @@ def test_a_data_size_other_than_the_committed_one_is_rejected() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"round": 3}, {"task_id": 4}, {"chain_id": 1}, {"ledger": "0x" + "34" * 20}, {"update_hash": b"\xac" * 32}],
+    [
+        {"round": 3},
+        {"task_id": 4},
+        {"chain_id": 1},
+        {"ledger": "0x" + "34" * 20},
+        {"start_model": b"\x5b" * 32},
+        {"update_hash": b"\xac" * 32},
+    ],
 )
 def test_a_claim_replayed_on_another_round_task_chain_deployment_or_update_is_rejected(change: dict) -> None:
     reply = sign_reply(CLIENT.key, dataclasses.replace(CLAIM, **change))
