@@ -3,6 +3,14 @@
 Every command that takes ``--device`` resolves it here, so that a typo or a
 GPU that is not there fails at start-up with one clear message instead of a
 torch traceback after the run (or a fog node's first won job) has begun.
+
+A CUDA device is also switched to full float32 here. PyTorch runs
+convolutions in TF32 on Ampere and later GPUs by default, and FedChain's
+numbers must be reproducible on other machines: the auditor, the arbiters and
+a client's own watcher re-run the training and the scoring, often on a CPU.
+Measured on an H100 (LeNet-5, 4 clients, 2 local epochs): with TF32 the
+trained parameters were 1.5e-3 off the CPU's and the vectorised engines
+3.5e-3 off the sequential loop; in float32, 2e-8.
 """
 
 from __future__ import annotations
@@ -33,9 +41,17 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
         raise ConfigError(f"device {device!r} is not supported", hint=_HINT)
     if resolved.type == "cuda":
         _check_cuda(resolved)
+        full_float32()
     elif resolved.type == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(f"device {device!r}: this machine has no usable Apple GPU (MPS)", hint=_CPU_HINT)
     return resolved
+
+
+def full_float32() -> None:
+    """Turn off TF32 for this process's convolutions and matrix products (module docstring: reproducibility)."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
 
 
 def _check_cuda(device: torch.device) -> None:

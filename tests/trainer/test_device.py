@@ -12,6 +12,7 @@ from fedchain.cli import main
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import load_experiment
 from fedchain.trainer import Trainer, resolve_device
+from fedchain.trainer.device import full_float32
 from fog.config import FogConfig
 
 NO_CUDA = not torch.cuda.is_available()
@@ -23,6 +24,20 @@ def test_auto_and_none_pick_cuda_when_present_else_the_cpu() -> None:
     expected = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
     assert resolve_device(None) == resolve_device("auto") == expected
+
+
+def test_full_float32_turns_tf32_off_for_convolutions_and_matrix_products() -> None:
+    before = (torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision())
+    torch.backends.cudnn.allow_tf32 = True  # PyTorch's default: TF32 convolutions
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        full_float32()
+        assert torch.backends.cudnn.allow_tf32 is False
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.backends.cudnn.allow_tf32 = before[0]
+        torch.set_float32_matmul_precision(before[1])
 
 
 def test_a_device_this_machine_has_resolves_to_it() -> None:
