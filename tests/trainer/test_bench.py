@@ -100,7 +100,9 @@ def test_bench_train_measures_flower_on_the_cpu_only() -> None:
 
 
 def test_flower_trains_every_client_for_the_requested_rounds() -> None:
-    pytest.importorskip("flwr", reason="Flower lives in its own environment: make bench-flower")
+    pytest.importorskip(
+        "ray", reason="Flower's simulation engine (Ray) lives in its own environment: make bench-flower"
+    )
     spec = ModelSpec("lenet5")
     generator = torch.Generator().manual_seed(0)
     clients = [(torch.randn(32, 1, 28, 28, generator=generator), torch.randint(0, 10, (32,), generator=generator))] * 2
@@ -111,7 +113,9 @@ def test_flower_trains_every_client_for_the_requested_rounds() -> None:
 
 
 def test_a_failing_flower_client_fails_the_measurement() -> None:
-    pytest.importorskip("flwr", reason="Flower lives in its own environment: make bench-flower")
+    pytest.importorskip(
+        "ray", reason="Flower's simulation engine (Ray) lives in its own environment: make bench-flower"
+    )
     spec = ModelSpec("lenet5")
     clients = [(torch.zeros(8, 1, 28, 28), torch.full((8,), 10))] * 2  # label 10 of a 10-class model: the loss raises
 
