@@ -17,6 +17,7 @@ times of the two compare on one machine in one run.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -169,7 +170,7 @@ def run_example(
         publisher = session(PUBLISHER)
         config = example_task(settings)
         aggregator = node.dev_account(AGGREGATOR)
-        config = PublishConfig(**{**config.__dict__, "aggregator": aggregator.address})
+        config = dataclasses.replace(config, aggregator=aggregator.address)
         task_id = create_task(publisher, config).task_id
         progress(
             f"task {task_id} created (self-trained, {settings.rounds} rounds); the publisher bonded its aggregator"

@@ -376,6 +376,7 @@ class IncentiveStrategy(Strategy):
     ) -> None:
         """Take one reply: its client's input in ``clients`` and, when its update decodes, in ``usable``."""
         from fedchain.aggregator.scoring import ClientInput
+        from fedchain.taskspec import load_update
 
         session, task_id = self.server.session, self.server.task_id
         if reply.has_error():
@@ -400,7 +401,16 @@ class IncentiveStrategy(Strategy):
         stored = session.store.put(blob)
         pin_reply(session.store, task_id, server_round, index, signed)
         try:
-            decoded = _decode(self.spec, session, stored, task_id, server_round, index, account, size)
+            decoded = load_update(
+                session.store,
+                self.spec,
+                stored,
+                task_id=task_id,
+                round_number=server_round,
+                client_index=index,
+                client=account,
+                data_size=size,
+            )
         except UpdateRejected as err:
             log.warning("client %d's update rejected in round %d: %s", index, server_round, err.args[0])
             clients[index] = ClientInput(update=None, data_size=size, round_time=round_time)
@@ -456,27 +466,3 @@ class IncentiveStrategy(Strategy):
             )
             return None
         return index, account, signed, blob
-
-
-def _decode(
-    spec: TaskSpec,
-    session: ChainSession,
-    stored: bytes,
-    task_id: int,
-    round_number: int,
-    index: int,
-    account: str,
-    data_size: int,
-) -> Any:
-    from fedchain.taskspec import load_update
-
-    return load_update(
-        session.store,
-        spec,
-        stored,
-        task_id=task_id,
-        round_number=round_number,
-        client_index=index,
-        client=account,
-        data_size=data_size,
-    )
