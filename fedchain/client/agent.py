@@ -39,12 +39,12 @@ from fedchain.agent.chainloop import chain_now, session_agent, transact_when_due
 from fedchain.agent.session import ChainSession
 from fedchain.chain import bindings as b
 from fedchain.chain.bindings import JobStatus, TaskStatus
-from fedchain.chain.erc20 import allowance, payment_value, sign_permit, task_asset
+from fedchain.chain.erc20 import payment_value
 from fedchain.chain.events import LogQuery, iter_events
-from fedchain.client.commitments import DATA_SIZE_SALT, data_commitment, derive_salt
 from fedchain.client.config import ClientConfig
 from fedchain.client.data import client_dataset
 from fedchain.client.handoff import JobDataMeta, encode_job_data
+from fedchain.client.joining import join_call, join_salt
 from fedchain.data.datasets import ImageDataset
 from fedchain.disputes.service import open_entry_challenge, open_fog_challenge
 from fedchain.disputes.watch import EntryWatcher
@@ -54,7 +54,6 @@ from fedchain.publisher.service import settle_task, withdraw_task_asset
 from fedchain.rewards import CommitmentBook, verified_reward
 from fedchain.store.digest import to_hex
 from fedchain.taskspec import TaskSpec, gives_rewards, load_spec
-from fedchain.units import is_ether
 
 _log = logging.getLogger(__name__)
 
@@ -151,9 +150,7 @@ class ClientAgent:
         return chain_now(self.session)
 
     def _salt(self) -> bytes:
-        return derive_salt(
-            self.session.transactor.account.key, DATA_SIZE_SALT, self.contracts.round_ledger.address, self.task_id, 0
-        )
+        return join_salt(self.session, self.task_id)
 
     # ------------------------------------------------------------------ the steps
 
@@ -312,7 +309,7 @@ class ClientAgent:
             # Join and open the job's auction in one block: both go out before either is awaited, the opening
             # with a fixed gas limit (its estimate would fail before the join is mined).
             transactor, auction = self.session.transactor, self.contracts.fog_auction
-            data, value = self._join_call(size, params.client_deposit)
+            data, value = join_call(self.session, self.task_id, size, params.client_deposit)
             joining = transactor.submit(ledger.address, data, value=value)
             opening = transactor.submit(
                 auction.address,
@@ -331,29 +328,6 @@ class ClientAgent:
                 self.log.warning("auction not opened with the join; opening it again", error=type(err).__name__)
         if state.data.get("client_index") != index:
             state.data.update(client_index=index, data_size=len(self.dataset))
-
-    def _join_call(self, size: int, deposit: int) -> tuple[bytes, int]:
-        """The join's calldata and value: ``join`` with the deposit as value for an ether task; for a token task
-        ``joinWithPermit`` when the token takes an EIP-2612 permit and the Treasury may not yet pull the deposit
-        (one transaction), else ``join`` after approving the Treasury."""
-        ledger, treasury = self.contracts.round_ledger, self.contracts.treasury
-        commitment = data_commitment(size, self._salt())
-        token = task_asset(treasury, self.task_id)
-        transactor = self.session.transactor
-        if not is_ether(token) and deposit and allowance(transactor, token, treasury.address) < deposit:
-            permit = sign_permit(transactor, token, treasury.address, deposit, chain_now(self.session))
-            if permit is not None:
-                signature = "joinWithPermit(uint256,bytes32,(uint256,uint8,bytes32,bytes32))"
-                data = ledger.encode(signature, self.task_id, commitment, permit)
-                try:  # a token whose permit does not take this signature: approve instead, not again and again
-                    transactor.estimate_gas(ledger.address, data)
-                except ContractRevert as err:
-                    self.log.warning("the token refused the permit; approving instead", error=type(err).__name__)
-                else:
-                    self.log.info("joining with a permit", token=token, deposit=deposit)
-                    return data, 0
-        value = payment_value(treasury, self.task_id, deposit)
-        return ledger.encode("join(uint256,bytes32)", self.task_id, commitment), value
 
     def _close(self, state: AgentState, index: int, job: b.Job) -> None:
         auction = self.contracts.fog_auction

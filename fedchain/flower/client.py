@@ -29,12 +29,10 @@ import torch
 from flwr.app import ConfigRecord, Message, MetricRecord, RecordDict
 
 from fedchain.agent.session import ChainSession
-from fedchain.chain.erc20 import ensure_allowance, payment_value, task_asset
-from fedchain.client.commitments import DATA_SIZE_SALT, data_commitment, derive_salt
+from fedchain.client.joining import join_call, join_salt
 from fedchain.errors import ConfigError, ContractRevert
 from fedchain.flower.identity import ReplyClaim, sign_reply
 from fedchain.flower.protocol import CLAIM_RECORD, ROUND_KEYS, config_int, start_model_hash
-from fedchain.units import is_ether
 from fedchain.updates import UpdateMeta, encode_update, update_hash
 
 if TYPE_CHECKING:
@@ -101,8 +99,7 @@ class FedChainClient:
     @property
     def salt(self) -> bytes:
         """The salt of this wallet's data commitment in this task: derived from the key, so nothing to keep."""
-        ledger = self.session.contracts.round_ledger.address
-        return derive_salt(self.session.transactor.account.key, DATA_SIZE_SALT, ledger, self.task_id, 0)
+        return join_salt(self.session, self.task_id)
 
     # ------------------------------------------------------------------ joining
 
@@ -121,17 +118,9 @@ class FedChainClient:
         index = self.joined()
         if index is not None:
             return index
-        contracts = self.session.contracts
-        deposit = contracts.task_registry.params(self.task_id).client_deposit
-        token = task_asset(contracts.treasury, self.task_id)
-        if not is_ether(token):
-            ensure_allowance(self.session.transactor, token, contracts.treasury.address, deposit)
-        receipt = contracts.round_ledger.transact(
-            "join(uint256,bytes32)",
-            self.task_id,
-            data_commitment(data_size, self.salt),
-            value=payment_value(contracts.treasury, self.task_id, deposit),
-        )
+        deposit = self.session.contracts.task_registry.params(self.task_id).client_deposit
+        data, value = join_call(self.session, self.task_id, data_size, deposit)
+        receipt = self.session.transactor.send(self.session.contracts.round_ledger.address, data, value=value)
         index = int(self.session.contracts.round_ledger.client_index(self.task_id, self.account))
         log.info(
             "joined task %d as client %d (%d samples, tx %s)", self.task_id, index, data_size, receipt.transaction_hash
