@@ -30,6 +30,12 @@ contract RoundLedger is IRoundLedger {
         uint64 prior;
     }
 
+    /// @dev A self-trained client's commit of one round's update.
+    struct OwnCommit {
+        bytes32 updateHash;
+        uint64 committedAt;
+    }
+
     /// @dev Where a task's rounds are, in one slot.
     struct TaskRounds {
         uint16 posted;
@@ -52,6 +58,8 @@ contract RoundLedger is IRoundLedger {
     mapping(uint256 taskId => TaskRounds) private _rounds;
     mapping(uint256 taskId => mapping(uint16 round => RoundRecord)) private _roundRecords;
     mapping(uint256 taskId => mapping(uint16 round => bytes32 root)) private _rewardRoots;
+    /// @dev A self-trained client's commit of a round: its update hash and block time.
+    mapping(uint256 taskId => mapping(uint16 round => mapping(uint256 index => OwnCommit))) private _ownCommits;
 
     /// @param registry the TaskRegistry
     /// @param treasury the Treasury
@@ -125,23 +133,19 @@ contract RoundLedger is IRoundLedger {
         uint256 n = clients.length;
         if (measurements.length != n) revert LedgerWrongMeasurementCount(taskId, measurements.length, n);
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
-        // A self-trained task has no fog commits: its clients' signed replies are checked by the audit.
-        uint64[] memory commits = p.selfTrained ? new uint64[](0) : _auction.commitTimes(taskId, round, n);
+        // A self-trained task's clients commit their own updates; an auction task's fog nodes commit them.
+        uint64[] memory commits = p.selfTrained ? _ownCommitTimes(taskId, round, n) : _auction.commitTimes(taskId, round, n);
         for (uint256 i; i < n; ++i) {
             // Only the slot holding the status is read: the round is scored when it is finalised.
             if (clients[i].status != ClientStatus.Active) continue;
             Measurement calldata m = measurements[i];
-            if (p.selfTrained) {
-                if (!m.committed && m.accepted) revert LedgerUncommittedUpdate(taskId, i);
-                // The aggregator measures a reply's time: at most the time the round has run, and its duration.
-                uint64 limit = SafeCast.toUint64(_min(p.roundDuration, block.timestamp - s.roundStartedAt));
-                if (m.committed && m.roundTime > limit) revert LedgerRoundTimeTooLong(taskId, i, m.roundTime, limit);
-                continue;
-            }
             bool committed = commits[i] != 0;
             if (m.committed != committed) revert LedgerCommitMismatch(taskId, i, committed);
             if (committed) {
-                _checkRoundTime(taskId, i, m.roundTime, commits[i] - s.roundStartedAt, p.timeTolerance);
+                // A self-trained client may commit before the chain's round began (the post of the round before
+                // was not mined yet): its round time is then 0.
+                uint64 observed = commits[i] > s.roundStartedAt ? commits[i] - s.roundStartedAt : 0;
+                _checkRoundTime(taskId, i, m.roundTime, observed, p.timeTolerance);
             } else {
                 _requireSkippable(taskId, i, s, p, m.accepted);
             }
@@ -155,6 +159,28 @@ contract RoundLedger is IRoundLedger {
             emit RewardsCommitted(taskId, round, rewardsRoot, rewardList);
         }
         _registry.closeRound(taskId, p.targetAccuracy != 0 && accuracy >= p.targetAccuracy);
+    }
+
+    /// @inheritdoc IRoundLedger
+    function commitOwnUpdate(uint256 taskId, uint16 round, bytes32 updateHash) external {
+        ITaskRegistry.TaskState memory s = _registry.state(taskId);
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        if (!p.selfTrained) revert LedgerNotSelfTrained(taskId);
+        _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Running);
+        uint256 indexPlusOne = _indexPlusOne[taskId][msg.sender];
+        if (indexPlusOne == 0) revert LedgerNotClient(taskId, msg.sender);
+        uint256 index = indexPlusOne - 1;
+        if (_clients[taskId][index].status != ClientStatus.Active) revert LedgerClientInactive(taskId, index);
+        // The current round or a later one: the Flower loop may be ahead of the chain's posts, never behind them.
+        if (round < s.currentRound || round > p.rounds) revert LedgerWrongRound(taskId, round, s.currentRound);
+        uint64 now_ = uint64(block.timestamp);
+        uint64 deadline = s.roundStartedAt + p.roundDuration;
+        if (round == s.currentRound && now_ > deadline) revert LedgerCommitTooLate(taskId, round, deadline, now_);
+        OwnCommit storage c = _ownCommits[taskId][round][index];
+        if (c.committedAt != 0) revert LedgerAlreadyCommitted(taskId, round, index);
+        c.updateHash = updateHash;
+        c.committedAt = now_;
+        emit OwnUpdateCommitted(taskId, index, round, msg.sender, updateHash, now_);
     }
 
     /// @inheritdoc IRoundLedger
@@ -381,6 +407,21 @@ contract RoundLedger is IRoundLedger {
     }
 
     /// @inheritdoc IRoundLedger
+    function ownCommit(uint256 taskId, uint16 round, uint256 clientIndex)
+        external
+        view
+        returns (bytes32 updateHash, uint64 committedAt)
+    {
+        OwnCommit storage c = _ownCommits[taskId][round][clientIndex];
+        return (c.updateHash, c.committedAt);
+    }
+
+    /// @inheritdoc IRoundLedger
+    function ownCommitTimes(uint256 taskId, uint16 round, uint256 clients) external view returns (uint64[] memory) {
+        return _ownCommitTimes(taskId, round, clients);
+    }
+
+    /// @inheritdoc IRoundLedger
     function rounds(uint256 taskId) external view returns (uint16 posted, uint16 finalized) {
         TaskRounds memory t = _rounds[taskId];
         return (t.posted, t.finalized);
@@ -437,11 +478,21 @@ contract RoundLedger is IRoundLedger {
     ) private view {
         if (accepted) revert LedgerUncommittedUpdate(taskId, index);
         uint64 deadline = s.roundStartedAt + p.roundDuration;
-        if (block.timestamp <= deadline) {
-            IFogAuction.Job memory j = _auction.job(taskId, index);
-            if (j.status == IFogAuction.JobStatus.Awarded && j.paidUpTo < s.currentRound) {
-                revert LedgerRoundNotReady(taskId, index, deadline);
-            }
+        if (block.timestamp > deadline) return;
+        // Before the deadline a self-trained client still has time to commit; a fog node owes its commit only
+        // while it holds the job and has not committed the round.
+        if (p.selfTrained) revert LedgerRoundNotReady(taskId, index, deadline);
+        IFogAuction.Job memory j = _auction.job(taskId, index);
+        if (j.status == IFogAuction.JobStatus.Awarded && j.paidUpTo < s.currentRound) {
+            revert LedgerRoundNotReady(taskId, index, deadline);
+        }
+    }
+
+    function _ownCommitTimes(uint256 taskId, uint16 round, uint256 clients) private view returns (uint64[] memory times) {
+        times = new uint64[](clients);
+        mapping(uint256 => OwnCommit) storage commits = _ownCommits[taskId][round];
+        for (uint256 i; i < clients; ++i) {
+            times[i] = commits[i].committedAt;
         }
     }
 

@@ -98,18 +98,19 @@ interface IRoundLedger {
     /// @param posted measurements posted
     /// @param clients clients of the task
     error LedgerWrongMeasurementCount(uint256 taskId, uint256 posted, uint256 clients);
-    /// @notice The round cannot be posted yet: the fog node training an active client's job has not committed and the
-    /// deadline has not passed.
+    /// @notice The round cannot be posted yet: an active client's update (its fog node's, or in a self-trained task
+    /// its own) is not committed and the deadline has not passed.
     /// @param taskId the task
     /// @param clientIndex the first client still awaited
     /// @param deadline the round's deadline, seconds
     error LedgerRoundNotReady(uint256 taskId, uint256 clientIndex, uint64 deadline);
     /// @notice A measurement was accepted although no update was committed for the client in this round.
     error LedgerUncommittedUpdate(uint256 taskId, uint256 clientIndex);
-    /// @notice A measurement's `committed` flag disagrees with the chain: the client's fog node did or did not commit.
+    /// @notice A measurement's `committed` flag disagrees with the chain: the client's update was or was not committed
+    /// (by its fog node, or in a self-trained task by the client).
     /// @param taskId the task
     /// @param clientIndex the client
-    /// @param committed whether its fog node committed the round
+    /// @param committed whether the round's update was committed
     error LedgerCommitMismatch(uint256 taskId, uint256 clientIndex, bool committed);
     /// @notice Rounds are finalised in order: this is not the next round to finalise, or it is not posted.
     /// @param taskId the task
@@ -132,18 +133,24 @@ interface IRoundLedger {
     /// @param posted the last posted round
     /// @param finalized the last final round
     error LedgerRoundsPending(uint256 taskId, uint16 posted, uint16 finalized);
-    /// @notice A posted round time disagrees with the block time of the fog node's commit.
+    /// @notice A posted round time disagrees with the block time of the update's commit.
     /// @param taskId the task
     /// @param clientIndex the client
     /// @param posted the posted round time, seconds
     /// @param observed commit block time minus round start, seconds
     error LedgerRoundTimeMismatch(uint256 taskId, uint256 clientIndex, uint32 posted, uint64 observed);
-    /// @notice A self-trained entry's round time is longer than the round has run or than its duration.
+    /// @notice Only a self-trained task's clients commit their own updates (an auction task's fog nodes commit).
+    error LedgerNotSelfTrained(uint256 taskId);
+    /// @notice A removed client commits no more updates.
+    error LedgerClientInactive(uint256 taskId, uint256 clientIndex);
+    /// @notice The round's deadline passed before the commit.
     /// @param taskId the task
-    /// @param clientIndex the client
-    /// @param posted the posted round time, seconds
-    /// @param limit the least of the round's duration and the time since the round began, seconds
-    error LedgerRoundTimeTooLong(uint256 taskId, uint256 clientIndex, uint32 posted, uint64 limit);
+    /// @param round the round
+    /// @param deadline the round's deadline, seconds
+    /// @param now_ the block time now
+    error LedgerCommitTooLate(uint256 taskId, uint16 round, uint64 deadline, uint64 now_);
+    /// @notice The client already committed its update of this round (a commit is final).
+    error LedgerAlreadyCommitted(uint256 taskId, uint16 round, uint256 clientIndex);
     /// @notice The task's clients were already settled.
     error LedgerAlreadySettled(uint256 taskId);
     /// @notice The task's cross-task priors were already posted (they are posted once).
@@ -174,6 +181,17 @@ interface IRoundLedger {
     /// @param taskId the task
     /// @param round the round
     error LedgerNoRewards(uint256 taskId, uint16 round);
+
+    /// @notice A self-trained task's client committed the update it trained in `round`.
+    /// @param taskId the task
+    /// @param clientIndex the client
+    /// @param round the round
+    /// @param client the client's account
+    /// @param updateHash the update's content hash (the store's key)
+    /// @param committedAt the block time of the commit, seconds
+    event OwnUpdateCommitted(
+        uint256 indexed taskId, uint256 indexed clientIndex, uint16 indexed round, address client, bytes32 updateHash, uint64 committedAt
+    );
 
     /// @notice A client joined a task and deposited d.
     /// @param taskId the task
@@ -264,6 +282,13 @@ interface IRoundLedger {
         Measurement[] calldata measurements
     ) external;
 
+    /// @notice A self-trained task's client commits the update it trained in `round` (contracts/README.md,
+    /// "Tasks trained by their own clients"): the current round up to its deadline, or a later round of the task.
+    /// @param taskId the task
+    /// @param round the round the update was trained in
+    /// @param updateHash the update's content hash
+    function commitOwnUpdate(uint256 taskId, uint16 round, bytes32 updateHash) external;
+
     /// @notice Finalise posted round `round` (the one after the last final round) once its challenge window is over
     /// and no challenge of it is open. Anyone. `measurements` are the round's posted ones (from `RoundPosted`);
     /// each challenged entry takes its fate (IDisputes): corrected, or skipped when void or neutral. A client
@@ -339,6 +364,15 @@ interface IRoundLedger {
 
     /// @notice A posted round's record (zeros when not posted).
     function roundRecord(uint256 taskId, uint16 round) external view returns (RoundRecord memory);
+
+    /// @notice A self-trained client's commit of `round`: its update hash and block time (0, 0: none).
+    function ownCommit(uint256 taskId, uint16 round, uint256 clientIndex)
+        external
+        view
+        returns (bytes32 updateHash, uint64 committedAt);
+
+    /// @notice The block times of the first `clients` clients' own commits of `round` (0: none).
+    function ownCommitTimes(uint256 taskId, uint16 round, uint256 clients) external view returns (uint64[] memory times);
 
     /// @notice The last posted and the last final round of the task (0 before any).
     function rounds(uint256 taskId) external view returns (uint16 posted, uint16 finalized);

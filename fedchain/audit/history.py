@@ -111,7 +111,8 @@ class AuctionRecord:
 
 @dataclass(frozen=True)
 class CommitRecord:
-    """A fog node's on-chain commit of one round's update."""
+    """An on-chain commit of one round's update: a fog node's, or in a self-trained task the client's own (then
+    ``fog`` is the client's account and ``payment`` 0)."""
 
     client_index: int
     round: int

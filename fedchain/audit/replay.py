@@ -257,6 +257,8 @@ class _Replayer:
         self.bid_deposits: Counter[tuple[str, str]] = Counter()
         self.fog_payments: Counter[tuple[str, str]] = Counter()
         self.commits: list[CommitRecord] = []
+        #: A self-trained task's own commits by (round, client index).
+        self.own_commits: dict[tuple[int, int], b.OwnUpdateCommitted] = {}
         self.slashes: list[SlashRecord] = []
         self.rounds: list[RoundRecord] = []
         self.disputes_held = 0
@@ -454,21 +456,20 @@ class _Replayer:
             if not client.active:  # removed by a final round: its entry is ignored
                 continue
             i = client.index
-            if self.params.self_trained:
-                # No fog commits to compare with: the clients' signed replies are the store check's (identities).
-                accepted = not m.accepted or m.committed
-                self.tally.require(H, accepted, f"client {i} accepted in round {e.round} without a reply", e)
-                limit = self.params.round_duration
-                late = f"client {i} round {e.round}: round time {m.round_time} s, above the round's {limit} s"
-                self.tally.require(H, not m.committed or m.round_time <= limit, late, e)
-                continue
-            job = self.jobs.get(i)
-            commit = job.commits.get(e.round) if job is not None else None
-            self.tally.expect(H, f"client {i} round {e.round} posted as committed", commit is not None, m.committed, e)
-            if commit is None:
+            if self.params.self_trained:  # the client's own commit (contracts/README.md, "Tasks trained by ...")
+                commit = self.own_commits.get((e.round, i))
+                committed_at = commit.committed_at if commit is not None else None
+            else:
+                job = self.jobs.get(i)
+                fog_commit = job.commits.get(e.round) if job is not None else None
+                committed_at = fog_commit.committed_at if fog_commit is not None else None
+            committed = committed_at is not None
+            self.tally.expect(H, f"client {i} round {e.round} posted as committed", committed, m.committed, e)
+            if committed_at is None:
                 self.tally.require(H, not m.accepted, f"client {i} accepted in round {e.round} without a commit", e)
                 continue
-            observed = commit.committed_at - self.round_started_at
+            # A self-trained client may commit before the chain's round began (0 s then).
+            observed = max(0, committed_at - self.round_started_at)
             self.tally.require(
                 H,
                 abs(m.round_time - observed) <= tolerance,
@@ -691,6 +692,30 @@ class _Replayer:
         self.auction_held -= e.payment
         self.fog_payments[(e.transaction_hash, e.fog)] += e.payment
         self.commits.append(CommitRecord(e.client_index, e.round, e.fog, e.update_hash, e.committed_at, e.payment))
+
+    def on_own_update_committed(self, e: b.OwnUpdateCommitted) -> None:
+        client = self._client(e.client_index, e)
+        self.tally.require(H, self.params.self_trained, "a client committed its own update in an auction task", e)
+        self._status(e, "Running")
+        if client is None:
+            return
+        self.tally.expect(H, f"committer of client {e.client_index}", client.account, e.client, e)
+        self.tally.require(H, client.active, f"removed client {e.client_index} committed round {e.round}", e)
+        self.tally.require(
+            H,
+            self.current_round <= e.round <= self.params.rounds,
+            f"client {e.client_index} committed round {e.round} during round {self.current_round}",
+            e,
+        )
+        deadline = self.round_started_at + self.params.round_duration
+        late = f"client {e.client_index} committed round {e.round} at {e.committed_at}, after its deadline {deadline}"
+        self.tally.require(H, e.round != self.current_round or e.committed_at <= deadline, late, e)
+        key = (e.round, e.client_index)
+        self.tally.require(
+            H, key not in self.own_commits, f"client {e.client_index} committed round {e.round} twice", e
+        )
+        self.own_commits.setdefault(key, e)
+        self.commits.append(CommitRecord(e.client_index, e.round, e.client, e.update_hash, e.committed_at, 0))
 
     def on_fog_slashed(self, e: b.FogSlashed) -> None:
         job = self._job(e.client_index, e, "awarded")
@@ -1210,6 +1235,7 @@ _HANDLERS: dict[type[ChainEvent], Callable[[_Replayer, Any], None]] = {
     b.BidRevealed: _Replayer.on_bid_revealed,
     b.AuctionClosed: _Replayer.on_auction_closed,
     b.UpdateCommitted: _Replayer.on_update_committed,
+    b.OwnUpdateCommitted: _Replayer.on_own_update_committed,
     b.FogSlashed: _Replayer.on_fog_slashed,
     b.JobReassigned: _Replayer.on_job_reassigned,
     b.JobSettled: _Replayer.on_job_settled,

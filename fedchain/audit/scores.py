@@ -34,7 +34,7 @@ from fedchain.audit.report import RoundScore, ScoreVerification
 from fedchain.audit.rewards import reward_events
 from fedchain.chain.abi import ChainEvent
 from fedchain.chain.bindings import RewardsCommitted
-from fedchain.errors import AuditError, FedchainError, UpdateRejected
+from fedchain.errors import AuditError, FedchainError, RejectReason, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten
 from fedchain.fl.quality import to_wad
 from fedchain.store import BlobStore
@@ -101,8 +101,6 @@ class ReproducedRound:
     #: The accuracy to compare with the posted one, 1e18 fixed point: the reproduced model's, or for a
     #: self-trained task (whose model is the Flower strategy's) the posted model's, evaluated again.
     accuracy_wad: int = -1
-    #: Committed entries of a self-trained task without a valid signed reply from the joined wallet.
-    identity_problems: tuple[str, ...] = ()
 
 
 class ScoreReproduction:
@@ -198,14 +196,13 @@ class ScoreReproduction:
             load_model(store, spec, self._model_hash, task_id=self.task_id, round_number=n - 1), self.param_spec
         )[0]
         self_trained = history.task.params is not None and history.task.params.self_trained
-        if self_trained:  # the sizes the clients signed (the aggregator has no other)
+        hashes = {c.client_index: c.update_hash for c in history.commits if c.round == n}
+        if self_trained:  # the sizes the clients signed for the updates they committed (the aggregator has no other)
             trained = self._signed_replies(history, n, self._model_hash)
-            hashes = {index: digest for index, (digest, _) in trained.items()}
-            sizes = {index: size for index, (_, size) in trained.items()}
+            sizes = {index: size for index, (digest, size) in trained.items() if hashes.get(index) == digest}
         else:  # every client's size from its auction, as the aggregator weighs them, missed rounds or not
             sizes = {a.client_index: a.data_size for a in history.auctions}
-            hashes = {c.client_index: c.update_hash for c in history.commits if c.round == n}
-        clients, rejections, problems = [], [], []
+        clients, rejections = [], []
         for client in history.clients:
             # What the aggregator had: a client it scored (active, with a commit) is posted as committed.
             entry_committed = posted.measurements[client.index].committed
@@ -213,7 +210,11 @@ class ScoreReproduction:
             round_time = posted.measurements[client.index].round_time if entry_committed else None
             entry = ClientInput(update=None, data_size=size, round_time=round_time, active=entry_committed)
             reason = None
-            if entry_committed and update_hash is not None:
+            if entry_committed and self_trained and client.index not in sizes:
+                # Committed on chain, but no reply signed by the client for that update: nothing the aggregator
+                # could score (the contract's rule for an unusable update: accepted = false, quality 0).
+                reason = RejectReason.BAD_SIGNATURE.value
+            elif entry_committed and update_hash is not None:
                 entry, reason = _decoded_update(
                     store,
                     spec,
@@ -224,11 +225,6 @@ class ScoreReproduction:
                     client.account,
                     update_hash,
                     entry,
-                )
-            elif entry_committed and self_trained:
-                problems.append(
-                    f"round {n} client {client.index}: posted as committed, but the store holds no reply signed "
-                    f"by {client.account} for it"
                 )
             rejections.append(reason)
             clients.append(entry)
@@ -253,7 +249,7 @@ class ScoreReproduction:
         if self_trained:  # the model is the Flower strategy's, not the reproduced aggregate: evaluate the posted one
             model = load_model(store, spec, posted.model_hash, task_id=self.task_id, round_number=n)
             accuracy = to_wad([self.evaluator(flatten(model, self.param_spec)[0]).accuracy])[0]
-        return ReproducedRound(n, outcome, tuple(rejections), accuracy, tuple(problems))
+        return ReproducedRound(n, outcome, tuple(rejections), accuracy)
 
     def _signed_replies(self, history: TaskHistory, round_number: int, start: bytes) -> dict[int, tuple[bytes, int]]:
         """Client index -> (update hash, data size) of the replies of a self-trained round whose claim the joined
@@ -326,8 +322,6 @@ def _compare(
             f"round {n} client {client.index}: quality {theirs.quality / WAD:.6f}{corrected}, "
             f"reproduced {mine.quality / WAD:.6f} (tolerance {limit / WAD:g})",
         )
-    for problem in reproduced.identity_problems:
-        tally.require(CheckName.SCORES, False, problem)
     accuracy = outcome.accuracy_wad if reproduced.accuracy_wad < 0 else reproduced.accuracy_wad
     accuracy_gap = abs(accuracy - posted.accuracy)
     tally.require(

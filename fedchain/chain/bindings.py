@@ -1430,6 +1430,24 @@ class InvalidShortString(CustomError):
     types = TYPES
 
 
+class LedgerAlreadyCommitted(CustomError):
+    """The client already committed its update of this round (a commit is final).
+
+    ``LedgerAlreadyCommitted(uint256,uint16,uint256)``
+
+    - ``task_id``
+    - ``round``
+    - ``client_index``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'LedgerAlreadyCommitted', 'type': 'error'}
+    types = TYPES
+    hint = 'The client already committed its update of this round (a commit is final).'
+    task_id: int
+    round: int
+    client_index: int
+
+
 class LedgerAlreadyJoined(CustomError):
     """The account already joined this task.
 
@@ -1478,22 +1496,58 @@ class LedgerChallengesOpen(CustomError):
     open: int
 
 
+class LedgerClientInactive(CustomError):
+    """A removed client commits no more updates.
+
+    ``LedgerClientInactive(uint256,uint256)``
+
+    - ``task_id``
+    - ``client_index``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'LedgerClientInactive', 'type': 'error'}
+    types = TYPES
+    hint = 'A removed client commits no more updates.'
+    task_id: int
+    client_index: int
+
+
 class LedgerCommitMismatch(CustomError):
-    """A measurement's `committed` flag disagrees with the chain: the client's fog node did or did not commit.
+    """A measurement's `committed` flag disagrees with the chain: the client's update was or was not committed (by its fog node, or in a self-trained task by the client).
 
     ``LedgerCommitMismatch(uint256,uint256,bool)``
 
     - ``task_id``: the task
     - ``client_index``: the client
-    - ``committed``: whether its fog node committed the round
+    - ``committed``: whether the round's update was committed
     """
 
     abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'name': 'LedgerCommitMismatch', 'type': 'error'}
     types = TYPES
-    hint = "A measurement's `committed` flag disagrees with the chain: the client's fog node did or did not commit."
+    hint = "A measurement's `committed` flag disagrees with the chain: the client's update was or was not committed (by its fog node, or in a self-trained task by the client)."
     task_id: int
     client_index: int
     committed: bool
+
+
+class LedgerCommitTooLate(CustomError):
+    """The round's deadline passed before the commit.
+
+    ``LedgerCommitTooLate(uint256,uint16,uint64,uint64)``
+
+    - ``task_id``: the task
+    - ``round``: the round
+    - ``deadline``: the round's deadline, seconds
+    - ``now_``: the block time now
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'deadline', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'now_', 'type': 'uint64'}], 'name': 'LedgerCommitTooLate', 'type': 'error'}
+    types = TYPES
+    hint = "The round's deadline passed before the commit."
+    task_id: int
+    round: int
+    deadline: int
+    now_: int
 
 
 class LedgerInconsistentRewards(CustomError):
@@ -1600,6 +1654,20 @@ class LedgerNotNextRound(CustomError):
     posted: int
 
 
+class LedgerNotSelfTrained(CustomError):
+    """Only a self-trained task's clients commit their own updates (an auction task's fog nodes commit).
+
+    ``LedgerNotSelfTrained(uint256)``
+
+    - ``task_id``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'LedgerNotSelfTrained', 'type': 'error'}
+    types = TYPES
+    hint = "Only a self-trained task's clients commit their own updates (an auction task's fog nodes commit)."
+    task_id: int
+
+
 class LedgerPriorAboveCap(CustomError):
     """A prior exceeds the task's reputation cap.
 
@@ -1651,7 +1719,7 @@ class LedgerPriorsTooLate(CustomError):
 
 
 class LedgerRoundNotReady(CustomError):
-    """The round cannot be posted yet: the fog node training an active client's job has not committed and the deadline has not passed.
+    """The round cannot be posted yet: an active client's update (its fog node's, or in a self-trained task its own) is not committed and the deadline has not passed.
 
     ``LedgerRoundNotReady(uint256,uint256,uint64)``
 
@@ -1662,14 +1730,14 @@ class LedgerRoundNotReady(CustomError):
 
     abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'deadline', 'type': 'uint64'}], 'name': 'LedgerRoundNotReady', 'type': 'error'}
     types = TYPES
-    hint = "The round cannot be posted yet: the fog node training an active client's job has not committed and the deadline has not passed."
+    hint = "The round cannot be posted yet: an active client's update (its fog node's, or in a self-trained task its own) is not committed and the deadline has not passed."
     task_id: int
     client_index: int
     deadline: int
 
 
 class LedgerRoundTimeMismatch(CustomError):
-    """A posted round time disagrees with the block time of the fog node's commit.
+    """A posted round time disagrees with the block time of the update's commit.
 
     ``LedgerRoundTimeMismatch(uint256,uint256,uint32,uint64)``
 
@@ -1681,31 +1749,11 @@ class LedgerRoundTimeMismatch(CustomError):
 
     abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'uint32', 'name': 'posted', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'observed', 'type': 'uint64'}], 'name': 'LedgerRoundTimeMismatch', 'type': 'error'}
     types = TYPES
-    hint = "A posted round time disagrees with the block time of the fog node's commit."
+    hint = "A posted round time disagrees with the block time of the update's commit."
     task_id: int
     client_index: int
     posted: int
     observed: int
-
-
-class LedgerRoundTimeTooLong(CustomError):
-    """A self-trained entry's round time is longer than the round has run or than its duration.
-
-    ``LedgerRoundTimeTooLong(uint256,uint256,uint32,uint64)``
-
-    - ``task_id``: the task
-    - ``client_index``: the client
-    - ``posted``: the posted round time, seconds
-    - ``limit``: the least of the round's duration and the time since the round began, seconds
-    """
-
-    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'uint32', 'name': 'posted', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'limit', 'type': 'uint64'}], 'name': 'LedgerRoundTimeTooLong', 'type': 'error'}
-    types = TYPES
-    hint = "A self-trained entry's round time is longer than the round has run or than its duration."
-    task_id: int
-    client_index: int
-    posted: int
-    limit: int
 
 
 class LedgerRoundsPending(CustomError):
@@ -2886,6 +2934,31 @@ class JobSettled(ChainEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class OwnUpdateCommitted(ChainEvent):
+    """A self-trained task's client committed the update it trained in `round`.
+
+    ``OwnUpdateCommitted(uint256,uint256,uint16,address,bytes32,uint64)``
+
+    - ``task_id``: the task (indexed)
+    - ``client_index``: the client (indexed)
+    - ``round``: the round (indexed)
+    - ``client``: the client's account
+    - ``update_hash``: the update's content hash (the store's key)
+    - ``committed_at``: the block time of the commit, seconds
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'address', 'name': 'client', 'type': 'address'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}, {'indexed': False, 'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}], 'name': 'OwnUpdateCommitted', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    client_index: int
+    round: int
+    client: str
+    update_hash: bytes
+    committed_at: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class PriorsPosted(ChainEvent):
     """The aggregator posted the task's cross-task priors H_i (eq. 6), computed off chain from earlier similar tasks (fedchain/fl/crosstask.py) and re-checked by the auditor.
 
@@ -3797,6 +3870,7 @@ class RoundLedger(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'client', 'outputs': [{'components': [{'internalType': 'address', 'name': 'account', 'type': 'address'}, {'internalType': 'enum IRoundLedger.ClientStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint96', 'name': 'sumQuality', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'sumTimeRatio', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'lossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'timeReputation', 'type': 'uint64'}, {'internalType': 'uint128', 'name': 'earned', 'type': 'uint128'}], 'internalType': 'struct IRoundLedger.ClientInfo', 'name': 'info', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'clientCount', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'account', 'type': 'address'}], 'name': 'clientIndex', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}], 'name': 'commitOwnUpdate', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'dataCommitment', 'outputs': [{'internalType': 'bytes32', 'name': '', 'type': 'bytes32'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'depositsHeld', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
@@ -3804,6 +3878,8 @@ class RoundLedger(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'isActive', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}], 'name': 'join', 'outputs': [{'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}, {'components': [{'internalType': 'uint256', 'name': 'deadline', 'type': 'uint256'}, {'internalType': 'uint8', 'name': 'v', 'type': 'uint8'}, {'internalType': 'bytes32', 'name': 'r', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 's', 'type': 'bytes32'}], 'internalType': 'struct ITreasury.Permit', 'name': 'permit', 'type': 'tuple'}], 'name': 'joinWithPermit', 'outputs': [{'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'ownCommit', 'outputs': [{'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'ownCommitTimes', 'outputs': [{'internalType': 'uint64[]', 'name': '', 'type': 'uint64[]'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64[]', 'name': 'priors', 'type': 'uint64[]'}], 'name': 'postPriors', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'internalType': 'bytes32', 'name': 'rewardsRoot', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'rewardList', 'type': 'bytes32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'postRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'prior', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
@@ -3850,6 +3926,17 @@ class RoundLedger(Contract):
         - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
         return self.call('clientIndex(uint256,address)', task_id, account, block=block)
+
+    def commit_own_update(self, task_id: int, round: int, update_hash: bytes) -> Receipt:
+        """A self-trained task's client commits the update it trained in `round` (contracts/README.md, "Tasks trained by their own clients"): the current round up to its deadline, or a later round of the task.
+
+        ``commitOwnUpdate(uint256,uint16,bytes32)``
+
+        - ``task_id``: the task
+        - ``round``: the round the update was trained in
+        - ``update_hash``: the update's content hash
+        """
+        return self.transact('commitOwnUpdate(uint256,uint16,bytes32)', task_id, round, update_hash)
 
     def data_commitment(self, task_id: int, index: int, *, block: int | str = "latest") -> bytes:
         """The client's data-size commitment from `join`.
@@ -3924,6 +4011,30 @@ class RoundLedger(Contract):
         - ``permit``: the caller's permit signature
         """
         return self.transact('joinWithPermit(uint256,bytes32,(uint256,uint8,bytes32,bytes32))', task_id, commitment, permit)
+
+    def own_commit(self, task_id: int, round: int, client_index: int, *, block: int | str = "latest") -> tuple[bytes, int]:
+        """A self-trained client's commit of `round`: its update hash and block time (0, 0: none).
+
+        ``ownCommit(uint256,uint16,uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``round``
+        - ``client_index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('ownCommit(uint256,uint16,uint256)', task_id, round, client_index, block=block)
+
+    def own_commit_times(self, task_id: int, round: int, clients: int, *, block: int | str = "latest") -> tuple[int, ...]:
+        """The block times of the first `clients` clients' own commits of `round` (0: none).
+
+        ``ownCommitTimes(uint256,uint16,uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``round``
+        - ``clients``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('ownCommitTimes(uint256,uint16,uint256)', task_id, round, clients, block=block)
 
     def post_priors(self, task_id: int, priors: Sequence[int]) -> Receipt:
         """Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before it is posted. Aggregator only. From then on a client's loss reputation after a round whose quality reaches q_min is min(cap, H_i + the weighted mean of eq. 8); after a round below q_min it is the decayed weighted mean alone, so a good history cannot carry a client through a garbage round. Without this call every prior is 0.
@@ -4618,8 +4729,8 @@ class DemoStablecoin(Contract):
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotDisputes, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionRoundsPending, AuctionSelfTrained, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, Blacklisted, CommitteeBadMember, CommitteeBadSignature, CommitteeInvalid, CommitteeInvalidWindow, CommitteeNoQuorum, CommitteeNotMember, CommitteeSignersNotSorted, DemoStablecoinNotMinter, DisputeAlreadyBonded, DisputeNoFog, DisputeNotClient, DisputeNotLedger, DisputeNotOpen, DisputeRoundNotPosted, DisputeUnknownChallenge, DisputeUnknownClient, DisputeVerdictNotDue, DisputeVerdictTooLate, DisputeWindowClosed, DisputeWrongTaskStatus, DisputeWrongValue, ECDSAInvalidSignature, ECDSAInvalidSignatureLength, ECDSAInvalidSignatureS, ERC1155InsufficientBalance, ERC1155InvalidApprover, ERC1155InvalidArrayLength, ERC1155InvalidOperator, ERC1155InvalidReceiver, ERC1155InvalidSender, ERC1155MissingApprovalForAll, ERC20InsufficientAllowance, ERC20InsufficientBalance, ERC20InvalidApprover, ERC20InvalidReceiver, ERC20InvalidSender, ERC20InvalidSpender, ERC2612ExpiredSignature, ERC2612InvalidSigner, ERC5267ExtensionsNotSupported, ERC721IncorrectOwner, ERC721InsufficientApproval, ERC721InvalidApprover, ERC721InvalidOperator, ERC721InvalidOwner, ERC721InvalidReceiver, ERC721InvalidSender, ERC721NonexistentToken, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, InvalidAccountNonce, InvalidShortString, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerChallengesOpen, LedgerCommitMismatch, LedgerInconsistentRewards, LedgerMeasurementsMismatch, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerNotNextRound, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerRoundTimeTooLong, LedgerRoundsPending, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWindowOpen, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, Paused, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, SafeERC20FailedDecreaseAllowance, SafeERC20FailedOperation, StringTooLong, StringsInsufficientHexLength, StringsInvalidAddressFormat, StringsInvalidChar, TaskAbandonTooEarly, TaskBondTooSmall, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotBonded, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryAllowanceTooLow, TreasuryNotAToken, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTokenAlreadyBound, TreasuryTokenShortfall, TreasuryTransferFailed, TreasuryUnauthorized, TreasuryWrongValue, ZeroTransfer],
-    events=[Approval, AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, BondPosted, BondReleased, BondSlashed, BudgetSpent, ChallengeOpened, ChallengeResolved, ClientJoined, ClientRemoved, ClientSettled, CommitteeFormed, Credited, DataCommitted, Deposited, EIP712DomainChanged, FogFraudSlashed, FogSlashed, JobReassigned, JobSettled, PriorsPosted, RewardsCommitted, RoundClosed, RoundFinalized, RoundPosted, SinkSet, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, TokenBound, Transfer, UpdateCommitted, Withdrawn],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotDisputes, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionRoundsPending, AuctionSelfTrained, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, Blacklisted, CommitteeBadMember, CommitteeBadSignature, CommitteeInvalid, CommitteeInvalidWindow, CommitteeNoQuorum, CommitteeNotMember, CommitteeSignersNotSorted, DemoStablecoinNotMinter, DisputeAlreadyBonded, DisputeNoFog, DisputeNotClient, DisputeNotLedger, DisputeNotOpen, DisputeRoundNotPosted, DisputeUnknownChallenge, DisputeUnknownClient, DisputeVerdictNotDue, DisputeVerdictTooLate, DisputeWindowClosed, DisputeWrongTaskStatus, DisputeWrongValue, ECDSAInvalidSignature, ECDSAInvalidSignatureLength, ECDSAInvalidSignatureS, ERC1155InsufficientBalance, ERC1155InvalidApprover, ERC1155InvalidArrayLength, ERC1155InvalidOperator, ERC1155InvalidReceiver, ERC1155InvalidSender, ERC1155MissingApprovalForAll, ERC20InsufficientAllowance, ERC20InsufficientBalance, ERC20InvalidApprover, ERC20InvalidReceiver, ERC20InvalidSender, ERC20InvalidSpender, ERC2612ExpiredSignature, ERC2612InvalidSigner, ERC5267ExtensionsNotSupported, ERC721IncorrectOwner, ERC721InsufficientApproval, ERC721InvalidApprover, ERC721InvalidOperator, ERC721InvalidOwner, ERC721InvalidReceiver, ERC721InvalidSender, ERC721NonexistentToken, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, InvalidAccountNonce, InvalidShortString, LedgerAlreadyCommitted, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerChallengesOpen, LedgerClientInactive, LedgerCommitMismatch, LedgerCommitTooLate, LedgerInconsistentRewards, LedgerMeasurementsMismatch, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerNotNextRound, LedgerNotSelfTrained, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerRoundsPending, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWindowOpen, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, Paused, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, SafeERC20FailedDecreaseAllowance, SafeERC20FailedOperation, StringTooLong, StringsInsufficientHexLength, StringsInvalidAddressFormat, StringsInvalidChar, TaskAbandonTooEarly, TaskBondTooSmall, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotBonded, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryAllowanceTooLow, TreasuryNotAToken, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTokenAlreadyBound, TreasuryTokenShortfall, TreasuryTransferFailed, TreasuryUnauthorized, TreasuryWrongValue, ZeroTransfer],
+    events=[Approval, AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, BondPosted, BondReleased, BondSlashed, BudgetSpent, ChallengeOpened, ChallengeResolved, ClientJoined, ClientRemoved, ClientSettled, CommitteeFormed, Credited, DataCommitted, Deposited, EIP712DomainChanged, FogFraudSlashed, FogSlashed, JobReassigned, JobSettled, OwnUpdateCommitted, PriorsPosted, RewardsCommitted, RoundClosed, RoundFinalized, RoundPosted, SinkSet, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, TokenBound, Transfer, UpdateCommitted, Withdrawn],
 )
 
 #: Contract classes by contract name.

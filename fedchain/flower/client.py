@@ -33,6 +33,7 @@ from fedchain.client.joining import join_call, join_salt
 from fedchain.errors import ConfigError, ContractRevert
 from fedchain.flower.identity import ReplyClaim, sign_reply
 from fedchain.flower.protocol import CLAIM_RECORD, ROUND_KEYS, config_int, start_model_hash
+from fedchain.store.digest import to_hex
 from fedchain.updates import UpdateMeta, encode_update, update_hash
 
 if TYPE_CHECKING:
@@ -184,6 +185,7 @@ class FedChainClient:
             salt=self.salt,
         )
         signed = sign_reply(self.session.transactor.account.key, claim)
+        self._commit(task_id, round_number, claim.update_hash)
         record = ConfigRecord(
             {
                 "update": blob,
@@ -197,6 +199,20 @@ class FedChainClient:
             {"metrics": MetricRecord({"num-examples": data_size, **dict(metrics or {})}), CLAIM_RECORD: record}
         )
         return Message(content=content, reply_to=msg)
+
+    def _commit(self, task_id: int, round_number: int, digest: bytes) -> None:
+        """Commit the update on chain (``commitOwnUpdate``), sent without waiting for it to be mined: the chain,
+        not the aggregator, then says that this client delivered the round, and when. A commit the chain refuses
+        (a round already committed by a retried message, the deadline passed) is logged; the reply still goes."""
+        ledger = self.session.contracts.round_ledger
+        try:
+            pending = self.session.transactor.submit(
+                ledger.address, ledger.encode("commitOwnUpdate(uint256,uint16,bytes32)", task_id, round_number, digest)
+            )
+        except ContractRevert as err:
+            log.warning("round %d's update not committed on chain: %s", round_number, err)
+            return
+        log.info("round %d: update %s committed (tx %s)", round_number, to_hex(digest), pending.hash)
 
     # ------------------------------------------------------------------ the end
 

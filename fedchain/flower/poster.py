@@ -7,6 +7,10 @@ round that the chain already has (a retry, a restarted ServerApp, a post that la
 lost) is not posted again. A post that fails for a passing reason (RPC down, fees) is retried; :meth:`close`
 waits for the queue and raises the first failure that did not pass, so a run never ends with a round silently
 unposted.
+
+Whether and when each client delivered is the chain's: each client commits its update on chain as it replies
+(``commitOwnUpdate``), and the post waits until every active client committed or the round's deadline passed,
+as the contract requires, then posts the commits as the chain has them.
 """
 
 from __future__ import annotations
@@ -106,13 +110,48 @@ class RoundPoster:
                 self._error = err
             self._finalize()
 
-    def _bounded(self, measurements: tuple[Measurement, ...], round_started_at: int) -> tuple[Measurement, ...]:
-        """``measurements`` with each round time at most what the chain's round has run and its duration: the
-        Flower round began when the post before it was sent, the chain's when it was mined (a second or so later)."""
-        duration = self.session.contracts.task_registry.params(self.task_id).round_duration
-        # The latest block's time: the post lands in a block no earlier, so the contract's limit is no smaller.
-        limit = max(0, min(duration, self.session.block_time() - round_started_at))
-        return tuple(m._replace(round_time=min(m.round_time, limit)) if m.committed else m for m in measurements)
+    def _as_committed(self, pending: PendingRound, round_started_at: int) -> tuple[Measurement, ...] | None:
+        """``pending``'s measurements with whether and when each client committed as the chain has it (the
+        contract checks both), or None while an active client may still commit before the round's deadline.
+
+        The strategy scored the commits it saw; one mined after it looked is posted committed and unaccepted
+        (quality 0: its update came too late to be used), one gone from the chain (a reorganisation) uncommitted.
+        A round time is the commit's block time minus the chain's round start (0 when the client committed
+        before the chain's round began: the post before it was not mined yet)."""
+        contracts = self.session.contracts
+        ledger = contracts.round_ledger
+        count = len(pending.measurements)
+        times = ledger.own_commit_times(self.task_id, pending.round, count)
+        deadline = round_started_at + contracts.task_registry.params(self.task_id).round_duration
+        before_deadline = self.session.block_time() <= deadline
+        measurements = []
+        for index, (m, committed_at) in enumerate(zip(pending.measurements, times, strict=True)):
+            if committed_at:
+                round_time = max(0, committed_at - round_started_at)
+                late = Measurement(quality=0, round_time=round_time, accepted=False, committed=True)
+                measurements.append(m._replace(round_time=round_time) if m.committed else late)
+            elif before_deadline and ledger.is_active(self.task_id, index):
+                return None  # the client has until the deadline to commit: the contract refuses the post till then
+            else:
+                measurements.append(Measurement(quality=0, round_time=0, accepted=False, committed=False))
+        return tuple(measurements)
+
+    def _committed(self, pending: PendingRound) -> tuple[Measurement, ...] | None:
+        """:meth:`_as_committed` once every active client committed or the round's deadline passed; None when the
+        task stopped running meanwhile."""
+        told = False
+        while True:
+            state = self.session.contracts.task_registry.state(self.task_id)
+            if state.status != TaskStatus.RUNNING:
+                return None
+            measurements = self._as_committed(pending, state.round_started_at)
+            if measurements is not None:
+                return measurements
+            if not told:
+                log.info("round %d of task %d: waiting for every commit or the deadline", pending.round, self.task_id)
+                told = True
+            time.sleep(self.finalize_every_s)
+            self._finalize()
 
     def _finalize(self) -> None:
         """Finalise the posted rounds whose challenge window has passed, as the aggregator of any task does."""
@@ -133,12 +172,11 @@ class RoundPoster:
                     self.posted.setdefault(pending.round, None)
                     log.info("round %d of task %d is on chain", pending.round, self.task_id)
                     return
-                state = self.session.contracts.task_registry.state(self.task_id)
-                if state.status != TaskStatus.RUNNING:
+                measurements = self._committed(pending)
+                if measurements is None:
                     self.task_over = True
-                    log.info("task %d is %s: round %d is not posted", self.task_id, state.status.name, pending.round)
+                    log.info("task %d no longer runs: round %d is not posted", self.task_id, pending.round)
                     return
-                measurements = self._bounded(pending.measurements, state.round_started_at)
                 receipt = transact_when_due(
                     ledger,
                     POST_SIGNATURE,
@@ -167,7 +205,7 @@ class RoundPoster:
             self._measurements[pending.round] = measurements
             if self.session.contracts.task_registry.state(self.task_id).status != TaskStatus.RUNNING:
                 self.task_over = True  # the last round, or the target accuracy reached
-            accepted = sum(m.accepted for m in pending.measurements)
+            accepted = sum(m.accepted for m in measurements)
             log.info(
                 "round %d of task %d posted: %d of %d accepted, gas %d, tx %s",
                 pending.round,

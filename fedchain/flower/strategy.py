@@ -11,11 +11,14 @@ Each round, for a self-trained task (contracts/README.md, "Tasks trained by thei
    the chain removed get none, and every message carries what a client signs (chain, ledger, task, round).
 2. ``aggregate_train``: each reply's client is identified by its signed claim (:mod:`fedchain.flower.identity`),
    checked against the task's on-chain join; the update goes into FedChain's store (safetensors, content hash)
-   and the claim beside it; FedChain scores the round exactly as the aggregator of an auction task does
+   and the claim beside it. Each client committed its update on chain as it replied (``commitOwnUpdate``): the
+   round waits, at most ``commit_wait_s``, for those commits to be mined, and a reply without one is a missed
+   round (the chain, not this server, says who delivered and when). FedChain scores the round exactly as the aggregator of an auction task does
    (:func:`fedchain.aggregator.scoring.score_round`: decode, screen, quality). The wrapped strategy then
    aggregates the accepted updates only (a screened-out free rider moves neither the model nor the pay).
 3. The round's model (the wrapped strategy's) goes into the store, and the round is handed to a
-   :class:`RoundPoster`, which posts it on chain from its own thread: the Flower loop never waits for a block.
+   :class:`RoundPoster`, which posts it on chain from its own thread, with the commits as the chain has them:
+   the Flower loop waits for its clients' commits, never for a post.
    A reply with an error, or no reply, is a missed round (``committed = false``).
 
 The global model the wrapped strategy produces is the one posted (its hash and validation accuracy), or with
@@ -62,6 +65,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FedChainServer", "IncentiveStrategy"]
 
+#: How often a round looks for its clients' commits while it waits for them, seconds.
+COMMIT_POLL_S = 0.5
+
 
 @dataclass(frozen=True)
 class FedChainServer:
@@ -72,12 +78,16 @@ class FedChainServer:
         task_id: the self-trained task this federation trains.
         data_root: folder with the validation dataset (None: ``$FEDCHAIN_DATA_ROOT``).
         device: torch device for the validation passes.
+        commit_wait_s: the most a round waits, once its replies are in, for the replying clients' on-chain commits
+            to be mined (each client sends its commit as it replies); a reply whose commit is not there by then
+            is a missed round.
     """
 
     session: ChainSession
     task_id: int
     data_root: str | None = None
     device: str = "cpu"
+    commit_wait_s: float = 120.0
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> FedChainServer:
@@ -110,7 +120,10 @@ class FedChainServer:
             account=Account.from_key(key),
         )
         data_root = str(run_config.get("fedchain-data-root", "")) or None
-        return cls(session, int(run_config["fedchain-task"]), data_root=data_root)
+        commit_wait_s = float(run_config.get("fedchain-commit-wait", cls.commit_wait_s))
+        if commit_wait_s < 0:
+            raise ConfigError(f"fedchain-commit-wait must be >= 0 seconds, got {commit_wait_s}")
+        return cls(session, int(run_config["fedchain-task"]), data_root=data_root, commit_wait_s=commit_wait_s)
 
 
 class IncentiveStrategy(Strategy):
@@ -164,7 +177,6 @@ class IncentiveStrategy(Strategy):
         self._previous_start: torch.Tensor | None = None
         #: The hash of the current round's start model as the store files it (what each client signs it trained from).
         self._start_hash = bytes(self.params.model_id)
-        self._round_started = 0.0
 
     # ------------------------------------------------------------------ set-up
 
@@ -245,9 +257,7 @@ class IncentiveStrategy(Strategy):
                 ROUND_KEYS["model"]: self.spec.model,
             }
         )
-        messages = self._drop_removed(self.inner.configure_train(server_round, arrays, config, grid))
-        self._round_started = time.time()  # after sampling, which may wait for nodes
-        return messages
+        return self._drop_removed(self.inner.configure_train(server_round, arrays, config, grid))
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -357,14 +367,61 @@ class IncentiveStrategy(Strategy):
             for i in range(count)
         ]
         usable: dict[int, tuple[Message, torch.Tensor]] = {}
-        # The server's clock, not the clients': every reply in hand when the round closes took this long.
-        round_time = max(0, round(time.time() - self._round_started))
+        claims: dict[int, SignedReply] = {}
         for reply in replies:
             try:
-                self._take(server_round, reply, clients, usable, round_time)
+                self._take(server_round, reply, clients, usable, claims)
             except FedchainError as err:  # one node's bad reply, or a passing RPC failure: that reply is missed
                 log.warning("node %d's reply to round %d not taken: %s", reply.metadata.src_node_id, server_round, err)
+        replied = {index: signed.claim.update_hash for index, signed in claims.items()}
+        commits = self._await_commits(server_round, replied, count)
+        for index, client in enumerate(clients):
+            if not client.active:
+                continue
+            committed = commits.get(index)
+            if committed is None:
+                if index in replied:
+                    log.warning(
+                        "client %d replied to round %d but did not commit it on chain: a missed round",
+                        index,
+                        server_round,
+                    )
+                clients[index] = ClientInput(update=None, data_size=0, round_time=None)
+                usable.pop(index, None)
+            elif replied.get(index) != committed:
+                # Committed, but its update is not in hand, or is not the one committed: unusable, as a fog commit
+                # whose update cannot be read is (accepted = false, quality 0).
+                log.warning(
+                    "client %d committed round %d but its update is not the one it replied with", index, server_round
+                )
+                clients[index] = ClientInput(update=None, data_size=0, round_time=0)
+                usable.pop(index, None)
+            else:
+                # The claim goes beside the update it signs, for the audit: only for an update committed on chain,
+                # which is the only kind the audit scores from its claim.
+                pin_reply(self.server.session.store, self.server.task_id, server_round, index, claims[index])
         return clients, usable
+
+    def _await_commits(self, server_round: int, replied: Mapping[int, bytes], count: int) -> dict[int, bytes]:
+        """Client index -> update hash of every commit of ``server_round``, once each replying client's commit is
+        seen or ``commit_wait_s`` has passed (each client sends its commit as it replies).
+
+        The commits are read in the node's pending block: a commit sent with its reply is usually there already,
+        so the loop does not wait for a block. (A node that has no pending block answers with the latest one.) The
+        poster posts only what the chain mined: one that never is becomes a missed round there."""
+        ledger = self.server.session.contracts.round_ledger
+        deadline = time.monotonic() + self.server.commit_wait_s
+        while True:
+            commits = {}
+            for index in range(count):
+                digest, committed_at = ledger.own_commit(self.server.task_id, server_round, index, block="pending")
+                if committed_at:
+                    commits[index] = bytes(digest)
+            awaited = sorted(set(replied) - set(commits))
+            if not awaited or time.monotonic() > deadline:
+                return commits
+            log.info("round %d: waiting for the commits of clients %s", server_round, awaited)
+            time.sleep(COMMIT_POLL_S)
 
     def _take(
         self,
@@ -372,9 +429,10 @@ class IncentiveStrategy(Strategy):
         reply: Message,
         clients: list[ClientInput],
         usable: dict[int, tuple[Message, torch.Tensor]],
-        round_time: int,
+        claims: dict[int, SignedReply],
     ) -> None:
-        """Take one reply: its client's input in ``clients`` and, when its update decodes, in ``usable``."""
+        """Take one reply: its client's input in ``clients``, its signed claim in ``claims`` and, when its update
+        decodes, the update in ``usable``. Its round time is the chain's (the poster reads it from the commit)."""
         from fedchain.aggregator.scoring import ClientInput
         from fedchain.taskspec import load_update
 
@@ -391,7 +449,7 @@ class IncentiveStrategy(Strategy):
         if claimed is None:
             return
         index, account, signed, blob = claimed
-        if index in usable or clients[index].round_time is not None:
+        if index in claims:
             log.warning("client %d replied twice in round %d; the first reply counts", index, server_round)
             return
         self._nodes[reply.metadata.src_node_id] = index
@@ -399,7 +457,7 @@ class IncentiveStrategy(Strategy):
         if not clients[index].active:
             return
         stored = session.store.put(blob)
-        pin_reply(session.store, task_id, server_round, index, signed)
+        claims[index] = signed
         try:
             decoded = load_update(
                 session.store,
@@ -413,12 +471,10 @@ class IncentiveStrategy(Strategy):
             )
         except UpdateRejected as err:
             log.warning("client %d's update rejected in round %d: %s", index, server_round, err.args[0])
-            clients[index] = ClientInput(update=None, data_size=size, round_time=round_time)
+            clients[index] = ClientInput(update=None, data_size=size, round_time=0)
             return
         update = flatten(decoded.params, self.param_spec)[0]
-        clients[index] = ClientInput(
-            update=update, data_size=size, round_time=round_time, local_losses=decoded.local_losses
-        )
+        clients[index] = ClientInput(update=update, data_size=size, round_time=0, local_losses=decoded.local_losses)
         usable[index] = (reply, update)
 
     def _verified(self, server_round: int, reply: Message) -> tuple[int, str, SignedReply, bytes] | None:

@@ -406,7 +406,7 @@ def progress_line(view: TaskView) -> str:
     s, p = view.state, view.params
     jobs = Counter(c.job.status.name.lower() for c in view.clients)
     handed = sum(1 for c in view.clients if c.data_handed_off)
-    committed = sum(1 for c in view.clients if c.job.paid_up_to >= s.current_round > 0)
+    committed = sum(1 for c in view.clients if c.committed)
     earned = sum(c.settled.earned + c.settled.bonus if c.settled else c.info.earned for c in view.clients)
     parts = [
         f"task {view.task_id}: {view.status.name.lower()}",

@@ -421,6 +421,8 @@ class ClientView:
     data_handed_off: bool = False
     #: Its settlement (earnings over all rounds, final bonus, deposit returned) once the task is settled.
     settled: ClientSettled | None = None
+    #: Whether its update of the current round is committed (by its fog node, or in a self-trained task its own).
+    committed: bool = False
 
     @property
     def winner(self) -> Bid | None:
@@ -469,8 +471,13 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
     settlements = client_settlements(session, task_id) if ledger_settled else {}
     now = session.block_time()
     clients = []
+    current = int(state.current_round)
     for i in range(contracts.round_ledger.client_count(task_id)):
         job = contracts.fog_auction.job(task_id, i)
+        if params.self_trained:
+            committed = current > 0 and contracts.round_ledger.own_commit(task_id, current, i)[1] != 0
+        else:
+            committed = job.paid_up_to >= current > 0
         data_hash = bytes(contracts.data_handoff.data_hash(task_id, i))
         clients.append(
             ClientView(
@@ -481,6 +488,7 @@ def task_view(session: ChainSession, task_id: int) -> TaskView:
                 waiting=None if params.self_trained else job_waiting(job, data_hash, now),
                 data_handed_off=data_hash != bytes(32),
                 settled=settlements.get(i),
+                committed=committed,
             )
         )
     try:

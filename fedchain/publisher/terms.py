@@ -561,8 +561,8 @@ def check_windows(terms: TaskTerms, interval: BlockInterval, confirmations: int)
             f"a client to see the post at {depth}, re-score its entry and get its challenge mined",
         ),
     )
-    # A self-trained task has no auction, and its round times are the aggregator's, not a commit's block time.
-    unused = ("bidding_duration", "reveal_duration", "time_tolerance") if terms.self_trained else ()
+    # A self-trained task has no auction (its clients commit their own updates, dated by their blocks as a fog's are).
+    unused = ("bidding_duration", "reveal_duration") if terms.self_trained else ()
     problems = []
     for name, value, blocks, extra, needs in rules:
         if name in unused:

@@ -108,7 +108,9 @@ def read_progress(session: ChainSession, task_id: int, events: EventLog) -> Task
     current = int(state.current_round)
     commits = 0
     if status == TaskStatus.RUNNING and count:
-        commits = sum(1 for t in contracts.fog_auction.commit_times(task_id, current, count) if t)
+        own = contracts.task_registry.params(task_id).self_trained  # each client commits its own update
+        source = contracts.round_ledger.own_commit_times if own else contracts.fog_auction.commit_times
+        commits = sum(1 for t in source(task_id, current, count) if t)
     posted = events.of(b.RoundPosted, task_id)
     accuracy = posted[-1].accuracy / WAD if posted else None
     final = len(events.of(b.RoundFinalized, task_id))

@@ -308,6 +308,11 @@ class FedChain:
             "FogAuction", "commitUpdate", task_id, index, round_, keccak(text=f"update-{index}-{round_}"), by=fog
         )
 
+    def commit_own(self, task_id: int, client: int, round_: int, update_hash: bytes | None = None) -> Receipt:
+        """A self-trained task's client commits its update of ``round_`` (a hash of its own by default)."""
+        digest = update_hash or keccak(text=f"update-{task_id}-{client}-{round_}")
+        return self.send("RoundLedger", "commitOwnUpdate", task_id, round_, digest, by=client)
+
     def post_round(
         self,
         task_id: int,
@@ -337,8 +342,11 @@ class FedChain:
     def measurements(
         self, task_id: int, round_: int, measurements: list[tuple[int, int, bool]] | list[tuple[int, int, bool, bool]]
     ) -> list[tuple[int, int, bool, bool]]:
-        """Whole measurements: ``committed`` added from the chain's commit times where it is left out."""
-        commits = self.view("FogAuction", "commitTimes", task_id, round_, len(measurements))
+        """Whole measurements: ``committed`` added from the chain's commit times where it is left out (a fog
+        node's, or in a self-trained task the client's own)."""
+        own = self.view("TaskRegistry", "params", task_id).self_trained
+        source = ("RoundLedger", "ownCommitTimes") if own else ("FogAuction", "commitTimes")
+        commits = self.view(*source, task_id, round_, len(measurements))
         whole = []
         for i, m in enumerate(measurements):
             quality, seconds, accepted = m[0], m[1], m[2]

@@ -1,8 +1,9 @@
 """Self-trained tasks (``TaskParams.selfTrained``): each client trains its own job, no fog auction.
 
-contracts/README.md, "Tasks trained by their own clients": no auction terms, no jobs, no fog challenges; the
-round post takes ``committed`` from the aggregator (the clients' signed replies), and everything else (bond,
-window, finalisation, settlement) is every task's.
+contracts/README.md, "Tasks trained by their own clients": no auction terms, no jobs, no fog challenges; each
+client commits its own update on chain (``commitOwnUpdate``) and the round post is checked against those commits
+as an auction task's is against its fog commits; everything else (bond, window, finalisation, settlement) is every
+task's.
 """
 
 from __future__ import annotations
@@ -19,13 +20,25 @@ PARAMS = TaskParams(rounds=2).self_trained_task()
 
 
 def started(chain: FedChain, clients: int = 3) -> int:
-    """A started task whose round 1 has run 60 s (a reply's round time is at most that)."""
+    """A started self-trained task with ``clients`` clients."""
     task = chain.create_task(PARAMS)
     for client in CLIENTS[:clients]:
         chain.join(task, client, params=PARAMS)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    chain.advance(60)
     return task
+
+
+def committed_after(chain: FedChain, task: int, client: int, round_: int, seconds: int) -> int:
+    """``client`` commits ``round_`` ``seconds`` after the chain's round started; returns that round time."""
+    started_at = chain.view("TaskRegistry", "state", task).round_started_at
+    chain.set_next_timestamp(started_at + seconds)
+    chain.commit_own(task, client, round_)
+    return seconds
+
+
+def past_deadline(chain: FedChain, task: int) -> None:
+    started_at = chain.view("TaskRegistry", "state", task).round_started_at
+    chain.advance(started_at + PARAMS.round_duration + 1 - chain.now())
 
 
 @pytest.mark.parametrize(
@@ -54,8 +67,8 @@ def test_a_self_trained_task_has_no_auction_and_no_fog_challenge(chain: FedChain
     with chain.reverts(bindings.AuctionSelfTrained, task):
         chain.open_auction(task, CLIENTS[0])
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    chain.advance(60)
-    chain.post_round(task, 1, [(WAD, 30, True, True)], final=False)
+    seconds = committed_after(chain, task, CLIENTS[0], 1, 30)
+    chain.post_round(task, 1, [(WAD, seconds, True)], final=False)
     with chain.reverts(bindings.DisputeNoFog, task, 0):
         chain.send(
             "Disputes",
@@ -69,16 +82,22 @@ def test_a_self_trained_task_has_no_auction_and_no_fog_challenge(chain: FedChain
         )
 
 
-def test_rounds_post_the_aggregators_commits_and_pay_like_any_task(chain: FedChain) -> None:
-    # Prepare: three clients; in round 1 the third did not reply (posted at once, before the deadline).
+def test_rounds_post_the_clients_commits_and_pay_like_any_task(chain: FedChain) -> None:
+    # Prepare: three clients; in round 1 the third did not commit, so the round waits for its deadline.
     task = started(chain)
+    first = [committed_after(chain, task, CLIENTS[0], 1, 30), committed_after(chain, task, CLIENTS[1], 1, 40)]
+    deadline = chain.view("TaskRegistry", "state", task).round_started_at + PARAMS.round_duration
+    entries = [(WAD, first[0], True), (WAD // 2, first[1], True), (0, 0, False)]
     # Execute
-    round_1 = chain.post_round(task, 1, [(WAD, 30, True, True), (WAD // 2, 40, True, True), (0, 0, False, False)])
-    chain.advance(60)
-    chain.post_round(task, 2, [(WAD, 30, True, True), (WAD, 30, True, True), (WAD, 30, True, True)])
+    with chain.reverts(bindings.LedgerRoundNotReady, task, 2, deadline):
+        chain.post_round(task, 1, entries)
+    past_deadline(chain, task)
+    round_1 = chain.post_round(task, 1, entries)
+    second = [committed_after(chain, task, client, 2, 20 + k) for k, client in enumerate(CLIENTS[:3])]
+    chain.post_round(task, 2, [(WAD, seconds, True) for seconds in second])  # every commit in: no wait
     earned = [chain.view("RoundLedger", "client", task, i).earned for i in range(3)]
     settled = chain.send("RoundLedger", "settle", task, by=STRANGER)
-    # Assert: no fog was paid, the replies were scored, the missing one skipped, every wei accounted for.
+    # Assert: no fog was paid, the commits were scored, the missing one skipped, every wei accounted for.
     assert not round_1.events_of(bindings.ClientRemoved)
     assert earned[0] > earned[1] > 0
     assert earned[2] > 0  # round 2 only
@@ -90,8 +109,79 @@ def test_rounds_post_the_aggregators_commits_and_pay_like_any_task(chain: FedCha
     assert report.passed, report.failed_checks
 
 
+def test_a_commit_is_recorded_with_its_time_and_announced(chain: FedChain) -> None:
+    task = started(chain, clients=2)
+    digest = b"\x07" * 32
+    receipt = chain.commit_own(task, CLIENTS[1], 1, digest)
+    (event,) = receipt.events_of(bindings.OwnUpdateCommitted)
+    assert (event.task_id, event.client_index, event.round, event.update_hash) == (task, 1, 1, digest)
+    assert event.client == chain.account(CLIENTS[1]) and event.committed_at == chain.now()
+    assert tuple(chain.view("RoundLedger", "ownCommit", task, 1, 1)) == (digest, event.committed_at)
+    assert list(chain.view("RoundLedger", "ownCommitTimes", task, 1, 2)) == [0, event.committed_at]
+
+
+def test_the_post_must_say_what_the_commits_say(chain: FedChain) -> None:
+    # The aggregator can neither post an honest client as missing nor credit one that never committed.
+    task = started(chain, clients=2)
+    seconds = committed_after(chain, task, CLIENTS[0], 1, 30)
+    past_deadline(chain, task)
+    with chain.reverts(bindings.LedgerCommitMismatch, task, 0, True):
+        chain.post_round(task, 1, [(0, 0, False, False), (0, 0, False, False)])
+    with chain.reverts(bindings.LedgerCommitMismatch, task, 1, False):
+        chain.post_round(task, 1, [(WAD, seconds, True, True), (WAD, seconds, True, True)])
+    with chain.reverts(bindings.LedgerUncommittedUpdate, task, 1):
+        chain.post_round(task, 1, [(WAD, seconds, True, True), (WAD, 0, True, False)])
+    off = seconds + PARAMS.time_tolerance + 1
+    with chain.reverts(bindings.LedgerRoundTimeMismatch, task, 0, off, seconds):
+        chain.post_round(task, 1, [(WAD, off, True, True), (0, 0, False, False)])
+    chain.post_round(task, 1, [(WAD, seconds + PARAMS.time_tolerance, True, True), (0, 0, False, False)])
+
+
+def test_a_client_may_commit_ahead_of_the_chains_round_and_its_time_is_then_zero(chain: FedChain) -> None:
+    # The Flower loop starts round 2 before round 1's post is mined: its commit comes before the chain's round 2.
+    task = started(chain, clients=1)
+    seconds = committed_after(chain, task, CLIENTS[0], 1, 30)
+    chain.commit_own(task, CLIENTS[0], 2)
+    chain.post_round(task, 1, [(WAD, seconds, True)])
+    with chain.reverts(bindings.LedgerRoundTimeMismatch, task, 0, PARAMS.time_tolerance + 1, 0):
+        chain.post_round(task, 2, [(WAD, PARAMS.time_tolerance + 1, True)])
+    chain.post_round(task, 2, [(WAD, 0, True)])
+
+
+def test_commit_own_update_refuses_every_commit_out_of_place(chain: FedChain) -> None:
+    auction = chain.create_task(TaskParams())
+    with chain.reverts(bindings.LedgerNotSelfTrained, auction):
+        chain.commit_own(auction, CLIENTS[0], 1)
+    task = chain.create_task(PARAMS)
+    for client in CLIENTS[:2]:
+        chain.join(task, client, params=PARAMS)
+    with chain.reverts(bindings.LedgerWrongTaskStatus, task, bindings.TaskStatus.OPEN):
+        chain.commit_own(task, CLIENTS[0], 1)
+    chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
+    with chain.reverts(bindings.LedgerNotClient, task, chain.account(STRANGER)):
+        chain.commit_own(task, STRANGER, 1)
+    with chain.reverts(bindings.LedgerWrongRound, task, PARAMS.rounds + 1, 1):
+        chain.commit_own(task, CLIENTS[0], PARAMS.rounds + 1)
+    chain.commit_own(task, CLIENTS[0], 1)
+    with chain.reverts(bindings.LedgerAlreadyCommitted, task, 1, 0):
+        chain.commit_own(task, CLIENTS[0], 1)
+    # Client 1 sends garbage as its update: quality 0, removed by round 1; it commits no more.
+    chain.commit_own(task, CLIENTS[1], 1)
+    chain.post_round(task, 1, [(WAD, 0, True), (0, 0, False)])
+    with chain.reverts(bindings.LedgerWrongRound, task, 1, 2):
+        chain.commit_own(task, CLIENTS[0], 1)
+    with chain.reverts(bindings.LedgerClientInactive, task, 1):
+        chain.commit_own(task, CLIENTS[1], 2)
+    started_at = chain.view("TaskRegistry", "state", task).round_started_at
+    deadline = started_at + PARAMS.round_duration
+    chain.set_next_timestamp(deadline + 1)
+    with chain.reverts(bindings.LedgerCommitTooLate, task, 2, deadline, deadline + 1):
+        chain.commit_own(task, CLIENTS[0], 2)
+
+
 def test_a_missing_reply_cannot_be_posted_as_accepted(chain: FedChain) -> None:
     task = started(chain, clients=1)
+    past_deadline(chain, task)
     with chain.reverts(bindings.LedgerUncommittedUpdate, task, 0):
         chain.post_round(task, 1, [(WAD, 0, True, False)])
 
@@ -99,23 +189,10 @@ def test_a_missing_reply_cannot_be_posted_as_accepted(chain: FedChain) -> None:
 def test_an_unpaid_update_of_a_self_trained_task_forfeits_to_the_sink(chain: FedChain) -> None:
     # A committed update the aggregator rejects scores quality 0: the client is removed, its deposit burned.
     task = started(chain, clients=2)
-    receipts = chain.post_round(task, 1, [(WAD, 30, True, True), (0, 30, False, True)])
+    times = [committed_after(chain, task, client, 1, 30 + client) for client in CLIENTS[:2]]
+    receipts = chain.post_round(task, 1, [(WAD, times[0], True), (0, times[1], False)])
     assert [e.client_index for e in receipts.events_of(bindings.ClientRemoved)] == [1]
     assert chain.claimable(SINK) == PARAMS.client_deposit
-
-
-def test_a_round_time_longer_than_the_round_has_run_or_its_duration_is_refused(chain: FedChain) -> None:
-    # The aggregator measures the times of a self-trained round: it cannot post one the round never ran.
-    task = started(chain, clients=1)
-    elapsed = chain.now() - chain.view("TaskRegistry", "state", task).round_started_at
-    with pytest.raises(bindings.LedgerRoundTimeTooLong) as refused:
-        chain.post_round(task, 1, [(WAD, elapsed + 30, True, True)])
-    posted, limit = refused.value.values[2:]
-    assert posted == elapsed + 30 and elapsed <= limit < posted
-    chain.advance(PARAMS.round_duration)
-    with chain.reverts(bindings.LedgerRoundTimeTooLong, task, 0, PARAMS.round_duration + 1, PARAMS.round_duration):
-        chain.post_round(task, 1, [(WAD, PARAMS.round_duration + 1, True, True)])
-    chain.post_round(task, 1, [(WAD, PARAMS.round_duration, True, True)])
 
 
 def test_an_auction_task_needs_its_reveal_window_and_a_self_trained_one_has_no_jobs(chain: FedChain) -> None:

@@ -81,15 +81,18 @@ def test_the_audit_re_runs_every_score_and_passes(run: Run) -> None:
     assert report.check(CheckName.SCORES).status is CheckStatus.PASS
     assert report.check(CheckName.STORE_UPDATES).status is CheckStatus.PASS  # every signed update is in the store
     assert len(report.history.posted) == 3
-    for posted in report.history.posted:  # the server's clock: one time for every reply of a round, within it
-        times = {m.round_time for m in posted.measurements if m.committed}
-        assert len(times) == 1 and 0 < times.pop() <= 300
+    commits = {(c.round, c.client_index): c for c in report.history.commits}
+    for posted in report.history.posted:  # every committed entry is its client's own commit on chain, dated there
+        for client, m in zip(report.history.clients, posted.measurements, strict=True):
+            if m.committed:
+                commit = commits[(posted.round, client.index)]
+                assert commit.fog == client.account and commit.payment == 0 and 0 <= m.round_time <= 300
 
 
-def test_the_audit_fails_a_committed_entry_without_its_signed_reply(run: Run) -> None:
+def test_the_audit_fails_an_accepted_entry_without_its_signed_reply(run: Run) -> None:
+    # Without the client's signed reply nobody can tie the committed update to a data size and a start model:
+    # the update is unusable, and the aggregator's acceptance of it is flagged.
     report = run.tampered
     check = report.check(CheckName.SCORES)  # type: ignore[attr-defined]
     assert check.status is CheckStatus.FAIL
-    assert any(
-        "round 2 client 0: posted as committed, but the store holds no reply" in f.message for f in check.findings
-    )
+    assert any("round 2 client 0: accepted, reproduced as rejected" in f.message for f in check.findings)
