@@ -44,4 +44,8 @@ def train(msg: Message, context: Context) -> Message:
         )
         return Message(content=content, reply_to=msg)
     client = FedChainClient.from_env(config, partition=partition)
-    return client.reply(msg, model.state_dict(), data_size=len(labels), metrics=metrics)
+    reply = client.reply(msg, model.state_dict(), data_size=len(labels), metrics=metrics)
+    if partition == int(config.get("lost-reply", -1)) and server_round == 2:
+        # The update is committed on chain and in the store; the reply never reaches the server.
+        raise RuntimeError(f"partition {partition} round {server_round}: reply lost on purpose")
+    return reply

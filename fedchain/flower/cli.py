@@ -81,6 +81,11 @@ def withdraw(task_id: int, **options: Any) -> None:
     help="Partition id of a client that trains nothing and sends the model back: screened out, paid nothing.",
 )
 @click.option(
+    "--lost-reply",
+    type=click.IntRange(min=0),
+    help="Partition id of a client whose round-2 reply is lost after it committed: scored from the store, paid.",
+)
+@click.option(
     "--baseline/--no-baseline",
     default=True,
     show_default=True,
@@ -120,6 +125,7 @@ def example(
     rounds: int,
     samples: int,
     free_rider: int | None,
+    lost_reply: int | None,
     baseline: bool,
     block_time: float,
     out: Path,
@@ -144,6 +150,7 @@ def example(
         rounds=rounds,
         samples=samples,
         free_rider=free_rider,
+        lost_reply=lost_reply,
         baseline=baseline,
         block_time=block_time or None,
         data_root=data_root,

@@ -30,9 +30,9 @@ from flwr.app import ConfigRecord, Message, MetricRecord, RecordDict
 
 from fedchain.agent.session import ChainSession
 from fedchain.client.joining import join_call, join_salt
-from fedchain.errors import ConfigError, ContractRevert
-from fedchain.flower.identity import ReplyClaim, sign_reply
-from fedchain.flower.protocol import CLAIM_RECORD, ROUND_KEYS, config_int, start_model_hash
+from fedchain.errors import AgentError, ConfigError, ContractRevert, StoreError
+from fedchain.flower.identity import ReplyClaim, SignedReply, sign_reply
+from fedchain.flower.protocol import CLAIM_RECORD, ROUND_KEYS, config_int, pin_reply, start_model_hash
 from fedchain.store.digest import to_hex
 from fedchain.updates import UpdateMeta, encode_update, update_hash
 
@@ -185,7 +185,9 @@ class FedChainClient:
             salt=self.salt,
         )
         signed = sign_reply(self.session.transactor.account.key, claim)
-        self._commit(task_id, round_number, claim.update_hash)
+        # Into the store first: once the commit is seen, the update and its claim are there to be read.
+        self._keep(task_id, round_number, index, blob, signed)
+        self._commit(task_id, round_number, index, claim.update_hash)
         record = ConfigRecord(
             {
                 "update": blob,
@@ -200,19 +202,39 @@ class FedChainClient:
         )
         return Message(content=content, reply_to=msg)
 
-    def _commit(self, task_id: int, round_number: int, digest: bytes) -> None:
+    def _commit(self, task_id: int, round_number: int, index: int, digest: bytes) -> None:
         """Commit the update on chain (``commitOwnUpdate``), sent without waiting for it to be mined: the chain,
-        not the aggregator, then says that this client delivered the round, and when. A commit the chain refuses
-        (a round already committed by a retried message, the deadline passed) is logged; the reply still goes."""
+        not the aggregator, then says that this client delivered the round, and when.
+
+        A round is committed once: a retried message whose update is the one committed replies again; one with
+        another update (training is not deterministic), or a commit the chain refuses (the deadline passed, the
+        client was removed), raises, and Flower sends the server an error reply: a missed round, not an update
+        that would be scored against a commit it does not match."""
         ledger = self.session.contracts.round_ledger
+        committed, committed_at = ledger.own_commit(task_id, round_number, index)
+        if committed_at:
+            if bytes(committed) == digest:
+                return
+            raise AgentError(
+                f"round {round_number} of task {task_id} is committed already, with update {to_hex(bytes(committed))}",
+                hint="a retried message trained again: that reply cannot count; the next round can",
+            )
         try:
             pending = self.session.transactor.submit(
                 ledger.address, ledger.encode("commitOwnUpdate(uint256,uint16,bytes32)", task_id, round_number, digest)
             )
         except ContractRevert as err:
-            log.warning("round %d's update not committed on chain: %s", round_number, err)
-            return
+            raise AgentError(f"round {round_number}'s update could not be committed on chain: {err}") from err
         log.info("round %d: update %s committed (tx %s)", round_number, to_hex(digest), pending.hash)
+
+    def _keep(self, task_id: int, round_number: int, index: int, blob: bytes, signed: SignedReply) -> None:
+        """Put the update and its signed claim in the task's store as well, where this client can reach it: the
+        aggregator then cannot score the committed update as missing by saying that the reply never came."""
+        try:
+            self.session.store.put(blob)
+            pin_reply(self.session.store, task_id, round_number, index, signed)
+        except StoreError as err:
+            log.warning("round %d: the update is not in the store (%s); the reply carries it", round_number, err)
 
     # ------------------------------------------------------------------ the end
 

@@ -53,6 +53,8 @@ class ExampleSettings:
         rounds: the task's rounds.
         samples: MNIST training samples per client.
         free_rider: the partition id of a client that trains nothing; None: every client trains.
+        lost_reply: the partition id of an honest client whose reply of round 2 is lost after it committed (its
+            ClientApp fails): the server scores the committed update from the store. None: no reply is lost.
         baseline: run the app without FedChain first, for the round-time comparison.
         block_time: seconds between the local chain's blocks (None: a block per transaction).
         challenge_window: seconds a round can be challenged before its money moves.
@@ -67,6 +69,7 @@ class ExampleSettings:
     rounds: int = 3
     samples: int = 600
     free_rider: int | None = None
+    lost_reply: int | None = None
     baseline: bool = True
     block_time: float | None = 1.0
     challenge_window: int = 4
@@ -81,6 +84,8 @@ class ExampleSettings:
             raise ConfigError(f"aggregate must be 'wrapped' or 'fedchain', got {self.aggregate!r}")
         if self.free_rider is not None and not 0 <= self.free_rider < self.clients:
             raise ConfigError(f"free_rider must be a partition id below {self.clients}, got {self.free_rider}")
+        if self.lost_reply is not None and not 0 <= self.lost_reply < self.clients:
+            raise ConfigError(f"lost_reply must be a partition id below {self.clients}, got {self.lost_reply}")
         if not (self.app_dir / "pyproject.toml").is_file():
             raise ConfigError(
                 f"{self.app_dir} is not a Flower app (no pyproject.toml)",
@@ -191,6 +196,7 @@ def run_example(
             "num-server-rounds": settings.rounds,
             "samples-per-client": settings.samples,
             "free-rider": -1 if settings.free_rider is None else settings.free_rider,
+            "lost-reply": -1 if settings.lost_reply is None else settings.lost_reply,
             "out-dir": str(figures_dir),
             "fedchain-aggregate": settings.aggregate,
         }

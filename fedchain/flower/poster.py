@@ -21,11 +21,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from fedchain.agent.chainloop import transact_when_due
+from fedchain.agent.chainloop import chain_now, transact_when_due
 from fedchain.agent.finality import finalize_due
 from fedchain.agent.session import ChainSession
 from fedchain.aggregator.service import POST_ROUND_GAS_BASE, POST_ROUND_GAS_PER_CLIENT
-from fedchain.chain.bindings import LedgerRoundNotReady, Measurement, TaskStatus
+from fedchain.chain.bindings import LedgerCommitMismatch, LedgerRoundNotReady, Measurement, TaskStatus
 from fedchain.chain.merkle import ZERO_ROOT
 from fedchain.errors import AgentError, ChainError, ContractRevert, FedchainError
 from fedchain.fl.quality import to_wad
@@ -78,8 +78,14 @@ class RoundPoster:
             raise AgentError(f"an earlier round of task {self.task_id} could not be posted: {self._error}")
         self._queue.put(PendingRound(round_number, model_hash, accuracy, tuple(measurements)))
 
-    def close(self, timeout_s: float = 600.0) -> None:
-        """Wait until every queued round is posted; raise the failure that stopped a post, if any."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Wait until every queued round is posted; raise the failure that stopped a post, if any.
+
+        By default it waits 10 minutes plus a round's duration per queued round: a round whose client did not commit
+        is posted only after its deadline."""
+        if timeout_s is None:
+            duration = self.session.contracts.task_registry.params(self.task_id).round_duration
+            timeout_s = 600.0 + (self._queue.qsize() + 1) * duration
         self._queue.put(None)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
@@ -121,16 +127,19 @@ class RoundPoster:
         contracts = self.session.contracts
         ledger = contracts.round_ledger
         count = len(pending.measurements)
-        times = ledger.own_commit_times(self.task_id, pending.round, count)
         deadline = round_started_at + contracts.task_registry.params(self.task_id).round_duration
-        before_deadline = self.session.block_time() <= deadline
+        # The deadline against the next block's time (a chain that mines on demand has no later block yet), then
+        # every read at one block: the commits and the clients' standing as one picture.
+        before_deadline = chain_now(self.session) <= deadline
+        block = self.session.w3.eth.block_number
+        times = ledger.own_commit_times(self.task_id, pending.round, count, block=block)
         measurements = []
         for index, (m, committed_at) in enumerate(zip(pending.measurements, times, strict=True)):
             if committed_at:
                 round_time = max(0, committed_at - round_started_at)
                 late = Measurement(quality=0, round_time=round_time, accepted=False, committed=True)
                 measurements.append(m._replace(round_time=round_time) if m.committed else late)
-            elif before_deadline and ledger.is_active(self.task_id, index):
+            elif before_deadline and ledger.is_active(self.task_id, index, block=block):
                 return None  # the client has until the deadline to commit: the contract refuses the post till then
             else:
                 measurements.append(Measurement(quality=0, round_time=0, accepted=False, committed=False))
@@ -190,9 +199,11 @@ class RoundPoster:
                     gas=POST_ROUND_GAS_BASE + POST_ROUND_GAS_PER_CLIENT * len(pending.measurements),
                     too_early=(LedgerRoundNotReady,),
                 )
-            except ContractRevert:
+            except ContractRevert as err:
                 if self._already_posted(pending.round):
                     continue  # lost a race with an earlier attempt that landed: done
+                if isinstance(err, LedgerCommitMismatch) and attempt < self.retries:
+                    continue  # a commit mined as the round was read (at its deadline): read it again
                 raise
             except ChainError as err:
                 if attempt == self.retries:

@@ -12,8 +12,9 @@ Each round, for a self-trained task (contracts/README.md, "Tasks trained by thei
 2. ``aggregate_train``: each reply's client is identified by its signed claim (:mod:`fedchain.flower.identity`),
    checked against the task's on-chain join; the update goes into FedChain's store (safetensors, content hash)
    and the claim beside it. Each client committed its update on chain as it replied (``commitOwnUpdate``): the
-   round waits, at most ``commit_wait_s``, for those commits to be mined, and a reply without one is a missed
-   round (the chain, not this server, says who delivered and when). FedChain scores the round exactly as the aggregator of an auction task does
+   round waits for those commits to be mined (or for the round's deadline), and a reply without one is a missed
+   round (the chain, not this server, says who delivered and when). A committed update whose reply did not come
+   is scored from the store, where the client put it with its claim. FedChain scores the round exactly as the aggregator of an auction task does
    (:func:`fedchain.aggregator.scoring.score_round`: decode, screen, quality). The wrapped strategy then
    aggregates the accepted updates only (a screened-out free rider moves neither the model nor the pay).
 3. The round's model (the wrapped strategy's) goes into the store, and the round is handed to a
@@ -41,6 +42,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
+from fedchain.agent.chainloop import chain_now
+from fedchain.chain.bindings import TaskStatus
 from fedchain.errors import ConfigError, FedchainError, UpdateRejected
 from fedchain.fl.params import flatten, unflatten
 from fedchain.flower.identity import ReplyClaim, SignedReply, verify_reply
@@ -52,6 +55,7 @@ from fedchain.flower.protocol import (
     config_int,
     pin_reply,
     start_model_hash,
+    stored_replies,
 )
 from fedchain.store.digest import to_hex
 from fedchain.updates import update_hash
@@ -78,16 +82,12 @@ class FedChainServer:
         task_id: the self-trained task this federation trains.
         data_root: folder with the validation dataset (None: ``$FEDCHAIN_DATA_ROOT``).
         device: torch device for the validation passes.
-        commit_wait_s: the most a round waits, once its replies are in, for the replying clients' on-chain commits
-            to be mined (each client sends its commit as it replies); a reply whose commit is not there by then
-            is a missed round.
     """
 
     session: ChainSession
     task_id: int
     data_root: str | None = None
     device: str = "cpu"
-    commit_wait_s: float = 120.0
 
     @classmethod
     def from_run_config(cls, run_config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> FedChainServer:
@@ -120,10 +120,7 @@ class FedChainServer:
             account=Account.from_key(key),
         )
         data_root = str(run_config.get("fedchain-data-root", "")) or None
-        commit_wait_s = float(run_config.get("fedchain-commit-wait", cls.commit_wait_s))
-        if commit_wait_s < 0:
-            raise ConfigError(f"fedchain-commit-wait must be >= 0 seconds, got {commit_wait_s}")
-        return cls(session, int(run_config["fedchain-task"]), data_root=data_root, commit_wait_s=commit_wait_s)
+        return cls(session, int(run_config["fedchain-task"]), data_root=data_root)
 
 
 class IncentiveStrategy(Strategy):
@@ -205,9 +202,12 @@ class IncentiveStrategy(Strategy):
         """Flower's loop over the task's rounds from its initial model, then wait until every round is posted (the
         posts run beside the loop). ``num_rounds`` must be the task's (0: take them)."""
         posted, _ = self.server.session.contracts.round_ledger.rounds(self.server.task_id)
-        if posted:
+        count = self.server.session.contracts.round_ledger.client_count(self.server.task_id)
+        committed = any(self.server.session.contracts.round_ledger.own_commit_times(self.server.task_id, 1, count))
+        if posted or committed:
             raise ConfigError(
-                f"task {self.server.task_id} already has {posted} posted round(s): a Flower run starts at round 1",
+                f"task {self.server.task_id} already ran: round 1 is "
+                f"{'posted' if posted else 'committed by a client'}, and a Flower run starts at round 1",
                 hint="resuming a federation mid-task is not supported; create a new task for a new run",
             )
         if num_rounds not in (0, self.rounds):
@@ -289,6 +289,8 @@ class IncentiveStrategy(Strategy):
         arrays_key = str(getattr(self.inner, "arrayrecord_key", "arrays"))
         kept = []
         for index in accepted:
+            if index not in by_index:  # scored from the store (its reply did not come): no reply to hand on
+                continue
             reply, update = by_index[index]
             local = unflatten(start + update, self.param_spec)
             reported = next(iter(reply.content.metric_records.values()), MetricRecord())
@@ -374,7 +376,8 @@ class IncentiveStrategy(Strategy):
             except FedchainError as err:  # one node's bad reply, or a passing RPC failure: that reply is missed
                 log.warning("node %d's reply to round %d not taken: %s", reply.metadata.src_node_id, server_round, err)
         replied = {index: signed.claim.update_hash for index, signed in claims.items()}
-        commits = self._await_commits(server_round, replied, count)
+        commits = self._await_commits(server_round, replied)
+        kept: dict[tuple[int, int], SignedReply] | None = None  # the claims clients put in the store, read once
         for index, client in enumerate(clients):
             if not client.active:
                 continue
@@ -388,39 +391,92 @@ class IncentiveStrategy(Strategy):
                     )
                 clients[index] = ClientInput(update=None, data_size=0, round_time=None)
                 usable.pop(index, None)
-            elif replied.get(index) != committed:
-                # Committed, but its update is not in hand, or is not the one committed: unusable, as a fog commit
-                # whose update cannot be read is (accepted = false, quality 0).
-                log.warning(
-                    "client %d committed round %d but its update is not the one it replied with", index, server_round
-                )
-                clients[index] = ClientInput(update=None, data_size=0, round_time=0)
-                usable.pop(index, None)
+            elif replied.get(index) == committed:
+                # The claim goes beside the update it signs, for the audit.
+                pin_reply(session.store, task_id, server_round, index, claims[index])
             else:
-                # The claim goes beside the update it signs, for the audit: only for an update committed on chain,
-                # which is the only kind the audit scores from its claim.
-                pin_reply(self.server.session.store, self.server.task_id, server_round, index, claims[index])
+                # Committed, but its reply did not come, or carried another update: the store may hold the committed
+                # one with its claim (the client puts them there too). Else it is unusable, as a fog commit whose
+                # update cannot be read is (accepted = false, quality 0), and the audit finds the same.
+                usable.pop(index, None)
+                if kept is None:
+                    kept = stored_replies(session.store, task_id)
+                clients[index] = self._from_store(server_round, index, committed, kept.get((server_round, index)))
         return clients, usable
 
-    def _await_commits(self, server_round: int, replied: Mapping[int, bytes], count: int) -> dict[int, bytes]:
-        """Client index -> update hash of every commit of ``server_round``, once each replying client's commit is
-        seen or ``commit_wait_s`` has passed (each client sends its commit as it replies).
+    def _from_store(self, server_round: int, index: int, committed: bytes, signed: SignedReply | None) -> ClientInput:
+        """Client ``index``'s committed update as the store holds it with the client's claim (scored, but not in
+        the wrapped strategy's aggregate: Flower has no reply to hand it), else an unusable entry."""
+        from fedchain.aggregator.scoring import ClientInput
+        from fedchain.taskspec import load_update
 
-        The commits are read in the node's pending block: a commit sent with its reply is usually there already,
-        so the loop does not wait for a block. (A node that has no pending block answers with the latest one.) The
-        poster posts only what the chain mined: one that never is becomes a missed round there."""
-        ledger = self.server.session.contracts.round_ledger
-        deadline = time.monotonic() + self.server.commit_wait_s
+        session, task_id = self.server.session, self.server.task_id
+        unusable = ClientInput(update=None, data_size=0, round_time=0)
+        ledger = session.contracts.round_ledger
+        account = ledger.client(task_id, index).account
+        try:
+            if signed is None:
+                raise UpdateRejected("no reply came, and the store holds no claim of the client's for it")
+            claim = signed.claim
+            if (claim.task_id, claim.round, claim.update_hash) != (task_id, server_round, committed):
+                raise UpdateRejected("the claim in the store is not for the committed update")
+            if claim.start_model != self._start_hash:
+                raise UpdateRejected("the claim in the store was trained from another start model")
+            verify_reply(signed, account=account, commitment=ledger.data_commitment(task_id, index))
+            decoded = load_update(
+                session.store,
+                self.spec,
+                committed,
+                task_id=task_id,
+                round_number=server_round,
+                client_index=index,
+                client=account,
+                data_size=claim.data_size,
+            )
+        except UpdateRejected as err:
+            log.warning("client %d committed round %d, but its update is not usable: %s", index, server_round, err)
+            return unusable
+        log.info("client %d's committed update of round %d scored from the store", index, server_round)
+        update = flatten(decoded.params, self.param_spec)[0]
+        return ClientInput(update=update, data_size=claim.data_size, round_time=0, local_losses=decoded.local_losses)
+
+    def _await_commits(self, server_round: int, replied: Mapping[int, bytes]) -> dict[int, bytes]:
+        """Client index -> update hash of every commit of ``server_round`` mined so far, once the commits of the
+        replying clients, and those in flight (in the node's pending block: a client whose reply failed after it
+        committed), are mined, or the round's deadline has passed on chain.
+
+        Each client sends its commit before its reply, so this is usually at once, or a block later. Waiting for
+        those commits up to the deadline keeps the round's scores the ones the audit reproduces: a commit mined
+        after this look would be a committed entry this round did not score."""
+        session, task_id = self.server.session, self.server.task_id
+        contracts = session.contracts
+        ledger = contracts.round_ledger
+        count = ledger.client_count(task_id)
+        told = False
         while True:
+            block = session.w3.eth.block_number  # one block for every read: a consistent picture
             commits = {}
             for index in range(count):
-                digest, committed_at = ledger.own_commit(self.server.task_id, server_round, index, block="pending")
-                if committed_at:
+                digest, at = ledger.own_commit(task_id, server_round, index, block=block)
+                if at:
                     commits[index] = bytes(digest)
-            awaited = sorted(set(replied) - set(commits))
-            if not awaited or time.monotonic() > deadline:
+            in_flight = {
+                index
+                for index in range(count)
+                if index not in commits and ledger.own_commit(task_id, server_round, index, block="pending")[1]
+            }
+            awaited = sorted((set(replied) | in_flight) - set(commits))
+            if not awaited:
                 return commits
-            log.info("round %d: waiting for the commits of clients %s", server_round, awaited)
+            state = contracts.task_registry.state(task_id, block=block)
+            deadline = state.round_started_at + self.params.round_duration
+            if state.status != TaskStatus.RUNNING or state.current_round > server_round:
+                return commits
+            if state.current_round == server_round and chain_now(session) > deadline:
+                return commits  # too late to be mined now: those clients missed the round
+            if not told:
+                log.info("round %d: waiting for the commits of clients %s", server_round, awaited)
+                told = True
             time.sleep(COMMIT_POLL_S)
 
     def _take(

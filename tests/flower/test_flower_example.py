@@ -1,5 +1,6 @@
 """The Flower example, end to end: a SuperLink and 3 SuperNodes as processes, a local Anvil mining every second,
-FedChain's store, 3 rounds with one free-riding client (it sends the model back untrained).
+FedChain's store, 3 rounds with one free-riding client (it sends the model back untrained) and one honest client
+whose round-2 reply is lost after it committed its update.
 
 One run serves every test here (about two and a half minutes on two cores).
 """
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.slow
 
 APP = Path(__file__).resolve().parents[2] / "examples" / "flower"
 FREE_RIDER = 2
+LOST_REPLY = 1
 
 
 @dataclass
@@ -50,7 +52,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             session.w3, session.deployment, task_id, open_store(str(copy)), verify_scores=True
         )
 
-    settings = ExampleSettings(app_dir=APP, run_dir=folder / "run", free_rider=FREE_RIDER, baseline=False)
+    settings = ExampleSettings(
+        app_dir=APP, run_dir=folder / "run", free_rider=FREE_RIDER, lost_reply=LOST_REPLY, baseline=False
+    )
     result = run_example(settings, inspect=inspect)
     yield Run(result, seen["replies"], seen["tampered"])  # type: ignore[arg-type]
 
@@ -73,6 +77,16 @@ def test_the_clients_who_trained_are_paid_and_get_their_deposits_back(run: Run) 
         assert client.deposit_returned == run.result.deposit
         assert client.withdrawn == client.earned + client.bonus + client.deposit_returned
         assert {(r, client.index) for r in (1, 2, 3)} <= run.replies
+
+
+def test_a_committed_update_whose_reply_was_lost_is_scored_from_the_store(run: Run) -> None:
+    # The aggregator cannot score a committed update as missing by saying that the reply never came.
+    history = run.result.audit.history
+    lost = next(c for c in run.result.clients if c.partition == LOST_REPLY)
+    (round_2,) = [p for p in history.posted if p.round == 2]
+    entry = round_2.measurements[lost.index]
+    assert entry.committed and entry.accepted and entry.quality > 0
+    assert lost.removed_round is None and lost.earned > 0
 
 
 def test_the_audit_re_runs_every_score_and_passes(run: Run) -> None:
