@@ -418,11 +418,19 @@ class IncentiveStrategy(Strategy):
             if signed is None:
                 raise UpdateRejected("no reply came, and the store holds no claim of the client's for it")
             claim = signed.claim
-            if (claim.task_id, claim.round, claim.update_hash) != (task_id, server_round, committed):
-                raise UpdateRejected("the claim in the store is not for the committed update")
-            if claim.start_model != self._start_hash:
-                raise UpdateRejected("the claim in the store was trained from another start model")
-            verify_reply(signed, account=account, commitment=ledger.data_commitment(task_id, index))
+            # This round's claim, from this round's start model, for the committed update (its size and salt are
+            # checked against the join's commitment).
+            expected = ReplyClaim(
+                chain_id=self.chain_id,
+                ledger=self.ledger,
+                task_id=task_id,
+                round=server_round,
+                start_model=self._start_hash,
+                update_hash=committed,
+                data_size=claim.data_size,
+                salt=claim.salt,
+            )
+            verify_reply(signed, account=account, commitment=ledger.data_commitment(task_id, index), expected=expected)
             decoded = load_update(
                 session.store,
                 self.spec,
