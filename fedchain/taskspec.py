@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fedchain.errors import ConfigError, TaskSpecError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
+from fedchain.fl.quality import DEFAULT_QUALITY_FLOOR, check_floor
 from fedchain.fl.screening import ADDED_LATER, ScreeningConfig
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
@@ -125,9 +126,10 @@ def _param_spec_of(model: ModelSpec) -> ParamSpec:
 
 
 #: Top-level fields a spec gained after specs were first stored, with the value a spec without them means
-#: (the aggregation rule: the plain mean; the start of training: the global model). At that value a field
-#: stays out of the spec's bytes, so an older spec read and written again keeps its datasetId.
-_FIELDS_ADDED_LATER: dict[str, object] = {"aggregation": MEAN, "train_from": "global"}
+#: (the aggregation rule: the plain mean; the start of training: the global model; no quality floor, the
+#: seed's measure, until 2026-11-26). At that value a field stays out of the spec's bytes, so an older spec
+#: read and written again keeps its datasetId; a spec without the field reads as that value.
+_FIELDS_ADDED_LATER: dict[str, object] = {"aggregation": MEAN, "train_from": "global", "quality_floor": 0.0}
 
 #: Strategy options whose default changed after specs were first stored, with the value a spec without the
 #: option meant: fedfaim's quality check was the seed's plain comparison (significance 0, a fixed threshold)
@@ -168,6 +170,9 @@ class TaskSpec:
         aggregation: how the strategy combines the updates it accepted: the weighted mean (the default,
             left out of the spec's bytes so that a spec written before the setting keeps its datasetId)
             or a robust rule (:mod:`fedchain.fl.aggregation`).
+        quality_floor: the least quality q_i of an accepted update (:func:`fedchain.fl.quality.floored`):
+            one poor round of an honest client on skewed data then cannot remove it by itself. 0 is the
+            seed's measure as it is (and what a spec stored before the setting means).
     """
 
     dataset: str = "mnist"
@@ -188,6 +193,7 @@ class TaskSpec:
     screening: ScreeningConfig = field(default_factory=ScreeningConfig)
     train_from: TrainFrom = "global"
     aggregation: AggregationConfig = MEAN
+    quality_floor: float = DEFAULT_QUALITY_FLOOR
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -222,6 +228,7 @@ class TaskSpec:
         if self.seed < 0:
             raise ConfigError(f"seed must be non-negative, got {self.seed}")
         self._check_train_from()
+        check_floor(self.quality_floor)
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:
@@ -278,6 +285,9 @@ class TaskSpec:
             raise TaskSpecError(f"the task spec is not in the {FORMAT} format")
         if isinstance(fields.get("screening"), dict):  # a setting it lacks is one its aggregator did not have
             fields["screening"] = {**ADDED_LATER, **fields["screening"]}
+        for name, before in _FIELDS_ADDED_LATER.items():  # a field it lacks had the meaning of its day
+            if name not in fields and isinstance(before, int | float | str):
+                fields[name] = before
         if isinstance(fields.get("strategy_options"), dict):  # an option it lacks had the default of its day
             meant = _OPTIONS_CHANGED_LATER.get(str(fields.get("strategy")), {})
             fields["strategy_options"] = {**meant, **fields["strategy_options"]}

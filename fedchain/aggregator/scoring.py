@@ -172,6 +172,7 @@ def score_round(
     screening: ScreeningConfig = ScreeningConfig(),  # noqa: B008 (frozen: one shared default is safe)
     client_params: torch.Tensor | None = None,
     last_step: torch.Tensor | None = None,
+    quality_floor: float = 0.0,
 ) -> RoundOutcome:
     """Evaluate every usable update, screen, aggregate, and measure every client for the chain (module docstring).
 
@@ -180,7 +181,8 @@ def score_round(
     stay as they were and every quality is 0. For a strategy that needs local losses, an update without
     them is not usable. ``client_params`` ``[n, d]``: the model each client trained from when the
     clients train from their own rewards (None: all trained from ``global_params``). ``last_step``: the global
-    model ``global_params`` minus the one before it (None in round 1), for screening's rule 5.
+    model ``global_params`` minus the one before it (None in round 1), for screening's rule 5. ``quality_floor``: the task spec's
+    (:attr:`TaskSpec.quality_floor`), the least quality of an accepted update.
     """
     n = len(clients)
     needs_losses = strategy.needs_local_losses
@@ -209,7 +211,12 @@ def score_round(
             local_sample_losses=[c.local_losses for c in clients] if needs_losses else None,
         )
         screened = screen(
-            updates, torch.tensor(usable), torch.tensor(losses, dtype=torch.float64), screening, last_step
+            updates,
+            torch.tensor(usable),
+            torch.tensor(losses, dtype=torch.float64),
+            screening,
+            last_step,
+            data_sizes=torch.tensor(sizes, dtype=torch.float64),
         )
         result = strategy.round(
             global_params, screened_updates(updates, screened), sizes, state, validation, client_params=client_params
@@ -217,7 +224,9 @@ def score_round(
         # A loss that is not finite (an update that blows the model up) fails the quality check too.
         accepted = result.accepted & torch.tensor([math.isfinite(x) for x in losses])
         result = dataclasses.replace(result, accepted=accepted)
-        scored = round_quality(result, source=quality, client_losses=torch.tensor(losses, dtype=torch.float64))
+        scored = round_quality(
+            result, source=quality, client_losses=torch.tensor(losses, dtype=torch.float64), floor=quality_floor
+        )
         qualities = list(scored.values)
         new_global, new_state = result.global_params, result.state
         rewards = result.rewards if rewards is not None else None

@@ -506,6 +506,7 @@ class Aggregator:
                 screening=context.spec.screening,
                 client_params=self._client_params(state, context, round_number, global_params, active),
                 last_step=self._last_step(state, context, round_number, global_params),
+                quality_floor=context.spec.quality_floor,
             )
             model_hash = self._publish(context, round_number, outcome)
             rewards = self._publish_rewards(context, round_number, outcome, active)

@@ -243,6 +243,7 @@ class ScoreReproduction:
             screening=spec.screening,
             client_params=starts,
             last_step=None if self._start is None else global_params - self._start.to(global_params.dtype),
+            quality_floor=spec.quality_floor,
         )
         self._state, self._model_hash, self._start = outcome.state, posted.model_hash, global_params
         accuracy = -1

@@ -195,7 +195,15 @@ def quality_drift(model: str, data_root: str | None, threads: Sequence[int] = (2
 
     def qualities(batch_size: int = EVAL_BATCH_SIZE) -> torch.Tensor:
         evaluator = Evaluator(spec.model_spec(), validation, "cpu", batch_size=batch_size)
-        outcome = score_round(get_strategy(spec.strategy), start, clients, evaluator, None, screening=spec.screening)
+        outcome = score_round(
+            get_strategy(spec.strategy),
+            start,
+            clients,
+            evaluator,
+            None,
+            screening=spec.screening,
+            quality_floor=spec.quality_floor,
+        )
         return torch.tensor([m.quality for m in outcome.measurements], dtype=torch.float64) / 10**18
 
     with _threads(1):

@@ -34,6 +34,7 @@ from fedchain.data.partition import PartitionKind
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
 from fedchain.fl.pruning import Pruning
+from fedchain.fl.quality import DEFAULT_QUALITY_FLOOR
 from fedchain.fl.screening import ScreeningConfig
 from fedchain.trainer.config import Engine, TrainConfig
 from fedchain.trainer.device import resolve_device
@@ -190,6 +191,9 @@ class ExperimentConfig:
     #: How the strategy combines the updates it accepted, as a task spec's: the weighted mean or a
     #: robust rule (:mod:`fedchain.fl.aggregation`).
     aggregation: AggregationConfig = MEAN
+    #: The least quality of an accepted update, as a task spec's ``quality_floor``
+    #: (:func:`fedchain.fl.quality.floored`); 0 is the seed's measure as it is.
+    quality_floor: float = DEFAULT_QUALITY_FLOOR
     #: Privacy budget of the local noise added to client data; ``None`` adds none.
     epsilon: float | None = None
     #: Training samples held out of every client as the aggregator's validation set.
@@ -240,6 +244,8 @@ class ExperimentConfig:
             raise ValueError(f"momentum={self.momentum} must lie in [0, 1)")
         if self.validation_samples < 1:
             raise ValueError(f"validation_samples={self.validation_samples} must be at least 1")
+        if not 0 <= self.quality_floor < 1:
+            raise ValueError(f"quality_floor={self.quality_floor} must lie in [0, 1) (0: the seed's measure)")
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -217,12 +217,13 @@ def score_round(
     client_params: torch.Tensor | None,
     screening: ScreeningConfig,
     last_step: torch.Tensor | None = None,
+    quality_floor: float = 0.0,
 ) -> tuple[RoundResult, tuple[float, ...], ScreeningResult]:
     """The aggregator's side of one round: validation inputs, screening, the strategy's round, the chain's quality.
 
     ``local_models`` are the models the clients sent (``start + updates``); ``client_params`` the
     models they trained from when they keep their own (else ``None``); ``last_step`` the global step of the
-    round before (screening's rule 5). Returns the strategy's
+    round before (screening's rule 5); ``quality_floor`` the least quality of an accepted update. Returns the strategy's
     result, every client's quality q_i and what screening decided.
     """
     by_loss = quality_source(strategy) == "loss"
@@ -232,18 +233,19 @@ def score_round(
     losses = (
         None if client_evaluations is None else torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
     )
-    screened = screen(updates, torch.ones(updates.shape[0], dtype=torch.bool), losses, screening, last_step)
+    sizes = torch.tensor(federation.data_sizes, dtype=torch.float64)
+    present = torch.ones(updates.shape[0], dtype=torch.bool)
+    screened = screen(updates, present, losses, screening, last_step, data_sizes=sizes)
     validation = Validation(
         evaluate=lambda params: evaluator.evaluate(params, federation.validation),
         client_evaluations=client_evaluations,
         local_sample_losses=_LocalLosses(evaluator, local_models, federation.clients),
     )
-    sizes = torch.tensor(federation.data_sizes, dtype=torch.float64)
     sent = screened_updates(updates, screened)
     result = strategy.round(global_params, sent, sizes, state, validation, client_params=client_params)
     if result.client_losses is not None:
         losses = None  # the strategy measured them itself
-    quality = round_quality(result, source=quality_source(strategy), client_losses=losses).values
+    quality = round_quality(result, source=quality_source(strategy), client_losses=losses, floor=quality_floor).values
     return result, quality, screened
 
 
@@ -391,6 +393,7 @@ def run_experiment(
                 models,
                 config.screening,
                 last_step,
+                config.quality_floor,
             )
             for client, reason in screened.rejected().items():
                 log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)

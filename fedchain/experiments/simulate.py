@@ -292,6 +292,11 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option(
     "--trim-fraction", type=float, help="trimmed_mean: fraction cut from each end of every coordinate [default: 0.2]."
 )
+@click.option(
+    "--quality-floor",
+    type=float,
+    help="Least quality of an accepted update; 0 is the seed's measure [default: 0.2].",
+)
 @click.option("--krum-byzantine", type=int, help="multi_krum: attackers tolerated (f) [default: 3].")
 @click.option("--krum-keep", type=int, help="multi_krum: updates averaged (1: Krum) [default: all but f].")
 @click.option(

@@ -15,7 +15,15 @@ Two sources, one per task:
   model earns no quality; when no accepted client has a positive contribution,
   every quality is 0 (nothing was contributed, so nothing is rescaled to 1).
 
-Rejected clients always get quality 0. Values come as floats and as 1e18
+Rejected clients always get quality 0. An accepted client gets at least the task's
+``floor`` (:func:`floored`, 0: the seed's measure as it is): on chain a round
+below q_min multiplies r_a by its quality, so one honest client's poor round
+(a model trained on skewed data scored on the balanced validation set:
+0.02-0.15) would take r_a below r_a_min and cost the client its deposit by
+itself. With the floor a single poor round cuts that round's reputation and
+pay, and only a client that stays poor round after round (a label flipper)
+falls below r_a_min (docs/robustness.md, "A floor under accepted qualities").
+Values come as floats and as 1e18
 fixed-point integers for the contract: ``q * 10**18`` computed exactly from
 the float's shortest decimal form (``repr``: 0.1 is exactly ``10**17``),
 rounded half to even.
@@ -36,6 +44,11 @@ from fedchain.units import WAD
 
 #: Smallest loss used in the ratio: keeps a zero loss from dividing by zero.
 LOSS_FLOOR = 1e-8
+
+#: The least quality of an accepted update in a task built today (:attr:`fedchain.taskspec.TaskSpec.quality_floor`).
+#: Between r_a_min (0.1 by default) and its square root: one poor round keeps r_a at or above r_a_min,
+#: while a client whose every round sits at the floor falls below it (r_a = floor squared).
+DEFAULT_QUALITY_FLOOR = 0.2
 
 QualitySource = Literal["loss", "contribution"]
 
@@ -74,6 +87,23 @@ def rescaled_contribution(contribution: torch.Tensor, accepted: torch.Tensor) ->
     return positive / total * int(accepted.sum())
 
 
+def floored(values: torch.Tensor, accepted: torch.Tensor, floor: float) -> torch.Tensor:
+    """``max(q_i, floor)`` for the accepted clients; the others keep their value (module docstring)."""
+    check_floor(floor)
+    if floor == 0:
+        return values
+    return torch.where(accepted, values.clamp_min(floor), values)
+
+
+def check_floor(floor: float) -> None:
+    """A :class:`ConfigError` unless ``0 <= floor < 1``."""
+    if not (isinstance(floor, int | float) and 0 <= floor < 1):
+        raise ConfigError(
+            f"the quality floor must be a number in [0, 1), got {floor!r}",
+            hint=f"{DEFAULT_QUALITY_FLOOR} (the default) keeps an honest client through one poor round; 0 is the seed's measure",
+        )
+
+
 def to_wad(values: Sequence[float] | torch.Tensor) -> tuple[int, ...]:
     """Exact 1e18 fixed point of non-negative finite floats (round half to even)."""
     floats = values.tolist() if isinstance(values, torch.Tensor) else list(values)
@@ -90,12 +120,14 @@ def round_quality(
     *,
     source: QualitySource = "loss",
     client_losses: torch.Tensor | Sequence[float] | None = None,
+    floor: float = 0.0,
 ) -> RoundQuality:
     """The round's ``q_i`` for the chain, from ``result`` and the chosen ``source``.
 
     ``client_losses`` (validation loss of each client's updated model) is needed
     for ``source="loss"`` when the strategy did not measure them itself
-    (``result.client_losses`` is None, e.g. fedavg and cgsv).
+    (``result.client_losses`` is None, e.g. fedavg and cgsv). ``floor``: the least
+    quality of an accepted client (the task's :attr:`~fedchain.taskspec.TaskSpec.quality_floor`).
     """
     accepted = result.accepted
     if source == "contribution":
@@ -109,7 +141,9 @@ def round_quality(
             )
         if losses.shape != accepted.shape:
             raise ConfigError(f"got {losses.numel()} client losses for {accepted.numel()} clients")
-        values = loss_ratio(losses, accepted & torch.isfinite(losses))
+        accepted = accepted & torch.isfinite(losses)
+        values = loss_ratio(losses, accepted)
     else:
         raise ConfigError(f"unknown quality source {source!r}", hint="use 'loss' or 'contribution'")
+    values = floored(values, accepted, floor)
     return RoundQuality(values=tuple(values.tolist()), wad=to_wad(values))

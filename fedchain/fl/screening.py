@@ -100,8 +100,9 @@ class ScreeningConfig:
     with any update, skewed data included. Screening does not stop label flipping: a flipper's
     model reached only 1-9.6x the median validation loss, where honest models on skewed data
     reach 26x; a loss-based quality (fedavg, quality) still scores it below q_min.
-    Power-law data sizes are outside them: one client with 10x the data took 9x the median
-    norm and 8x the median loss; raise ``max_norm_ratio`` there.
+    Power-law data sizes need ``norm_by_data``: one client with 10x the data took 9x the median
+    norm and 8x the median loss, and in round 1 of a POW split the two largest clients (5.4x and
+    2.7x the median data) took more than 5x the median norm (docs/robustness.md).
 
     Attributes:
         enabled: screen at all; False hands every present update to the strategy as before.
@@ -109,6 +110,12 @@ class ScreeningConfig:
             round lay within 0.34-2.3x the median (clients with more data take more steps), once
             4.3x (IID, round 6 of 10, which 4 rejected); a x10 scaling gave at least 6.7x
             (docs/robustness.md, 2026-11-25). 5 keeps the first and stops the second.
+        norm_by_data: a client with more data than the round's median data size may send a
+            proportionally larger norm: its limit is ``max_norm_ratio`` median norms times its data
+            size over the median data size (never less than the plain limit). Its SGD takes that many
+            more steps; a client that claims more data to send a larger update gains nothing it would
+            not gain from the claim alone, whose weight FedAvg already scales by. A spec written before
+            this setting reads as False.
         min_norm_ratio: reject a norm below this fraction of the median norm (a free rider).
             Honest norms stayed above 0.34 of the median; 0.1 only catches near-zero updates.
         min_cosine: reject an update whose cosine to the coordinate-wise median of the others
@@ -151,6 +158,7 @@ class ScreeningConfig:
 
     enabled: bool = True
     max_norm_ratio: float | None = 5.0
+    norm_by_data: bool = True
     min_norm_ratio: float | None = 0.1
     min_cosine: float | None = -0.3
     min_agreement: float | None = 3.0
@@ -212,7 +220,12 @@ class ScreeningConfig:
 #: Settings added after the first task specs were written, with the value a spec without them means:
 #: the rule its aggregator ran (none). A spec leaves a setting at this value out of its bytes, so an
 #: old spec read and written again keeps its datasetId (:meth:`fedchain.taskspec.TaskSpec.to_dict`).
-ADDED_LATER: dict[str, object] = {"min_agreement": None, "reassess_agreement": False, "min_novelty": None}
+ADDED_LATER: dict[str, object] = {
+    "min_agreement": None,
+    "reassess_agreement": False,
+    "min_novelty": None,
+    "norm_by_data": False,
+}
 
 #: Screening off: every present update goes to the strategy (experiments that measure an undefended strategy).
 NO_SCREENING = ScreeningConfig(enabled=False)
@@ -264,6 +277,7 @@ def screen(
     losses: torch.Tensor | None = None,
     config: ScreeningConfig = ScreeningConfig(),
     last_step: torch.Tensor | None = None,
+    data_sizes: torch.Tensor | None = None,
 ) -> ScreeningResult:
     """Screen one round's updates (module docstring for the rules and their order).
 
@@ -275,6 +289,8 @@ def screen(
         config: the task's rules.
         last_step: the global model this round started from minus the one before ``[d]`` (None in round 1):
             rule 5 (``min_novelty``) measures what each update adds to it.
+        data_sizes: each client's data size ``[n]`` (None: all alike); ``config.norm_by_data`` scales the
+            norm limit of a client with more data than the median.
     """
     import torch
 
@@ -323,7 +339,18 @@ def screen(
     if rows.numel() >= config.min_updates:
         median_norm = _median(norms[rows])
         if config.max_norm_ratio is not None:
-            reject(norms > config.max_norm_ratio * median_norm, ScreeningReason.NORM_TOO_LARGE)
+            limits = torch.full((n,), config.max_norm_ratio * median_norm, dtype=torch.float64)
+            if config.norm_by_data and data_sizes is not None:
+                sizes = torch.as_tensor(data_sizes, dtype=torch.float64).cpu()
+                if sizes.shape != (n,):
+                    raise ConfigError(
+                        f"screening needs one data size per update, got {tuple(sizes.shape)} for {n} updates",
+                        hint="pass data_sizes=[n], or None to screen every norm against the same limit",
+                    )
+                median_size = _median(sizes[rows])
+                if median_size > 0:
+                    limits = limits * (sizes / median_size).clamp_min(1.0)
+            reject(norms > limits, ScreeningReason.NORM_TOO_LARGE)
         if config.min_norm_ratio is not None:
             reject(norms < config.min_norm_ratio * median_norm, ScreeningReason.NORM_TOO_SMALL)
         if config.min_cosine is not None:

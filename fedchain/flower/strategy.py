@@ -281,6 +281,7 @@ class IncentiveStrategy(Strategy):
             quality=self.quality,
             screening=self.spec.screening,
             last_step=None if self._previous_start is None else start - self._previous_start,
+            quality_floor=self.spec.quality_floor,
         )
         accepted = [i for i, m in enumerate(outcome.measurements) if m.accepted]
         # The wrapped strategy sees the accepted replies only, each as the model its client trained.

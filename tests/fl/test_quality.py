@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -138,3 +140,26 @@ def test_round_quality_of_fedavg_needs_client_losses() -> None:
         round_quality(result)
     assert round_quality(result, client_losses=[1.0, 3.0]).values == (2.0, 2 / 3)
     assert round_quality(result, source="contribution").wad == (10**18, 10**18)
+
+
+@pytest.mark.parametrize("source", ["loss", "contribution"])
+def test_the_floor_raises_accepted_qualities_below_it_and_leaves_the_rest(source: str) -> None:
+    result = get_strategy("fedavg").round(torch.zeros(4), torch.eye(4), [1, 1, 1, 9])
+    result = dataclasses.replace(result, accepted=torch.tensor([True, True, True, False]))
+    losses = [1.0, 1.0, 50.0, 1.0]  # client 2: a poor round (0.02), client 3: rejected
+
+    seed = round_quality(result, source=source, client_losses=losses)  # type: ignore[arg-type]
+    floored = round_quality(result, source=source, client_losses=losses, floor=0.2)  # type: ignore[arg-type]
+
+    assert seed.values[3] == floored.values[3] == 0.0  # a rejected update still scores 0 and removes its client
+    expected = [max(q, 0.2) for q in seed.values[:3]]
+    assert floored.values[:3] == pytest.approx(expected) and floored.wad == to_wad(floored.values)
+    if source == "loss":
+        assert seed.values[2] == pytest.approx(0.02) and floored.values[2] == 0.2
+
+
+@pytest.mark.parametrize("floor", [-0.1, 1.0, float("nan")])
+def test_a_floor_outside_0_to_1_is_refused(floor: float) -> None:
+    result = get_strategy("fedavg").round(torch.zeros(2), torch.eye(2), [1, 1])
+    with pytest.raises(ConfigError, match="quality floor"):
+        round_quality(result, client_losses=[1.0, 2.0], floor=floor)

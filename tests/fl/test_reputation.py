@@ -258,3 +258,28 @@ def test_pro_rata_scaling_pays_at_most_the_budget(amounts: list[int], available:
     else:
         assert sum(scaled) <= available
     assert all(0 <= s <= a for s, a in zip(scaled, amounts, strict=True))
+
+
+def test_the_default_quality_floor_keeps_a_client_through_one_poor_round_but_not_through_poor_rounds() -> None:
+    """Why DEFAULT_QUALITY_FLOOR sits between r_a_min and its square root, on a default task's terms."""
+    from fedchain.experiments.robustness import mechanism_params, neutral_round_time
+    from fedchain.fl.quality import DEFAULT_QUALITY_FLOOR, to_wad
+
+    mechanism = mechanism_params(rounds=10)
+    r_a_min = mechanism.min_loss_reputation / WAD
+    assert r_a_min < DEFAULT_QUALITY_FLOOR < math.sqrt(r_a_min)
+    seconds = neutral_round_time(mechanism)
+
+    def removed_in(qualities: list[float]) -> int | None:
+        state = ClientReputation.joined(mechanism)
+        for k, quality in enumerate(to_wad(qualities), start=1):
+            scored = score_round(state, mechanism, quality, seconds, True)
+            if scored.removed:
+                return k
+            state = scored.reputation
+        return None
+
+    assert removed_in([1.0] * 4 + [0.02]) == 5  # the seed's measure: one skewed round costs the deposit
+    assert removed_in([1.0] * 4 + [DEFAULT_QUALITY_FLOOR] + [1.0] * 5) is None  # floored: the client stays
+    assert removed_in([1.0] * 4 + [DEFAULT_QUALITY_FLOOR] * 2 + [1.0] * 4) is None
+    assert removed_in([1.0] + [DEFAULT_QUALITY_FLOOR] * 9) is not None  # a client poor round after round falls

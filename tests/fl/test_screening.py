@@ -412,3 +412,30 @@ def test_the_novelty_rule_needs_the_last_step_and_a_threshold() -> None:
     off = screen(stale, everyone(HONEST + 1), losses_of(HONEST + 1), ScreeningConfig(min_novelty=None), last_step)
 
     assert first_round.accepted.all() and off.accepted.all()
+
+
+def test_a_client_with_more_data_may_send_a_proportionally_larger_norm() -> None:
+    """POW data: a client with 6x the median data takes 6x the steps; a scaled update of median data does not pass."""
+    updates = honest_updates(8)
+    updates[6:] *= 6.0  # rows 6 and 7: 6x the norm
+    sizes = torch.tensor([100.0] * 6 + [600.0, 100.0], dtype=F64)  # row 6 holds 6x the data, row 7 does not
+
+    result = screen(updates, everyone(8), losses_of(8), data_sizes=sizes)
+    plain = screen(updates, everyone(8), losses_of(8), ScreeningConfig(norm_by_data=False), data_sizes=sizes)
+
+    assert result.rejected() == {7: ScreeningReason.NORM_TOO_LARGE}
+    assert plain.rejected() == {6: ScreeningReason.NORM_TOO_LARGE, 7: ScreeningReason.NORM_TOO_LARGE}
+    assert screen(updates, everyone(8), losses_of(8)).rejected() == plain.rejected()  # no sizes: one limit for all
+    with pytest.raises(ConfigError, match="one data size per update"):
+        screen(updates, everyone(8), losses_of(8), data_sizes=sizes[:5])
+
+
+def test_a_spec_written_before_the_data_scaled_norm_limit_reads_it_as_off() -> None:
+    from fedchain.taskspec import TaskSpec
+
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b',"norm_by_data":true', b"")
+
+    assert new.screening.norm_by_data and b'"norm_by_data":true' in new.to_bytes()
+    older = TaskSpec.from_bytes(older_bytes)
+    assert not older.screening.norm_by_data and older.to_bytes() == older_bytes

@@ -258,3 +258,22 @@ def test_a_cgsv_or_fedave_spec_states_the_median_length_and_an_older_one_keeps_t
     older = TaskSpec.from_bytes(older_bytes)
     assert older.strategy_options["tau"] == seed_tau  # what its aggregator ran, so the auditor runs it too
     assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
+
+
+def test_a_spec_states_todays_quality_floor_and_an_older_one_keeps_the_seeds_measure() -> None:
+    """The floor came after specs were stored: a spec without it meant the seed's quality, unfloored."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b',"quality_floor":0.2', b"")
+
+    assert new.quality_floor == 0.2 and b'"quality_floor":0.2' in new.to_bytes()
+    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    older = TaskSpec.from_bytes(older_bytes)
+    assert older.quality_floor == 0.0  # what its aggregator ran, so the auditor runs it too
+    assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
+    assert TaskSpec(dataset="mnist", model="lenet5", quality_floor=0).to_bytes() == older_bytes
+
+
+@pytest.mark.parametrize("floor", [-0.1, 1.0, float("nan")])
+def test_a_spec_refuses_a_quality_floor_outside_0_to_1(floor: float) -> None:
+    with pytest.raises(ConfigError, match="quality floor"):
+        TaskSpec(dataset="mnist", model="lenet5", quality_floor=floor)
