@@ -124,7 +124,7 @@ def test_significance_passes_a_slightly_negative_marginal_loss_within_its_standa
     torch.testing.assert_close(deltas, torch.tensor([0.8, -0.0525], dtype=F64), atol=1e-6, rtol=0)
     torch.testing.assert_close(errors, torch.tensor([1.0, 0.1], dtype=F64), atol=1e-6, rtol=0)
     accepted = {
-        z: get_strategy("fedfaim", significance=z, outlier_spread=None)
+        z: get_strategy("fedfaim", significance=z, outlier_spread=None, reject_failed=True)
         .round(torch.zeros(1), updates, [1, 1], None, validation)
         .accepted
         for z in (0.0, 0.5, 1.0)
@@ -141,7 +141,9 @@ def test_a_round_whose_mean_step_overshoots_fails_only_the_client_far_below_the_
     absolute deviations 0.25, 0.124, 0, 1.47 with median 0.124, sigma 1.4826 * 0.124 = 0.184, bound
     -4.03 - 3 * 0.184 = -4.58: only the last fails."""
     updates = torch.tensor([[2.4, 2.4], [2.5, 2.5], [2.6, 2.6], [4.0, 4.0]])
-    seed, robust = (get_strategy("fedfaim", significance=0.0, outlier_spread=spread) for spread in (None, 3.0))
+    seed, robust = (
+        get_strategy("fedfaim", significance=0.0, outlier_spread=spread, reject_failed=True) for spread in (None, 3.0)
+    )
 
     deltas, _ = robust.marginal_loss_test(_inputs(updates))
     fixed, relative = (s.round(torch.zeros(2), updates, [1, 1, 1, 1], None, VALIDATION) for s in (seed, robust))
@@ -251,3 +253,25 @@ def test_fedfaim_reputation_floor_keeps_a_failing_client_rewarded() -> None:
     assert (present(unclamped.reward_updates)[1] != 0).sum().item() == 0
     with pytest.raises(ConfigError, match="reputation_floor"):
         seed_fedfaim(reputation_floor=1.5)
+
+
+def test_a_client_failing_the_check_is_left_out_of_the_aggregate_but_kept_for_the_chain_by_default() -> None:
+    """Today's default: the harmful update of the hand-computed round weighs 0 and contributes 0, yet is accepted,
+    so the chain scores it the task's quality floor rather than removing the client; the seed rejected it."""
+    from fedchain.fl.quality import round_quality
+
+    updates = torch.tensor([[1.0, 1.0], [1.0, 0.0], [-1.0, -1.0], [float("nan"), 1.0]])
+    options = {"delta": 0.0, "gamma": 1.0, "renormalise_leave_one_out": True}
+    kept = get_strategy("fedfaim", **{**SEED_QUALITY_CHECK, "reject_failed": False}, **options)
+    seed = seed_fedfaim(**options)
+
+    today, before = (s.round(torch.zeros(2), updates, [5, 5, 5, 5], None, VALIDATION) for s in (kept, seed))
+
+    assert before.accepted.tolist() == [True, True, False, False]
+    assert today.accepted.tolist() == [True, True, True, False]  # a non-finite update is still rejected
+    torch.testing.assert_close(today.global_params, before.global_params)
+    torch.testing.assert_close(today.weights, before.weights)
+    torch.testing.assert_close(today.contribution, before.contribution)
+    assert present(today.state.failed).tolist() == [0, 0, 1, 1]
+    assert round_quality(today, source="contribution", floor=0.2).values[2:] == (0.2, 0.0)
+    assert round_quality(before, source="contribution", floor=0.2).values[2:] == (0.0, 0.0)

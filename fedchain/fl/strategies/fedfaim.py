@@ -60,8 +60,13 @@ from fedchain.fl.strategy import (
 GOMPERTZ_RATE = 5.5
 #: The median absolute deviation of a normal sample times this estimates its standard deviation.
 MAD_TO_SIGMA = 1.4826
-#: The options of the seed's own quality check: a plain comparison with the fixed threshold ``delta``.
-SEED_QUALITY_CHECK: dict[str, float | None] = {"significance": 0.0, "outlier_spread": None}
+#: The options of the seed's own quality check: a plain comparison with the fixed threshold ``delta``,
+#: and a client that fails it rejected.
+SEED_QUALITY_CHECK: dict[str, float | bool | None] = {
+    "significance": 0.0,
+    "outlier_spread": None,
+    "reject_failed": True,
+}
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,13 @@ class FedFAIM(Strategy[FedFAIMState]):
     #: the validation set's sampling error. A client far below the round's typical one still fails (median
     #: and MAD are robust to a minority of attackers). None is the seed's fixed threshold.
     outlier_spread: float | None = 3.0
+    #: What the quality check does to a client that fails it: True (the seed) rejects its update, a
+    #: quality-0 round that removes the client on chain; False leaves it out of the aggregate (weight 0) and
+    #: gives it contribution 0, but counts its update as accepted, so that the chain scores it the task's
+    #: quality floor. A failure is a judgement of one round's marginal loss, which honest clients fail now
+    #: and then (1-3% of IID client-rounds, 8-11% on Dirichlet data): it should cost that round's pay, not the
+    #: deposit. A client that fails round after round still falls below r_a_min.
+    reject_failed: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -238,7 +250,7 @@ class FedFAIM(Strategy[FedFAIMState]):
             global_params=inputs.global_params + global_update,
             contribution=contribution,
             rewards=None,
-            accepted=passed,
+            accepted=passed if self.reject_failed else inputs.finite.clone(),
             state=dataclasses.replace(state, cumulative_contribution=cumulative, passed=n_passed, failed=n_failed),
             weights=weights,
             reward_updates=reward_updates,
