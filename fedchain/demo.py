@@ -94,7 +94,7 @@ class DemoConfig:
     """What ``fedchain demo`` runs.
 
     Attributes:
-        strategy: aggregation strategy of the task (fedavg, quality, cgsv, fedfaim, fedave).
+        strategy: aggregation strategy of the task (fedavg, quality, cgsv, fedfaim, fedave, fair).
         train_from: what fog nodes train a client's next round from: ``global`` (the global model) or
             ``reward`` (the client's reward of the round before, proven on chain; fedfaim and fedave only).
         dataset: mnist or fashion-mnist.
@@ -600,7 +600,7 @@ def _default(name: str, text: str, kind: type = str) -> Any:
 
 
 @click.command()
-@_default("strategy", "Aggregation strategy: fedavg, quality, cgsv, fedfaim, fedave.")
+@_default("strategy", "Aggregation strategy: fedavg, quality, cgsv, fedfaim, fedave, fair.")
 @click.option(
     "--train-from",
     type=click.Choice(TRAIN_FROM),
