@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fedchain.errors import ConfigError, TaskSpecError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
-from fedchain.fl.quality import DEFAULT_QUALITY_FLOOR, check_floor
+from fedchain.fl.floor import DEFAULT_QUALITY_FLOOR, check_floor
 from fedchain.fl.screening import ADDED_LATER, ScreeningConfig
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex

@@ -33,8 +33,8 @@ from fedchain.config import from_mapping, load_yaml
 from fedchain.data.partition import PartitionKind
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
+from fedchain.fl.floor import DEFAULT_QUALITY_FLOOR
 from fedchain.fl.pruning import Pruning
-from fedchain.fl.quality import DEFAULT_QUALITY_FLOOR
 from fedchain.fl.screening import ScreeningConfig
 from fedchain.trainer.config import Engine, TrainConfig
 from fedchain.trainer.device import resolve_device

@@ -39,16 +39,13 @@ from typing import Literal
 import torch
 
 from fedchain.errors import ConfigError
+from fedchain.fl.floor import check_floor
 from fedchain.fl.strategy import RoundResult
 from fedchain.units import WAD
 
 #: Smallest loss used in the ratio: keeps a zero loss from dividing by zero.
 LOSS_FLOOR = 1e-8
 
-#: The least quality of an accepted update in a task built today (:attr:`fedchain.taskspec.TaskSpec.quality_floor`).
-#: Between r_a_min (0.1 by default) and its square root: one poor round keeps r_a at or above r_a_min,
-#: while a client whose every round sits at the floor falls below it (r_a = floor squared).
-DEFAULT_QUALITY_FLOOR = 0.2
 
 QualitySource = Literal["loss", "contribution"]
 
@@ -93,15 +90,6 @@ def floored(values: torch.Tensor, accepted: torch.Tensor, floor: float) -> torch
     if floor == 0:
         return values
     return torch.where(accepted, values.clamp_min(floor), values)
-
-
-def check_floor(floor: float) -> None:
-    """A :class:`ConfigError` unless ``0 <= floor < 1``."""
-    if not (isinstance(floor, int | float) and 0 <= floor < 1):
-        raise ConfigError(
-            f"the quality floor must be a number in [0, 1), got {floor!r}",
-            hint=f"{DEFAULT_QUALITY_FLOOR} (the default) keeps an honest client through one poor round; 0 is the seed's measure",
-        )
 
 
 def to_wad(values: Sequence[float] | torch.Tensor) -> tuple[int, ...]:

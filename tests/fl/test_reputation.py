@@ -263,7 +263,8 @@ def test_pro_rata_scaling_pays_at_most_the_budget(amounts: list[int], available:
 def test_the_default_quality_floor_keeps_a_client_through_one_poor_round_but_not_through_poor_rounds() -> None:
     """Why DEFAULT_QUALITY_FLOOR sits between r_a_min and its square root, on a default task's terms."""
     from fedchain.experiments.robustness import mechanism_params, neutral_round_time
-    from fedchain.fl.quality import DEFAULT_QUALITY_FLOOR, to_wad
+    from fedchain.fl.floor import DEFAULT_QUALITY_FLOOR
+    from fedchain.fl.quality import to_wad
 
     mechanism = mechanism_params(rounds=10)
     r_a_min = mechanism.min_loss_reputation / WAD
