@@ -181,8 +181,8 @@ def score_round(
     stay as they were and every quality is 0. For a strategy that needs local losses, an update without
     them is not usable. ``client_params`` ``[n, d]``: the model each client trained from when the
     clients train from their own rewards (None: all trained from ``global_params``). ``last_step``: the global
-    model ``global_params`` minus the one before it (None in round 1), for screening's rule 5. ``quality_floor``: the task spec's
-    (:attr:`TaskSpec.quality_floor`), the least quality of an accepted update.
+    model ``global_params`` minus the one before it (None in round 1), for screening's rule 5.
+    ``quality_floor``: the task spec's (:attr:`TaskSpec.quality_floor`), the least quality of an accepted update.
     """
     n = len(clients)
     needs_losses = strategy.needs_local_losses

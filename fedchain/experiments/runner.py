@@ -223,8 +223,8 @@ def score_round(
 
     ``local_models`` are the models the clients sent (``start + updates``); ``client_params`` the
     models they trained from when they keep their own (else ``None``); ``last_step`` the global step of the
-    round before (screening's rule 5); ``quality_floor`` the least quality of an accepted update. Returns the strategy's
-    result, every client's quality q_i and what screening decided.
+    round before (screening's rule 5); ``quality_floor`` the least quality of an accepted update.
+    Returns the strategy's result, every client's quality q_i and what screening decided.
     """
     by_loss = quality_source(strategy) == "loss"
     client_evaluations = None

@@ -22,7 +22,7 @@ below q_min multiplies r_a by its quality, so one honest client's poor round
 0.02-0.15) would take r_a below r_a_min and cost the client its deposit by
 itself. With the floor a single poor round cuts that round's reputation and
 pay, and only a client that stays poor round after round (a label flipper)
-falls below r_a_min (docs/robustness.md, "A floor under accepted qualities").
+falls below r_a_min (docs/robustness.md, "Quality on skewed data").
 Values come as floats and as 1e18
 fixed-point integers for the contract: ``q * 10**18`` computed exactly from
 the float's shortest decimal form (``repr``: 0.1 is exactly ``10**17``),
@@ -45,7 +45,6 @@ from fedchain.units import WAD
 
 #: Smallest loss used in the ratio: keeps a zero loss from dividing by zero.
 LOSS_FLOOR = 1e-8
-
 
 QualitySource = Literal["loss", "contribution"]
 
