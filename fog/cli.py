@@ -92,6 +92,9 @@ def fog() -> None:
 @click.option("--never-reveal", is_flag=True, default=None, help="Fault: commit bids but never reveal them.")
 @click.option("--stop-after-round", type=int, help="Fault: stop after committing this round.")
 @click.option(
+    "--crash-after-round", type=int, help="Fault: die by SIGKILL right after committing this round, state unsaved."
+)
+@click.option(
     "--lazy",
     type=click.Choice(["zero", "random"]),
     help="Fault: free rider, commit zero or noise updates without training.",

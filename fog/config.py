@@ -35,6 +35,8 @@ class FogConfig:
         max_deposit: the largest fog deposit r, wei, it puts down for one bid (a unit may be given: 0.05ether).
         never_reveal: commit bids but never reveal them (a fault for experiments: the deposit is forfeited).
         stop_after_round: commit rounds up to this one, then stop (a fault: the node leaves mid-task).
+        crash_after_round: commit rounds up to this one, then die by SIGKILL at once, its state unsaved (a fault:
+            the node crashes mid-task, at a point tests can count on).
         lazy: commit an update without training (``zero``: all zeros; ``random``: Gaussian noise), a free rider.
         lazy_std: standard deviation of the ``random`` lazy update.
         attack: train, then attack the updates before committing them (a fault for robustness tests):
@@ -66,6 +68,7 @@ class FogConfig:
     max_deposit: int = 10**18
     never_reveal: bool = False
     stop_after_round: int | None = None
+    crash_after_round: int | None = None
     lazy: LazyMode | None = None
     lazy_std: float = 0.01
     attack: AttackMode | None = None
@@ -96,6 +99,8 @@ class FogConfig:
             raise ConfigError(f"max_deposit must be >= 0 wei, got {self.max_deposit}")
         if self.stop_after_round is not None and self.stop_after_round < 0:
             raise ConfigError(f"stop_after_round must be >= 0, got {self.stop_after_round}")
+        if self.crash_after_round is not None and self.crash_after_round < 1:
+            raise ConfigError(f"crash_after_round must be >= 1, got {self.crash_after_round}")
         if self.engine not in ENGINES:
             raise ConfigError(f"unknown engine {self.engine!r}", hint=f"use one of: {', '.join(ENGINES)}")
         if self.lazy_std < 0:

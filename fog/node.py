@@ -32,6 +32,8 @@ committed just before a crash can still be revealed.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -757,6 +759,10 @@ class FogNode:
         limit = self.config.stop_after_round
         if limit is not None and round_ >= limit:
             self.agent.stop(f"stop_after_round={limit}")
+        crash = self.config.crash_after_round
+        if crash is not None and round_ >= crash:
+            self.log.warning("fault: dying by SIGKILL, state unsaved", crash_after_round=crash)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _commit_refused(self, state: AgentState, item: DueJob, err: ContractRevert) -> None:
         """What a refused commit of one job means for it, decided by the decoded error and the chain's state."""

@@ -120,11 +120,19 @@ def fog_process(plan: FogPlan, run: RunFolder, key: bytes, task_id: int, options
         args += ["--lazy", plan.lazy]
     if plan.never_reveal:
         args.append("--never-reveal")
+    if plan.crash_after_round is not None:
+        args += ["--crash-after-round", str(plan.crash_after_round)]
     for token, rate in options.token_rates.items():
         args += ["--token-rate", f"{token}={rate}"]
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
-    return ProcessSpec(plan.name, _python(*args), _env(key), run.log(plan.name))
+    return ProcessSpec(
+        plan.name,
+        _python(*args),
+        _env(key),
+        run.log(plan.name),
+        crashes_on_purpose=plan.crash_after_round is not None,
+    )
 
 
 def client_process(

@@ -80,12 +80,14 @@ class FogPlan:
         cost: frequency, energy coefficient and margin it bids with (never below its cost).
         lazy: free rider: commit ``zero`` or ``random`` updates without training (None: honest).
         never_reveal: commit sealed bids but never reveal them (the deposits are forfeited).
+        crash_after_round: die by SIGKILL right after committing this round (None: never).
     """
 
     name: str
     cost: CostModel
     lazy: LazyMode | None = None
     never_reveal: bool = False
+    crash_after_round: int | None = None
 
     @property
     def behaviour(self) -> str:
@@ -94,6 +96,8 @@ class FogPlan:
             return "never reveals"
         if self.lazy is not None:
             return f"free rider ({self.lazy})"
+        if self.crash_after_round is not None:
+            return f"crashes after round {self.crash_after_round}"
         return "honest"
 
 

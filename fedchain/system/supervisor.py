@@ -68,6 +68,8 @@ class ProcessSpec:
         niceness: added to its scheduling niceness (0: as the supervisor). Participants that each have a
             machine of their own in a deployment share one here; a watcher whose work can wait (re-scoring
             posted rounds within a challenge window) yields the CPU to those racing a round's deadline.
+        crashes_on_purpose: True when its run plans a fault that kills it by SIGKILL (a fog node's
+            ``--crash-after-round``); that exit is then not a death, any other still is.
     """
 
     name: str
@@ -76,6 +78,7 @@ class ProcessSpec:
     log_path: Path = Path("participant.log")
     exits_when_done: bool = False
     niceness: int = 0
+    crashes_on_purpose: bool = False
 
 
 @dataclass
@@ -108,6 +111,8 @@ class Child:
         """Exited on its own, and not in the way its role ends (status 0 for one that exits when done)."""
         code = self.returncode
         if code is None or self.stopped_on_purpose:
+            return False
+        if self.spec.crashes_on_purpose and code == -signal.SIGKILL:
             return False
         return not (self.spec.exits_when_done and code == 0)
 

@@ -150,3 +150,11 @@ def test_token_rates_come_from_flags_or_the_file_keyed_by_checksum_address_and_b
 
     assert config.rate_of(usdc.lower()) == 3000000000 and config.rate_of("0x" + "11" * 20) is None
     assert bad_flag != 0 and "TOKEN=UNITS" in bad_flag_err
+
+
+def test_the_fault_flags_crash_after_round_and_threads_reach_the_config_and_a_round_below_1_is_refused() -> None:
+    config = load_fog_config(None, {"crash_after_round": 1, "watch_entries": False})
+
+    assert (config.crash_after_round, config.threads) == (1, None)
+    with pytest.raises(ConfigError, match="crash_after_round must be >= 1"):
+        load_fog_config(None, {"crash_after_round": 0, "watch_entries": False})

@@ -13,7 +13,8 @@ what one fault must have done. The cast:
 
 The faults, in the order they happen:
 
-(a) ``fog-fast`` is SIGKILLed right after it commits round 1: it misses round 2,
+(a) ``fog-fast`` dies by SIGKILL right after it commits round 1 (its planned fault:
+    ``--crash-after-round 1``, so the death never races the round): it misses round 2,
     is slashed at the deadline, and the job goes to ``fog-slow`` from round 3.
 (b) in round 2, after ``fog-slow``'s commits and while the aggregator waits for
     the deadline, the aggregator is SIGKILLed and started again: it posts round 2
@@ -36,6 +37,7 @@ posted as rejected, so its bytes being wrong is what the chain already says
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,7 +99,7 @@ ROSTER = Roster(
         ClientPlan("client-2", 2, 16, watch="off"),
     ),
     fogs=(
-        FogPlan("fog-fast", CostModel(frequency=1_600_000_000, alpha=2.5e-15, margin=0.1)),
+        FogPlan("fog-fast", CostModel(frequency=1_600_000_000, alpha=2.5e-15, margin=0.1), crash_after_round=1),
         FogPlan("fog-slow", CostModel(frequency=800_000_000, alpha=2.5e-15, margin=0.1)),
         FogPlan("fog-mute", CostModel(frequency=1_600_000_000, alpha=2.5e-15, margin=0.1), never_reveal=True),
     ),
@@ -168,13 +170,13 @@ def faulty_task(chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
         jobs = {plan.name: int(ledger.client_index(task_id, addresses[plan.name])) for plan in ROSTER.clients}
         run.start_task()
 
-        # (a) fog-fast dies as soon as its round-1 commit is on chain
+        # (a) fog-fast dies as soon as its round-1 commit is mined
         run.wait_until(
             run.events.find(b.UpdateCommitted, task_id, round=1, fog=addresses["fog-fast"]),
             "fog-fast's round-1 commit",
             STAGE_TIMEOUT_S,
         )
-        supervisor.kill("fog-fast")
+        assert supervisor.wait("fog-fast", STAGE_TIMEOUT_S) == -signal.SIGKILL
 
         # (b, c) round 2: fog-slow commits; the aggregator has seen both commits and waits for fog-fast's deadline
         slow_jobs = (jobs["client-1"], jobs["client-2"])
