@@ -108,7 +108,11 @@ def fog() -> None:
 @click.option("--attack-scale", type=float, help="Factor of --attack scale and sybil.  [default: 10]")
 @click.option("--engine", type=click.Choice(ENGINES), help="Trainer engine.  [default: auto]")
 @click.option("--device", help="Training device (cpu, cuda). Default: CUDA when present.")
-@click.option("--threads", type=int, help="Torch threads while training.")
+@click.option(
+    "--threads",
+    type=int,
+    help="Torch threads of the in-process engines. Default 1: what re-executions reproduce bit for bit.",
+)
 @click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
 @click.option(
     "--confirmations",

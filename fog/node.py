@@ -50,6 +50,7 @@ from fedchain.chain.erc20 import payment_value, task_asset
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
+from fedchain.disputes.reexecution import REFERENCE_THREADS
 from fedchain.disputes.service import open_entry_challenge
 from fedchain.disputes.watch import EntryWatcher
 from fedchain.errors import (
@@ -676,7 +677,9 @@ class FogNode:
             from fedchain.trainer.trainer import Trainer
 
             c = self.config
-            self._trainers[model] = Trainer(model, engine=c.engine, device=c.device, threads=c.threads)
+            # One thread unless told otherwise: the reference execution that re-executions judge by
+            threads = c.threads if c.threads is not None else REFERENCE_THREADS
+            self._trainers[model] = Trainer(model, engine=c.engine, device=c.device, threads=threads)
         return self._trainers[model]
 
     def _train(

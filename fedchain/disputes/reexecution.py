@@ -7,8 +7,18 @@ handed off (its hash is on chain, the bytes in the store), and the task spec's
 training settings and seed (:meth:`fedchain.taskspec.TaskSpec.train_config`
 for round ``n``; the shuffling generator of client ``i``). Training is
 deterministic given those, up to floating-point drift between engines,
-thread counts and devices. :func:`reexecute` trains the job again;
-:func:`update_distance` says how far the committed update is from it.
+thread counts and devices. :func:`reexecute` trains the job again, always the
+same way (the reference: the sequential engine, one torch thread, so that every
+judge on every machine gets the same bits); :func:`update_distance` says how
+far the committed update is from it.
+
+A fog node training on the CPU matches the reference bit for bit: the worker
+processes of the ``process`` engine run one thread each, and the fog node's
+in-process engines default to one thread. Threads matter more than float
+rounding suggests: on a client's skewed data, two honest runs of the CNN at
+lr 0.1 on one and on two threads ended 0.22 apart from the initial model and
+0.37 apart from a trained one (README rehearsal, Dirichlet 0.5, 1000 samples),
+which is why the reference pins them.
 
 The client whose update was screened out runs this to see whether its fog node
 trained its job; the arbiters run it to judge a fog challenge
@@ -37,6 +47,8 @@ if TYPE_CHECKING:
 #: the samples 0.83, a zero update 1.0. 0.15 sits 3.2 times above the largest honest drift and 3.7 times below the
 #: nearest cheat. GPU drift was not measured here (no GPU was available).
 UPDATE_TOLERANCE = 0.15
+#: Torch threads of the reference execution (see the module docstring): the count the CPU engines train with.
+REFERENCE_THREADS = 1
 #: Below this norm an honest update counts as zero (the distance is then measured in absolute terms).
 ZERO_NORM = 1e-12
 
@@ -62,12 +74,13 @@ def reexecute(
     *,
     device: str = "cpu",
 ) -> torch.Tensor:
-    """The update (trained minus start, flat ``[d]``) that honest training of the job gives, on one sequential engine."""
+    """The update (trained minus start, flat ``[d]``) that honest training of the job gives: the reference execution
+    (sequential engine, :data:`REFERENCE_THREADS` torch threads), whatever the caller's thread count."""
     from fedchain.trainer.trainer import Trainer
 
     param_spec: ParamSpec = spec.param_spec()
     begin = flatten(start, param_spec)[0]
-    with Trainer(spec.model_spec(), engine="sequential", device=device) as trainer:
+    with Trainer(spec.model_spec(), engine="sequential", device=device, threads=REFERENCE_THREADS) as trainer:
         result = trainer.train(
             begin,
             [(data.images, data.labels)],
