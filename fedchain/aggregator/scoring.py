@@ -172,7 +172,7 @@ def score_round(
     screening: ScreeningConfig = ScreeningConfig(),  # noqa: B008 (frozen: one shared default is safe)
     client_params: torch.Tensor | None = None,
     last_step: torch.Tensor | None = None,
-    quality_floor: float = 0.0,
+    quality_floor: float,
 ) -> RoundOutcome:
     """Evaluate every usable update, screen, aggregate, and measure every client for the chain (module docstring).
 
@@ -182,7 +182,8 @@ def score_round(
     them is not usable. ``client_params`` ``[n, d]``: the model each client trained from when the
     clients train from their own rewards (None: all trained from ``global_params``). ``last_step``: the global
     model ``global_params`` minus the one before it (None in round 1), for screening's rule 5.
-    ``quality_floor``: the task spec's (:attr:`TaskSpec.quality_floor`), the least quality of an accepted update.
+    ``quality_floor``: the task spec's (:attr:`TaskSpec.quality_floor`), the least quality of an accepted update;
+    required, so that no caller scores with another floor than the auditor reproduces by forgetting it.
     """
     n = len(clients)
     needs_losses = strategy.needs_local_losses

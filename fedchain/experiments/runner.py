@@ -216,8 +216,8 @@ def score_round(
     state: StrategyState | None,
     client_params: torch.Tensor | None,
     screening: ScreeningConfig,
-    last_step: torch.Tensor | None = None,
-    quality_floor: float = 0.0,
+    last_step: torch.Tensor | None,
+    quality_floor: float,
 ) -> tuple[RoundResult, tuple[float, ...], ScreeningResult]:
     """The aggregator's side of one round: validation inputs, screening, the strategy's round, the chain's quality.
 

@@ -341,7 +341,16 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
             commit = commit_update(driver, store, spec, task_id, round_number, index, delta, at, SCORED_CLIENTS)
             usable = delta if torch.isfinite(delta).all() else None
             inputs.append(ClientInput(update=usable, data_size=sizes[index], round_time=commit.committed_at - started))
-        outcome = score_round(strategy, global_params, inputs, evaluator, strategy_state, quality="loss")
+        outcome = score_round(
+            strategy,
+            global_params,
+            inputs,
+            evaluator,
+            strategy_state,
+            quality="loss",
+            screening=spec.screening,
+            quality_floor=spec.quality_floor,
+        )
         global_params, strategy_state = outcome.global_params, outcome.state
         model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))
         aggregator.round_ledger.post_round(
