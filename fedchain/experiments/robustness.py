@@ -80,6 +80,13 @@ def attackers(result: ExperimentResult) -> tuple[int, ...]:
     return tuple(c.index for c in result.clients if c.fault != NO_FAULT)
 
 
+def attack_start(result: ExperimentResult) -> int:
+    """The first round the run's attackers attack: a free rider's ``free_ride_from`` (it trains honestly
+    before), else round 1."""
+    faults = result.config.faults
+    return faults.free_ride_from if faults.free_riders > 0 else 1
+
+
 def flagged(record: RoundRecord, min_quality: float) -> tuple[bool, ...]:
     """Which clients the round caught: rejected, or scored below ``min_quality`` (q_min)."""
     return tuple(not ok or q < min_quality for ok, q in zip(record.accepted, record.quality, strict=True))
@@ -154,14 +161,27 @@ def neutral_round_time(params: MechanismParams) -> int:
 class ChainPay:
     """What the chain's mechanism makes of a run's qualities, per client."""
 
-    #: The sum of the eq. 15 per-round payments, wei, before any pro-rata scaling to a budget.
-    paid: tuple[int, ...]
+    #: The eq. 15 payment of every round (rounds in order) to every client, wei, before any pro-rata scaling
+    #: to a budget.
+    by_round: tuple[tuple[int, ...], ...]
     #: The round in which the client fell below r_a_min or r_t_min and was removed (None: it stayed).
     removed_round: tuple[int | None, ...]
 
-    def mean_pay(self, clients: Sequence[int]) -> float:
-        """The mean pay of ``clients``, wei (NaN for none)."""
-        return sum(self.paid[i] for i in clients) / len(clients) if clients else math.nan
+    @property
+    def paid(self) -> tuple[int, ...]:
+        """Every client's pay over the whole run, wei."""
+        return self.paid_from(1)
+
+    def paid_from(self, first_round: int) -> tuple[int, ...]:
+        """Every client's pay in rounds ``first_round`` and later, wei."""
+        return tuple(sum(column) for column in zip(*self.by_round[first_round - 1 :], strict=True)) or tuple(
+            0 for _ in self.removed_round
+        )
+
+    def mean_pay(self, clients: Sequence[int], first_round: int = 1) -> float:
+        """The mean pay of ``clients`` in rounds ``first_round`` and later, wei (NaN for none)."""
+        paid = self.paid_from(first_round)
+        return sum(paid[i] for i in clients) / len(clients) if clients else math.nan
 
     def removed(self, clients: Sequence[int]) -> int:
         """How many of ``clients`` were removed."""
@@ -183,18 +203,20 @@ def chain_pay(result: ExperimentResult, params: MechanismParams) -> ChainPay:
     n = len(result.clients)
     round_time = neutral_round_time(params)
     states = [ClientReputation.joined(params)] * n
-    paid = [0] * n
+    by_round: list[tuple[int, ...]] = []
     removed: list[int | None] = [None] * n
     for record in result.rounds:
         qualities = to_wad(record.quality)
+        paid = [0] * n
         for i in range(n):
             if removed[i] is not None:
                 continue
             score = score_round(states[i], params, qualities[i], round_time, record.accepted[i])
-            states[i], paid[i] = score.reputation, paid[i] + score.payment
+            states[i], paid[i] = score.reputation, score.payment
             if score.removed:
                 removed[i] = record.round
-    return ChainPay(tuple(paid), tuple(removed))
+        by_round.append(tuple(paid))
+    return ChainPay(tuple(by_round), tuple(removed))
 
 
 def min_quality(params: MechanismParams) -> float:
@@ -209,6 +231,7 @@ __all__ = [
     "ChainPay",
     "Detection",
     "attack_faults",
+    "attack_start",
     "attackers",
     "chain_pay",
     "detection",

@@ -1,5 +1,6 @@
 """What an attack did to a run, read off hand-built results: detection, and the chain's pay and removals."""
 
+import dataclasses
 import math
 
 import pytest
@@ -10,6 +11,7 @@ from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundReco
 from fedchain.experiments.robustness import (
     ATTACKS,
     attack_faults,
+    attack_start,
     chain_pay,
     detection,
     mechanism_params,
@@ -86,6 +88,20 @@ def test_the_chain_pays_by_the_mechanism_and_removes_a_client_whose_r_a_falls_be
     assert pay.removed([1, 2]) == 1 and pay.removed([0, 3]) == 1
     assert pay.removed_of([1, 2]) == {1} and pay.removed_of([0, 3]) == {3}
     assert pay.mean_pay([1, 2]) == pytest.approx((PSI * 6.25 + 2 * PSI) / 2)
+    # round by round: round 2 alone pays client 0 again, client 1 nothing (removed), client 2 psi
+    assert pay.by_round[1] == (PSI * 25 // 4, 0, PSI, 0)
+    assert pay.paid_from(2) == pay.by_round[1] and pay.paid_from(3) == (0, 0, 0, 0)
+    assert pay.mean_pay([1, 2], first_round=2) == pytest.approx(PSI / 2)
+
+
+def test_a_free_riders_attack_starts_at_its_free_ride_from_round_every_other_attack_at_round_1() -> None:
+    def run(faults: FaultConfig) -> ExperimentResult:
+        return dataclasses.replace(RUN, config=ExperimentConfig(rounds=2, faults=faults))
+
+    assert attack_start(run(attack_faults("free-ride-disguised", 0.2))) == 2
+    assert attack_start(run(attack_faults("free-ride-zero", 0.2))) == 1
+    assert attack_start(run(attack_faults("scale-x10", 0.2))) == 1
+    assert attack_start(run(FaultConfig(free_ride_from=3))) == 1  # no free riders: the setting attacks nothing
 
 
 def test_every_attack_is_a_fault_of_the_given_fraction_with_its_settings() -> None:

@@ -36,6 +36,7 @@ from fedchain.experiments.robustness import (
     NO_ATTACK,
     ChainPay,
     attack_faults,
+    attack_start,
     attackers,
     chain_pay,
     detection,
@@ -72,7 +73,8 @@ class RobustnessRun:
     #: Honest clients removed here but not in the same strategy's run without attackers: what the attack
     #: itself cost the honest (the others the mechanism removes on this data with or without attackers).
     honest_removed_by_attack: int
-    #: The attackers' mean pay on chain as a share of the honest clients' mean pay.
+    #: The attackers' mean pay on chain as a share of the honest clients' mean pay, both counted from the round the
+    #: attack starts (:func:`~fedchain.experiments.robustness.attack_start`).
     attacker_pay_share: float
     seconds: float
 
@@ -145,7 +147,10 @@ def _robustness_run(
     bad = attackers(result)
     honest = [c.index for c in result.clients if c.index not in bad]
     found = detection(result, min_quality(mechanism))
-    honest_pay = pay.mean_pay(honest)
+    # What the attack earns: pay from the round it starts (a free rider may train honestly before, and is paid
+    # for that), against the honest clients' pay in the same rounds.
+    start = attack_start(result)
+    honest_pay = pay.mean_pay(honest, start)
     return RobustnessRun(
         partition=partition,
         strategy=result.config.strategy,
@@ -161,7 +166,7 @@ def _robustness_run(
         attackers_removed=pay.removed(bad),
         honest_removed=pay.removed(honest),
         honest_removed_by_attack=len(pay.removed_of(honest) - clean_removed),
-        attacker_pay_share=pay.mean_pay(bad) / honest_pay if bad and honest_pay > 0 else math.nan,
+        attacker_pay_share=pay.mean_pay(bad, start) / honest_pay if bad and honest_pay > 0 else math.nan,
         seconds=result.seconds,
     )
 
@@ -378,7 +383,9 @@ def robustness_command(
     columns feed every client's qualities through the contracts' own
     mechanism with a default task's terms (same round time for everyone, no
     budget limit): who falls below r_a_min and loses its deposit, and the
-    attackers' mean pay as a share of the honest clients' mean pay. "by the
+    attackers' mean pay as a share of the honest clients' mean pay, both
+    from the round the attack starts (a disguised free rider trains round 1
+    honestly and is paid for it; that pay is not the attack's). "by the
     attack" counts the honest clients removed that the same strategy's run
     without attackers kept: on skewed data the mechanism removes some honest
     clients with or without attackers. n/a: the figure does not apply (no
