@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fedchain.errors import ConfigError, TaskSpecError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
-from fedchain.fl.floor import DEFAULT_QUALITY_FLOOR, check_floor
+from fedchain.fl.floor import DEFAULT_DATA_CREDIT, DEFAULT_QUALITY_FLOOR, check_data_credit, check_floor
 from fedchain.fl.screening import ADDED_LATER, ScreeningConfig
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
@@ -127,9 +127,14 @@ def _param_spec_of(model: ModelSpec) -> ParamSpec:
 
 #: Top-level fields a spec gained after specs were first stored, with the value a spec without them means
 #: (the aggregation rule: the plain mean; the start of training: the global model; no quality floor, the
-#: seed's measure, until 2026-11-26). At that value a field stays out of the spec's bytes, so an older spec
+#: seed's measure, and no data credit, until 2026-11-26). At that value a field stays out of the spec's bytes, so an older spec
 #: read and written again keeps its datasetId; a spec without the field reads as that value.
-_FIELDS_ADDED_LATER: dict[str, object] = {"aggregation": MEAN, "train_from": "global", "quality_floor": 0.0}
+_FIELDS_ADDED_LATER: dict[str, object] = {
+    "aggregation": MEAN,
+    "train_from": "global",
+    "quality_floor": 0.0,
+    "data_credit": 1.0,
+}
 
 #: Strategy options whose default changed after specs were first stored, with the value a spec without the
 #: option meant: fedfaim's quality check was the seed's plain comparison (significance 0, a fixed threshold)
@@ -174,6 +179,10 @@ class TaskSpec:
         quality_floor: the least quality q_i of an accepted update (:func:`fedchain.fl.quality.floored`):
             one poor round of an honest client on skewed data then cannot remove it by itself. 0 is the
             seed's measure as it is (and what a spec stored before the setting means).
+        data_credit: for a contribution strategy (cgsv, fedfaim, fedave, fair), the most an accepted client's
+            quality is multiplied by when it holds less data than the round's mean (by mean / its data:
+            :func:`fedchain.fl.quality.data_credited`), so that a small honest client is judged per sample.
+            1 is the contribution as it is (and what a spec stored before the setting means).
     """
 
     dataset: str = "mnist"
@@ -195,6 +204,7 @@ class TaskSpec:
     train_from: TrainFrom = "global"
     aggregation: AggregationConfig = MEAN
     quality_floor: float = DEFAULT_QUALITY_FLOOR
+    data_credit: float = DEFAULT_DATA_CREDIT
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -230,6 +240,7 @@ class TaskSpec:
             raise ConfigError(f"seed must be non-negative, got {self.seed}")
         self._check_train_from()
         check_floor(self.quality_floor)
+        check_data_credit(self.data_credit)
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:

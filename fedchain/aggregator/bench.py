@@ -62,6 +62,7 @@ def measure(spec: TaskSpec, evaluator: Evaluator, store: BlobStore, n_clients: i
             None,
             quality=quality_source(spec.strategy),
             quality_floor=spec.quality_floor,
+            data_credit=spec.data_credit,
         )
         scored = time.perf_counter()
         put_model(store, spec, 1, 1, unflatten(outcome.global_params, param_spec))

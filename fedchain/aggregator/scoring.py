@@ -173,6 +173,7 @@ def score_round(
     client_params: torch.Tensor | None = None,
     last_step: torch.Tensor | None = None,
     quality_floor: float,
+    data_credit: float,
 ) -> RoundOutcome:
     """Evaluate every usable update, screen, aggregate, and measure every client for the chain (module docstring).
 
@@ -184,6 +185,7 @@ def score_round(
     model ``global_params`` minus the one before it (None in round 1), for screening's rule 5.
     ``quality_floor``: the task spec's (:attr:`TaskSpec.quality_floor`), the least quality of an accepted update;
     required, so that no caller scores with another floor than the auditor reproduces by forgetting it.
+    ``data_credit``: the task spec's (:attr:`TaskSpec.data_credit`), required for the same reason.
     """
     n = len(clients)
     needs_losses = strategy.needs_local_losses
@@ -226,7 +228,12 @@ def score_round(
         accepted = result.accepted & torch.tensor([math.isfinite(x) for x in losses])
         result = dataclasses.replace(result, accepted=accepted)
         scored = round_quality(
-            result, source=quality, client_losses=torch.tensor(losses, dtype=torch.float64), floor=quality_floor
+            result,
+            source=quality,
+            client_losses=torch.tensor(losses, dtype=torch.float64),
+            floor=quality_floor,
+            data_sizes=sizes,
+            data_credit=data_credit,
         )
         qualities = list(scored.values)
         new_global, new_state = result.global_params, result.state

@@ -507,6 +507,7 @@ class Aggregator:
                 client_params=self._client_params(state, context, round_number, global_params, active),
                 last_step=self._last_step(state, context, round_number, global_params),
                 quality_floor=context.spec.quality_floor,
+                data_credit=context.spec.data_credit,
             )
             model_hash = self._publish(context, round_number, outcome)
             rewards = self._publish_rewards(context, round_number, outcome, active)

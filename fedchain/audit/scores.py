@@ -244,6 +244,7 @@ class ScoreReproduction:
             client_params=starts,
             last_step=None if self._start is None else global_params - self._start.to(global_params.dtype),
             quality_floor=spec.quality_floor,
+            data_credit=spec.data_credit,
         )
         self._state, self._model_hash, self._start = outcome.state, posted.model_hash, global_params
         accuracy = -1

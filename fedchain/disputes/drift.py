@@ -203,6 +203,7 @@ def quality_drift(model: str, data_root: str | None, threads: Sequence[int] = (2
             None,
             screening=spec.screening,
             quality_floor=spec.quality_floor,
+            data_credit=spec.data_credit,
         )
         return torch.tensor([m.quality for m in outcome.measurements], dtype=torch.float64) / 10**18
 

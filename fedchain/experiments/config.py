@@ -33,7 +33,7 @@ from fedchain.config import from_mapping, load_yaml
 from fedchain.data.partition import PartitionKind
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
-from fedchain.fl.floor import DEFAULT_QUALITY_FLOOR
+from fedchain.fl.floor import DEFAULT_DATA_CREDIT, DEFAULT_QUALITY_FLOOR
 from fedchain.fl.pruning import Pruning
 from fedchain.fl.screening import ScreeningConfig
 from fedchain.trainer.config import Engine, TrainConfig
@@ -194,6 +194,9 @@ class ExperimentConfig:
     #: The least quality of an accepted update, as a task spec's ``quality_floor``
     #: (:func:`fedchain.fl.quality.floored`); 0 is the seed's measure as it is.
     quality_floor: float = DEFAULT_QUALITY_FLOOR
+    #: The most a small client's contribution quality grows, as a task spec's ``data_credit``
+    #: (:func:`fedchain.fl.quality.data_credited`); 1 is the contribution as it is.
+    data_credit: float = DEFAULT_DATA_CREDIT
     #: Privacy budget of the local noise added to client data; ``None`` adds none.
     epsilon: float | None = None
     #: Training samples held out of every client as the aggregator's validation set.
@@ -246,6 +249,8 @@ class ExperimentConfig:
             raise ValueError(f"validation_samples={self.validation_samples} must be at least 1")
         if not 0 <= self.quality_floor < 1:
             raise ValueError(f"quality_floor={self.quality_floor} must lie in [0, 1) (0: the seed's measure)")
+        if not (math.isfinite(self.data_credit) and self.data_credit >= 1):
+            raise ValueError(f"data_credit={self.data_credit} must be a finite number >= 1 (1: no credit)")
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -218,12 +218,14 @@ def score_round(
     screening: ScreeningConfig,
     last_step: torch.Tensor | None,
     quality_floor: float,
+    data_credit: float,
 ) -> tuple[RoundResult, tuple[float, ...], ScreeningResult]:
     """The aggregator's side of one round: validation inputs, screening, the strategy's round, the chain's quality.
 
     ``local_models`` are the models the clients sent (``start + updates``); ``client_params`` the
     models they trained from when they keep their own (else ``None``); ``last_step`` the global step of the
-    round before (screening's rule 5); ``quality_floor`` the least quality of an accepted update.
+    round before (screening's rule 5); ``quality_floor`` the least quality of an accepted update; ``data_credit`` the
+    most a small client's contribution quality grows (:func:`fedchain.fl.quality.data_credited`).
     Returns the strategy's result, every client's quality q_i and what screening decided.
     """
     by_loss = quality_source(strategy) == "loss"
@@ -245,7 +247,14 @@ def score_round(
     result = strategy.round(global_params, sent, sizes, state, validation, client_params=client_params)
     if result.client_losses is not None:
         losses = None  # the strategy measured them itself
-    quality = round_quality(result, source=quality_source(strategy), client_losses=losses, floor=quality_floor).values
+    quality = round_quality(
+        result,
+        source=quality_source(strategy),
+        client_losses=losses,
+        floor=quality_floor,
+        data_sizes=sizes,
+        data_credit=data_credit,
+    ).values
     return result, quality, screened
 
 
@@ -394,6 +403,7 @@ def run_experiment(
                 config.screening,
                 last_step,
                 config.quality_floor,
+                config.data_credit,
             )
             for client, reason in screened.rejected().items():
                 log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)

@@ -297,6 +297,12 @@ def client_table(result: ExperimentResult) -> Table:
     type=float,
     help="Least quality of an accepted update; 0 is the seed's measure [default: 0.2].",
 )
+@click.option(
+    "--data-credit",
+    type=float,
+    help="Contribution strategies: the most a client with less than the mean data has its quality multiplied by "
+    "(mean / its data); 1 is the contribution as it is [default: 4].",
+)
 @click.option("--krum-byzantine", type=int, help="multi_krum: attackers tolerated (f) [default: 3].")
 @click.option("--krum-keep", type=int, help="multi_krum: updates averaged (1: Krum) [default: all but f].")
 @click.option(

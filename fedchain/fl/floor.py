@@ -1,10 +1,13 @@
-"""The quality floor's value and check, apart from the torch kernels of :mod:`fedchain.fl.quality`.
+"""The quality's settings, the floor and the data credit, with their checks, apart from the torch kernels of
+:mod:`fedchain.fl.quality`.
 
-The task spec validates its ``quality_floor`` with :func:`check_floor`, and commands that only read
-specs (``--help`` included) must not load torch to do it.
+The task spec validates its ``quality_floor`` with :func:`check_floor` and its ``data_credit`` with
+:func:`check_data_credit`, and commands that only read specs (``--help`` included) must not load torch to do it.
 """
 
 from __future__ import annotations
+
+import math
 
 from fedchain.errors import ConfigError
 
@@ -23,4 +26,20 @@ def check_floor(floor: float) -> None:
         )
 
 
-__all__ = ["DEFAULT_QUALITY_FLOOR", "check_floor"]
+#: The most a contribution quality is multiplied by for a client holding less data than the round's mean
+#: (:func:`fedchain.fl.quality.data_credited`; :attr:`fedchain.taskspec.TaskSpec.data_credit`). 4: a client with a
+#: quarter of the mean data or more is judged per sample; one claiming less gains no more.
+DEFAULT_DATA_CREDIT = 4.0
+
+
+def check_data_credit(credit: float) -> None:
+    """A :class:`ConfigError` unless ``credit`` is a finite number >= 1."""
+    if not (isinstance(credit, int | float) and math.isfinite(credit) and credit >= 1):
+        raise ConfigError(
+            f"the data credit must be a finite number >= 1, got {credit!r}",
+            hint=f"{DEFAULT_DATA_CREDIT} (the default) judges a small client's contribution per sample; "
+            "1 is the contribution as it is",
+        )
+
+
+__all__ = ["DEFAULT_DATA_CREDIT", "DEFAULT_QUALITY_FLOOR", "check_data_credit", "check_floor"]

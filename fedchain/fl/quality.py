@@ -15,6 +15,14 @@ Two sources, one per task:
   model earns no quality; when no accepted client has a positive contribution,
   every quality is 0 (nothing was contributed, so nothing is rescaled to 1).
 
+A contribution also grows with the data behind it, so on POW data the
+smallest honest clients contributed little round after round and were
+removed. With the task's ``data_credit`` (:func:`data_credited`) an accepted
+client holding less than the accepted clients' mean data has its contribution
+quality multiplied by mean / its data, at most by the credit: it is judged per
+sample. A contribution of 0 stays 0, and a client claiming less data than it
+has gains no more than the credit (docs/robustness.md, "Small clients").
+
 Rejected clients always get quality 0. An accepted client gets at least the task's
 ``floor`` (:func:`floored`, 0: the seed's measure as it is): on chain a round
 below q_min multiplies r_a by its quality, so one honest client's poor round
@@ -39,7 +47,7 @@ from typing import Literal
 import torch
 
 from fedchain.errors import ConfigError
-from fedchain.fl.floor import check_floor
+from fedchain.fl.floor import check_data_credit, check_floor
 from fedchain.fl.strategy import RoundResult
 from fedchain.units import WAD
 
@@ -83,6 +91,22 @@ def rescaled_contribution(contribution: torch.Tensor, accepted: torch.Tensor) ->
     return positive / total * int(accepted.sum())
 
 
+def data_credited(
+    values: torch.Tensor, accepted: torch.Tensor, data_sizes: torch.Tensor, credit: float
+) -> torch.Tensor:
+    """``q_i * min(credit, mean D / D_i)`` for the accepted clients with less data than the accepted clients'
+    mean ``D``; the others keep their value (module docstring)."""
+    check_data_credit(credit)
+    sizes = data_sizes.to(torch.float64)
+    if sizes.shape != values.shape:
+        raise ConfigError(f"got {sizes.numel()} data sizes for {values.numel()} clients")
+    if credit == 1 or not accepted.any():
+        return values
+    mean = sizes[accepted].mean()
+    factor = (mean / sizes.clamp_min(1.0)).clamp(1.0, credit)
+    return torch.where(accepted, values * factor, values)
+
+
 def floored(values: torch.Tensor, accepted: torch.Tensor, floor: float) -> torch.Tensor:
     """``max(q_i, floor)`` for the accepted clients; the others keep their value (module docstring)."""
     check_floor(floor)
@@ -108,6 +132,8 @@ def round_quality(
     source: QualitySource = "loss",
     client_losses: torch.Tensor | Sequence[float] | None = None,
     floor: float = 0.0,
+    data_sizes: torch.Tensor | Sequence[float] | None = None,
+    data_credit: float = 1.0,
 ) -> RoundQuality:
     """The round's ``q_i`` for the chain, from ``result`` and the chosen ``source``.
 
@@ -115,10 +141,18 @@ def round_quality(
     for ``source="loss"`` when the strategy did not measure them itself
     (``result.client_losses`` is None, e.g. fedavg and cgsv). ``floor``: the least
     quality of an accepted client (the task's :attr:`~fedchain.taskspec.TaskSpec.quality_floor`).
+    ``data_credit``: the most a contribution quality grows for a client with less data than the mean
+    (:attr:`~fedchain.taskspec.TaskSpec.data_credit`, 1: none); above 1 it needs every client's ``data_sizes``.
     """
     accepted = result.accepted
     if source == "contribution":
         values = rescaled_contribution(result.contribution, accepted)
+        if data_credit != 1:
+            if data_sizes is None:
+                raise ConfigError(
+                    "a data credit needs every client's data size", hint="pass data_sizes=..., or data_credit=1"
+                )
+            values = data_credited(values, accepted, torch.as_tensor(data_sizes, dtype=torch.float64), data_credit)
     elif source == "loss":
         losses = result.client_losses if client_losses is None else torch.as_tensor(client_losses, dtype=torch.float64)
         if losses is None:

@@ -282,6 +282,7 @@ class IncentiveStrategy(Strategy):
             screening=self.spec.screening,
             last_step=None if self._previous_start is None else start - self._previous_start,
             quality_floor=self.spec.quality_floor,
+            data_credit=self.spec.data_credit,
         )
         accepted = [i for i, m in enumerate(outcome.measurements) if m.accepted]
         # The wrapped strategy sees the accepted replies only, each as the model its client trained.

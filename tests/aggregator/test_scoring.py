@@ -47,7 +47,9 @@ def test_fedavg_round_weights_accepted_updates_by_data_size_and_scores_loss_rati
     clients = [ClientInput(u0, 100, 11), ClientInput(u1, 300, 12), ClientInput(None, 500, 7)]
 
     # execute
-    outcome = score_round(get_strategy("fedavg"), g, clients, evaluator, None, quality="loss", quality_floor=0.0)
+    outcome = score_round(
+        get_strategy("fedavg"), g, clients, evaluator, None, quality="loss", quality_floor=0.0, data_credit=1.0
+    )
 
     # assert: g + 1/4 u0 + 3/4 u1; q_i = mean(L0, L1) / L_i from losses computed here independently
     torch.testing.assert_close(outcome.global_params, g + 0.25 * u0 + 0.75 * u1)
@@ -66,7 +68,7 @@ def test_round_without_usable_updates_keeps_the_model_and_scores_nobody(evaluato
     g = initial_params(SPEC.model_spec(), seed=1)
     clients = [ClientInput(None, 10, 5), ClientInput(None, 10, None, active=False)]
 
-    outcome = score_round(get_strategy("fedavg"), g, clients, evaluator, None, quality_floor=0.0)
+    outcome = score_round(get_strategy("fedavg"), g, clients, evaluator, None, quality_floor=0.0, data_credit=1.0)
 
     assert torch.equal(outcome.global_params, g)
     assert [(m.quality, m.round_time, m.accepted) for m in outcome.measurements] == [(0, 5, False), (0, 0, False)]
@@ -81,10 +83,33 @@ def test_contribution_quality_is_rescaled_to_mean_one_over_accepted_clients(eval
     updates = [common + 0.005 * torch.randn(g.numel(), generator=generator) for _ in range(3)]
     clients = [ClientInput(u, 100, 3) for u in updates]
 
-    outcome = score_round(get_strategy("cgsv"), g, clients, evaluator, None, quality="contribution", quality_floor=0.0)
+    outcome = score_round(
+        get_strategy("cgsv"), g, clients, evaluator, None, quality="contribution", quality_floor=0.0, data_credit=1.0
+    )
 
     assert sum(outcome.qualities) == pytest.approx(3.0)
     assert isinstance(outcome.state, CGSVState) and outcome.state.round == 1
+
+
+def test_the_posted_contribution_quality_of_a_client_with_a_fifth_of_the_mean_data_gets_the_credit_4(
+    evaluator: Evaluator,
+) -> None:
+    # prepare: the same three updates as above; client 0 holds 100 samples, the others 700 (mean 500)
+    g = initial_params(SPEC.model_spec(), seed=2)
+    generator = torch.Generator().manual_seed(1)
+    common = torch.randn(g.numel(), generator=generator) * 0.01
+    updates = [common + 0.005 * torch.randn(g.numel(), generator=generator) for _ in range(3)]
+    clients = [ClientInput(u, size, 3) for u, size in zip(updates, [100, 700, 700], strict=True)]
+
+    def scored(credit: float) -> tuple[float, ...]:
+        cgsv = get_strategy("cgsv")
+        return score_round(
+            cgsv, g, clients, evaluator, None, quality="contribution", quality_floor=0.0, data_credit=credit
+        ).qualities
+
+    plain, credited = scored(1.0), scored(4.0)
+
+    assert credited[0] == pytest.approx(4.0 * plain[0]) and credited[1:] == plain[1:]
 
 
 def test_quality_source_defaults_to_contribution_only_for_contribution_strategies() -> None:
@@ -139,7 +164,9 @@ def test_fedave_round_scores_acc_over_kl_of_the_shipped_local_losses_and_drops_a
     fedave = get_strategy("fedave", tau=0.5)  # a fixed length: the step below is worked by hand
 
     # execute
-    outcome = score_round(fedave, g, clients, evaluator, None, quality=quality_source("fedave"), quality_floor=0.0)
+    outcome = score_round(
+        fedave, g, clients, evaluator, None, quality=quality_source("fedave"), quality_floor=0.0, data_credit=1.0
+    )
 
     # assert: r~_i = Acc_i / max(KL_i, kl_floor) from an independent evaluation; q = r rescaled to mean 1
     predicted = predict(SPEC.model_spec(), torch.stack([g + u0, g + u1]), evaluator.dataset)
@@ -175,8 +202,8 @@ def test_a_screened_out_update_is_scored_as_rejected_and_moves_no_honest_quality
     attacked = [*clients, ClientInput(1000 * honest[0], 100, 3)]
 
     # execute
-    alone = score_round(get_strategy("quality"), g, clients, evaluator, None, quality_floor=0.0)
-    outcome = score_round(get_strategy("quality"), g, attacked, evaluator, None, quality_floor=0.0)
+    alone = score_round(get_strategy("quality"), g, clients, evaluator, None, quality_floor=0.0, data_credit=1.0)
+    outcome = score_round(get_strategy("quality"), g, attacked, evaluator, None, quality_floor=0.0, data_credit=1.0)
 
     # assert: the attacker is rejected with quality 0 on chain, the honest clients score as without it
     assert outcome.screening is not None and outcome.screening.rejected() == {4: ScreeningReason.NORM_TOO_LARGE}
@@ -193,7 +220,7 @@ def test_screening_follows_the_config_it_is_given(evaluator: Evaluator) -> None:
     clients = [ClientInput(u, 100, 3) for u in [*updates, -100 * updates[0]]]
 
     outcome = score_round(
-        get_strategy("fedavg"), g, clients, evaluator, None, screening=NO_SCREENING, quality_floor=0.0
+        get_strategy("fedavg"), g, clients, evaluator, None, screening=NO_SCREENING, quality_floor=0.0, data_credit=1.0
     )
 
     assert all(m.accepted for m in outcome.measurements)
@@ -221,7 +248,9 @@ def test_a_fair_round_of_the_running_system_keeps_fedavgs_model_and_a_state_that
     fair = get_strategy("fair")
 
     # execute
-    outcome = score_round(fair, g, clients, evaluator, None, quality=quality_source("fair"), quality_floor=0.0)
+    outcome = score_round(
+        fair, g, clients, evaluator, None, quality=quality_source("fair"), quality_floor=0.0, data_credit=1.0
+    )
     save_strategy_state(tmp_path, 1, present(outcome.state))
     loaded = load_strategy_state(tmp_path, 1, fair.state_type)
 

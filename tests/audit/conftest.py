@@ -350,6 +350,7 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
             quality="loss",
             screening=spec.screening,
             quality_floor=spec.quality_floor,
+            data_credit=spec.data_credit,
         )
         global_params, strategy_state = outcome.global_params, outcome.state
         model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))

@@ -163,3 +163,36 @@ def test_a_floor_outside_0_to_1_is_refused(floor: float) -> None:
     result = get_strategy("fedavg").round(torch.zeros(2), torch.eye(2), [1, 1])
     with pytest.raises(ConfigError, match="quality floor"):
         round_quality(result, client_losses=[1.0, 2.0], floor=floor)
+
+
+def test_the_data_credit_judges_a_small_clients_contribution_per_sample_up_to_the_credit() -> None:
+    """Sizes 100, 400, 700, 10, 800 (client 4 rejected): the accepted mean is 302.5. Client 0 holds a third of it:
+    its quality is multiplied by 3.025; client 3 a thirtieth: by the credit, 4; clients 1 and 2 hold more than
+    the mean and keep theirs, as does the rejected client 4."""
+    result = get_strategy("fedavg").round(torch.zeros(5), torch.eye(5), [1, 1, 1, 1, 1])
+    result = dataclasses.replace(
+        result,
+        contribution=torch.tensor([0.1, 1.0, 2.0, 0.0, 5.0], dtype=F64),
+        accepted=torch.tensor([True, True, True, True, False]),
+    )
+    sizes = [100, 400, 700, 10, 800]
+
+    plain = round_quality(result, source="contribution")
+    credited = round_quality(result, source="contribution", data_sizes=sizes, data_credit=4.0)
+
+    factors = [302.5 / 100, 1.0, 1.0, 4.0, 1.0]
+    assert credited.values == pytest.approx([q * f for q, f in zip(plain.values, factors, strict=True)])
+    assert credited.values[3] == 0.0 and credited.values[4] == 0.0  # nothing contributed, or rejected: still 0
+    assert round_quality(result, source="contribution", data_sizes=sizes, data_credit=1.0) == plain
+
+
+def test_the_data_credit_leaves_the_loss_quality_alone_and_needs_the_sizes_for_a_contribution() -> None:
+    result = get_strategy("fedavg").round(torch.zeros(2), torch.eye(2), [1, 1])
+
+    by_loss = round_quality(result, client_losses=[1.0, 3.0], data_credit=4.0)
+
+    assert by_loss == round_quality(result, client_losses=[1.0, 3.0])
+    with pytest.raises(ConfigError, match="data size"):
+        round_quality(result, source="contribution", data_credit=4.0)
+    with pytest.raises(ConfigError, match="data credit"):
+        round_quality(result, source="contribution", data_sizes=[1, 2], data_credit=0.5)

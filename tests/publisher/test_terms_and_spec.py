@@ -278,6 +278,25 @@ def test_a_spec_states_todays_quality_floor_and_an_older_one_keeps_the_seeds_mea
     assert TaskSpec(dataset="mnist", model="lenet5", quality_floor=0).to_bytes() == older_bytes
 
 
+def test_a_spec_states_todays_data_credit_and_an_older_one_the_plain_contribution() -> None:
+    """The data credit came after specs were stored, the floor's among them: a spec without it meant none."""
+    new = TaskSpec(dataset="mnist", model="lenet5", strategy="cgsv")
+    older_bytes = new.to_bytes().replace(b'"data_credit":4.0,', b"")
+
+    assert new.data_credit == 4.0 and b'"data_credit":4.0' in new.to_bytes()
+    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    older = TaskSpec.from_bytes(older_bytes)
+    assert (older.data_credit, older.quality_floor) == (1.0, 0.2)  # a spec of the floor's day: floor, no credit
+    assert older.to_bytes() == older_bytes
+    assert TaskSpec(dataset="mnist", model="lenet5", strategy="cgsv", data_credit=1).to_bytes() == older_bytes
+
+
+@pytest.mark.parametrize("credit", [0.5, float("inf"), float("nan")])
+def test_a_spec_refuses_a_data_credit_below_1_or_not_finite(credit: float) -> None:
+    with pytest.raises(ConfigError, match="data credit"):
+        TaskSpec(dataset="mnist", model="lenet5", data_credit=credit)
+
+
 @pytest.mark.parametrize("floor", [-0.1, 1.0, float("nan")])
 def test_a_spec_refuses_a_quality_floor_outside_0_to_1(floor: float) -> None:
     with pytest.raises(ConfigError, match="quality floor"):
