@@ -177,7 +177,8 @@ class TaskSpec:
             left out of the spec's bytes so that a spec written before the setting keeps its datasetId)
             or a robust rule (:mod:`fedchain.fl.aggregation`).
         quality_floor: the least quality q_i of an accepted update (:func:`fedchain.fl.quality.floored`):
-            one poor round of an honest client on skewed data then cannot remove it by itself. 0 is the
+            from round 3 on, one poor round of an honest client on skewed data then cannot remove it by itself
+            (in rounds 1 and 2 it still can). 0 is the
             seed's measure as it is (and what a spec stored before the setting means).
         data_credit: for a contribution strategy (cgsv, fedfaim, fedave, fair), the most an accepted client's
             quality is multiplied by when it holds less data than the round's mean (by mean / its data:

@@ -12,8 +12,9 @@ import math
 from fedchain.errors import ConfigError
 
 #: The least quality of an accepted update in a task built today (:attr:`fedchain.taskspec.TaskSpec.quality_floor`).
-#: Between r_a_min (0.1 by default) and its square root: one poor round keeps r_a at or above r_a_min,
-#: while a client whose every round sits at the floor falls below it (r_a = floor squared).
+#: Between r_a_min (0.1 by default) and its square root: from round 3 on one poor round keeps r_a at or above
+#: r_a_min, while a client whose every round sits at the floor falls below it (r_a = floor squared). In rounds 1
+#: and 2 the history is too short: a floored round there still removes the client (r_a 0.04 and 0.093).
 DEFAULT_QUALITY_FLOOR = 0.2
 
 
