@@ -127,8 +127,8 @@ def _param_spec_of(model: ModelSpec) -> ParamSpec:
 
 #: Top-level fields a spec gained after specs were first stored, with the value a spec without them means
 #: (the aggregation rule: the plain mean; the start of training: the global model; no quality floor, the
-#: seed's measure, and no data credit, until 2026-11-26). At that value a field stays out of the spec's bytes, so an older spec
-#: read and written again keeps its datasetId; a spec without the field reads as that value.
+#: seed's measure, and no data credit, until 2026-11-26). At that value a field stays out of the spec's bytes,
+#: so an older spec read and written again keeps its datasetId; a spec without the field reads as that value.
 _FIELDS_ADDED_LATER: dict[str, object] = {
     "aggregation": MEAN,
     "train_from": "global",
@@ -178,8 +178,8 @@ class TaskSpec:
             or a robust rule (:mod:`fedchain.fl.aggregation`).
         quality_floor: the least quality q_i of an accepted update (:func:`fedchain.fl.quality.floored`):
             from round 3 on, one poor round of an honest client on skewed data then cannot remove it by itself
-            (in rounds 1 and 2 it still can). 0 is the
-            seed's measure as it is (and what a spec stored before the setting means).
+            (in rounds 1 and 2 it still can). 0 is the seed's measure as it is (and what a spec stored before
+            the setting means).
         data_credit: for a contribution strategy (cgsv, fedfaim, fedave, fair), the most an accepted client's
             quality is multiplied by when it holds less data than the round's mean (by mean / its data:
             :func:`fedchain.fl.quality.data_credited`), so that a small honest client is judged per sample.

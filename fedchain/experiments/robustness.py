@@ -174,9 +174,8 @@ class ChainPay:
 
     def paid_from(self, first_round: int) -> tuple[int, ...]:
         """Every client's pay in rounds ``first_round`` and later, wei."""
-        return tuple(sum(column) for column in zip(*self.by_round[first_round - 1 :], strict=True)) or tuple(
-            0 for _ in self.removed_round
-        )
+        rounds = self.by_round[first_round - 1 :]
+        return tuple(sum(paid[i] for paid in rounds) for i in range(len(self.removed_round)))
 
     def mean_pay(self, clients: Sequence[int], first_round: int = 1) -> float:
         """The mean pay of ``clients`` in rounds ``first_round`` and later, wei (NaN for none)."""

@@ -23,7 +23,8 @@ def check_floor(floor: float) -> None:
     if not (isinstance(floor, int | float) and 0 <= floor < 1):
         raise ConfigError(
             f"the quality floor must be a number in [0, 1), got {floor!r}",
-            hint=f"{DEFAULT_QUALITY_FLOOR} (the default) keeps an honest client through one poor round; 0 is the seed's measure",
+            hint=f"{DEFAULT_QUALITY_FLOOR} (the default) keeps an honest client through one poor round from round 3 on; "
+            "0 is the seed's measure",
         )
 
 
