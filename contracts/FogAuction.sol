@@ -36,15 +36,13 @@ contract FogAuction is IFogAuction {
         uint64 deadline;
     }
 
-    /// @dev A fraud slash: the split of the deposit r (compensation + burned + redo = r) and the job's next round.
+    /// @dev A fraud slash: the split of the deposit r (compensation + burned = r) and the job's next round.
     /// @param compensation wei to the client
     /// @param burned wei to the sink
-    /// @param redo wei moved into the job's escrow, to pay the next bid for redoing the current round
     /// @param fromRound the round from which the next bid trains the job
     struct FraudSlash {
         uint256 compensation;
         uint256 burned;
-        uint256 redo;
         uint16 fromRound;
     }
 
@@ -251,22 +249,20 @@ contract FogAuction is IFogAuction {
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
         b.settled = true;
         FraudSlash memory f = _fraudSlash(j, s, p, round);
-        _held[taskId] -= f.compensation + f.burned; // the redo's escrow stays held, now for the job
-        j.escrow += f.redo;
+        _held[taskId] -= f.compensation + f.burned;
         address client_ = _ledger.client(taskId, index).account;
-        emit FogFraudSlashed(taskId, index, fog, round, f.compensation, f.burned, f.redo);
+        emit FogFraudSlashed(taskId, index, fog, round, f.compensation, f.burned);
         _reassign(taskId, index, j, p, f.fromRound);
         _treasury.credit(taskId, client_, f.compensation, Reasons.FOG_COMPENSATION);
         _treasury.creditSink(taskId, f.burned, Reasons.FOG_SLASH);
         return true;
     }
 
-    /// @dev How a fraudulent winner's deposit r is split, and from which round the job moves on.
-    /// The job moves on from the current round while its deadline has not passed. When the winner already committed
-    /// it, the round is trained again by the next bid, paid from r: one round's escrowed price goes into the job's
-    /// escrow (`redo`), so no round is paid twice from the client's escrow. Then the client is paid back what it paid
-    /// the winner for the fraud round and every later round not redone (at most what is left of r): a node found to
-    /// cheat is trusted no more in its later rounds. The rest of r goes to the sink.
+    /// @dev The split of winner `j`'s deposit r after a fraud verdict on `round`, and the round the next bid starts
+    /// at: the current one while it is open and the winner has not committed it (a commit is never replaced:
+    /// contracts/README.md, "One commit per job and round"), else the next. The client is paid back what it paid
+    /// the winner for the fraud round and every later round (at most r): a node found to cheat is trusted no more
+    /// in its later rounds. The rest of r goes to the sink.
     function _fraudSlash(Job storage j, ITaskRegistry.TaskState memory s, ITaskRegistry.TaskParams memory p, uint16 round)
         private
         view
@@ -274,21 +270,11 @@ contract FogAuction is IFogAuction {
     {
         bool open_ = s.status == ITaskRegistry.TaskStatus.Running && block.timestamp <= s.roundStartedAt + p.roundDuration;
         bool committedCurrent = j.paidUpTo >= s.currentRound;
-        f.fromRound = open_ ? s.currentRound : s.currentRound + 1;
+        f.fromRound = open_ && !committedCurrent ? s.currentRound : s.currentRound + 1;
         uint256 paidRounds = j.paidUpTo >= round ? j.paidUpTo + 1 - round : 1;
-        uint256 left = p.fogDeposit;
-        if (open_ && committedCurrent) {
-            if (j.price <= left) {
-                f.redo = j.price;
-                left -= f.redo;
-                if (paidRounds > 1) paidRounds -= 1; // the current round is redone, not repaid
-            } else {
-                f.fromRound = s.currentRound + 1; // r cannot fund the redo: the job moves on next round
-            }
-        }
         uint256 owed = paidRounds * j.winnerPrice;
-        f.compensation = owed < left ? owed : left;
-        f.burned = left - f.compensation;
+        f.compensation = owed < p.fogDeposit ? owed : p.fogDeposit;
+        f.burned = p.fogDeposit - f.compensation;
     }
 
     /// @inheritdoc IFogAuction

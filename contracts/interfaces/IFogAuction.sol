@@ -162,22 +162,13 @@ interface IFogAuction {
     /// @param forfeited wei of deposit credited to the client
     event FogSlashed(uint256 indexed taskId, uint256 indexed clientIndex, address indexed fog, uint16 round, uint256 forfeited);
     /// @notice The committee upheld a fog challenge: the job's winner committed an update its honest re-execution
-    /// does not reproduce. Its deposit r was slashed: when it had already committed the current round (still open),
-    /// one round's escrowed price went into the job's escrow so the next bid redoes that round; the client got back
-    /// what it paid the node for the fraud round and every later round not redone (at most what is left of r); the
-    /// rest went to the sink.
+    /// does not reproduce. Its deposit r was slashed: the client got back what it paid the node for the fraud round
+    /// and every later round (at most r); the rest went to the sink.
     /// @param round the round whose update was fraudulent
     /// @param compensation wei credited to the client
     /// @param burned wei credited to the sink
-    /// @param redo wei added to the job's escrow for the redone current round (0 when none is redone)
     event FogFraudSlashed(
-        uint256 indexed taskId,
-        uint256 indexed clientIndex,
-        address indexed fog,
-        uint16 round,
-        uint256 compensation,
-        uint256 burned,
-        uint256 redo
+        uint256 indexed taskId, uint256 indexed clientIndex, address indexed fog, uint16 round, uint256 compensation, uint256 burned
     );
     /// @notice The job went to a standby bid after a slash. `winner` is type(uint32).max when none was eligible (job vacant).
     /// @param winner bid index of the new winner
@@ -252,9 +243,9 @@ interface IFogAuction {
 
     /// @notice After an upheld fog challenge: if `fog` still holds job `clientIndex` (it is the winner and its
     /// deposit is held), slash its deposit and hand the job to the best eligible standby bid, from the current
-    /// round while its deadline has not passed (a current round `fog` already committed is redone, paid from its
-    /// deposit), else from the next; the client is paid back for the rounds it paid `fog` for from `round` on (not
-    /// redone), the rest goes to the sink (FogFraudSlashed). Disputes only.
+    /// round while its deadline has not passed and `fog` has not committed it (a commit is never replaced), else
+    /// from the next; the client is paid back for the rounds it paid `fog` for from `round` on, the rest goes to
+    /// the sink (FogFraudSlashed). Disputes only.
     /// @param round the round whose update the committee found fraudulent
     /// @return slashed false when `fog` no longer holds the job (nothing left to slash)
     function slashFraud(uint256 taskId, uint256 clientIndex, address fog, uint16 round) external returns (bool slashed);

@@ -121,6 +121,9 @@ class CommitRecord:
     committed_at: int
     #: Wei released to the fog node by this commit.
     payment: int
+    #: Whether a fraud verdict on the committing node took the commit back before its round was posted: the round
+    #: then scored no update of the job (contracts/README.md, "One commit per job and round"). The node keeps its pay.
+    withdrawn: bool = False
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ in, history and findings out.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -246,8 +247,8 @@ class _Replayer:
         self.priors: tuple[int, ...] | None = None
         self.pending_close: tuple[int, bool] | None = None
         self.last_slash: b.FogSlashed | b.FogFraudSlashed | None = None
-        #: Whether the last fraud slash's winner had committed the open round (so the round is redone when open).
-        self.fraud_redo_possible = False
+        #: Whether the last fraud slash's winner had committed the current round (which no later commit replaces).
+        self.fraud_committed_current = False
         self.expected_credits: Counter[tuple[str, int, str]] = Counter()
         self.actual_credits: list[tuple[b.Credited, str]] = []
         self.expected_deposits: Counter[tuple[str, int]] = Counter()
@@ -747,29 +748,18 @@ class _Replayer:
         winner = job.bids[job.winner] if job.winner < len(job.bids) else None
         self.tally.expect(H, f"slashed fog of job {e.client_index}", winner.bidder if winner else None, e.fog, e)
         deposit = self.params.fog_deposit
-        committed_current = job.paid_up_to >= self.current_round and self.status == "Running"
-        redo_possible = committed_current and job.price <= deposit
-        self.tally.require(
-            P,
-            e.redo in (0, job.price) and (e.redo == 0 or redo_possible),
-            f"job {e.client_index}: {e.redo} wei moved into its escrow to redo a round its slashed "
-            f"winner {'committed' if committed_current else 'did not commit'}",
-            e,
-        )
         paid_rounds = job.paid_up_to + 1 - e.round if job.paid_up_to >= e.round else 1
-        left = deposit - e.redo
-        if e.redo and paid_rounds > 1:
-            paid_rounds -= 1  # the current round is redone, not repaid
-        compensation = min(paid_rounds * job.winner_price, left)
+        compensation = min(paid_rounds * job.winner_price, deposit)
         self.tally.expect(P, f"compensation of client {e.client_index} for fog fraud", compensation, e.compensation, e)
-        self.tally.expect(P, f"fog deposit of job {e.client_index} burned for fraud", left - compensation, e.burned, e)
+        self.tally.expect(
+            P, f"fog deposit of job {e.client_index} burned for fraud", deposit - compensation, e.burned, e
+        )
         if winner is not None:
             winner.settled = True
         self.auction_held -= e.compensation + e.burned
-        job.escrow += e.redo
         self._credit(client.account, e.compensation, FOG_COMPENSATION)
         self._credit_sink(e.burned, FOG_SLASH)
-        self.fraud_redo_possible = redo_possible
+        self.fraud_committed_current = job.paid_up_to >= self.current_round and self.status == "Running"
         self.last_slash = e
 
     def on_job_reassigned(self, e: b.JobReassigned) -> None:
@@ -791,6 +781,12 @@ class _Replayer:
         self.tally.expect(A, f"standby price of job {e.client_index}", price, e.price, e)
         # The slashed winner's commit of the unposted round no longer counts (the contract resets committedAt).
         job.commits = {r: c for r, c in job.commits.items() if r in self.posted}
+        self.commits = [
+            dataclasses.replace(c, withdrawn=True)
+            if c.client_index == e.client_index and c.round not in self.posted and c.fog == slash.fog
+            else c
+            for c in self.commits
+        ]
         if e.winner == NO_WINNER:
             self.tally.expect(H, f"first round of vacant job {e.client_index}", 0, e.from_round, e)
             job.status, job.winner_price = "vacant", 0
@@ -805,13 +801,13 @@ class _Replayer:
             job.winner_price = e.price
         job.winner = e.winner
         if isinstance(slash, b.FogFraudSlashed):
-            forfeited, kind = slash.compensation + slash.burned + slash.redo, "fraud"
-            if e.winner != NO_WINNER and self.fraud_redo_possible:  # an open round moves on at once, redone
+            forfeited, kind = slash.compensation + slash.burned, "fraud"
+            if e.winner != NO_WINNER and self.fraud_committed_current:  # a commit is never replaced: no redo
                 self.tally.expect(
-                    A,
-                    f"redo of job {e.client_index}'s current round",
-                    e.from_round == self.current_round,
-                    slash.redo > 0,
+                    H,
+                    f"first round of job {e.client_index} after its winner's fraud, the current round committed",
+                    self.current_round + 1,
+                    e.from_round,
                     e,
                 )
         else:

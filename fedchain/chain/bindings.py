@@ -2839,9 +2839,9 @@ class EIP712DomainChanged(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class FogFraudSlashed(ChainEvent):
-    """The committee upheld a fog challenge: the job's winner committed an update its honest re-execution does not reproduce. Its deposit r was slashed: when it had already committed the current round (still open), one round's escrowed price went into the job's escrow so the next bid redoes that round; the client got back what it paid the node for the fraud round and every later round not redone (at most what is left of r); the rest went to the sink.
+    """The committee upheld a fog challenge: the job's winner committed an update its honest re-execution does not reproduce. Its deposit r was slashed: the client got back what it paid the node for the fraud round and every later round (at most r); the rest went to the sink.
 
-    ``FogFraudSlashed(uint256,uint256,address,uint16,uint256,uint256,uint256)``
+    ``FogFraudSlashed(uint256,uint256,address,uint16,uint256,uint256)``
 
     - ``task_id``: (indexed)
     - ``client_index``: (indexed)
@@ -2849,10 +2849,9 @@ class FogFraudSlashed(ChainEvent):
     - ``round``: the round whose update was fraudulent
     - ``compensation``: wei credited to the client
     - ``burned``: wei credited to the sink
-    - ``redo``: wei added to the job's escrow for the redone current round (0 when none is redone)
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint256', 'name': 'compensation', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'burned', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'redo', 'type': 'uint256'}], 'name': 'FogFraudSlashed', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint256', 'name': 'compensation', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'burned', 'type': 'uint256'}], 'name': 'FogFraudSlashed', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
@@ -2861,7 +2860,6 @@ class FogFraudSlashed(ChainEvent):
     round: int
     compensation: int
     burned: int
-    redo: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3834,7 +3832,7 @@ class FogAuction(Contract):
         return self.transact('settleJobs(uint256,uint256[])', task_id, indices)
 
     def slash_fraud(self, task_id: int, index: int, fog: str, round: int) -> Receipt:
-        """After an upheld fog challenge: if `fog` still holds job `clientIndex` (it is the winner and its deposit is held), slash its deposit and hand the job to the best eligible standby bid, from the current round while its deadline has not passed (a current round `fog` already committed is redone, paid from its deposit), else from the next; the client is paid back for the rounds it paid `fog` for from `round` on (not redone), the rest goes to the sink (FogFraudSlashed). Disputes only.
+        """After an upheld fog challenge: if `fog` still holds job `clientIndex` (it is the winner and its deposit is held), slash its deposit and hand the job to the best eligible standby bid, from the current round while its deadline has not passed and `fog` has not committed it (a commit is never replaced), else from the next; the client is paid back for the rounds it paid `fog` for from `round` on, the rest goes to the sink (FogFraudSlashed). Disputes only.
 
         ``slashFraud(uint256,uint256,address,uint16)``
 

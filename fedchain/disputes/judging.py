@@ -113,10 +113,12 @@ def judge_entry(
 
 
 def scored_commit(history: TaskHistory, round_number: int, client_index: int) -> CommitRecord | None:
-    """The update of job ``client_index`` in ``round_number`` that the round scored: the last one committed. A job
-    whose fog node was slashed for fraud after committing the open round is trained again by the next bid, whose
-    commit replaces the slashed node's."""
-    commits = [c for c in history.commits if c.client_index == client_index and c.round == round_number]
+    """The update of job ``client_index`` in ``round_number`` that the round scored: the job's commit of the round,
+    unless a fraud verdict on its node withdrew it before the round was posted (then the round scored none). No
+    commit replaces another (contracts/README.md, "One commit per job and round")."""
+    commits = [
+        c for c in history.commits if c.client_index == client_index and c.round == round_number and not c.withdrawn
+    ]
     return commits[-1] if commits else None
 
 

@@ -47,17 +47,20 @@ def test_in_committee_mode_a_screened_out_client_blames_its_fog_node_and_nobody_
     assert committee.review(1, 2, own_job=False) is None
 
 
-def test_the_update_a_round_scored_is_the_last_committed_for_the_job(scored_task: DrivenTask) -> None:
-    # A fog node slashed for fraud after committing the open round is replaced by the next bid, which trains the round
-    # again: its commit replaces the slashed node's, and a challenge of the round must name the new committer.
+def test_the_update_a_round_scored_is_the_jobs_commit_unless_a_fraud_verdict_withdrew_it(
+    scored_task: DrivenTask,
+) -> None:
+    # A fog node slashed for fraud after committing the open round has that commit withdrawn (the round scores no
+    # update of the job, and no other commit replaces it): a challenge of the round must not name it.
     history = audit_task(scored_task.task_id, scored_task.readings.events).history
     first = scored_commit(history, 1, 2)
     assert first is not None and first.fog == next(
         c.fog for c in history.commits if (c.client_index, c.round) == (2, 1)
     )
-    redo = dataclasses.replace(first, fog="0x" + "ab" * 20, committed_at=first.committed_at + 1)
-    redone = dataclasses.replace(history, commits=(*history.commits, redo))
+    withdrawn = dataclasses.replace(
+        history, commits=tuple(dataclasses.replace(c, withdrawn=c == first) for c in history.commits)
+    )
 
-    assert scored_commit(redone, 1, 2) == redo
-    assert scored_commit(redone, 1, 0) == scored_commit(history, 1, 0)
+    assert scored_commit(withdrawn, 1, 2) is None
+    assert scored_commit(withdrawn, 1, 0) == scored_commit(history, 1, 0)
     assert scored_commit(history, 9, 2) is None

@@ -267,7 +267,6 @@ MONEY_FIELDS = frozenset(
         "reward",
         "burned",
         "compensation",
-        "redo",
     }
 )
 

@@ -447,7 +447,7 @@ def test_signatures_are_eip712_over_the_committee_domain(chain: FedChain) -> Non
     assert Account._recover_hash(digest, signature=signed.signature) == member.address
 
 
-def test_a_fraud_found_after_the_next_commit_has_the_standby_redo_the_round_paid_from_the_deposit(
+def test_a_fraud_found_after_the_next_commit_withdraws_that_commit_and_moves_the_job_on_from_the_next_round(
     chain: FedChain,
 ) -> None:
     # ---- prepare: fog 0's round-1 update is challenged; before the verdict it also commits round 2.
@@ -460,15 +460,20 @@ def test_a_fraud_found_after_the_next_commit_has_the_standby_redo_the_round_paid
     # ---- execute
     receipt = chain.resolve(challenge, True)
 
-    # ---- assert: round 2 is handed to fog 3 at once, paid from fog 0's deposit; the client gets round 1's price back.
+    # ---- assert: no commit replaces fog 0's round 2 (contracts/README.md, "One commit per job and round"): it no
+    # longer counts, the standby starts at round 3, and the client gets back what it paid fog 0 for rounds 1 and 2.
     slashed = receipt.events_of(bindings.FogFraudSlashed)[0]
-    assert (slashed.redo, slashed.compensation, slashed.burned) == (PRICE, PRICE, PARAMS.fog_deposit - 2 * PRICE)
-    assert receipt.events_of(bindings.JobReassigned)[0].from_round == 2
+    assert (slashed.compensation, slashed.burned) == (2 * PRICE, PARAMS.fog_deposit - 2 * PRICE)
+    assert receipt.events_of(bindings.JobReassigned)[0].from_round == 3
     job = chain.view("FogAuction", "job", task, 0)
-    assert (job.escrow, job.paid_up_to, job.committed_at) == (escrow + PRICE, 1, 0)
+    assert (job.escrow, job.paid_up_to, job.committed_at) == (escrow, 2, 0)
     assert chain.view("FogAuction", "commitTimes", task, 2, 3)[0] == 0  # fog 0's round-2 commit no longer counts
-    chain.commit_update(task, 0, STANDBY, 2)
-    assert chain.view("FogAuction", "job", task, 0).paid_up_to == 2
+    with chain.reverts(bindings.AuctionWrongRound, task, 0, 2, 2):
+        chain.commit_update(task, 0, STANDBY, 2)
+    # An aggregator that scored round 2 before the verdict is mined cannot post what it scored: it scores again.
+    stale = [(WAD, 100, True, True), (0, 0, False, False), (0, 0, False, False)]
+    with chain.reverts(bindings.LedgerCommitMismatch, task, 0, False):
+        chain.post_round(task, 2, stale, final=False)
     assert chain.view("Treasury", "held", task) == sum(chain.pool_parts(task))
 
 

@@ -514,17 +514,11 @@ class FlowMachine(RuleBasedStateMachine):
         job.bids[present(job.winner)].settled = True
         open_round = self.status == "Running" and self.now() + 1 <= self.deadline()
         paid_rounds = job.paid_up_to + 1 - fraud_round if job.paid_up_to >= fraud_round else 1
-        left, from_round = PARAMS.fog_deposit, self.round if open_round else self.round + 1
-        if open_round and job.paid_up_to >= self.round:  # the current round, committed, is redone from the deposit
-            if job.price <= left:
-                left -= job.price
-                job.escrow += job.price
-                paid_rounds = paid_rounds - 1 if paid_rounds > 1 else paid_rounds
-            else:
-                from_round = self.round + 1
-        compensation = min(paid_rounds * job.winner_price, left)
+        # A commit is never replaced: a current round the node committed is not redone, the job moves on after it.
+        from_round = self.round if open_round and job.paid_up_to < self.round else self.round + 1
+        compensation = min(paid_rounds * job.winner_price, PARAMS.fog_deposit)
         self.credit(self.clients[index], compensation)
-        self.credit(SINK, left - compensation)
+        self.credit(SINK, PARAMS.fog_deposit - compensation)
         self._reassign(index, from_round)
 
     def _aggregator_vanishes(self, data: st.DataObject) -> None:
