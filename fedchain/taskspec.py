@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fedchain.errors import ConfigError, TaskSpecError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
-from fedchain.fl.floor import DEFAULT_DATA_CREDIT, DEFAULT_QUALITY_FLOOR, check_data_credit, check_floor
+from fedchain.fl.floor import DEFAULT_DATA_CREDIT, DEFAULT_QUALITY_FLOOR, check_data_credit, check_floor, round_floor
 from fedchain.fl.screening import ADDED_LATER, ScreeningConfig
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
@@ -133,6 +133,7 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
     "aggregation": MEAN,
     "train_from": "global",
     "quality_floor": 0.0,
+    "early_floor": False,
     "data_credit": 1.0,
 }
 
@@ -177,9 +178,12 @@ class TaskSpec:
             left out of the spec's bytes so that a spec written before the setting keeps its datasetId)
             or a robust rule (:mod:`fedchain.fl.aggregation`).
         quality_floor: the least quality q_i of an accepted update (:func:`fedchain.fl.quality.floored`):
-            from round 3 on, one poor round of an honest client on skewed data then cannot remove it by itself
-            (in rounds 1 and 2 it still can). 0 is the seed's measure as it is (and what a spec stored before
-            the setting means).
+            from round 3 on, one poor round of an honest client on skewed data then cannot remove it by itself.
+            0 is the seed's measure as it is (and what a spec stored before the setting means).
+        early_floor: raise the floor of each round to the least quality that keeps a client whose earlier
+            rounds were all at q_min or better (:func:`fedchain.fl.floor.round_floor`, from the task's q_min and
+            r_a_min): in rounds 1 and 2 a floor of 0.2 would still remove it. False (what a spec stored before
+            the setting means) keeps ``quality_floor`` in every round; with ``quality_floor`` 0 nothing is raised.
         data_credit: for a contribution strategy (cgsv, fedfaim, fedave, fair), the most an accepted client's
             quality is multiplied by when it holds less data than the round's mean (by mean / its data:
             :func:`fedchain.fl.quality.data_credited`), so that a small honest client is judged per sample.
@@ -205,6 +209,7 @@ class TaskSpec:
     train_from: TrainFrom = "global"
     aggregation: AggregationConfig = MEAN
     quality_floor: float = DEFAULT_QUALITY_FLOOR
+    early_floor: bool = True
     data_credit: float = DEFAULT_DATA_CREDIT
 
     def __post_init__(self) -> None:
@@ -241,6 +246,8 @@ class TaskSpec:
             raise ConfigError(f"seed must be non-negative, got {self.seed}")
         self._check_train_from()
         check_floor(self.quality_floor)
+        if not isinstance(self.early_floor, bool):
+            raise ConfigError(f"early_floor must be true or false, got {self.early_floor!r}")
         check_data_credit(self.data_credit)
 
     def _check_train_from(self) -> None:
@@ -321,6 +328,17 @@ class TaskSpec:
         from fedchain.models.registry import ModelSpec
 
         return ModelSpec(self.model, self.num_classes, self.in_channels)
+
+    def floor_at(self, round_number: int, *, min_quality: float, min_loss_reputation: float) -> float:
+        """The least quality of an accepted update in round ``round_number`` of a task with these thresholds
+        (its terms' q_min and r_a_min, as fractions): :func:`fedchain.fl.floor.round_floor`."""
+        return round_floor(
+            self.quality_floor,
+            round_number,
+            early=self.early_floor,
+            min_quality=min_quality,
+            min_loss_reputation=min_loss_reputation,
+        )
 
     def train_config(self, round_number: int) -> TrainConfig:
         """Local training of round ``round_number`` (1-based); its seed is derived from the task's seed and the round."""

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import torch
 
-from fedchain.chain.bindings import Measurement
+from fedchain.chain.bindings import Measurement, TaskParams
 from fedchain.data.datasets import ImageDataset
 from fedchain.errors import ConfigError
 from fedchain.fl.quality import QualitySource, round_quality, to_wad
@@ -44,6 +44,7 @@ from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
 from fedchain.taskspec import TaskSpec, gives_rewards
 from fedchain.trainer.evaluation import EVAL_BATCH_SIZE, predict
+from fedchain.units import WAD
 
 #: Largest value of the contract's ``uint64`` quality (about 18.4 in 1e18 fixed point); the contract caps lower.
 MAX_QUALITY_WAD = 2**64 - 1
@@ -61,6 +62,14 @@ def quality_source(strategy: str, choice: QualityChoice = "auto") -> QualitySour
     if choice not in ("loss", "contribution"):
         raise ConfigError(f"unknown quality source {choice!r}", hint="use auto, loss or contribution")
     return choice
+
+
+def task_floor(spec: TaskSpec, params: TaskParams, round_number: int) -> float:
+    """The floor of round ``round_number`` of the task of ``spec`` and on-chain ``params``: what every agent that
+    scores the round passes to :func:`score_round` as ``quality_floor`` (:meth:`TaskSpec.floor_at`)."""
+    return spec.floor_at(
+        round_number, min_quality=params.min_quality / WAD, min_loss_reputation=params.min_loss_reputation / WAD
+    )
 
 
 def check_supported(strategy: Strategy, spec: TaskSpec) -> None:
@@ -183,8 +192,9 @@ def score_round(
     them is not usable. ``client_params`` ``[n, d]``: the model each client trained from when the
     clients train from their own rewards (None: all trained from ``global_params``). ``last_step``: the global
     model ``global_params`` minus the one before it (None in round 1), for screening's rule 5.
-    ``quality_floor``: the task spec's (:attr:`TaskSpec.quality_floor`), the least quality of an accepted update;
-    required, so that no caller scores with another floor than the auditor reproduces by forgetting it.
+    ``quality_floor``: the least quality of an accepted update in this round (:func:`task_floor`: the task spec's
+    floor, raised in the early rounds); required, so that no caller scores with another floor than the auditor
+    reproduces by forgetting it.
     ``data_credit``: the task spec's (:attr:`TaskSpec.data_credit`), required for the same reason.
     """
     n = len(clients)

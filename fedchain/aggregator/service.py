@@ -67,6 +67,7 @@ from fedchain.aggregator.scoring import (
     RoundOutcome,
     quality_source,
     score_round,
+    task_floor,
     task_strategy,
 )
 from fedchain.audit.replay import replay_task
@@ -506,7 +507,7 @@ class Aggregator:
                 screening=context.spec.screening,
                 client_params=self._client_params(state, context, round_number, global_params, active),
                 last_step=self._last_step(state, context, round_number, global_params),
-                quality_floor=context.spec.quality_floor,
+                quality_floor=task_floor(context.spec, context.params, round_number),
                 data_credit=context.spec.data_credit,
             )
             model_hash = self._publish(context, round_number, outcome)

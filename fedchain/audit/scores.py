@@ -188,14 +188,17 @@ class ScoreReproduction:
     def _round(
         self, history: TaskHistory, commitments: Mapping[int, RewardsCommitted], posted: PostedRecord
     ) -> ReproducedRound:
-        from fedchain.aggregator.scoring import ClientInput, score_round
+        from fedchain.aggregator.scoring import ClientInput, score_round, task_floor
         from fedchain.taskspec import load_model
 
         n, spec, store = posted.round, self.spec, self.store
+        params = history.task.params
+        if params is None:
+            raise AuditError(f"task {self.task_id} has no parameters among the events")
         global_params = flatten(
             load_model(store, spec, self._model_hash, task_id=self.task_id, round_number=n - 1), self.param_spec
         )[0]
-        self_trained = history.task.params is not None and history.task.params.self_trained
+        self_trained = params.self_trained
         hashes = {c.client_index: c.update_hash for c in history.commits if c.round == n and not c.withdrawn}
         if self_trained:  # the sizes the clients signed for the updates they committed (the aggregator has no other)
             trained = self._signed_replies(history, n, self._model_hash)
@@ -243,7 +246,7 @@ class ScoreReproduction:
             screening=spec.screening,
             client_params=starts,
             last_step=None if self._start is None else global_params - self._start.to(global_params.dtype),
-            quality_floor=spec.quality_floor,
+            quality_floor=task_floor(spec, params, n),
             data_credit=spec.data_credit,
         )
         self._state, self._model_hash, self._start = outcome.state, posted.model_hash, global_params

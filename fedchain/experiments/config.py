@@ -194,6 +194,9 @@ class ExperimentConfig:
     #: The least quality of an accepted update, as a task spec's ``quality_floor``
     #: (:func:`fedchain.fl.quality.floored`); 0 is the seed's measure as it is.
     quality_floor: float = DEFAULT_QUALITY_FLOOR
+    #: Raise the floor of the early rounds, as a task spec's ``early_floor`` (:func:`fedchain.fl.floor.round_floor`),
+    #: for the default terms' q_min and r_a_min (the mechanism ``reproduce robustness`` pays with).
+    early_floor: bool = True
     #: The most a small client's contribution quality grows, as a task spec's ``data_credit``
     #: (:func:`fedchain.fl.quality.data_credited`); 1 is the contribution as it is.
     data_credit: float = DEFAULT_DATA_CREDIT

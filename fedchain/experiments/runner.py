@@ -41,6 +41,7 @@ from fedchain.experiments.config import ExperimentConfig
 from fedchain.experiments.federation import FREE_RIDER, NOISE, SCALED, SIGN_FLIPPED, SYBIL, Federation, build_federation
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, round_quality
+from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY, round_floor
 from fedchain.fl.quality import QualitySource
 from fedchain.fl.registry import configured_strategy, fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
@@ -224,7 +225,7 @@ def score_round(
 
     ``local_models`` are the models the clients sent (``start + updates``); ``client_params`` the
     models they trained from when they keep their own (else ``None``); ``last_step`` the global step of the
-    round before (screening's rule 5); ``quality_floor`` the least quality of an accepted update; ``data_credit`` the
+    round before (screening's rule 5); ``quality_floor`` the least quality of an accepted update in this round; ``data_credit`` the
     most a small client's contribution quality grows (:func:`fedchain.fl.quality.data_credited`).
     Returns the strategy's result, every client's quality q_i and what screening decided.
     """
@@ -402,7 +403,13 @@ def run_experiment(
                 models,
                 config.screening,
                 last_step,
-                config.quality_floor,
+                round_floor(
+                    config.quality_floor,
+                    round_number,
+                    early=config.early_floor,
+                    min_quality=DEFAULT_MIN_QUALITY,
+                    min_loss_reputation=DEFAULT_MIN_LOSS_REPUTATION,
+                ),
                 config.data_credit,
             )
             for client, reason in screened.rejected().items():

@@ -298,6 +298,12 @@ def client_table(result: ExperimentResult) -> Table:
     help="Least quality of an accepted update; 0 is the seed's measure [default: 0.2].",
 )
 @click.option(
+    "--early-floor/--no-early-floor",
+    default=None,
+    help="Raise the floor of the early rounds so that one poor round removes no client whose earlier rounds "
+    "reached q_min [default: yes].",
+)
+@click.option(
     "--data-credit",
     type=float,
     help="Contribution strategies: the most a client with less than the mean data has its quality multiplied by "

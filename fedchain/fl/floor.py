@@ -1,6 +1,12 @@
 """The quality's settings, the floor and the data credit, with their checks, apart from the torch kernels of
 :mod:`fedchain.fl.quality`.
 
+The floor of a round (:func:`round_floor`) is the task's ``quality_floor``, raised in the early rounds to the
+least quality that one poor round may score without removing a client whose earlier rounds were all at q_min or
+better. The chain's mechanism (DESIGN.md, eqs. 5 and 8) makes that least quality depend on the round: in round 1
+a quality below q_min leaves r_a = q squared, so q must reach sqrt(r_a_min); later the earlier rounds carry more of
+the weighted mean, and the least quality falls towards r_a_min / q_min.
+
 The task spec validates its ``quality_floor`` with :func:`check_floor` and its ``data_credit`` with
 :func:`check_data_credit`, and commands that only read specs (``--help`` included) must not load torch to do it.
 """
@@ -14,8 +20,15 @@ from fedchain.errors import ConfigError
 #: The least quality of an accepted update in a task built today (:attr:`fedchain.taskspec.TaskSpec.quality_floor`).
 #: Between r_a_min (0.1 by default) and its square root: from round 3 on one poor round keeps r_a at or above
 #: r_a_min, while a client whose every round sits at the floor falls below it (r_a = floor squared). In rounds 1
-#: and 2 the history is too short: a floored round there still removes the client (r_a 0.04 and 0.093).
+#: and 2 the history is too short for it (a round at 0.2 leaves r_a at 0.04 and 0.093): a spec's ``early_floor``
+#: raises the floor of every round to :func:`protective_floor`, which tends to r_a_min / q_min = 0.2.
 DEFAULT_QUALITY_FLOOR = 0.2
+
+
+#: q_min and r_a_min of a task with the default terms (:class:`fedchain.publisher.TaskTerms` starts from them): the
+#: thresholds a simulation's floor is raised for, as the chain's mechanism of its pay columns has them.
+DEFAULT_MIN_QUALITY = 0.5
+DEFAULT_MIN_LOSS_REPUTATION = 0.1
 
 
 def check_floor(floor: float) -> None:
@@ -23,7 +36,8 @@ def check_floor(floor: float) -> None:
     if not (isinstance(floor, int | float) and 0 <= floor < 1):
         raise ConfigError(
             f"the quality floor must be a number in [0, 1), got {floor!r}",
-            hint=f"{DEFAULT_QUALITY_FLOOR} (the default) keeps an honest client through one poor round from round 3 on; "
+            hint=f"{DEFAULT_QUALITY_FLOOR} (the default, raised in the early rounds by early_floor) keeps an honest "
+            "client through one poor round; "
             "0 is the seed's measure",
         )
 
@@ -32,6 +46,42 @@ def check_floor(floor: float) -> None:
 #: (:func:`fedchain.fl.quality.data_credited`; :attr:`fedchain.taskspec.TaskSpec.data_credit`). 4: a client with a
 #: quarter of the mean data or more is judged per sample; one claiming less gains no more.
 DEFAULT_DATA_CREDIT = 4.0
+
+
+def protective_floor(round_number: int, *, min_quality: float, min_loss_reputation: float) -> float:
+    """The least quality that keeps r_a at ``min_loss_reputation`` in round ``round_number`` after earlier rounds at
+    ``min_quality``: the root of ``((n - 1) q_min + 2 f) / (n + 1) * f = r_a_min`` (linear weights ``2j / (n (n+1))``,
+    and r_a times f for a round below q_min), rounded up to 3 decimals so that the chain's fixed point keeps it,
+    and at most q_min (a round at q_min is not decayed at all).
+
+    With the default terms (q_min 0.5, r_a_min 0.1): 0.317 in round 1, 0.282 in round 2, 0.263 in round 3,
+    0.25 in round 4, towards 0.2 = r_a_min / q_min.
+    """
+    if round_number < 1:
+        raise ConfigError(f"rounds count from 1, got round {round_number}")
+    if not (0 < min_quality <= 1 and min_loss_reputation >= 0):
+        raise ConfigError(
+            f"q_min must be in (0, 1] and r_a_min non-negative, got {min_quality} and {min_loss_reputation}"
+        )
+    earlier = (round_number - 1) * min_quality
+    root = (-earlier + math.sqrt(earlier * earlier + 8 * (round_number + 1) * min_loss_reputation)) / 4
+    return min(math.ceil(root * 1000 - 1e-9) / 1000, min_quality)
+
+
+def round_floor(
+    floor: float, round_number: int, *, early: bool, min_quality: float, min_loss_reputation: float
+) -> float:
+    """The least quality of an accepted update in round ``round_number``: ``floor``, raised to
+    :func:`protective_floor` when ``early`` (a task spec's ``early_floor``) and the floor is on (``floor > 0``).
+
+    Then one poor round removes no client that had no poor round before, in any round; a client that scores at
+    the floor round after round still falls below r_a_min (in round 2 with the default terms).
+    """
+    check_floor(floor)
+    if not early or floor == 0:
+        return floor
+    raised = protective_floor(round_number, min_quality=min_quality, min_loss_reputation=min_loss_reputation)
+    return max(floor, min(raised, 0.999))
 
 
 def check_data_credit(credit: float) -> None:
@@ -44,4 +94,13 @@ def check_data_credit(credit: float) -> None:
         )
 
 
-__all__ = ["DEFAULT_DATA_CREDIT", "DEFAULT_QUALITY_FLOOR", "check_data_credit", "check_floor"]
+__all__ = [
+    "DEFAULT_DATA_CREDIT",
+    "DEFAULT_MIN_LOSS_REPUTATION",
+    "DEFAULT_MIN_QUALITY",
+    "DEFAULT_QUALITY_FLOOR",
+    "check_data_credit",
+    "check_floor",
+    "protective_floor",
+    "round_floor",
+]

@@ -28,11 +28,12 @@ Rejected clients always get quality 0. An accepted client gets at least the task
 below q_min multiplies r_a by its quality, so one honest client's poor round
 (a model trained on skewed data scored on the balanced validation set:
 0.02-0.15) would take r_a below r_a_min and cost the client its deposit by
-itself. With the floor, from round 3 on, a single poor round cuts that round's
-reputation and pay, and only a client that stays poor round after round (a
-label flipper) falls below r_a_min; in rounds 1 and 2 the history is too short
-and a floored round still removes the client (docs/robustness.md, "Quality on
-skewed data").
+itself. With the floor a single poor round cuts that round's reputation and
+pay, and only a client that stays poor round after round (a label flipper)
+falls below r_a_min. The floor of a round comes from
+:func:`fedchain.fl.floor.round_floor`: in the early rounds the history is too
+short for a floor of 0.2, and a task's ``early_floor`` raises it there
+(docs/robustness.md, "Quality on skewed data" and "The first rounds").
 Values come as floats and as 1e18
 fixed-point integers for the contract: ``q * 10**18`` computed exactly from
 the float's shortest decimal form (``repr``: 0.1 is exactly ``10**17``),

@@ -262,7 +262,7 @@ class IncentiveStrategy(Strategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        from fedchain.aggregator.scoring import score_round
+        from fedchain.aggregator.scoring import score_round, task_floor
         from fedchain.taskspec import put_model
 
         if self._start is None:
@@ -281,7 +281,7 @@ class IncentiveStrategy(Strategy):
             quality=self.quality,
             screening=self.spec.screening,
             last_step=None if self._previous_start is None else start - self._previous_start,
-            quality_floor=self.spec.quality_floor,
+            quality_floor=task_floor(self.spec, self.params, server_round),
             data_credit=self.spec.data_credit,
         )
         accepted = [i for i, m in enumerate(outcome.measurements) if m.accepted]

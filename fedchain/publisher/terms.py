@@ -36,6 +36,7 @@ from fedchain.chain.bindings import TaskParams, TaskRegistry
 from fedchain.chain.blocktime import BlockInterval
 from fedchain.config import checked_address, from_mapping, load_yaml
 from fedchain.errors import ConfigError, TermOutOfRange, WindowsTooShort
+from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY
 from fedchain.taskspec import TaskSpec
 from fedchain.units import WAD, Asset, ether, parse_wei, to_units
 
@@ -136,9 +137,9 @@ class TaskTerms:
     expected_duration: int = 600
     psi: int = 10**15
     phi: int = 10**12
-    min_loss_reputation: float = 0.1
+    min_loss_reputation: float = DEFAULT_MIN_LOSS_REPUTATION
     min_time_reputation: float = 0.1
-    min_quality: float = 0.5
+    min_quality: float = DEFAULT_MIN_QUALITY
     max_round_time: int = 120
     reputation_cap: float = 10.0
     client_deposit: int = 10**16

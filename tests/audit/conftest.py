@@ -313,13 +313,13 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
     validation set; the audit must reproduce the posted numbers from the chain
     and the store alone.
     """
-    from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round
+    from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round, task_floor
     from fedchain.fl.registry import get_strategy
     from fedchain.taskspec import load_validation
 
     spec = TaskSpec(dataset="mnist", model="lenet5", strategy="fedavg", seed=3, validation=ValidationSpec(size=64))
     sizes = DATA_SIZES[:3]
-    task_id, _ = staff_task(driver, store, spec, dict(PARAMS, rounds=2), sizes, BIDS[:3], SCORED_CLIENTS)
+    task_id, task = staff_task(driver, store, spec, dict(PARAMS, rounds=2), sizes, BIDS[:3], SCORED_CLIENTS)
     aggregator = driver.as_(AGGREGATOR)
     # As the aggregator does before round 1: the cross-task priors (all 0: no earlier task shares its clients).
     aggregator.round_ledger.post_priors(task_id, list(driver.priors(task_id)))
@@ -349,7 +349,7 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
             strategy_state,
             quality="loss",
             screening=spec.screening,
-            quality_floor=spec.quality_floor,
+            quality_floor=task_floor(spec, task, round_number),
             data_credit=spec.data_credit,
         )
         global_params, strategy_state = outcome.global_params, outcome.state

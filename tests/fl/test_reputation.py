@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from typing import Any
@@ -260,27 +261,65 @@ def test_pro_rata_scaling_pays_at_most_the_budget(amounts: list[int], available:
     assert all(0 <= s <= a for s, a in zip(scaled, amounts, strict=True))
 
 
+def _removed_in(mechanism: MechanismParams, qualities: list[float]) -> int | None:
+    """The round in which a client scoring ``qualities`` (one a round, the same round time each) is removed."""
+    from fedchain.experiments.robustness import neutral_round_time
+    from fedchain.fl.quality import to_wad
+
+    state = ClientReputation.joined(mechanism)
+    for k, quality in enumerate(to_wad(qualities), start=1):
+        scored = score_round(state, mechanism, quality, neutral_round_time(mechanism), True)
+        if scored.removed:
+            return k
+        state = scored.reputation
+    return None
+
+
 def test_the_default_quality_floor_keeps_a_client_through_one_poor_round_but_not_through_poor_rounds() -> None:
     """Why DEFAULT_QUALITY_FLOOR sits between r_a_min and its square root, on a default task's terms."""
-    from fedchain.experiments.robustness import mechanism_params, neutral_round_time
+    from fedchain.experiments.robustness import mechanism_params
     from fedchain.fl.floor import DEFAULT_QUALITY_FLOOR
-    from fedchain.fl.quality import to_wad
 
     mechanism = mechanism_params(rounds=10)
     r_a_min = mechanism.min_loss_reputation / WAD
     assert r_a_min < DEFAULT_QUALITY_FLOOR < math.sqrt(r_a_min)
-    seconds = neutral_round_time(mechanism)
 
     def removed_in(qualities: list[float]) -> int | None:
-        state = ClientReputation.joined(mechanism)
-        for k, quality in enumerate(to_wad(qualities), start=1):
-            scored = score_round(state, mechanism, quality, seconds, True)
-            if scored.removed:
-                return k
-            state = scored.reputation
-        return None
+        return _removed_in(mechanism, qualities)
 
     assert removed_in([1.0] * 4 + [0.02]) == 5  # the seed's measure: one skewed round costs the deposit
     assert removed_in([1.0] * 4 + [DEFAULT_QUALITY_FLOOR] + [1.0] * 5) is None  # floored: the client stays
     assert removed_in([1.0] * 4 + [DEFAULT_QUALITY_FLOOR] * 2 + [1.0] * 4) is None
     assert removed_in([1.0] + [DEFAULT_QUALITY_FLOOR] * 9) is not None  # a client poor round after round falls
+
+
+@pytest.mark.parametrize(
+    ("min_quality", "min_loss_reputation"), [(0.5, 0.1), (0.3, 0.05), (0.7, 0.2), (0.9, 0.1), (0.5, 0.3)]
+)
+def test_the_early_floor_keeps_one_poor_round_from_removing_a_client_whose_earlier_rounds_reached_q_min(
+    min_quality: float, min_loss_reputation: float
+) -> None:
+    """protective_floor is the least quality that does it, in the chain's own fixed point, in every round."""
+    from fedchain.experiments.robustness import mechanism_params
+    from fedchain.fl.floor import protective_floor, round_floor
+    from fedchain.fl.quality import to_wad
+
+    mechanism = dataclasses.replace(
+        mechanism_params(rounds=12),
+        min_quality=to_wad([min_quality])[0],
+        min_loss_reputation=to_wad([min_loss_reputation])[0],
+    )
+    thresholds = {"min_quality": min_quality, "min_loss_reputation": min_loss_reputation}
+
+    def removed_in(qualities: list[float]) -> int | None:
+        return _removed_in(mechanism, qualities)
+
+    for n in range(1, 13):
+        floor = protective_floor(n, **thresholds)
+        assert removed_in([min_quality] * (n - 1) + [floor]) is None, n
+        if floor < min_quality:  # the least: a thousandth less removes the client
+            assert removed_in([min_quality] * (n - 1) + [floor - 0.001]) == n, n
+    if min_loss_reputation < min_quality**2:  # a client at the floor round after round still falls, by round 3
+        floors = [round_floor(0.2, n, early=True, **thresholds) for n in range(1, 13)]
+        removed = removed_in(floors)
+        assert removed is not None and removed <= 3

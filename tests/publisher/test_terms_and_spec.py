@@ -268,27 +268,49 @@ def test_a_cgsv_or_fedave_spec_states_the_median_length_and_an_older_one_keeps_t
 def test_a_spec_states_todays_quality_floor_and_an_older_one_keeps_the_seeds_measure() -> None:
     """The floor came after specs were stored: a spec without it meant the seed's quality, unfloored."""
     new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b',"quality_floor":0.2', b"")
+    older_bytes = new.to_bytes().replace(b',"quality_floor":0.2', b"").replace(b'"early_floor":true,', b"")
 
     assert new.quality_floor == 0.2 and b'"quality_floor":0.2' in new.to_bytes()
     assert TaskSpec.from_bytes(new.to_bytes()) == new
     older = TaskSpec.from_bytes(older_bytes)
     assert older.quality_floor == 0.0  # what its aggregator ran, so the auditor runs it too
     assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
-    assert TaskSpec(dataset="mnist", model="lenet5", quality_floor=0).to_bytes() == older_bytes
+    assert TaskSpec(dataset="mnist", model="lenet5", quality_floor=0, early_floor=False).to_bytes() == older_bytes
 
 
 def test_a_spec_states_todays_data_credit_and_an_older_one_the_plain_contribution() -> None:
     """The data credit came after specs were stored, the floor's among them: a spec without it meant none."""
     new = TaskSpec(dataset="mnist", model="lenet5", strategy="cgsv")
-    older_bytes = new.to_bytes().replace(b'"data_credit":4.0,', b"")
+    older_bytes = new.to_bytes().replace(b'"data_credit":4.0,', b"").replace(b'"early_floor":true,', b"")
 
     assert new.data_credit == 4.0 and b'"data_credit":4.0' in new.to_bytes()
     assert TaskSpec.from_bytes(new.to_bytes()) == new
     older = TaskSpec.from_bytes(older_bytes)
     assert (older.data_credit, older.quality_floor) == (1.0, 0.2)  # a spec of the floor's day: floor, no credit
     assert older.to_bytes() == older_bytes
-    assert TaskSpec(dataset="mnist", model="lenet5", strategy="cgsv", data_credit=1).to_bytes() == older_bytes
+    older_spec = TaskSpec(dataset="mnist", model="lenet5", strategy="cgsv", data_credit=1, early_floor=False)
+    assert older_spec.to_bytes() == older_bytes
+
+
+def test_a_spec_states_todays_early_floor_and_an_older_one_the_same_floor_in_every_round() -> None:
+    """The early floor came after the floor: a spec of the floor's day floors every round at 0.2."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b'"early_floor":true,', b"")
+    thresholds = {"min_quality": 0.5, "min_loss_reputation": 0.1}
+
+    assert new.early_floor and b'"early_floor":true' in new.to_bytes()
+    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    assert [new.floor_at(n, **thresholds) for n in (1, 2, 3, 50)] == [0.317, 0.282, 0.263, 0.205]
+    older = TaskSpec.from_bytes(older_bytes)
+    assert not older.early_floor and older.to_bytes() == older_bytes
+    assert [older.floor_at(n, **thresholds) for n in (1, 2, 3, 50)] == [0.2] * 4
+    unfloored = TaskSpec(dataset="mnist", model="lenet5", quality_floor=0)  # the seed's measure: nothing raised
+    assert unfloored.floor_at(1, **thresholds) == 0.0
+
+
+def test_a_spec_refuses_an_early_floor_that_is_not_a_boolean() -> None:
+    with pytest.raises(ConfigError, match="early_floor"):
+        TaskSpec(dataset="mnist", model="lenet5", early_floor="yes")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("credit", [0.5, float("inf"), float("nan")])
