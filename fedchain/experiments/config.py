@@ -33,7 +33,7 @@ from fedchain.config import from_mapping, load_yaml
 from fedchain.data.partition import PartitionKind
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
-from fedchain.fl.floor import DEFAULT_DATA_CREDIT, DEFAULT_QUALITY_FLOOR
+from fedchain.fl.floor import DEFAULT_DATA_CREDIT, DEFAULT_QUALITY_FLOOR, check_data_credit, check_floor
 from fedchain.fl.pruning import Pruning
 from fedchain.fl.screening import ScreeningConfig
 from fedchain.trainer.config import Engine, TrainConfig
@@ -250,10 +250,8 @@ class ExperimentConfig:
             raise ValueError(f"momentum={self.momentum} must lie in [0, 1)")
         if self.validation_samples < 1:
             raise ValueError(f"validation_samples={self.validation_samples} must be at least 1")
-        if not 0 <= self.quality_floor < 1:
-            raise ValueError(f"quality_floor={self.quality_floor} must lie in [0, 1) (0: the seed's measure)")
-        if not (math.isfinite(self.data_credit) and self.data_credit >= 1):
-            raise ValueError(f"data_credit={self.data_credit} must be a finite number >= 1 (1: no credit)")
+        check_floor(self.quality_floor)  # the task spec's checks, so that both refuse the same settings
+        check_data_credit(self.data_credit)
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -99,6 +99,9 @@ def test_a_value_of_the_wrong_type_names_the_setting(tmp_path: Path) -> None:
         ("strategy_options: fast\n", "strategy_options must be a mapping"),
         ("pruning:\n  sparsity: 1.0\n", "sparsity must be in"),
         ("fairness_every: -1\n", "fairness_every=-1 must be 0"),
+        ("quality_floor: 1.0\n", "quality floor must be a number in"),
+        ("data_credit: 0.5\n", "data credit must be a finite number >= 1"),
+        ("early_floor: sometimes\n", "early_floor"),
     ],
 )
 def test_impossible_values_are_refused_with_the_reason(tmp_path: Path, text: str, message: str) -> None:
