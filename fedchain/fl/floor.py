@@ -59,9 +59,9 @@ def protective_floor(round_number: int, *, min_quality: float, min_loss_reputati
     """
     if round_number < 1:
         raise ConfigError(f"rounds count from 1, got round {round_number}")
-    if not (0 < min_quality <= 1 and min_loss_reputation >= 0):
+    if not (min_quality > 0 and min_loss_reputation >= 0):
         raise ConfigError(
-            f"q_min must be in (0, 1] and r_a_min non-negative, got {min_quality} and {min_loss_reputation}"
+            f"q_min must be positive and r_a_min non-negative, got {min_quality} and {min_loss_reputation}"
         )
     earlier = (round_number - 1) * min_quality
     root = (-earlier + math.sqrt(earlier * earlier + 8 * (round_number + 1) * min_loss_reputation)) / 4
@@ -78,7 +78,7 @@ def round_floor(
     the floor round after round still falls below r_a_min (in round 2 with the default terms).
     """
     check_floor(floor)
-    if not early or floor == 0:
+    if not early or floor == 0 or min_quality <= 0:  # q_min 0: no round is ever decayed, nothing to protect
         return floor
     raised = protective_floor(round_number, min_quality=min_quality, min_loss_reputation=min_loss_reputation)
     return max(floor, min(raised, 0.999))

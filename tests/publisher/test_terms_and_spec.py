@@ -306,6 +306,9 @@ def test_a_spec_states_todays_early_floor_and_an_older_one_the_same_floor_in_eve
     assert [older.floor_at(n, **thresholds) for n in (1, 2, 3, 50)] == [0.2] * 4
     unfloored = TaskSpec(dataset="mnist", model="lenet5", quality_floor=0)  # the seed's measure: nothing raised
     assert unfloored.floor_at(1, **thresholds) == 0.0
+    # terms that never decay (q_min 0), or that ask for more than a quality below 1 can give: kept within [0, 1)
+    assert new.floor_at(1, min_quality=0.0, min_loss_reputation=0.1) == 0.2
+    assert new.floor_at(1, min_quality=1.5, min_loss_reputation=2.0) == 0.999
 
 
 def test_a_spec_refuses_an_early_floor_that_is_not_a_boolean() -> None:
