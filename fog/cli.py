@@ -13,7 +13,7 @@ from fedchain.agent.session import SESSION_OPTIONS, session_from_options, sessio
 from fedchain.client.cli import merge_flags
 from fedchain.config import load_yaml
 from fedchain.trainer.config import ENGINES
-from fog.config import ATTACK_MODES
+from fog.config import ATTACK_MODES, LAZY_MODES
 
 #: Flags that set fields of the nested cost model (``cost:`` in the YAML file): flag -> field.
 COST_FLAGS = {name: name for name in ("frequency", "alpha", "cycles_per_sample", "margin")}
@@ -96,8 +96,14 @@ def fog() -> None:
 )
 @click.option(
     "--lazy",
-    type=click.Choice(["zero", "random"]),
-    help="Fault: free rider, commit zero or noise updates without training.",
+    type=click.Choice(LAZY_MODES),
+    help="Fault: free rider, commit updates without training: zeros, noise, or the last global step plus noise "
+    "(disguised).",
+)
+@click.option(
+    "--disguise-noise",
+    type=float,
+    help="--lazy disguised: the noise, times the last global step's RMS.  [default: 0.5]",
 )
 @click.option(
     "--attack",

@@ -15,8 +15,10 @@ from fedchain.trainer.config import ENGINES, Engine
 from fedchain.units import parse_wei
 from fog.bidding import CostModel
 
-#: What a lazy (free-riding) fog node commits instead of training: an all-zero update, or noise.
-LazyMode = Literal["zero", "random"]
+#: What a lazy (free-riding) fog node commits instead of training: an all-zero update, noise, or the last global
+#: step plus noise (the disguised free rider of Fraboni et al., :func:`fedchain.data.faults.disguised_free_ride`).
+LazyMode = Literal["zero", "random", "disguised"]
+LAZY_MODES: tuple[str, ...] = typing.get_args(LazyMode)
 #: What an attacking fog node does to the updates it trained (:data:`fedchain.data.faults.UPDATE_ATTACKS`).
 AttackMode = Literal["sign-flip", "noise", "scale", "sybil"]
 ATTACK_MODES: tuple[str, ...] = typing.get_args(AttackMode)
@@ -37,8 +39,11 @@ class FogConfig:
         stop_after_round: commit rounds up to this one, then stop (a fault: the node leaves mid-task).
         crash_after_round: commit rounds up to this one, then die by SIGKILL at once, its state unsaved (a fault:
             the node crashes mid-task, at a point tests can count on).
-        lazy: commit an update without training (``zero``: all zeros; ``random``: Gaussian noise), a free rider.
+        lazy: commit an update without training, a free rider: ``zero`` (all zeros), ``random`` (Gaussian noise),
+            or ``disguised`` (the last global step, the round's global model minus the one before, plus Gaussian
+            noise of ``disguise_noise`` times its RMS; all zeros in round 1, before any step).
         lazy_std: standard deviation of the ``random`` lazy update.
+        disguise_noise: the ``disguised`` lazy update's noise, as a multiple of the last step's RMS.
         attack: train, then attack the updates before committing them (a fault for robustness tests):
             ``sign-flip``, ``noise`` of each update's own norm, ``scale`` by ``attack_scale``, or
             ``sybil``: every job it won in a round gets one update, ``-attack_scale`` times their mean
@@ -73,6 +78,7 @@ class FogConfig:
     crash_after_round: int | None = None
     lazy: LazyMode | None = None
     lazy_std: float = 0.01
+    disguise_noise: float = 0.5
     attack: AttackMode | None = None
     attack_scale: float = 10.0
     engine: Engine = "auto"
@@ -107,6 +113,10 @@ class FogConfig:
             raise ConfigError(f"unknown engine {self.engine!r}", hint=f"use one of: {', '.join(ENGINES)}")
         if self.lazy_std < 0:
             raise ConfigError(f"lazy_std must be >= 0, got {self.lazy_std}")
+        if self.lazy is not None and self.lazy not in LAZY_MODES:
+            raise ConfigError(f"unknown lazy mode {self.lazy!r}", hint=f"use one of: {', '.join(LAZY_MODES)}")
+        if not (self.disguise_noise >= 0 and math.isfinite(self.disguise_noise)):
+            raise ConfigError(f"disguise_noise must be a finite number >= 0, got {self.disguise_noise}")
         if self.attack is not None and self.attack not in ATTACK_MODES:
             raise ConfigError(f"unknown attack {self.attack!r}", hint=f"use one of: {', '.join(ATTACK_MODES)}")
         if self.attack is not None and self.lazy is not None:

@@ -575,7 +575,8 @@ class FogNode:
         for item in due:
             groups.setdefault((item.spec.model_spec(), item.spec.train_config(item.round)), []).append(item)
         for (model, train_config), jobs in groups.items():
-            trained = self._train(model, train_config, jobs)
+            steps = [self._last_step(state, item) for item in jobs] if self.config.lazy == "disguised" else None
+            trained = self._train(model, train_config, jobs, steps)
             batches: dict[tuple[int, int], list[tuple[DueJob, bytes]]] = {}
             for item, (delta, losses) in zip(jobs, trained, strict=True):
                 meta = update_meta(item.spec, item.task_id, item.round, item.client_index, item.client)
@@ -672,6 +673,18 @@ class FogNode:
             return None
         return load_model(self.session.store, spec, posted, task_id=task_id, round_number=round_ - 1)
 
+    def _last_step(self, state: AgentState, item: DueJob) -> torch.Tensor | None:
+        """The global model of ``item``'s round minus the one before, flat: what a disguised free rider resends
+        (None in round 1, or while a model is not at hand)."""
+        if item.round == 1:
+            return None
+        now = self._global_model(state, item.task_id, item.round)
+        before = self._global_model(state, item.task_id, item.round - 1)
+        if now is None or before is None:
+            return None
+        spec = item.spec.param_spec()
+        return flatten(now, spec)[0] - flatten(before, spec)[0]
+
     def _trainer(self, model: ModelSpec) -> Trainer:
         if model not in self._trainers:
             from fedchain.trainer.trainer import Trainer
@@ -683,16 +696,37 @@ class FogNode:
         return self._trainers[model]
 
     def _train(
-        self, model: ModelSpec, train_config: TrainConfig, jobs: list[DueJob]
+        self,
+        model: ModelSpec,
+        train_config: TrainConfig,
+        jobs: list[DueJob],
+        last_steps: list[torch.Tensor | None] | None = None,
     ) -> list[tuple[dict[str, torch.Tensor], torch.Tensor | None]]:
         """The updates (trained minus start parameters) of ``jobs``, all trained in one pass, each with
-        the local losses of its trained model when the task's strategy needs them (else None)."""
+        the local losses of its trained model when the task's strategy needs them (else None). A lazy node trains
+        nothing; a disguised one resends each job's ``last_steps`` entry plus noise."""
         trainer = self._trainer(model)
         starts = torch.stack([flatten(item.start, trainer.spec)[0] for item in jobs])
         if self.config.lazy is not None:
             generator = torch.Generator().manual_seed(self.config.seed + train_config.seed)  # new noise each round
             if self.config.lazy == "zero":
                 deltas = torch.zeros_like(starts)
+            elif self.config.lazy == "disguised":
+                from fedchain.data.faults import free_ride
+
+                steps = last_steps or [None] * len(jobs)
+                deltas = torch.stack(
+                    [
+                        free_ride(
+                            start,
+                            "disguised",
+                            generator=generator,
+                            last_step=step,
+                            disguise_noise=self.config.disguise_noise,
+                        )
+                        for start, step in zip(starts, steps, strict=True)
+                    ]
+                )
             else:
                 deltas = torch.randn(starts.shape, generator=generator) * self.config.lazy_std
             self.log.info("lazy: committing updates without training", jobs=len(jobs), mode=self.config.lazy)

@@ -213,6 +213,35 @@ def test_a_screened_out_update_is_scored_as_rejected_and_moves_no_honest_quality
     torch.testing.assert_close(outcome.global_params, alone.global_params)
 
 
+def test_a_client_that_resends_the_last_global_step_is_scored_as_rejected(evaluator: Evaluator) -> None:
+    # prepare: round 2; four clients learn something new together (a shared direction beyond the last step, plus
+    # their own noise), the fifth trains nothing and resends the last step plus noise (a self-trained client's
+    # disguised free ride: no fog node, no re-execution, the scoring every agent shares must catch it)
+    g = initial_params(SPEC.model_spec(), seed=8)
+    generator = torch.Generator().manual_seed(8)
+    last_step = torch.randn(g.numel(), generator=generator) * 0.01
+    new = torch.randn(g.numel(), generator=generator) * 0.01
+    honest = [0.5 * last_step + new + 0.01 * torch.randn(g.numel(), generator=generator) for _ in range(4)]
+    rider = last_step + 0.5 * 0.01 * torch.randn(g.numel(), generator=generator)
+
+    # execute
+    outcome = score_round(
+        get_strategy("quality"),
+        g,
+        [ClientInput(u, 100, 3) for u in [*honest, rider]],
+        evaluator,
+        None,
+        last_step=last_step,
+        quality_floor=0.2,
+        data_credit=1.0,
+    )
+
+    # assert: quality 0 and not accepted on chain, the honest four accepted
+    assert outcome.screening is not None and outcome.screening.rejected() == {4: ScreeningReason.STALE}
+    assert [m.accepted for m in outcome.measurements] == [True] * 4 + [False]
+    assert outcome.measurements[4].quality == 0
+
+
 def test_screening_follows_the_config_it_is_given(evaluator: Evaluator) -> None:
     g = initial_params(SPEC.model_spec(), seed=6)
     generator = torch.Generator().manual_seed(6)

@@ -10,8 +10,9 @@ import torch
 
 from fedchain.client.handoff import JobData, JobDataMeta
 from fedchain.data import ImageDataset
-from fedchain.disputes.reexecution import REFERENCE_THREADS, reexecute, update_distance
-from fedchain.fl.params import flatten
+from fedchain.data.faults import disguised_free_ride
+from fedchain.disputes.reexecution import REFERENCE_THREADS, reexecute, trained_as_committed, update_distance
+from fedchain.fl.params import flatten, unflatten
 from fedchain.taskspec import TaskSpec
 from fedchain.trainer.trainer import Trainer
 
@@ -66,3 +67,30 @@ def test_a_fog_node_training_on_worker_processes_commits_the_reexecution_bit_for
     update = committed.updates(begin.unsqueeze(0)).cpu()[0]
 
     assert update_distance(update, reexecute(SPEC, start, job, 1, 0)) == 0.0
+
+
+def balanced_job(mnist_test: ImageDataset, first: int, client_index: int) -> JobData:
+    """200 consecutive test samples from ``first`` (every class)."""
+    index = torch.arange(first, first + 200)
+    meta = JobDataMeta(task_id=1, client_index=client_index, dataset="mnist")
+    digest = hashlib.sha256(f"balanced {first}".encode()).digest()
+    return JobData(mnist_test.images[index], mnist_test.labels[index], meta, digest)
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5, 2.0])
+def test_a_fog_node_that_resends_the_last_global_step_is_convicted_by_reexecution(
+    mnist_test: ImageDataset, noise: float
+) -> None:
+    """The disguised free rider as a fog node (`fog run --lazy disguised`): what every client sees, no training."""
+    job = balanced_job(mnist_test, 0, 0)
+    start = SPEC.initial_params()
+    param_spec = SPEC.param_spec()
+    # round 1's global step: another client's honest update; round 2 starts from the model it moved
+    step = reexecute(SPEC, start, balanced_job(mnist_test, 200, 1), 1, 1)
+    moved = unflatten(flatten(start, param_spec)[0] + step, param_spec)
+    honest = reexecute(SPEC, moved, job, 2, 0)
+
+    rider = disguised_free_ride(step, noise=noise, generator=torch.Generator().manual_seed(0))
+
+    assert trained_as_committed(update_distance(reexecute(SPEC, moved, job, 2, 0), honest))
+    assert not trained_as_committed(update_distance(rider, honest))

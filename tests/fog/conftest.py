@@ -94,16 +94,20 @@ def post_round(
     *,
     rewards_root: bytes | None = None,
     qualities: Mapping[int, int] | None = None,
+    model: dict[str, torch.Tensor] | None = None,
 ) -> RewardList | None:
-    """Post ``round_number`` as the aggregator: the initial weights as the new model, every committed client at quality 1
-    (or at ``qualities[index]``, 1e18 fixed point, accepted: a dishonest post when honest scoring says otherwise).
+    """Post ``round_number`` as the aggregator: ``model`` (by default the initial weights) as the new model, every
+    committed client at quality 1 (or at ``qualities[index]``, 1e18 fixed point, accepted: a dishonest post when
+    honest scoring says otherwise).
 
     With ``rewards`` (client index -> rewarded model) it stores them and their list and commits their root, or
     ``rewards_root`` instead when given (a root that the stored list does not build); returns the stored list."""
     session = world.aggregator
     contracts = session.contracts
     spec = load_spec(session.store, contracts.task_registry.params(task_id).dataset_id)
-    model_hash = put_model(session.store, spec, task_id, round_number, spec.initial_params())
+    model_hash = put_model(
+        session.store, spec, task_id, round_number, spec.initial_params() if model is None else model
+    )
     root = list_hash = ZERO_ROOT
     listed = None
     if rewards is not None:

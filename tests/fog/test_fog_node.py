@@ -176,6 +176,38 @@ def test_lazy_fog_commits_an_all_zero_update_without_training(world: World, agen
     assert all(not tensor.any() for tensor in update.params.values())
 
 
+def test_a_disguised_lazy_fog_resends_the_last_global_step_plus_noise(world: World, agents: Agents) -> None:
+    # prepare: round 1 has no step yet (the node commits zeros); round 1's posted model moved the initial one
+    terms = dataclasses.replace(TERMS, rounds=2)
+    task_id = world.create(terms)
+    fog = agents.fog(0, task_id, lazy="disguised", disguise_noise=0.5)
+    award(world, (agents.client(0, task_id),), (fog,))
+    session = world.publisher
+    spec = load_spec(session.store, session.contracts.task_registry.params(task_id).dataset_id)
+
+    def committed() -> torch.Tensor:
+        job = session.contracts.fog_auction.job(task_id, 0)
+        update = fetch_update(session.store, job.update_hash, spec.param_spec(), spec.max_payload_bytes())
+        return flatten(update.params, spec.param_spec())[0]
+
+    assert not committed().any()
+    generator = torch.Generator().manual_seed(5)
+    initial = spec.initial_params()
+    step = {name: torch.randn(tensor.shape, generator=generator) * 0.01 for name, tensor in initial.items()}
+    post_round(world, task_id, 1, model={name: initial[name] + step[name] for name in initial})
+
+    # execute
+    fog.step()
+
+    # assert: round 2's update is the step plus noise of half its RMS (cosine 1 / sqrt(1.25) = 0.89)
+    flat_step = flatten(step, spec.param_spec())[0]
+    update = committed()
+    assert session.contracts.fog_auction.job(task_id, 0).paid_up_to == 2
+    cosine = float(torch.nn.functional.cosine_similarity(update, flat_step, dim=0))
+    assert 0.85 < cosine < 0.93
+    assert 0.45 < float((update - flat_step).norm() / flat_step.norm()) < 0.55
+
+
 def test_an_attacking_fog_trains_its_jobs_then_sends_them_one_sybil_update(world: World, agents: Agents) -> None:
     # prepare: two clients whose jobs one fog node wins; it trains both, then sends minus their mean for both
     task_id = world.create()
