@@ -75,7 +75,9 @@ def round_floor(
     :func:`protective_floor` when ``early`` (a task spec's ``early_floor``) and the floor is on (``floor > 0``).
 
     Then one poor round removes no client that had no poor round before, in any round; a client that scores at
-    the floor round after round still falls below r_a_min (in round 2 with the default terms).
+    the floor round after round still falls below r_a_min (in round 2 with the default terms). The round is the
+    task's: a client with a skipped round before (void, neutral, no commit) has fewer scored rounds on chain and
+    is protected less (docs/robustness.md, "The first rounds").
     """
     check_floor(floor)
     if not early or floor == 0 or min_quality <= 0:  # q_min 0: no round is ever decayed, nothing to protect
