@@ -63,9 +63,16 @@ class RewardsRun:
     report: dict[str, Any]
 
     def survivors(self) -> list[dict[str, Any]]:
-        """The clients still in the task whose round-2 entry stood (a voided one was the free rider's update)."""
-        fates = self.report["rounds"][1]["fates"]
-        return [c for c in self.report["clients"] if c["status"] == "active" and fates[c["index"]] != "void"]
+        """The clients still in the task whose round-2 entry stood on a commit: a voided entry was the free rider's
+        update, and one posted uncommitted had the free rider's commit withdrawn by the fraud verdict (its job then
+        starts again in round 3; contracts/README.md, "One commit per job and round")."""
+        second = self.report["rounds"][1]
+        fates, measurements = second["fates"], second["measurements"]
+        return [
+            c
+            for c in self.report["clients"]
+            if c["status"] == "active" and fates[c["index"]] != "void" and measurements[c["index"]]["committed"]
+        ]
 
 
 @pytest.fixture(scope="module")
