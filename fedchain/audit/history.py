@@ -241,6 +241,12 @@ class TaskHistory:
     #: Every posted round in order, final or pending (``rounds`` holds the final ones and what they did).
     posted: tuple[PostedRecord, ...] = ()
 
+    def scored_commits(self, round_number: int) -> dict[int, CommitRecord]:
+        """The commit each job's entry of ``round_number`` was scored from, by client index: the job's commit of the
+        round, unless a fraud verdict withdrew it before the round was posted (then none). No commit replaces
+        another (contracts/README.md, "One commit per job and round")."""
+        return {c.client_index: c for c in self.commits if c.round == round_number and not c.withdrawn}
+
     def credited_to(self, account: str) -> dict[str, int]:
         """Wei credited to ``account`` by this task, by reason."""
         totals: dict[str, int] = {}

@@ -199,7 +199,7 @@ class ScoreReproduction:
             load_model(store, spec, self._model_hash, task_id=self.task_id, round_number=n - 1), self.param_spec
         )[0]
         self_trained = params.self_trained
-        hashes = {c.client_index: c.update_hash for c in history.commits if c.round == n and not c.withdrawn}
+        hashes = {index: c.update_hash for index, c in history.scored_commits(n).items()}
         if self_trained:  # the sizes the clients signed for the updates they committed (the aggregator has no other)
             trained = self._signed_replies(history, n, self._model_hash)
             sizes = {index: size for index, (digest, size) in trained.items() if hashes.get(index) == digest}

@@ -113,13 +113,9 @@ def judge_entry(
 
 
 def scored_commit(history: TaskHistory, round_number: int, client_index: int) -> CommitRecord | None:
-    """The update of job ``client_index`` in ``round_number`` that the round scored: the job's commit of the round,
-    unless a fraud verdict on its node withdrew it before the round was posted (then the round scored none). No
-    commit replaces another (contracts/README.md, "One commit per job and round")."""
-    commits = [
-        c for c in history.commits if c.client_index == client_index and c.round == round_number and not c.withdrawn
-    ]
-    return commits[-1] if commits else None
+    """The update of job ``client_index`` in ``round_number`` that the round scored (:meth:`TaskHistory.scored_commits`;
+    None when the round scored none)."""
+    return history.scored_commits(round_number).get(client_index)
 
 
 def judge_fog(
