@@ -228,8 +228,7 @@ contract FogAuction is IFogAuction {
         Bid storage slashed = _bids[taskId][index][j.winner];
         slashed.settled = true;
         _held[taskId] -= p.fogDeposit;
-        // A running task's next round to commit is the current one, unless its deadline already passed.
-        uint16 fromRound = s.status == ITaskRegistry.TaskStatus.Running && !deadlinePassed ? s.currentRound : s.currentRound + 1;
+        uint16 fromRound = _fromRound(j, s, p);
         address client_ = _ledger.client(taskId, index).account;
         emit FogSlashed(taskId, index, slashed.bidder, missed, p.fogDeposit);
         _reassign(taskId, index, j, p, fromRound);
@@ -268,13 +267,23 @@ contract FogAuction is IFogAuction {
         view
         returns (FraudSlash memory f)
     {
-        bool open_ = s.status == ITaskRegistry.TaskStatus.Running && block.timestamp <= s.roundStartedAt + p.roundDuration;
-        bool committedCurrent = j.paidUpTo >= s.currentRound;
-        f.fromRound = open_ && !committedCurrent ? s.currentRound : s.currentRound + 1;
+        f.fromRound = _fromRound(j, s, p);
         uint256 paidRounds = j.paidUpTo >= round ? j.paidUpTo + 1 - round : 1;
         uint256 owed = paidRounds * j.winnerPrice;
         f.compensation = owed < p.fogDeposit ? owed : p.fogDeposit;
         f.burned = p.fogDeposit - f.compensation;
+    }
+
+    /// @dev The first round job `j` trains once re-awarded now that its winner was slashed: the current one while
+    /// the task runs, the round's deadline has not passed and the winner has not committed it (a commit is never
+    /// replaced: contracts/README.md, "One commit per job and round"), else the next.
+    function _fromRound(Job storage j, ITaskRegistry.TaskState memory s, ITaskRegistry.TaskParams memory p)
+        private
+        view
+        returns (uint16)
+    {
+        bool open_ = s.status == ITaskRegistry.TaskStatus.Running && block.timestamp <= s.roundStartedAt + p.roundDuration;
+        return open_ && j.paidUpTo < s.currentRound ? s.currentRound : s.currentRound + 1;
     }
 
     /// @inheritdoc IFogAuction
