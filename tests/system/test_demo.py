@@ -146,7 +146,16 @@ def test_the_default_demo_catches_the_free_rider_and_the_dishonest_aggregator_an
     assert small["status"] == "active" and int(small["deposit_returned"]) == 10**16
     fraud = [s for s in report["slashes"] if s["kind"] == "fraud"]
     assert len(fraud) == 1 and fraud[0]["client_index"] == small["index"]
-    assert any(c["client_index"] == small["index"] and c["fog"] != fraud[0]["fog"] for c in report["commits"])
+    # a commit is final: the job moves on from the round after the free rider's last commit, which depends on how
+    # far it got before the verdict landed; when that was the last round, nothing is left to re-award
+    successor = [
+        c["round"] for c in report["commits"] if c["client_index"] == small["index"] and c["fog"] != fraud[0]["fog"]
+    ]
+    rider = [
+        c["round"] for c in report["commits"] if c["client_index"] == small["index"] and c["fog"] == fraud[0]["fog"]
+    ]
+    assert fraud[0]["from_round"] == max(rider) + 1
+    assert successor == list(range(fraud[0]["from_round"], 4))
     # the dishonest aggregator zeroed the clean client of 1500 samples in round 1: it challenged, was upheld, and is
     # paid as if scored honestly (more than either noisy client), deposit back; the aggregator's bond was slashed
     zeroed = clients[1500]
