@@ -148,7 +148,7 @@ def test_the_task_strategy_masks_rewards_per_layer_of_the_tasks_model_as_simulat
         task_strategy("fedave", {}, SPEC)  # checked against what the task's updates carry
 
 
-def test_fedave_round_scores_acc_over_kl_of_the_shipped_local_losses_and_drops_an_update_without_them(
+def test_fedave_round_scores_the_discounted_accuracy_of_the_shipped_local_losses_and_drops_an_update_without_them(
     evaluator: Evaluator,
 ) -> None:
     # prepare: two updates with local losses (data sizes 100 and 300), a third whose losses are missing
@@ -162,17 +162,24 @@ def test_fedave_round_scores_acc_over_kl_of_the_shipped_local_losses_and_drops_a
         ClientInput(u2, 100, 6),
     ]
     fedave = get_strategy("fedave", tau=0.5)  # a fixed length: the step below is worked by hand
+    seed = get_strategy("fedave", tau=0.5, contribution_measure="reputation")
 
     # execute
-    outcome = score_round(
-        fedave, g, clients, evaluator, None, quality=quality_source("fedave"), quality_floor=0.0, data_credit=1.0
+    outcome, seeds = (
+        score_round(
+            s, g, clients, evaluator, None, quality=quality_source("fedave"), quality_floor=0.0, data_credit=1.0
+        )
+        for s in (fedave, seed)
     )
 
-    # assert: r~_i = Acc_i / max(KL_i, kl_floor) from an independent evaluation; q = r rescaled to mean 1
+    # assert: from an independent evaluation, c_i = Acc_i sqrt(min KL / KL_i) with KL_i at least kl_floor, and the
+    # seed's r~_i = Acc_i / KL_i; q = c (or r) rescaled to mean 1
     predicted = predict(SPEC.model_spec(), torch.stack([g + u0, g + u1]), evaluator.dataset)
     kl = [max(loss_kl(local[i], predicted.losses[i]), fedave.kl_floor) for i in (0, 1)]
+    discounted = [float(predicted.accuracies[i]) * (min(kl) / kl[i]) ** 0.5 for i in (0, 1)]
     instant = [float(predicted.accuracies[i]) / kl[i] for i in (0, 1)]
-    assert outcome.qualities[:2] == pytest.approx([2 * r / sum(instant) for r in instant], rel=1e-9)
+    assert outcome.qualities[:2] == pytest.approx([2 * c / sum(discounted) for c in discounted], rel=1e-9)
+    assert seeds.qualities[:2] == pytest.approx([2 * r / sum(instant) for r in instant], rel=1e-9)
     assert [m.accepted for m in outcome.measurements] == [True, True, False] and outcome.qualities[2] == 0
     step = 0.25 * u0 / u0.norm() + 0.75 * u1 / u1.norm()
     torch.testing.assert_close(outcome.global_params, g + fedave.tau * step)

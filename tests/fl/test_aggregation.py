@@ -140,7 +140,7 @@ def test_settings_outside_their_range_are_refused(settings: dict[str, object]) -
 def test_the_fair_protocol_takes_the_rule_for_its_global_model_as_fedavg_does() -> None:
     validation = Validation(evaluate=lambda params: Evaluation(loss=1.0, accuracy=0.5))
     rule = AggregationConfig(rule="median")
-    fair = get_strategy("fair", signal="cosine", aggregation=rule)
+    fair = get_strategy("fair", signal="cosine", contribution_measure="signal", aggregation=rule)
 
     result = fair.round(GLOBAL, UPDATES, SIZES, validation=validation)
 

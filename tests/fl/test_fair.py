@@ -25,7 +25,7 @@ def share_of_entries(params: torch.Tensor) -> Evaluation:
 def test_the_better_aligned_client_gets_the_whole_update_and_the_other_the_quota_its_target_buys() -> None:
     """Scores [1, 0]; spread 0.5: targets [1.0, 0.5] buy quotas 1.0 and 0.5 on the curve 0.25, 0.5, 1.0.
     Quota 0.5 keeps the two largest entries of u_G = [2, 3, 2, 1]: 3, then the first 2 (ties by position)."""
-    strategy = get_strategy("fair", signal="cosine", spread=0.5, quota_grid=GRID)
+    strategy = get_strategy("fair", signal="cosine", spread=0.5, quota_grid=GRID, contribution_measure="signal")
 
     result = strategy.round(torch.zeros(4), torch.stack([U0, U1]), [3, 1], None, Validation(evaluate=share_of_entries))
 
@@ -39,7 +39,7 @@ def test_rewards_sparsify_the_whole_way_from_the_first_global_model_not_the_last
     """Round 2: both send [0, 0, 0, 4] (equal signals, the sums stay [2, 1] -> scores [1, 0]); the global model
     goes from [2, 3, 2, 1] to [2, 3, 2, 5], and client 1's half quota keeps 5 and 3 of the total from round 1's
     start, [0, 3, 0, 5] (round 1's reward plus half of this round's update would have been [2, 3, 2, 1])."""
-    strategy = get_strategy("fair", signal="cosine", spread=0.5, quota_grid=GRID)
+    strategy = get_strategy("fair", signal="cosine", spread=0.5, quota_grid=GRID, contribution_measure="signal")
     validation = Validation(evaluate=share_of_entries)
     first = strategy.round(torch.zeros(4), torch.stack([U0, U1]), [3, 1], None, validation)
     again = torch.tensor([0.0, 0.0, 0.0, 4.0]).expand(2, -1).clone()
@@ -61,12 +61,18 @@ def test_neg_log_kl_ranks_the_client_whose_losses_look_like_the_validation_sets_
         client_evaluations=[Evaluation(0.5, 0.9, ones(9)), Evaluation(0.5, 0.9, ones(9))],
         local_sample_losses=[ones(1), ones(5)],
     )
-    strategy = get_strategy("fair", signal="neg_log_kl", spread=0.5, quota_grid=GRID, bins=2, histogram_epsilon=1e-12)
+    options = {"signal": "neg_log_kl", "spread": 0.5, "quota_grid": GRID, "bins": 2, "histogram_epsilon": 1e-12}
+    strategy = get_strategy("fair", **options, contribution_measure="signal")
 
     result = strategy.round(torch.zeros(4), torch.stack([U0, U0]), [1, 1], None, validation)
+    default = get_strategy("fair", **options).round(torch.zeros(4), torch.stack([U0, U0]), [1, 1], None, validation)
 
     torch.testing.assert_close(result.contribution, torch.tensor([0.0, 1.0], dtype=F64))
     assert (present(result.rewards)[0] != 0).sum().item() == 2 and (present(result.rewards)[1] != 0).all()
+    # the chain's contribution by default: accuracy 0.9 each, client 0 discounted by sqrt(0.510826 / 1.757780);
+    # the signal's last client scores 0 whoever it is, this one keeps more than half of the first's
+    torch.testing.assert_close(default.contribution, torch.tensor([0.9 * 0.539081, 0.9], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(present(default.rewards), present(result.rewards))  # the ranking is the signal's
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from fedchain.errors import ConfigError
 from fedchain.fl import Evaluation, Validation, get_strategy
 from fedchain.fl.rewards import sparsify_top_magnitude, sparsify_top_magnitude_by_layer
+from fedchain.fl.strategies.fedave import FedAVEState, discounted_accuracy
+from fedchain.fl.strategy import RoundResult
 from tests.support import present
 
 F64 = torch.float64
@@ -28,6 +32,11 @@ def two_client_validation() -> Validation:
     )
 
 
+def reputation(result: RoundResult[FedAVEState]) -> torch.Tensor:
+    """The normalised reputation r after the round (what the reward quotas use)."""
+    return present(result.state.reputation)
+
+
 def test_fedave_round_matches_hand_computed_reputation_and_quotas() -> None:
     """Both clients send Delta = [10, 9, ..., 1] (|.| = sqrt(385)); sizes 1, 3; tau = 0.5; beta = 1; d = 10.
 
@@ -44,7 +53,7 @@ def test_fedave_round_matches_hand_computed_reputation_and_quotas() -> None:
 
     expected_global = 0.5 * DESCENDING / DESCENDING.norm()
     torch.testing.assert_close(result.global_params, expected_global)
-    torch.testing.assert_close(result.contribution, torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(reputation(result), torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
     torch.testing.assert_close(present(result.rewards)[0][:5], expected_global[:5])
     assert present(result.rewards)[0][5:].abs().sum().item() == 0.0
     torch.testing.assert_close(present(result.rewards)[1], expected_global)
@@ -63,7 +72,7 @@ def test_fedave_relative_divergence_divides_quotas_by_kl_over_the_smallest_kl() 
     assert strategy.relative_divergence  # the default, as in the authors' code
     assert (present(result.reward_updates)[0] != 0).sum().item() == 2
     assert (present(result.reward_updates)[1] != 0).sum().item() == 10
-    torch.testing.assert_close(result.contribution, torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(reputation(result), torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
 
 
 def test_fedave_layer_sizes_apply_the_quota_fraction_to_every_layer() -> None:
@@ -110,7 +119,7 @@ def test_fedave_fixed_quota_fractions_replace_the_dynamic_quotas_but_not_the_rep
     torch.testing.assert_close(present(result.reward_updates)[0][:3], expected_global[:3])
     assert (present(result.reward_updates)[0] != 0).sum().item() == 3
     torch.testing.assert_close(present(result.reward_updates)[1], expected_global)
-    torch.testing.assert_close(result.contribution, torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(reputation(result), torch.tensor([0.465762, 0.534238], dtype=F64), atol=1e-6, rtol=0)
 
 
 def test_fedave_fixed_quota_fractions_still_give_a_zero_update_nothing() -> None:
@@ -153,8 +162,55 @@ def test_fedave_smooths_the_reputation_with_alpha() -> None:
     steady = strategy.round(torch.zeros(10), updates, [1, 3], first.state, two_client_validation())
     second = strategy.round(torch.zeros(10), updates, [1, 3], first.state, dropped)
 
-    torch.testing.assert_close(steady.contribution, first.contribution)
-    torch.testing.assert_close(second.contribution, torch.tensor([0.293433, 0.706567], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(reputation(steady), reputation(first))
+    torch.testing.assert_close(reputation(second), torch.tensor([0.293433, 0.706567], dtype=F64), atol=1e-6, rtol=0)
+
+
+def test_the_contribution_is_the_accuracy_discounted_by_the_square_root_of_the_smallest_kl_over_the_clients() -> None:
+    """Same round: accuracies 0.9, 0.3; KL_A / KL_B = 1.757780 / 0.510826, so A's discount is
+    sqrt(0.510826 / 1.757780) = sqrt(0.290608) = 0.539081: contribution [0.485173, 0.3]. The seed's
+    reputation ranks A below B (0.465762 < 0.534238); the square root of the divergence ranks it above."""
+    updates = torch.stack([DESCENDING, DESCENDING])
+
+    default = get_strategy("fedave", bins=2, histogram_epsilon=1e-12)
+    result = default.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
+    seed = get_strategy("fedave", bins=2, histogram_epsilon=1e-12, contribution_measure="reputation")
+    seeds = seed.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
+    whole = get_strategy("fedave", bins=2, histogram_epsilon=1e-12, divergence_exponent=1.0)
+    exponent_one = whole.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
+
+    assert default.contribution_measure == "discounted_accuracy" and default.divergence_exponent == 0.5
+    torch.testing.assert_close(result.contribution, torch.tensor([0.485173, 0.3], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(reputation(result), reputation(seeds))  # the quotas' reputation is the seed's either way
+    torch.testing.assert_close(seeds.contribution, reputation(seeds))
+    # exponent 1 ranks as the seed's Acc / KL: the same ratio between the two clients
+    ratio = exponent_one.contribution[0] / exponent_one.contribution[1]
+    torch.testing.assert_close(ratio, reputation(seeds)[0] / reputation(seeds)[1])
+
+
+def test_discounted_accuracy_is_zero_for_an_ineligible_client_and_takes_the_smallest_kl_over_the_eligible() -> None:
+    accuracy = torch.tensor([0.8, 0.6, 0.9], dtype=F64)
+    divergence = torch.tensor([0.4, 0.1, math.nan], dtype=F64)  # the third was rejected: no KL, not the smallest
+    eligible = torch.tensor([True, True, False])
+
+    got = discounted_accuracy(accuracy, divergence, eligible, 0.5)
+    none = discounted_accuracy(accuracy, divergence, torch.zeros(3, dtype=torch.bool), 0.5)
+
+    torch.testing.assert_close(got, torch.tensor([0.8 * 0.5, 0.6, 0.0], dtype=F64))
+    assert none.tolist() == [0.0, 0.0, 0.0]
+    torch.testing.assert_close(
+        discounted_accuracy(accuracy, divergence, eligible, 0.0), torch.tensor([0.8, 0.6, 0.0], dtype=F64)
+    )
+
+
+@pytest.mark.parametrize(
+    "options", [{"divergence_exponent": -0.5}, {"divergence_exponent": math.inf}, {"contribution_measure": "loss"}]
+)
+def test_a_wrong_contribution_setting_is_refused_with_what_to_set(options: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match=r"divergence_exponent|contribution_measure"):
+        get_strategy("fedave", **options)
+    with pytest.raises(ConfigError, match=r"divergence_exponent|contribution_measure"):
+        get_strategy("fair", **options)
 
 
 def test_fedave_zero_update_gets_no_reward() -> None:

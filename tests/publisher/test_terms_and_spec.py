@@ -250,19 +250,33 @@ def test_a_fedfaim_spec_states_todays_quality_check_and_an_older_one_keeps_the_p
     )
 
 
-@pytest.mark.parametrize(("strategy", "seed_tau"), [("cgsv", 1.0), ("fedave", 0.5)])
-def test_a_cgsv_or_fedave_spec_states_the_median_length_and_an_older_one_keeps_the_seeds_tau(
-    strategy: str, seed_tau: float
+@pytest.mark.parametrize(
+    ("strategy", "stated", "older", "meant"),
+    [
+        ("cgsv", b'{"tau":"median"}', b"{}", {"tau": 1.0}),
+        ("fedave", b'{"contribution_measure":"discounted_accuracy","tau":"median"}', b"{}", {"tau": 0.5}),
+        # a fedave spec of 2026-11-26 stated the median length, and meant the seed's reputation as contribution
+        (
+            "fedave",
+            b'{"contribution_measure":"discounted_accuracy","tau":"median"}',
+            b'{"tau":"median"}',
+            {"tau": "median", "contribution_measure": "reputation"},
+        ),
+        ("fair", b'{"contribution_measure":"discounted_accuracy"}', b"{}", {"contribution_measure": "signal"}),
+    ],
+)
+def test_a_spec_states_todays_changed_defaults_and_an_older_one_keeps_what_its_aggregator_ran(
+    strategy: str, stated: bytes, older: bytes, meant: dict[str, object]
 ) -> None:
     new = TaskSpec(dataset="mnist", model="lenet5", strategy=strategy)
-    stated = b'"strategy_options":{"tau":"median"}'
-    older_bytes = new.to_bytes().replace(stated, b'"strategy_options":{}')
+    older_bytes = new.to_bytes().replace(b'"strategy_options":' + stated, b'"strategy_options":' + older)
 
-    assert stated in new.to_bytes() and new.strategy_options["tau"] == "median"
+    assert b'"strategy_options":' + stated in new.to_bytes()
     assert TaskSpec.from_bytes(new.to_bytes()) == new
-    older = TaskSpec.from_bytes(older_bytes)
-    assert older.strategy_options["tau"] == seed_tau  # what its aggregator ran, so the auditor runs it too
-    assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
+    kept = TaskSpec.from_bytes(older_bytes)
+    assert older_bytes != new.to_bytes()
+    assert {k: kept.strategy_options[k] for k in meant} == meant  # what its aggregator ran, so the auditor runs it too
+    assert kept.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
 
 
 def test_a_spec_states_todays_quality_floor_and_an_older_one_keeps_the_seeds_measure() -> None:

@@ -25,8 +25,13 @@ from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
 
 #: The papers' own settings where the product's default differs, for the tables that reproduce a paper: fedfaim's
-#: plain quality check, and the fixed update lengths of cgsv and fedave (the product scales to the round's median).
-SEED_OPTIONS: dict[str, dict[str, Any]] = {"fedfaim": SEED_QUALITY_CHECK, "cgsv": {"tau": 1.0}, "fedave": {"tau": 0.5}}
+#: plain quality check, the fixed update lengths of cgsv and fedave (the product scales to the round's median), and
+#: fedave's reputation as its contribution (the product reports the divergence-discounted accuracy).
+SEED_OPTIONS: dict[str, dict[str, Any]] = {
+    "fedfaim": SEED_QUALITY_CHECK,
+    "cgsv": {"tau": 1.0},
+    "fedave": {"tau": 0.5, "contribution_measure": "reputation"},
+}
 
 
 def as_in_seed(strategy: str, options: Mapping[str, Any]) -> dict[str, Any]:

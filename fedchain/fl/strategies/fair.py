@@ -27,8 +27,14 @@ check that turns chaotic near convergence), and the protocol's targets need FedA
 global model; what it keeps from them is a signal (fedave's KL) and a kernel (the
 layer-wise top-magnitude sparsify), shared, not copied.
 
-Contribution: this round's rescaled signal (what the score sums). No client labels are
-used: the KL needs only each client's per-sample losses, which the trainer computes.
+Contribution (what a task turns into the chain's quality): by default this round's
+divergence-discounted accuracy, fedave's (:func:`~fedchain.fl.strategies.fedave.discounted_accuracy`),
+not the ranking signal: the signal is rescaled to [0, 1] over the round, so its worst
+client scores 0 in every round whoever it is, and an honest client on skewed data that
+stays last was removed by the chain (docs/robustness.md, "Contribution strategies on
+skewed data"). ``contribution_measure: signal`` reports this round's rescaled signal
+(what the score sums), as before. No client labels are used: the KL needs only each
+client's per-sample losses, which the trainer computes.
 """
 
 from __future__ import annotations
@@ -46,8 +52,15 @@ from fedchain.fl.aggregate import ZERO_NORM, cosine_to, data_shares, row_norms
 from fedchain.fl.divergence import DEFAULT_BINS, HISTOGRAM_EPSILON
 from fedchain.fl.fairness import accuracy_targets, calibrated_quotas, rescale_unit
 from fedchain.fl.rewards import sparsify_fractions
-from fedchain.fl.strategies.fedave import client_divergences, kl_and_layer_problems
-from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size
+from fedchain.fl.strategies.fedave import (
+    DEFAULT_DIVERGENCE_EXPONENT,
+    DISCOUNTED_ACCURACY,
+    check_exponent,
+    client_divergences,
+    discounted_accuracy,
+    kl_and_layer_problems,
+)
+from fedchain.fl.strategy import Evaluation, RoundInputs, RoundResult, Strategy, StrategyState, check_state_size
 
 #: Server-side ranking signals of the fair protocol.
 RankingSignal = Literal["neg_log_kl", "cosine", "combined"]
@@ -92,10 +105,18 @@ class Fair(Strategy[FairState]):
     #: Sizes of the model's parameter tensors in flat order (the runner fills them in): quotas
     #: apply per layer. Empty: to the whole vector.
     layer_sizes: tuple[int, ...] = ()
+    #: The round's contribution (the chain's quality, rescaled to mean 1): ``discounted_accuracy`` (module
+    #: docstring) or ``signal``, this round's ranking signal rescaled to [0, 1].
+    contribution_measure: Literal["discounted_accuracy", "signal"] = DISCOUNTED_ACCURACY
+    #: Exponent of the divergence discount of the contribution (fedave's setting of the same name).
+    divergence_exponent: float = DEFAULT_DIVERGENCE_EXPONENT
 
     def __post_init__(self) -> None:
         super().__post_init__()
         problems = []
+        if self.contribution_measure not in (DISCOUNTED_ACCURACY, "signal"):
+            problems.append(f"contribution_measure={self.contribution_measure!r} must be discounted_accuracy or signal")
+        problems += check_exponent(self.divergence_exponent)
         if self.signal not in ("neg_log_kl", "cosine", "combined"):
             problems.append(f"signal={self.signal!r} must be neg_log_kl, cosine or combined")
         if not (math.isfinite(self.spread) and 0.0 <= self.spread <= 1.0):
@@ -110,16 +131,46 @@ class Fair(Strategy[FairState]):
                 hint="e.g. signal: combined, spread: 0.1, quota_grid: [0.005, 0.01, 0.05, 0.1, 1.0]",
             )
 
-    def round_signal(self, inputs: RoundInputs, global_update: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
-        """This round's ranking signal, rescaled to [0, 1] over the eligible clients (0 for the others)."""
+    def needs_divergence(self) -> bool:
+        """Whether a round measures every client's KL (for the signal or for the contribution)."""
+        return self.signal != "cosine" or self.contribution_measure == DISCOUNTED_ACCURACY
+
+    def divergences(self, inputs: RoundInputs, evaluations: list[Evaluation | None]) -> torch.Tensor:
+        """``KL_i`` floored at ``kl_floor`` for every evaluated client (NaN for rejected ones)."""
+        return client_divergences(self.name, inputs, evaluations, self.bins, self.histogram_epsilon, self.kl_floor)
+
+    def round_signal(
+        self,
+        inputs: RoundInputs,
+        global_update: torch.Tensor,
+        eligible: torch.Tensor,
+        divergence: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """This round's ranking signal, rescaled to [0, 1] over the eligible clients (0 for the others).
+
+        ``divergence``: the clients' KL when the round measured it already (else measured here if needed).
+        """
         parts = []
         if self.signal in ("cosine", "combined"):
             parts.append(rescale_unit(cosine_to(inputs.updates, global_update), eligible))
         if self.signal in ("neg_log_kl", "combined"):
-            evaluations = inputs.client_evaluations(self.name)
-            kl = client_divergences(self.name, inputs, evaluations, self.bins, self.histogram_epsilon, self.kl_floor)
+            kl = self.divergences(inputs, inputs.client_evaluations(self.name)) if divergence is None else divergence
             parts.append(rescale_unit(-torch.log(kl), eligible))
         return torch.stack(parts).mean(dim=0)
+
+    def round_contribution(
+        self,
+        signal: torch.Tensor,
+        evaluations: list[Evaluation | None] | None,
+        divergence: torch.Tensor | None,
+        eligible: torch.Tensor,
+    ) -> torch.Tensor:
+        """The round's contribution: the rescaled ``signal``, or the discounted accuracy (module docstring)."""
+        if self.contribution_measure == "signal":
+            return signal
+        assert evaluations is not None and divergence is not None  # measured when the measure needs them
+        accuracy = torch.tensor([0.0 if e is None else float(e.accuracy) for e in evaluations], dtype=torch.float64)
+        return discounted_accuracy(accuracy, divergence, eligible, self.divergence_exponent)
 
     def check_layers(self, size: int) -> None:
         """A :class:`ConfigError` unless ``layer_sizes`` is empty or splits a model of ``size`` entries."""
@@ -137,7 +188,11 @@ class Fair(Strategy[FairState]):
         global_update = self.aggregation.combine(inputs.updates, weights)
         new_global = inputs.global_params + global_update
         eligible = inputs.finite & (row_norms(inputs.updates) > ZERO_NORM)
-        signal = self.round_signal(inputs, global_update, eligible)
+        evaluations = divergence = None
+        if self.needs_divergence():
+            evaluations = inputs.client_evaluations(self.name)
+            divergence = self.divergences(inputs, evaluations)
+        signal = self.round_signal(inputs, global_update, eligible, divergence)
         signal_sum = signal if state.signal_sum is None else state.signal_sum + signal
         scores = rescale_unit(signal_sum, torch.ones_like(eligible))
         total = new_global - initial
@@ -149,7 +204,7 @@ class Fair(Strategy[FairState]):
         start = inputs.global_params if inputs.client_params is None else inputs.client_params
         return RoundResult(
             global_params=new_global,
-            contribution=signal,
+            contribution=self.round_contribution(signal, evaluations, divergence, eligible),
             rewards=None,
             accepted=inputs.finite.clone(),
             state=dataclasses.replace(state, initial=initial, signal_sum=signal_sum),
