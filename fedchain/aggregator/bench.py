@@ -18,6 +18,7 @@ import torch
 
 from fedchain.aggregator.scoring import ClientInput, Evaluator, quality_source, score_round
 from fedchain.console import machine_json
+from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY
 from fedchain.fl.params import flatten, unflatten
 from fedchain.fl.registry import get_strategy
 from fedchain.store.blobs import BlobStore
@@ -61,7 +62,9 @@ def measure(spec: TaskSpec, evaluator: Evaluator, store: BlobStore, n_clients: i
             evaluator,
             None,
             quality=quality_source(spec.strategy),
-            quality_floor=spec.quality_floor,
+            quality_floor=spec.floor_at(
+                1, min_quality=DEFAULT_MIN_QUALITY, min_loss_reputation=DEFAULT_MIN_LOSS_REPUTATION
+            ),
             data_credit=spec.data_credit,
         )
         scored = time.perf_counter()

@@ -179,6 +179,7 @@ def cheat_distances(model: str, data_root: str | None) -> list[CheatDistance]:
 def quality_drift(model: str, data_root: str | None, threads: Sequence[int] = (2,)) -> list[QualityDrift]:
     """One round's qualities scored with more threads, and with the evaluation in other batch sizes."""
     from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round
+    from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY
     from fedchain.fl.params import flatten
     from fedchain.fl.registry import get_strategy
     from fedchain.taskspec import TaskSpec, load_validation
@@ -202,7 +203,9 @@ def quality_drift(model: str, data_root: str | None, threads: Sequence[int] = (2
             evaluator,
             None,
             screening=spec.screening,
-            quality_floor=spec.quality_floor,
+            quality_floor=spec.floor_at(
+                1, min_quality=DEFAULT_MIN_QUALITY, min_loss_reputation=DEFAULT_MIN_LOSS_REPUTATION
+            ),
             data_credit=spec.data_credit,
         )
         return torch.tensor([m.quality for m in outcome.measurements], dtype=torch.float64) / 10**18
