@@ -404,6 +404,32 @@ def test_a_disguised_free_rider_resending_the_last_global_step_with_noise_is_rej
     assert result.novelty is not None and float(result.novelty[:HONEST].min()) > 10 * 2.0
 
 
+@pytest.mark.parametrize("direction", [1.0, -1.0])
+def test_an_update_unlike_its_rounds_others_that_follows_the_last_step_is_kept_and_noise_is_not(
+    direction: float,
+) -> None:
+    """Late on skewed data (reproduce robustness, round 8): the others learn a direction of their own, one honest
+    update follows (or steps back along) the last global step, with a trace of the round's direction and much of
+    its own; by the two measures among the round it is below 3 noise deviations."""
+    generator = torch.Generator().manual_seed(0)
+    last_step, new = torch.randn(DIM, generator=generator), torch.randn(DIM, generator=generator)
+    others = torch.stack([new + 0.5 * torch.randn(DIM, generator=generator) for _ in range(HONEST)])
+    if direction < 0:
+        torch.randn(DIM, generator=generator)  # the second case draws its own part after the first's
+    skewed = direction * last_step + 0.025 * new + torch.randn(DIM, generator=generator)
+    updates = with_attacker(skewed, others)
+    noisy = with_attacker(noise_like(others[0], 3), others)
+    n = HONEST + 1
+
+    kept = screen(updates, everyone(n), losses_of(n), ScreeningConfig(), last_step)
+    before = screen(updates, everyone(n), losses_of(n), ScreeningConfig(agree_with_last_step=False), last_step)
+    noise = screen(noisy, everyone(n), losses_of(n), ScreeningConfig(), last_step)
+
+    assert kept.accepted.all() and float(kept.agreement[HONEST]) > 50  # |cos| to the step: about 0.7, 100 sigmas
+    assert before.rejected() == {HONEST: ScreeningReason.UNCORRELATED} and float(before.agreement[HONEST]) < 3
+    assert noise.rejected() == {HONEST: ScreeningReason.UNCORRELATED}  # noise follows no step
+
+
 def test_the_novelty_rule_needs_the_last_step_and_a_threshold() -> None:
     last_step, updates = rounds_apart()
     stale = with_attacker(last_step.clone(), updates)
@@ -430,12 +456,14 @@ def test_a_client_with_more_data_may_send_a_proportionally_larger_norm() -> None
         screen(updates, everyone(8), losses_of(8), data_sizes=sizes[:5])
 
 
-def test_a_spec_written_before_the_data_scaled_norm_limit_reads_it_as_off() -> None:
+@pytest.mark.parametrize("setting", ["norm_by_data", "agree_with_last_step"])
+def test_a_spec_written_before_a_later_rule_reads_it_as_off(setting: str) -> None:
     from fedchain.taskspec import TaskSpec
 
     new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b',"norm_by_data":true', b"")
+    stated = f'"{setting}":true'.encode()
+    older_bytes = new.to_bytes().replace(b"," + stated, b"").replace(stated + b",", b"")
 
-    assert new.screening.norm_by_data and b'"norm_by_data":true' in new.to_bytes()
+    assert getattr(new.screening, setting) and stated in new.to_bytes()
     older = TaskSpec.from_bytes(older_bytes)
-    assert not older.screening.norm_by_data and older.to_bytes() == older_bytes
+    assert not getattr(older.screening, setting) and older.to_bytes() == older_bytes
