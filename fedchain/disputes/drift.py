@@ -146,7 +146,7 @@ def cheat_distances(model: str, data_root: str | None) -> list[CheatDistance]:
     jobs = _jobs(data_root)
     start = flatten(spec.initial_params(), spec.param_spec())[0]
     config = spec.train_config(1)
-    with Trainer(spec.model_spec(), engine="sequential") as trainer:
+    with Trainer(spec.model_spec(), engine="sequential", device="cpu") as trainer:
         honest = (
             trainer.train(start, jobs, client_ids=list(range(JOBS)), config=config).updates(start).to(torch.float64)
         )
@@ -189,7 +189,7 @@ def quality_drift(model: str, data_root: str | None, threads: Sequence[int] = (2
     spec = TaskSpec(dataset="mnist", model=model)
     jobs = _jobs(data_root)
     start = flatten(spec.initial_params(), spec.param_spec())[0]
-    with Trainer(spec.model_spec(), engine="sequential") as trainer:
+    with Trainer(spec.model_spec(), engine="sequential", device="cpu") as trainer:
         updates = trainer.train(start, jobs, client_ids=list(range(JOBS)), config=spec.train_config(1)).updates(start)
     clients = [ClientInput(update=u, data_size=SAMPLES, round_time=10) for u in updates]
     validation = load_validation(spec, data_root)
@@ -280,8 +280,12 @@ def drift(as_json: bool, models: tuple[str, ...], data_root: str | None) -> None
 
 
 def _ratio(big: float, small: float) -> str:
-    """``big / small`` in words: ``120 times``, or ``above`` when ``small`` is 0 (no drift at all)."""
-    return f"{big / small:,.0f} times" if small > 0 else "above (none measured)"
+    """``big / small`` in words: ``120 times``, ``0.38 times`` (two figures below 10), or ``above`` when ``small``
+    is 0 (no drift at all)."""
+    if small <= 0:
+        return "above (none measured)"
+    ratio = big / small
+    return f"{ratio:,.0f} times" if ratio >= 10 else f"{ratio:.2g} times"  # 0.38 times: the drift passes the tolerance
 
 
 __all__ = ["CheatDistance", "QualityDrift", "UpdateDrift", "cheat_distances", "drift", "quality_drift", "update_drift"]
