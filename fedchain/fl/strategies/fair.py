@@ -140,22 +140,18 @@ class Fair(Strategy[FairState]):
         return client_divergences(self.name, inputs, evaluations, self.bins, self.histogram_epsilon, self.kl_floor)
 
     def round_signal(
-        self,
-        inputs: RoundInputs,
-        global_update: torch.Tensor,
-        eligible: torch.Tensor,
-        divergence: torch.Tensor | None = None,
+        self, inputs: RoundInputs, global_update: torch.Tensor, eligible: torch.Tensor, divergence: torch.Tensor | None
     ) -> torch.Tensor:
         """This round's ranking signal, rescaled to [0, 1] over the eligible clients (0 for the others).
 
-        ``divergence``: the clients' KL when the round measured it already (else measured here if needed).
+        ``divergence``: the clients' KL, measured once per round (None only where :meth:`needs_divergence` is false).
         """
         parts = []
         if self.signal in ("cosine", "combined"):
             parts.append(rescale_unit(cosine_to(inputs.updates, global_update), eligible))
         if self.signal in ("neg_log_kl", "combined"):
-            kl = self.divergences(inputs, inputs.client_evaluations(self.name)) if divergence is None else divergence
-            parts.append(rescale_unit(-torch.log(kl), eligible))
+            assert divergence is not None  # needs_divergence: measured for every signal but the cosine
+            parts.append(rescale_unit(-torch.log(divergence), eligible))
         return torch.stack(parts).mean(dim=0)
 
     def round_contribution(
