@@ -30,7 +30,6 @@ True
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import typing
@@ -114,15 +113,6 @@ class ValidationSpec:
 
         generator = torch.Generator().manual_seed(self.seed)
         return torch.randperm(n_samples, generator=generator)[: min(self.size, n_samples)]
-
-
-@functools.lru_cache(maxsize=16)
-def _param_spec_of(model: ModelSpec) -> ParamSpec:
-    """The parameter spec of an architecture, built once: every update decoded (:func:`load_update`)
-    needs it, and building a ResNet-18 to read it takes over half a second on a 2-core CPU."""
-    from fedchain.fl.params import ParamSpec
-
-    return ParamSpec.of(model.build().state_dict())
 
 
 #: Top-level fields a spec gained after specs were first stored, with the value a spec without them means
@@ -354,7 +344,7 @@ class TaskSpec:
 
     def param_spec(self) -> ParamSpec:
         """Names, shapes and dtypes of the model's parameters (what every update and global model must have)."""
-        return _param_spec_of(self.model_spec())
+        return self.model_spec().param_spec()
 
     def max_payload_bytes(self, local_losses: int | None = None) -> int:
         """The size limit of an update (carrying ``local_losses`` losses) or a global model of this task, bytes."""

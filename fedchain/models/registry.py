@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torch import nn
 
@@ -11,6 +13,9 @@ from fedchain.errors import ModelError
 from fedchain.models.cnn import SmallCNN
 from fedchain.models.lenet import LeNet5
 from fedchain.models.resnet import resnet18
+
+if TYPE_CHECKING:
+    from fedchain.fl.params import ParamSpec
 
 
 def _lenet5(num_classes: int, in_channels: int, image_size: int) -> nn.Module:
@@ -72,3 +77,15 @@ class ModelSpec:
     def build(self) -> nn.Module:
         """A freshly initialised instance (torch's default initialisation, under the caller's seed)."""
         return build_model(self.name, self.num_classes, self.in_channels, self.image_size)
+
+    def param_spec(self) -> ParamSpec:
+        """Names, shapes and dtypes of the model's state dict, in the flat vector's order; built once per
+        architecture (building a ResNet-18 to read it takes over half a second on a 2-core CPU)."""
+        return _param_spec_of(self)
+
+
+@functools.lru_cache(maxsize=16)
+def _param_spec_of(spec: ModelSpec) -> ParamSpec:
+    from fedchain.fl.params import ParamSpec
+
+    return ParamSpec.of(spec.build().state_dict())
