@@ -230,6 +230,7 @@ def score_round(
             screening,
             last_step,
             data_sizes=torch.tensor(sizes, dtype=torch.float64),
+            layers=evaluator.model.param_spec().sizes,
         )
         result = strategy.round(
             global_params, screened_updates(updates, screened), sizes, state, validation, client_params=client_params

@@ -122,6 +122,7 @@ class ModelEvaluator:
     def __init__(self, spec: ModelSpec, device: torch.device) -> None:
         self.device = device
         self._module: nn.Module = spec.build().to(device)
+        self.layer_sizes = spec.param_spec().sizes
 
     def evaluations(self, params: torch.Tensor, dataset: ImageDataset) -> list[Evaluation]:
         """One :class:`Evaluation` (with per-sample losses) per row of ``params`` (``[d]`` or ``[n, d]``)."""
@@ -238,7 +239,7 @@ def score_round(
     )
     sizes = torch.tensor(federation.data_sizes, dtype=torch.float64)
     present = torch.ones(updates.shape[0], dtype=torch.bool)
-    screened = screen(updates, present, losses, screening, last_step, data_sizes=sizes)
+    screened = screen(updates, present, losses, screening, last_step, data_sizes=sizes, layers=evaluator.layer_sizes)
     validation = Validation(
         evaluate=lambda params: evaluator.evaluate(params, federation.validation),
         client_evaluations=client_evaluations,

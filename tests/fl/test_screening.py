@@ -396,7 +396,7 @@ def test_a_disguised_free_rider_resending_the_last_global_step_with_noise_is_rej
     generator = torch.Generator().manual_seed(9)
     rms = float(last_step.pow(2).mean().sqrt())
     disguised = last_step + noise * rms * torch.randn(DIM, generator=generator)
-    config = ScreeningConfig()  # the default rule: min_novelty 2
+    config = ScreeningConfig()  # the default rule: min_novelty 3
 
     result = screen(with_attacker(disguised, updates), everyone(HONEST + 1), losses_of(HONEST + 1), config, last_step)
 
@@ -430,6 +430,49 @@ def test_an_update_unlike_its_rounds_others_that_follows_the_last_step_is_kept_a
     assert noise.rejected() == {HONEST: ScreeningReason.UNCORRELATED}  # noise follows no step
 
 
+def late_round(learning: float, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Late in training: honest updates follow the last step a little, and what they add to it is mostly their
+    own SGD noise, but for a direction they learn together in one small layer (the last 2,000 of DIM scalars,
+    each coordinate at ``learning`` times the noise's). Returns the last step, the updates with a disguised free
+    rider (the step plus noise of half its RMS) as the last row, and the two layers' sizes."""
+    generator = torch.Generator().manual_seed(seed)
+    small = 2000
+    last_step = torch.randn(DIM, generator=generator)
+    new = torch.zeros(DIM)
+    new[DIM - small :] = torch.randn(small, generator=generator)
+    honest = torch.stack(
+        [0.5 * last_step + learning * new + torch.randn(DIM, generator=generator) for _ in range(HONEST)]
+    )
+    rider = last_step + 0.5 * torch.randn(DIM, generator=generator)
+    return last_step, with_attacker(rider, honest), [DIM - small, small]
+
+
+def test_what_an_update_learns_in_one_layer_counts_as_new_and_a_free_riders_noise_does_not() -> None:
+    last_step, updates, layers = late_round(learning=0.4)
+    n = HONEST + 1
+
+    by_layer = screen(updates, everyone(n), losses_of(n), ScreeningConfig(), last_step, layers=layers)
+    whole = screen(updates, everyone(n), losses_of(n), ScreeningConfig(novelty_by_layer=False), last_step)
+    before = ScreeningConfig(min_novelty=2.0, novelty_by_layer=False)  # the rule of specs written before
+    old = screen(updates, everyone(n), losses_of(n), before, last_step, layers=layers)
+
+    assert by_layer.rejected() == {HONEST: ScreeningReason.STALE}
+    assert float(by_layer.novelty[:HONEST].min()) > 2 * 3.0
+    assert set(whole.rejected()) > {HONEST}  # over the whole vector the layer's lesson drowns in the noise
+    assert float(whole.novelty[:HONEST].max()) < 3 * 2.0
+    assert HONEST not in old.rejected() and float(old.novelty[HONEST]) > 2.0  # noise above 2 deviations: passed
+
+
+def test_layer_sizes_that_do_not_split_the_update_are_refused() -> None:
+    last_step, updates, layers = late_round(learning=0.4)
+    n = HONEST + 1
+
+    with pytest.raises(ConfigError, match="do not split") as caught:
+        screen(updates, everyone(n), losses_of(n), ScreeningConfig(), last_step, layers=layers[:1])
+
+    assert "ParamSpec.sizes" in caught.value.hint
+
+
 def test_the_novelty_rule_needs_the_last_step_and_a_threshold() -> None:
     last_step, updates = rounds_apart()
     stale = with_attacker(last_step.clone(), updates)
@@ -456,7 +499,7 @@ def test_a_client_with_more_data_may_send_a_proportionally_larger_norm() -> None
         screen(updates, everyone(8), losses_of(8), data_sizes=sizes[:5])
 
 
-@pytest.mark.parametrize("setting", ["norm_by_data", "agree_with_last_step"])
+@pytest.mark.parametrize("setting", ["norm_by_data", "agree_with_last_step", "novelty_by_layer"])
 def test_a_spec_written_before_a_later_rule_reads_it_as_off(setting: str) -> None:
     from fedchain.taskspec import TaskSpec
 
