@@ -172,11 +172,11 @@ def test_fedave_round_scores_the_discounted_accuracy_of_the_shipped_local_losses
         for s in (fedave, seed)
     )
 
-    # assert: from an independent evaluation, c_i = Acc_i sqrt(min KL / KL_i) with KL_i at least kl_floor, and the
+    # assert: from an independent evaluation, c_i = Acc_i (min KL / KL_i) ** 0.25 with KL_i at least kl_floor, and the
     # seed's r~_i = Acc_i / KL_i; q = c (or r) rescaled to mean 1
     predicted = predict(SPEC.model_spec(), torch.stack([g + u0, g + u1]), evaluator.dataset)
     kl = [max(loss_kl(local[i], predicted.losses[i]), fedave.kl_floor) for i in (0, 1)]
-    discounted = [float(predicted.accuracies[i]) * (min(kl) / kl[i]) ** 0.5 for i in (0, 1)]
+    discounted = [float(predicted.accuracies[i]) * (min(kl) / kl[i]) ** 0.25 for i in (0, 1)]
     instant = [float(predicted.accuracies[i]) / kl[i] for i in (0, 1)]
     assert outcome.qualities[:2] == pytest.approx([2 * c / sum(discounted) for c in discounted], rel=1e-9)
     assert seeds.qualities[:2] == pytest.approx([2 * r / sum(instant) for r in instant], rel=1e-9)

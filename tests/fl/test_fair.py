@@ -69,9 +69,9 @@ def test_neg_log_kl_ranks_the_client_whose_losses_look_like_the_validation_sets_
 
     torch.testing.assert_close(result.contribution, torch.tensor([0.0, 1.0], dtype=F64))
     assert (present(result.rewards)[0] != 0).sum().item() == 2 and (present(result.rewards)[1] != 0).all()
-    # the chain's contribution by default: accuracy 0.9 each, client 0 discounted by sqrt(0.510826 / 1.757780);
-    # the signal's last client scores 0 whoever it is, this one keeps more than half of the first's
-    torch.testing.assert_close(default.contribution, torch.tensor([0.9 * 0.539081, 0.9], dtype=F64), atol=1e-6, rtol=0)
+    # the chain's contribution by default: accuracy 0.9 each, client 0 discounted by (0.510826 / 1.757780) ** 0.25;
+    # the signal's last client scores 0 whoever it is, this one keeps nearly three quarters of the first's
+    torch.testing.assert_close(default.contribution, torch.tensor([0.9 * 0.734222, 0.9], dtype=F64), atol=1e-6, rtol=0)
     torch.testing.assert_close(present(default.rewards), present(result.rewards))  # the ranking is the signal's
 
 

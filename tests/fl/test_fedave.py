@@ -166,10 +166,10 @@ def test_fedave_smooths_the_reputation_with_alpha() -> None:
     torch.testing.assert_close(reputation(second), torch.tensor([0.293433, 0.706567], dtype=F64), atol=1e-6, rtol=0)
 
 
-def test_the_contribution_is_the_accuracy_discounted_by_the_square_root_of_the_smallest_kl_over_the_clients() -> None:
+def test_the_contribution_is_the_accuracy_discounted_by_the_fourth_root_of_the_smallest_kl_over_the_clients() -> None:
     """Same round: accuracies 0.9, 0.3; KL_A / KL_B = 1.757780 / 0.510826, so A's discount is
-    sqrt(0.510826 / 1.757780) = sqrt(0.290608) = 0.539081: contribution [0.485173, 0.3]. The seed's
-    reputation ranks A below B (0.465762 < 0.534238); the square root of the divergence ranks it above."""
+    (0.510826 / 1.757780) ** 0.25 = 0.290608 ** 0.25 = 0.734222: contribution [0.660799, 0.3]. The seed's
+    reputation ranks A below B (0.465762 < 0.534238); the fourth root of the divergence ranks it above."""
     updates = torch.stack([DESCENDING, DESCENDING])
 
     default = get_strategy("fedave", bins=2, histogram_epsilon=1e-12)
@@ -179,8 +179,8 @@ def test_the_contribution_is_the_accuracy_discounted_by_the_square_root_of_the_s
     whole = get_strategy("fedave", bins=2, histogram_epsilon=1e-12, divergence_exponent=1.0)
     exponent_one = whole.round(torch.zeros(10), updates, [1, 3], None, two_client_validation())
 
-    assert default.contribution_measure == "discounted_accuracy" and default.divergence_exponent == 0.5
-    torch.testing.assert_close(result.contribution, torch.tensor([0.485173, 0.3], dtype=F64), atol=1e-6, rtol=0)
+    assert default.contribution_measure == "discounted_accuracy" and default.divergence_exponent == 0.25
+    torch.testing.assert_close(result.contribution, torch.tensor([0.660799, 0.3], dtype=F64), atol=1e-6, rtol=0)
     torch.testing.assert_close(reputation(result), reputation(seeds))  # the quotas' reputation is the seed's either way
     torch.testing.assert_close(seeds.contribution, reputation(seeds))
     # exponent 1 ranks as the seed's Acc / KL: the same ratio between the two clients

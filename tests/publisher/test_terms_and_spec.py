@@ -254,15 +254,32 @@ def test_a_fedfaim_spec_states_todays_quality_check_and_an_older_one_keeps_the_p
     ("strategy", "stated", "older", "meant"),
     [
         ("cgsv", b'{"tau":"median"}', b"{}", {"tau": 1.0}),
-        ("fedave", b'{"contribution_measure":"discounted_accuracy","tau":"median"}', b"{}", {"tau": 0.5}),
+        (
+            "fedave",
+            b'{"contribution_measure":"discounted_accuracy","divergence_exponent":0.25,"tau":"median"}',
+            b"{}",
+            {"tau": 0.5},
+        ),
         # a fedave spec of 2026-11-26 stated the median length, and meant the seed's reputation as contribution
         (
             "fedave",
-            b'{"contribution_measure":"discounted_accuracy","tau":"median"}',
+            b'{"contribution_measure":"discounted_accuracy","divergence_exponent":0.25,"tau":"median"}',
             b'{"tau":"median"}',
             {"tau": "median", "contribution_measure": "reputation"},
         ),
-        ("fair", b'{"contribution_measure":"discounted_accuracy"}', b"{}", {"contribution_measure": "signal"}),
+        # one of the morning of 2026-11-27 stated the discounted accuracy, and meant its square root
+        (
+            "fair",
+            b'{"contribution_measure":"discounted_accuracy","divergence_exponent":0.25}',
+            b'{"contribution_measure":"discounted_accuracy"}',
+            {"contribution_measure": "discounted_accuracy", "divergence_exponent": 0.5},
+        ),
+        (
+            "fair",
+            b'{"contribution_measure":"discounted_accuracy","divergence_exponent":0.25}',
+            b"{}",
+            {"contribution_measure": "signal"},
+        ),
     ],
 )
 def test_a_spec_states_todays_changed_defaults_and_an_older_one_keeps_what_its_aggregator_ran(

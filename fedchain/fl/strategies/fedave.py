@@ -32,13 +32,15 @@ update (no direction, nothing contributed) get ``r~_i = 0`` and no reward.
 The round's contribution, which a task turns into the chain's quality (rescaled
 to mean 1, DESIGN.md), is by default not the reputation but this round's
 ``Acc_i x (min_j KL_j / KL_i) ** divergence_exponent`` (:func:`discounted_accuracy`,
-0.5: the square root). The reputation divides by the whole KL, whose spread over
+0.25: the fourth root). The reputation divides by the whole KL, whose spread over
 honest clients on skewed data is 10-30x, so the most skewed honest client sat at
 0.3 of the mean round after round and the chain removed it (21 honest removals in
 36 runs of fedave and fair on Dirichlet and POW data, MNIST and Fashion-MNIST);
-the square root keeps them all, and a label flipper, whose model is poor on the
-validation set, still falls in round 2 (docs/robustness.md, "Contribution
-strategies on skewed data"). ``contribution_measure: reputation`` is the seed's.
+the square root and the fourth root keep them all, and a label flipper, whose model
+is poor on the validation set, still falls by round 4. The fourth root puts fewer
+honest client-rounds below q_min (precision of 0.95 or more in 94 of 108 attack rows
+against 50 with the square root, docs/robustness.md, "Contribution strategies on
+skewed data"). ``contribution_measure: reputation`` is the seed's.
 The reward quotas use the reputation either way.
 
 ``quota_fractions`` replaces the dynamic quotas with fixed ones, a fraction of
@@ -143,8 +145,9 @@ def client_divergences(
 #: (:func:`discounted_accuracy`), or the seed's own ranking (fedave's reputation, fair's signal).
 DISCOUNTED_ACCURACY: Final = "discounted_accuracy"
 
-#: The default exponent of the divergence discount: the square root of min KL / KL_i.
-DEFAULT_DIVERGENCE_EXPONENT = 0.5
+#: The default exponent of the divergence discount: the fourth root of min KL / KL_i (0.5, the square root, until
+#: 2026-11-27).
+DEFAULT_DIVERGENCE_EXPONENT = 0.25
 
 
 def discounted_accuracy(
@@ -169,7 +172,7 @@ def discounted_accuracy(
 def check_exponent(exponent: float) -> list[str]:
     """What is wrong with a divergence exponent (empty: nothing)."""
     if not (math.isfinite(exponent) and exponent >= 0):
-        return [f"divergence_exponent={exponent} must be a finite number >= 0 (0.5: the square root; 1: the seed's)"]
+        return [f"divergence_exponent={exponent} must be a finite number >= 0 (0.25: the fourth root; 1: the seed's)"]
     return []
 
 
