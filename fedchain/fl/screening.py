@@ -512,10 +512,10 @@ def _reassess(
     if int(passed.sum()) < fewest:
         return
     chosen = torch.nonzero(passed).flatten()
+    pools = [(view, view[chosen.to(view.device)], math.sqrt(view.shape[1])) for view in views]
     for i in torch.nonzero(population & ~passed).flatten().tolist():
-        for view in views:
-            figure = agreement_against(view[i], view[chosen.to(view.device)]) * math.sqrt(view.shape[1])
-            agreement[i] = max(float(agreement[i]), figure)
+        for view, pool, scale in pools:
+            agreement[i] = max(float(agreement[i]), agreement_against(view[i], pool) * scale)
 
 
 def agreement_against(update: torch.Tensor, pool: torch.Tensor) -> float:
