@@ -40,7 +40,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fedchain.errors import ConfigError, TaskSpecError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
-from fedchain.fl.floor import DEFAULT_DATA_CREDIT, DEFAULT_QUALITY_FLOOR, check_data_credit, check_floor, round_floor
+from fedchain.fl.floor import (
+    DEFAULT_DATA_CREDIT,
+    DEFAULT_QUALITY_FLOOR,
+    DEFAULT_QUALITY_GRACE,
+    check_data_credit,
+    check_floor,
+    check_grace,
+    round_floor,
+)
 from fedchain.fl.screening import ADDED_LATER, ScreeningConfig
 from fedchain.store.blobs import BlobStore
 from fedchain.store.digest import keccak256, to_hex
@@ -53,6 +61,7 @@ if TYPE_CHECKING:
 
     from fedchain.data.datasets import ImageDataset
     from fedchain.fl.params import Params, ParamSpec
+    from fedchain.fl.quality import GraceRule
     from fedchain.fl.strategy import Strategy
     from fedchain.models.registry import ModelSpec
     from fedchain.updates import DecodedUpdate, UpdateMeta
@@ -117,7 +126,7 @@ class ValidationSpec:
 
 #: Top-level fields a spec gained after specs were first stored, with the value a spec without them means
 #: (the aggregation rule: the plain mean; the start of training: the global model; no quality floor, the
-#: seed's measure, and no data credit, until 2026-11-26). At that value a field stays out of the spec's bytes,
+#: seed's measure, and no data credit, until 2026-11-26; no grace until 2026-11-27). At that value a field stays out of the spec's bytes,
 #: so an older spec read and written again keeps its datasetId; a spec without the field reads as that value.
 _FIELDS_ADDED_LATER: dict[str, object] = {
     "aggregation": MEAN,
@@ -125,6 +134,7 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
     "quality_floor": 0.0,
     "early_floor": False,
     "data_credit": 1.0,
+    "quality_grace": 0,
 }
 
 #: Strategy options whose default changed after specs were first stored, with the value a spec without the
@@ -181,6 +191,10 @@ class TaskSpec:
             quality is multiplied by when it holds less data than the round's mean (by mean / its data:
             :func:`fedchain.fl.quality.data_credited`), so that a small honest client is judged per sample.
             1 is the contribution as it is (and what a spec stored before the setting means).
+        quality_grace: poor rounds per client scored at q_min instead of below it, each only after a round
+            that reached q_min (:func:`fedchain.fl.quality.graced`): an honest client's odd poor round on skewed
+            data costs it neither reputation nor pay, a client poor round after round is scored as before.
+            0 (what a spec stored before the setting means) is the seed's rule.
     """
 
     dataset: str = "mnist"
@@ -204,6 +218,7 @@ class TaskSpec:
     quality_floor: float = DEFAULT_QUALITY_FLOOR
     early_floor: bool = True
     data_credit: float = DEFAULT_DATA_CREDIT
+    quality_grace: int = DEFAULT_QUALITY_GRACE
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -242,6 +257,7 @@ class TaskSpec:
         if not isinstance(self.early_floor, bool):
             raise ConfigError(f"early_floor must be true or false, got {self.early_floor!r}")
         check_data_credit(self.data_credit)
+        check_grace(self.quality_grace)
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:
@@ -332,6 +348,13 @@ class TaskSpec:
             min_quality=min_quality,
             min_loss_reputation=min_loss_reputation,
         )
+
+    def grace_rule(self, *, min_quality: float) -> GraceRule | None:
+        """The grace of a task with q_min ``min_quality`` (a fraction): :func:`fedchain.fl.quality.graced`; None
+        when ``quality_grace`` is 0."""
+        from fedchain.fl.quality import GraceRule
+
+        return GraceRule(min_quality, self.quality_grace) if self.quality_grace else None
 
     def train_config(self, round_number: int) -> TrainConfig:
         """Local training of round ``round_number`` (1-based); its seed is derived from the task's seed and the round."""

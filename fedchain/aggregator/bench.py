@@ -66,6 +66,7 @@ def measure(spec: TaskSpec, evaluator: Evaluator, store: BlobStore, n_clients: i
                 1, min_quality=DEFAULT_MIN_QUALITY, min_loss_reputation=DEFAULT_MIN_LOSS_REPUTATION
             ),
             data_credit=spec.data_credit,
+            grace=spec.grace_rule(min_quality=DEFAULT_MIN_QUALITY),
         )
         scored = time.perf_counter()
         put_model(store, spec, 1, 1, unflatten(outcome.global_params, param_spec))

@@ -37,7 +37,7 @@ import torch
 from fedchain.chain.bindings import Measurement, TaskParams
 from fedchain.data.datasets import ImageDataset
 from fedchain.errors import ConfigError
-from fedchain.fl.quality import QualitySource, round_quality, to_wad
+from fedchain.fl.quality import GraceRule, QualitySource, grace_memory, remembered, round_quality, to_wad
 from fedchain.fl.registry import fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
@@ -70,6 +70,12 @@ def task_floor(spec: TaskSpec, params: TaskParams, round_number: int) -> float:
     return spec.floor_at(
         round_number, min_quality=params.min_quality / WAD, min_loss_reputation=params.min_loss_reputation / WAD
     )
+
+
+def task_grace(spec: TaskSpec, params: TaskParams) -> GraceRule | None:
+    """The grace of the task of ``spec`` and on-chain ``params`` (:meth:`TaskSpec.grace_rule`, q_min from the
+    terms): what every agent that scores the task's rounds passes to :func:`score_round` as ``grace``."""
+    return spec.grace_rule(min_quality=params.min_quality / WAD)
 
 
 def check_supported(strategy: Strategy, spec: TaskSpec) -> None:
@@ -183,6 +189,7 @@ def score_round(
     last_step: torch.Tensor | None = None,
     quality_floor: float,
     data_credit: float,
+    grace: GraceRule | None,
 ) -> RoundOutcome:
     """Evaluate every usable update, screen, aggregate, and measure every client for the chain (module docstring).
 
@@ -196,6 +203,8 @@ def score_round(
     floor, raised in the early rounds); required, so that no caller scores with another floor than the auditor
     reproduces by forgetting it.
     ``data_credit``: the task spec's (:attr:`TaskSpec.data_credit`), required for the same reason.
+    ``grace``: :func:`task_grace` (None: no grace), also required; its memory travels in the strategy's state
+    (``state`` in, :attr:`RoundOutcome.state` out), so the rounds must be scored in order from the state before.
     """
     n = len(clients)
     needs_losses = strategy.needs_local_losses
@@ -245,9 +254,14 @@ def score_round(
             floor=quality_floor,
             data_sizes=sizes,
             data_credit=data_credit,
+            grace=grace,
+            memory=grace_memory(state),
+            accuracies=[e.accuracy for e in evaluations],
         )
         qualities = list(scored.values)
         new_global, new_state = result.global_params, result.state
+        if grace is not None:
+            new_state = remembered(new_state, scored.memory)
         rewards = result.rewards if rewards is not None else None
         usable = accepted.tolist()
     wads = to_wad(qualities)

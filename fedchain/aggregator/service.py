@@ -68,6 +68,7 @@ from fedchain.aggregator.scoring import (
     quality_source,
     score_round,
     task_floor,
+    task_grace,
     task_strategy,
 )
 from fedchain.audit.replay import replay_task
@@ -509,6 +510,7 @@ class Aggregator:
                 last_step=self._last_step(state, context, round_number, global_params),
                 quality_floor=task_floor(context.spec, context.params, round_number),
                 data_credit=context.spec.data_credit,
+                grace=task_grace(context.spec, context.params),
             )
             model_hash = self._publish(context, round_number, outcome)
             rewards = self._publish_rewards(context, round_number, outcome, active)

@@ -188,7 +188,7 @@ class ScoreReproduction:
     def _round(
         self, history: TaskHistory, commitments: Mapping[int, RewardsCommitted], posted: PostedRecord
     ) -> ReproducedRound:
-        from fedchain.aggregator.scoring import ClientInput, score_round, task_floor
+        from fedchain.aggregator.scoring import ClientInput, score_round, task_floor, task_grace
         from fedchain.taskspec import load_model
 
         n, spec, store = posted.round, self.spec, self.store
@@ -248,6 +248,7 @@ class ScoreReproduction:
             last_step=None if self._start is None else global_params - self._start.to(global_params.dtype),
             quality_floor=task_floor(spec, params, n),
             data_credit=spec.data_credit,
+            grace=task_grace(spec, params),
         )
         self._state, self._model_hash, self._start = outcome.state, posted.model_hash, global_params
         accuracy = -1

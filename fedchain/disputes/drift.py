@@ -207,6 +207,7 @@ def quality_drift(model: str, data_root: str | None, threads: Sequence[int] = (2
                 1, min_quality=DEFAULT_MIN_QUALITY, min_loss_reputation=DEFAULT_MIN_LOSS_REPUTATION
             ),
             data_credit=spec.data_credit,
+            grace=spec.grace_rule(min_quality=DEFAULT_MIN_QUALITY),
         )
         return torch.tensor([m.quality for m in outcome.measurements], dtype=torch.float64) / 10**18
 

@@ -33,7 +33,14 @@ from fedchain.config import from_mapping, load_yaml
 from fedchain.data.partition import PartitionKind
 from fedchain.errors import ConfigError
 from fedchain.fl.aggregation import MEAN, AggregationConfig
-from fedchain.fl.floor import DEFAULT_DATA_CREDIT, DEFAULT_QUALITY_FLOOR, check_data_credit, check_floor
+from fedchain.fl.floor import (
+    DEFAULT_DATA_CREDIT,
+    DEFAULT_QUALITY_FLOOR,
+    DEFAULT_QUALITY_GRACE,
+    check_data_credit,
+    check_floor,
+    check_grace,
+)
 from fedchain.fl.pruning import Pruning
 from fedchain.fl.screening import ScreeningConfig
 from fedchain.trainer.config import Engine, TrainConfig
@@ -200,6 +207,9 @@ class ExperimentConfig:
     #: The most a small client's contribution quality grows, as a task spec's ``data_credit``
     #: (:func:`fedchain.fl.quality.data_credited`); 1 is the contribution as it is.
     data_credit: float = DEFAULT_DATA_CREDIT
+    #: Poor rounds per client scored at q_min, each after a round that reached it, as a task spec's
+    #: ``quality_grace`` (:func:`fedchain.fl.quality.graced`, with the default terms' q_min); 0 is the seed's rule.
+    quality_grace: int = DEFAULT_QUALITY_GRACE
     #: Privacy budget of the local noise added to client data; ``None`` adds none.
     epsilon: float | None = None
     #: Training samples held out of every client as the aggregator's validation set.
@@ -252,6 +262,7 @@ class ExperimentConfig:
             raise ValueError(f"validation_samples={self.validation_samples} must be at least 1")
         check_floor(self.quality_floor)  # the task spec's checks, so that both refuse the same settings
         check_data_credit(self.data_credit)
+        check_grace(self.quality_grace)
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -42,7 +42,7 @@ from fedchain.experiments.federation import FREE_RIDER, NOISE, SCALED, SIGN_FLIP
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, round_quality
 from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY, round_floor
-from fedchain.fl.quality import QualitySource
+from fedchain.fl.quality import GraceRule, QualitySource, grace_memory, remembered
 from fedchain.fl.registry import configured_strategy, fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategies.fair import Fair
@@ -221,18 +221,20 @@ def score_round(
     last_step: torch.Tensor | None,
     quality_floor: float,
     data_credit: float,
+    grace: GraceRule | None = None,
 ) -> tuple[RoundResult, tuple[float, ...], ScreeningResult]:
     """The aggregator's side of one round: validation inputs, screening, the strategy's round, the chain's quality.
 
     ``local_models`` are the models the clients sent (``start + updates``); ``client_params`` the
     models they trained from when they keep their own (else ``None``); ``last_step`` the global step of the
     round before (screening's rule 5); ``quality_floor`` the least quality of an accepted update in this round; ``data_credit`` the
-    most a small client's contribution quality grows (:func:`fedchain.fl.quality.data_credited`).
+    most a small client's contribution quality grows (:func:`fedchain.fl.quality.data_credited`); ``grace`` the
+    task's grace (:func:`fedchain.fl.quality.graced`; None: none), whose memory ``state`` carries.
     Returns the strategy's result, every client's quality q_i and what screening decided.
     """
     by_loss = quality_source(strategy) == "loss"
     client_evaluations = None
-    if by_loss or screening.needs_losses:
+    if by_loss or screening.needs_losses or grace is not None:
         client_evaluations = evaluator.evaluations(local_models, federation.validation)
     losses = (
         None if client_evaluations is None else torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
@@ -256,8 +258,13 @@ def score_round(
         floor=quality_floor,
         data_sizes=sizes,
         data_credit=data_credit,
-    ).values
-    return result, quality, screened
+        grace=grace,
+        memory=grace_memory(state),
+        accuracies=None if client_evaluations is None else [e.accuracy for e in client_evaluations],
+    )
+    if grace is not None:
+        result = dataclasses.replace(result, state=remembered(result.state, quality.memory))
+    return result, quality.values, screened
 
 
 def measure_standalone(
@@ -412,6 +419,7 @@ def run_experiment(
                     min_loss_reputation=DEFAULT_MIN_LOSS_REPUTATION,
                 ),
                 config.data_credit,
+                GraceRule(DEFAULT_MIN_QUALITY, config.quality_grace) if config.quality_grace else None,
             )
             for client, reason in screened.rejected().items():
                 log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)

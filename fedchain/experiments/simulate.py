@@ -309,6 +309,12 @@ def client_table(result: ExperimentResult) -> Table:
     help="Contribution strategies: the most a client with less than the mean data has its quality multiplied by "
     "(mean / its data); 1 is the contribution as it is [default: 4].",
 )
+@click.option(
+    "--quality-grace",
+    type=click.IntRange(min=0),
+    help="Poor rounds per client scored at q_min instead of below it, each only after a round that reached q_min; "
+    "0 is the seed's rule [default: 2].",
+)
 @click.option("--krum-byzantine", type=int, help="multi_krum: attackers tolerated (f) [default: 3].")
 @click.option("--krum-keep", type=int, help="multi_krum: updates averaged (1: Krum) [default: all but f].")
 @click.option(

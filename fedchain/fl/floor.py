@@ -7,8 +7,8 @@ better. The chain's mechanism (DESIGN.md, eqs. 5 and 8) makes that least quality
 a quality below q_min leaves r_a = q squared, so q must reach sqrt(r_a_min); later the earlier rounds carry more of
 the weighted mean, and the least quality falls towards r_a_min / q_min.
 
-The task spec validates its ``quality_floor`` with :func:`check_floor` and its ``data_credit`` with
-:func:`check_data_credit`, and commands that only read specs (``--help`` included) must not load torch to do it.
+The task spec validates its ``quality_floor`` with :func:`check_floor`, its ``data_credit`` with
+:func:`check_data_credit` and its ``quality_grace`` with :func:`check_grace`, and commands that only read specs (``--help`` included) must not load torch to do it.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ def check_floor(floor: float) -> None:
 #: (:func:`fedchain.fl.quality.data_credited`; :attr:`fedchain.taskspec.TaskSpec.data_credit`). 4: a client with a
 #: quarter of the mean data or more is judged per sample; one claiming less gains no more.
 DEFAULT_DATA_CREDIT = 4.0
+
+#: Poor rounds per client and task that a task built today scores at q_min (:func:`fedchain.fl.quality.graced`); a spec stored
+#: before the rule reads 0.
+DEFAULT_QUALITY_GRACE = 2
 
 
 def protective_floor(round_number: int, *, min_quality: float, min_loss_reputation: float) -> float:
@@ -86,6 +90,15 @@ def round_floor(
     return max(floor, min(raised, 0.999))
 
 
+def check_grace(allowance: object) -> None:
+    """A :class:`ConfigError` unless ``allowance`` is a whole number >= 0."""
+    if isinstance(allowance, bool) or not isinstance(allowance, int) or allowance < 0:
+        raise ConfigError(
+            f"quality_grace must be a whole number of rounds >= 0, got {allowance!r}",
+            hint=f"{DEFAULT_QUALITY_GRACE} (the default) forgives an honest client's odd poor round; 0 turns it off",
+        )
+
+
 def check_data_credit(credit: float) -> None:
     """A :class:`ConfigError` unless ``credit`` is a finite number >= 1."""
     if not (isinstance(credit, int | float) and math.isfinite(credit) and credit >= 1):
@@ -101,8 +114,10 @@ __all__ = [
     "DEFAULT_MIN_LOSS_REPUTATION",
     "DEFAULT_MIN_QUALITY",
     "DEFAULT_QUALITY_FLOOR",
+    "DEFAULT_QUALITY_GRACE",
     "check_data_credit",
     "check_floor",
+    "check_grace",
     "protective_floor",
     "round_floor",
 ]

@@ -84,6 +84,10 @@ class StrategyState:
 
     #: Rounds completed so far (the next round is ``round + 1``).
     round: int = 0
+    #: The chain quality's grace memory (:class:`fedchain.fl.quality.GraceMemory`), kept by the scorers, not the
+    #: strategy: whether each client's last scored round was poor, and the graces it used. Empty: none yet.
+    quality_poor: tuple[bool, ...] = ()
+    graces_used: tuple[int, ...] = ()
 
     def parts(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """The state as (tensor fields, contiguous on the CPU; every other field), for saving apart.
@@ -105,6 +109,9 @@ class StrategyState:
     def from_parts(cls: type[S], tensors: Mapping[str, torch.Tensor], fields: Mapping[str, Any]) -> S:
         """The state :meth:`parts` split; ``TypeError`` when they are not this class's fields."""
         values: dict[str, Any] = {**fields, **tensors}
+        for name in ("quality_poor", "graces_used"):  # JSON gives lists back
+            if name in values:
+                values[name] = tuple(values[name])
         return cls(**values)
 
 

@@ -262,7 +262,7 @@ class IncentiveStrategy(Strategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        from fedchain.aggregator.scoring import score_round, task_floor
+        from fedchain.aggregator.scoring import score_round, task_floor, task_grace
         from fedchain.taskspec import put_model
 
         if self._start is None:
@@ -283,6 +283,7 @@ class IncentiveStrategy(Strategy):
             last_step=None if self._previous_start is None else start - self._previous_start,
             quality_floor=task_floor(self.spec, self.params, server_round),
             data_credit=self.spec.data_credit,
+            grace=task_grace(self.spec, self.params),
         )
         accepted = [i for i, m in enumerate(outcome.measurements) if m.accepted]
         # The wrapped strategy sees the accepted replies only, each as the model its client trained.

@@ -48,7 +48,15 @@ def test_fedavg_round_weights_accepted_updates_by_data_size_and_scores_loss_rati
 
     # execute
     outcome = score_round(
-        get_strategy("fedavg"), g, clients, evaluator, None, quality="loss", quality_floor=0.0, data_credit=1.0
+        get_strategy("fedavg"),
+        g,
+        clients,
+        evaluator,
+        None,
+        quality="loss",
+        quality_floor=0.0,
+        data_credit=1.0,
+        grace=None,
     )
 
     # assert: g + 1/4 u0 + 3/4 u1; q_i = mean(L0, L1) / L_i from losses computed here independently
@@ -68,7 +76,9 @@ def test_round_without_usable_updates_keeps_the_model_and_scores_nobody(evaluato
     g = initial_params(SPEC.model_spec(), seed=1)
     clients = [ClientInput(None, 10, 5), ClientInput(None, 10, None, active=False)]
 
-    outcome = score_round(get_strategy("fedavg"), g, clients, evaluator, None, quality_floor=0.0, data_credit=1.0)
+    outcome = score_round(
+        get_strategy("fedavg"), g, clients, evaluator, None, quality_floor=0.0, data_credit=1.0, grace=None
+    )
 
     assert torch.equal(outcome.global_params, g)
     assert [(m.quality, m.round_time, m.accepted) for m in outcome.measurements] == [(0, 5, False), (0, 0, False)]
@@ -84,7 +94,15 @@ def test_contribution_quality_is_rescaled_to_mean_one_over_accepted_clients(eval
     clients = [ClientInput(u, 100, 3) for u in updates]
 
     outcome = score_round(
-        get_strategy("cgsv"), g, clients, evaluator, None, quality="contribution", quality_floor=0.0, data_credit=1.0
+        get_strategy("cgsv"),
+        g,
+        clients,
+        evaluator,
+        None,
+        quality="contribution",
+        quality_floor=0.0,
+        data_credit=1.0,
+        grace=None,
     )
 
     assert sum(outcome.qualities) == pytest.approx(3.0)
@@ -104,7 +122,7 @@ def test_the_posted_contribution_quality_of_a_client_with_a_fifth_of_the_mean_da
     def scored(credit: float) -> tuple[float, ...]:
         cgsv = get_strategy("cgsv")
         return score_round(
-            cgsv, g, clients, evaluator, None, quality="contribution", quality_floor=0.0, data_credit=credit
+            cgsv, g, clients, evaluator, None, quality="contribution", quality_floor=0.0, data_credit=credit, grace=None
         ).qualities
 
     plain, credited = scored(1.0), scored(4.0)
@@ -167,7 +185,15 @@ def test_fedave_round_scores_the_discounted_accuracy_of_the_shipped_local_losses
     # execute
     outcome, seeds = (
         score_round(
-            s, g, clients, evaluator, None, quality=quality_source("fedave"), quality_floor=0.0, data_credit=1.0
+            s,
+            g,
+            clients,
+            evaluator,
+            None,
+            quality=quality_source("fedave"),
+            quality_floor=0.0,
+            data_credit=1.0,
+            grace=None,
         )
         for s in (fedave, seed)
     )
@@ -209,8 +235,12 @@ def test_a_screened_out_update_is_scored_as_rejected_and_moves_no_honest_quality
     attacked = [*clients, ClientInput(1000 * honest[0], 100, 3)]
 
     # execute
-    alone = score_round(get_strategy("quality"), g, clients, evaluator, None, quality_floor=0.0, data_credit=1.0)
-    outcome = score_round(get_strategy("quality"), g, attacked, evaluator, None, quality_floor=0.0, data_credit=1.0)
+    alone = score_round(
+        get_strategy("quality"), g, clients, evaluator, None, quality_floor=0.0, data_credit=1.0, grace=None
+    )
+    outcome = score_round(
+        get_strategy("quality"), g, attacked, evaluator, None, quality_floor=0.0, data_credit=1.0, grace=None
+    )
 
     # assert: the attacker is rejected with quality 0 on chain, the honest clients score as without it
     assert outcome.screening is not None and outcome.screening.rejected() == {4: ScreeningReason.NORM_TOO_LARGE}
@@ -241,6 +271,7 @@ def test_a_client_that_resends_the_last_global_step_is_scored_as_rejected(evalua
         last_step=last_step,
         quality_floor=0.2,
         data_credit=1.0,
+        grace=None,
     )
 
     # assert: quality 0 and not accepted on chain, the honest four accepted
@@ -256,7 +287,15 @@ def test_screening_follows_the_config_it_is_given(evaluator: Evaluator) -> None:
     clients = [ClientInput(u, 100, 3) for u in [*updates, -100 * updates[0]]]
 
     outcome = score_round(
-        get_strategy("fedavg"), g, clients, evaluator, None, screening=NO_SCREENING, quality_floor=0.0, data_credit=1.0
+        get_strategy("fedavg"),
+        g,
+        clients,
+        evaluator,
+        None,
+        screening=NO_SCREENING,
+        quality_floor=0.0,
+        data_credit=1.0,
+        grace=None,
     )
 
     assert all(m.accepted for m in outcome.measurements)
@@ -285,7 +324,15 @@ def test_a_fair_round_of_the_running_system_keeps_fedavgs_model_and_a_state_that
 
     # execute
     outcome = score_round(
-        fair, g, clients, evaluator, None, quality=quality_source("fair"), quality_floor=0.0, data_credit=1.0
+        fair,
+        g,
+        clients,
+        evaluator,
+        None,
+        quality=quality_source("fair"),
+        quality_floor=0.0,
+        data_credit=1.0,
+        grace=None,
     )
     save_strategy_state(tmp_path, 1, present(outcome.state))
     loaded = load_strategy_state(tmp_path, 1, fair.state_type)

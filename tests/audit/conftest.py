@@ -313,7 +313,7 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
     validation set; the audit must reproduce the posted numbers from the chain
     and the store alone.
     """
-    from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round, task_floor
+    from fedchain.aggregator.scoring import ClientInput, Evaluator, score_round, task_floor, task_grace
     from fedchain.fl.registry import get_strategy
     from fedchain.taskspec import load_validation
 
@@ -351,6 +351,7 @@ def drive_scored_task(driver: Driver, store: BlobStore) -> int:
             screening=spec.screening,
             quality_floor=task_floor(spec, task, round_number),
             data_credit=spec.data_credit,
+            grace=task_grace(spec, task),
         )
         global_params, strategy_state = outcome.global_params, outcome.state
         model_hash = put_model(store, spec, task_id, round_number, unflatten(global_params, spec.param_spec()))

@@ -196,3 +196,94 @@ def test_the_data_credit_leaves_the_loss_quality_alone_and_needs_the_sizes_for_a
         round_quality(result, source="contribution", data_credit=4.0)
     with pytest.raises(ConfigError, match="data credit"):
         round_quality(result, source="contribution", data_sizes=[1, 2], data_credit=0.5)
+
+
+def _graced_rounds(
+    rows: list[list[float]], accepted: list[list[bool]], allowance: int, accuracies: list[float] | None = None
+) -> list[tuple[float, ...]]:
+    """Each round's qualities after the grace (q_min 0.5), the memory carried from round to round; every model's
+    accuracy 0.9 unless ``accuracies`` (the same in every round) says otherwise."""
+    from fedchain.fl.quality import GraceMemory, GraceRule, graced
+
+    memory, out = GraceMemory(), []
+    for values, ok in zip(rows, accepted, strict=True):
+        known = torch.tensor(accuracies or [0.9] * len(values), dtype=F64)
+        scored, memory = graced(
+            torch.tensor(values, dtype=F64), torch.tensor(ok), known, GraceRule(0.5, allowance), memory
+        )
+        out.append(tuple(scored.tolist()))
+    return out
+
+
+def test_the_grace_scores_a_poor_round_after_a_good_one_at_q_min_and_not_a_second_in_a_row() -> None:
+    """Client 0: poor in rounds 1, 3 and 5, one at a time; client 1: poor every round; client 2: good, then
+    rejected, then poor; client 3: never poor. Allowance 2: client 0's third poor round is scored as it is."""
+    rows = [[0.1, 0.2, 1.0, 1.1], [1.2, 0.1, 0.0, 0.9], [0.05, 0.3, 0.2, 1.0], [1.0, 0.2, 1.0, 1.0], [0.3, 0.1, 1.0, 1]]
+    ok = [[True] * 4, [True, True, False, True], [True] * 4, [True] * 4, [True] * 4]
+
+    scored = _graced_rounds(rows, ok, allowance=2)
+
+    assert [r[0] for r in scored] == [0.5, 1.2, 0.5, 1.0, 0.3]  # graced in rounds 1 and 3; the allowance is spent
+    assert [r[1] for r in scored] == [0.5, 0.1, 0.3, 0.2, 0.1]  # one grace, then poor after poor: as it is
+    assert scored[1][2] == 0.0 and scored[2][2] == 0.2  # a rejection is never graced, and counts as a poor round
+    assert [r[3] for r in scored] == [1.1, 0.9, 1.0, 1.0, 1.0]
+    assert _graced_rounds(rows, ok, allowance=0) == [tuple(r) for r in rows]  # 0: the seed's rule
+
+
+def test_the_grace_passes_over_a_model_that_no_longer_classifies() -> None:
+    """A label flipper's model on the balanced validation set: accuracy 0.1 against a median of 0.9, below a
+    quarter of it; the skewed honest client's 0.3 is above. Both are poor in round 1 only."""
+    rows = [[0.1, 0.1, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
+    scored = _graced_rounds(rows, [[True] * 4] * 2, allowance=2, accuracies=[0.1, 0.3, 0.9, 0.9])
+    assert scored[0] == (0.1, 0.5, 1.0, 1.0)
+
+
+def test_round_quality_applies_the_grace_before_the_floor_and_returns_the_memory() -> None:
+    from fedchain.fl.quality import GraceMemory, GraceRule
+
+    result = get_strategy("fedavg").round(torch.zeros(4), torch.eye(4), [1, 1, 1, 1])
+    losses = [1.0, 1.0, 10.0, 50.0]  # median 5.5: q = [5.5, 5.5, 0.55, 0.11]
+    accuracies = [0.9, 0.9, 0.8, 0.5]
+    first = round_quality(
+        result, client_losses=[1.0, 1.0, 1.0, 50.0], floor=0.2, grace=GraceRule(0.5, 1), accuracies=accuracies
+    )
+    assert first.values == (1.0, 1.0, 1.0, 0.5) and first.memory == GraceMemory((False,) * 3 + (True,), (0, 0, 0, 1))
+    second = round_quality(
+        result, client_losses=losses, floor=0.2, grace=GraceRule(0.5, 1), memory=first.memory, accuracies=accuracies
+    )
+    assert second.values == pytest.approx((5.5, 5.5, 0.55, 0.2))  # poor after poor: the floor, not the grace
+    with pytest.raises(ConfigError, match="remembers 4 clients"):
+        round_quality(
+            get_strategy("fedavg").round(torch.zeros(2), torch.eye(2), [1, 1]),
+            client_losses=[1.0, 2.0],
+            grace=GraceRule(0.5, 1),
+            memory=first.memory,
+            accuracies=[0.9, 0.9],
+        )
+    with pytest.raises(ConfigError, match="needs each client's validation accuracy"):
+        round_quality(result, client_losses=losses, grace=GraceRule(0.5, 1))
+
+
+@pytest.mark.parametrize("allowance", [-1, 1.5, True, "2"])
+def test_a_grace_that_is_not_a_whole_number_of_rounds_is_refused(allowance: object) -> None:
+    from fedchain.fl.quality import GraceRule
+    from fedchain.taskspec import TaskSpec
+
+    with pytest.raises(ConfigError, match="quality_grace must be a whole number"):
+        GraceRule(0.5, allowance)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="quality_grace must be a whole number"):
+        TaskSpec(quality_grace=allowance)  # type: ignore[arg-type]
+
+
+def test_the_grace_memory_travels_in_the_strategy_state_through_a_checkpoint(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from fedchain.aggregator.checkpoint import load_strategy_state, save_strategy_state
+    from fedchain.fl.quality import GraceMemory, grace_memory, remembered
+    from fedchain.fl.strategies.fedave import FedAVEState
+
+    assert grace_memory(None) == GraceMemory()
+    state = remembered(FedAVEState(round=3), GraceMemory((True, False), (1, 2)))
+    save_strategy_state(Path(str(tmp_path)), 3, state)
+    loaded = load_strategy_state(Path(str(tmp_path)), 3, FedAVEState)
+    assert loaded is not None and grace_memory(loaded) == GraceMemory((True, False), (1, 2))

@@ -323,3 +323,36 @@ def test_the_early_floor_keeps_one_poor_round_from_removing_a_client_whose_earli
         floors = [round_floor(0.2, n, early=True, **thresholds) for n in range(1, 13)]
         removed = removed_in(floors)
         assert removed is not None and removed <= 3
+
+
+def test_the_grace_keeps_an_odd_poor_round_from_decaying_r_a_and_leaves_a_flipper_as_it_was() -> None:
+    """Through the chain's fixed point with a default task's terms: a client poor in rounds 2, 5 and 8 (0.05,
+    its model still classifies) is graced twice and stays; a flipper (poor every round, its model's accuracy
+    a tenth of the others') gets no grace and is removed in the round it was removed in without one."""
+    import torch
+
+    from fedchain.experiments.robustness import mechanism_params
+    from fedchain.fl.floor import round_floor
+    from fedchain.fl.quality import GraceMemory, GraceRule, graced
+
+    mechanism = mechanism_params(rounds=10)
+    thresholds = {"min_quality": 0.5, "min_loss_reputation": 0.1}
+
+    def scored(own: list[float], accuracy: float, allowance: int) -> list[float]:
+        memory, out = GraceMemory(), []
+        for n, q in enumerate(own, start=1):
+            values = torch.tensor([q, 1.0, 1.0], dtype=torch.float64)
+            accuracies = torch.tensor([accuracy, 0.9, 0.9], dtype=torch.float64)
+            values, memory = graced(
+                values, torch.ones(3, dtype=torch.bool), accuracies, GraceRule(0.5, allowance), memory
+            )
+            out.append(max(float(values[0]), round_floor(0.2, n, early=True, **thresholds)))
+        return out
+
+    skewed = [1.0, 0.05, 1.0, 1.0, 0.05, 1.0, 1.0, 0.05, 1.0, 1.0]
+    with_grace = scored(skewed, accuracy=0.4, allowance=2)
+    assert with_grace[1] == with_grace[4] == 0.5 and with_grace[7] < 0.5  # two graces, then as it is
+    assert _removed_in(mechanism, with_grace) is None
+    flipper = [0.1] * 10
+    assert scored(flipper, accuracy=0.09, allowance=2) == scored(flipper, accuracy=0.09, allowance=0)
+    assert _removed_in(mechanism, scored(flipper, accuracy=0.09, allowance=2)) == 2

@@ -342,6 +342,21 @@ def test_a_spec_states_todays_early_floor_and_an_older_one_the_same_floor_in_eve
     assert new.floor_at(1, min_quality=1.5, min_loss_reputation=2.0) == 0.999
 
 
+def test_a_spec_states_todays_grace_and_an_older_one_none() -> None:
+    """The grace came after the early floor: a spec without it scored every poor round as it was."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b'"quality_grace":2,', b"")
+
+    assert new.quality_grace == 2 and b'"quality_grace":2' in new.to_bytes()
+    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    rule = new.grace_rule(min_quality=0.5)
+    assert rule is not None and (rule.min_quality, rule.allowance) == (0.5, 2)
+    older = TaskSpec.from_bytes(older_bytes)
+    assert older.quality_grace == 0 and older.grace_rule(min_quality=0.5) is None
+    assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
+    assert TaskSpec(dataset="mnist", model="lenet5", quality_grace=0).to_bytes() == older_bytes
+
+
 def test_a_spec_refuses_an_early_floor_that_is_not_a_boolean() -> None:
     with pytest.raises(ConfigError, match="early_floor"):
         TaskSpec(dataset="mnist", model="lenet5", early_floor="yes")  # type: ignore[arg-type]
