@@ -48,8 +48,8 @@ do: the honest client's poor rounds come one at a time, the faulty client's
 round after round; and the honest client's model still classifies (on the
 balanced validation set it keeps at least a quarter of the median accuracy,
 a flipper's almost none). So an accepted update below q_min is scored q_min
-itself when the client's last scored round reached q_min (or it has none
-yet) and its model's accuracy is at least :data:`GRACE_ACCURACY_SHARE` of the
+itself when the client's last scored round reached q_min and its model's
+accuracy is at least :data:`GRACE_ACCURACY_SHARE` of the
 accepted clients' median, at most ``quality_grace`` times per client and
 task. The memory the rule needs (:class:`GraceMemory`) travels with the
 strategy's state, so every agent that scores the rounds in order keeps it the
@@ -105,10 +105,12 @@ class GraceRule:
 class GraceMemory:
     """Per client, what the grace remembers: whether its last scored round was poor, and the graces it used.
 
-    Empty tuples (a first round, or a state saved before the rule) mean no client has a poor round or a grace.
+    Empty tuples (a first round, or a state saved before the rule) mean no client has a round that reached q_min
+    yet, and no grace: a client's first scored round is never graced, since nothing says it is the exception (in
+    round 1 a label flipper's model still kept half the median accuracy, which was itself 0.2).
     """
 
-    #: Client i's last scored round was below q_min (or its update was rejected).
+    #: Client i's last scored round was below q_min (or its update was rejected), or it has none yet.
     poor: tuple[bool, ...] = ()
     #: Rounds in which client i was graced so far.
     used: tuple[int, ...] = ()
@@ -116,7 +118,7 @@ class GraceMemory:
     def of(self, n: int) -> GraceMemory:
         """The memory of ``n`` clients; a ConfigError when it remembers another number of clients."""
         if not self.poor and not self.used:
-            return GraceMemory((False,) * n, (0,) * n)
+            return GraceMemory((True,) * n, (0,) * n)
         if len(self.poor) != n or len(self.used) != n:
             raise ConfigError(
                 f"the grace remembers {len(self.poor)} clients, the round has {n}",

@@ -216,52 +216,66 @@ def _graced_rounds(
 
 
 def test_the_grace_scores_a_poor_round_after_a_good_one_at_q_min_and_not_a_second_in_a_row() -> None:
-    """Client 0: poor in rounds 1, 3 and 5, one at a time; client 1: poor every round; client 2: good, then
-    rejected, then poor; client 3: never poor. Allowance 2: client 0's third poor round is scored as it is."""
-    rows = [[0.1, 0.2, 1.0, 1.1], [1.2, 0.1, 0.0, 0.9], [0.05, 0.3, 0.2, 1.0], [1.0, 0.2, 1.0, 1.0], [0.3, 0.1, 1.0, 1]]
-    ok = [[True] * 4, [True, True, False, True], [True] * 4, [True] * 4, [True] * 4]
+    """Client 0: poor in rounds 2, 4 and 6, one at a time; client 1: poor every round; client 2: good, then
+    rejected, then poor; client 3: never poor. Allowance 2: client 0's third poor round is scored as it is, and
+    no client's first round is graced."""
+    rows = [
+        [1.0, 0.2, 1.0, 1.1],
+        [0.1, 0.1, 0.0, 0.9],
+        [1.0, 0.3, 0.2, 1.0],
+        [0.05, 0.2, 1.0, 1.0],
+        [1.0, 0.1, 1.0, 1.0],
+        [0.3, 0.1, 1.0, 1.0],
+    ]
+    ok = [[True] * 4, [True, True, False, True]] + [[True] * 4] * 4
 
     scored = _graced_rounds(rows, ok, allowance=2)
 
-    assert [r[0] for r in scored] == [0.5, 1.2, 0.5, 1.0, 0.3]  # graced in rounds 1 and 3; the allowance is spent
-    assert [r[1] for r in scored] == [0.5, 0.1, 0.3, 0.2, 0.1]  # one grace, then poor after poor: as it is
+    assert [r[0] for r in scored] == [1.0, 0.5, 1.0, 0.5, 1.0, 0.3]  # graced in rounds 2 and 4; then spent
+    assert [r[1] for r in scored] == [0.2, 0.1, 0.3, 0.2, 0.1, 0.1]  # poor from its first round on: as it is
     assert scored[1][2] == 0.0 and scored[2][2] == 0.2  # a rejection is never graced, and counts as a poor round
-    assert [r[3] for r in scored] == [1.1, 0.9, 1.0, 1.0, 1.0]
+    assert [r[3] for r in scored] == [1.1, 0.9, 1.0, 1.0, 1.0, 1.0]
     assert _graced_rounds(rows, ok, allowance=0) == [tuple(r) for r in rows]  # 0: the seed's rule
 
 
 def test_the_grace_passes_over_a_model_that_no_longer_classifies() -> None:
     """A label flipper's model on the balanced validation set: accuracy 0.1 against a median of 0.9, below a
-    quarter of it; the skewed honest client's 0.3 is above. Both are poor in round 1 only."""
-    rows = [[0.1, 0.1, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
+    quarter of it; the skewed honest client's 0.3 is above. Both are poor in round 2 only."""
+    rows = [[1.0, 1.0, 1.0, 1.0], [0.1, 0.1, 1.0, 1.0]]
     scored = _graced_rounds(rows, [[True] * 4] * 2, allowance=2, accuracies=[0.1, 0.3, 0.9, 0.9])
-    assert scored[0] == (0.1, 0.5, 1.0, 1.0)
+    assert scored[1] == (0.1, 0.5, 1.0, 1.0)
 
 
 def test_round_quality_applies_the_grace_before_the_floor_and_returns_the_memory() -> None:
     from fedchain.fl.quality import GraceMemory, GraceRule
 
     result = get_strategy("fedavg").round(torch.zeros(4), torch.eye(4), [1, 1, 1, 1])
-    losses = [1.0, 1.0, 10.0, 50.0]  # median 5.5: q = [5.5, 5.5, 0.55, 0.11]
     accuracies = [0.9, 0.9, 0.8, 0.5]
-    first = round_quality(
-        result, client_losses=[1.0, 1.0, 1.0, 50.0], floor=0.2, grace=GraceRule(0.5, 1), accuracies=accuracies
-    )
-    assert first.values == (1.0, 1.0, 1.0, 0.5) and first.memory == GraceMemory((False,) * 3 + (True,), (0, 0, 0, 1))
+    rule = GraceRule(0.5, 1)
+    first = round_quality(result, client_losses=[1.0, 1.0, 1.0, 1.0], grace=rule, accuracies=accuracies)
+    assert first.values == (1.0,) * 4 and first.memory == GraceMemory((False,) * 4, (0,) * 4)
+    losses = [1.0, 1.0, 10.0, 50.0]  # median 5.5: q = [5.5, 5.5, 0.55, 0.11]
     second = round_quality(
-        result, client_losses=losses, floor=0.2, grace=GraceRule(0.5, 1), memory=first.memory, accuracies=accuracies
+        result, client_losses=losses, floor=0.2, grace=rule, memory=first.memory, accuracies=accuracies
     )
-    assert second.values == pytest.approx((5.5, 5.5, 0.55, 0.2))  # poor after poor: the floor, not the grace
+    assert second.values == pytest.approx((5.5, 5.5, 0.55, 0.5))
+    assert second.memory == GraceMemory((False, False, False, True), (0, 0, 0, 1))
+    third = round_quality(
+        result, client_losses=losses, floor=0.2, grace=rule, memory=second.memory, accuracies=accuracies
+    )
+    assert third.values == pytest.approx((5.5, 5.5, 0.55, 0.2))  # poor after poor: the floor, not the grace
+    unscored = round_quality(result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies)
+    assert unscored.values[3] == 0.2  # a first scored round is never graced
     with pytest.raises(ConfigError, match="remembers 4 clients"):
         round_quality(
             get_strategy("fedavg").round(torch.zeros(2), torch.eye(2), [1, 1]),
             client_losses=[1.0, 2.0],
-            grace=GraceRule(0.5, 1),
+            grace=rule,
             memory=first.memory,
             accuracies=[0.9, 0.9],
         )
     with pytest.raises(ConfigError, match="needs each client's validation accuracy"):
-        round_quality(result, client_losses=losses, grace=GraceRule(0.5, 1))
+        round_quality(result, client_losses=losses, grace=rule)
 
 
 @pytest.mark.parametrize("allowance", [-1, 1.5, True, "2"])
