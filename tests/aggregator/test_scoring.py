@@ -389,3 +389,49 @@ def test_the_task_spec_carries_its_aggregation_rule_to_every_strategy_it_builds(
     assert spec.dataset_id != SPEC.dataset_id
     with pytest.raises(ConfigError, match="plain mean"):
         dataclasses.replace(SPEC, strategy="cgsv", aggregation=AggregationConfig(rule="median"))
+
+
+def test_the_grace_memory_travels_in_the_outcomes_state_from_round_to_round(evaluator: Evaluator) -> None:
+    # prepare: two clients whose updates swap between rounds, so the one above the loss median in round 1 is below
+    # it in round 2; q_min 1 makes the one below the median poor (a grace scores it 1.0)
+    from fedchain.fl.quality import GraceMemory, GraceRule, grace_memory
+
+    g = initial_params(SPEC.model_spec(), seed=2)
+    generator = torch.Generator().manual_seed(2)
+    small, large = (torch.randn(g.numel(), generator=generator) * scale for scale in (0.01, 0.2))
+    rule = GraceRule(min_quality=1.0, allowance=1, accuracy_share=0.0)
+    last: StrategyState | None = None
+
+    def scored(first: torch.Tensor, second: torch.Tensor, state: StrategyState | None) -> tuple[float, ...]:
+        clients = [ClientInput(first, 100, 10), ClientInput(second, 100, 10)]
+        outcome = score_round(
+            get_strategy("fedavg"),
+            g,
+            clients,
+            evaluator,
+            state,
+            screening=NO_SCREENING,
+            quality_floor=0.0,
+            data_credit=1.0,
+            grace=rule,
+        )
+        nonlocal last
+        last = outcome.state
+        return outcome.qualities
+
+    # execute: round 1, then round 2 from its state, and round 2 again from no state
+    round_1 = scored(small, large, None)
+    after_1 = last
+    round_2 = scored(large, small, after_1)
+    after_2 = last
+    round_2_fresh = scored(large, small, None)
+
+    # assert: round 1 grants no grace (a first round); the memory says who was poor; round 2 graces that one
+    # client only, at q_min, and only when the state of round 1 is carried
+    poor = round_1[0] < 1.0
+    assert grace_memory(after_1) == GraceMemory((poor, not poor), (0, 0))
+    good_then_poor = 1 if poor else 0
+    assert round_2[good_then_poor] == 1.0 and round_2_fresh[good_then_poor] < 1.0
+    assert round_2[1 - good_then_poor] == round_2_fresh[1 - good_then_poor] > 1.0
+    assert grace_memory(after_2).used[good_then_poor] == 1 and grace_memory(after_2).poor[good_then_poor]
+    assert grace_memory(last).used == (0, 0)  # the fresh round remembers nothing before it
