@@ -59,6 +59,7 @@ same way.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -95,8 +96,8 @@ class GraceRule:
 
     def __post_init__(self) -> None:
         check_grace(self.allowance)
-        if not 0 <= self.min_quality <= 1:
-            raise ConfigError(f"q_min must be in [0, 1], got {self.min_quality}")
+        if not (0 <= self.min_quality < math.inf):  # the terms take any q_min >= 0, above 1 too
+            raise ConfigError(f"q_min must be a finite number >= 0, got {self.min_quality}")
         if not 0 <= self.accuracy_share <= 1:
             raise ConfigError(f"the grace's accuracy share must be in [0, 1], got {self.accuracy_share}")
 

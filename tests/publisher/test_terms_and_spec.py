@@ -351,6 +351,8 @@ def test_a_spec_states_todays_grace_and_an_older_one_none() -> None:
     assert TaskSpec.from_bytes(new.to_bytes()) == new
     rule = new.grace_rule(min_quality=0.5)
     assert rule is not None and (rule.min_quality, rule.allowance) == (0.5, 2)
+    high = new.grace_rule(min_quality=1.5)  # terms may ask for more than a quality of 1 (floor_at caps its floor)
+    assert high is not None and high.min_quality == 1.5
     older = TaskSpec.from_bytes(older_bytes)
     assert older.quality_grace == 0 and older.grace_rule(min_quality=0.5) is None
     assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
