@@ -352,9 +352,9 @@ class TaskSpec:
     def grace_rule(self, *, min_quality: float) -> GraceRule | None:
         """The grace of a task with q_min ``min_quality`` (a fraction): :func:`fedchain.fl.quality.graced`; None
         when ``quality_grace`` is 0."""
-        from fedchain.fl.quality import GraceRule
+        from fedchain.fl.quality import grace_rule
 
-        return GraceRule(min_quality, self.quality_grace) if self.quality_grace else None
+        return grace_rule(self.quality_grace, min_quality=min_quality)
 
     def train_config(self, round_number: int) -> TrainConfig:
         """Local training of round ``round_number`` (1-based); its seed is derived from the task's seed and the round."""

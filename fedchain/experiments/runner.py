@@ -42,7 +42,7 @@ from fedchain.experiments.federation import FREE_RIDER, NOISE, SCALED, SIGN_FLIP
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, round_quality
 from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY, round_floor
-from fedchain.fl.quality import GraceRule, QualitySource, grace_memory, remembered
+from fedchain.fl.quality import GraceRule, QualitySource, grace_memory, grace_rule, remembered
 from fedchain.fl.registry import configured_strategy, fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategies.fair import Fair
@@ -419,7 +419,7 @@ def run_experiment(
                     min_loss_reputation=DEFAULT_MIN_LOSS_REPUTATION,
                 ),
                 config.data_credit,
-                GraceRule(DEFAULT_MIN_QUALITY, config.quality_grace) if config.quality_grace else None,
+                grace_rule(config.quality_grace, min_quality=DEFAULT_MIN_QUALITY),
             )
             for client, reason in screened.rejected().items():
                 log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)

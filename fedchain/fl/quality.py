@@ -102,6 +102,11 @@ class GraceRule:
             raise ConfigError(f"the grace's accuracy share must be in [0, 1], got {self.accuracy_share}")
 
 
+def grace_rule(allowance: int, *, min_quality: float) -> GraceRule | None:
+    """The grace of ``allowance`` rounds with q_min ``min_quality``; None for 0 (no grace)."""
+    return GraceRule(min_quality, allowance) if allowance else None
+
+
 @dataclass(frozen=True)
 class GraceMemory:
     """Per client, what the grace remembers: whether its last scored round was poor, and the graces it used.
