@@ -126,8 +126,9 @@ class ValidationSpec:
 
 #: Top-level fields a spec gained after specs were first stored, with the value a spec without them means
 #: (the aggregation rule: the plain mean; the start of training: the global model; no quality floor, the
-#: seed's measure, and no data credit, until 2026-11-26; no grace until 2026-11-27). At that value a field stays out of the spec's bytes,
-#: so an older spec read and written again keeps its datasetId; a spec without the field reads as that value.
+#: seed's measure, and no data credit, until 2026-11-26; no grace until 2026-11-27). At that value a field stays
+#: out of the spec's bytes, so an older spec read and written again keeps its datasetId; a spec without the field
+#: reads as that value.
 _FIELDS_ADDED_LATER: dict[str, object] = {
     "aggregation": MEAN,
     "train_from": "global",

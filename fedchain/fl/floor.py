@@ -8,7 +8,8 @@ a quality below q_min leaves r_a = q squared, so q must reach sqrt(r_a_min); lat
 the weighted mean, and the least quality falls towards r_a_min / q_min.
 
 The task spec validates its ``quality_floor`` with :func:`check_floor`, its ``data_credit`` with
-:func:`check_data_credit` and its ``quality_grace`` with :func:`check_grace`, and commands that only read specs (``--help`` included) must not load torch to do it.
+:func:`check_data_credit` and its ``quality_grace`` with :func:`check_grace`, and commands that only read specs
+(``--help`` included) must not load torch to do it.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ def check_floor(floor: float) -> None:
 #: quarter of the mean data or more is judged per sample; one claiming less gains no more.
 DEFAULT_DATA_CREDIT = 4.0
 
-#: Poor rounds per client and task that a task built today scores at q_min (:func:`fedchain.fl.quality.graced`); a spec stored
-#: before the rule reads 0.
+#: Poor rounds per client and task that a task built today scores at q_min (:func:`fedchain.fl.quality.graced`);
+#: a spec stored before the rule reads 0.
 DEFAULT_QUALITY_GRACE = 2
 
 

@@ -164,8 +164,8 @@ class ScreeningConfig:
             strategy, 2 seeds, with and without 2 disguised free riders; docs/robustness.md, 2026-11-27):
             honest updates 2.1 or more, free riders 4.5% of their rounds at 2 or more. With
             ``novelty_by_layer``: honest 3.6 or more (3.4 in the attack rows of every other attack), free
-            riders 1.7% of their rounds at 3 or more. One rejection removes the client on chain. Specs written with 2 before ``novelty_by_layer`` keep
-            2; a spec written before this setting reads as None (off).
+            riders 1.7% of their rounds at 3 or more. One rejection removes the client on chain. Specs written
+            with 2 before ``novelty_by_layer`` keep 2; a spec written before this setting reads as None (off).
         novelty_by_layer: rule 5 also measures each tensor of :data:`MIN_LAYER_SIZE` scalars or more on its
             own, and an update keeps its best figure (module docstring); :func:`screen` needs the model's
             layer sizes then. A spec written before this setting reads as False.
