@@ -136,6 +136,7 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
     "early_floor": False,
     "data_credit": 1.0,
     "quality_grace": 0,
+    "grace_first_round": False,
 }
 
 #: Strategy options whose default changed after specs were first stored, with the value a spec without the
@@ -196,6 +197,9 @@ class TaskSpec:
             that reached q_min (:func:`fedchain.fl.quality.graced`): an honest client's odd poor round on skewed
             data costs it neither reputation nor pay, a client poor round after round is scored as before.
             0 (what a spec stored before the setting means) is the seed's rule.
+        grace_first_round: with a grace, the task's first round may be graced too, for a model whose accuracy
+            beats chance (``1 / num_classes``) by the grace's share of the median's margin over it. False (what a
+            spec stored before the setting means) graces no first round.
     """
 
     dataset: str = "mnist"
@@ -220,6 +224,7 @@ class TaskSpec:
     early_floor: bool = True
     data_credit: float = DEFAULT_DATA_CREDIT
     quality_grace: int = DEFAULT_QUALITY_GRACE
+    grace_first_round: bool = True
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -259,6 +264,8 @@ class TaskSpec:
             raise ConfigError(f"early_floor must be true or false, got {self.early_floor!r}")
         check_data_credit(self.data_credit)
         check_grace(self.quality_grace)
+        if not isinstance(self.grace_first_round, bool):
+            raise ConfigError(f"grace_first_round must be true or false, got {self.grace_first_round!r}")
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:
@@ -352,10 +359,11 @@ class TaskSpec:
 
     def grace_rule(self, *, min_quality: float) -> GraceRule | None:
         """The grace of a task with q_min ``min_quality`` (a fraction): :func:`fedchain.fl.quality.graced`; None
-        when ``quality_grace`` is 0."""
+        when ``quality_grace`` is 0. Its chance is ``1 / num_classes`` when ``grace_first_round``, else None."""
         from fedchain.fl.quality import grace_rule
 
-        return grace_rule(self.quality_grace, min_quality=min_quality)
+        classes = self.num_classes if self.grace_first_round else None
+        return grace_rule(self.quality_grace, min_quality=min_quality, classes=classes)
 
     def train_config(self, round_number: int) -> TrainConfig:
         """Local training of round ``round_number`` (1-based); its seed is derived from the task's seed and the round."""

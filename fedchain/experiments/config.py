@@ -210,6 +210,8 @@ class ExperimentConfig:
     #: Poor rounds per client scored at q_min, each after a round that reached it, as a task spec's
     #: ``quality_grace`` (:func:`fedchain.fl.quality.graced`, with the default terms' q_min); 0 is the seed's rule.
     quality_grace: int = DEFAULT_QUALITY_GRACE
+    #: With a grace, grace the first round too for a model that beats chance, as a task spec's ``grace_first_round``.
+    grace_first_round: bool = True
     #: Privacy budget of the local noise added to client data; ``None`` adds none.
     epsilon: float | None = None
     #: Training samples held out of every client as the aggregator's validation set.
@@ -263,6 +265,8 @@ class ExperimentConfig:
         check_floor(self.quality_floor)  # the task spec's checks, so that both refuse the same settings
         check_data_credit(self.data_credit)
         check_grace(self.quality_grace)
+        if not isinstance(self.grace_first_round, bool):
+            raise ConfigError(f"grace_first_round must be true or false, got {self.grace_first_round!r}")
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:

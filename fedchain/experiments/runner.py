@@ -419,7 +419,11 @@ def run_experiment(
                     min_loss_reputation=DEFAULT_MIN_LOSS_REPUTATION,
                 ),
                 config.data_credit,
-                grace_rule(config.quality_grace, min_quality=DEFAULT_MIN_QUALITY),
+                grace_rule(
+                    config.quality_grace,
+                    min_quality=DEFAULT_MIN_QUALITY,
+                    classes=federation.num_classes if config.grace_first_round else None,
+                ),
             )
             for client, reason in screened.rejected().items():
                 log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)

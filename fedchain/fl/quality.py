@@ -51,7 +51,11 @@ a flipper's almost none). So an accepted update below q_min is scored q_min
 itself when the client's last scored round reached q_min and its model's
 accuracy is at least :data:`GRACE_ACCURACY_SHARE` of the
 accepted clients' median, at most ``quality_grace`` times per client and
-task. The memory the rule needs (:class:`GraceMemory`) travels with the
+task. The task's first round has no last round to go by, and young models
+classify barely (a label flipper's kept half a median accuracy of 0.2 there),
+so a grace in it asks the model to beat chance (``1 / classes``) by that
+share of the median's margin over chance: ``acc - chance >= share * (median -
+chance)``. The memory the rule needs (:class:`GraceMemory`) travels with the
 strategy's state, so every agent that scores the rounds in order keeps it the
 same way.
 """
@@ -93,6 +97,10 @@ class GraceRule:
     allowance: int
     #: The least accuracy of a graced client's model, as a share of the accepted clients' median.
     accuracy_share: float = GRACE_ACCURACY_SHARE
+    #: The accuracy of a model that does not classify, ``1 / classes`` on the balanced validation set: a grace
+    #: in the task's first round asks for the share of the median's margin over it. None: no grace in the first
+    #: round.
+    chance: float | None = None
 
     def __post_init__(self) -> None:
         check_grace(self.allowance)
@@ -100,31 +108,43 @@ class GraceRule:
             raise ConfigError(f"q_min must be a finite number >= 0, got {self.min_quality}")
         if not 0 <= self.accuracy_share <= 1:
             raise ConfigError(f"the grace's accuracy share must be in [0, 1], got {self.accuracy_share}")
+        if self.chance is not None and not 0 <= self.chance < 1:
+            raise ConfigError(f"the accuracy of chance must be in [0, 1), got {self.chance}")
 
 
-def grace_rule(allowance: int, *, min_quality: float) -> GraceRule | None:
-    """The grace of ``allowance`` rounds with q_min ``min_quality``; None for 0 (no grace)."""
-    return GraceRule(min_quality, allowance) if allowance else None
+def grace_rule(allowance: int, *, min_quality: float, classes: int | None) -> GraceRule | None:
+    """The grace of ``allowance`` rounds with q_min ``min_quality`` for a model of ``classes`` classes (its chance
+    ``1 / classes``; None: no grace in the task's first round); None for 0 (no grace)."""
+    if classes is not None and (isinstance(classes, bool) or not isinstance(classes, int) or classes < 2):
+        raise ConfigError(f"a classifier has at least 2 classes, got {classes!r}")
+    chance = None if classes is None else 1 / classes
+    return GraceRule(min_quality, allowance, chance=chance) if allowance else None
 
 
 @dataclass(frozen=True)
 class GraceMemory:
     """Per client, what the grace remembers: whether its last scored round was poor, and the graces it used.
 
-    Empty tuples (a first round, or a state saved before the rule) mean no client has a round that reached q_min
-    yet, and no grace: a client's first scored round is never graced, since nothing says it is the exception (in
-    round 1 a label flipper's model still kept half the median accuracy, which was itself 0.2).
+    Empty tuples mean the task's first round (or a state saved before the rule): no client has a round yet, and
+    the grace asks more of a model (:attr:`GraceRule.chance`; without it, none is graced): in round 1 a label
+    flipper's model still kept half the median accuracy, which was itself 0.2.
     """
 
-    #: Client i's last scored round was below q_min (or its update was rejected), or it has none yet.
+    #: Client i's last scored round was below q_min (or its update was rejected).
     poor: tuple[bool, ...] = ()
     #: Rounds in which client i was graced so far.
     used: tuple[int, ...] = ()
 
+    @property
+    def first(self) -> bool:
+        """Nothing remembered yet: the task's first round."""
+        return not self.poor and not self.used
+
     def of(self, n: int) -> GraceMemory:
-        """The memory of ``n`` clients; a ConfigError when it remembers another number of clients."""
-        if not self.poor and not self.used:
-            return GraceMemory((True,) * n, (0,) * n)
+        """The memory of ``n`` clients (none poor, none graced in the first round); a ConfigError when it
+        remembers another number of clients."""
+        if self.first:
+            return GraceMemory((False,) * n, (0,) * n)
         if len(self.poor) != n or len(self.used) != n:
             raise ConfigError(
                 f"the grace remembers {len(self.poor)} clients, the round has {n}",
@@ -203,14 +223,22 @@ def graced(
     An accepted client below ``rule.min_quality`` is scored at it when its last scored round was not poor, its
     model's validation accuracy (``accuracies``) is at least ``rule.accuracy_share`` of the accepted clients'
     median, and it has used fewer than ``rule.allowance`` graces. A round is poor when the update was rejected
-    or its quality (before the grace) is below q_min, so a grace never follows a poor round, graced or not.
+    or its quality (before the grace) is below q_min, so a grace never follows a poor round, graced or not. In the
+    task's first round (``memory`` empty) the accuracy is counted above ``rule.chance``, and without a chance no
+    client is graced.
     """
+    first = memory.first
     memory = memory.of(values.numel())
     accuracies = accuracies.to(torch.float64)
     if accuracies.shape != values.shape:
         raise ConfigError(f"got {accuracies.numel()} accuracies for {values.numel()} clients")
     median = float(accuracies[accepted].quantile(0.5)) if accepted.any() else 0.0
-    classifies = (accuracies >= rule.accuracy_share * median).tolist()
+    if not first:
+        classifies = (accuracies >= rule.accuracy_share * median).tolist()
+    elif rule.chance is None or median <= rule.chance:  # no median model beats chance: none is shown to classify
+        classifies = [False] * values.numel()
+    else:
+        classifies = (accuracies - rule.chance >= rule.accuracy_share * (median - rule.chance)).tolist()
     poor = ~accepted | (values < rule.min_quality)
     forgiven = [
         bool(p and ok and knows and not last and used < rule.allowance)

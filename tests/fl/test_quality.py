@@ -246,6 +246,42 @@ def test_the_grace_passes_over_a_model_that_no_longer_classifies() -> None:
     assert scored[1] == (0.1, 0.5, 1.0, 1.0)
 
 
+def test_the_tasks_first_round_is_graced_only_for_a_model_that_beats_chance_by_the_share() -> None:
+    """Round 1 of a 10-class task (chance 0.1), median accuracy 0.5: a quarter of its margin over chance asks for
+    0.2. The skewed client's 0.3 is graced; the young flipper's 0.15, above a quarter of the median but barely
+    above chance, is not; without a chance (a rule for no known classifier) nobody is; a round whose median model
+    does not beat chance graces nobody; and round 2 goes back to the plain share of the median."""
+    from fedchain.fl.quality import GraceMemory, GraceRule, grace_rule, graced
+
+    values = torch.tensor([0.2, 0.2, 1.0, 1.0], dtype=F64)
+    ok = torch.ones(4, dtype=torch.bool)
+    rule = grace_rule(2, min_quality=0.5, classes=10)
+    assert rule == GraceRule(0.5, 2, chance=0.1)
+
+    first, memory = graced(values, ok, torch.tensor([0.3, 0.15, 0.5, 0.5], dtype=F64), rule, GraceMemory())
+    assert first.tolist() == [0.5, 0.2, 1.0, 1.0]
+    assert memory == GraceMemory((True, True, False, False), (1, 0, 0, 0))
+
+    no_chance, _ = graced(values, ok, torch.tensor([0.3, 0.15, 0.5, 0.5], dtype=F64), GraceRule(0.5, 2), GraceMemory())
+    assert no_chance.tolist() == values.tolist()
+    at_chance, _ = graced(values, ok, torch.tensor([0.3, 0.1, 0.09, 0.1], dtype=F64), rule, GraceMemory())
+    assert at_chance.tolist() == values.tolist()
+
+    good = GraceMemory((False,) * 4, (0,) * 4)  # round 2 after a good round 1: 0.15 >= 0.25 * 0.5
+    later, _ = graced(values, ok, torch.tensor([0.3, 0.15, 0.5, 0.5], dtype=F64), rule, good)
+    assert later.tolist() == [0.5, 0.5, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("classes", [1, 0, 2.5, True])
+def test_a_grace_for_fewer_than_two_classes_or_a_chance_outside_0_1_is_refused(classes: object) -> None:
+    from fedchain.fl.quality import GraceRule, grace_rule
+
+    with pytest.raises(ConfigError, match="at least 2 classes"):
+        grace_rule(2, min_quality=0.5, classes=classes)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="accuracy of chance"):
+        GraceRule(0.5, 2, chance=1.0)
+
+
 def test_round_quality_applies_the_grace_before_the_floor_and_returns_the_memory() -> None:
     from fedchain.fl.quality import GraceMemory, GraceRule
 
@@ -265,7 +301,7 @@ def test_round_quality_applies_the_grace_before_the_floor_and_returns_the_memory
     )
     assert third.values == pytest.approx((5.5, 5.5, 0.55, 0.2))  # poor after poor: the floor, not the grace
     unscored = round_quality(result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies)
-    assert unscored.values[3] == 0.2  # a first scored round is never graced
+    assert unscored.values[3] == 0.2  # a rule without a chance never graces the task's first round
     with pytest.raises(ConfigError, match="remembers 4 clients"):
         round_quality(
             get_strategy("fedavg").round(torch.zeros(2), torch.eye(2), [1, 1]),

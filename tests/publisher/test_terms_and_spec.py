@@ -350,13 +350,28 @@ def test_a_spec_states_todays_grace_and_an_older_one_none() -> None:
     assert new.quality_grace == 2 and b'"quality_grace":2' in new.to_bytes()
     assert TaskSpec.from_bytes(new.to_bytes()) == new
     rule = new.grace_rule(min_quality=0.5)
-    assert rule is not None and (rule.min_quality, rule.allowance) == (0.5, 2)
+    assert rule is not None and (rule.min_quality, rule.allowance, rule.chance) == (0.5, 2, 1 / new.num_classes)
     high = new.grace_rule(min_quality=1.5)  # terms may ask for more than a quality of 1 (floor_at caps its floor)
     assert high is not None and high.min_quality == 1.5
     older = TaskSpec.from_bytes(older_bytes)
     assert older.quality_grace == 0 and older.grace_rule(min_quality=0.5) is None
     assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
     assert TaskSpec(dataset="mnist", model="lenet5", quality_grace=0).to_bytes() == older_bytes
+
+
+def test_a_spec_states_todays_first_round_grace_and_an_older_one_none() -> None:
+    """The first round's grace came after the grace: a spec without it graced no client's first round."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b'"grace_first_round":true,', b"")
+
+    assert new.grace_first_round and b'"grace_first_round":true' in new.to_bytes()
+    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    older = TaskSpec.from_bytes(older_bytes)
+    assert not older.grace_first_round and older.to_bytes() == older_bytes
+    rule = older.grace_rule(min_quality=0.5)
+    assert rule is not None and rule.allowance == 2 and rule.chance is None
+    with pytest.raises(ConfigError, match="grace_first_round must be true or false"):
+        TaskSpec(grace_first_round="yes")  # type: ignore[arg-type]
 
 
 def test_a_spec_refuses_an_early_floor_that_is_not_a_boolean() -> None:
