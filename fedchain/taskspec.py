@@ -47,6 +47,7 @@ from fedchain.fl.floor import (
     check_data_credit,
     check_floor,
     check_grace,
+    check_switch,
     round_floor,
 )
 from fedchain.fl.screening import ADDED_LATER, ScreeningConfig
@@ -260,12 +261,10 @@ class TaskSpec:
             raise ConfigError(f"seed must be non-negative, got {self.seed}")
         self._check_train_from()
         check_floor(self.quality_floor)
-        if not isinstance(self.early_floor, bool):
-            raise ConfigError(f"early_floor must be true or false, got {self.early_floor!r}")
+        check_switch("early_floor", self.early_floor)
         check_data_credit(self.data_credit)
         check_grace(self.quality_grace)
-        if not isinstance(self.grace_first_round, bool):
-            raise ConfigError(f"grace_first_round must be true or false, got {self.grace_first_round!r}")
+        check_switch("grace_first_round", self.grace_first_round)
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:

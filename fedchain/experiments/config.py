@@ -40,6 +40,7 @@ from fedchain.fl.floor import (
     check_data_credit,
     check_floor,
     check_grace,
+    check_switch,
 )
 from fedchain.fl.pruning import Pruning
 from fedchain.fl.screening import ScreeningConfig
@@ -265,8 +266,7 @@ class ExperimentConfig:
         check_floor(self.quality_floor)  # the task spec's checks, so that both refuse the same settings
         check_data_credit(self.data_credit)
         check_grace(self.quality_grace)
-        if not isinstance(self.grace_first_round, bool):
-            raise ConfigError(f"grace_first_round must be true or false, got {self.grace_first_round!r}")
+        check_switch("grace_first_round", self.grace_first_round)
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -8,8 +8,9 @@ a quality below q_min leaves r_a = q squared, so q must reach sqrt(r_a_min); lat
 the weighted mean, and the least quality falls towards r_a_min / q_min.
 
 The task spec validates its ``quality_floor`` with :func:`check_floor`, its ``data_credit`` with
-:func:`check_data_credit` and its ``quality_grace`` with :func:`check_grace`, and commands that only read specs
-(``--help`` included) must not load torch to do it.
+:func:`check_data_credit`, its ``quality_grace`` with :func:`check_grace` and its switches (``early_floor``,
+``grace_first_round``) with :func:`check_switch`, and commands that only read specs (``--help`` included) must not
+load torch to do it.
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ def round_floor(
         return floor
     raised = protective_floor(round_number, min_quality=min_quality, min_loss_reputation=min_loss_reputation)
     return max(floor, min(raised, 0.999))
+
+
+def check_switch(name: str, value: object) -> None:
+    """A :class:`ConfigError` unless setting ``name`` (``early_floor``, ``grace_first_round``) is a boolean."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
 
 
 def check_grace(allowance: object) -> None:
