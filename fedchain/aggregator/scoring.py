@@ -257,6 +257,7 @@ def score_round(
             grace=grace,
             memory=grace_memory(state),
             accuracies=[e.accuracy for e in evaluations],
+            doubtful=screened.doubtful,
         )
         qualities = list(scored.values)
         new_global, new_state = result.global_params, result.state

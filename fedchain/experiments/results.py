@@ -84,6 +84,9 @@ class RoundRecord:
     #: Test accuracy of each client's rewarded model after this round, when measured
     #: (``ExperimentConfig.fairness_every``); ``None`` otherwise.
     reward_accuracy: tuple[float, ...] | None = None
+    #: Screening's rule 5 figure per client (NaN where not measured: round 1, a rejected or absent update);
+    #: ``None`` in a metrics file written before it was recorded.
+    novelty: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping (lists for tuples)."""
@@ -96,6 +99,7 @@ class RoundRecord:
             "accepted": list(self.accepted),
             "seconds": self.seconds,
             "reward_accuracy": _list_or_none(self.reward_accuracy),
+            "novelty": _list_or_none(self.novelty),
         }
 
     @classmethod
@@ -112,6 +116,7 @@ class RoundRecord:
             accepted=tuple(bool(a) for a in data["accepted"]),
             seconds=_number(data["seconds"]),
             reward_accuracy=None if rewards is None else _numbers(rewards),
+            novelty=None if data.get("novelty") is None else _numbers(data["novelty"]),
         )
 
 

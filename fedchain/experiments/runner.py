@@ -261,6 +261,7 @@ def score_round(
         grace=grace,
         memory=grace_memory(state),
         accuracies=None if client_evaluations is None else [e.accuracy for e in client_evaluations],
+        doubtful=screened.doubtful,
     )
     if grace is not None:
         result = dataclasses.replace(result, state=remembered(result.state, quality.memory))
@@ -427,6 +428,13 @@ def run_experiment(
             )
             for client, reason in screened.rejected().items():
                 log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)
+            for client in torch.nonzero(screened.doubtful).flatten().tolist():
+                log.info(
+                    "round %d: client %d accepted in doubt (novelty %.2f): held at the floor",
+                    round_number,
+                    client,
+                    float(screened.novelty[client]),
+                )
             last_step = result.global_params - global_params
             state, global_params, last_rewards = result.state, result.global_params, result.rewards
             if models is not None and result.rewards is not None:
@@ -447,6 +455,7 @@ def run_experiment(
                 accepted=tuple(bool(a) for a in result.accepted.tolist()),
                 seconds=time.perf_counter() - round_began,
                 reward_accuracy=round_rewards,
+                novelty=tuple(float(x) for x in screened.novelty.tolist()),
             )
             records.append(record)
             target = config.target_accuracy

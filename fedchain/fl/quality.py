@@ -58,6 +58,12 @@ share of the median's margin over chance: ``acc - chance >= share * (median -
 chance)``. The memory the rule needs (:class:`GraceMemory`) travels with the
 strategy's state, so every agent that scores the rounds in order keeps it the
 same way.
+
+An update that screening accepted narrowly (:attr:`fedchain.fl.screening.ScreeningResult.doubtful`: rule 5's
+novelty less than ``novelty_margin`` above its threshold) is in doubt: a disguised free rider's noise clears the
+threshold now and then by chance. With a floor, its quality is held at the floor (at most), it is never graced,
+and its round counts as poor; without a floor (the seed's measure) only the last two hold, so that chance alone
+never removes a client. It is still aggregated.
 """
 
 from __future__ import annotations
@@ -216,7 +222,12 @@ def remembered(state: S, memory: GraceMemory) -> S:
 
 
 def graced(
-    values: torch.Tensor, accepted: torch.Tensor, accuracies: torch.Tensor, rule: GraceRule, memory: GraceMemory
+    values: torch.Tensor,
+    accepted: torch.Tensor,
+    accuracies: torch.Tensor,
+    rule: GraceRule,
+    memory: GraceMemory,
+    doubtful: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, GraceMemory]:
     """The qualities with the grace applied, and the memory after the round (module docstring).
 
@@ -225,7 +236,7 @@ def graced(
     median, and it has used fewer than ``rule.allowance`` graces. A round is poor when the update was rejected
     or its quality (before the grace) is below q_min, so a grace never follows a poor round, graced or not. In the
     task's first round (``memory`` empty) the accuracy is counted above ``rule.chance``, and without a chance no
-    client is graced.
+    client is graced. A ``doubtful`` update (module docstring) is poor and never graced.
     """
     first = memory.first
     memory = memory.of(values.numel())
@@ -239,16 +250,33 @@ def graced(
         classifies = [False] * values.numel()
     else:
         classifies = (accuracies - rule.chance >= rule.accuracy_share * (median - rule.chance)).tolist()
-    poor = ~accepted | (values < rule.min_quality)
+    doubt = torch.zeros_like(accepted) if doubtful is None else _mask(doubtful, values)
+    poor = ~accepted | (values < rule.min_quality) | doubt
     forgiven = [
-        bool(p and ok and knows and not last and used < rule.allowance)
-        for p, ok, knows, last, used in zip(
-            poor.tolist(), accepted.tolist(), classifies, memory.poor, memory.used, strict=True
+        bool(p and ok and knows and not last and used < rule.allowance and not d)
+        for p, ok, knows, last, used, d in zip(
+            poor.tolist(), accepted.tolist(), classifies, memory.poor, memory.used, doubt.tolist(), strict=True
         )
     ]
     result = torch.where(torch.tensor(forgiven), torch.full_like(values, rule.min_quality), values)
     used = tuple(u + int(f) for u, f in zip(memory.used, forgiven, strict=True))
     return result, GraceMemory(tuple(bool(p) for p in poor.tolist()), used)
+
+
+def _mask(doubtful: torch.Tensor | Sequence[bool], values: torch.Tensor) -> torch.Tensor:
+    mask = torch.as_tensor(doubtful, dtype=torch.bool).cpu()
+    if mask.shape != values.shape:
+        raise ConfigError(f"got {mask.numel()} doubt flags for {values.numel()} clients")
+    return mask
+
+
+def held(values: torch.Tensor, accepted: torch.Tensor, doubtful: torch.Tensor, floor: float) -> torch.Tensor:
+    """``min(q_i, floor)`` for the accepted ``doubtful`` clients (module docstring); the rest as they are, and
+    everyone as they are without a floor."""
+    check_floor(floor)
+    if floor == 0:
+        return values
+    return torch.where(accepted & _mask(doubtful, values), values.clamp_max(floor), values)
 
 
 def floored(values: torch.Tensor, accepted: torch.Tensor, floor: float) -> torch.Tensor:
@@ -281,6 +309,7 @@ def round_quality(
     grace: GraceRule | None = None,
     memory: GraceMemory = GraceMemory(),
     accuracies: torch.Tensor | Sequence[float] | None = None,
+    doubtful: torch.Tensor | Sequence[bool] | None = None,
 ) -> RoundQuality:
     """The round's ``q_i`` for the chain, from ``result`` and the chosen ``source``.
 
@@ -292,7 +321,9 @@ def round_quality(
     (:attr:`~fedchain.taskspec.TaskSpec.data_credit`, 1: none); above 1 it needs every client's ``data_sizes``.
     ``grace``: the task's grace (None: none), applied before the floor with ``memory``, the grace's memory
     after the round before (:attr:`RoundQuality.memory` of that round; empty in the first), and ``accuracies``,
-    the validation accuracy of every client's updated model (needed with a grace).
+    the validation accuracy of every client's updated model (needed with a grace). ``doubtful``: the updates
+    screening accepted narrowly (:attr:`~fedchain.fl.screening.ScreeningResult.doubtful`; None: none), held at
+    the floor and never graced.
     """
     accepted = result.accepted
     if source == "contribution":
@@ -316,6 +347,7 @@ def round_quality(
         values = loss_ratio(losses, accepted)
     else:
         raise ConfigError(f"unknown quality source {source!r}", hint="use 'loss' or 'contribution'")
+    doubt = None if doubtful is None else _mask(doubtful, values)
     after = GraceMemory()
     if grace is not None:
         if accuracies is None:
@@ -323,6 +355,8 @@ def round_quality(
                 "the grace needs each client's validation accuracy",
                 hint="pass accuracies=... (of global + Delta_i on the validation set), or grace=None",
             )
-        values, after = graced(values, accepted, torch.as_tensor(accuracies, dtype=torch.float64), grace, memory)
+        values, after = graced(values, accepted, torch.as_tensor(accuracies, dtype=torch.float64), grace, memory, doubt)
     values = floored(values, accepted, floor)
+    if doubt is not None:
+        values = held(values, accepted, doubt, floor)
     return RoundQuality(values=tuple(values.tolist()), wad=to_wad(values), memory=after)

@@ -55,7 +55,11 @@ malformed one). The rules, in the order a rejection is reported:
    (MNIST and Fashion-MNIST, 10 rounds: 2.1 noise deviations over the whole
    vector, 3.4 or more with its best layer), and a noise vector is noise in
    every layer. Rejected below ``min_novelty``; reassessed as in rule 4.
-   Needs the last step, so it starts in round 2;
+   Needs the last step, so it starts in round 2. An update accepted with a
+   figure less than ``novelty_margin`` above ``min_novelty`` is in doubt (:attr:`ScreeningResult.doubtful`):
+   a rider's noise clears ``min_novelty`` now and then by chance, and its
+   quality is then held at the round's floor (:func:`fedchain.fl.quality.round_quality`),
+   so the round it slipped through pays it little and counts as poor;
 6. the validation-loss check: the client's model's validation loss above
    ``max_loss_ratio`` times the median loss of the round's models.
 
@@ -166,6 +170,14 @@ class ScreeningConfig:
             ``novelty_by_layer``: honest 3.6 or more (3.4 in the attack rows of every other attack), free
             riders 1.7% of their rounds at 3 or more. One rejection removes the client on chain. Specs written
             with 2 before ``novelty_by_layer`` keep 2; a spec written before this setting reads as None (off).
+        novelty_margin: an update that rule 5 accepts with a figure less than this above ``min_novelty`` is in
+            doubt (:attr:`ScreeningResult.doubtful`): it is aggregated, but its quality is held at the round's
+            floor and never graced (:func:`fedchain.fl.quality.round_quality`). A disguised free rider clears
+            ``min_novelty`` (3) in about 1.7% of its rounds by chance, 0.8% by 0.25 more and 0.1% by 0.5 more,
+            and is paid in full for that round before it is caught in its next one (5-11% of an honest pay);
+            honest updates scored 3.6 or more (3.4 in the attack rows), so a doubt costs an honest client at
+            most one round's pay, not its deposit (docs/robustness.md, "A narrow pass"). No effect when rule 5
+            is off. A spec written before this setting reads as None (no doubt).
         novelty_by_layer: rule 5 also measures each tensor of :data:`MIN_LAYER_SIZE` scalars or more on its
             own, and an update keeps its best figure (module docstring); :func:`screen` needs the model's
             layer sizes then. A spec written before this setting reads as False.
@@ -191,6 +203,7 @@ class ScreeningConfig:
     reassess_agreement: bool = True
     max_loss_ratio: float | None = 100.0
     min_novelty: float | None = 3.0
+    novelty_margin: float | None = 0.5
     novelty_by_layer: bool = True
     clip_to_median_norm: bool = False
     min_updates: int = 3
@@ -232,6 +245,11 @@ class ScreeningConfig:
                 f"screening.min_novelty must be a positive finite number or None, got {self.min_novelty}",
                 hint="standard deviations of noise's cosine (1/sqrt(d)); 3 is the default, None turns the rule off",
             )
+        if self.novelty_margin is not None and not (self.novelty_margin > 0 and math.isfinite(self.novelty_margin)):
+            raise ConfigError(
+                f"screening.novelty_margin must be a positive finite number or None, got {self.novelty_margin}",
+                hint="0.5 is the default; None scores every update that passes min_novelty in full",
+            )
         if self.min_updates < 3:
             raise ConfigError(
                 f"screening.min_updates must be at least 3, got {self.min_updates}",
@@ -252,6 +270,7 @@ ADDED_LATER: dict[str, object] = {
     "agree_with_last_step": False,
     "reassess_agreement": False,
     "min_novelty": None,
+    "novelty_margin": None,
     "novelty_by_layer": False,
     "norm_by_data": False,
 }
@@ -277,6 +296,8 @@ class ScreeningResult:
             elsewhere, float64 ``[n]``.
         median_norm: the round's median norm (NaN when the relative rules did not apply).
         median_loss: the round's median validation loss (NaN when not computed).
+        doubtful: accepted updates whose novelty is less than ``novelty_margin`` above ``min_novelty`` (rule 5),
+            bool ``[n]``.
     """
 
     accepted: torch.Tensor
@@ -288,6 +309,7 @@ class ScreeningResult:
     novelty: torch.Tensor
     median_norm: float
     median_loss: float
+    doubtful: torch.Tensor
 
     def rejected(self) -> dict[int, ScreeningReason]:
         """The clients screening dropped (absent ones excluded) and why."""
@@ -340,9 +362,9 @@ def screen(
     nan = torch.full((n,), math.nan, dtype=torch.float64)
     reasons = [ScreeningReason.ACCEPTED if p else ScreeningReason.ABSENT for p in present.tolist()]
     if not config.enabled:
-        return ScreeningResult(
-            present.clone(), tuple(reasons), torch.ones(n, dtype=torch.float64), nan, nan, nan, nan, math.nan, math.nan
-        )
+        none = torch.zeros(n, dtype=torch.bool)
+        ones = torch.ones(n, dtype=torch.float64)
+        return ScreeningResult(present.clone(), tuple(reasons), ones, nan, nan, nan, nan, math.nan, math.nan, none)
     if config.needs_losses and (losses is None or losses.shape != (n,)):
         raise ConfigError(
             "the validation-loss check needs one validation loss per client",
@@ -418,7 +440,13 @@ def screen(
     scales = torch.ones(n, dtype=torch.float64)
     if config.clip_to_median_norm and math.isfinite(median_norm):
         scales = torch.where(ok, clip_scales(torch.nan_to_num(norms, nan=0.0), median_norm), scales)
-    return ScreeningResult(ok, tuple(reasons), scales, norms, cosines, agreement, novelty, median_norm, median_loss)
+    doubtful = torch.zeros_like(ok)
+    if config.min_novelty is not None and config.novelty_margin is not None:
+        # NaN (rule 5 not run for the update) is below nothing: no doubt.
+        doubtful = ok & (novelty < config.min_novelty + config.novelty_margin)
+    return ScreeningResult(
+        ok, tuple(reasons), scales, norms, cosines, agreement, novelty, median_norm, median_loss, doubtful
+    )
 
 
 def _beyond(updates: torch.Tensor, step: torch.Tensor) -> torch.Tensor:

@@ -314,6 +314,44 @@ def test_round_quality_applies_the_grace_before_the_floor_and_returns_the_memory
         round_quality(result, client_losses=losses, grace=rule)
 
 
+def test_a_doubtful_update_is_held_at_the_floor_never_graced_and_counts_as_poor() -> None:
+    """Round 2 after a good round 1. Client 1 passed screening narrowly (a free rider's noise clears rule 5 by
+    chance now and then): its good loss ratio is held at the floor. Client 3, poor and doubtful, is not graced
+    though its model classifies. In round 3 client 1, sure now but poor, gets no grace: its last round counts as
+    poor. Without a floor (the seed's measure) a doubt removes nobody: the values stand, the grace is still
+    refused."""
+    from fedchain.fl.quality import GraceMemory, GraceRule, RoundQuality
+
+    result = get_strategy("fedavg").round(torch.zeros(4), torch.eye(4), [1, 1, 1, 1])
+    rule, good, accuracies = GraceRule(0.5, 2), GraceMemory((False,) * 4, (0,) * 4), [0.9] * 4
+    doubt = [False, True, False, True]
+    losses = [1.0, 1.0, 1.0, 10.0]  # median 1: q = [1, 1, 1, 0.1]
+
+    def scored(
+        memory: GraceMemory, doubtful: list[bool] | None, floor: float = 0.2, losses: list[float] = losses
+    ) -> RoundQuality:
+        return round_quality(
+            result,
+            client_losses=losses,
+            floor=floor,
+            grace=rule,
+            memory=memory,
+            accuracies=accuracies,
+            doubtful=doubtful,
+        )
+
+    assert scored(good, None).values == pytest.approx((1.0, 1.0, 1.0, 0.5))  # sure: client 3 graced
+    second = scored(good, doubt)
+    assert second.values == pytest.approx((1.0, 0.2, 1.0, 0.2))
+    assert second.memory == GraceMemory((False, True, False, True), (0, 0, 0, 0))
+    third = scored(second.memory, None, losses=[1.0, 10.0, 1.0, 1.0])
+    assert third.values == pytest.approx((1.0, 0.2, 1.0, 1.0))  # poor after a doubtful round: no grace
+    seed = scored(good, doubt, floor=0.0)
+    assert seed.values == pytest.approx((1.0, 1.0, 1.0, 0.1)) and seed.memory == second.memory
+    with pytest.raises(ConfigError, match="3 doubt flags for 4 clients"):
+        scored(good, doubt[:3])
+
+
 @pytest.mark.parametrize("allowance", [-1, 1.5, True, "2"])
 def test_a_grace_that_is_not_a_whole_number_of_rounds_is_refused(allowance: object) -> None:
     from fedchain.fl.quality import GraceRule

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -373,6 +374,8 @@ def test_the_loss_check_without_losses_says_what_to_pass() -> None:
         {"min_agreement": math.inf},
         {"min_novelty": 0.0},
         {"min_novelty": math.nan},
+        {"novelty_margin": 0.0},
+        {"novelty_margin": math.inf},
         {"min_updates": 2},
     ],
 )
@@ -461,6 +464,30 @@ def test_what_an_update_learns_in_one_layer_counts_as_new_and_a_free_riders_nois
     assert set(whole.rejected()) > {HONEST}  # over the whole vector the layer's lesson drowns in the noise
     assert float(whole.novelty[:HONEST].max()) < 3 * 2.0
     assert HONEST not in old.rejected() and float(old.novelty[HONEST]) > 2.0  # noise above 2 deviations: passed
+
+
+def test_an_update_that_clears_the_novelty_rule_narrowly_is_accepted_in_doubt() -> None:
+    """A free rider's noise clears rule 5 now and then by chance. Accepted less than ``novelty_margin`` above
+    ``min_novelty``, it is aggregated but in doubt (its quality is held at the floor); honest updates, far above,
+    are sure; without a margin, or without rule 5, nobody is in doubt."""
+    last_step, updates = rounds_apart()
+    n = HONEST + 1
+    rider = with_attacker(last_step + 0.5 * torch.randn(DIM, generator=torch.Generator().manual_seed(9)), updates)
+    measured = screen(rider, everyone(n), losses_of(n), ScreeningConfig(min_novelty=0.01), last_step)
+    figure = float(measured.novelty[HONEST])
+    assert 0.2 < figure < 3  # noise: about |N(0, 1)|
+
+    # A threshold just under the rider's figure: the rule lets it through, narrowly.
+    narrow = ScreeningConfig(min_novelty=figure - 0.1, novelty_margin=0.5)
+    result = screen(rider, everyone(n), losses_of(n), narrow, last_step)
+    assert result.accepted.all() and result.doubtful.tolist() == [False] * HONEST + [True]
+    sure = screen(rider, everyone(n), losses_of(n), dataclasses.replace(narrow, novelty_margin=None), last_step)
+    assert sure.accepted.all() and not sure.doubtful.any()
+    off = screen(rider, everyone(n), losses_of(n), ScreeningConfig(min_novelty=None), last_step)
+    assert not off.doubtful.any()
+    first_round = screen(rider, everyone(n), losses_of(n), narrow)  # no last step: rule 5 measured nothing
+    assert not first_round.doubtful.any()
+    assert not screen(rider, everyone(n), losses_of(n), ScreeningConfig(enabled=False), last_step).doubtful.any()
 
 
 def test_layer_sizes_that_do_not_split_the_update_are_refused() -> None:

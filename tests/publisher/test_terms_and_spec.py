@@ -374,6 +374,19 @@ def test_a_spec_states_todays_first_round_grace_and_an_older_one_none() -> None:
         TaskSpec(grace_first_round="yes")  # type: ignore[arg-type]
 
 
+def test_a_spec_states_todays_novelty_margin_and_an_older_one_none() -> None:
+    """The doubt of a narrow pass came after the novelty rule: a spec without it scored every accepted update in
+    full, so its auditor does too."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b',"novelty_margin":0.5', b"")
+
+    assert new.screening.novelty_margin == 0.5 and b'"novelty_margin":0.5' in new.to_bytes()
+    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    older = TaskSpec.from_bytes(older_bytes)
+    assert older.screening.novelty_margin is None and older.screening.min_novelty == 3.0
+    assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
+
+
 def test_a_spec_refuses_an_early_floor_that_is_not_a_boolean() -> None:
     with pytest.raises(ConfigError, match="early_floor"):
         TaskSpec(dataset="mnist", model="lenet5", early_floor="yes")  # type: ignore[arg-type]
