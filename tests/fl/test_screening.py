@@ -425,7 +425,8 @@ def test_an_update_unlike_its_rounds_others_that_follows_the_last_step_is_kept_a
     n = HONEST + 1
 
     kept = screen(updates, everyone(n), losses_of(n), ScreeningConfig(), last_step)
-    before = screen(updates, everyone(n), losses_of(n), ScreeningConfig(agree_with_last_step=False), last_step)
+    earlier = ScreeningConfig(agree_with_last_step=False, novelty_vouches=False)  # the rule before either
+    before = screen(updates, everyone(n), losses_of(n), earlier, last_step)
     noise = screen(noisy, everyone(n), losses_of(n), ScreeningConfig(), last_step)
 
     assert kept.accepted.all() and float(kept.agreement[HONEST]) > 50  # |cos| to the step: about 0.7, 100 sigmas
@@ -488,6 +489,32 @@ def test_an_update_that_clears_the_novelty_rule_narrowly_is_accepted_in_doubt() 
     first_round = screen(rider, everyone(n), losses_of(n), narrow)  # no last step: rule 5 measured nothing
     assert not first_round.doubtful.any()
     assert not screen(rider, everyone(n), losses_of(n), ScreeningConfig(enabled=False), last_step).doubtful.any()
+
+
+def test_an_update_whose_new_part_agrees_with_the_others_passes_the_agreement_rule_and_noise_does_not() -> None:
+    """Late on skewed data (cgsv, Dirichlet 0.5, round 9): one honest update follows no step and agrees with the
+    others over the whole vector like noise, but learns what they learn in one layer. Rule 5's figure vouches
+    for it in rule 4 (``novelty_vouches``); a noise update's new part is noise, and it is still rejected."""
+    generator = torch.Generator().manual_seed(0)
+    small = 2000
+    last_step, new = torch.randn(DIM, generator=generator), torch.zeros(DIM)
+    new[DIM - small :] = torch.randn(small, generator=generator)
+    others = torch.stack([0.5 * last_step + 0.4 * new + torch.randn(DIM, generator=generator) for _ in range(HONEST)])
+    odd = 0.4 * new + torch.randn(DIM, generator=generator)
+    layers, n = [DIM - small, small], HONEST + 1
+
+    kept = screen(with_attacker(odd, others), everyone(n), losses_of(n), ScreeningConfig(), last_step, layers=layers)
+    before = ScreeningConfig(novelty_vouches=False)
+    lost = screen(with_attacker(odd, others), everyone(n), losses_of(n), before, last_step, layers=layers)
+    noise = with_attacker(noise_like(odd, 3), others)
+    noisy = screen(noise, everyone(n), losses_of(n), ScreeningConfig(), last_step, layers=layers)
+
+    assert kept.accepted.all() and float(kept.agreement[HONEST]) < 3 and float(kept.novelty[HONEST]) > 6
+    assert not kept.doubtful.any()
+    assert lost.rejected() == {HONEST: ScreeningReason.UNCORRELATED}
+    assert noisy.rejected() == {HONEST: ScreeningReason.UNCORRELATED}
+    first_round = screen(with_attacker(odd, others), everyone(n), losses_of(n), ScreeningConfig(), layers=layers)
+    assert first_round.rejected() == {HONEST: ScreeningReason.UNCORRELATED}  # no last step, no new part: no vouch
 
 
 def test_layer_sizes_that_do_not_split_the_update_are_refused() -> None:

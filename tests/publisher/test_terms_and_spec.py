@@ -374,16 +374,20 @@ def test_a_spec_states_todays_first_round_grace_and_an_older_one_none() -> None:
         TaskSpec(grace_first_round="yes")  # type: ignore[arg-type]
 
 
-def test_a_spec_states_todays_novelty_margin_and_an_older_one_none() -> None:
-    """The doubt of a narrow pass came after the novelty rule: a spec without it scored every accepted update in
-    full, so its auditor does too."""
+def test_a_spec_states_todays_novelty_margin_and_vouch_and_an_older_one_neither() -> None:
+    """The doubt of a narrow pass and the new part's vouch in the agreement rule came after the novelty rule: a
+    spec without them scored every accepted update in full and rejected by the whole vector's agreement alone, so
+    its auditor does too."""
     new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b',"novelty_margin":0.5', b"")
+    later = (b',"novelty_margin":0.5', b'"novelty_vouches":true,')
+    older_bytes = new.to_bytes().replace(later[0], b"").replace(later[1], b"")
 
-    assert new.screening.novelty_margin == 0.5 and b'"novelty_margin":0.5' in new.to_bytes()
+    assert new.screening.novelty_margin == 0.5 and new.screening.novelty_vouches
+    assert all(setting in new.to_bytes() for setting in later)
     assert TaskSpec.from_bytes(new.to_bytes()) == new
     older = TaskSpec.from_bytes(older_bytes)
-    assert older.screening.novelty_margin is None and older.screening.min_novelty == 3.0
+    assert older.screening.novelty_margin is None and not older.screening.novelty_vouches
+    assert older.screening.min_novelty == 3.0
     assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
 
 
