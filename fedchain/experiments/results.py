@@ -84,9 +84,9 @@ class RoundRecord:
     #: Test accuracy of each client's rewarded model after this round, when measured
     #: (``ExperimentConfig.fairness_every``); ``None`` otherwise.
     reward_accuracy: tuple[float, ...] | None = None
-    #: Screening's rule 5 figure per client (NaN where not measured: round 1, a rejected or absent update);
-    #: ``None`` in a metrics file written before it was recorded.
-    novelty: tuple[float, ...] | None = None
+    #: Screening's rule 5 figure per client (None where not measured: round 1, an update rejected before rule 5
+    #: or absent); ``None`` for the whole in a metrics file written before it was recorded.
+    novelty: tuple[float | None, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping (lists for tuples)."""
@@ -99,7 +99,7 @@ class RoundRecord:
             "accepted": list(self.accepted),
             "seconds": self.seconds,
             "reward_accuracy": _list_or_none(self.reward_accuracy),
-            "novelty": _list_or_none(self.novelty),
+            "novelty": None if self.novelty is None else list(self.novelty),
         }
 
     @classmethod
@@ -116,7 +116,9 @@ class RoundRecord:
             accepted=tuple(bool(a) for a in data["accepted"]),
             seconds=_number(data["seconds"]),
             reward_accuracy=None if rewards is None else _numbers(rewards),
-            novelty=None if data.get("novelty") is None else _numbers(data["novelty"]),
+            novelty=None
+            if data.get("novelty") is None
+            else tuple(None if v is None else float(v) for v in data["novelty"]),
         )
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -455,7 +456,7 @@ def run_experiment(
                 accepted=tuple(bool(a) for a in result.accepted.tolist()),
                 seconds=time.perf_counter() - round_began,
                 reward_accuracy=round_rewards,
-                novelty=tuple(float(x) for x in screened.novelty.tolist()),
+                novelty=tuple(None if math.isnan(x) else float(x) for x in screened.novelty.tolist()),
             )
             records.append(record)
             target = config.target_accuracy

@@ -38,6 +38,7 @@ def _result(
             accepted=(True,) * 3,
             seconds=1.0,
             reward_accuracy=accuracy,
+            novelty=(None,) * 3 if i == 0 else (12.5, None, 3.25),  # rule 5 from round 2; a rejected update: None
         )
         for i, accuracy in enumerate(per_round)
     )
