@@ -138,6 +138,7 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
     "data_credit": 1.0,
     "quality_grace": 0,
     "grace_first_round": False,
+    "grace_first_round_loss": False,
 }
 
 #: Strategy options whose default changed after specs were first stored, with the value a spec without the
@@ -201,6 +202,10 @@ class TaskSpec:
         grace_first_round: with a grace, the task's first round may be graced too, for a model whose accuracy
             beats chance (``1 / num_classes``) by the grace's share of the median's margin over it. False (what a
             spec stored before the setting means) graces no first round.
+        grace_first_round_loss: with ``grace_first_round``, a first-round model whose validation loss is below the
+            initial model's is graced too (:attr:`fedchain.fl.quality.GraceRule.by_loss`): a client with little data
+            trains a few steps in round 1 and its model may still sit at chance. False (what a spec stored before
+            the setting means) asks for the accuracy alone.
     """
 
     dataset: str = "mnist"
@@ -226,6 +231,7 @@ class TaskSpec:
     data_credit: float = DEFAULT_DATA_CREDIT
     quality_grace: int = DEFAULT_QUALITY_GRACE
     grace_first_round: bool = True
+    grace_first_round_loss: bool = True
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -265,6 +271,7 @@ class TaskSpec:
         check_data_credit(self.data_credit)
         check_grace(self.quality_grace)
         check_switch("grace_first_round", self.grace_first_round)
+        check_switch("grace_first_round_loss", self.grace_first_round_loss)
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:
@@ -358,11 +365,14 @@ class TaskSpec:
 
     def grace_rule(self, *, min_quality: float) -> GraceRule | None:
         """The grace of a task with q_min ``min_quality`` (a fraction): :func:`fedchain.fl.quality.graced`; None
-        when ``quality_grace`` is 0. Its chance is ``1 / num_classes`` when ``grace_first_round``, else None."""
+        when ``quality_grace`` is 0. Its chance is ``1 / num_classes`` when ``grace_first_round``, else None, and
+        its first round tests the loss too when ``grace_first_round_loss``."""
         from fedchain.fl.quality import grace_rule
 
         classes = self.num_classes if self.grace_first_round else None
-        return grace_rule(self.quality_grace, min_quality=min_quality, classes=classes)
+        return grace_rule(
+            self.quality_grace, min_quality=min_quality, classes=classes, by_loss=self.grace_first_round_loss
+        )
 
     def train_config(self, round_number: int) -> TrainConfig:
         """Local training of round ``round_number`` (1-based); its seed is derived from the task's seed and the round."""

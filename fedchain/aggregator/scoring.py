@@ -37,7 +37,15 @@ import torch
 from fedchain.chain.bindings import Measurement, TaskParams
 from fedchain.data.datasets import ImageDataset
 from fedchain.errors import ConfigError
-from fedchain.fl.quality import GraceRule, QualitySource, grace_memory, remembered, round_quality, to_wad
+from fedchain.fl.quality import (
+    GraceRule,
+    QualitySource,
+    grace_memory,
+    improved_on,
+    remembered,
+    round_quality,
+    to_wad,
+)
 from fedchain.fl.registry import fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
@@ -247,6 +255,10 @@ def score_round(
         # A loss that is not finite (an update that blows the model up) fails the quality check too.
         accepted = result.accepted & torch.tensor([math.isfinite(x) for x in losses])
         result = dataclasses.replace(result, accepted=accepted)
+        improved = None
+        if grace is not None and grace.by_loss and grace_memory(state).first:
+            # the task's first round: every client trained from the initial model, global_params
+            improved = improved_on(losses, evaluator(global_params).loss)
         scored = round_quality(
             result,
             source=quality,
@@ -258,6 +270,7 @@ def score_round(
             memory=grace_memory(state),
             accuracies=[e.accuracy for e in evaluations],
             doubtful=screened.doubtful,
+            improved=improved,
         )
         qualities = list(scored.values)
         new_global, new_state = result.global_params, result.state

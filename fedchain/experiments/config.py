@@ -213,6 +213,9 @@ class ExperimentConfig:
     quality_grace: int = DEFAULT_QUALITY_GRACE
     #: With a grace, grace the first round too for a model that beats chance, as a task spec's ``grace_first_round``.
     grace_first_round: bool = True
+    #: In that first round, grace a model that lowered the initial model's validation loss too, as a task spec's
+    #: ``grace_first_round_loss``.
+    grace_first_round_loss: bool = True
     #: Privacy budget of the local noise added to client data; ``None`` adds none.
     epsilon: float | None = None
     #: Training samples held out of every client as the aggregator's validation set.
@@ -267,6 +270,7 @@ class ExperimentConfig:
         check_data_credit(self.data_credit)
         check_grace(self.quality_grace)
         check_switch("grace_first_round", self.grace_first_round)
+        check_switch("grace_first_round_loss", self.grace_first_round_loss)
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:

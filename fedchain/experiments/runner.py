@@ -43,7 +43,7 @@ from fedchain.experiments.federation import FREE_RIDER, NOISE, SCALED, SIGN_FLIP
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, round_quality
 from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY, round_floor
-from fedchain.fl.quality import GraceRule, QualitySource, grace_memory, grace_rule, remembered
+from fedchain.fl.quality import GraceRule, QualitySource, grace_memory, grace_rule, improved_on, remembered
 from fedchain.fl.registry import configured_strategy, fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategies.fair import Fair
@@ -252,6 +252,10 @@ def score_round(
     result = strategy.round(global_params, sent, sizes, state, validation, client_params=client_params)
     if result.client_losses is not None:
         losses = None  # the strategy measured them itself
+    improved = None
+    if grace is not None and grace.by_loss and grace_memory(state).first and client_evaluations is not None:
+        start = evaluator.evaluate(global_params, federation.validation).loss
+        improved = improved_on([e.loss for e in client_evaluations], start)
     quality = round_quality(
         result,
         source=quality_source(strategy),
@@ -263,6 +267,7 @@ def score_round(
         memory=grace_memory(state),
         accuracies=None if client_evaluations is None else [e.accuracy for e in client_evaluations],
         doubtful=screened.doubtful,
+        improved=improved,
     )
     if grace is not None:
         result = dataclasses.replace(result, state=remembered(result.state, quality.memory))
@@ -425,6 +430,7 @@ def run_experiment(
                     config.quality_grace,
                     min_quality=DEFAULT_MIN_QUALITY,
                     classes=federation.num_classes if config.grace_first_round else None,
+                    by_loss=config.grace_first_round_loss,
                 ),
             )
             for client, reason in screened.rejected().items():

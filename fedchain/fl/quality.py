@@ -55,7 +55,10 @@ task. The task's first round has no last round to go by, and young models
 classify barely (a label flipper's kept half a median accuracy of 0.2 there),
 so a grace in it asks the model to beat chance (``1 / classes``) by that
 share of the median's margin over chance: ``acc - chance >= share * (median -
-chance)``. The memory the rule needs (:class:`GraceMemory`) travels with the
+chance)``; with the task's ``grace_first_round_loss`` a model whose validation loss is below the initial model's
+passes too: a client holding a few hundred samples trains a handful of steps in round 1, and its model lowers the
+loss while it still sits at chance, where every label flipper's raised it (docs/robustness.md, "The first round:
+the loss"). The memory the rule needs (:class:`GraceMemory`) travels with the
 strategy's state, so every agent that scores the rounds in order keeps it the
 same way.
 
@@ -107,6 +110,10 @@ class GraceRule:
     #: in the task's first round asks for the share of the median's margin over it. None: no grace in the first
     #: round.
     chance: float | None = None
+    #: In the task's first round, a model whose validation loss is below the task's initial model's has learned
+    #: too, at chance or not (a client holding a few hundred samples trains a handful of steps there); needs a
+    #: ``chance`` (a first-round grace) and every client's ``improved`` (:func:`graced`).
+    by_loss: bool = False
 
     def __post_init__(self) -> None:
         check_grace(self.allowance)
@@ -116,15 +123,26 @@ class GraceRule:
             raise ConfigError(f"the grace's accuracy share must be in [0, 1], got {self.accuracy_share}")
         if self.chance is not None and not 0 <= self.chance < 1:
             raise ConfigError(f"the accuracy of chance must be in [0, 1), got {self.chance}")
+        if self.by_loss and self.chance is None:
+            raise ConfigError("the loss test is a first-round grace's: it needs the accuracy of chance (classes)")
 
 
-def grace_rule(allowance: int, *, min_quality: float, classes: int | None) -> GraceRule | None:
+def grace_rule(allowance: int, *, min_quality: float, classes: int | None, by_loss: bool = False) -> GraceRule | None:
     """The grace of ``allowance`` rounds with q_min ``min_quality`` for a model of ``classes`` classes (its chance
-    ``1 / classes``; None: no grace in the task's first round); None for 0 (no grace)."""
+    ``1 / classes``; None: no grace in the task's first round, and ``by_loss`` is moot); None for 0 (no grace).
+    ``by_loss``: :attr:`GraceRule.by_loss`."""
     if classes is not None and (isinstance(classes, bool) or not isinstance(classes, int) or classes < 2):
         raise ConfigError(f"a classifier has at least 2 classes, got {classes!r}")
     chance = None if classes is None else 1 / classes
-    return GraceRule(min_quality, allowance, chance=chance) if allowance else None
+    return (
+        GraceRule(min_quality, allowance, chance=chance, by_loss=by_loss and chance is not None) if allowance else None
+    )
+
+
+def improved_on(losses: torch.Tensor | Sequence[float], start_loss: float) -> torch.Tensor:
+    """Which client models have a validation loss below ``start_loss``, the loss of the model they trained from
+    (:attr:`GraceRule.by_loss`); a NaN loss (no usable update) has not."""
+    return torch.as_tensor(losses, dtype=torch.float64) < start_loss
 
 
 @dataclass(frozen=True)
@@ -228,6 +246,7 @@ def graced(
     rule: GraceRule,
     memory: GraceMemory,
     doubtful: torch.Tensor | None = None,
+    improved: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, GraceMemory]:
     """The qualities with the grace applied, and the memory after the round (module docstring).
 
@@ -236,7 +255,9 @@ def graced(
     median, and it has used fewer than ``rule.allowance`` graces. A round is poor when the update was rejected
     or its quality (before the grace) is below q_min, so a grace never follows a poor round, graced or not. In the
     task's first round (``memory`` empty) the accuracy is counted above ``rule.chance``, and without a chance no
-    client is graced. A ``doubtful`` update (module docstring) is poor and never graced.
+    client is graced; with ``rule.by_loss`` a model that lowered the initial model's validation loss (``improved``,
+    :func:`improved_on`, needed then) shows it has learned as well. A ``doubtful`` update (module docstring) is poor
+    and never graced.
     """
     first = memory.first
     memory = memory.of(values.numel())
@@ -246,10 +267,22 @@ def graced(
     median = float(accuracies[accepted].quantile(0.5)) if accepted.any() else 0.0
     if not first:
         classifies = (accuracies >= rule.accuracy_share * median).tolist()
-    elif rule.chance is None or median <= rule.chance:  # no median model beats chance: none is shown to classify
+    elif rule.chance is None:
         classifies = [False] * values.numel()
     else:
-        classifies = (accuracies - rule.chance >= rule.accuracy_share * (median - rule.chance)).tolist()
+        # when no median model beats chance, none is shown to classify
+        beats = (
+            accuracies - rule.chance >= rule.accuracy_share * (median - rule.chance) if median > rule.chance else None
+        )
+        if rule.by_loss:
+            if improved is None:
+                raise ConfigError(
+                    "the first round's loss test needs whether each client's model lowered the initial model's loss",
+                    hint="pass improved=improved_on(client_losses, loss of the initial model), or a rule without by_loss",
+                )
+            learned = _mask(improved, values)
+            beats = learned if beats is None else beats | learned
+        classifies = [False] * values.numel() if beats is None else beats.tolist()
     doubt = torch.zeros_like(accepted) if doubtful is None else _mask(doubtful, values)
     poor = ~accepted | (values < rule.min_quality) | doubt
     forgiven = [
@@ -310,6 +343,7 @@ def round_quality(
     memory: GraceMemory = GraceMemory(),
     accuracies: torch.Tensor | Sequence[float] | None = None,
     doubtful: torch.Tensor | Sequence[bool] | None = None,
+    improved: torch.Tensor | Sequence[bool] | None = None,
 ) -> RoundQuality:
     """The round's ``q_i`` for the chain, from ``result`` and the chosen ``source``.
 
@@ -323,7 +357,8 @@ def round_quality(
     after the round before (:attr:`RoundQuality.memory` of that round; empty in the first), and ``accuracies``,
     the validation accuracy of every client's updated model (needed with a grace). ``doubtful``: the updates
     screening accepted narrowly (:attr:`~fedchain.fl.screening.ScreeningResult.doubtful`; None: none), held at
-    the floor and never graced.
+    the floor and never graced. ``improved``: in the task's first round with a grace whose ``by_loss`` is set,
+    which client models lowered the initial model's validation loss (:func:`improved_on`).
     """
     accepted = result.accepted
     if source == "contribution":
@@ -355,7 +390,10 @@ def round_quality(
                 "the grace needs each client's validation accuracy",
                 hint="pass accuracies=... (of global + Delta_i on the validation set), or grace=None",
             )
-        values, after = graced(values, accepted, torch.as_tensor(accuracies, dtype=torch.float64), grace, memory, doubt)
+        learned = None if improved is None else torch.as_tensor(improved, dtype=torch.bool).cpu()
+        values, after = graced(
+            values, accepted, torch.as_tensor(accuracies, dtype=torch.float64), grace, memory, doubt, learned
+        )
     values = floored(values, accepted, floor)
     if doubt is not None:
         values = held(values, accepted, doubt, floor)

@@ -435,3 +435,41 @@ def test_the_grace_memory_travels_in_the_outcomes_state_from_round_to_round(eval
     assert round_2[1 - good_then_poor] == round_2_fresh[1 - good_then_poor] > 1.0
     assert grace_memory(after_2).used[good_then_poor] == 1 and grace_memory(after_2).poor[good_then_poor]
     assert grace_memory(last).used == (0, 0)  # the fresh round remembers nothing before it
+
+
+def test_the_first_round_graces_a_model_at_chance_that_lowered_the_initial_loss(evaluator: Evaluator) -> None:
+    # prepare: three descent steps on the validation loss from the initial model, of sizes 1, 20 and 30: all lower
+    # the loss, none lifts the median model far above chance; q_min 1 makes the smallest step, scored against the
+    # median loss, poor
+    from fedchain.fl.quality import GraceRule, grace_memory
+
+    g = initial_params(SPEC.model_spec(), seed=4)
+    model = SPEC.model_spec().build()
+    torch.nn.utils.vector_to_parameters(g.clone().requires_grad_(False), model.parameters())
+    validation = load_validation(SPEC)
+    loss = torch.nn.functional.cross_entropy(model(validation.images), validation.labels)
+    descent = -torch.nn.utils.parameters_to_vector(torch.autograd.grad(loss, list(model.parameters()))).detach()
+    steps = [descent * size * 1e-3 for size in (1, 20, 30)]
+    by_loss = GraceRule(min_quality=1.0, allowance=2, chance=0.1, by_loss=True)
+    accuracy_only = dataclasses.replace(by_loss, by_loss=False)
+
+    def scored(rule: GraceRule, state: StrategyState | None) -> tuple[tuple[float, ...], StrategyState | None]:
+        clients = [ClientInput(step, 100, 10) for step in steps]
+        outcome = score_round(
+            get_strategy("fedavg"), g, clients, evaluator, state,
+            screening=NO_SCREENING, quality_floor=0.0, data_credit=1.0, grace=rule,
+        )  # fmt: skip
+        return outcome.qualities, outcome.state
+
+    # execute: round 1 with and without the loss test, and a second round after a poor first one
+    graced, after = scored(by_loss, None)
+    plain, _ = scored(accuracy_only, None)
+    again, _ = scored(by_loss, after)
+
+    # assert: the smallest step is poor by its loss ratio and graced at q_min only by the loss test, in round 1 only
+    # (a grace never follows a poor round, and round 2 does not ask the loss)
+    initial = evaluator(g).loss
+    assert all(loss < initial for loss in (evaluator(g + step).loss for step in steps))
+    assert plain[0] < 1.0 and graced[0] == 1.0 and graced[1:] == plain[1:]
+    assert grace_memory(after).used == (1, 0, 0)
+    assert again[0] == plain[0]

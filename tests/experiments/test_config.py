@@ -104,6 +104,7 @@ def test_a_value_of_the_wrong_type_names_the_setting(tmp_path: Path) -> None:
         ("early_floor: sometimes\n", "early_floor"),
         ("quality_grace: -1\n", "quality_grace must be a whole number"),
         ("grace_first_round: sometimes\n", "grace_first_round"),
+        ("grace_first_round_loss: 2\n", "grace_first_round_loss must be true or false"),
     ],
 )
 def test_impossible_values_are_refused_with_the_reason(tmp_path: Path, text: str, message: str) -> None:

@@ -272,6 +272,59 @@ def test_the_tasks_first_round_is_graced_only_for_a_model_that_beats_chance_by_t
     assert later.tolist() == [0.5, 0.5, 1.0, 1.0]
 
 
+def test_in_round_1_a_model_at_chance_that_lowered_the_initial_loss_is_graced_with_the_loss_test() -> None:
+    """The probe of docs/robustness.md ("The first round: the loss"), in small: a client with 171 samples sat at
+    chance (0.108) and lowered the initial loss 2.302 to 2.284; a label flipper of 190 raised it to 2.318 at 0.032;
+    a skewed client collapsed to its classes (7.38). Only the first is graced, and only by the loss test, only in
+    round 1; a rule without it, or a round whose median model is at chance, goes by the accuracy as before."""
+    from fedchain.fl.quality import GraceMemory, grace_rule, graced, improved_on
+
+    values = torch.tensor([0.43, 0.32, 0.36, 1.0, 1.0, 1.0, 1.0], dtype=F64)
+    ok = torch.ones(7, dtype=torch.bool)
+    accuracies = torch.tensor([0.108, 0.032, 0.095, 0.6, 0.65, 0.7, 0.8], dtype=F64)  # median 0.6
+    improved = improved_on([2.284, 2.318, 7.384, 1.2, 1.1, 1.0, 0.9], 2.302)
+    assert improved.tolist() == [True, False, False, True, True, True, True]
+    by_loss = grace_rule(2, min_quality=0.5, classes=10, by_loss=True)
+    accuracy_only = grace_rule(2, min_quality=0.5, classes=10)
+    assert by_loss is not None and accuracy_only is not None
+
+    first, memory = graced(values, ok, accuracies, by_loss, GraceMemory(), improved=improved)
+    assert first.tolist() == [0.5, 0.32, 0.36, 1.0, 1.0, 1.0, 1.0]
+    assert memory.used == (1, 0, 0, 0, 0, 0, 0) and memory.poor == (True, True, True, False, False, False, False)
+    assert graced(values, ok, accuracies, accuracy_only, GraceMemory())[0].tolist() == values.tolist()
+    at_chance = torch.full((7,), 0.1, dtype=F64)  # no median model beats chance: the loss still tells
+    assert graced(values, ok, at_chance, by_loss, GraceMemory(), improved=improved)[0].tolist()[:2] == [0.5, 0.32]
+    later = GraceMemory((False,) * 7, (0,) * 7)  # round 2: the plain share of the median, the loss not asked
+    assert graced(values, ok, accuracies, by_loss, later)[0].tolist() == values.tolist()
+    with pytest.raises(ConfigError, match="lowered the initial model's loss"):
+        graced(values, ok, accuracies, by_loss, GraceMemory())
+
+
+def test_the_loss_test_is_part_of_a_first_round_grace_only() -> None:
+    from fedchain.fl.quality import GraceRule, grace_rule
+
+    assert grace_rule(2, min_quality=0.5, classes=None, by_loss=True) == GraceRule(0.5, 2)
+    with pytest.raises(ConfigError, match="needs the accuracy of chance"):
+        GraceRule(0.5, 2, by_loss=True)
+
+
+def test_round_quality_passes_the_loss_test_to_the_grace() -> None:
+    from fedchain.fl.quality import grace_rule
+
+    result = get_strategy("fedavg").round(torch.zeros(4), torch.eye(4), [1, 1, 1, 1])
+    rule = grace_rule(1, min_quality=0.5, classes=10, by_loss=True)
+    losses = [2.0, 2.0, 2.0, 5.0]  # median 2.0: q = [1, 1, 1, 0.4]; the last model at chance
+    accuracies = [0.5, 0.5, 0.5, 0.1]
+    scored = round_quality(
+        result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies, improved=[True] * 4
+    )
+    assert scored.values == (1.0, 1.0, 1.0, 0.5)
+    unscored = round_quality(
+        result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies, improved=[True, True, True, False]
+    )
+    assert unscored.values == (1.0, 1.0, 1.0, 0.4)
+
+
 @pytest.mark.parametrize("classes", [1, 0, 2.5, True])
 def test_a_grace_for_fewer_than_two_classes_or_a_chance_outside_0_1_is_refused(classes: object) -> None:
     from fedchain.fl.quality import GraceRule, grace_rule

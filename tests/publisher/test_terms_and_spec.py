@@ -374,6 +374,22 @@ def test_a_spec_states_todays_first_round_grace_and_an_older_one_none() -> None:
         TaskSpec(grace_first_round="yes")  # type: ignore[arg-type]
 
 
+def test_a_spec_states_todays_first_round_loss_test_and_an_older_one_the_accuracy_alone() -> None:
+    """The first round's loss test came after the first round's grace: a spec without it graced by accuracy alone."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b'"grace_first_round_loss":true,', b"")
+
+    assert new.grace_first_round_loss and b'"grace_first_round_loss":true' in new.to_bytes()
+    rule = new.grace_rule(min_quality=0.5)
+    assert rule is not None and rule.by_loss and rule.chance == 0.1
+    older = TaskSpec.from_bytes(older_bytes)
+    assert not older.grace_first_round_loss and older.to_bytes() == older_bytes
+    rule = older.grace_rule(min_quality=0.5)
+    assert rule is not None and not rule.by_loss and rule.chance == 0.1
+    with pytest.raises(ConfigError, match="grace_first_round_loss must be true or false"):
+        TaskSpec(grace_first_round_loss=1)  # type: ignore[arg-type]
+
+
 def test_a_spec_states_todays_novelty_margin_and_vouch_and_an_older_one_neither() -> None:
     """The doubt of a narrow pass and the new part's vouch in the agreement rule came after the novelty rule: a
     spec without them scored every accepted update in full and rejected by the whole vector's agreement alone, so
