@@ -270,19 +270,17 @@ def graced(
     elif rule.chance is None:
         classifies = [False] * values.numel()
     else:
-        # when no median model beats chance, none is shown to classify
-        beats = (
-            accuracies - rule.chance >= rule.accuracy_share * (median - rule.chance) if median > rule.chance else None
-        )
+        learned = torch.zeros_like(accepted)
+        if median > rule.chance:  # when no median model beats chance, none is shown to classify by accuracy
+            learned = accuracies - rule.chance >= rule.accuracy_share * (median - rule.chance)
         if rule.by_loss:
             if improved is None:
                 raise ConfigError(
                     "the first round's loss test needs whether each client's model lowered the initial model's loss",
                     hint="pass improved=improved_on(client_losses, loss of the initial model), or a rule without by_loss",
                 )
-            learned = _mask(improved, values)
-            beats = learned if beats is None else beats | learned
-        classifies = [False] * values.numel() if beats is None else beats.tolist()
+            learned = learned | _mask(improved, values)
+        classifies = learned.tolist()
     doubt = torch.zeros_like(accepted) if doubtful is None else _mask(doubtful, values)
     poor = ~accepted | (values < rule.min_quality) | doubt
     forgiven = [
@@ -390,7 +388,7 @@ def round_quality(
                 "the grace needs each client's validation accuracy",
                 hint="pass accuracies=... (of global + Delta_i on the validation set), or grace=None",
             )
-        learned = None if improved is None else torch.as_tensor(improved, dtype=torch.bool).cpu()
+        learned = None if improved is None else _mask(improved, values)
         values, after = graced(
             values, accepted, torch.as_tensor(accuracies, dtype=torch.float64), grace, memory, doubt, learned
         )
