@@ -139,6 +139,7 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
     "quality_grace": 0,
     "grace_first_round": False,
     "grace_first_round_loss": False,
+    "max_grad_norm": None,
 }
 
 #: Strategy options whose default changed after specs were first stored, with the value a spec without the
@@ -169,6 +170,8 @@ class TaskSpec:
         momentum: local SGD momentum.
         batch_size: local mini-batch size, samples.
         local_epochs: local passes over a client's data per round.
+        max_grad_norm: the largest L2 norm of a local step's gradient (:class:`~fedchain.trainer.TrainConfig`,
+            which says why); None is plain SGD (and what a spec stored before the setting means).
         seed: the task's seed: the initial model's weights and each round's training seed derive from it.
         strategy: aggregation strategy: ``fedavg``, ``quality``, ``cgsv``, ``fedfaim``, ``fedave`` or ``fair`` (``fedchain.fl.get_strategy``).
         strategy_options: the strategy's options (its dataclass fields), JSON values.
@@ -216,6 +219,7 @@ class TaskSpec:
     momentum: float = TrainConfig.momentum
     batch_size: int = TrainConfig.batch_size
     local_epochs: int = TrainConfig.local_epochs
+    max_grad_norm: float | None = TrainConfig.max_grad_norm
     seed: int = 0
     strategy: str = "fedavg"
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
@@ -253,7 +257,7 @@ class TaskSpec:
             options.update({name: getattr(defaults, name) for name in changed})
         object.__setattr__(self, "strategy_options", MappingProxyType(options))
         self.strategy_instance()  # an unknown strategy or option fails here, before a task escrows its budget
-        self.train_config(0)  # validates lr, momentum, batch_size, local_epochs
+        self.train_config(0)  # validates lr, momentum, batch_size, local_epochs, max_grad_norm
         if self.privacy_epsilon is not None and not (self.privacy_epsilon > 0 and math.isfinite(self.privacy_epsilon)):
             raise ConfigError(f"privacy_epsilon must be a positive number or None, got {self.privacy_epsilon}")
         if self.privacy_mechanism not in typing.get_args(PrivacyMechanism):
@@ -329,7 +333,7 @@ class TaskSpec:
         if isinstance(fields.get("screening"), dict):  # a setting it lacks is one its aggregator did not have
             fields["screening"] = {**ADDED_LATER, **fields["screening"]}
         for name, before in _FIELDS_ADDED_LATER.items():  # a field it lacks had the meaning of its day
-            if name not in fields and isinstance(before, int | float | str):
+            if name not in fields and (before is None or isinstance(before, int | float | str)):
                 fields[name] = before
         if isinstance(fields.get("strategy_options"), dict):  # an option it lacks had the default of its day
             meant = _OPTIONS_CHANGED_LATER.get(str(fields.get("strategy")), {})
@@ -381,6 +385,7 @@ class TaskSpec:
             momentum=self.momentum,
             batch_size=self.batch_size,
             local_epochs=self.local_epochs,
+            max_grad_norm=self.max_grad_norm,
             seed=self.seed * 1_000_003 + round_number,
         )
 

@@ -44,7 +44,7 @@ from fedchain.fl.floor import (
 )
 from fedchain.fl.pruning import Pruning
 from fedchain.fl.screening import ScreeningConfig
-from fedchain.trainer.config import Engine, TrainConfig
+from fedchain.trainer.config import Engine, TrainConfig, check_max_grad_norm
 from fedchain.trainer.device import resolve_device
 
 #: Where ``simulate`` writes when neither the file nor a flag names a folder: a
@@ -182,6 +182,8 @@ class ExperimentConfig:
     lr: float = TrainConfig.lr
     #: Local SGD momentum (0: plain SGD).
     momentum: float = TrainConfig.momentum
+    #: The largest L2 norm of a local step's gradient (None: no clip, the papers' plain SGD).
+    max_grad_norm: float | None = TrainConfig.max_grad_norm
     #: Aggregation and contribution strategy (``fedavg``, ``quality``, ``cgsv``, ``fedfaim``, ``fedave``).
     strategy: str = "fedavg"
     #: Options of the strategy, passed to its constructor by name.
@@ -271,6 +273,7 @@ class ExperimentConfig:
         check_grace(self.quality_grace)
         check_switch("grace_first_round", self.grace_first_round)
         check_switch("grace_first_round_loss", self.grace_first_round_loss)
+        check_max_grad_norm(self.max_grad_norm)
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:

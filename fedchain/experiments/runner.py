@@ -346,6 +346,7 @@ def run_experiment(
         momentum=config.momentum,
         batch_size=config.batch_size,
         local_epochs=config.local_epochs,
+        max_grad_norm=config.max_grad_norm,
         seed=config.seed,
     )
     clients = federation.clients

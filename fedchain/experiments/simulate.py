@@ -250,6 +250,11 @@ def client_table(result: ExperimentResult) -> Table:
 @click.option("--batch-size", type=int, help="Local mini-batch size.")
 @click.option("--lr", type=float, help="Local learning rate.")
 @click.option("--momentum", type=float, help="Local SGD momentum.")
+@click.option(
+    "--max-grad-norm",
+    type=float,
+    help="Clip each local step's gradient to this L2 norm [default: 5; 'max_grad_norm: null' in --config: no clip].",
+)
 @click.option("--strategy", type=click.Choice(strategy_names()), help="Aggregation and contribution strategy.")
 @click.option(
     "--option",

@@ -59,6 +59,7 @@ SPEC_FLAGS: tuple[str, ...] = (
     "momentum",
     "batch_size",
     "local_epochs",
+    "max_grad_norm",
     "seed",
     "strategy",
     "privacy_epsilon",

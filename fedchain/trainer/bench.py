@@ -168,7 +168,8 @@ def run_train_bench(
     torch_device = resolve_device(device)
     data, source = _workload(clients, samples, data_root, seed)
     spec = ModelSpec("lenet5")
-    config = TrainConfig(lr=0.01, momentum=0.9, batch_size=batch_size, local_epochs=1, seed=seed)
+    # Plain SGD with momentum, no gradient clip: the workload every contender has run since the first measurement.
+    config = TrainConfig(lr=0.01, momentum=0.9, batch_size=batch_size, local_epochs=1, max_grad_norm=None, seed=seed)
     start = initial_params(spec, seed)
     cores = available_cores()
     threads = threads or cores

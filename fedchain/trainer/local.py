@@ -80,6 +80,8 @@ def train_one_client(
             loss = F.cross_entropy(model(images.index_select(0, batch)), labels.index_select(0, batch))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if config.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             optimizer.step()
             total += loss.detach()
             steps += 1

@@ -28,4 +28,6 @@ def fit_client(
         for x, y in loader:
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(x), y).backward()
+            if config.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             optimizer.step()

@@ -19,7 +19,8 @@ correct but slower than the sequential loop (the issue's measurement).
 Clients of different sizes: batches are padded to ``B`` samples with a zero
 mask, the loss is the masked mean (equal to the mean over the real batch), and
 a client that has finished its steps is left unchanged (``where(active, ...)``),
-momentum included. Models with buffers (batch normalisation) are refused when
+momentum included. The gradient clip (``TrainConfig.max_grad_norm``) is each
+client's own: a row is scaled by its own norm. Models with buffers (batch normalisation) are refused when
 the trainer is built: their running statistics would need per-client in-place
 updates.
 """
@@ -69,6 +70,13 @@ def masked_mean_losses(logits: torch.Tensor, labels: torch.Tensor, mask: torch.T
     return per_sample.sum(-1) / mask.sum(-1).clamp_min(1.0)
 
 
+def clipped(gradients: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """Each client's gradient (a row of ``[n, d]``) scaled to an L2 norm of at most ``max_norm``, with
+    ``torch.nn.utils.clip_grad_norm_``'s arithmetic (its 1e-6 included), so every engine steps alike."""
+    norms = gradients.norm(dim=1, keepdim=True)
+    return gradients * (max_norm / (norms + 1e-6)).clamp_max(1.0)
+
+
 def train_batched(
     gradients: Gradients,
     start: torch.Tensor,
@@ -95,6 +103,8 @@ def train_batched(
     steps = torch.zeros(n, dtype=torch.int64, device=device)
     for s in range(index.shape[0]):
         update, losses = gradients(flat, index[s], mask[s])
+        if config.max_grad_norm is not None:
+            update = clipped(update, config.max_grad_norm)
         if config.weight_decay:
             update = update.add(flat, alpha=config.weight_decay)
         if velocity is not None:

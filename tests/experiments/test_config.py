@@ -7,6 +7,7 @@ import pytest
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, PruningConfig, load_experiment
 from fedchain.experiments.runner import build_strategy
+from fedchain.taskspec import TaskSpec
 from fedchain.trainer.config import TrainConfig
 
 
@@ -34,11 +35,21 @@ def test_yaml_values_replace_the_defaults(tmp_path: Path) -> None:
 def test_local_training_defaults_are_the_trainers_as_a_task_specs_are() -> None:
     config, trainer = ExperimentConfig(), TrainConfig()
 
-    assert (config.lr, config.momentum, config.batch_size, config.local_epochs) == (
+    spec = TaskSpec().train_config(1)
+
+    assert (config.lr, config.momentum, config.batch_size, config.local_epochs, config.max_grad_norm) == (
         trainer.lr,
         trainer.momentum,
         trainer.batch_size,
         trainer.local_epochs,
+        trainer.max_grad_norm,
+    )
+    assert (spec.lr, spec.momentum, spec.batch_size, spec.local_epochs, spec.max_grad_norm) == (
+        trainer.lr,
+        trainer.momentum,
+        trainer.batch_size,
+        trainer.local_epochs,
+        trainer.max_grad_norm,
     )
 
 
@@ -105,6 +116,7 @@ def test_a_value_of_the_wrong_type_names_the_setting(tmp_path: Path) -> None:
         ("quality_grace: -1\n", "quality_grace must be a whole number"),
         ("grace_first_round: sometimes\n", "grace_first_round"),
         ("grace_first_round_loss: 2\n", "grace_first_round_loss must be true or false"),
+        ("max_grad_norm: 0\n", "max_grad_norm must be a positive number or null"),
     ],
 )
 def test_impossible_values_are_refused_with_the_reason(tmp_path: Path, text: str, message: str) -> None:

@@ -379,6 +379,18 @@ def test_the_attack_flags_reach_the_fault_section() -> None:
     assert isinstance(scaled.exception, ConfigError) and "sybil_scale=-1.0" in str(scaled.exception)
 
 
+def test_the_gradient_clip_flag_reaches_local_training_and_not_the_aggregation() -> None:
+    refused = CliRunner().invoke(cli, ["simulate", "--max-grad-norm", "-1"])  # refused before any data is read
+    tight = run_experiment(load_experiment(None, {**TINY, "rounds": 1, "max_grad_norm": 1e-3}))
+    plain = run_experiment(load_experiment(None, {**TINY, "rounds": 1, "max_grad_norm": None}))
+
+    assert isinstance(refused.exception, ConfigError) and "max_grad_norm must be" in str(refused.exception)
+    assert tight.config.aggregation == plain.config.aggregation  # the update clip of robust aggregation is another
+    # Steps of norm 1e-3 x lr barely move the initial model: its loss stays near ln 10, the unclipped run's falls.
+    assert tight.rounds[0].test_loss == pytest.approx(math.log(10), abs=0.01)
+    assert plain.rounds[0].test_loss < tight.rounds[0].test_loss - 0.03
+
+
 def test_an_unknown_strategy_in_a_file_lists_the_valid_ones() -> None:
     with pytest.raises(ConfigError) as raised:
         run_experiment(load_experiment(None, {**TINY, "strategy": "fedmagic"}))

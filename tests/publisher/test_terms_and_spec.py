@@ -390,6 +390,21 @@ def test_a_spec_states_todays_first_round_loss_test_and_an_older_one_the_accurac
         TaskSpec(grace_first_round_loss=1)  # type: ignore[arg-type]
 
 
+def test_a_spec_states_todays_gradient_clip_and_an_older_one_plain_sgd() -> None:
+    """The clip came after the first specs: a spec without it trained with plain SGD, and one that turns it off
+    has the bytes of that older spec."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b'"max_grad_norm":5.0,', b"")
+
+    assert new.max_grad_norm == 5.0 and new.train_config(1).max_grad_norm == 5.0
+    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    older = TaskSpec.from_bytes(older_bytes)
+    assert older.max_grad_norm is None and older.train_config(1).max_grad_norm is None
+    assert older.to_bytes() == older_bytes == TaskSpec(dataset="mnist", model="lenet5", max_grad_norm=None).to_bytes()
+    with pytest.raises(ConfigError, match="max_grad_norm must be a positive number or null"):
+        TaskSpec(max_grad_norm=0.0)
+
+
 def test_a_spec_states_todays_novelty_margin_and_vouch_and_an_older_one_neither() -> None:
     """The doubt of a narrow pass and the new part's vouch in the agreement rule came after the novelty rule: a
     spec without them scored every accepted update in full and rejected by the whole vector's agreement alone, so

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
@@ -64,6 +65,49 @@ def test_one_sgd_step_matches_the_hand_computed_update(engine: Engine, pool: Wor
     assert result.params.tolist() == [[0.25, 0.5, -0.25, -0.5]]
     assert result.losses.tolist() == [pytest.approx(math.log(2))]
     assert result.steps.tolist() == [1] and result.samples.tolist() == [1]
+
+
+@pytest.mark.parametrize("engine", ["sequential", "process", "vmap", "stacked"])
+def test_a_clipped_step_matches_the_hand_computed_update(engine: Engine, pool: WorkerPool) -> None:
+    # The step above has the gradient [[-1/2, -1], [1/2, 1]], of norm sqrt(5/2): clipped to norm 1 it is
+    # divided by sqrt(5/2) (plus torch's 1e-6), so the step of lr 0.5 is the unclipped one over sqrt(5/2).
+    trainer = Trainer(
+        linear_two_by_two,
+        TrainConfig(lr=0.5, batch_size=1, max_grad_norm=1.0),
+        engine=engine,
+        device="cpu",
+        pool=pool if engine == "process" else None,
+    )
+    images, labels = torch.tensor([[[[1.0, 2.0]]]]), torch.tensor([0])
+
+    result = trainer.train(torch.zeros(4), [(images, labels)])
+
+    scale = math.sqrt(5 / 2) + 1e-6
+    assert result.params[0].tolist() == pytest.approx(
+        [0.25 / scale, 0.5 / scale, -0.25 / scale, -0.5 / scale], rel=1e-6
+    )
+
+
+@pytest.mark.parametrize("engine", ["process", "vmap", "stacked"])
+def test_fast_engines_clip_each_client_as_the_sequential_loop_does(engine: Engine, pool: WorkerPool) -> None:
+    clients = random_clients([50, 37, 9], (1, 28, 28), 10, seed=3)
+    start = initial_params(LENET, seed=1)
+    tight = dataclasses.replace(CONFIG, max_grad_norm=0.5)
+    reference = Trainer(LENET, tight, engine="sequential", device="cpu").train(start, clients)
+    unclipped = Trainer(LENET, dataclasses.replace(CONFIG, max_grad_norm=None), engine="sequential", device="cpu")
+
+    result = Trainer(LENET, tight, engine=engine, device="cpu", pool=pool if engine == "process" else None).train(
+        start, clients
+    )
+
+    assert float((reference.params - unclipped.train(start, clients).params).abs().max()) > 1e-2  # the clip bit
+    assert torch.allclose(result.params, reference.params, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("max_grad_norm", [0, -1.0, math.nan, math.inf, True, "5"])
+def test_a_max_grad_norm_that_is_not_a_positive_number_is_refused(max_grad_norm: object) -> None:
+    with pytest.raises(ConfigError, match="max_grad_norm must be a positive number or null"):
+        TrainConfig(max_grad_norm=max_grad_norm)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("engine", ["process", "vmap", "stacked"])

@@ -263,6 +263,7 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
     "local_epochs": 1,
     "batch_size": 32,
     "lr": 0.1,
+    "max_grad_norm": None,  # the seeds' plain SGD
     "alpha": 0.5,
     "classes_per_client": None,
     "validation_samples": 1000,

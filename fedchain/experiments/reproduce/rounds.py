@@ -105,6 +105,7 @@ ROUNDS_DEFAULTS: dict[str, Any] = {
     "batch_size": 10,
     "lr": 0.05,
     "momentum": 0.0,
+    "max_grad_norm": None,  # the paper's plain SGD
     "validation_samples": 1000,
     "seed": 0,
 }
