@@ -40,7 +40,7 @@ class TrainConfig:
     round had a norm of 4.6-28 (MNIST, 10 clients, Dirichlet 0.5, fedavg,
     seed 0), and one such step can throw an honest model off: in that run one
     client's model of round 5 scored a validation loss of 19.9 and an
-    accuracy of 0.10 (the others 0.6-1.5 and 0.61-0.78), and the quality took
+    accuracy of 0.10 (the others 0.65-1.5 and 0.61-0.78), and the quality took
     it for a faulty one. With the clip no model of that run
     collapsed, and the run reached 94.6% after 6 rounds against 93.0%
     (docs/robustness.md, "Local training: the gradient clip"). None turns it

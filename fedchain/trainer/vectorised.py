@@ -20,9 +20,9 @@ Clients of different sizes: batches are padded to ``B`` samples with a zero
 mask, the loss is the masked mean (equal to the mean over the real batch), and
 a client that has finished its steps is left unchanged (``where(active, ...)``),
 momentum included. The gradient clip (``TrainConfig.max_grad_norm``) is each
-client's own: a row is scaled by its own norm. Models with buffers (batch normalisation) are refused when
-the trainer is built: their running statistics would need per-client in-place
-updates.
+client's own: a row is scaled by its own norm. Models with buffers (batch
+normalisation) are refused when the trainer is built: their running
+statistics would need per-client in-place updates.
 """
 
 from __future__ import annotations
