@@ -42,11 +42,62 @@ class Attack:
     #: Other :class:`FaultConfig` fields the attack sets (a scale, a free rider's mode).
     settings: Mapping[str, Any] = field(default_factory=dict)
 
-    def faults(self, fraction: float) -> FaultConfig:
-        """The faults of a run in which ``fraction`` of the clients mount this attack."""
+    def faults(self, fraction: float, riding: FreeRiding | None = None) -> FaultConfig:
+        """The faults of a run in which ``fraction`` of the clients mount this attack (a free-rider attack as
+        ``riding`` sets it, when given)."""
         if self.fraction_field is None:
             return FaultConfig()
-        return FaultConfig(**{self.fraction_field: fraction, **self.settings})
+        return FaultConfig(**{self.fraction_field: fraction, **self.settings, **self.riding_settings(riding)})
+
+    @property
+    def free_rides(self) -> bool:
+        """Whether the attackers are free riders, which :class:`FreeRiding` sets."""
+        return self.fraction_field == "free_riders"
+
+    @property
+    def disguised(self) -> bool:
+        """Whether the attackers are disguised free riders, which have a noise level."""
+        return self.settings.get("free_rider_mode") == "disguised"
+
+    def riding_settings(self, riding: FreeRiding | None) -> dict[str, Any]:
+        """The :class:`FaultConfig` fields ``riding`` changes in this attack: none for an attack that does not
+        free-ride, or where ``riding`` leaves the attack's own setting."""
+        if riding is None or not self.free_rides:
+            return {}
+        own = FaultConfig(**self.settings)
+        changed: dict[str, Any] = {}
+        if riding.free_ride_from not in (None, own.free_ride_from):
+            changed["free_ride_from"] = riding.free_ride_from
+        if self.disguised and riding.disguise_noise not in (None, own.disguise_noise):
+            changed["disguise_noise"] = riding.disguise_noise
+        return changed
+
+
+@dataclass(frozen=True)
+class FreeRiding:
+    """How a series' free riders free-ride, where it differs from each attack's own setting (None: the attack's).
+
+    The standard disguised free rider (Fraboni et al.) sends noise of half the last global step's RMS from round
+    2; a robustness series can mount it at other noise levels and from later rounds, the settings a screen must
+    also meet without having been tuned on them.
+    """
+
+    #: A disguised free rider's noise, in RMS of the step it resends (None: 0.5).
+    disguise_noise: float | None = None
+    #: The first round every free rider (zero, random, disguised) free-rides; it trains honestly before
+    #: (None: round 1, and round 2 for the disguised one, which resends a step).
+    free_ride_from: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.disguise_noise is not None and not (self.disguise_noise >= 0 and math.isfinite(self.disguise_noise)):
+            raise ConfigError(
+                f"a disguised free rider's noise of {self.disguise_noise} is not a finite number >= 0",
+                hint="give the noise in RMS of the step it resends, e.g. 0.5",
+            )
+        if self.free_ride_from is not None and self.free_ride_from < 1:
+            raise ConfigError(
+                f"free riding from round {self.free_ride_from}: rounds count from 1", hint="use 1 or later"
+            )
 
 
 #: The run every attack is compared with: no attackers at all.
@@ -68,11 +119,32 @@ ATTACKS: dict[str, Attack] = {
 }
 
 
-def attack_faults(attack: str, fraction: float) -> FaultConfig:
-    """The faults of attack ``attack`` mounted by ``fraction`` of the clients."""
+def attack_faults(attack: str, fraction: float, riding: FreeRiding | None = None) -> FaultConfig:
+    """The faults of attack ``attack`` mounted by ``fraction`` of the clients, its free riders as ``riding``
+    sets them (None: the attack's own settings)."""
+    return _attack(attack).faults(fraction, riding)
+
+
+def attack_setting(attack: str, fraction: float, riding: FreeRiding | None = None) -> str:
+    """The name of one attack setting of a series, which its run folders carry: ``none``, ``sign-flip-0.2``;
+    a free-rider attack that ``riding`` changes names the change (``free-ride-disguised-noise1-from4-0.2``), so
+    that runs of other settings never share a folder."""
+    if attack == NO_ATTACK:
+        _attack(attack)
+        return NO_ATTACK
+    changed = _attack(attack).riding_settings(riding)
+    parts = [attack]
+    if "disguise_noise" in changed:
+        parts.append(f"noise{changed['disguise_noise']:g}")
+    if "free_ride_from" in changed:
+        parts.append(f"from{changed['free_ride_from']}")
+    return "-".join([*parts, f"{fraction:g}"])
+
+
+def _attack(attack: str) -> Attack:
     if attack not in ATTACKS:
         raise ConfigError(f"unknown attack {attack!r}", hint=f"use one of {', '.join(ATTACKS)}")
-    return ATTACKS[attack].faults(fraction)
+    return ATTACKS[attack]
 
 
 def attackers(result: ExperimentResult) -> tuple[int, ...]:
@@ -229,7 +301,9 @@ __all__ = [
     "Attack",
     "ChainPay",
     "Detection",
+    "FreeRiding",
     "attack_faults",
+    "attack_setting",
     "attack_start",
     "attackers",
     "chain_pay",

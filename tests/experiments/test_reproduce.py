@@ -597,3 +597,53 @@ def test_robustness_catches_a_x1000_scaler_under_fedavg_and_leaves_the_clean_run
     assert (scaler.recall, scaler.precision, scaler.caught_round) == (1.0, 1.0, 1)  # rejected in both rounds
     assert scaler.attackers_removed == 1 and scaler.attacker_pay_share == 0.0  # quality 0: r_a 0, removed in round 1
     assert scaler.accuracy_change == pytest.approx(scaler.final_accuracy - clean["fedavg"].final_accuracy)
+
+
+def test_robustness_mounts_disguised_free_riders_at_a_noise_and_start_of_the_users_own(tmp_path: Path) -> None:
+    # prepare: 5 clients, one disguised free rider at twice the standard noise, honest in round 1, riding in 2 and 3
+    flags = ["--strategies", "fedavg", "--attacks", "free-ride-disguised", "--partitions", "iid", "--fractions", "0.2"]
+    small = ["--rounds", "3", "--clients", "5", "--train-samples", "500", "--validation-samples", "100"]
+    small += ["--test-samples", "200", "--engine", "sequential", "--threads", "1"]
+
+    # execute
+    printed = CliRunner().invoke(
+        cli,
+        [
+            "reproduce",
+            "robustness",
+            *flags,
+            *small,
+            "--disguise-noise",
+            "1",
+            "--free-ride-from",
+            "3",
+            "--json",
+            "-o",
+            str(tmp_path),
+        ],
+    )
+
+    # assert: the runs carry the setting in their folder and their config; the pay counts from round 3
+    assert printed.exit_code == 0, printed.output
+    report = json.loads(printed.stdout)
+    assert report["free_riding"] == {"disguise_noise": 1.0, "free_ride_from": 3}
+    stored = json.loads(
+        (tmp_path / "iid-seed0-free-ride-disguised-noise1-from3-0.2-fedavg" / "metrics.json").read_text()
+    )
+    assert stored["config"]["faults"]["disguise_noise"] == 1.0
+    assert stored["config"]["faults"]["free_ride_from"] == 3
+    assert (tmp_path / "iid-seed0-none-fedavg" / "metrics.json").exists()  # the clean run is shared by every setting
+    (rider,) = [c["index"] for c in stored["clients"] if c["fault"] != "none"]
+    assert all(r["accepted"][rider] or r["round"] >= 3 for r in stored["rounds"])  # honest while it trains
+    (run,) = report["runs"]
+    assert (run["attack"], run["caught_round"], run["attacker_pay_share"]) == ("free-ride-disguised", 3, 0.0)
+
+
+def test_robustness_refuses_free_riders_that_would_start_after_the_last_round(tmp_path: Path) -> None:
+    args = ["reproduce", "robustness", "--attacks", "free-ride-zero", "--rounds", "3", "--free-ride-from", "4"]
+
+    refused = CliRunner().invoke(cli, [*args, "-o", str(tmp_path)])
+
+    assert isinstance(refused.exception, ConfigError)
+    assert "start in round 4: they never free-ride in runs of 3 rounds" in str(refused.exception)
+    assert not list(tmp_path.glob("*/metrics.json"))  # refused before any run

@@ -10,7 +10,9 @@ from fedchain.experiments.config import ExperimentConfig, FaultConfig
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.experiments.robustness import (
     ATTACKS,
+    FreeRiding,
     attack_faults,
+    attack_setting,
     attack_start,
     chain_pay,
     detection,
@@ -112,3 +114,40 @@ def test_every_attack_is_a_fault_of_the_given_fraction_with_its_settings() -> No
     assert all(attack_faults(name, 0.3) != FaultConfig() for name in ATTACKS if name != "none")
     with pytest.raises(ConfigError, match="unknown attack 'dos'"):
         attack_faults("dos", 0.2)
+
+
+def test_free_riding_settings_change_only_the_free_riders_and_name_their_runs_apart() -> None:
+    later = FreeRiding(disguise_noise=1.0, free_ride_from=4)
+
+    disguised = attack_faults("free-ride-disguised", 0.2, later)
+    zero = attack_faults("free-ride-zero", 0.2, later)
+
+    assert (disguised.free_riders, disguised.free_rider_mode) == (0.2, "disguised")
+    assert (disguised.disguise_noise, disguised.free_ride_from) == (1.0, 4)
+    assert (zero.free_ride_from, zero.disguise_noise) == (4, FaultConfig().disguise_noise)  # no noise to set
+    assert attack_faults("sign-flip", 0.2, later) == attack_faults("sign-flip", 0.2)  # not a free rider
+    assert attack_faults("free-ride-disguised", 0.2, FreeRiding()) == attack_faults("free-ride-disguised", 0.2)
+    assert attack_setting("free-ride-disguised", 0.2, later) == "free-ride-disguised-noise1-from4-0.2"
+    assert attack_setting("free-ride-random", 0.3, later) == "free-ride-random-from4-0.3"
+    assert attack_setting("sign-flip", 0.2, later) == "sign-flip-0.2"
+    assert attack_setting("none", 0.0, later) == "none"
+    # the attack's own settings, given explicitly, name the same runs as the defaults
+    own = FreeRiding(disguise_noise=0.5, free_ride_from=2)
+    assert attack_setting("free-ride-disguised", 0.2, own) == attack_setting("free-ride-disguised", 0.2)
+    assert attack_setting("free-ride-disguised", 0.2) == "free-ride-disguised-0.2"
+    run = dataclasses.replace(RUN, config=ExperimentConfig(rounds=5, faults=disguised))
+    assert attack_start(run) == 4  # the pay measured against the honest counts from round 4
+
+
+@pytest.mark.parametrize(
+    ("riding", "message", "hint"),
+    [
+        ({"disguise_noise": -0.1}, "noise of -0.1", "e.g. 0.5"),
+        ({"disguise_noise": math.inf}, "noise of inf", "e.g. 0.5"),
+        ({"free_ride_from": 0}, "from round 0", "1 or later"),
+    ],
+)
+def test_free_riding_settings_out_of_range_are_refused_with_a_hint(riding: dict, message: str, hint: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        FreeRiding(**riding)
+    assert hint in caught.value.hint

@@ -1,5 +1,5 @@
 """``fedchain reproduce robustness``: every strategy against the standard attacks (scaling, sign flip, noise, free
-riding, label flipping, colluding Sybils), 10 clients, IID and DIR: accuracy, whether the attackers are caught, and
+riding, label flipping, colluding Sybils), 10 clients, IID, DIR and POW: accuracy, whether the attackers are caught, and
 what the chain's mechanism would pay them (the measures are :mod:`fedchain.experiments.robustness`)."""
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ from fedchain.experiments.robustness import (
     ATTACKS,
     NO_ATTACK,
     ChainPay,
+    FreeRiding,
     attack_faults,
+    attack_setting,
     attack_start,
     attackers,
     chain_pay,
@@ -89,17 +91,28 @@ def robustness_runs(
     *,
     output_dir: Path | None = None,
     observer: RunObserver | None = None,
+    riding: FreeRiding | None = None,
 ) -> list[RobustnessRun]:
     """Every strategy against every attack at every fraction, per (partition, seed), beside a run without attackers.
 
     The run without attackers (:data:`NO_ATTACK`) is made once per (partition,
     seed, strategy), whether or not ``attacks`` names it, because every row's
     accuracy change is measured against it; it is reported only when named.
-    The data split of one (partition, seed, attack, fraction) serves every strategy.
+    The data split of one (partition, seed, attack, fraction) serves every strategy. ``riding`` mounts the
+    free-rider attacks at another noise level or from another round (None: their own settings); each such
+    setting has run folders of its own.
     """
     unknown = [attack for attack in attacks if attack not in ATTACKS]
     if unknown:
         raise ConfigError(f"unknown attack(s) {', '.join(unknown)}", hint=f"use some of {', '.join(ATTACKS)}")
+    for attack in attacks:
+        start = attack_faults(attack, 1.0, riding).free_ride_from
+        if ATTACKS[attack].free_rides and start > base.rounds:
+            raise ConfigError(
+                f"the {attack} attack's free riders start in round {start}: they never free-ride in runs of "
+                f"{base.rounds} rounds",
+                hint=f"give --free-ride-from {base.rounds} or earlier, or more --rounds",
+            )
     observer = observer or RunObserver()
     mechanism = mechanism_params(base.rounds)
     settings = [(NO_ATTACK, 0.0)] + [(a, f) for a in attacks if a != NO_ATTACK for f in fractions]
@@ -109,10 +122,9 @@ def robustness_runs(
             for seed in seeds:
                 clean: dict[str, tuple[float, frozenset[int]]] = {}  # per strategy without attackers: accuracy, removed
                 for attack, fraction in settings:
-                    split = Split(
-                        base.with_changes(partition=partition, seed=seed, faults=attack_faults(attack, fraction))
-                    )
-                    setting = NO_ATTACK if attack == NO_ATTACK else f"{attack}-{fraction:g}"
+                    faults = attack_faults(attack, fraction, riding)
+                    split = Split(base.with_changes(partition=partition, seed=seed, faults=faults))
+                    setting = attack_setting(attack, fraction, riding)
                     for strategy in strategies:
                         label, name = (
                             f"{partition} seed {seed} {setting} {strategy}",
@@ -321,7 +333,7 @@ def _fractions(_ctx: click.Context, param: click.Parameter, value: str) -> list[
 @click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Number of seeds (0, 1, ...).")
 @click.option(
     "--strategies",
-    default="fedavg,quality,cgsv,fedfaim,fedave",
+    default="fedavg,quality,cgsv,fedfaim,fedave,fair",
     show_default=True,
     callback=comma_names,
     help="Comma-separated strategies.",
@@ -330,7 +342,7 @@ def _fractions(_ctx: click.Context, param: click.Parameter, value: str) -> list[
     "--attacks", default=",".join(ATTACKS), show_default=True, callback=comma_names, help="Comma-separated attacks."
 )
 @click.option(
-    "--partitions", default="iid,dir", show_default=True, callback=comma_names, help="Comma-separated partitions."
+    "--partitions", default="iid,dir,pow", show_default=True, callback=comma_names, help="Comma-separated partitions."
 )
 @click.option(
     "--fractions",
@@ -338,6 +350,16 @@ def _fractions(_ctx: click.Context, param: click.Parameter, value: str) -> list[
     show_default=True,
     callback=_fractions,
     help="Comma-separated fractions of the clients that attack.",
+)
+@click.option(
+    "--disguise-noise",
+    type=click.FloatRange(min=0),
+    help="A disguised free rider's noise, in RMS of the step it resends [default: 0.5].",
+)
+@click.option(
+    "--free-ride-from",
+    type=click.IntRange(min=1),
+    help="First round in which the free riders free-ride, honest before [default: 1; 2 for disguised].",
 )
 @click.option(
     "--screening/--no-screening", default=None, help="Screen every round's updates before the strategy [default: yes]."
@@ -352,10 +374,12 @@ def robustness_command(
     attacks: list[str],
     partitions: list[str],
     fractions: list[float],
+    disguise_noise: float | None,
+    free_ride_from: int | None,
     screening: bool | None,
     **flags: Any,
 ) -> None:
-    """Every strategy against the standard attacks: accuracy, who is caught, who the chain pays; 10 clients, IID/DIR.
+    """Every strategy against the standard attacks: accuracy, who is caught, who the chain pays; 10 clients, IID/DIR/POW.
 
     \b
     Attacks (a fraction of the clients mounts each):
@@ -364,7 +388,7 @@ def robustness_command(
       noise                   Gaussian noise of the honest update's norm
       free-ride-zero/-random  no training: a zero update, or random noise
       free-ride-disguised     no training from round 2: the last global step plus
-                              noise (Fraboni et al. 2021)
+                              noise of half its RMS (Fraboni et al. 2021)
       label-flip              honest training on labels c -> 9 - c
       sybil                   colluding clients all send one update, minus
                               the mean of their honest updates (0.3 of 10
@@ -372,7 +396,10 @@ def robustness_command(
     The run without attackers (none) is always made: "vs clean" is the final
     accuracy minus its own. Every client trains from the global model, as in
     a task at its default train_from (own_models: true in a --config for the
-    seeds' train-from-your-reward protocol).
+    seeds' train-from-your-reward protocol). --disguise-noise and
+    --free-ride-from mount the free riders at settings of your own (the
+    screen must catch them at levels it was not tuned on); their runs get
+    folders of their own, e.g. free-ride-disguised-noise1-from4-0.2.
     \b
     An attacker counts as caught in a round when its update was rejected
     (screening or the strategy) or its quality fell below q_min (0.5, where
@@ -391,10 +418,14 @@ def robustness_command(
     clients with or without attackers. n/a: the figure does not apply (no
     attackers, or nobody caught).
     \b
-    Example (a quick look, minutes on a laptop):
+    Examples:
+      # a quick look, minutes on a laptop
       fedchain reproduce robustness --partitions iid --rounds 5 --strategies fedavg,quality --fractions 0.2
+      # disguised free riders with twice the noise, from round 4
+      fedchain reproduce robustness --attacks free-ride-disguised --fractions 0.2 --disguise-noise 1 --free-ride-from 4
     """
     flags["screening.enabled"] = screening
+    riding = FreeRiding(disguise_noise=disguise_noise, free_ride_from=free_ride_from)
     base = load_experiment(config_path, flags, defaults=ROBUSTNESS_DEFAULTS)
     apply_threads(base)
     began = time.perf_counter()
@@ -406,13 +437,42 @@ def robustness_command(
         RunBars(Console(stderr=True), total) as bars,
     ):
         runs = robustness_runs(
-            base, strategies, attacks, partitions, fractions, list(range(seeds)), output_dir=output_dir, observer=bars
+            base,
+            strategies,
+            attacks,
+            partitions,
+            fractions,
+            list(range(seeds)),
+            output_dir=output_dir,
+            observer=bars,
+            riding=riding,
         )
     rows = summarise_robustness(runs)
     if as_json:
-        click.echo(machine_json({"runs": [r.__dict__ for r in runs], "summary": [r.__dict__ for r in rows]}))
+        click.echo(
+            machine_json(
+                {
+                    "free_riding": riding.__dict__,
+                    "runs": [r.__dict__ for r in runs],
+                    "summary": [r.__dict__ for r in rows],
+                }
+            )
+        )
         return
-    title = f"robustness: MNIST, {base.clients} clients, {base.rounds} rounds, screening {'on' if base.screening.enabled else 'off'}"
+    title = (
+        f"robustness: {base.dataset}, {base.clients} clients, {base.rounds} rounds, "
+        f"screening {'on' if base.screening.enabled else 'off'}{_riding_note(riding)}"
+    )
     out = stdout_console(PIPED_WIDTH)
     print_table(out, robustness_table(rows, title), labels=3)
     out.print(f"total {time.perf_counter() - began:.0f} s; every run's metrics and plots in {output_dir}")
+
+
+def _riding_note(riding: FreeRiding) -> str:
+    """The title's note of free riders mounted at settings of the user's own ("" at the attacks' own)."""
+    parts = []
+    if riding.disguise_noise is not None:
+        parts.append(f"disguised noise {riding.disguise_noise:g}")
+    if riding.free_ride_from is not None:
+        parts.append(f"free riding from round {riding.free_ride_from}")
+    return "; " + ", ".join(parts) if parts else ""
