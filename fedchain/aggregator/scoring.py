@@ -40,6 +40,7 @@ from fedchain.errors import ConfigError
 from fedchain.fl.quality import (
     GraceRule,
     QualitySource,
+    default_source,
     grace_memory,
     improved_on,
     remembered,
@@ -57,16 +58,14 @@ from fedchain.units import WAD
 #: Largest value of the contract's ``uint64`` quality (about 18.4 in 1e18 fixed point); the contract caps lower.
 MAX_QUALITY_WAD = 2**64 - 1
 
-#: Strategies whose per-round contribution is the chain's quality by default (DESIGN.md).
-CONTRIBUTION_STRATEGIES = frozenset({"cgsv", "fedfaim", "fedave", "fair"})
-
 QualityChoice = Literal["auto", "loss", "contribution"]
 
 
 def quality_source(strategy: str, choice: QualityChoice = "auto") -> QualitySource:
-    """The quality the chain gets for ``strategy``: ``auto`` is the contribution for contribution strategies, else the loss ratio."""
+    """The quality the chain gets for ``strategy``: ``auto`` is :func:`~fedchain.fl.quality.default_source`, the
+    contribution for contribution strategies, else the loss ratio."""
     if choice == "auto":
-        return "contribution" if strategy in CONTRIBUTION_STRATEGIES else "loss"
+        return default_source(strategy)
     if choice not in ("loss", "contribution"):
         raise ConfigError(f"unknown quality source {choice!r}", hint="use auto, loss or contribution")
     return choice

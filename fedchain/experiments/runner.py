@@ -43,7 +43,15 @@ from fedchain.experiments.federation import FREE_RIDER, NOISE, SCALED, SIGN_FLIP
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
 from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, round_quality
 from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY, round_floor
-from fedchain.fl.quality import GraceRule, QualitySource, grace_memory, grace_rule, improved_on, remembered
+from fedchain.fl.quality import (
+    GraceRule,
+    QualitySource,
+    default_source,
+    grace_memory,
+    grace_rule,
+    improved_on,
+    remembered,
+)
 from fedchain.fl.registry import configured_strategy, fit_layer_sizes
 from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
 from fedchain.fl.strategies.fair import Fair
@@ -60,10 +68,6 @@ AnyStrategy = TypeVar("AnyStrategy", bound=Strategy)
 
 #: Called after every round with its record (progress bars, logs).
 RoundCallback = Callable[[RoundRecord], None]
-
-#: Strategies whose per-round quality for the chain is their contribution (DESIGN.md);
-#: the others use the Tian loss ratio.
-CONTRIBUTION_QUALITY = frozenset({"cgsv", "fedfaim", "fedave", "fair"})
 
 #: Of the strategies that reward in kind (:data:`~fedchain.taskspec.REWARD_IN_KIND`), the ones whose
 #: clients keep their rewarded models and train from them by default (the seeds' protocol); the fair
@@ -206,7 +210,7 @@ def tamper(
 
 def quality_source(strategy: Strategy) -> QualitySource:
     """Where the chain's per-round quality comes from: ``contribution`` or the Tian ``loss`` ratio."""
-    return "contribution" if strategy.name in CONTRIBUTION_QUALITY else "loss"
+    return default_source(strategy.name)
 
 
 def score_round(
@@ -532,7 +536,6 @@ def _check_own_models(resumed: RunCheckpoint, own_models: bool, path: Path | Non
 
 
 __all__ = [
-    "CONTRIBUTION_QUALITY",
     "REWARD_IN_KIND",
     "TRAIN_FROM_REWARD",
     "ModelEvaluator",

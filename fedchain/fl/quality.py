@@ -90,6 +90,17 @@ LOSS_FLOOR = 1e-8
 
 QualitySource = Literal["loss", "contribution"]
 
+#: Strategies whose per-round contribution is the chain's quality by default (DESIGN.md, eq. 4): the simulation,
+#: the aggregator and the auditor all read it here, so that they score a task alike.
+CONTRIBUTION_STRATEGIES = frozenset({"cgsv", "fedfaim", "fedave", "fair"})
+
+
+def default_source(strategy: str) -> QualitySource:
+    """The quality the chain gets for ``strategy`` by default: its contribution for a contribution strategy
+    (:data:`CONTRIBUTION_STRATEGIES`), else the Tian loss ratio."""
+    return "contribution" if strategy in CONTRIBUTION_STRATEGIES else "loss"
+
+
 #: The least accuracy of a graced client's model, as a share of the accepted clients' median accuracy
 #: (:func:`graced`). Measured (docs/robustness.md, "The grace"): honest models of skewed data in their poor
 #: rounds kept 0.11-1.06 of the median, 95% of them 0.25 or more; label flippers' 0.00-0.36, 95% below 0.25.

@@ -143,6 +143,21 @@ def test_quality_source_defaults_to_contribution_only_for_contribution_strategie
         quality_source("fedavg", "median")  # type: ignore[arg-type]
 
 
+def test_the_simulation_scores_every_strategy_by_the_quality_the_aggregator_posts() -> None:
+    from fedchain.experiments import runner
+    from fedchain.fl.registry import get_strategy, strategy_names
+
+    assert {name: runner.quality_source(get_strategy(name)) for name in strategy_names()} == {
+        name: quality_source(name) for name in strategy_names()
+    }
+    assert {name for name in strategy_names() if quality_source(name) == "contribution"} == {
+        "cgsv",
+        "fedfaim",
+        "fedave",
+        "fair",
+    }
+
+
 def test_fedave_is_refused_for_a_task_whose_fog_nodes_ship_no_local_losses() -> None:
     fedave = get_strategy("fedave")
 
