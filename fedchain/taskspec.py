@@ -144,13 +144,14 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
 
 #: Strategy options whose default changed after specs were first stored, with the value a spec without the
 #: option meant: fedfaim's quality check was the seed's plain comparison (significance 0, a fixed threshold)
-#: until 2026-11-25 and rejected a client that failed it until 2026-11-26; cgsv and fedave scaled every
+#: until 2026-11-25, rejected a client that failed it until 2026-11-26, and took its standard errors below
+#: the robust bound too (``tolerances_add``) until 2026-11-28; cgsv and fedave scaled every
 #: update to the seeds' fixed lengths (1.0, 0.5) until 2026-11-26; fedave's and fair's contribution was the
 #: reputation and the ranking signal until 2026-11-27, and the divergence discount that replaced them was the
 #: square root (0.5) at first.
 #: A spec built today states today's default in its bytes; an older spec read back keeps its meaning and bytes.
 _OPTIONS_CHANGED_LATER: dict[str, dict[str, Any]] = {
-    "fedfaim": {"significance": 0.0, "outlier_spread": None, "reject_failed": True},
+    "fedfaim": {"significance": 0.0, "outlier_spread": None, "reject_failed": True, "tolerances_add": True},
     "cgsv": {"tau": 1.0},
     "fedave": {"tau": 0.5, "contribution_measure": "reputation", "divergence_exponent": 0.5},
     "fair": {"contribution_measure": "signal", "divergence_exponent": 0.5},

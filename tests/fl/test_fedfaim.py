@@ -153,6 +153,32 @@ def test_a_round_whose_mean_step_overshoots_fails_only_the_client_far_below_the_
     assert relative.accepted.tolist() == [True, True, True, False]
 
 
+def test_the_standard_errors_and_the_robust_bound_are_alternatives_not_a_sum() -> None:
+    """Round 4 of an IID MNIST run with 3 of 10 clients on 50% noisy labels (clients 1, 2, 8), as measured:
+    median delta (the lower middle one) -0.00097, absolute deviations with median 0.00236, robust sigma
+    1.4826 * 0.00236 = 0.0035, bound -0.00097 - 3 * 0.0035 = -0.01147. The noisy clients' updates raised the
+    loss (-0.0151, -0.0129, -0.0136): below the bound, so they fail. Taken again below the bound, two standard
+    errors (0.0022, 0.0018, 0.0016) let all three through (-0.01147 - 2 * 0.0022 = -0.0159 < -0.0151), as the
+    rule of older specs did. The clean clients pass either way; client 0 (-0.0033) because it is above the
+    bound, not within its standard errors of delta = 0."""
+    deltas = torch.tensor(
+        [-0.00333, -0.01511, -0.01293, 0.00022, 0.00269, -0.00097, 0.00085, 0.00115, -0.01356, 0.00156],
+        dtype=torch.float64,
+    )
+    errors = torch.tensor(
+        [0.00097, 0.0022, 0.00178, 0.00104, 0.00095, 0.00107, 0.00091, 0.0009, 0.00155, 0.00072], dtype=torch.float64
+    )
+    today, before = (get_strategy("fedfaim", tolerances_add=add) for add in (False, True))
+
+    assert today.threshold(deltas) == pytest.approx(-0.00097 - 3 * 1.4826 * 0.00236, abs=1e-6)
+    assert today.passes(deltas, errors).tolist() == [i not in (1, 2, 8) for i in range(10)]
+    assert before.passes(deltas, errors).all()
+    # without an overshoot the bound is delta = 0 and the standard errors still pass a near miss
+    near = torch.tensor([0.01, 0.012, -0.001, 0.011], dtype=torch.float64)
+    assert today.passes(near, torch.full((4,), 0.001, dtype=torch.float64)).tolist() == [True, True, True, True]
+    assert not today.passes(near, torch.full((4,), 0.0004, dtype=torch.float64))[2]
+
+
 def test_significance_needs_per_sample_losses_and_a_sensible_value() -> None:
     with pytest.raises(ConfigError, match="per-sample validation losses"):
         get_strategy("fedfaim", significance=2.0).round(torch.zeros(2), torch.ones(2, 2), [1, 1], None, VALIDATION)

@@ -230,21 +230,34 @@ def test_a_spec_round_trips_the_model_its_clients_train_from(strategy: str, trai
 def test_a_fedfaim_spec_states_todays_quality_check_and_an_older_one_keeps_the_plain_check() -> None:
     """fedfaim's check changed defaults after specs were stored: a spec without the options meant the seed's check."""
     new = TaskSpec(dataset="mnist", model="lenet5", strategy="fedfaim")
-    stated = b'"strategy_options":{"outlier_spread":3.0,"reject_failed":false,"significance":2.0}'
+    stated = (
+        b'"strategy_options":{"outlier_spread":3.0,"reject_failed":false,"significance":2.0,"tolerances_add":false}'
+    )
     older_bytes = new.to_bytes().replace(stated, b'"strategy_options":{}')
     between = new.to_bytes().replace(stated, b'"strategy_options":{"outlier_spread":3.0,"significance":2.0}')
+    lately = new.to_bytes().replace(
+        stated, b'"strategy_options":{"outlier_spread":3.0,"reject_failed":false,"significance":2.0}'
+    )
 
-    today = {"significance": 2.0, "outlier_spread": 3.0, "reject_failed": False}
+    today = {"significance": 2.0, "outlier_spread": 3.0, "reject_failed": False, "tolerances_add": False}
     assert dict(new.strategy_options) == today and stated in new.to_bytes()
     assert TaskSpec.from_bytes(new.to_bytes()) == new
     older = TaskSpec.from_bytes(older_bytes)
     # what its aggregator ran, so the auditor runs it too
-    assert dict(older.strategy_options) == {"significance": 0.0, "outlier_spread": None, "reject_failed": True}
+    assert dict(older.strategy_options) == {
+        "significance": 0.0,
+        "outlier_spread": None,
+        "reject_failed": True,
+        "tolerances_add": True,
+    }
     assert older.to_bytes() == older_bytes  # so its datasetId, the store key, is unchanged
     # a spec of 2026-11-25 had today's check, and a failing client was still rejected
     assert TaskSpec.from_bytes(between).strategy_options["reject_failed"] is True
     assert TaskSpec.from_bytes(between).to_bytes() == between
-    seed = {"significance": 0, "outlier_spread": None, "reject_failed": True}
+    # a spec of 2026-11-26 or 27 took the standard errors below the robust bound too
+    assert TaskSpec.from_bytes(lately).strategy_options["tolerances_add"] is True
+    assert TaskSpec.from_bytes(lately).to_bytes() == lately
+    seed = {"significance": 0, "outlier_spread": None, "reject_failed": True, "tolerances_add": True}
     assert (
         TaskSpec(dataset="mnist", model="lenet5", strategy="fedfaim", strategy_options=seed).to_bytes() == older_bytes
     )
