@@ -129,10 +129,9 @@ def attack_setting(attack: str, fraction: float, riding: FreeRiding | None = Non
     """The name of one attack setting of a series, which its run folders carry: ``none``, ``sign-flip-0.2``;
     a free-rider attack that ``riding`` changes names the change (``free-ride-disguised-noise1-from4-0.2``), so
     that runs of other settings never share a folder."""
-    if attack == NO_ATTACK:
-        _attack(attack)
-        return NO_ATTACK
     changed = _attack(attack).riding_settings(riding)
+    if attack == NO_ATTACK:
+        return NO_ATTACK
     parts = [attack]
     if "disguise_noise" in changed:
         parts.append(f"noise{changed['disguise_noise']:g}")

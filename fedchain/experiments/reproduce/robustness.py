@@ -105,9 +105,9 @@ def robustness_runs(
     unknown = [attack for attack in attacks if attack not in ATTACKS]
     if unknown:
         raise ConfigError(f"unknown attack(s) {', '.join(unknown)}", hint=f"use some of {', '.join(ATTACKS)}")
-    for attack in attacks:
+    for attack in (a for a in attacks if ATTACKS[a].free_rides):
         start = attack_faults(attack, 1.0, riding).free_ride_from
-        if ATTACKS[attack].free_rides and start > base.rounds:
+        if start > base.rounds:
             raise ConfigError(
                 f"the {attack} attack's free riders start in round {start}: they never free-ride in runs of "
                 f"{base.rounds} rounds",

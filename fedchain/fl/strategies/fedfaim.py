@@ -163,7 +163,7 @@ class FedFAIM(Strategy[FedFAIMState]):
     #: than being an alternative to it (``delta_i >= min(delta - significance * se_i, bound)``). The robust
     #: bound already spans the spread of the round's honest ``delta_j``, sampling noise included; counting
     #: the standard errors again below it let clients with 50% noisy labels, whose updates raised the
-    #: validation loss 4-6 robust deviations below the round's median, pass in round 4 of an IID MNIST run
+    #: validation loss 3.4-4 robust deviations below the round's median, pass in round 4 of an IID MNIST run
     #: (docs/robustness.md, "fedfaim's two tolerances").
     tolerances_add: bool = False
 
