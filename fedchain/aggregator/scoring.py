@@ -48,7 +48,7 @@ from fedchain.fl.quality import (
     to_wad,
 )
 from fedchain.fl.registry import fit_layer_sizes
-from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
+from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates, validation_accuracy
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
 from fedchain.taskspec import TaskSpec, gives_rewards
@@ -247,6 +247,7 @@ def score_round(
             last_step,
             data_sizes=torch.tensor(sizes, dtype=torch.float64),
             layers=evaluator.model.param_spec().sizes,
+            accuracy=validation_accuracy([e.accuracy for e in evaluations], evaluator.dataset),
         )
         result = strategy.round(
             global_params, screened_updates(updates, screened), sizes, state, validation, client_params=client_params

@@ -53,7 +53,7 @@ from fedchain.fl.quality import (
     remembered,
 )
 from fedchain.fl.registry import configured_strategy, fit_layer_sizes
-from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates
+from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates, validation_accuracy
 from fedchain.fl.strategies.fair import Fair
 from fedchain.fl.strategies.fedave import FedAVE
 from fedchain.models.registry import ModelSpec
@@ -239,14 +239,25 @@ def score_round(
     """
     by_loss = quality_source(strategy) == "loss"
     client_evaluations = None
-    if by_loss or screening.needs_losses or grace is not None:
+    accuracy = None
+    if by_loss or screening.needs_losses or screening.needs_accuracies or grace is not None:
         client_evaluations = evaluator.evaluations(local_models, federation.validation)
+        accuracy = validation_accuracy([e.accuracy for e in client_evaluations], federation.validation)
     losses = (
         None if client_evaluations is None else torch.tensor([e.loss for e in client_evaluations], dtype=torch.float64)
     )
     sizes = torch.tensor(federation.data_sizes, dtype=torch.float64)
     present = torch.ones(updates.shape[0], dtype=torch.bool)
-    screened = screen(updates, present, losses, screening, last_step, data_sizes=sizes, layers=evaluator.layer_sizes)
+    screened = screen(
+        updates,
+        present,
+        losses,
+        screening,
+        last_step,
+        data_sizes=sizes,
+        layers=evaluator.layer_sizes,
+        accuracy=accuracy,
+    )
     validation = Validation(
         evaluate=lambda params: evaluator.evaluate(params, federation.validation),
         client_evaluations=client_evaluations,

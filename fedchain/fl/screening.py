@@ -9,7 +9,10 @@ strategy already treats as a rejected update (quality 0 on chain, like a
 malformed one). The rules, in the order a rejection is reported:
 
 1. absolute checks: an update with a NaN or infinite value, a model whose
-   validation loss is not finite, and (with a norm floor) the zero update;
+   validation loss is not finite, a model that classifies the validation set
+   worse than chance (``min_chance_share``: the labels it learned are wrong,
+   as a label flipper's are; chance is the share of the set's rarest class),
+   and (with a norm floor) the zero update;
 2. norm against the median norm: above ``max_norm_ratio`` times the round's
    median norm (scaling, boosting), or below ``min_norm_ratio`` times it (a
    free rider sending nearly nothing);
@@ -96,6 +99,8 @@ from fedchain.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
+    from fedchain.data.datasets import ImageDataset
+
 
 class ScreeningReason(str, enum.Enum):
     """Why screening kept or dropped one client's update (a stable code for logs and reports)."""
@@ -105,6 +110,7 @@ class ScreeningReason(str, enum.Enum):
     ABSENT = "absent"
     NON_FINITE = "non_finite"
     LOSS_NOT_FINITE = "loss_not_finite"
+    BELOW_CHANCE = "below_chance"
     NORM_TOO_LARGE = "norm_too_large"
     NORM_TOO_SMALL = "norm_too_small"
     DIRECTION = "direction"
@@ -121,9 +127,10 @@ class ScreeningConfig:
     batch 10, up to 10 rounds; IID, and Dirichlet with alpha 0.5 and 0.1). They stop x10 and
     x1000 scaling, zero updates, sign flips of updates that agree with the others (IID-like
     data), and Gaussian noise (the noise attack, random free riders) by its lack of agreement
-    with any update, skewed data included. Screening does not stop label flipping: a flipper's
-    model reached only 1-9.6x the median validation loss, where honest models on skewed data
-    reach 26x; a loss-based quality (fedavg, quality) still scores it below q_min.
+    with any update, skewed data included. Label flipping is stopped by what the flipper's model
+    predicts, not by its loss: its model reached only 1-9.6x the median validation loss, where
+    honest models on skewed data reach 26x, but its accuracy falls below chance
+    (``min_chance_share``).
     Power-law data sizes need ``norm_by_data``: one client with 10x the data took 9x the median
     norm and 8x the median loss, and in round 1 of a POW split the two largest clients (5.4x and
     2.7x the median data) took more than 5x the median norm (docs/robustness.md).
@@ -193,6 +200,15 @@ class ScreeningConfig:
         novelty_by_layer: rule 5 also measures each tensor of :data:`MIN_LAYER_SIZE` scalars or more on its
             own, and an update keeps its best figure (module docstring); :func:`screen` needs the model's
             layer sizes then. A spec written before this setting reads as False.
+        min_chance_share: reject a model whose validation accuracy is below this share of chance (the
+            share of the validation set's rarest class, 1 / classes when balanced), when the validation set is
+            large enough to tell (:func:`chance_limit`). A model trained on its own labels predicts them,
+            however skewed its data: one that knows a single class scores that class's share of the validation
+            set, chance at worst. One trained on labels mapped to others predicts the wrong class
+            systematically. Measured (docs/robustness.md, "Label flippers: a model worse than chance"; 10
+            clients, 10 rounds, MNIST and Fashion-MNIST, IID, Dirichlet 0.5 and POW): honest models scored
+            0.08 or more (clients of 171-342 samples in round 1 on POW data), label flippers' models 0-0.03
+            in most first rounds. A spec written before this setting reads as None (off).
         max_loss_ratio: reject a model whose validation loss is above this many median losses:
             a garbage model (x1000 scaling, a broken update) that the norm rules miss. Honest
             models on Dirichlet-0.5 data reached 26x the median (lenet5, 10 rounds) and 59x
@@ -214,6 +230,7 @@ class ScreeningConfig:
     agree_with_last_step: bool = True
     reassess_agreement: bool = True
     novelty_vouches: bool = True
+    min_chance_share: float | None = 0.5
     max_loss_ratio: float | None = 100.0
     min_novelty: float | None = 3.0
     novelty_margin: float | None = 0.5
@@ -263,6 +280,11 @@ class ScreeningConfig:
                 f"screening.novelty_margin must be a positive finite number or None, got {self.novelty_margin}",
                 hint="0.5 is the default; None scores every update that passes min_novelty in full",
             )
+        if self.min_chance_share is not None and not 0 < self.min_chance_share < 1:
+            raise ConfigError(
+                f"screening.min_chance_share must be in (0, 1) or None, got {self.min_chance_share}",
+                hint="a share of chance accuracy (1 / classes); 0.5 is the default, None turns the rule off",
+            )
         if self.min_updates < 3:
             raise ConfigError(
                 f"screening.min_updates must be at least 3, got {self.min_updates}",
@@ -273,6 +295,11 @@ class ScreeningConfig:
     def needs_losses(self) -> bool:
         """Whether :func:`screen` needs each client's validation loss."""
         return self.enabled and self.max_loss_ratio is not None
+
+    @property
+    def needs_accuracies(self) -> bool:
+        """Whether :func:`screen` needs each client's validation accuracy (:class:`ValidationAccuracy`)."""
+        return self.enabled and self.min_chance_share is not None
 
 
 #: Settings added after the first task specs were written, with the value a spec without them means:
@@ -287,6 +314,7 @@ ADDED_LATER: dict[str, object] = {
     "novelty_margin": None,
     "novelty_by_layer": False,
     "norm_by_data": False,
+    "min_chance_share": None,
 }
 
 #: Screening off: every present update goes to the strategy (experiments that measure an undefended strategy).
@@ -331,6 +359,63 @@ class ScreeningResult:
         return {i: reason for i, reason in enumerate(self.reasons) if reason not in keep}
 
 
+#: How many binomial standard deviations below chance an accuracy must lie too before ``min_chance_share``
+#: rejects it (:func:`chance_limit`): on a small validation set a model near chance scores below half of it by
+#: luck (a coin of 1/10 over 100 samples: 2.4% of the time), and the rule must not take a deposit for that.
+CHANCE_DEVIATIONS = 4.0
+
+
+def chance_limit(share: float, *, rarest: float, samples: int) -> float:
+    """The accuracy below which ``min_chance_share`` (``share``) rejects a model, on a validation set of
+    ``samples`` samples whose rarest class of the task makes up ``rarest`` of it.
+
+    Chance is ``p = rarest``: what a model that ignores its input scores at worst, naming that class for every
+    sample (an honest model that knows only that class does just this). The limit is ``share`` of it, and at
+    least :data:`CHANCE_DEVIATIONS` binomial deviations ``sqrt(p (1 - p) / samples)`` below it. On 10 balanced
+    classes: 0.05 on 1,000 samples, 0.015 on 200, and below 0 (the rule never fires) under 144; with a class
+    missing from the validation set, 0.
+    """
+    if not (0 <= rarest <= 1 and samples >= 1):
+        raise ConfigError(
+            f"the chance test needs a class share in [0, 1] and a validation sample, got {rarest} and {samples}",
+            hint="pass the validation set's smallest class share (0 when a class is missing) and its size",
+        )
+    return min(share * rarest, rarest - CHANCE_DEVIATIONS * math.sqrt(rarest * (1 - rarest) / samples))
+
+
+@dataclass(frozen=True)
+class ValidationAccuracy:
+    """Each client's model's accuracy on the validation set, and that set's make-up, for ``min_chance_share``.
+
+    Attributes:
+        values: accuracy of each client's updated model, float ``[n]`` (anything where absent).
+        rarest: the share of the validation set held by the task's rarest class (0 when one is missing).
+        samples: the validation set's size.
+    """
+
+    values: torch.Tensor
+    rarest: float
+    samples: int
+
+    def below(self, share: float) -> torch.Tensor:
+        """Which models score below :func:`chance_limit`, bool ``[n]`` on the CPU."""
+        import torch
+
+        limit = chance_limit(share, rarest=self.rarest, samples=self.samples)
+        return self.values.to(device="cpu", dtype=torch.float64) < limit
+
+
+def validation_accuracy(accuracies: Sequence[float], validation: ImageDataset) -> ValidationAccuracy:
+    """The :class:`ValidationAccuracy` of models scoring ``accuracies`` on the ``validation`` set."""
+    import torch
+
+    values = torch.tensor([float(a) for a in accuracies], dtype=torch.float64)
+    samples = int(validation.labels.numel())
+    counts = torch.bincount(validation.labels.to(torch.int64).cpu(), minlength=validation.num_classes)
+    rarest = float(counts[: validation.num_classes].min()) / samples if samples else 0.0
+    return ValidationAccuracy(values, rarest, samples)
+
+
 def _median(values: torch.Tensor) -> float:
     """numpy's median (the two middle values averaged for an even count); NaN for no values."""
     return float(values.quantile(0.5)) if values.numel() else math.nan
@@ -344,6 +429,7 @@ def screen(
     last_step: torch.Tensor | None = None,
     data_sizes: torch.Tensor | None = None,
     layers: Sequence[int] | None = None,
+    accuracy: ValidationAccuracy | None = None,
 ) -> ScreeningResult:
     """Screen one round's updates (module docstring for the rules and their order).
 
@@ -360,6 +446,8 @@ def screen(
             norm limit of a client with more data than the median.
         layers: the number of scalars of each of the model's tensors, in the flat vector's order
             (``ParamSpec.sizes``), for ``config.novelty_by_layer``; None: rule 5 measures the whole vector only.
+        accuracy: each updated model's validation accuracy, with the validation set's classes and size;
+            needed when ``config.min_chance_share`` is set (rule 1).
     """
     import torch
 
@@ -385,6 +473,13 @@ def screen(
             hint="pass losses=[n] (the validation loss of each updated model), or set screening.max_loss_ratio to None",
         )
 
+    if config.needs_accuracies and (accuracy is None or accuracy.values.shape != (n,)):
+        raise ConfigError(
+            "the chance test needs one validation accuracy per client",
+            hint="pass accuracy=validation_accuracy([n] accuracies, the validation set), "
+            "or set screening.min_chance_share to None",
+        )
+
     def reject(mask: torch.Tensor, reason: ScreeningReason) -> None:
         for i in torch.nonzero(mask & ok).flatten().tolist():
             reasons[i] = reason
@@ -397,6 +492,9 @@ def screen(
         assert losses is not None
         loss_values = losses.to(device="cpu", dtype=torch.float64)
         reject(~torch.isfinite(loss_values), ScreeningReason.LOSS_NOT_FINITE)
+    if config.min_chance_share is not None:
+        assert accuracy is not None
+        reject(accuracy.below(config.min_chance_share), ScreeningReason.BELOW_CHANCE)
     clean = torch.where(ok.to(updates.device)[:, None], updates, torch.zeros_like(updates))
     norms = torch.where(ok, row_norms(clean), nan)
     if config.min_norm_ratio is not None:
@@ -594,13 +692,17 @@ def screened_updates(updates: torch.Tensor, result: ScreeningResult) -> torch.Te
 
 __all__ = [
     "ADDED_LATER",
+    "CHANCE_DEVIATIONS",
     "COPY_COSINE",
     "NO_SCREENING",
     "ScreeningConfig",
     "ScreeningReason",
     "ScreeningResult",
+    "ValidationAccuracy",
     "agreement_against",
     "agreement_with_others",
+    "chance_limit",
     "screen",
     "screened_updates",
+    "validation_accuracy",
 ]

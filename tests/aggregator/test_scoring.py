@@ -488,3 +488,44 @@ def test_the_first_round_graces_a_model_at_chance_that_lowered_the_initial_loss(
     assert plain[0] < 1.0 and graced[0] == 1.0 and graced[1:] == plain[1:]
     assert grace_memory(after).used == (1, 0, 0)
     assert again[0] == plain[0]
+
+
+def test_the_aggregator_rejects_a_model_that_predicts_worse_than_chance() -> None:
+    """Four models trained from one start on the validation images: three on their labels, one on labels
+    flipped (y -> 9 - y). The flipper's model scores near 0 and is rejected by screening's chance test, so the
+    chain sees quality 0; the others pass."""
+    from fedchain.data.faults import flip_labels
+    from fedchain.trainer.config import TrainConfig
+    from fedchain.trainer.local import flat_state, load_flat, model_spec_of, train_one_client
+
+    spec = dataclasses.replace(SPEC, validation=ValidationSpec(size=1000, seed=3))
+    evaluator = Evaluator(spec.model_spec(), load_validation(spec))
+    data = evaluator.dataset
+    g = initial_params(spec.model_spec(), seed=7)
+    config = TrainConfig(lr=0.1, momentum=0.0, batch_size=10, local_epochs=1, seed=7)
+
+    def trained(labels: torch.Tensor, seed: int) -> torch.Tensor:
+        model = spec.model_spec().build()
+        params = model_spec_of(model)
+        load_flat(model, g, params)
+        train_one_client(model, data.images, labels, config, torch.Generator().manual_seed(seed))
+        return flat_state(model, params) - g
+
+    flipped = flip_labels(data.labels, data.num_classes)
+    updates = [trained(data.labels, seed) for seed in range(3)] + [trained(flipped, 3)]
+
+    outcome = score_round(
+        get_strategy("fedavg"),
+        g,
+        [ClientInput(u, 1000, 3) for u in updates],
+        evaluator,
+        None,
+        quality_floor=0.2,
+        data_credit=1.0,
+        grace=None,
+    )
+
+    assert outcome.screening is not None
+    assert outcome.screening.rejected() == {3: ScreeningReason.BELOW_CHANCE}
+    assert [m.accepted for m in outcome.measurements] == [True, True, True, False]
+    assert outcome.measurements[3].quality == 0

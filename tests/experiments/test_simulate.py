@@ -7,6 +7,7 @@ sequential engine) so the whole file stays within seconds; seeds are fixed.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -377,6 +378,32 @@ def test_the_attack_flags_reach_the_fault_section() -> None:
 
     assert isinstance(result.exception, ConfigError) and "add up to 1.1" in str(result.exception)
     assert isinstance(scaled.exception, ConfigError) and "sybil_scale=-1.0" in str(scaled.exception)
+
+
+def test_a_label_flippers_model_is_rejected_for_predicting_worse_than_chance() -> None:
+    """Its model learned y -> 9 - y: 1% on the validation set in round 1, where honest models score 16-32%."""
+    settings = {
+        **TINY,
+        "clients": 5,
+        "rounds": 1,
+        "train_samples": 3000,
+        "validation_samples": 500,
+        "lr": 0.1,
+        "momentum": 0.0,
+        "batch_size": 10,
+        "faults.flipped_clients": 0.2,
+    }
+
+    config = load_experiment(None, settings)
+    without = dataclasses.replace(config.screening, min_chance_share=None)
+
+    screened = run_experiment(config)
+    unscreened = run_experiment(dataclasses.replace(config, screening=without))
+
+    flipper = [c.fault for c in screened.clients].index("flipped")
+    assert screened.rounds[0].accepted == tuple(i != flipper for i in range(5))
+    assert screened.rounds[0].quality[flipper] == 0.0
+    assert all(unscreened.rounds[0].accepted)  # no other rule stops it
 
 
 def test_the_gradient_clip_flag_reaches_local_training_and_not_the_aggregation() -> None:

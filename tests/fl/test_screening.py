@@ -9,13 +9,16 @@ import pytest
 import torch
 
 from fedchain.errors import ConfigError
+from fedchain.fl import screening
 from fedchain.fl.screening import (
+    CHANCE_DEVIATIONS,
     NO_SCREENING,
     ScreeningConfig,
     ScreeningReason,
+    ValidationAccuracy,
     agreement_against,
     agreement_with_others,
-    screen,
+    chance_limit,
     screened_updates,
 )
 
@@ -45,6 +48,26 @@ def everyone(n: int) -> torch.Tensor:
 
 def losses_of(n: int, value: float = 1.0) -> torch.Tensor:
     return torch.full((n,), value, dtype=F64)
+
+
+def accuracy_of(n: int, value: float = 0.9, *, rarest: float = 0.1, samples: int = 1000) -> ValidationAccuracy:
+    return ValidationAccuracy(torch.full((n,), value, dtype=F64), rarest, samples)
+
+
+def screen(
+    updates: torch.Tensor,
+    present: torch.Tensor,
+    losses: torch.Tensor | None = None,
+    config: ScreeningConfig = ScreeningConfig(),  # noqa: B008 (frozen)
+    last_step: torch.Tensor | None = None,
+    *,
+    accuracy: ValidationAccuracy | None = None,
+    **kwargs: object,
+) -> screening.ScreeningResult:
+    """:func:`fedchain.fl.screening.screen`, every model at 90% validation accuracy unless a test gives its own
+    (the chance test, rule 1, then passes them all)."""
+    accuracy = accuracy_of(updates.shape[0]) if accuracy is None else accuracy
+    return screening.screen(updates, present, losses, config, last_step, accuracy=accuracy, **kwargs)  # type: ignore[arg-type]
 
 
 def test_honest_updates_are_all_accepted_with_the_defaults() -> None:
@@ -564,3 +587,95 @@ def test_a_spec_written_before_a_later_rule_reads_it_as_off(setting: str) -> Non
     assert getattr(new.screening, setting) and stated in new.to_bytes()
     older = TaskSpec.from_bytes(older_bytes)
     assert not getattr(older.screening, setting) and older.to_bytes() == older_bytes
+
+
+def test_the_chance_limit_is_half_of_chance_on_a_large_validation_set_and_stricter_on_a_small_one() -> None:
+    assert chance_limit(0.5, rarest=0.1, samples=1000) == pytest.approx(0.05)
+    # 200 samples: 4 binomial deviations of a coin of 1/10 below chance is 0.1 - 4 * 0.0212
+    assert chance_limit(0.5, rarest=0.1, samples=200) == pytest.approx(0.1 - CHANCE_DEVIATIONS * math.sqrt(0.09 / 200))
+    assert chance_limit(0.5, rarest=0.1, samples=100) < 0  # too few samples to tell: nothing is below it
+    assert chance_limit(0.5, rarest=0.5, samples=1000) == pytest.approx(0.25)  # two balanced classes
+    assert chance_limit(0.5, rarest=0.0, samples=1000) == 0.0  # a class missing: a model may name it honestly
+    with pytest.raises(ConfigError, match="class share in"):
+        chance_limit(0.5, rarest=1.5, samples=1000)
+
+
+def test_chance_is_the_rarest_class_share_of_the_validation_set() -> None:
+    """On a validation set where class 2 makes up 3%, an honest model that knows only class 2 scores 0.03: that
+    is chance for it, not below it (1/classes would have rejected it)."""
+    from fedchain.data.datasets import ImageDataset
+
+    labels = torch.tensor([0] * 500 + [1] * 470 + [2] * 30)
+    validation = ImageDataset("skewed", torch.zeros(1000, 1, 2, 2), labels, 3, (0.5,), (0.25,))
+    accuracy = screening.validation_accuracy([0.03, 0.9, 0.005], validation)
+
+    result = screen(honest_updates(3), everyone(3), losses_of(3), accuracy=accuracy)
+
+    assert accuracy.rarest == pytest.approx(0.03) and accuracy.samples == 1000
+    # the limit: 4 binomial deviations below 0.03 over 1,000 samples, 0.0084 (half of it would be 0.015)
+    assert chance_limit(0.5, rarest=0.03, samples=1000) == pytest.approx(0.03 - 4 * math.sqrt(0.03 * 0.97 / 1000))
+    assert result.rejected() == {2: ScreeningReason.BELOW_CHANCE}
+
+
+def test_a_model_worse_than_chance_is_rejected_and_one_at_chance_is_not() -> None:
+    """A label flipper's model predicts the wrong class (1-4% on 10 classes); an honest model that knows one class
+    scores that class's share, about chance."""
+    updates = honest_updates(6)
+    accuracy = ValidationAccuracy(torch.tensor([0.9, 0.8, 0.1, 0.09, 0.02, 0.0499], dtype=F64), 0.1, 1000)
+
+    result = screen(updates, everyone(6), losses_of(6), accuracy=accuracy)
+    off = screen(updates, everyone(6), losses_of(6), ScreeningConfig(min_chance_share=None), accuracy=accuracy)
+
+    assert result.rejected() == {4: ScreeningReason.BELOW_CHANCE, 5: ScreeningReason.BELOW_CHANCE}
+    assert off.accepted.all()
+
+
+def test_the_chance_test_is_absolute_and_waits_for_a_validation_set_large_enough() -> None:
+    updates = honest_updates(2)  # fewer than min_updates: the relative rules do not apply, the chance test does
+    flipper = ValidationAccuracy(torch.tensor([0.6, 0.03], dtype=F64), 0.1, 1000)
+    small = ValidationAccuracy(torch.tensor([0.6, 0.03], dtype=F64), 0.1, 100)
+
+    assert screen(updates, everyone(2), losses_of(2), accuracy=flipper).rejected() == {1: ScreeningReason.BELOW_CHANCE}
+    assert screen(updates, everyone(2), losses_of(2), accuracy=small).accepted.all()  # 3 of 100 right: luck can do it
+
+
+def test_a_model_rejected_below_chance_is_left_out_of_the_round_statistics() -> None:
+    updates = with_attacker(10.0 * honest_updates(1, seed=3)[0])  # a large update whose model is also below chance
+    accuracy = ValidationAccuracy(torch.tensor([0.9] * HONEST + [0.0], dtype=F64), 0.1, 1000)
+
+    result = screen(updates, everyone(HONEST + 1), losses_of(HONEST + 1), accuracy=accuracy)
+
+    assert result.rejected() == {HONEST: ScreeningReason.BELOW_CHANCE}  # reported by the first rule that fires
+    assert result.median_norm == pytest.approx(float(updates[:HONEST].norm(dim=1).median()), rel=0.2)
+    assert math.isnan(result.norms[HONEST])
+
+
+def test_the_chance_test_needs_the_accuracies_unless_it_is_off() -> None:
+    updates = honest_updates(4)
+
+    with pytest.raises(ConfigError, match="one validation accuracy per client") as raised:
+        screening.screen(updates, everyone(4), losses_of(4))
+    short = ValidationAccuracy(torch.full((3,), 0.9, dtype=F64), 0.1, 1000)
+    with pytest.raises(ConfigError, match="one validation accuracy per client"):
+        screening.screen(updates, everyone(4), losses_of(4), accuracy=short)
+
+    assert "min_chance_share to None" in raised.value.hint
+    assert screening.screen(updates, everyone(4), losses_of(4), ScreeningConfig(min_chance_share=None)).accepted.all()
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0, 1.5, -0.5])
+def test_a_chance_share_outside_zero_to_one_is_refused(share: float) -> None:
+    with pytest.raises(ConfigError, match="min_chance_share must be in"):
+        ScreeningConfig(min_chance_share=share)
+
+
+def test_a_spec_written_before_the_chance_test_reads_it_as_off() -> None:
+    from fedchain.taskspec import TaskSpec
+
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    stated = b'"min_chance_share":0.5'
+    older_bytes = new.to_bytes().replace(b"," + stated, b"").replace(stated + b",", b"")
+
+    assert new.screening.min_chance_share == 0.5 and stated in new.to_bytes()
+    older = TaskSpec.from_bytes(older_bytes)
+    assert older.screening.min_chance_share is None and older.to_bytes() == older_bytes
