@@ -56,6 +56,42 @@ def test_cgsv_round_two_uses_the_decayed_gamma() -> None:
     )
 
 
+def test_cgsv_with_leave_one_out_measures_each_client_against_the_others_part_of_the_aggregate() -> None:
+    """The updates of the first test: the others' part of U is 3/4 u_2 for client 1 and 1/4 u_1 for client 2, so
+    psi = [cos(u_1, u_2), cos(u_2, u_1)] = [0.6, 0.6]; r = 1/2 [1/4, 3/4] + 1/2 [0.6, 0.6] = [0.425, 0.675],
+    normalised [0.386364, 0.613636]. The global model is the seed's, U = [0.7, 0.6]."""
+    strategy = get_strategy("cgsv", tau=1.0, gamma0=0.5, leave_one_out=True)
+    updates = torch.tensor([[3.0, 0.0], [3.0, 4.0]])
+
+    result = strategy.round(torch.zeros(2), updates, [1, 3])
+
+    torch.testing.assert_close(result.global_params, torch.tensor([0.7, 0.6]))
+    torch.testing.assert_close(result.contribution, torch.tensor([0.6, 0.6], dtype=F64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        present(result.state.weights), torch.tensor([0.386364, 0.613636], dtype=F64), atol=1e-6, rtol=0
+    )
+
+
+def test_a_heavy_client_orthogonal_to_the_others_gets_no_credit_for_agreeing_with_itself() -> None:
+    """Sizes 1, 1, 8: weights [0.1, 0.1, 0.8], U = [0.2, 0.8]. The seed's cosine gives the third client, orthogonal
+    to the two others, 0.8 / |U| = 0.970 (its own share of U); the others' part of U is [0.2, 0], so 0."""
+    updates = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    seed = get_strategy("cgsv", tau=1.0, gamma0=0.5).round(torch.zeros(2), updates, [1, 1, 8])
+
+    result = get_strategy("cgsv", tau=1.0, gamma0=0.5, leave_one_out=True).round(torch.zeros(2), updates, [1, 1, 8])
+
+    assert float(seed.contribution[2]) == pytest.approx(0.8 / (0.2**2 + 0.8**2) ** 0.5)
+    assert float(result.contribution[2]) == pytest.approx(0.0, abs=1e-6)
+    # the others: cos([1, 0], [0.1, 0.8]) each
+    assert result.contribution[:2].tolist() == pytest.approx([0.1 / (0.1**2 + 0.8**2) ** 0.5] * 2)
+
+
+def test_left_out_a_lone_client_scores_the_seeds_cosine_of_one() -> None:
+    result = get_strategy("cgsv", leave_one_out=True).round(torch.zeros(3), torch.tensor([[1.0, 2.0, 2.0]]), [5])
+
+    assert result.contribution.tolist() == pytest.approx([1.0])
+
+
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 5), rounds=st.integers(1, 3))
 def test_cgsv_with_gamma0_one_and_raw_updates_is_fedavg(seed: int, n: int, rounds: int) -> None:
