@@ -283,7 +283,8 @@ class ScreeningConfig:
         if self.min_chance_share is not None and not 0 < self.min_chance_share < 1:
             raise ConfigError(
                 f"screening.min_chance_share must be in (0, 1) or None, got {self.min_chance_share}",
-                hint="a share of chance accuracy (1 / classes); 0.5 is the default, None turns the rule off",
+                hint="a share of chance accuracy (the validation set's rarest class share); 0.5 is the default, "
+                "None turns the rule off",
             )
         if self.min_updates < 3:
             raise ConfigError(
@@ -446,8 +447,8 @@ def screen(
             norm limit of a client with more data than the median.
         layers: the number of scalars of each of the model's tensors, in the flat vector's order
             (``ParamSpec.sizes``), for ``config.novelty_by_layer``; None: rule 5 measures the whole vector only.
-        accuracy: each updated model's validation accuracy, with the validation set's classes and size;
-            needed when ``config.min_chance_share`` is set (rule 1).
+        accuracy: each updated model's validation accuracy, with the share of the validation set's rarest class
+            and its size (:func:`validation_accuracy`); needed when ``config.min_chance_share`` is set (rule 1).
     """
     import torch
 
