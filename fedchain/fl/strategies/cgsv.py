@@ -119,7 +119,12 @@ def cosine_to_others(units: torch.Tensor, aggregated: torch.Tensor, weights: tor
     squares = (rows * rows).sum(dim=1)  # |u_i|^2
     own = dots - r * squares  # u_i . (U - r_i u_i)
     others = (total @ total - 2 * r * dots + r * r * squares).clamp_min(0.0).sqrt()  # |U - r_i u_i|
-    denominator = squares.sqrt() * others
+    lengths = squares.sqrt()
+    denominator = lengths * others
+    seed_denominator = lengths * total.norm()  # for cos(u_i, U), from the same dot products
+    seed = torch.where(
+        seed_denominator > ZERO_NORM**2, dots / seed_denominator.clamp_min(ZERO_NORM**2), torch.zeros_like(dots)
+    )
     lone = denominator <= ZERO_NORM**2
-    cosine = torch.where(lone, cosine_to(units, aggregated).to(rows.device), own / denominator.clamp_min(ZERO_NORM**2))
+    cosine = torch.where(lone, seed, own / denominator.clamp_min(ZERO_NORM**2))
     return cosine.clamp(-1.0, 1.0).cpu()
