@@ -148,11 +148,11 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
 #: the robust bound too (``tolerances_add``) until 2026-11-28; cgsv and fedave scaled every
 #: update to the seeds' fixed lengths (1.0, 0.5) until 2026-11-26; fedave's and fair's contribution was the
 #: reputation and the ranking signal until 2026-11-27, and the divergence discount that replaced them was the
-#: square root (0.5) at first.
+#: square root (0.5) at first; cgsv's contribution was the seed's cosine alone until 2026-11-28.
 #: A spec built today states today's default in its bytes; an older spec read back keeps its meaning and bytes.
 _OPTIONS_CHANGED_LATER: dict[str, dict[str, Any]] = {
     "fedfaim": {"significance": 0.0, "outlier_spread": None, "reject_failed": True, "tolerances_add": True},
-    "cgsv": {"tau": 1.0},
+    "cgsv": {"tau": 1.0, "contribution_measure": "cosine"},
     "fedave": {"tau": 0.5, "contribution_measure": "reputation", "divergence_exponent": 0.5},
     "fair": {"contribution_measure": "signal", "divergence_exponent": 0.5},
 }

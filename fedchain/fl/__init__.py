@@ -4,7 +4,7 @@ The public strategy API::
 
     from fedchain.fl import Validation, get_strategy, round_quality
     strategy = get_strategy("cgsv", gamma0=0.5)
-    result = strategy.round(global_params, updates, data_sizes, state=None)
+    result = strategy.round(global_params, updates, data_sizes, state=None, validation=Validation(evaluate=...))
     quality = round_quality(result, source="contribution")   # q_i for the chain
 
 See :mod:`fedchain.fl.strategy` for the conventions (shapes, devices, NaN rules).

@@ -9,6 +9,7 @@ import torch
 
 from fedchain.errors import ConfigError
 from fedchain.fl import Pruning, get_strategy, strategy_names, topology_mask
+from fedchain.fl.strategy import Evaluation, Validation
 
 
 def test_over_pruning_follows_the_cosine_schedule() -> None:
@@ -67,7 +68,8 @@ def test_pruned_fedavg_restores_the_dense_weights_it_did_not_send() -> None:
 def test_pruning_is_an_option_of_every_strategy(name: str) -> None:
     strategy = get_strategy(name, pruning={"sparsity": 0.5})
 
-    result = strategy.round(torch.randn(10), torch.randn(3, 10), [1, 2, 3])
+    validation = Validation(evaluate=lambda model: Evaluation(loss=float(model.norm()), accuracy=0.5))
+    result = strategy.round(torch.randn(10), torch.randn(3, 10), [1, 2, 3], validation=validation)
 
     assert torch.isfinite(result.global_params).all()
     assert name in strategy_names()

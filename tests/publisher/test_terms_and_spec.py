@@ -266,7 +266,14 @@ def test_a_fedfaim_spec_states_todays_quality_check_and_an_older_one_keeps_the_p
 @pytest.mark.parametrize(
     ("strategy", "stated", "older", "meant"),
     [
-        ("cgsv", b'{"tau":"median"}', b"{}", {"tau": 1.0}),
+        ("cgsv", b'{"contribution_measure":"loss_discounted","tau":"median"}', b"{}", {"tau": 1.0}),
+        # a cgsv spec of 2026-11-26 to 28 stated the median length, and meant the seed's cosine as contribution
+        (
+            "cgsv",
+            b'{"contribution_measure":"loss_discounted","tau":"median"}',
+            b'{"tau":"median"}',
+            {"tau": "median", "contribution_measure": "cosine"},
+        ),
         (
             "fedave",
             b'{"contribution_measure":"discounted_accuracy","divergence_exponent":0.25,"tau":"median"}',

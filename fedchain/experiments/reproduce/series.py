@@ -26,10 +26,11 @@ from fedchain.trainer.config import ENGINES
 
 #: The papers' own settings where the product's default differs, for the tables that reproduce a paper: fedfaim's
 #: plain quality check, the fixed update lengths of cgsv and fedave (the product scales to the round's median), and
-#: fedave's reputation as its contribution (the product reports the divergence-discounted accuracy).
+#: cgsv's cosine and fedave's reputation as their contributions (the product discounts cgsv's by the loss and
+#: reports fedave's divergence-discounted accuracy).
 SEED_OPTIONS: dict[str, dict[str, Any]] = {
     "fedfaim": SEED_QUALITY_CHECK,
-    "cgsv": {"tau": 1.0},
+    "cgsv": {"tau": 1.0, "contribution_measure": "cosine"},
     "fedave": {"tau": 0.5, "contribution_measure": "reputation"},
 }
 
