@@ -158,6 +158,26 @@ _OPTIONS_CHANGED_LATER: dict[str, dict[str, Any]] = {
 }
 
 
+def changed_defaults(strategy: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Today's values of ``strategy``'s options whose default changed after runs and specs were first kept
+    (:data:`_OPTIONS_CHANGED_LATER`) and that ``options`` leaves to the default; empty for a strategy without such
+    options (or an unknown name). Stated beside the options, they tell a run or spec made with other defaults from
+    one made today."""
+    changed = [name for name in _OPTIONS_CHANGED_LATER.get(strategy, {}) if name not in options]
+    if not changed:
+        return {}
+    from fedchain.fl.registry import get_strategy
+
+    defaults = get_strategy(strategy)
+    return {name: json.loads(json.dumps(getattr(defaults, name))) for name in changed}
+
+
+def todays_defaults() -> dict[str, dict[str, Any]]:
+    """:func:`changed_defaults` of every strategy that has them, left to the defaults: what this code runs when a
+    series names no option (a series' default folder is named by them too)."""
+    return {strategy: changed_defaults(strategy, {}) for strategy in sorted(_OPTIONS_CHANGED_LATER)}
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """Everything the agents of one task share off chain (see the module docstring).
@@ -252,10 +272,7 @@ class TaskSpec:
         if isinstance(self.aggregation, Mapping):  # TaskSpec(aggregation={"rule": "median"}) from Python
             object.__setattr__(self, "aggregation", AggregationConfig(**self.aggregation))
         options = json.loads(json.dumps(dict(self.strategy_options), sort_keys=True))  # JSON values only
-        changed = [name for name in _OPTIONS_CHANGED_LATER.get(self.strategy, {}) if name not in options]
-        if changed:  # today's defaults, stated, so that the bytes tell them from the old ones
-            defaults = self.strategy_named(self.strategy, {})
-            options.update({name: getattr(defaults, name) for name in changed})
+        options.update(changed_defaults(self.strategy, options))  # stated: the bytes tell them from the old ones
         object.__setattr__(self, "strategy_options", MappingProxyType(options))
         self.strategy_instance()  # an unknown strategy or option fails here, before a task escrows its budget
         self.train_config(0)  # validates lr, momentum, batch_size, local_epochs, max_grad_norm

@@ -44,6 +44,7 @@ from fedchain.fl.floor import (
 )
 from fedchain.fl.pruning import Pruning
 from fedchain.fl.screening import ScreeningConfig
+from fedchain.taskspec import changed_defaults
 from fedchain.trainer.config import Engine, TrainConfig, check_max_grad_norm
 from fedchain.trainer.device import resolve_device
 
@@ -305,22 +306,35 @@ class ExperimentConfig:
             raise ConfigError(f"invalid experiment change {changes}: {err}") from err
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready mapping of every setting (paths as strings)."""
-        return _jsonable(dataclasses.asdict(self))
+        """A JSON-ready mapping of every setting (paths as strings), and under ``strategy_defaults`` today's values
+        of the strategy options left to a default that has changed (:func:`fedchain.taskspec.changed_defaults`):
+        a run kept on disk without them, or with others, was made by other code and is not taken for this one."""
+        data = _jsonable(dataclasses.asdict(self))
+        stated = changed_defaults(self.strategy, self.strategy_options)
+        if stated:
+            data[STRATEGY_DEFAULTS] = stated
+        return data
 
+
+#: The key of :meth:`ExperimentConfig.to_dict` that states the strategy's changed defaults.
+STRATEGY_DEFAULTS = "strategy_defaults"
 
 #: Settings that change how a run is computed but not what it measures: a run kept
 #: on disk (finished, or a checkpoint) serves a configuration that differs only in these.
 HOW_NOT_WHAT = ("data_root", "engine", "device", "threads", "output_dir", "plots", "checkpoint_every")
 
 
-def settings_digest(config: ExperimentConfig) -> str:
-    """8 hex digits naming ``config``'s settings, but for how it runs (:data:`HOW_NOT_WHAT`).
+def settings_digest(config: ExperimentConfig, also: Mapping[str, Any] | None = None) -> str:
+    """8 hex digits naming ``config``'s settings, but for how it runs (:data:`HOW_NOT_WHAT`), and ``also`` (JSON
+    values: what else decides the runs, such as a series' strategy defaults) when given.
 
     Default folders carry it, so that the same command finds its earlier run
     and goes on from it, and other settings get a folder of their own.
     """
-    return hashlib.sha256(json.dumps(_what(config.to_dict()), sort_keys=True).encode()).hexdigest()[:8]
+    named = _what(config.to_dict())
+    if also:
+        named = {**named, "also": also}
+    return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:8]
 
 
 def check_same_settings(kept: Mapping[str, Any], config: ExperimentConfig, where: Path, *, hint: str) -> None:
@@ -387,4 +401,5 @@ def load_experiment(
     own starting point, e.g. a paper's setting) are taken as they are.
     """
     data = merge_settings(defaults or {}, load_yaml(path) if path is not None else {})
+    data.pop(STRATEGY_DEFAULTS, None)  # a kept run's config read back: today's defaults are stated again
     return from_mapping(ExperimentConfig, merge_settings(data, _nest(overrides or {})))

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fedchain.errors import ConfigError
 from fedchain.experiments.config import ExperimentConfig, FaultConfig, PruningConfig, load_experiment
@@ -139,3 +140,12 @@ def test_every_example_config_loads(path: Path) -> None:
 
     assert strategy.name == config.strategy
     assert config.output_dir.parts[0] == "runs"  # examples write into the ignored runs/ folder
+
+
+def test_a_kept_runs_config_loads_as_a_config_file(tmp_path: Path) -> None:
+    """metrics.json's config, with the strategy's stated defaults, can be given back as --config."""
+    kept = ExperimentConfig(strategy="cgsv", rounds=4).to_dict()
+    assert kept["strategy_defaults"]["contribution_measure"] == "loss_discounted"
+    path = _write(tmp_path, yaml.safe_dump(kept))
+
+    assert load_experiment(path) == ExperimentConfig(strategy="cgsv", rounds=4)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from fedchain import taskspec
 from fedchain.cli import cli
 from fedchain.errors import ConfigError
 from fedchain.experiments import load_experiment
@@ -501,6 +502,19 @@ def test_the_default_folder_names_the_settings_but_not_how_they_run() -> None:
 
     assert same == default_output_dir("fairness", base) and same.parent == Path("runs") / "reproduce"
     assert other != same and same.name.startswith("fairness-")
+
+
+def test_the_default_folder_changes_with_a_strategy_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code whose cgsv default has changed (registered as the spec's changed defaults are) makes its series in a
+    folder of its own: the runs kept by the older code measured something else."""
+    base = load_experiment(None, SMALL, defaults=FAIRNESS_DEFAULTS)
+    before = default_output_dir("fairness", base)
+
+    monkeypatch.setitem(
+        taskspec._OPTIONS_CHANGED_LATER, "cgsv", {**taskspec._OPTIONS_CHANGED_LATER["cgsv"], "gamma0": 1}
+    )
+
+    assert default_output_dir("fairness", base) != before
 
 
 def test_the_oracle_run_needs_a_strategy_run_for_its_standalone_accuracies() -> None:

@@ -160,6 +160,27 @@ def test_a_kept_run_of_other_settings_is_refused_naming_what_differs(tmp_path: P
     assert "choose another output folder" in (caught.value.hint or "")
 
 
+def test_a_kept_run_made_before_a_strategy_default_changed_is_refused_naming_the_default(tmp_path: Path) -> None:
+    """fedave's run states today's defaults (its contribution measure among them); one kept by older code,
+    without them, measured something else and is not read back as today's run."""
+    result = _result([(0.6, 0.8, 1.0)])
+    write_metrics(result, tmp_path)
+    path = tmp_path / METRICS_FILE
+    data = json.loads(path.read_text())
+    assert data["config"]["strategy_defaults"]["contribution_measure"] == "discounted_accuracy"
+    del data["config"]["strategy_defaults"]
+    path.write_text(json.dumps(data))
+
+    with pytest.raises(ConfigError, match=r"other settings \(strategy_defaults None there, \{.*'contribution_measure'"):
+        read_result(tmp_path, result.config)
+
+
+def test_only_the_changed_defaults_an_option_leaves_open_are_stated() -> None:
+    assert "strategy_defaults" not in ExperimentConfig(strategy="fedavg").to_dict()  # none of its defaults changed
+    stated = ExperimentConfig(strategy="cgsv", strategy_options={"tau": 1.0}).to_dict()["strategy_defaults"]
+    assert stated == {"contribution_measure": "loss_discounted"}  # tau is named, so it is not a default
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

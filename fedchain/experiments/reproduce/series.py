@@ -21,6 +21,7 @@ from fedchain.experiments.runner import run_experiment
 from fedchain.experiments.simulate import save_finished
 from fedchain.files import keep_aside, output_folder
 from fedchain.fl.strategies.fedfaim import SEED_QUALITY_CHECK
+from fedchain.taskspec import todays_defaults
 from fedchain.trainer import WorkerPool
 from fedchain.trainer.config import ENGINES
 
@@ -47,13 +48,14 @@ REPRODUCE_ROOT = Path("runs") / "reproduce"
 
 
 def default_output_dir(table: str, base: ExperimentConfig) -> Path:
-    """``runs/reproduce/TABLE-DIGEST``, DIGEST naming ``base``'s settings (but for how it runs).
+    """``runs/reproduce/TABLE-DIGEST``, DIGEST naming ``base``'s settings (but for how it runs) and the strategies'
+    defaults of this code (:func:`fedchain.taskspec.todays_defaults`).
 
     The same command finds its earlier runs there and goes on from them; a
-    command with other settings gets a folder of its own, so nothing is refused
-    or overwritten.
+    command with other settings, or run by code whose strategy defaults differ,
+    gets a folder of its own, so nothing is refused or overwritten.
     """
-    return REPRODUCE_ROOT / f"{table}-{settings_digest(base)}"
+    return REPRODUCE_ROOT / f"{table}-{settings_digest(base, todays_defaults())}"
 
 
 @contextlib.contextmanager
