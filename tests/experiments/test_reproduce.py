@@ -661,3 +661,23 @@ def test_robustness_refuses_free_riders_that_would_start_after_the_last_round(tm
     assert isinstance(refused.exception, ConfigError)
     assert "start in round 4: they never free-ride in runs of 3 rounds" in str(refused.exception)
     assert not list(tmp_path.glob("*/metrics.json"))  # refused before any run
+
+
+def test_robustness_starts_its_seeds_at_first_seed(tmp_path: Path) -> None:
+    """--first-seed 2 --seeds 1 makes seed 2 alone: another process can add seeds to a series without making 0-1."""
+    args = ["reproduce", "robustness", "--strategies", "fedavg", "--attacks", "none", "--partitions", "iid"]
+    small = ["--rounds", "1", "--clients", "3", "--train-samples", "300", "--validation-samples", "100"]
+    small += ["--test-samples", "100", "--engine", "sequential", "--threads", "1"]
+
+    printed = CliRunner().invoke(cli, [*args, *small, "--first-seed", "2", "--json", "-o", str(tmp_path)])
+
+    assert printed.exit_code == 0, printed.output
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["iid-seed2-none-fedavg"]
+    (run,) = json.loads(printed.stdout)["runs"]
+    assert run["seed"] == 2
+
+
+def test_a_negative_first_seed_is_a_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["reproduce", "fairness", "--first-seed", "-1"])
+
+    assert result.exit_code == 2 and "--first-seed" in result.output

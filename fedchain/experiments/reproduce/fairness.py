@@ -27,6 +27,7 @@ from fedchain.experiments.reproduce.series import (
     as_in_seed,
     comma_names,
     figure,
+    first_seed_option,
     or_nan,
     run_or_read,
     sample_std,
@@ -273,7 +274,10 @@ FAIRNESS_DEFAULTS: dict[str, Any] = {
 @click.command("fairness")
 @with_common
 @click.option("--rounds", type=int, help=f"Rounds per run [default: {FAIRNESS_DEFAULTS['rounds']}].")
-@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds (0, 1, ...).")
+@click.option(
+    "--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Number of seeds (from --first-seed on)."
+)
+@first_seed_option
 @click.option(
     "--strategies",
     default="fedfaim,fedave,fair,fedavg",
@@ -307,6 +311,7 @@ def fairness_command(
     fresh: bool,
     as_json: bool,
     seeds: int,
+    first_seed: int,
     strategies: list[str],
     partitions: list[str],
     oracle_floor: float | None,
@@ -355,7 +360,7 @@ def fairness_command(
             base,
             strategies,
             partitions,
-            list(range(seeds)),
+            list(range(first_seed, first_seed + seeds)),
             oracle_floor=oracle_floor,
             output_dir=output_dir,
             observer=bars,

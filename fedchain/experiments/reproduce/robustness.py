@@ -25,6 +25,7 @@ from fedchain.experiments.reproduce.series import (
     PIPED_WIDTH,
     Split,
     comma_names,
+    first_seed_option,
     run_or_read,
     say_what_is_kept,
     series_folder,
@@ -330,7 +331,10 @@ def _fractions(_ctx: click.Context, param: click.Parameter, value: str) -> list[
 @click.command("robustness")
 @with_common
 @click.option("--rounds", type=int, help=f"Rounds per run [default: {ROBUSTNESS_DEFAULTS['rounds']}].")
-@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Number of seeds (0, 1, ...).")
+@click.option(
+    "--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Number of seeds (from --first-seed on)."
+)
+@first_seed_option
 @click.option(
     "--strategies",
     default="fedavg,quality,cgsv,fedfaim,fedave,fair",
@@ -370,6 +374,7 @@ def robustness_command(
     fresh: bool,
     as_json: bool,
     seeds: int,
+    first_seed: int,
     strategies: list[str],
     attacks: list[str],
     partitions: list[str],
@@ -442,7 +447,7 @@ def robustness_command(
             attacks,
             partitions,
             fractions,
-            list(range(seeds)),
+            list(range(first_seed, first_seed + seeds)),
             output_dir=output_dir,
             observer=bars,
             riding=riding,

@@ -184,6 +184,16 @@ def comma_names(_ctx: click.Context, param: click.Parameter, value: str) -> list
     return names
 
 
+#: ``--first-seed``: where a table's seeds start, so that more seeds can be added to a series in another process
+#: or on another machine (the runs are named by their seed, and read back by it).
+first_seed_option = click.option(
+    "--first-seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="The first seed: --seeds 3 --first-seed 3 runs seeds 3, 4 and 5.",
+)
+
 _common = [
     click.option(
         "--config",
