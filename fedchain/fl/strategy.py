@@ -24,6 +24,7 @@ caller, or an :data:`Evaluator` the kernel calls, so the kernels do no I/O.
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -206,6 +207,12 @@ class RoundInputs:
         rows = torch.nonzero(self.finite).flatten().to(self.updates.device)
         evaluated = iter(self.evaluate_models(strategy, self.client_models(rows)) if rows.numel() else [])
         return [next(evaluated) if ok else None for ok in self.finite.tolist()]
+
+
+def evaluation_losses(evaluations: Sequence[Evaluation | None]) -> torch.Tensor:
+    """The validation loss of every evaluation, float64 ``[n]`` on the CPU; NaN where there is none (a rejected
+    client, :meth:`RoundInputs.client_evaluations`)."""
+    return torch.tensor([math.nan if e is None else float(e.loss) for e in evaluations], dtype=torch.float64)
 
 
 def _check_round_inputs(global_params: torch.Tensor, updates: torch.Tensor, data_sizes: Any) -> torch.Tensor:

@@ -50,8 +50,15 @@ from fedchain.fl.aggregate import (
     normalised_rows,
     weighted_sum,
 )
-from fedchain.fl.quality import LOSS_FLOOR
-from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, check_state_size
+from fedchain.fl.quality import loss_ratio
+from fedchain.fl.strategy import (
+    RoundInputs,
+    RoundResult,
+    Strategy,
+    StrategyState,
+    check_state_size,
+    evaluation_losses,
+)
 
 #: The product's contribution measure (:attr:`CGSV.contribution_measure`).
 LOSS_DISCOUNTED: Final = "loss_discounted"
@@ -61,17 +68,13 @@ def loss_discount(losses: torch.Tensor, eligible: torch.Tensor, exponent: float 
     """``min(1, median_j L_j / L_i) ** exponent`` over the ``eligible`` clients with a finite validation loss
     ``L_i`` (the median over them), 0 for the others. Float64 ``[n]``.
 
-    A client whose model is at least as good as the round's median keeps 1; a worse one is discounted by how much
-    worse. The losses are floored at :data:`~fedchain.fl.quality.LOSS_FLOOR`.
+    The ratio is the loss quality's (:func:`~fedchain.fl.quality.loss_ratio`), capped at 1: a client whose model
+    is at least as good as the round's median keeps 1; a worse one is discounted by how much worse.
     """
     losses = losses.to(torch.float64)
     usable = eligible & torch.isfinite(losses)
-    zeros = torch.zeros_like(losses)
-    if not usable.any():
-        return zeros
-    floored = torch.where(usable, losses, torch.ones_like(losses)).clamp_min(LOSS_FLOOR)
-    median = floored[usable].quantile(0.5)
-    return torch.where(usable, (median / floored).clamp(max=1.0).pow(exponent), zeros)
+    ratio = loss_ratio(losses, usable).clamp(max=1.0).pow(exponent)
+    return torch.where(usable, ratio, torch.zeros_like(ratio))
 
 
 @dataclass(frozen=True)
@@ -146,8 +149,8 @@ class CGSV(Strategy[CGSVState]):
             updated = data_shares(inputs.data_sizes)
         contribution = psi
         if self.contribution_measure == LOSS_DISCOUNTED:
-            losses = [math.nan if e is None else float(e.loss) for e in inputs.client_evaluations(self.name)]
-            discount = loss_discount(torch.tensor(losses, dtype=torch.float64), inputs.finite, self.loss_exponent)
+            losses = evaluation_losses(inputs.client_evaluations(self.name))
+            discount = loss_discount(losses, inputs.finite, self.loss_exponent)
             contribution = psi * discount
         return RoundResult(
             global_params=inputs.global_params + aggregated,

@@ -79,6 +79,7 @@ from fedchain.fl.strategy import (
     Strategy,
     StrategyState,
     check_state_size,
+    evaluation_losses,
 )
 
 
@@ -321,7 +322,5 @@ class FedAVE(Strategy[FedAVEState]):
             state=dataclasses.replace(state, reputation=reputation),
             weights=weights,
             reward_updates=reward_updates,
-            client_losses=torch.tensor(
-                [math.nan if e is None else float(e.loss) for e in evaluations], dtype=torch.float64
-            ),
+            client_losses=evaluation_losses(evaluations),
         )

@@ -14,7 +14,7 @@ import torch
 
 from fedchain.fl.aggregate import normalise_weights
 from fedchain.fl.quality import loss_ratio
-from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState
+from fedchain.fl.strategy import RoundInputs, RoundResult, Strategy, StrategyState, evaluation_losses
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,8 +28,7 @@ class QualityWeighted(Strategy[StrategyState]):
     name = "quality"
 
     def aggregate(self, inputs: RoundInputs, state: StrategyState) -> RoundResult[StrategyState]:
-        evaluations = inputs.client_evaluations(self.name)
-        losses = torch.tensor([math.nan if e is None else float(e.loss) for e in evaluations], dtype=torch.float64)
+        losses = evaluation_losses(inputs.client_evaluations(self.name))
         accepted = inputs.finite & torch.isfinite(losses)
         quality = loss_ratio(losses, accepted)
         weights = normalise_weights(quality * inputs.data_sizes)
