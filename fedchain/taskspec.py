@@ -139,6 +139,7 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
     "quality_grace": 0,
     "grace_first_round": False,
     "grace_first_round_loss": False,
+    "grace_first_round_screened": False,
     "max_grad_norm": None,
 }
 
@@ -230,6 +231,12 @@ class TaskSpec:
             initial model's is graced too (:attr:`fedchain.fl.quality.GraceRule.by_loss`): a client with little data
             trains a few steps in round 1 and its model may still sit at chance. False (what a spec stored before
             the setting means) asks for the accuracy alone.
+        grace_first_round_screened: with ``grace_first_round``, a first-round model that screening's chance test
+            (``screening.min_chance_share``) judged and kept is graced too (:attr:`fedchain.fl.quality.GraceRule.by_screen`):
+            the test rejects a model below half of chance, as a label flipper's is, while an honest client of one or
+            two classes may sit at chance with its loss risen. Nothing changes where the test is off or cannot
+            reject on the validation set (under 144 samples of 10 classes). False (what a spec stored before the
+            setting means) asks for the accuracy or the loss.
     """
 
     dataset: str = "mnist"
@@ -257,6 +264,7 @@ class TaskSpec:
     quality_grace: int = DEFAULT_QUALITY_GRACE
     grace_first_round: bool = True
     grace_first_round_loss: bool = True
+    grace_first_round_screened: bool = True
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -294,6 +302,7 @@ class TaskSpec:
         check_grace(self.quality_grace)
         check_switch("grace_first_round", self.grace_first_round)
         check_switch("grace_first_round_loss", self.grace_first_round_loss)
+        check_switch("grace_first_round_screened", self.grace_first_round_screened)
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:
@@ -387,13 +396,18 @@ class TaskSpec:
 
     def grace_rule(self, *, min_quality: float) -> GraceRule | None:
         """The grace of a task with q_min ``min_quality`` (a fraction): :func:`fedchain.fl.quality.graced`; None
-        when ``quality_grace`` is 0. Its chance is ``1 / num_classes`` when ``grace_first_round``, else None, and
-        its first round tests the loss too when ``grace_first_round_loss``."""
+        when ``quality_grace`` is 0. Its chance is ``1 / num_classes`` when ``grace_first_round``, else None; its
+        first round tests the loss too when ``grace_first_round_loss``, and takes screening's chance test's
+        verdict when ``grace_first_round_screened``."""
         from fedchain.fl.quality import grace_rule
 
         classes = self.num_classes if self.grace_first_round else None
         return grace_rule(
-            self.quality_grace, min_quality=min_quality, classes=classes, by_loss=self.grace_first_round_loss
+            self.quality_grace,
+            min_quality=min_quality,
+            classes=classes,
+            by_loss=self.grace_first_round_loss,
+            by_screen=self.grace_first_round_screened,
         )
 
     def train_config(self, round_number: int) -> TrainConfig:

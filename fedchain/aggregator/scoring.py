@@ -271,6 +271,7 @@ def score_round(
             accuracies=[e.accuracy for e in evaluations],
             doubtful=screened.doubtful,
             improved=improved,
+            judged=screened.judged_by_chance,
         )
         qualities = list(scored.values)
         new_global, new_state = result.global_params, result.state

@@ -283,6 +283,7 @@ def score_round(
         accuracies=None if client_evaluations is None else [e.accuracy for e in client_evaluations],
         doubtful=screened.doubtful,
         improved=improved,
+        judged=screened.judged_by_chance,
     )
     if grace is not None:
         result = dataclasses.replace(result, state=remembered(result.state, quality.memory))
@@ -447,6 +448,7 @@ def run_experiment(
                     min_quality=DEFAULT_MIN_QUALITY,
                     classes=federation.num_classes if config.grace_first_round else None,
                     by_loss=config.grace_first_round_loss,
+                    by_screen=config.grace_first_round_screened,
                 ),
             )
             for client, reason in screened.rejected().items():

@@ -58,7 +58,10 @@ share of the median's margin over chance: ``acc - chance >= share * (median -
 chance)``; with the task's ``grace_first_round_loss`` a model whose validation loss is below the initial model's
 passes too: a client holding a few hundred samples trains a handful of steps in round 1, and its model lowers the
 loss while it still sits at chance, where every label flipper's raised it (docs/robustness.md, "The first round:
-the loss"). The memory the rule needs (:class:`GraceMemory`) travels with the
+the loss"); with the task's ``grace_first_round_screened`` a model that screening's chance test judged and kept
+passes as well: the test rejects a model below half of chance, as a label flipper's is, while an honest model of one
+or two classes may sit at chance with its loss risen, where neither test above tells it from a flipper
+(docs/robustness.md, "The first round: the chance test"). The memory the rule needs (:class:`GraceMemory`) travels with the
 strategy's state, so every agent that scores the rounds in order keeps it the
 same way.
 
@@ -125,6 +128,10 @@ class GraceRule:
     #: too, at chance or not (a client holding a few hundred samples trains a handful of steps there); needs a
     #: ``chance`` (a first-round grace) and every client's ``improved`` (:func:`graced`).
     by_loss: bool = False
+    #: In the task's first round, a model that screening's chance test judged and kept
+    #: (:attr:`fedchain.fl.screening.ScreeningResult.judged_by_chance`) has learned too; needs a ``chance`` (a
+    #: first-round grace) and the judged mask (:func:`graced`).
+    by_screen: bool = False
 
     def __post_init__(self) -> None:
         check_grace(self.allowance)
@@ -136,17 +143,29 @@ class GraceRule:
             raise ConfigError(f"the accuracy of chance must be in [0, 1), got {self.chance}")
         if self.by_loss and self.chance is None:
             raise ConfigError("the loss test is a first-round grace's: it needs the accuracy of chance (classes)")
+        if self.by_screen and self.chance is None:
+            raise ConfigError("the chance test's verdict is a first-round grace's: it needs the accuracy of chance")
 
 
-def grace_rule(allowance: int, *, min_quality: float, classes: int | None, by_loss: bool = False) -> GraceRule | None:
+def grace_rule(
+    allowance: int, *, min_quality: float, classes: int | None, by_loss: bool = False, by_screen: bool = False
+) -> GraceRule | None:
     """The grace of ``allowance`` rounds with q_min ``min_quality`` for a model of ``classes`` classes (its chance
-    ``1 / classes``; None: no grace in the task's first round, and ``by_loss`` is moot); None for 0 (no grace).
-    ``by_loss``: :attr:`GraceRule.by_loss`."""
+    ``1 / classes``; None: no grace in the task's first round, and ``by_loss`` and ``by_screen`` are moot); None
+    for 0 (no grace). ``by_loss``, ``by_screen``: :attr:`GraceRule.by_loss`, :attr:`GraceRule.by_screen`."""
     if classes is not None and (isinstance(classes, bool) or not isinstance(classes, int) or classes < 2):
         raise ConfigError(f"a classifier has at least 2 classes, got {classes!r}")
     chance = None if classes is None else 1 / classes
     return (
-        GraceRule(min_quality, allowance, chance=chance, by_loss=by_loss and chance is not None) if allowance else None
+        GraceRule(
+            min_quality,
+            allowance,
+            chance=chance,
+            by_loss=by_loss and chance is not None,
+            by_screen=by_screen and chance is not None,
+        )
+        if allowance
+        else None
     )
 
 
@@ -258,6 +277,7 @@ def graced(
     memory: GraceMemory,
     doubtful: torch.Tensor | None = None,
     improved: torch.Tensor | None = None,
+    judged: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, GraceMemory]:
     """The qualities with the grace applied, and the memory after the round (module docstring).
 
@@ -267,8 +287,10 @@ def graced(
     or its quality (before the grace) is below q_min, so a grace never follows a poor round, graced or not. In the
     task's first round (``memory`` empty) the accuracy is counted above ``rule.chance``, and without a chance no
     client is graced; with ``rule.by_loss`` a model that lowered the initial model's validation loss (``improved``,
-    :func:`improved_on`, needed then) shows it has learned as well. A ``doubtful`` update (module docstring) is poor
-    and never graced.
+    :func:`improved_on`, needed then) shows it has learned as well, and with ``rule.by_screen`` so does a model
+    that screening's chance test judged and kept (``judged``,
+    :attr:`~fedchain.fl.screening.ScreeningResult.judged_by_chance`, needed then). A ``doubtful`` update (module
+    docstring) is poor and never graced.
     """
     first = memory.first
     memory = memory.of(values.numel())
@@ -285,12 +307,19 @@ def graced(
         if median > rule.chance:  # when no median model beats chance, none is shown to classify by accuracy
             learned = accuracies - rule.chance >= rule.accuracy_share * (median - rule.chance)
         if rule.by_loss:
-            if improved is None:
-                raise ConfigError(
-                    "the first round's loss test needs whether each client's model lowered the initial model's loss",
-                    hint="pass improved=improved_on(client_losses, loss of the initial model), or a rule without by_loss",
-                )
-            learned = learned | _mask(improved, values)
+            learned = learned | _evidence(
+                improved,
+                values,
+                needs="loss test needs whether each client's model lowered the initial model's loss",
+                hint="pass improved=improved_on(client_losses, loss of the initial model), or a rule without by_loss",
+            )
+        if rule.by_screen:
+            learned = learned | _evidence(
+                judged,
+                values,
+                needs="chance-test grace needs which models screening's chance test judged and kept",
+                hint="pass judged=ScreeningResult.judged_by_chance of the round, or a rule without by_screen",
+            )
         classifies = learned.tolist()
     doubt = torch.zeros_like(accepted) if doubtful is None else _mask(doubtful, values)
     poor = ~accepted | (values < rule.min_quality) | doubt
@@ -303,6 +332,14 @@ def graced(
     result = torch.where(torch.tensor(forgiven), torch.full_like(values, rule.min_quality), values)
     used = tuple(u + int(f) for u, f in zip(memory.used, forgiven, strict=True))
     return result, GraceMemory(tuple(bool(p) for p in poor.tolist()), used)
+
+
+def _evidence(evidence: torch.Tensor | None, values: torch.Tensor, *, needs: str, hint: str) -> torch.Tensor:
+    """``evidence`` as one flag per client of ``values``; a ConfigError saying what the first round's grace
+    ``needs`` when it is missing."""
+    if evidence is None:
+        raise ConfigError(f"the first round's {needs}", hint=hint)
+    return _mask(evidence, values)
 
 
 def _mask(doubtful: torch.Tensor | Sequence[bool], values: torch.Tensor) -> torch.Tensor:
@@ -353,6 +390,7 @@ def round_quality(
     accuracies: torch.Tensor | Sequence[float] | None = None,
     doubtful: torch.Tensor | Sequence[bool] | None = None,
     improved: torch.Tensor | Sequence[bool] | None = None,
+    judged: torch.Tensor | Sequence[bool] | None = None,
 ) -> RoundQuality:
     """The round's ``q_i`` for the chain, from ``result`` and the chosen ``source``.
 
@@ -367,7 +405,9 @@ def round_quality(
     the validation accuracy of every client's updated model (needed with a grace). ``doubtful``: the updates
     screening accepted narrowly (:attr:`~fedchain.fl.screening.ScreeningResult.doubtful`; None: none), held at
     the floor and never graced. ``improved``: in the task's first round with a grace whose ``by_loss`` is set,
-    which client models lowered the initial model's validation loss (:func:`improved_on`).
+    which client models lowered the initial model's validation loss (:func:`improved_on`); with one whose
+    ``by_screen`` is set, which models screening's chance test judged and kept (``judged``,
+    :attr:`~fedchain.fl.screening.ScreeningResult.judged_by_chance`).
     """
     accepted = result.accepted
     if source == "contribution":
@@ -400,8 +440,9 @@ def round_quality(
                 hint="pass accuracies=... (of global + Delta_i on the validation set), or grace=None",
             )
         learned = None if improved is None else _mask(improved, values)
+        kept = None if judged is None else _mask(judged, values)
         values, after = graced(
-            values, accepted, torch.as_tensor(accuracies, dtype=torch.float64), grace, memory, doubt, learned
+            values, accepted, torch.as_tensor(accuracies, dtype=torch.float64), grace, memory, doubt, learned, kept
         )
     values = floored(values, accepted, floor)
     if doubt is not None:

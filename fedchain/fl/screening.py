@@ -341,6 +341,10 @@ class ScreeningResult:
         median_loss: the round's median validation loss (NaN when not computed).
         doubtful: accepted updates whose novelty is less than ``novelty_margin`` above ``min_novelty`` (rule 5),
             bool ``[n]``.
+        judged_by_chance: accepted updates whose model rule 1's chance test (``min_chance_share``) judged and
+            kept, bool ``[n]``: all False when the rule is off or its limit is not above 0 on this validation set
+            (:func:`chance_limit`; under 144 samples of 10 classes), so that nothing was shown by it. The
+            first round's grace can take it as a model that has learned (:attr:`fedchain.fl.quality.GraceRule.by_screen`).
     """
 
     accepted: torch.Tensor
@@ -353,6 +357,7 @@ class ScreeningResult:
     median_norm: float
     median_loss: float
     doubtful: torch.Tensor
+    judged_by_chance: torch.Tensor
 
     def rejected(self) -> dict[int, ScreeningReason]:
         """The clients screening dropped (absent ones excluded) and why."""
@@ -404,6 +409,10 @@ class ValidationAccuracy:
 
         limit = chance_limit(share, rarest=self.rarest, samples=self.samples)
         return self.values.to(device="cpu", dtype=torch.float64) < limit
+
+    def telling(self, share: float) -> bool:
+        """Whether the chance test of ``share`` can reject a model here: its limit is above 0."""
+        return chance_limit(share, rarest=self.rarest, samples=self.samples) > 0
 
 
 def validation_accuracy(accuracies: Sequence[float], validation: ImageDataset) -> ValidationAccuracy:
@@ -467,7 +476,9 @@ def screen(
     if not config.enabled:
         none = torch.zeros(n, dtype=torch.bool)
         ones = torch.ones(n, dtype=torch.float64)
-        return ScreeningResult(present.clone(), tuple(reasons), ones, nan, nan, nan, nan, math.nan, math.nan, none)
+        return ScreeningResult(
+            present.clone(), tuple(reasons), ones, nan, nan, nan, nan, math.nan, math.nan, none, none.clone()
+        )
     if config.needs_losses and (losses is None or losses.shape != (n,)):
         raise ConfigError(
             "the validation-loss check needs one validation loss per client",
@@ -560,8 +571,12 @@ def screen(
     if config.min_novelty is not None and config.novelty_margin is not None:
         # NaN (rule 5 not run for the update) is below nothing: no doubt.
         doubtful = ok & (novelty < config.min_novelty + config.novelty_margin)
+    judged = torch.zeros_like(ok)
+    if config.min_chance_share is not None:
+        assert accuracy is not None
+        judged = ok & accuracy.telling(config.min_chance_share)
     return ScreeningResult(
-        ok, tuple(reasons), scales, norms, cosines, agreement, novelty, median_norm, median_loss, doubtful
+        ok, tuple(reasons), scales, norms, cosines, agreement, novelty, median_norm, median_loss, doubtful, judged
     )
 
 

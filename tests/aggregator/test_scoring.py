@@ -529,3 +529,53 @@ def test_the_aggregator_rejects_a_model_that_predicts_worse_than_chance() -> Non
     assert outcome.screening.rejected() == {3: ScreeningReason.BELOW_CHANCE}
     assert [m.accepted for m in outcome.measurements] == [True, True, True, False]
     assert outcome.measurements[3].quality == 0
+
+
+def test_the_first_round_graces_a_one_class_model_that_the_chance_test_kept(evaluator: Evaluator) -> None:
+    """An honest client holding one class trains a model that names it for everything: about chance on the
+    balanced validation set, its loss far above the initial model's, a loss quality far below q_min. Neither the
+    accuracy nor the loss test tells it from a label flipper; screening's chance test does, and with the task's
+    ``grace_first_round_screened`` its verdict graces the round. On a validation set too small for the test to
+    reject anything, its verdict graces nothing."""
+    from fedchain.fl.quality import GraceRule, grace_memory
+
+    # prepare: two descent steps on the validation loss and one model pushed to class 3 by its last bias
+    spec = dataclasses.replace(SPEC, validation=ValidationSpec(size=1000, seed=3))
+    large = Evaluator(spec.model_spec(), load_validation(spec))
+    g = initial_params(spec.model_spec(), seed=4)
+    model = spec.model_spec().build()
+    torch.nn.utils.vector_to_parameters(g.clone().requires_grad_(False), model.parameters())
+    validation = large.dataset
+    loss = torch.nn.functional.cross_entropy(model(validation.images), validation.labels)
+    descent = -torch.nn.utils.parameters_to_vector(torch.autograd.grad(loss, list(model.parameters()))).detach()
+    one_class = torch.zeros_like(g)
+    one_class[-10 + 3] = 20.0  # the output layer's bias comes last
+    steps = [one_class, descent * 0.02, descent * 0.03]
+    chance_only = ScreeningConfig(
+        max_norm_ratio=None, min_norm_ratio=None, min_cosine=None, min_agreement=None, min_novelty=None,
+        novelty_margin=None, max_loss_ratio=None, min_chance_share=0.5,
+    )  # fmt: skip
+    by_screen = GraceRule(min_quality=0.5, allowance=2, chance=0.1, by_loss=True, by_screen=True)
+    without = dataclasses.replace(by_screen, by_screen=False)
+
+    def scored(rule: GraceRule, on: Evaluator) -> tuple[tuple[float, ...], StrategyState | None]:
+        clients = [ClientInput(step, 100, 10) for step in steps]
+        outcome = score_round(
+            get_strategy("fedavg"), g, clients, on, None,
+            screening=chance_only, quality_floor=0.0, data_credit=1.0, grace=rule,
+        )  # fmt: skip
+        assert outcome.screening is not None and outcome.screening.accepted.all()
+        return outcome.qualities, outcome.state
+
+    # execute: round 1 with and without the verdict, and with it on a validation set of 100 samples
+    graced, after = scored(by_screen, large)
+    plain, _ = scored(without, large)
+    small, _ = scored(by_screen, evaluator)
+
+    # assert: the one-class model sits at chance with its loss risen; only the verdict graces it, and only where
+    # the test could have rejected it
+    pushed = large(g + one_class)
+    assert 0.05 < pushed.accuracy < 0.15 and pushed.loss > large(g).loss
+    assert plain[0] < 0.5 and graced[0] == 0.5 and graced[1:] == plain[1:]
+    assert grace_memory(after).used == (1, 0, 0)
+    assert small[0] < 0.5

@@ -117,6 +117,7 @@ def test_a_value_of_the_wrong_type_names_the_setting(tmp_path: Path) -> None:
         ("quality_grace: -1\n", "quality_grace must be a whole number"),
         ("grace_first_round: sometimes\n", "grace_first_round"),
         ("grace_first_round_loss: 2\n", "grace_first_round_loss must be true or false"),
+        ("grace_first_round_screened: maybe\n", "grace_first_round_screened must be true or false"),
         ("max_grad_norm: 0\n", "max_grad_norm must be a positive number or null"),
     ],
 )

@@ -308,21 +308,62 @@ def test_the_loss_test_is_part_of_a_first_round_grace_only() -> None:
         GraceRule(0.5, 2, by_loss=True)
 
 
-def test_round_quality_passes_the_loss_test_to_the_grace() -> None:
+@pytest.mark.parametrize("test", ["improved", "judged"])
+def test_round_quality_passes_the_first_rounds_loss_test_and_chance_verdict_to_the_grace(test: str) -> None:
     from fedchain.fl.quality import grace_rule
 
     result = get_strategy("fedavg").round(torch.zeros(4), torch.eye(4), [1, 1, 1, 1])
-    rule = grace_rule(1, min_quality=0.5, classes=10, by_loss=True)
+    rule = grace_rule(1, min_quality=0.5, classes=10, by_loss=test == "improved", by_screen=test == "judged")
     losses = [2.0, 2.0, 2.0, 5.0]  # median 2.0: q = [1, 1, 1, 0.4]; the last model at chance
     accuracies = [0.5, 0.5, 0.5, 0.1]
     scored = round_quality(
-        result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies, improved=[True] * 4
+        result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies, **{test: [True] * 4}
     )
     assert scored.values == (1.0, 1.0, 1.0, 0.5)
-    unscored = round_quality(
-        result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies, improved=[True, True, True, False]
-    )
+    failed = {test: [True, True, True, False]}
+    unscored = round_quality(result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies, **failed)
     assert unscored.values == (1.0, 1.0, 1.0, 0.4)
+
+
+def test_in_round_1_a_model_the_chance_test_kept_is_graced_with_the_screens_verdict() -> None:
+    """docs/robustness.md ("The first round: the chance test"), in small: Fashion-MNIST, POW, client 0 of 342
+    samples sat at 0.08 in round 1 with its loss risen (2.30 -> 2.9), a contribution quality of 0.484. Neither the
+    accuracy nor the loss test graces it; screening's chance test judged it and kept it (its limit there was 0.04),
+    and with ``by_screen`` that is enough. A model the test did not judge (off, or a set too small to reject on)
+    is not graced by it, and round 2 does not ask it."""
+    from fedchain.fl.quality import GraceMemory, grace_rule, graced, improved_on
+
+    values = torch.tensor([0.484, 1.0, 1.0, 1.0, 1.2], dtype=F64)
+    ok = torch.ones(5, dtype=torch.bool)
+    accuracies = torch.tensor([0.08, 0.5, 0.55, 0.6, 0.62], dtype=F64)  # median 0.55
+    improved = improved_on([2.9, 1.6, 1.5, 1.4, 1.3], 2.302)
+    judged = torch.ones(5, dtype=torch.bool)
+    by_screen = grace_rule(2, min_quality=0.5, classes=10, by_loss=True, by_screen=True)
+    by_loss = grace_rule(2, min_quality=0.5, classes=10, by_loss=True)
+    assert by_screen is not None and by_loss is not None
+
+    first, memory = graced(values, ok, accuracies, by_screen, GraceMemory(), improved=improved, judged=judged)
+    assert first.tolist() == [0.5, 1.0, 1.0, 1.0, 1.2]
+    assert memory.used == (1, 0, 0, 0, 0) and memory.poor == (True, False, False, False, False)
+    assert graced(values, ok, accuracies, by_loss, GraceMemory(), improved=improved)[0].tolist() == values.tolist()
+    unjudged = torch.zeros(5, dtype=torch.bool)
+    kept = graced(values, ok, accuracies, by_screen, GraceMemory(), improved=improved, judged=unjudged)[0]
+    assert kept.tolist() == values.tolist()
+    later = GraceMemory((True,) + (False,) * 4, (0,) * 5)  # round 2 after a poor round 1: the verdict is not asked
+    assert graced(values, ok, accuracies, by_screen, later, judged=judged)[0].tolist() == values.tolist()
+    rejected = torch.tensor([False, True, True, True, True])  # a rejected update is never graced
+    unkept = graced(values * rejected, rejected, accuracies, by_screen, GraceMemory(), improved=improved, judged=judged)
+    assert unkept[0].tolist()[0] == 0.0
+    with pytest.raises(ConfigError, match="chance test judged and kept"):
+        graced(values, ok, accuracies, by_screen, GraceMemory(), improved=improved)
+
+
+def test_the_screens_verdict_is_part_of_a_first_round_grace_only() -> None:
+    from fedchain.fl.quality import GraceRule, grace_rule
+
+    assert grace_rule(2, min_quality=0.5, classes=None, by_screen=True) == GraceRule(0.5, 2)
+    with pytest.raises(ConfigError, match="needs the accuracy of chance"):
+        GraceRule(0.5, 2, by_screen=True)
 
 
 @pytest.mark.parametrize("classes", [1, 0, 2.5, True])

@@ -628,6 +628,11 @@ def test_a_model_worse_than_chance_is_rejected_and_one_at_chance_is_not() -> Non
 
     assert result.rejected() == {4: ScreeningReason.BELOW_CHANCE, 5: ScreeningReason.BELOW_CHANCE}
     assert off.accepted.all()
+    # the models the test judged and kept are what the first round's grace may take as learned; off, it judged none
+    assert result.judged_by_chance.tolist() == [True, True, True, True, False, False]
+    assert not off.judged_by_chance.any()
+    disabled = screen(updates, everyone(6), losses_of(6), ScreeningConfig(enabled=False), accuracy=accuracy)
+    assert not disabled.judged_by_chance.any()
 
 
 def test_the_chance_test_is_absolute_and_waits_for_a_validation_set_large_enough() -> None:
@@ -637,6 +642,9 @@ def test_the_chance_test_is_absolute_and_waits_for_a_validation_set_large_enough
 
     assert screen(updates, everyone(2), losses_of(2), accuracy=flipper).rejected() == {1: ScreeningReason.BELOW_CHANCE}
     assert screen(updates, everyone(2), losses_of(2), accuracy=small).accepted.all()  # 3 of 100 right: luck can do it
+    # on the small set the test cannot reject at all, so it vouches for no model either
+    assert screen(updates, everyone(2), losses_of(2), accuracy=flipper).judged_by_chance.tolist() == [True, False]
+    assert not screen(updates, everyone(2), losses_of(2), accuracy=small).judged_by_chance.any()
 
 
 def test_a_model_rejected_below_chance_is_left_out_of_the_round_statistics() -> None:

@@ -425,6 +425,25 @@ def test_a_spec_states_todays_gradient_clip_and_an_older_one_plain_sgd() -> None
         TaskSpec(max_grad_norm=0.0)
 
 
+def test_a_spec_states_todays_first_round_chance_verdict_and_an_older_one_none() -> None:
+    """Taking the chance test's verdict in the first round's grace came after the loss test: a spec without it
+    graced a first-round model by its accuracy or its loss only."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b'"grace_first_round_screened":true,', b"")
+
+    assert new.grace_first_round_screened and b'"grace_first_round_screened":true' in new.to_bytes()
+    rule = new.grace_rule(min_quality=0.5)
+    assert rule is not None and rule.by_screen and rule.by_loss
+    older = TaskSpec.from_bytes(older_bytes)
+    assert not older.grace_first_round_screened and older.to_bytes() == older_bytes
+    rule = older.grace_rule(min_quality=0.5)
+    assert rule is not None and not rule.by_screen and rule.by_loss
+    no_first_round = TaskSpec(dataset="mnist", model="lenet5", grace_first_round=False).grace_rule(min_quality=0.5)
+    assert no_first_round is not None and not no_first_round.by_screen
+    with pytest.raises(ConfigError, match="grace_first_round_screened must be true or false"):
+        TaskSpec(grace_first_round_screened="yes")  # type: ignore[arg-type]
+
+
 def test_a_spec_states_todays_novelty_margin_and_vouch_and_an_older_one_neither() -> None:
     """The doubt of a narrow pass and the new part's vouch in the agreement rule came after the novelty rule: a
     spec without them scored every accepted update in full and rejected by the whole vector's agreement alone, so
