@@ -316,13 +316,16 @@ def test_round_quality_passes_the_first_rounds_loss_test_and_chance_verdict_to_t
     rule = grace_rule(1, min_quality=0.5, classes=10, by_loss=test == "improved", by_screen=test == "judged")
     losses = [2.0, 2.0, 2.0, 5.0]  # median 2.0: q = [1, 1, 1, 0.4]; the last model at chance
     accuracies = [0.5, 0.5, 0.5, 0.1]
-    scored = round_quality(
-        result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies, **{test: [True] * 4}
-    )
-    assert scored.values == (1.0, 1.0, 1.0, 0.5)
-    failed = {test: [True, True, True, False]}
-    unscored = round_quality(result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies, **failed)
-    assert unscored.values == (1.0, 1.0, 1.0, 0.4)
+
+    def scored(passed: list[bool]) -> tuple[float, ...]:
+        improved, judged = (passed, None) if test == "improved" else (None, passed)
+        quality = round_quality(
+            result, client_losses=losses, floor=0.2, grace=rule, accuracies=accuracies, improved=improved, judged=judged
+        )
+        return quality.values
+
+    assert scored([True] * 4) == (1.0, 1.0, 1.0, 0.5)
+    assert scored([True, True, True, False]) == (1.0, 1.0, 1.0, 0.4)
 
 
 def test_in_round_1_a_model_the_chance_test_kept_is_graced_with_the_screens_verdict() -> None:
