@@ -213,6 +213,18 @@ def quality_source(strategy: Strategy) -> QualitySource:
     return default_source(strategy.name)
 
 
+def experiment_grace(config: ExperimentConfig, classes: int) -> GraceRule | None:
+    """The grace of an experiment of ``config`` over a model of ``classes`` classes, as a task spec of the same
+    settings has it (:meth:`fedchain.taskspec.TaskSpec.grace_rule`) with the default terms' q_min."""
+    return grace_rule(
+        config.quality_grace,
+        min_quality=DEFAULT_MIN_QUALITY,
+        classes=classes if config.grace_first_round else None,
+        by_loss=config.grace_first_round_loss,
+        by_screen=config.grace_first_round_screened,
+    )
+
+
 def score_round(
     strategy: Strategy,
     evaluator: ModelEvaluator,
@@ -443,13 +455,7 @@ def run_experiment(
                     min_loss_reputation=DEFAULT_MIN_LOSS_REPUTATION,
                 ),
                 config.data_credit,
-                grace_rule(
-                    config.quality_grace,
-                    min_quality=DEFAULT_MIN_QUALITY,
-                    classes=federation.num_classes if config.grace_first_round else None,
-                    by_loss=config.grace_first_round_loss,
-                    by_screen=config.grace_first_round_screened,
-                ),
+                experiment_grace(config, federation.num_classes),
             )
             for client, reason in screened.rejected().items():
                 log.info("round %d: client %d screened out (%s)", round_number, client, reason.value)

@@ -341,10 +341,11 @@ class ScreeningResult:
         median_loss: the round's median validation loss (NaN when not computed).
         doubtful: accepted updates whose novelty is less than ``novelty_margin`` above ``min_novelty`` (rule 5),
             bool ``[n]``.
-        judged_by_chance: accepted updates whose model rule 1's chance test (``min_chance_share``) judged and
-            kept, bool ``[n]``: all False when the rule is off or its limit is not above 0 on this validation set
-            (:func:`chance_limit`; under 144 samples of 10 classes), so that nothing was shown by it. The
-            first round's grace can take it as a model that has learned (:attr:`fedchain.fl.quality.GraceRule.by_screen`).
+        judged_by_chance: accepted updates whose model rule 1's chance test (``min_chance_share``) judged at its
+            full strength and kept, bool ``[n]``: all False when the rule is off, or when its limit on this
+            validation set is lowered for the set's size (:meth:`ValidationAccuracy.full_strength`; on 10 balanced
+            classes, under 576 samples), so that nothing is shown by it there. The first round's grace can take it
+            as a model that has learned (:attr:`fedchain.fl.quality.GraceRule.by_screen`).
     """
 
     accepted: torch.Tensor
@@ -410,9 +411,11 @@ class ValidationAccuracy:
         limit = chance_limit(share, rarest=self.rarest, samples=self.samples)
         return self.values.to(device="cpu", dtype=torch.float64) < limit
 
-    def telling(self, share: float) -> bool:
-        """Whether the chance test of ``share`` can reject a model here: its limit is above 0."""
-        return chance_limit(share, rarest=self.rarest, samples=self.samples) > 0
+    def full_strength(self, share: float) -> bool:
+        """Whether the chance test of ``share`` rejects here at its full strength: its limit is ``share`` of
+        chance, not lowered by :data:`CHANCE_DEVIATIONS` for a small validation set (on 10 balanced classes and a
+        share of 0.5: from 576 samples), and no class is missing."""
+        return self.rarest > 0 and chance_limit(share, rarest=self.rarest, samples=self.samples) >= share * self.rarest
 
 
 def validation_accuracy(accuracies: Sequence[float], validation: ImageDataset) -> ValidationAccuracy:
@@ -574,7 +577,7 @@ def screen(
     judged = torch.zeros_like(ok)
     if config.min_chance_share is not None:
         assert accuracy is not None
-        judged = ok & accuracy.telling(config.min_chance_share)
+        judged = ok & accuracy.full_strength(config.min_chance_share)
     return ScreeningResult(
         ok, tuple(reasons), scales, norms, cosines, agreement, novelty, median_norm, median_loss, doubtful, judged
     )

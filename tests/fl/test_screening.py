@@ -642,9 +642,16 @@ def test_the_chance_test_is_absolute_and_waits_for_a_validation_set_large_enough
 
     assert screen(updates, everyone(2), losses_of(2), accuracy=flipper).rejected() == {1: ScreeningReason.BELOW_CHANCE}
     assert screen(updates, everyone(2), losses_of(2), accuracy=small).accepted.all()  # 3 of 100 right: luck can do it
-    # on the small set the test cannot reject at all, so it vouches for no model either
+    # on the small set the test cannot reject at all, so it vouches for no model either; nor does it where its
+    # limit is lowered for the set's size (10 balanced classes: under 576 samples)
     assert screen(updates, everyone(2), losses_of(2), accuracy=flipper).judged_by_chance.tolist() == [True, False]
     assert not screen(updates, everyone(2), losses_of(2), accuracy=small).judged_by_chance.any()
+    for samples, full in ((300, False), (570, False), (600, True)):
+        sized = ValidationAccuracy(torch.tensor([0.6, 0.6], dtype=F64), 0.1, samples)
+        assert sized.full_strength(0.5) is full
+        assert bool(screen(updates, everyone(2), losses_of(2), accuracy=sized).judged_by_chance.all()) is full
+    missing = ValidationAccuracy(torch.tensor([0.6, 0.6], dtype=F64), 0.0, 1000)  # a class missing: limit 0
+    assert not missing.full_strength(0.5)
 
 
 def test_a_model_rejected_below_chance_is_left_out_of_the_round_statistics() -> None:
