@@ -26,7 +26,6 @@ the model each client trained from, and its updated model is that plus its updat
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,14 +40,11 @@ from fedchain.fl.quality import (
     GraceRule,
     QualitySource,
     default_source,
-    grace_memory,
-    improved_on,
-    remembered,
-    round_quality,
     to_wad,
 )
 from fedchain.fl.registry import fit_layer_sizes
-from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates, validation_accuracy
+from fedchain.fl.rounds import aggregate_and_score
+from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, validation_accuracy
 from fedchain.fl.strategy import Evaluation, Strategy, StrategyState, Validation
 from fedchain.models.registry import ModelSpec
 from fedchain.taskspec import TaskSpec, gives_rewards
@@ -249,36 +245,27 @@ def score_round(
             layers=evaluator.model.param_spec().sizes,
             accuracy=validation_accuracy([e.accuracy for e in evaluations], evaluator.dataset),
         )
-        result = strategy.round(
-            global_params, screened_updates(updates, screened), sizes, state, validation, client_params=client_params
-        )
-        # A loss that is not finite (an update that blows the model up) fails the quality check too.
-        accepted = result.accepted & torch.tensor([math.isfinite(x) for x in losses])
-        result = dataclasses.replace(result, accepted=accepted)
-        improved = None
-        if grace is not None and grace.by_loss and grace_memory(state).first:
-            # the task's first round: every client trained from the initial model, global_params
-            improved = improved_on(losses, evaluator(global_params).loss)
-        scored = round_quality(
-            result,
+        # aggregate_and_score also refuses an update whose model's loss is not finite (one that blows it up)
+        result, scored = aggregate_and_score(
+            strategy,
+            global_params,
+            updates,
+            screened,
+            sizes,
+            state,
+            validation,
+            client_params=client_params,
             source=quality,
-            client_losses=torch.tensor(losses, dtype=torch.float64),
+            evaluations=evaluations,
+            initial_loss=lambda: evaluator(global_params).loss,
             floor=quality_floor,
-            data_sizes=sizes,
             data_credit=data_credit,
             grace=grace,
-            memory=grace_memory(state),
-            accuracies=[e.accuracy for e in evaluations],
-            doubtful=screened.doubtful,
-            improved=improved,
-            judged=screened.judged_by_chance,
         )
         qualities = list(scored.values)
         new_global, new_state = result.global_params, result.state
-        if grace is not None:
-            new_state = remembered(new_state, scored.memory)
         rewards = result.rewards if rewards is not None else None
-        usable = accepted.tolist()
+        usable = result.accepted.tolist()
     wads = to_wad(qualities)
     measurements = tuple(
         Measurement(

@@ -41,19 +41,12 @@ from fedchain.experiments.checkpoint import RunCheckpoint, load_checkpoint, save
 from fedchain.experiments.config import ExperimentConfig
 from fedchain.experiments.federation import FREE_RIDER, NOISE, SCALED, SIGN_FLIPPED, SYBIL, Federation, build_federation
 from fedchain.experiments.results import ClientInfo, ExperimentResult, RoundRecord
-from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation, round_quality
+from fedchain.fl import Evaluation, RoundResult, Strategy, StrategyState, Validation
 from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY, round_floor
-from fedchain.fl.quality import (
-    GraceRule,
-    QualitySource,
-    default_source,
-    grace_memory,
-    grace_rule,
-    improved_on,
-    remembered,
-)
+from fedchain.fl.quality import GraceRule, QualitySource, default_source, grace_rule
 from fedchain.fl.registry import configured_strategy, fit_layer_sizes
-from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, screened_updates, validation_accuracy
+from fedchain.fl.rounds import aggregate_and_score
+from fedchain.fl.screening import ScreeningConfig, ScreeningResult, screen, validation_accuracy
 from fedchain.fl.strategies.fair import Fair
 from fedchain.fl.strategies.fedave import FedAVE
 from fedchain.models.registry import ModelSpec
@@ -275,30 +268,22 @@ def score_round(
         client_evaluations=client_evaluations,
         local_sample_losses=_LocalLosses(evaluator, local_models, federation.clients),
     )
-    sent = screened_updates(updates, screened)
-    result = strategy.round(global_params, sent, sizes, state, validation, client_params=client_params)
-    if result.client_losses is not None:
-        losses = None  # the strategy measured them itself
-    improved = None
-    if grace is not None and grace.by_loss and grace_memory(state).first and client_evaluations is not None:
-        start = evaluator.evaluate(global_params, federation.validation).loss
-        improved = improved_on([e.loss for e in client_evaluations], start)
-    quality = round_quality(
-        result,
+    result, quality = aggregate_and_score(
+        strategy,
+        global_params,
+        updates,
+        screened,
+        sizes,
+        state,
+        validation,
+        client_params=client_params,
         source=quality_source(strategy),
-        client_losses=losses,
+        evaluations=client_evaluations,
+        initial_loss=lambda: evaluator.evaluate(global_params, federation.validation).loss,
         floor=quality_floor,
-        data_sizes=sizes,
         data_credit=data_credit,
         grace=grace,
-        memory=grace_memory(state),
-        accuracies=None if client_evaluations is None else [e.accuracy for e in client_evaluations],
-        doubtful=screened.doubtful,
-        improved=improved,
-        judged=screened.judged_by_chance,
     )
-    if grace is not None:
-        result = dataclasses.replace(result, state=remembered(result.state, quality.memory))
     return result, quality.values, screened
 
 
