@@ -245,7 +245,6 @@ def score_round(
             layers=evaluator.model.param_spec().sizes,
             accuracy=validation_accuracy([e.accuracy for e in evaluations], evaluator.dataset),
         )
-        # aggregate_and_score also refuses an update whose model's loss is not finite (one that blows it up)
         result, scored = aggregate_and_score(
             strategy,
             global_params,
@@ -261,6 +260,7 @@ def score_round(
             floor=quality_floor,
             data_credit=data_credit,
             grace=grace,
+            refuse_non_finite=True,  # an update that blows the model up fails the quality check too
         )
         qualities = list(scored.values)
         new_global, new_state = result.global_params, result.state

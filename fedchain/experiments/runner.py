@@ -239,7 +239,9 @@ def score_round(
     models they trained from when they keep their own (else ``None``); ``last_step`` the global step of the
     round before (screening's rule 5); ``quality_floor`` the least quality of an accepted update in this round; ``data_credit`` the
     most a small client's contribution quality grows (:func:`fedchain.fl.quality.data_credited`); ``grace`` the
-    task's grace (:func:`fedchain.fl.quality.graced`; None: none), whose memory ``state`` carries.
+    task's grace (:func:`fedchain.fl.quality.graced`; None: none), whose memory ``state`` carries. From screening on
+    the round is the aggregator's (:func:`fedchain.fl.rounds.aggregate_and_score`), but for a model of non-finite
+    loss, which is left to screening's loss check here.
     Returns the strategy's result, every client's quality q_i and what screening decided.
     """
     by_loss = quality_source(strategy) == "loss"
@@ -283,6 +285,7 @@ def score_round(
         floor=quality_floor,
         data_credit=data_credit,
         grace=grace,
+        refuse_non_finite=False,  # left to screening's loss check, as the kept table runs were measured
     )
     return result, quality.values, screened
 

@@ -4,9 +4,14 @@ The simulation (:func:`fedchain.experiments.runner.score_round`) and the product
 (:func:`fedchain.aggregator.scoring.score_round`, which the auditor, the Flower strategy and the dispute tools
 call) gather a round's inputs in their own ways: one trains its clients in process, the other decodes what fog
 nodes committed. From screening on they run :func:`aggregate_and_score`, so the tables of ``reproduce`` measure
-what a task posts: the screened updates aggregated by the strategy, an update whose model's validation loss is not
-finite not accepted, the chain's quality (:func:`fedchain.fl.quality.round_quality`) with the task's floor, data
-credit and grace, and the grace's memory carried in the strategy's state.
+what a task posts: the screened updates aggregated by the strategy, the chain's quality
+(:func:`fedchain.fl.quality.round_quality`) with the task's floor, data credit and grace, and the grace's memory
+carried in the strategy's state.
+
+One difference is left, ``refuse_non_finite``: the aggregator marks an update whose model's validation loss is not
+finite as not accepted after the strategy's round, the runner leaves such an update to screening's loss check
+(``max_loss_ratio``), as every kept table run was measured. Under the default screening the check rejects it first,
+so the two agree; with screening off, a contribution strategy's qualities can differ between them.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from fedchain.errors import ConfigError
 from fedchain.fl.quality import (
     GraceRule,
     QualitySource,
@@ -46,13 +52,14 @@ def aggregate_and_score(
     floor: float,
     data_credit: float,
     grace: GraceRule | None,
+    refuse_non_finite: bool,
 ) -> tuple[RoundResult, RoundQuality]:
     """The strategy's round over ``updates`` ``[n, d]`` as ``screened`` lets them through, and every client's
     quality for the chain; the result's state carries the grace's memory to the next round.
 
     ``evaluations``: each client's updated model on the validation set (None when the round measured none: a
-    contribution quality without a grace or a screening rule that needs them); a model whose loss is not finite is
-    not accepted. ``initial_loss``: the validation loss of ``global_params``, asked only in the task's first round
+    contribution quality without a grace or a screening rule that needs them). ``refuse_non_finite``: mark a client
+    whose model's loss is not finite as not accepted (module docstring; needs ``evaluations``). ``initial_loss``: the validation loss of ``global_params``, asked only in the task's first round
     when the grace tests the loss there (:attr:`~fedchain.fl.quality.GraceRule.by_loss`). ``floor``, ``data_credit``
     and ``grace`` are the task's for this round (:func:`~fedchain.fl.quality.round_quality`).
     """
@@ -60,10 +67,13 @@ def aggregate_and_score(
         global_params, screened_updates(updates, screened), sizes, state, validation, client_params=client_params
     )
     losses = None if evaluations is None else [e.loss for e in evaluations]
-    if losses is not None:
-        result = dataclasses.replace(
-            result, accepted=result.accepted & torch.tensor([math.isfinite(x) for x in losses])
-        )
+    if refuse_non_finite:
+        if losses is None:
+            raise ConfigError(
+                "refusing models of non-finite loss needs each client's evaluation", hint="pass evaluations=..."
+            )
+        finite = torch.tensor([math.isfinite(x) for x in losses], device=result.accepted.device)
+        result = dataclasses.replace(result, accepted=result.accepted & finite)
     improved = None
     if grace is not None and grace.by_loss and grace_memory(state).first and losses is not None:
         improved = improved_on(losses, initial_loss())  # round 1: every client trained from global_params

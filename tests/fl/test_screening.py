@@ -646,7 +646,7 @@ def test_the_chance_test_is_absolute_and_waits_for_a_validation_set_large_enough
     # limit is lowered for the set's size (10 balanced classes: under 576 samples)
     assert screen(updates, everyone(2), losses_of(2), accuracy=flipper).judged_by_chance.tolist() == [True, False]
     assert not screen(updates, everyone(2), losses_of(2), accuracy=small).judged_by_chance.any()
-    for samples, full in ((300, False), (570, False), (600, True)):
+    for samples, full in ((300, False), (575, False), (576, True), (1000, True)):
         sized = ValidationAccuracy(torch.tensor([0.6, 0.6], dtype=F64), 0.1, samples)
         assert sized.full_strength(0.5) is full
         assert bool(screen(updates, everyone(2), losses_of(2), accuracy=sized).judged_by_chance.all()) is full
