@@ -232,11 +232,12 @@ class TaskSpec:
             trains a few steps in round 1 and its model may still sit at chance. False (what a spec stored before
             the setting means) asks for the accuracy alone.
         grace_first_round_screened: with ``grace_first_round``, a first-round model that screening's chance test
-            (``screening.min_chance_share``) judged and kept is graced too (:attr:`fedchain.fl.quality.GraceRule.by_screen`):
-            the test rejects a model below half of chance, as a label flipper's is, while an honest client of one or
-            two classes may sit at chance with its loss risen. Nothing changes where the test is off or its limit is
-            lowered for a small validation set (on 10 balanced classes, under 576 samples). False (what a spec stored
-            before the setting means) asks for the accuracy or the loss.
+            (``screening.min_chance_share``) judged and kept is graced too
+            (:attr:`fedchain.fl.quality.GraceRule.by_screen`): the test rejects a model below half of chance, as a
+            label flipper's is, while an honest client of one or two classes may sit at chance with its loss risen.
+            Nothing changes where the test is off or its limit is lowered for a small validation set (on 10 balanced
+            classes, under 576 samples). False (what a spec stored before the setting means) asks for the accuracy or
+            the loss.
     """
 
     dataset: str = "mnist"

@@ -61,9 +61,8 @@ loss while it still sits at chance, where every label flipper's raised it (docs/
 the loss"); with the task's ``grace_first_round_screened`` a model that screening's chance test judged and kept
 passes as well: the test rejects a model below half of chance, as a label flipper's is, while an honest model of one
 or two classes may sit at chance with its loss risen, where neither test above tells it from a flipper
-(docs/robustness.md, "The first round: the chance test"). The memory the rule needs (:class:`GraceMemory`) travels with the
-strategy's state, so every agent that scores the rounds in order keeps it the
-same way.
+(docs/robustness.md, "The first round: the chance test"). The memory the rule needs (:class:`GraceMemory`)
+travels with the strategy's state, so every agent that scores the rounds in order keeps it the same way.
 
 An update that screening accepted narrowly (:attr:`fedchain.fl.screening.ScreeningResult.doubtful`: rule 5's
 novelty less than ``novelty_margin`` above its threshold) is in doubt: a disguised free rider's noise clears the

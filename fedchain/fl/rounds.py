@@ -59,9 +59,10 @@ def aggregate_and_score(
 
     ``evaluations``: each client's updated model on the validation set (None when the round measured none: a
     contribution quality without a grace or a screening rule that needs them). ``refuse_non_finite``: mark a client
-    whose model's loss is not finite as not accepted (module docstring; needs ``evaluations``). ``initial_loss``: the validation loss of ``global_params``, asked only in the task's first round
-    when the grace tests the loss there (:attr:`~fedchain.fl.quality.GraceRule.by_loss`). ``floor``, ``data_credit``
-    and ``grace`` are the task's for this round (:func:`~fedchain.fl.quality.round_quality`).
+    whose model's loss is not finite as not accepted (module docstring; needs ``evaluations``). ``initial_loss``:
+    the validation loss of ``global_params``, asked only in the task's first round when the grace tests the loss
+    there (:attr:`~fedchain.fl.quality.GraceRule.by_loss`). ``floor``, ``data_credit`` and ``grace`` are the task's
+    for this round (:func:`~fedchain.fl.quality.round_quality`).
     """
     result = strategy.round(
         global_params, screened_updates(updates, screened), sizes, state, validation, client_params=client_params
