@@ -140,6 +140,7 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
     "grace_first_round": False,
     "grace_first_round_loss": False,
     "grace_first_round_screened": False,
+    "grace_first_round_extra": False,
     "max_grad_norm": None,
 }
 
@@ -238,6 +239,10 @@ class TaskSpec:
             Nothing changes where the test is off or its limit is lowered for a small validation set (on 10 balanced
             classes, under 576 samples). False (what a spec stored before the setting means) asks for the accuracy or
             the loss.
+        grace_first_round_extra: with ``grace_first_round``, a first round's grace does not count against
+            ``quality_grace`` (:attr:`fedchain.fl.quality.GraceRule.first_extra`): it forgives a young model, and the
+            small and skewed clients it graces are the ones that later need their graces for odd poor rounds. False
+            (what a spec stored before the setting means) counts it.
     """
 
     dataset: str = "mnist"
@@ -266,6 +271,7 @@ class TaskSpec:
     grace_first_round: bool = True
     grace_first_round_loss: bool = True
     grace_first_round_screened: bool = True
+    grace_first_round_extra: bool = True
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -304,6 +310,7 @@ class TaskSpec:
         check_switch("grace_first_round", self.grace_first_round)
         check_switch("grace_first_round_loss", self.grace_first_round_loss)
         check_switch("grace_first_round_screened", self.grace_first_round_screened)
+        check_switch("grace_first_round_extra", self.grace_first_round_extra)
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:
@@ -399,7 +406,8 @@ class TaskSpec:
         """The grace of a task with q_min ``min_quality`` (a fraction): :func:`fedchain.fl.quality.graced`; None
         when ``quality_grace`` is 0. Its chance is ``1 / num_classes`` when ``grace_first_round``, else None; its
         first round tests the loss too when ``grace_first_round_loss``, and takes screening's chance test's
-        verdict when ``grace_first_round_screened``."""
+        verdict when ``grace_first_round_screened``; its first-round grace is not counted against the allowance
+        when ``grace_first_round_extra``."""
         from fedchain.fl.quality import grace_rule
 
         classes = self.num_classes if self.grace_first_round else None
@@ -409,6 +417,7 @@ class TaskSpec:
             classes=classes,
             by_loss=self.grace_first_round_loss,
             by_screen=self.grace_first_round_screened,
+            first_extra=self.grace_first_round_extra,
         )
 
     def train_config(self, round_number: int) -> TrainConfig:

@@ -222,6 +222,8 @@ class ExperimentConfig:
     #: In that first round, grace a model that screening's chance test judged and kept too, as a task spec's
     #: ``grace_first_round_screened``.
     grace_first_round_screened: bool = True
+    #: Do not count a first round's grace against ``quality_grace``, as a task spec's ``grace_first_round_extra``.
+    grace_first_round_extra: bool = True
     #: Privacy budget of the local noise added to client data; ``None`` adds none.
     epsilon: float | None = None
     #: Training samples held out of every client as the aggregator's validation set.
@@ -278,6 +280,7 @@ class ExperimentConfig:
         check_switch("grace_first_round", self.grace_first_round)
         check_switch("grace_first_round_loss", self.grace_first_round_loss)
         check_switch("grace_first_round_screened", self.grace_first_round_screened)
+        check_switch("grace_first_round_extra", self.grace_first_round_extra)
         check_max_grad_norm(self.max_grad_norm)
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)

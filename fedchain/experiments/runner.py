@@ -215,6 +215,7 @@ def experiment_grace(config: ExperimentConfig, classes: int) -> GraceRule | None
         classes=classes if config.grace_first_round else None,
         by_loss=config.grace_first_round_loss,
         by_screen=config.grace_first_round_screened,
+        first_extra=config.grace_first_round_extra,
     )
 
 

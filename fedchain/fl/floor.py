@@ -9,8 +9,8 @@ the weighted mean, and the least quality falls towards r_a_min / q_min.
 
 The task spec validates its ``quality_floor`` with :func:`check_floor`, its ``data_credit`` with
 :func:`check_data_credit`, its ``quality_grace`` with :func:`check_grace` and its switches (``early_floor``,
-``grace_first_round``, ``grace_first_round_loss``, ``grace_first_round_screened``) with :func:`check_switch`, and
-commands that only read specs (``--help`` included) must not load torch to do it.
+``grace_first_round``, ``grace_first_round_loss``, ``grace_first_round_screened``, ``grace_first_round_extra``) with
+:func:`check_switch`, and commands that only read specs (``--help`` included) must not load torch to do it.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def round_floor(
 
 def check_switch(name: str, value: object) -> None:
     """A :class:`ConfigError` unless setting ``name`` (``early_floor``, ``grace_first_round``,
-    ``grace_first_round_loss``, ``grace_first_round_screened``) is a boolean."""
+    ``grace_first_round_loss``, ``grace_first_round_screened``, ``grace_first_round_extra``) is a boolean."""
     if not isinstance(value, bool):
         raise ConfigError(f"{name} must be true or false, got {value!r}")
 

@@ -61,7 +61,10 @@ loss while it still sits at chance, where every label flipper's raised it (docs/
 the loss"); with the task's ``grace_first_round_screened`` a model that screening's chance test judged and kept
 passes as well: the test rejects a model below half of chance, as a label flipper's is, while an honest model of one
 or two classes may sit at chance with its loss risen, where neither test above tells it from a flipper
-(docs/robustness.md, "The first round: the chance test"). The memory the rule needs (:class:`GraceMemory`)
+(docs/robustness.md, "The first round: the chance test"). With the task's ``grace_first_round_extra`` a first
+round's grace does not count against ``quality_grace``: it forgives a young model, not an odd poor round, and the
+small and skewed clients it graces are the ones most likely to need their later graces (docs/robustness.md, "The
+first round's grace apart"). The memory the rule needs (:class:`GraceMemory`)
 travels with the strategy's state, so every agent that scores the rounds in order keeps it the same way.
 
 An update that screening accepted narrowly (:attr:`fedchain.fl.screening.ScreeningResult.doubtful`: rule 5's
@@ -115,7 +118,8 @@ class GraceRule:
 
     #: q_min as a fraction: a round below it is poor, and a graced round is scored at it.
     min_quality: float
-    #: Rounds per client and task scored at q_min instead of below it (0: no grace, the seed's rule).
+    #: Rounds per client and task scored at q_min instead of below it (0: no grace, the seed's rule); a first
+    #: round's grace is one of them unless :attr:`first_extra`.
     allowance: int
     #: The least accuracy of a graced client's model, as a share of the accepted clients' median.
     accuracy_share: float = GRACE_ACCURACY_SHARE
@@ -131,6 +135,9 @@ class GraceRule:
     #: (:attr:`fedchain.fl.screening.ScreeningResult.judged_by_chance`) has learned too; needs a ``chance`` (a
     #: first-round grace) and the judged mask (:func:`graced`).
     by_screen: bool = False
+    #: A grace in the task's first round does not count against :attr:`allowance`; needs a ``chance`` (a
+    #: first-round grace).
+    first_extra: bool = False
 
     def __post_init__(self) -> None:
         check_grace(self.allowance)
@@ -144,14 +151,23 @@ class GraceRule:
             raise ConfigError("the loss test is a first-round grace's: it needs the accuracy of chance (classes)")
         if self.by_screen and self.chance is None:
             raise ConfigError("the chance test's verdict is a first-round grace's: it needs the accuracy of chance")
+        if self.first_extra and self.chance is None:
+            raise ConfigError("an extra first-round grace is a first-round grace: it needs the accuracy of chance")
 
 
 def grace_rule(
-    allowance: int, *, min_quality: float, classes: int | None, by_loss: bool = False, by_screen: bool = False
+    allowance: int,
+    *,
+    min_quality: float,
+    classes: int | None,
+    by_loss: bool = False,
+    by_screen: bool = False,
+    first_extra: bool = False,
 ) -> GraceRule | None:
     """The grace of ``allowance`` rounds with q_min ``min_quality`` for a model of ``classes`` classes (its chance
-    ``1 / classes``; None: no grace in the task's first round, and ``by_loss`` and ``by_screen`` are moot); None
-    for 0 (no grace). ``by_loss``, ``by_screen``: :attr:`GraceRule.by_loss`, :attr:`GraceRule.by_screen`."""
+    ``1 / classes``; None: no grace in the task's first round, and ``by_loss``, ``by_screen`` and ``first_extra``
+    are moot); None for 0 (no grace). ``by_loss``, ``by_screen``, ``first_extra``: :attr:`GraceRule.by_loss`,
+    :attr:`GraceRule.by_screen`, :attr:`GraceRule.first_extra`."""
     if classes is not None and (isinstance(classes, bool) or not isinstance(classes, int) or classes < 2):
         raise ConfigError(f"a classifier has at least 2 classes, got {classes!r}")
     chance = None if classes is None else 1 / classes
@@ -162,6 +178,7 @@ def grace_rule(
             chance=chance,
             by_loss=by_loss and chance is not None,
             by_screen=by_screen and chance is not None,
+            first_extra=first_extra and chance is not None,
         )
         if allowance
         else None
@@ -289,7 +306,8 @@ def graced(
     :func:`improved_on`, needed then) shows it has learned as well, and with ``rule.by_screen`` so does a model
     that screening's chance test judged and kept (``judged``,
     :attr:`~fedchain.fl.screening.ScreeningResult.judged_by_chance`, needed then). A ``doubtful`` update (module
-    docstring) is poor and never graced.
+    docstring) is poor and never graced. A first round's grace counts against the allowance unless
+    ``rule.first_extra``.
     """
     first = memory.first
     memory = memory.of(values.numel())
@@ -329,7 +347,8 @@ def graced(
         )
     ]
     result = torch.where(torch.tensor(forgiven), torch.full_like(values, rule.min_quality), values)
-    used = tuple(u + int(f) for u, f in zip(memory.used, forgiven, strict=True))
+    counted = forgiven if not (first and rule.first_extra) else [False] * len(forgiven)
+    used = tuple(u + int(f) for u, f in zip(memory.used, counted, strict=True))
     return result, GraceMemory(tuple(bool(p) for p in poor.tolist()), used)
 
 

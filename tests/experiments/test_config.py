@@ -118,6 +118,7 @@ def test_a_value_of_the_wrong_type_names_the_setting(tmp_path: Path) -> None:
         ("grace_first_round: sometimes\n", "grace_first_round"),
         ("grace_first_round_loss: 2\n", "grace_first_round_loss must be true or false"),
         ("grace_first_round_screened: maybe\n", "grace_first_round_screened must be true or false"),
+        ("grace_first_round_extra: 1\n", "grace_first_round_extra must be true or false"),
         ("max_grad_norm: 0\n", "max_grad_norm must be a positive number or null"),
     ],
 )

@@ -27,6 +27,7 @@ def test_fedave_gets_the_model_layer_sizes_unless_it_was_given_some() -> None:
     [
         {},
         {"grace_first_round_screened": False},
+        {"grace_first_round_extra": False},
         {"grace_first_round_loss": False},
         {"grace_first_round": False},
         {"quality_grace": 0},
@@ -38,4 +39,4 @@ def test_an_experiment_graces_as_a_task_spec_of_the_same_settings(settings: dict
 
     assert grace == TaskSpec(dataset="mnist", model="lenet5", **settings).grace_rule(min_quality=0.5)  # type: ignore[arg-type]
     if not settings:
-        assert grace is not None and grace.by_screen and grace.by_loss and grace.chance == 0.1
+        assert grace is not None and grace.by_screen and grace.by_loss and grace.first_extra and grace.chance == 0.1

@@ -369,6 +369,36 @@ def test_the_screens_verdict_is_part_of_a_first_round_grace_only() -> None:
         GraceRule(0.5, 2, by_screen=True)
 
 
+def test_an_extra_first_round_grace_leaves_the_allowance_for_the_later_rounds() -> None:
+    """docs/robustness.md ("The first round's grace apart"), in small: MNIST, POW, fedfaim, client 6 of 171 samples
+    was graced in round 1 and round 8, and its poor round 10 after a good round 9 went ungraced, as its two graces
+    were spent. With ``first_extra`` round 1 is not one of them; a client poor round after round still gets no
+    grace after its first, and a rule without a first round cannot have it."""
+    from fedchain.fl.quality import GraceMemory, GraceRule, grace_rule, graced
+
+    def run(rule: GraceRule, rows: list[float]) -> tuple[list[float], GraceMemory]:
+        memory, scored = GraceMemory(), []
+        for quality in rows:
+            values = torch.tensor([quality, 1.0, 1.0], dtype=F64)
+            ok = torch.ones(3, dtype=torch.bool)
+            result, memory = graced(values, ok, torch.full((3,), 0.5, dtype=F64), rule, memory, improved=ok)
+            scored.append(float(result[0]))
+        return scored, memory
+
+    counted = grace_rule(2, min_quality=0.5, classes=10, by_loss=True)
+    extra = grace_rule(2, min_quality=0.5, classes=10, by_loss=True, first_extra=True)
+    assert counted is not None and extra is not None and extra.first_extra and not counted.first_extra
+    client_6 = [0.45, 1.2, 0.48, 1.1, 0.49]  # rounds 1, 8, 10 in small: poor, good, poor, good, poor
+
+    assert run(counted, client_6) == ([0.5, 1.2, 0.5, 1.1, 0.49], GraceMemory((True, False, False), (2, 0, 0)))
+    assert run(extra, client_6) == ([0.5, 1.2, 0.5, 1.1, 0.5], GraceMemory((True, False, False), (2, 0, 0)))
+    flipper = [0.3, 0.2, 0.1, 0.2]  # poor round after round: graced once, in round 1, either way
+    assert run(extra, flipper)[0] == run(counted, flipper)[0] == [0.5, 0.2, 0.1, 0.2]
+    assert grace_rule(2, min_quality=0.5, classes=None, first_extra=True) == GraceRule(0.5, 2)
+    with pytest.raises(ConfigError, match="needs the accuracy of chance"):
+        GraceRule(0.5, 2, first_extra=True)
+
+
 @pytest.mark.parametrize("classes", [1, 0, 2.5, True])
 def test_a_grace_for_fewer_than_two_classes_or_a_chance_outside_0_1_is_refused(classes: object) -> None:
     from fedchain.fl.quality import GraceRule, grace_rule

@@ -444,6 +444,25 @@ def test_a_spec_states_todays_first_round_chance_verdict_and_an_older_one_none()
         TaskSpec(grace_first_round_screened="yes")  # type: ignore[arg-type]
 
 
+def test_a_spec_states_todays_extra_first_round_grace_and_an_older_one_counts_it() -> None:
+    """Leaving the first round's grace out of the allowance came after the chance verdict: a spec without it
+    counted a first-round grace as one of ``quality_grace``, so its auditor does too."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(b'"grace_first_round_extra":true,', b"")
+
+    assert new.grace_first_round_extra and b'"grace_first_round_extra":true' in new.to_bytes()
+    rule = new.grace_rule(min_quality=0.5)
+    assert rule is not None and rule.first_extra
+    older = TaskSpec.from_bytes(older_bytes)
+    assert not older.grace_first_round_extra and older.to_bytes() == older_bytes != new.to_bytes()
+    rule = older.grace_rule(min_quality=0.5)
+    assert rule is not None and not rule.first_extra and rule.by_screen
+    no_first_round = TaskSpec(dataset="mnist", model="lenet5", grace_first_round=False).grace_rule(min_quality=0.5)
+    assert no_first_round is not None and not no_first_round.first_extra
+    with pytest.raises(ConfigError, match="grace_first_round_extra must be true or false"):
+        TaskSpec(grace_first_round_extra=1)  # type: ignore[arg-type]
+
+
 def test_a_spec_states_todays_novelty_margin_and_vouch_and_an_older_one_neither() -> None:
     """The doubt of a narrow pass and the new part's vouch in the agreement rule came after the novelty rule: a
     spec without them scored every accepted update in full and rejected by the whole vector's agreement alone, so
