@@ -20,6 +20,11 @@ export FEDCHAIN_DATA_ROOT
 # Extra arguments: make demo ARGS="--rounds 3", make test ARGS="-k auction".
 ARGS ?=
 
+# The suite runs in this many worker processes (pytest-xdist), each test file whole in one worker, so a module's
+# shared chain and runs are set up once. The system tests spend most of their time waiting for blocks (about a
+# third of a core each), so 3 workers on 2 cores halve the suite; TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 3
+
 .PHONY: setup demo test lint clean brownie brownie-compile bindings bench-flower
 .DEFAULT_GOAL := demo
 
@@ -39,7 +44,7 @@ demo: setup
 	$(VENV)/bin/fedchain demo $(ARGS)
 
 test: lint
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 # The rules are in pyproject.toml ([tool.ruff], [tool.mypy]); `$(VENV)/bin/ruff check --fix .`
 # mends most of ruff's findings, `$(VENV)/bin/ruff format .` the format.
