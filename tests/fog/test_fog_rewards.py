@@ -16,9 +16,9 @@ import torch
 from fedchain.agent import record_fields
 from fedchain.client import ClientAgent
 from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
+from fedchain.disputes.reexecution import reexecute
 from fedchain.fl.params import flatten
 from fedchain.taskspec import TaskSpec, load_update
-from fedchain.trainer.trainer import train_clients
 from fog import FogNode
 from tests.aggregator.conftest import SPEC, World
 from tests.fog.conftest import Agents, award, post_round
@@ -42,13 +42,10 @@ def reward_task(world: World, agents: Agents) -> tuple[int, ClientAgent, FogNode
 
 
 def trained_from(spec: TaskSpec, start: dict[str, torch.Tensor], data: JobData, index: int = 0) -> torch.Tensor:
-    """The flat update of client ``index``'s round 2 trained from ``start`` on its job data, as a fog node trains it."""
-    flat = flatten(start, spec.param_spec())[0]
-    config = spec.train_config(2)
-    trained = train_clients(
-        spec.model_spec(), flat, [(data.images, data.labels)], config, engine="sequential", client_ids=[index]
-    )
-    return trained.updates(flat).cpu()[0]
+    """The flat update of client ``index``'s round 2 trained from ``start`` on its job data, as a fog node trains it:
+    the reference execution, on one torch thread as the fog node's CPU engines train. Training on this process's
+    threads instead drifts by 1e-3 when an earlier test in the process left another thread count behind."""
+    return reexecute(spec, start, data, 2, index)
 
 
 def job_data(world: World, task_id: int, data_hash: str) -> JobData:
