@@ -221,8 +221,8 @@ class TaskSpec:
             quality is multiplied by when it holds less data than the round's mean (by mean / its data:
             :func:`fedchain.fl.quality.data_credited`), so that a small honest client is judged per sample.
             1 is the contribution as it is (and what a spec stored before the setting means).
-        quality_grace: poor rounds per client scored at q_min instead of below it, each only after a round
-            that reached q_min (:func:`fedchain.fl.quality.graced`): an honest client's odd poor round on skewed
+        quality_grace: poor rounds per client scored at q_min instead of below it (a first round's grace apart,
+            with ``grace_first_round_extra``), each only after a round that reached q_min (:func:`fedchain.fl.quality.graced`): an honest client's odd poor round on skewed
             data costs it neither reputation nor pay, a client poor round after round is scored as before.
             0 (what a spec stored before the setting means) is the seed's rule.
         grace_first_round: with a grace, the task's first round may be graced too, for a model whose accuracy
