@@ -222,9 +222,10 @@ class TaskSpec:
             :func:`fedchain.fl.quality.data_credited`), so that a small honest client is judged per sample.
             1 is the contribution as it is (and what a spec stored before the setting means).
         quality_grace: poor rounds per client scored at q_min instead of below it (a first round's grace apart,
-            with ``grace_first_round_extra``), each only after a round that reached q_min (:func:`fedchain.fl.quality.graced`): an honest client's odd poor round on skewed
-            data costs it neither reputation nor pay, a client poor round after round is scored as before.
-            0 (what a spec stored before the setting means) is the seed's rule.
+            with ``grace_first_round_extra``), each only after a round that reached q_min
+            (:func:`fedchain.fl.quality.graced`): an honest client's odd poor round on skewed data costs it neither
+            reputation nor pay, a client poor round after round is scored as before. 0 (what a spec stored before
+            the setting means) is the seed's rule.
         grace_first_round: with a grace, the task's first round may be graced too, for a model whose accuracy
             beats chance (``1 / num_classes``) by the grace's share of the median's margin over it. False (what a
             spec stored before the setting means) graces no first round.
