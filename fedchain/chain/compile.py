@@ -12,14 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fedchain.errors import ChainError
+from fedchain.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +126,9 @@ def compile_contracts(contracts_dir: Path = CONTRACTS_DIR, build_dir: Path = BUI
         for stale in build_dir.glob("artifacts-*.json"):
             if stale != cache:  # another process compiling the same sources may have just written it
                 stale.unlink(missing_ok=True)
-        # A temporary file of this process's own, so that processes compiling at once (the demo's agents, the
+        # Through a temporary file of this process's own: processes compiling at once (the demo's agents, the
         # test suite's workers) never write into one file, and a reader sees a whole cache or none.
-        fd, tmp = tempfile.mkstemp(prefix=cache.stem, suffix=".tmp", dir=build_dir)
-        with os.fdopen(fd, "w") as out:
-            out.write(json.dumps(raw))
-        Path(tmp).replace(cache)
+        write_atomic(cache, json.dumps(raw).encode())
     return {name: Artifact(name=name, **fields) for name, fields in raw.items()}
 
 

@@ -347,8 +347,8 @@ def graced(
         )
     ]
     result = torch.where(torch.tensor(forgiven), torch.full_like(values, rule.min_quality), values)
-    counted = forgiven if not (first and rule.first_extra) else [False] * len(forgiven)
-    used = tuple(u + int(f) for u, f in zip(memory.used, counted, strict=True))
+    counts = not (first and rule.first_extra)  # whether this round's graces use up the allowance
+    used = tuple(u + int(f and counts) for u, f in zip(memory.used, forgiven, strict=True))
     return result, GraceMemory(tuple(bool(p) for p in poor.tolist()), used)
 
 
