@@ -40,7 +40,9 @@ it was posted, and who committed are read from the contracts at every step, so
 a restarted aggregator continues where the chain is and can never post a round
 twice (the contract also refuses a second post). The agent state keeps the
 last handled block and the model hash of every posted round; the strategy's
-state is checkpointed per round (:mod:`fedchain.aggregator.checkpoint`).
+state is checkpointed per round (:mod:`fedchain.aggregator.checkpoint`); on a
+machine without the checkpoint it is rebuilt by scoring the posted rounds
+again, as the auditor does.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ from fedchain.aggregator.scoring import (
     task_strategy,
 )
 from fedchain.audit.replay import replay_task
+from fedchain.audit.rewards import reward_events
+from fedchain.audit.scores import ScoreReproduction
 from fedchain.chain.bindings import (
     AuctionNoMissedRound,
     ChallengeOpened,
@@ -733,10 +737,35 @@ class Aggregator:
         )
 
     def _strategy_state(self, context: _TaskContext, round_number: int) -> Any:
-        """The strategy's state after ``round_number`` (None before round 1 or when no checkpoint exists)."""
+        """The strategy's state after ``round_number`` (None before round 1): its checkpoint, or rebuilt.
+
+        The state carries what later rounds are scored by (the grace's memory, a strategy's reputations), so a
+        round scored from a fresh state would be scored as the task's first, and the auditor, who carries the
+        state from round 1, would disagree with the post. Without a checkpoint (a new machine, a lost disk) the
+        state is rebuilt as the auditor rebuilds it: every posted round scored again, in order, from the chain
+        and the store (:class:`fedchain.audit.scores.ScoreReproduction`), and checkpointed.
+        """
         if round_number == 0:
             return None
         state = load_strategy_state(self.settings.checkpoint_dir, round_number, context.strategy.state_type)
-        if state is None:
-            self.log.warning("no strategy checkpoint; starting the strategy's state afresh", round=round_number)
+        if state is not None:
+            return state
+        self.log.warning("no strategy checkpoint; scoring the posted rounds again to rebuild it", round=round_number)
+        events = fetch_events(self.session.w3, self.session.transactor.registry, LogQuery.of(self.session.deployment))
+        history = replay_task(self.task_id, events).history
+        reproduction = ScoreReproduction(
+            context.spec,
+            context.params.model_id,
+            self.task_id,
+            self.session.store,
+            data_root=self.settings.data_root,
+            device=str(self.device),
+            strategy=self.settings.strategy,
+            quality=self.settings.quality,
+            strategy_options=self.settings.strategy_options,
+        )
+        reproduction.reproduce(history, reward_events(self.task_id, events), round_number)
+        state = reproduction.state
+        save_strategy_state(self.settings.checkpoint_dir, round_number, state)
+        self.log.info("strategy state rebuilt", round=round_number)
         return state

@@ -109,7 +109,8 @@ class ScoreReproduction:
     The auditor's ``--verify-scores``, a client watching its own entry and a verifier judging a challenge all
     score here, with the aggregator's own :func:`~fedchain.aggregator.scoring.score_round`: what the aggregator
     had is read from the chain (the history) and the store. :meth:`reproduce` takes rounds 1, 2, ... in turn
-    (asking again for the last round returns it at once).
+    (asking again for the last round returns it at once). An aggregator that lost its strategy checkpoints
+    rebuilds the state here too (:attr:`state`), so that it goes on as the auditor will reproduce it.
     """
 
     def __init__(
@@ -123,13 +124,14 @@ class ScoreReproduction:
         device: str,
         strategy: str | None,
         quality: QualityChoice,
+        strategy_options: Mapping[str, Any] | None = None,
     ) -> None:
         from fedchain.aggregator.scoring import Evaluator, quality_source, task_strategy
         from fedchain.taskspec import load_validation
 
         name = strategy or spec.strategy
         self.spec, self.task_id, self.store = spec, task_id, store
-        self.strategy = task_strategy(name, None, spec)
+        self.strategy = task_strategy(name, strategy_options, spec)
         self.quality = quality_source(name, quality)
         self.evaluator = Evaluator(
             spec.model_spec(), load_validation(spec, None if data_root is None else str(data_root)), device
@@ -172,6 +174,11 @@ class ScoreReproduction:
             strategy=strategy,
             quality=quality,
         )
+
+    @property
+    def state(self) -> Any:
+        """The strategy's state after the last round reproduced (None before any)."""
+        return self._state
 
     def reproduce(
         self, history: TaskHistory, commitments: Mapping[int, RewardsCommitted], round_number: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from rich.console import Console
 
 from fedchain.agent.finality import finalize_due
 from fedchain.aggregator import Aggregator, AggregatorSettings
+from fedchain.aggregator.checkpoint import load_strategy_state
 from fedchain.audit import CheckName, read_chain
 from fedchain.audit.auditor import audit_on_chain
 from fedchain.audit.render import budget_lines
@@ -140,7 +142,8 @@ def test_round_scores_real_updates_rejects_malformed_one_and_slashes_the_late_fo
 def test_restarted_aggregator_resumes_from_the_chain_without_posting_twice_and_settles(
     world: World, tmp_path: Path, mnist_slices: list
 ) -> None:
-    # prepare: a two-client task whose round 1 was posted by an aggregator that then "died" before saving
+    # prepare: a two-client task whose round 1 was posted by an aggregator that then "died" before saving, and
+    # whose strategy checkpoint is lost too (a new machine)
     task_id = world.staffed_task({0: [(FOGS[0], PRICE)], 1: [(FOGS[1], PRICE)]})
     registry = world.publisher.contracts.task_registry
     start = world.global_model(task_id, registry.params(task_id).model_id, 0)
@@ -150,6 +153,10 @@ def test_restarted_aggregator_resumes_from_the_chain_without_posting_twice_and_s
     first = aggregator_for(world, task_id, state_path)
     step_until(first, lambda: registry.state(task_id).current_round == 2)
     state_path.write_text(json.dumps({**json.loads(state_path.read_text()), "data": {}, "last_block": 0}))
+    strategy_type = first._load_context().strategy.state_type
+    saved = load_strategy_state(first.settings.checkpoint_dir, 1, strategy_type)
+    assert saved is not None
+    shutil.rmtree(first.settings.checkpoint_dir)
 
     # execute: a new process with the stale state; then round 2's commits arrive
     second = aggregator_for(world, task_id, state_path)
@@ -167,7 +174,15 @@ def test_restarted_aggregator_resumes_from_the_chain_without_posting_twice_and_s
     world.pass_challenge_window(task_id)
     step_until(second, lambda: second.state.finished, limit=40)
 
-    # assert: the priors and each round posted once, round 2 trained from round 1's model, the task settled
+    # assert: the state after round 1 was rebuilt as it was, and the audit reproduces round 2 scored from it
+    rebuilt = load_strategy_state(second.settings.checkpoint_dir, 1, strategy_type)
+    assert rebuilt is not None and rebuilt.parts()[1] == saved.parts()[1]
+    assert all(torch.equal(a, b) for a, b in zip(rebuilt.parts()[0].values(), saved.parts()[0].values(), strict=True))
+    events = read_chain(world.publisher.w3, world.publisher.deployment, task_id).events
+    scores = verify_scores(task_id, events, world.publisher.store)
+    assert scores.tally.findings.get(CheckName.SCORES, []) == []
+    assert [r.within_tolerance for r in scores.rounds] == [True, True]
+    # the priors and each round posted once, round 2 trained from round 1's model, the task settled
     assert len(task_events(world, task_id, PriorsPosted)) == 1
     posted = task_events(world, task_id, RoundPosted)
     assert [p.round for p in posted] == [1, 2]
