@@ -2,7 +2,8 @@
 
 Two local chains share one small interface (:class:`ChainNode`): start, stop,
 a connected web3 client, and the chain's public development accounts.
-:class:`AnvilNode` runs a real Anvil on a free port; :class:`InProcessChain`
+:class:`AnvilNode` runs a real Anvil on a port it binds itself (no other
+process can take it between choosing and binding); :class:`InProcessChain`
 runs eth-tester with py-evm inside the Python process, for where no node can
 be run (no Anvil binary, no sockets). :func:`connect` reaches any JSON-RPC
 node and checks that it answers with the expected chain id.
@@ -17,14 +18,17 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
+import re
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from fedchain.errors import ChainError
 
@@ -35,6 +39,9 @@ if TYPE_CHECKING:
     from fedchain.chain.rpc import RetrySettings
 
 log = logging.getLogger(__name__)
+
+#: The line Anvil prints once it listens, with the port it bound (its own choice under ``--port 0``).
+_LISTENING = re.compile(rb"Listening on [^\s:]+:(\d+)")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: Anvil's default mnemonic: its accounts are public test keys, never for real funds.
@@ -80,6 +87,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _read_port(stream: IO[bytes], bound: queue.Queue[int]) -> None:
+    """Read Anvil's output to its end: the port of its "Listening on" line goes to ``bound``, the rest is dropped."""
+    with stream:
+        for line in stream:
+            found = _LISTENING.search(line)
+            if found and bound.empty():
+                bound.put(int(found.group(1)))
+
+
 @dataclass(frozen=True)
 class AnvilSettings:
     """How to start a local Anvil node."""
@@ -103,7 +119,8 @@ class AnvilNode:
 
     def __init__(self, settings: AnvilSettings = AnvilSettings()) -> None:
         self.settings = settings
-        self.port = settings.port or free_port()
+        #: The node's port: the settings' or, for 0, the one Anvil bound (known once started).
+        self.port = settings.port
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -132,7 +149,6 @@ class AnvilNode:
             str(s.gas_limit),
             "--hardfork",
             "prague",
-            "--silent",
         ]
         if s.block_time is not None:
             command += ["--block-time", str(s.block_time)]
@@ -140,23 +156,39 @@ class AnvilNode:
             command += ["--fork-url", s.fork_url, "--no-storage-caching"]
         if s.auto_impersonate:
             command += ["--auto-impersonate"]
-        log.info("starting anvil on port %d", self.port)
+        log.info("starting anvil on port %s", self.port or "of its choice")
+        # Not --silent: the port comes from Anvil's own "Listening on" line. Picking a free port here and handing
+        # it over left a gap in which another process (a parallel test worker's Anvil) could bind it, and this
+        # node's requests would then reach that one. Its output, a line per request, is read and dropped.
         self._process = subprocess.Popen(
             command,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C in the terminal reaches us, and we stop the node
         )
+        bound: queue.Queue[int] = queue.Queue()
+        threading.Thread(target=_read_port, args=(self._process.stdout, bound), daemon=True).start()
         deadline = time.monotonic() + s.startup_timeout_s
+        listening = False
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 stderr = self._process.stderr.read().decode(errors="replace") if self._process.stderr else ""
-                raise NodeError(f"anvil exited with status {self._process.returncode}: {stderr.strip()}")
+                hint = None
+                if "address already in use" in stderr.lower():
+                    hint = f"another process listens on port {s.port}: pass another port, or 0 to let Anvil choose"
+                raise NodeError(f"anvil exited with status {self._process.returncode}: {stderr.strip()}", hint=hint)
+            if not listening:
+                try:
+                    self.port = bound.get(timeout=0.05)
+                    listening = True
+                except queue.Empty:
+                    continue
             if self._answers():
                 return self
             time.sleep(0.05)
         self.stop()
-        raise NodeError(f"anvil did not answer on {self.rpc_url} within {s.startup_timeout_s:.0f} s")
+        where = self.rpc_url if listening else "any port"
+        raise NodeError(f"anvil did not answer on {where} within {s.startup_timeout_s:.0f} s")
 
     def _answers(self) -> bool:
         import json

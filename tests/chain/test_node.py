@@ -87,3 +87,23 @@ def test_in_process_chain_takes_the_real_deployment_and_typed_bindings() -> None
         deployment.verify(w3)
         assert caught.value.task_id == 7
         assert deployment.rpc_url is None
+
+
+def test_anvils_started_side_by_side_each_bind_a_port_of_their_own_and_answer_there() -> None:
+    with (
+        AnvilNode(AnvilSettings(chain_id=4243, accounts=1)) as a,
+        AnvilNode(AnvilSettings(chain_id=4244, accounts=1)) as b,
+    ):
+        assert a.port != b.port and 0 not in (a.port, b.port)
+        assert connect(a.rpc_url).eth.chain_id == 4243
+        assert connect(b.rpc_url).eth.chain_id == 4244
+
+
+def test_anvil_on_a_port_already_taken_fails_with_anvils_reason() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        node = AnvilNode(AnvilSettings(port=taken.getsockname()[1], accounts=1))
+
+        with pytest.raises(ChainError, match=r"(?s)anvil exited with status.*pass another port, or 0"):
+            node.start()
