@@ -19,6 +19,7 @@ from fedchain.fl.screening import (
     agreement_against,
     agreement_with_others,
     chance_limit,
+    figure_together,
     screened_updates,
 )
 
@@ -488,6 +489,50 @@ def test_what_an_update_learns_in_one_layer_counts_as_new_and_a_free_riders_nois
     assert set(whole.rejected()) > {HONEST}  # over the whole vector the layer's lesson drowns in the noise
     assert float(whole.novelty[:HONEST].max()) < 3 * 2.0
     assert HONEST not in old.rejected() and float(old.novelty[HONEST]) > 2.0  # noise above 2 deviations: passed
+
+
+def learning_everywhere(learning: float, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Late in training, honest updates that learn a little in each of three small layers (the last 6,000 of DIM
+    scalars, 2,000 each, at ``learning`` times their noise) and nothing in the large one that dominates the whole
+    vector; the last row is a disguised free rider. Returns the last step, the updates and the layers' sizes."""
+    generator = torch.Generator().manual_seed(seed)
+    layers = [DIM - 6000, 2000, 2000, 2000]
+    last_step, new = torch.randn(DIM, generator=generator), torch.zeros(DIM)
+    new[DIM - 6000 :] = torch.randn(6000, generator=generator)
+    honest = torch.stack(
+        [0.5 * last_step + learning * new + torch.randn(DIM, generator=generator) for _ in range(HONEST)]
+    )
+    rider = last_step + 0.5 * torch.randn(DIM, generator=generator)
+    return last_step, with_attacker(rider, honest), layers
+
+
+def test_what_an_update_learns_a_little_in_every_layer_counts_together_and_a_free_riders_noise_does_not() -> None:
+    last_step, updates, layers = learning_everywhere(learning=0.2)
+    n = HONEST + 1
+
+    together = screen(updates, everyone(n), losses_of(n), ScreeningConfig(), last_step, layers=layers)
+    apart = ScreeningConfig(novelty_together=False)  # the rule of specs written before
+    each = screen(updates, everyone(n), losses_of(n), apart, last_step, layers=layers)
+
+    assert each.rejected() == dict.fromkeys([0, 1, 2, HONEST], ScreeningReason.STALE)  # no layer clears 3 alone
+    assert together.rejected() == {HONEST: ScreeningReason.STALE}
+    assert bool((together.novelty[:HONEST] > each.novelty[:HONEST]).all())
+    assert float(together.novelty[:HONEST].min()) >= 3.0
+
+
+def test_the_figure_of_views_together_is_as_rare_for_noise_as_the_best_view_and_adds_up_what_each_shows() -> None:
+    one = torch.tensor([[2.7]], dtype=F64)
+    assert float(figure_together(one)[0]) == pytest.approx(2.7, abs=1e-9)  # one view: its own figure
+    weak = torch.full((3, 1), 2.2, dtype=F64)
+    assert float(figure_together(weak)[0]) > 3.0  # three weak views together: more than any of them
+    lone = torch.tensor([[5.0], [0.8], [0.8]], dtype=F64)
+    assert 4.0 < float(figure_together(lone)[0]) < 5.0  # one strong view among noise: about its own
+    # Noise: each view's figure |N(0, 1)|. The figure together passes a threshold about as often as the best view.
+    noise = torch.randn(3, 400_000, generator=torch.Generator().manual_seed(0), dtype=F64).abs()
+    for threshold in (2.5, 3.0):
+        best = float((noise.amax(dim=0) >= threshold).double().mean())
+        combined = float((figure_together(noise) >= threshold).double().mean())
+        assert combined == pytest.approx(best, rel=0.1)
 
 
 def test_an_update_that_clears_the_novelty_rule_narrowly_is_accepted_in_doubt() -> None:
