@@ -766,6 +766,7 @@ class Aggregator:
         )
         reproduction.reproduce(history, reward_events(self.task_id, events), round_number)
         state = reproduction.state
-        save_strategy_state(self.settings.checkpoint_dir, round_number, state)
+        if state is not None:  # None: no round so far had an update to score, as _publish saves nothing then
+            save_strategy_state(self.settings.checkpoint_dir, round_number, state)
         self.log.info("strategy state rebuilt", round=round_number)
         return state
