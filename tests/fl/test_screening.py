@@ -19,6 +19,7 @@ from fedchain.fl.screening import (
     agreement_against,
     agreement_with_others,
     chance_limit,
+    excess_kurtosis,
     figure_together,
     screened_updates,
 )
@@ -301,8 +302,10 @@ def test_with_fewer_than_three_updates_only_the_absolute_checks_apply() -> None:
     updates = torch.stack([honest, 1000 * honest, torch.full((DIM,), math.nan), torch.full((DIM,), math.nan)])
     present = torch.tensor([True, True, True, False])
 
-    # execute
-    result = screen(updates, present, torch.tensor([1.0, 50.0, 1.0, math.nan], dtype=F64))
+    # execute (rule 5 would read the last step: it is relative too)
+    losses = torch.tensor([1.0, 50.0, 1.0, math.nan], dtype=F64)
+    result = screen(updates, present, losses)
+    later = screen(updates, present, losses, ScreeningConfig(), last_step=honest)
 
     # assert: the median of two is no robust statistic: the scaled update and its loss pass
     assert result.reasons == (
@@ -312,6 +315,7 @@ def test_with_fewer_than_three_updates_only_the_absolute_checks_apply() -> None:
         ScreeningReason.ABSENT,
     )
     assert math.isnan(result.median_norm)
+    assert later.reasons == result.reasons and not later.doubtful.any()
 
 
 def test_a_zero_update_is_rejected_even_in_a_small_round() -> None:
@@ -400,6 +404,8 @@ def test_the_loss_check_without_losses_says_what_to_pass() -> None:
         {"min_novelty": math.nan},
         {"novelty_margin": 0.0},
         {"novelty_margin": math.inf},
+        {"doubt_max_kurtosis": 0.0},
+        {"doubt_max_kurtosis": math.nan},
         {"min_updates": 2},
     ],
 )
@@ -557,6 +563,48 @@ def test_an_update_that_clears_the_novelty_rule_narrowly_is_accepted_in_doubt() 
     first_round = screen(rider, everyone(n), losses_of(n), narrow)  # no last step: rule 5 measured nothing
     assert not first_round.doubtful.any()
     assert not screen(rider, everyone(n), losses_of(n), ScreeningConfig(enabled=False), last_step).doubtful.any()
+
+
+@pytest.mark.parametrize("layers", [None, [DIM - 2000, 2000]])
+def test_a_narrow_pass_is_in_doubt_when_its_new_part_is_shaped_like_gaussian_noise(layers: list[int] | None) -> None:
+    """The doubt is for the disguised free rider's Gaussian noise. A narrow pass whose new part is heavy-tailed,
+    as SGD's drift is (Gaussian draws of uneven scale here), is no doubt with ``doubt_max_kurtosis``;
+    without it (a spec stored before the setting) both are in doubt. The shape only reads on the doubt: a rider
+    that shapes its noise so escapes it, and still has to clear ``min_novelty`` every round."""
+    last_step, updates = rounds_apart()
+    n = HONEST + 1
+    generator = torch.Generator().manual_seed(9)
+    uneven = torch.randn(DIM, generator=generator) * torch.rand(DIM, generator=generator).pow(4) * 5
+    riders = {
+        "gaussian": last_step + 0.5 * torch.randn(DIM, generator=generator),
+        "heavy": last_step + 0.5 * uneven,
+    }
+    doubt = {}
+    for name, rider in riders.items():
+        figure = float(
+            screen(
+                with_attacker(rider, updates), everyone(n), losses_of(n), ScreeningConfig(), last_step, layers=layers
+            ).novelty[HONEST]
+        )
+        narrow = ScreeningConfig(min_novelty=figure - 0.1)  # the default margin: 0.5 above the threshold
+        shaped = screen(with_attacker(rider, updates), everyone(n), losses_of(n), narrow, last_step, layers=layers)
+        anyway = dataclasses.replace(narrow, doubt_max_kurtosis=None)
+        unshaped = screen(with_attacker(rider, updates), everyone(n), losses_of(n), anyway, last_step, layers=layers)
+        assert shaped.accepted.all() and unshaped.doubtful.tolist() == [False] * HONEST + [True]
+        doubt[name] = bool(shaped.doubtful[HONEST])
+
+    assert doubt == {"gaussian": True, "heavy": False}
+
+
+def test_the_excess_kurtosis_is_zero_for_gaussian_noise_of_any_scale_and_grows_with_heavy_tails() -> None:
+    generator = torch.Generator().manual_seed(0)
+    gaussian = torch.randn(100_000, generator=generator, dtype=F64)
+    laplace = torch.distributions.Laplace(0.0, 1.0).sample((100_000,)).to(F64)
+
+    assert excess_kurtosis(gaussian) == pytest.approx(0.0, abs=0.1)
+    assert excess_kurtosis(1e-6 * gaussian) == pytest.approx(excess_kurtosis(gaussian))
+    assert excess_kurtosis(laplace) == pytest.approx(3.0, abs=0.3)
+    assert excess_kurtosis(torch.zeros(10)) == 0.0
 
 
 def test_an_update_whose_new_part_agrees_with_the_others_passes_the_agreement_rule_and_noise_does_not() -> None:

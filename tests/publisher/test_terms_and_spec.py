@@ -480,6 +480,20 @@ def test_a_spec_states_todays_novelty_margin_and_vouch_and_an_older_one_neither(
     assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
 
 
+def test_a_spec_states_todays_doubt_by_shape_and_an_older_one_holds_every_narrow_pass() -> None:
+    """Reading the new part's shape in the doubt came after the doubt: a spec without it held every narrow pass in
+    doubt, so its auditor does too."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    later = b'"doubt_max_kurtosis":2.0,'
+    older_bytes = new.to_bytes().replace(later, b"")
+
+    assert new.screening.doubt_max_kurtosis == 2.0 and later in new.to_bytes()
+    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    older = TaskSpec.from_bytes(older_bytes)
+    assert older.screening.doubt_max_kurtosis is None and older.screening.novelty_margin == 0.5
+    assert older.to_bytes() == older_bytes != new.to_bytes()
+
+
 def test_a_spec_refuses_an_early_floor_that_is_not_a_boolean() -> None:
     with pytest.raises(ConfigError, match="early_floor"):
         TaskSpec(dataset="mnist", model="lenet5", early_floor="yes")  # type: ignore[arg-type]
