@@ -141,6 +141,7 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
     "grace_first_round_loss": False,
     "grace_first_round_screened": False,
     "grace_first_round_extra": False,
+    "grace_two_in_a_row": False,
     "max_grad_norm": None,
 }
 
@@ -244,6 +245,12 @@ class TaskSpec:
             ``quality_grace`` (:attr:`fedchain.fl.quality.GraceRule.first_extra`): it forgives a young model, and the
             small and skewed clients it graces are the ones that later need their graces for odd poor rounds. False
             (what a spec stored before the setting means) counts it.
+        grace_two_in_a_row: a client graced after a round that reached q_min may be graced in the next round too
+            (:attr:`fedchain.fl.quality.GraceRule.two_in_a_row`), within ``quality_grace``: an honest client on
+            skewed data is sometimes poor in two rounds in a row after good ones (docs/robustness.md, "Two poor
+            rounds in a row"); never a third, and never after a first round's grace, so a client poor from the
+            start (a label flipper) is scored as before. False (what a spec stored before the setting means)
+            graces no round that follows a poor one.
     """
 
     dataset: str = "mnist"
@@ -273,6 +280,7 @@ class TaskSpec:
     grace_first_round_loss: bool = True
     grace_first_round_screened: bool = True
     grace_first_round_extra: bool = True
+    grace_two_in_a_row: bool = True
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -312,6 +320,7 @@ class TaskSpec:
         check_switch("grace_first_round_loss", self.grace_first_round_loss)
         check_switch("grace_first_round_screened", self.grace_first_round_screened)
         check_switch("grace_first_round_extra", self.grace_first_round_extra)
+        check_switch("grace_two_in_a_row", self.grace_two_in_a_row)
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:
@@ -408,7 +417,7 @@ class TaskSpec:
         when ``quality_grace`` is 0. Its chance is ``1 / num_classes`` when ``grace_first_round``, else None; its
         first round tests the loss too when ``grace_first_round_loss``, and takes screening's chance test's
         verdict when ``grace_first_round_screened``; its first-round grace is not counted against the allowance
-        when ``grace_first_round_extra``."""
+        when ``grace_first_round_extra``; it may grace a second poor round in a row when ``grace_two_in_a_row``."""
         from fedchain.fl.quality import grace_rule
 
         classes = self.num_classes if self.grace_first_round else None
@@ -419,6 +428,7 @@ class TaskSpec:
             by_loss=self.grace_first_round_loss,
             by_screen=self.grace_first_round_screened,
             first_extra=self.grace_first_round_extra,
+            two_in_a_row=self.grace_two_in_a_row,
         )
 
     def train_config(self, round_number: int) -> TrainConfig:

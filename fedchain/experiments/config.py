@@ -224,6 +224,9 @@ class ExperimentConfig:
     grace_first_round_screened: bool = True
     #: Do not count a first round's grace against ``quality_grace``, as a task spec's ``grace_first_round_extra``.
     grace_first_round_extra: bool = True
+    #: Grace a second poor round in a row after a grace that a good round came before, as a task spec's
+    #: ``grace_two_in_a_row``.
+    grace_two_in_a_row: bool = True
     #: Privacy budget of the local noise added to client data; ``None`` adds none.
     epsilon: float | None = None
     #: Training samples held out of every client as the aggregator's validation set.
@@ -281,6 +284,7 @@ class ExperimentConfig:
         check_switch("grace_first_round_loss", self.grace_first_round_loss)
         check_switch("grace_first_round_screened", self.grace_first_round_screened)
         check_switch("grace_first_round_extra", self.grace_first_round_extra)
+        check_switch("grace_two_in_a_row", self.grace_two_in_a_row)
         check_max_grad_norm(self.max_grad_norm)
         for name in ("train_samples", "test_samples", "threads"):
             value = getattr(self, name)

@@ -216,6 +216,7 @@ def experiment_grace(config: ExperimentConfig, classes: int) -> GraceRule | None
         by_loss=config.grace_first_round_loss,
         by_screen=config.grace_first_round_screened,
         first_extra=config.grace_first_round_extra,
+        two_in_a_row=config.grace_two_in_a_row,
     )
 
 

@@ -94,7 +94,8 @@ def round_floor(
 
 def check_switch(name: str, value: object) -> None:
     """A :class:`ConfigError` unless setting ``name`` (``early_floor``, ``grace_first_round``,
-    ``grace_first_round_loss``, ``grace_first_round_screened``, ``grace_first_round_extra``) is a boolean."""
+    ``grace_first_round_loss``, ``grace_first_round_screened``, ``grace_first_round_extra``,
+    ``grace_two_in_a_row``) is a boolean."""
     if not isinstance(value, bool):
         raise ConfigError(f"{name} must be true or false, got {value!r}")
 

@@ -138,6 +138,10 @@ class GraceRule:
     #: A grace in the task's first round does not count against :attr:`allowance`; needs a ``chance`` (a
     #: first-round grace).
     first_extra: bool = False
+    #: A client graced after a round that reached q_min may be graced in the next round too: a spell of two poor
+    #: rounds after a good one (within :attr:`allowance`); never a third in a row, never after a first round's
+    #: grace or a poor round that was not graced.
+    two_in_a_row: bool = False
 
     def __post_init__(self) -> None:
         check_grace(self.allowance)
@@ -163,11 +167,13 @@ def grace_rule(
     by_loss: bool = False,
     by_screen: bool = False,
     first_extra: bool = False,
+    two_in_a_row: bool = False,
 ) -> GraceRule | None:
     """The grace of ``allowance`` rounds with q_min ``min_quality`` for a model of ``classes`` classes (its chance
     ``1 / classes``; None: no grace in the task's first round, and ``by_loss``, ``by_screen`` and ``first_extra``
-    are moot); None for 0 (no grace). ``by_loss``, ``by_screen``, ``first_extra``: :attr:`GraceRule.by_loss`,
-    :attr:`GraceRule.by_screen`, :attr:`GraceRule.first_extra`."""
+    are moot); None for 0 (no grace). ``by_loss``, ``by_screen``, ``first_extra``, ``two_in_a_row``:
+    :attr:`GraceRule.by_loss`, :attr:`GraceRule.by_screen`, :attr:`GraceRule.first_extra`,
+    :attr:`GraceRule.two_in_a_row`."""
     if classes is not None and (isinstance(classes, bool) or not isinstance(classes, int) or classes < 2):
         raise ConfigError(f"a classifier has at least 2 classes, got {classes!r}")
     chance = None if classes is None else 1 / classes
@@ -179,6 +185,7 @@ def grace_rule(
             by_loss=by_loss and chance is not None,
             by_screen=by_screen and chance is not None,
             first_extra=first_extra and chance is not None,
+            two_in_a_row=two_in_a_row,
         )
         if allowance
         else None
@@ -204,6 +211,9 @@ class GraceMemory:
     poor: tuple[bool, ...] = ()
     #: Rounds in which client i was graced so far.
     used: tuple[int, ...] = ()
+    #: Client i's last round was graced after a round that reached q_min (:attr:`GraceRule.two_in_a_row`); empty
+    #: in a memory saved before the rule: none.
+    opened: tuple[bool, ...] = ()
 
     @property
     def first(self) -> bool:
@@ -214,8 +224,10 @@ class GraceMemory:
         """The memory of ``n`` clients (none poor, none graced in the first round); a ConfigError when it
         remembers another number of clients."""
         if self.first:
-            return GraceMemory((False,) * n, (0,) * n)
-        if len(self.poor) != n or len(self.used) != n:
+            return GraceMemory((False,) * n, (0,) * n, (False,) * n)
+        if not self.opened:
+            return dataclasses.replace(self, opened=(False,) * len(self.poor)).of(n)
+        if len(self.poor) != n or len(self.used) != n or len(self.opened) != n:
             raise ConfigError(
                 f"the grace remembers {len(self.poor)} clients, the round has {n}",
                 hint="score every round of a task from the state of the round before it",
@@ -277,12 +289,12 @@ def data_credited(
 
 def grace_memory(state: StrategyState | None) -> GraceMemory:
     """The grace memory ``state`` carries (empty for None: the first round)."""
-    return GraceMemory() if state is None else GraceMemory(state.quality_poor, state.graces_used)
+    return GraceMemory() if state is None else GraceMemory(state.quality_poor, state.graces_used, state.graces_opened)
 
 
 def remembered(state: S, memory: GraceMemory) -> S:
     """``state`` carrying ``memory`` to the next round."""
-    return dataclasses.replace(state, quality_poor=memory.poor, graces_used=memory.used)
+    return dataclasses.replace(state, quality_poor=memory.poor, graces_used=memory.used, graces_opened=memory.opened)
 
 
 def graced(
@@ -300,7 +312,9 @@ def graced(
     An accepted client below ``rule.min_quality`` is scored at it when its last scored round was not poor, its
     model's validation accuracy (``accuracies``) is at least ``rule.accuracy_share`` of the accepted clients'
     median, and it has used fewer than ``rule.allowance`` graces. A round is poor when the update was rejected
-    or its quality (before the grace) is below q_min, so a grace never follows a poor round, graced or not. In the
+    or its quality (before the grace) is below q_min, so a grace never follows a poor round, graced or not, but
+    with ``rule.two_in_a_row`` a grace may follow one that a round at q_min or above came before (a spell of two
+    poor rounds after a good one; never a third, never after the task's first round's grace). In the
     task's first round (``memory`` empty) the accuracy is counted above ``rule.chance``, and without a chance no
     client is graced; with ``rule.by_loss`` a model that lowered the initial model's validation loss (``improved``,
     :func:`improved_on`, needed then) shows it has learned as well, and with ``rule.by_screen`` so does a model
@@ -340,16 +354,20 @@ def graced(
         classifies = learned.tolist()
     doubt = torch.zeros_like(accepted) if doubtful is None else _mask(doubtful, values)
     poor = ~accepted | (values < rule.min_quality) | doubt
+    # After a poor round only the second grace of a spell that a good round opened (two_in_a_row).
+    after = [not last or (rule.two_in_a_row and o) for last, o in zip(memory.poor, memory.opened, strict=True)]
     forgiven = [
-        bool(p and ok and knows and not last and used < rule.allowance and not d)
-        for p, ok, knows, last, used, d in zip(
-            poor.tolist(), accepted.tolist(), classifies, memory.poor, memory.used, doubt.tolist(), strict=True
+        bool(p and ok and knows and may and used < rule.allowance and not d)
+        for p, ok, knows, may, used, d in zip(
+            poor.tolist(), accepted.tolist(), classifies, after, memory.used, doubt.tolist(), strict=True
         )
     ]
     result = torch.where(torch.tensor(forgiven), torch.full_like(values, rule.min_quality), values)
     counts = not (first and rule.first_extra)  # whether this round's graces use up the allowance
     used = tuple(u + int(f and counts) for u, f in zip(memory.used, forgiven, strict=True))
-    return result, GraceMemory(tuple(bool(p) for p in poor.tolist()), used)
+    # A spell is opened by a grace after a good round, not in the task's first round (no round before it).
+    opened = tuple(bool(f and not first and not last) for f, last in zip(forgiven, memory.poor, strict=True))
+    return result, GraceMemory(tuple(bool(p) for p in poor.tolist()), used, opened)
 
 
 def _evidence(evidence: torch.Tensor | None, values: torch.Tensor, *, needs: str, hint: str) -> torch.Tensor:

@@ -89,6 +89,8 @@ class StrategyState:
     #: strategy: whether each client's last scored round was poor, and the graces it used. Empty: none yet.
     quality_poor: tuple[bool, ...] = ()
     graces_used: tuple[int, ...] = ()
+    #: Whether each client's last round was graced after a good one (a spell that a second grace may close).
+    graces_opened: tuple[bool, ...] = ()
 
     def parts(self) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """The state as (tensor fields, contiguous on the CPU; every other field), for saving apart.
@@ -110,7 +112,7 @@ class StrategyState:
     def from_parts(cls: type[S], tensors: Mapping[str, torch.Tensor], fields: Mapping[str, Any]) -> S:
         """The state :meth:`parts` split; ``TypeError`` when they are not this class's fields."""
         values: dict[str, Any] = {**fields, **tensors}
-        for name in ("quality_poor", "graces_used"):  # JSON gives lists back
+        for name in ("quality_poor", "graces_used", "graces_opened"):  # JSON gives lists back
             if name in values:
                 values[name] = tuple(values[name])
         return cls(**values)

@@ -444,7 +444,7 @@ def test_the_grace_memory_travels_in_the_outcomes_state_from_round_to_round(eval
     # assert: round 1 grants no grace (a first round); the memory says who was poor; round 2 graces that one
     # client only, at q_min, and only when the state of round 1 is carried
     poor = round_1[0] < 1.0
-    assert grace_memory(after_1) == GraceMemory((poor, not poor), (0, 0))
+    assert grace_memory(after_1) == GraceMemory((poor, not poor), (0, 0), (False, False))
     good_then_poor = 1 if poor else 0
     assert round_2[good_then_poor] == 1.0 and round_2_fresh[good_then_poor] < 1.0
     assert round_2[1 - good_then_poor] == round_2_fresh[1 - good_then_poor] > 1.0

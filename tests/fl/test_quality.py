@@ -198,8 +198,16 @@ def test_the_data_credit_leaves_the_loss_quality_alone_and_needs_the_sizes_for_a
         round_quality(result, source="contribution", data_sizes=[1, 2], data_credit=0.5)
 
 
+#: Which of 4 clients' updates were accepted in each of 6 rounds: all but client 2's in round 2.
+CLIENT_2_REJECTED_IN_ROUND_2 = [[True] * 4, [True, True, False, True]] + [[True] * 4] * 4
+
+
 def _graced_rounds(
-    rows: list[list[float]], accepted: list[list[bool]], allowance: int, accuracies: list[float] | None = None
+    rows: list[list[float]],
+    accepted: list[list[bool]],
+    allowance: int,
+    accuracies: list[float] | None = None,
+    two_in_a_row: bool = False,
 ) -> list[tuple[float, ...]]:
     """Each round's qualities after the grace (q_min 0.5), the memory carried from round to round; every model's
     accuracy 0.9 unless ``accuracies`` (the same in every round) says otherwise."""
@@ -209,7 +217,11 @@ def _graced_rounds(
     for values, ok in zip(rows, accepted, strict=True):
         known = torch.tensor(accuracies or [0.9] * len(values), dtype=F64)
         scored, memory = graced(
-            torch.tensor(values, dtype=F64), torch.tensor(ok), known, GraceRule(0.5, allowance), memory
+            torch.tensor(values, dtype=F64),
+            torch.tensor(ok),
+            known,
+            GraceRule(0.5, allowance, two_in_a_row=two_in_a_row),
+            memory,
         )
         out.append(tuple(scored.tolist()))
     return out
@@ -227,15 +239,53 @@ def test_the_grace_scores_a_poor_round_after_a_good_one_at_q_min_and_not_a_secon
         [1.0, 0.1, 1.0, 1.0],
         [0.3, 0.1, 1.0, 1.0],
     ]
-    ok = [[True] * 4, [True, True, False, True]] + [[True] * 4] * 4
 
-    scored = _graced_rounds(rows, ok, allowance=2)
+    scored = _graced_rounds(rows, CLIENT_2_REJECTED_IN_ROUND_2, allowance=2)
 
     assert [r[0] for r in scored] == [1.0, 0.5, 1.0, 0.5, 1.0, 0.3]  # graced in rounds 2 and 4; then spent
     assert [r[1] for r in scored] == [0.2, 0.1, 0.3, 0.2, 0.1, 0.1]  # poor from its first round on: as it is
     assert scored[1][2] == 0.0 and scored[2][2] == 0.2  # a rejection is never graced, and counts as a poor round
     assert [r[3] for r in scored] == [1.1, 0.9, 1.0, 1.0, 1.0, 1.0]
-    assert _graced_rounds(rows, ok, allowance=0) == [tuple(r) for r in rows]  # 0: the seed's rule
+    assert _graced_rounds(rows, CLIENT_2_REJECTED_IN_ROUND_2, allowance=0) == [
+        tuple(r) for r in rows
+    ]  # 0: the seed's rule
+
+
+def test_with_two_in_a_row_a_spell_of_two_poor_rounds_after_a_good_one_is_graced_and_no_third() -> None:
+    """docs/robustness.md ("Two poor rounds in a row"): client 0 is good, then poor in rounds 2-4: rounds 2 and 3
+    are graced, round 4 is not. Client 1 is poor from its first round: nothing opens a spell. Client 2 is rejected
+    in round 2: a rejection opens nothing. Client 3's two spells of two would need four graces: the allowance
+    (2) ends it after the first. Without the rule, as before: one grace per spell."""
+    rows = [
+        [1.0, 0.1, 1.0, 1.0],
+        [0.2, 0.1, 0.0, 0.3],
+        [0.3, 0.1, 0.3, 0.2],
+        [0.1, 0.1, 0.3, 1.0],
+        [1.0, 0.1, 1.0, 0.3],
+        [1.0, 0.1, 1.0, 0.2],
+    ]
+
+    spells = _graced_rounds(rows, CLIENT_2_REJECTED_IN_ROUND_2, allowance=2, two_in_a_row=True)
+    single = _graced_rounds(rows, CLIENT_2_REJECTED_IN_ROUND_2, allowance=2)
+
+    assert [r[0] for r in spells] == [1.0, 0.5, 0.5, 0.1, 1.0, 1.0]
+    assert [r[1] for r in spells] == [0.1] * 6
+    assert [r[2] for r in spells] == [1.0, 0.0, 0.3, 0.3, 1.0, 1.0]
+    assert [r[3] for r in spells] == [1.0, 0.5, 0.5, 1.0, 0.3, 0.2]
+    assert [r[0] for r in single] == [1.0, 0.5, 0.3, 0.1, 1.0, 1.0]
+    assert [r[3] for r in single] == [1.0, 0.5, 0.2, 1.0, 0.5, 0.2]
+
+
+def test_a_grace_memory_saved_before_spells_opens_none() -> None:
+    from fedchain.fl.quality import GraceMemory, GraceRule, graced
+
+    older = GraceMemory((True, False), (1, 0))  # a state written before the rule: no ``opened``
+    values, ok = torch.tensor([0.2, 0.2], dtype=F64), torch.ones(2, dtype=torch.bool)
+    rule = GraceRule(0.5, 2, two_in_a_row=True)
+
+    scored, after = graced(values, ok, torch.full((2,), 0.9, dtype=F64), rule, older)
+
+    assert scored.tolist() == [0.2, 0.5] and after == GraceMemory((True, True), (1, 1), (False, True))
 
 
 def test_the_grace_passes_over_a_model_that_no_longer_classifies() -> None:
@@ -260,7 +310,7 @@ def test_the_tasks_first_round_is_graced_only_for_a_model_that_beats_chance_by_t
 
     first, memory = graced(values, ok, torch.tensor([0.3, 0.15, 0.5, 0.5], dtype=F64), rule, GraceMemory())
     assert first.tolist() == [0.5, 0.2, 1.0, 1.0]
-    assert memory == GraceMemory((True, True, False, False), (1, 0, 0, 0))
+    assert memory == GraceMemory((True, True, False, False), (1, 0, 0, 0), (False,) * 4)  # round 1 opens no spell
 
     no_chance, _ = graced(values, ok, torch.tensor([0.3, 0.15, 0.5, 0.5], dtype=F64), GraceRule(0.5, 2), GraceMemory())
     assert no_chance.tolist() == values.tolist()
@@ -390,8 +440,14 @@ def test_an_extra_first_round_grace_leaves_the_allowance_for_the_later_rounds() 
     assert counted is not None and extra is not None and extra.first_extra and not counted.first_extra
     client_6 = [0.45, 1.2, 0.48, 1.1, 0.49]  # rounds 1, 8, 10 in small: poor, good, poor, good, poor
 
-    assert run(counted, client_6) == ([0.5, 1.2, 0.5, 1.1, 0.49], GraceMemory((True, False, False), (2, 0, 0)))
-    assert run(extra, client_6) == ([0.5, 1.2, 0.5, 1.1, 0.5], GraceMemory((True, False, False), (2, 0, 0)))
+    assert run(counted, client_6) == (
+        [0.5, 1.2, 0.5, 1.1, 0.49],
+        GraceMemory((True, False, False), (2, 0, 0), (False, False, False)),
+    )
+    assert run(extra, client_6) == (
+        [0.5, 1.2, 0.5, 1.1, 0.5],
+        GraceMemory((True, False, False), (2, 0, 0), (True, False, False)),
+    )
     flipper = [0.3, 0.2, 0.1, 0.2]  # poor round after round: graced once, in round 1, either way
     assert run(extra, flipper)[0] == run(counted, flipper)[0] == [0.5, 0.2, 0.1, 0.2]
     assert grace_rule(2, min_quality=0.5, classes=None, first_extra=True) == GraceRule(0.5, 2)
@@ -416,13 +472,13 @@ def test_round_quality_applies_the_grace_before_the_floor_and_returns_the_memory
     accuracies = [0.9, 0.9, 0.8, 0.5]
     rule = GraceRule(0.5, 1)
     first = round_quality(result, client_losses=[1.0, 1.0, 1.0, 1.0], grace=rule, accuracies=accuracies)
-    assert first.values == (1.0,) * 4 and first.memory == GraceMemory((False,) * 4, (0,) * 4)
+    assert first.values == (1.0,) * 4 and first.memory == GraceMemory((False,) * 4, (0,) * 4, (False,) * 4)
     losses = [1.0, 1.0, 10.0, 50.0]  # median 5.5: q = [5.5, 5.5, 0.55, 0.11]
     second = round_quality(
         result, client_losses=losses, floor=0.2, grace=rule, memory=first.memory, accuracies=accuracies
     )
     assert second.values == pytest.approx((5.5, 5.5, 0.55, 0.5))
-    assert second.memory == GraceMemory((False, False, False, True), (0, 0, 0, 1))
+    assert second.memory == GraceMemory((False, False, False, True), (0, 0, 0, 1), (False, False, False, True))
     third = round_quality(
         result, client_losses=losses, floor=0.2, grace=rule, memory=second.memory, accuracies=accuracies
     )
@@ -470,7 +526,7 @@ def test_a_doubtful_update_is_held_at_the_floor_never_graced_and_counts_as_poor(
     assert scored(good, None).values == pytest.approx((1.0, 1.0, 1.0, 0.5))  # sure: client 3 graced
     second = scored(good, doubt)
     assert second.values == pytest.approx((1.0, 0.2, 1.0, 0.2))
-    assert second.memory == GraceMemory((False, True, False, True), (0, 0, 0, 0))
+    assert second.memory == GraceMemory((False, True, False, True), (0, 0, 0, 0), (False,) * 4)
     third = scored(second.memory, None, losses=[1.0, 10.0, 1.0, 1.0])
     assert third.values == pytest.approx((1.0, 0.2, 1.0, 1.0))  # poor after a doubtful round: no grace
     seed = scored(good, doubt, floor=0.0)
@@ -498,7 +554,7 @@ def test_the_grace_memory_travels_in_the_strategy_state_through_a_checkpoint(tmp
     from fedchain.fl.strategies.fedave import FedAVEState
 
     assert grace_memory(None) == GraceMemory()
-    state = remembered(FedAVEState(round=3), GraceMemory((True, False), (1, 2)))
+    state = remembered(FedAVEState(round=3), GraceMemory((True, False), (1, 2), (True, False)))
     save_strategy_state(Path(str(tmp_path)), 3, state)
     loaded = load_strategy_state(Path(str(tmp_path)), 3, FedAVEState)
-    assert loaded is not None and grace_memory(loaded) == GraceMemory((True, False), (1, 2))
+    assert loaded is not None and grace_memory(loaded) == GraceMemory((True, False), (1, 2), (True, False))

@@ -444,17 +444,25 @@ def test_a_spec_states_todays_first_round_chance_verdict_and_an_older_one_none()
         TaskSpec(grace_first_round_screened="yes")  # type: ignore[arg-type]
 
 
+def _today_and_before(setting: bytes) -> tuple[TaskSpec, TaskSpec]:
+    """Today's default spec, and that spec as stored before ``setting`` (its JSON text) existed: today's states the
+    setting, and the older one keeps its bytes when read and written again (its datasetId, the store key)."""
+    new = TaskSpec(dataset="mnist", model="lenet5")
+    older_bytes = new.to_bytes().replace(setting, b"")
+    assert setting in new.to_bytes() and TaskSpec.from_bytes(new.to_bytes()) == new
+    older = TaskSpec.from_bytes(older_bytes)
+    assert older.to_bytes() == older_bytes != new.to_bytes()
+    return new, older
+
+
 def test_a_spec_states_todays_extra_first_round_grace_and_an_older_one_counts_it() -> None:
     """Leaving the first round's grace out of the allowance came after the chance verdict: a spec without it
     counted a first-round grace as one of ``quality_grace``, so its auditor does too."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b'"grace_first_round_extra":true,', b"")
+    new, older = _today_and_before(b'"grace_first_round_extra":true,')
 
-    assert new.grace_first_round_extra and b'"grace_first_round_extra":true' in new.to_bytes()
+    assert new.grace_first_round_extra and not older.grace_first_round_extra
     rule = new.grace_rule(min_quality=0.5)
     assert rule is not None and rule.first_extra
-    older = TaskSpec.from_bytes(older_bytes)
-    assert not older.grace_first_round_extra and older.to_bytes() == older_bytes != new.to_bytes()
     rule = older.grace_rule(min_quality=0.5)
     assert rule is not None and not rule.first_extra and rule.by_screen
     no_first_round = TaskSpec(dataset="mnist", model="lenet5", grace_first_round=False).grace_rule(min_quality=0.5)
@@ -480,18 +488,27 @@ def test_a_spec_states_todays_novelty_margin_and_vouch_and_an_older_one_neither(
     assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
 
 
+def test_a_spec_states_todays_second_grace_in_a_row_and_an_older_one_graces_none_after_a_poor_round() -> None:
+    """Grace for a second poor round in a row came after the extra first-round grace: a spec without it graced no
+    round that followed a poor one, so its auditor does not either."""
+    new, older = _today_and_before(b'"grace_two_in_a_row":true,')
+
+    assert new.grace_two_in_a_row and not older.grace_two_in_a_row
+    rule = new.grace_rule(min_quality=0.5)
+    assert rule is not None and rule.two_in_a_row
+    rule = older.grace_rule(min_quality=0.5)
+    assert rule is not None and not rule.two_in_a_row and rule.first_extra
+    with pytest.raises(ConfigError, match="grace_two_in_a_row must be true or false"):
+        TaskSpec(grace_two_in_a_row="yes")  # type: ignore[arg-type]
+
+
 def test_a_spec_states_todays_doubt_by_shape_and_an_older_one_holds_every_narrow_pass() -> None:
     """Reading the new part's shape in the doubt came after the doubt: a spec without it held every narrow pass in
     doubt, so its auditor does too."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    later = b'"doubt_max_kurtosis":2.0,'
-    older_bytes = new.to_bytes().replace(later, b"")
+    new, older = _today_and_before(b'"doubt_max_kurtosis":2.0,')
 
-    assert new.screening.doubt_max_kurtosis == 2.0 and later in new.to_bytes()
-    assert TaskSpec.from_bytes(new.to_bytes()) == new
-    older = TaskSpec.from_bytes(older_bytes)
+    assert new.screening.doubt_max_kurtosis == 2.0
     assert older.screening.doubt_max_kurtosis is None and older.screening.novelty_margin == 0.5
-    assert older.to_bytes() == older_bytes != new.to_bytes()
 
 
 def test_a_spec_refuses_an_early_floor_that_is_not_a_boolean() -> None:
