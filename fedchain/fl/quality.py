@@ -64,7 +64,10 @@ or two classes may sit at chance with its loss risen, where neither test above t
 (docs/robustness.md, "The first round: the chance test"). With the task's ``grace_first_round_extra`` a first
 round's grace does not count against ``quality_grace``: it forgives a young model, not an odd poor round, and the
 small and skewed clients it graces are the ones most likely to need their later graces (docs/robustness.md, "The
-first round's grace apart"). The memory the rule needs (:class:`GraceMemory`)
+first round's grace apart"). With the task's ``grace_two_in_a_row`` the round right after a grace that followed a good
+round may be graced too: an honest client on skewed data is now and then poor in two rounds in a row after good ones,
+while a label flipper is poor from its first round (docs/robustness.md, "Two poor rounds in a row"). The memory the
+rule needs (:class:`GraceMemory`)
 travels with the strategy's state, so every agent that scores the rounds in order keeps it the same way.
 
 An update that screening accepted narrowly (:attr:`fedchain.fl.screening.ScreeningResult.doubtful`: rule 5's
