@@ -89,7 +89,9 @@ def test_on_an_automining_anvil_blocks_come_on_demand_at_the_time_now(w3: Web3) 
     before = int(time.time())
 
     assert interval.on_demand
-    assert next_block_time(w3, interval) >= before
+    # No earlier than now, to the second: Anvil stamps its pending block with its own clock in whole seconds, read a
+    # moment apart from ours (once in CI a second behind).
+    assert next_block_time(w3, interval) >= before - 1
 
 
 def test_a_sample_without_a_gap_is_refused(w3: Web3) -> None:
