@@ -316,44 +316,49 @@ def test_a_spec_states_todays_changed_defaults_and_an_older_one_keeps_what_its_a
     assert kept.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
 
 
-def test_a_spec_states_todays_quality_floor_and_an_older_one_keeps_the_seeds_measure() -> None:
-    """The floor came after specs were stored: a spec without it meant the seed's quality, unfloored."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b',"quality_floor":0.2', b"").replace(b'"early_floor":true,', b"")
-
-    assert new.quality_floor == 0.2 and b'"quality_floor":0.2' in new.to_bytes()
+def _today_and_before(*settings: bytes, new: TaskSpec | None = None) -> tuple[TaskSpec, TaskSpec]:
+    """``new`` (today's default spec when None), and that spec as stored before ``settings`` (their JSON text)
+    existed: today's states every setting and reads back equal, and the older one keeps its bytes when read and
+    written again (its datasetId, the store key)."""
+    new = TaskSpec(dataset="mnist", model="lenet5") if new is None else new
+    older_bytes = new.to_bytes()
+    for setting in settings:
+        assert setting in older_bytes
+        older_bytes = older_bytes.replace(setting, b"")
     assert TaskSpec.from_bytes(new.to_bytes()) == new
     older = TaskSpec.from_bytes(older_bytes)
+    assert older.to_bytes() == older_bytes != new.to_bytes()
+    return new, older
+
+
+def test_a_spec_states_todays_quality_floor_and_an_older_one_keeps_the_seeds_measure() -> None:
+    """The floor came after specs were stored: a spec without it meant the seed's quality, unfloored."""
+    new, older = _today_and_before(b',"quality_floor":0.2', b'"early_floor":true,')
+
+    assert new.quality_floor == 0.2
     assert older.quality_floor == 0.0  # what its aggregator ran, so the auditor runs it too
-    assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
-    assert TaskSpec(dataset="mnist", model="lenet5", quality_floor=0, early_floor=False).to_bytes() == older_bytes
+    assert TaskSpec(dataset="mnist", model="lenet5", quality_floor=0, early_floor=False).to_bytes() == older.to_bytes()
 
 
 def test_a_spec_states_todays_data_credit_and_an_older_one_the_plain_contribution() -> None:
     """The data credit came after specs were stored, the floor's among them: a spec without it meant none."""
-    new = TaskSpec(dataset="mnist", model="lenet5", strategy="cgsv")
-    older_bytes = new.to_bytes().replace(b'"data_credit":4.0,', b"").replace(b'"early_floor":true,', b"")
+    cgsv = TaskSpec(dataset="mnist", model="lenet5", strategy="cgsv")
+    new, older = _today_and_before(b'"data_credit":4.0,', b'"early_floor":true,', new=cgsv)
 
-    assert new.data_credit == 4.0 and b'"data_credit":4.0' in new.to_bytes()
-    assert TaskSpec.from_bytes(new.to_bytes()) == new
-    older = TaskSpec.from_bytes(older_bytes)
+    assert new.data_credit == 4.0
     assert (older.data_credit, older.quality_floor) == (1.0, 0.2)  # a spec of the floor's day: floor, no credit
-    assert older.to_bytes() == older_bytes
     older_spec = TaskSpec(dataset="mnist", model="lenet5", strategy="cgsv", data_credit=1, early_floor=False)
-    assert older_spec.to_bytes() == older_bytes
+    assert older_spec.to_bytes() == older.to_bytes()
 
 
 def test_a_spec_states_todays_early_floor_and_an_older_one_the_same_floor_in_every_round() -> None:
     """The early floor came after the floor: a spec of the floor's day floors every round at 0.2."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b'"early_floor":true,', b"")
+    new, older = _today_and_before(b'"early_floor":true,')
     thresholds = {"min_quality": 0.5, "min_loss_reputation": 0.1}
 
-    assert new.early_floor and b'"early_floor":true' in new.to_bytes()
-    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    assert new.early_floor
     assert [new.floor_at(n, **thresholds) for n in (1, 2, 3, 50)] == [0.317, 0.282, 0.263, 0.205]
-    older = TaskSpec.from_bytes(older_bytes)
-    assert not older.early_floor and older.to_bytes() == older_bytes
+    assert not older.early_floor
     assert [older.floor_at(n, **thresholds) for n in (1, 2, 3, 50)] == [0.2] * 4
     unfloored = TaskSpec(dataset="mnist", model="lenet5", quality_floor=0)  # the seed's measure: nothing raised
     assert unfloored.floor_at(1, **thresholds) == 0.0
@@ -364,30 +369,22 @@ def test_a_spec_states_todays_early_floor_and_an_older_one_the_same_floor_in_eve
 
 def test_a_spec_states_todays_grace_and_an_older_one_none() -> None:
     """The grace came after the early floor: a spec without it scored every poor round as it was."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b'"quality_grace":2,', b"")
+    new, older = _today_and_before(b'"quality_grace":2,')
 
-    assert new.quality_grace == 2 and b'"quality_grace":2' in new.to_bytes()
-    assert TaskSpec.from_bytes(new.to_bytes()) == new
+    assert new.quality_grace == 2
     rule = new.grace_rule(min_quality=0.5)
     assert rule is not None and (rule.min_quality, rule.allowance, rule.chance) == (0.5, 2, 1 / new.num_classes)
     high = new.grace_rule(min_quality=1.5)  # terms may ask for more than a quality of 1 (floor_at caps its floor)
     assert high is not None and high.min_quality == 1.5
-    older = TaskSpec.from_bytes(older_bytes)
     assert older.quality_grace == 0 and older.grace_rule(min_quality=0.5) is None
-    assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
-    assert TaskSpec(dataset="mnist", model="lenet5", quality_grace=0).to_bytes() == older_bytes
+    assert TaskSpec(dataset="mnist", model="lenet5", quality_grace=0).to_bytes() == older.to_bytes()
 
 
 def test_a_spec_states_todays_first_round_grace_and_an_older_one_none() -> None:
     """The first round's grace came after the grace: a spec without it graced no client's first round."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b'"grace_first_round":true,', b"")
+    new, older = _today_and_before(b'"grace_first_round":true,')
 
-    assert new.grace_first_round and b'"grace_first_round":true' in new.to_bytes()
-    assert TaskSpec.from_bytes(new.to_bytes()) == new
-    older = TaskSpec.from_bytes(older_bytes)
-    assert not older.grace_first_round and older.to_bytes() == older_bytes
+    assert new.grace_first_round and not older.grace_first_round
     rule = older.grace_rule(min_quality=0.5)
     assert rule is not None and rule.allowance == 2 and rule.chance is None
     with pytest.raises(ConfigError, match="grace_first_round must be true or false"):
@@ -396,14 +393,11 @@ def test_a_spec_states_todays_first_round_grace_and_an_older_one_none() -> None:
 
 def test_a_spec_states_todays_first_round_loss_test_and_an_older_one_the_accuracy_alone() -> None:
     """The first round's loss test came after the first round's grace: a spec without it graced by accuracy alone."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b'"grace_first_round_loss":true,', b"")
+    new, older = _today_and_before(b'"grace_first_round_loss":true,')
 
-    assert new.grace_first_round_loss and b'"grace_first_round_loss":true' in new.to_bytes()
+    assert new.grace_first_round_loss and not older.grace_first_round_loss
     rule = new.grace_rule(min_quality=0.5)
     assert rule is not None and rule.by_loss and rule.chance == 0.1
-    older = TaskSpec.from_bytes(older_bytes)
-    assert not older.grace_first_round_loss and older.to_bytes() == older_bytes
     rule = older.grace_rule(min_quality=0.5)
     assert rule is not None and not rule.by_loss and rule.chance == 0.1
     with pytest.raises(ConfigError, match="grace_first_round_loss must be true or false"):
@@ -413,14 +407,11 @@ def test_a_spec_states_todays_first_round_loss_test_and_an_older_one_the_accurac
 def test_a_spec_states_todays_gradient_clip_and_an_older_one_plain_sgd() -> None:
     """The clip came after the first specs: a spec without it trained with plain SGD, and one that turns it off
     has the bytes of that older spec."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b'"max_grad_norm":5.0,', b"")
+    new, older = _today_and_before(b'"max_grad_norm":5.0,')
 
     assert new.max_grad_norm == 5.0 and new.train_config(1).max_grad_norm == 5.0
-    assert TaskSpec.from_bytes(new.to_bytes()) == new
-    older = TaskSpec.from_bytes(older_bytes)
     assert older.max_grad_norm is None and older.train_config(1).max_grad_norm is None
-    assert older.to_bytes() == older_bytes == TaskSpec(dataset="mnist", model="lenet5", max_grad_norm=None).to_bytes()
+    assert older.to_bytes() == TaskSpec(dataset="mnist", model="lenet5", max_grad_norm=None).to_bytes()
     with pytest.raises(ConfigError, match="max_grad_norm must be a positive number or null"):
         TaskSpec(max_grad_norm=0.0)
 
@@ -428,31 +419,17 @@ def test_a_spec_states_todays_gradient_clip_and_an_older_one_plain_sgd() -> None
 def test_a_spec_states_todays_first_round_chance_verdict_and_an_older_one_none() -> None:
     """Taking the chance test's verdict in the first round's grace came after the loss test: a spec without it
     graced a first-round model by its accuracy or its loss only."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(b'"grace_first_round_screened":true,', b"")
+    new, older = _today_and_before(b'"grace_first_round_screened":true,')
 
-    assert new.grace_first_round_screened and b'"grace_first_round_screened":true' in new.to_bytes()
+    assert new.grace_first_round_screened and not older.grace_first_round_screened
     rule = new.grace_rule(min_quality=0.5)
     assert rule is not None and rule.by_screen and rule.by_loss
-    older = TaskSpec.from_bytes(older_bytes)
-    assert not older.grace_first_round_screened and older.to_bytes() == older_bytes
     rule = older.grace_rule(min_quality=0.5)
     assert rule is not None and not rule.by_screen and rule.by_loss
     no_first_round = TaskSpec(dataset="mnist", model="lenet5", grace_first_round=False).grace_rule(min_quality=0.5)
     assert no_first_round is not None and not no_first_round.by_screen
     with pytest.raises(ConfigError, match="grace_first_round_screened must be true or false"):
         TaskSpec(grace_first_round_screened="yes")  # type: ignore[arg-type]
-
-
-def _today_and_before(setting: bytes) -> tuple[TaskSpec, TaskSpec]:
-    """Today's default spec, and that spec as stored before ``setting`` (its JSON text) existed: today's states the
-    setting, and the older one keeps its bytes when read and written again (its datasetId, the store key)."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    older_bytes = new.to_bytes().replace(setting, b"")
-    assert setting in new.to_bytes() and TaskSpec.from_bytes(new.to_bytes()) == new
-    older = TaskSpec.from_bytes(older_bytes)
-    assert older.to_bytes() == older_bytes != new.to_bytes()
-    return new, older
 
 
 def test_a_spec_states_todays_extra_first_round_grace_and_an_older_one_counts_it() -> None:
@@ -475,17 +452,11 @@ def test_a_spec_states_todays_novelty_margin_and_vouch_and_an_older_one_neither(
     """The doubt of a narrow pass and the new part's vouch in the agreement rule came after the novelty rule: a
     spec without them scored every accepted update in full and rejected by the whole vector's agreement alone, so
     its auditor does too."""
-    new = TaskSpec(dataset="mnist", model="lenet5")
-    later = (b',"novelty_margin":0.5', b'"novelty_vouches":true,')
-    older_bytes = new.to_bytes().replace(later[0], b"").replace(later[1], b"")
+    new, older = _today_and_before(b',"novelty_margin":0.5', b'"novelty_vouches":true,')
 
     assert new.screening.novelty_margin == 0.5 and new.screening.novelty_vouches
-    assert all(setting in new.to_bytes() for setting in later)
-    assert TaskSpec.from_bytes(new.to_bytes()) == new
-    older = TaskSpec.from_bytes(older_bytes)
     assert older.screening.novelty_margin is None and not older.screening.novelty_vouches
     assert older.screening.min_novelty == 3.0
-    assert older.to_bytes() == older_bytes  # its datasetId, the store key, is unchanged
 
 
 def test_a_spec_states_todays_second_grace_in_a_row_and_an_older_one_graces_none_after_a_poor_round() -> None:
