@@ -228,14 +228,13 @@ class GraceMemory:
         remembers another number of clients."""
         if self.first:
             return GraceMemory((False,) * n, (0,) * n, (False,) * n)
-        if not self.opened:
-            return dataclasses.replace(self, opened=(False,) * len(self.poor)).of(n)
-        if len(self.poor) != n or len(self.used) != n or len(self.opened) != n:
+        opened = self.opened or (False,) * len(self.poor)  # a memory saved before the rule opened no spell
+        if len(self.poor) != n or len(self.used) != n or len(opened) != n:
             raise ConfigError(
                 f"the grace remembers {len(self.poor)} clients, the round has {n}",
                 hint="score every round of a task from the state of the round before it",
             )
-        return self
+        return dataclasses.replace(self, opened=opened)
 
 
 @dataclass(frozen=True)
