@@ -25,7 +25,7 @@ ARGS ?=
 # third of a core each), so 3 workers on 2 cores halve the suite; TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 3
 
-.PHONY: setup demo test lint clean brownie brownie-compile bindings bench-flower
+.PHONY: setup demo test lint clean brownie brownie-compile bindings bench-flower invariants gas-report mutation
 .DEFAULT_GOAL := demo
 
 setup: $(VENV)/.installed node_modules/.installed
@@ -90,6 +90,25 @@ $(FLOWER_VENV)/.installed: $(VENV)/.installed
 # (and the environment for `.venv-flower/bin/fedchain flower example --simulation`).
 bench-flower: setup $(FLOWER_VENV)/.installed
 	$(FLOWER_VENV)/bin/python -m fedchain.cli bench train --flower $(ARGS)
+
+# The contracts' Foundry suite (foundry/, foundry.toml). `make test` runs it bounded (pytest's
+# tests/contracts/test_foundry.py); these run a longer invariant campaign, print every entry point's gas,
+# and plant bugs of the money flows one at a time to show the suite catches each.
+# The native forge of the npm package: its node_modules/.bin launcher does not pass forge's exit status on.
+FORGE = $(firstword $(wildcard node_modules/@foundry-rs/forge-*/bin/forge))
+INVARIANT_RUNS ?= 2000
+INVARIANT_DEPTH ?= 500
+
+invariants: setup
+	rm -f build/foundry/campaign.tsv
+	FOUNDRY_INVARIANT_RUNS=$(INVARIANT_RUNS) FOUNDRY_INVARIANT_DEPTH=$(INVARIANT_DEPTH) $(FORGE) test --match-contract InvariantsTest --fuzz-seed $$(od -An -N8 -tu8 /dev/urandom | tr -d ' ') $(ARGS)
+	$(PY) foundry/campaign.py
+
+gas-report: setup
+	$(FORGE) test --match-contract GasScenario --gas-report $(ARGS)
+
+mutation: setup
+	$(PY) foundry/mutants.py $(ARGS)
 
 # Regenerate the typed contract bindings after changing contracts/.
 bindings: setup

@@ -11,8 +11,9 @@ import {ReputationMath} from "./libraries/ReputationMath.sol";
 
 /// @title FogAuction: sealed-bid auctions of training jobs, fog commits, slashing and job settlement
 contract FogAuction is IFogAuction {
-    /// @notice The most bids one job accepts (bounds the gas of closing and reassigning).
-    uint256 public constant MAX_BIDS = 16;
+    /// @notice The most revealed bids one job keeps in contention (bounds the gas of closing, reassigning and
+    /// settling; any number of fog nodes may bid).
+    uint256 public constant MAX_RANKED = 16;
     /// @notice `winner` value meaning "no winner".
     uint32 public constant NO_WINNER = type(uint32).max;
 
@@ -23,8 +24,29 @@ contract FogAuction is IFogAuction {
 
     mapping(uint256 taskId => mapping(uint256 clientIndex => Job)) private _jobs;
     mapping(uint256 taskId => mapping(uint256 clientIndex => Bid[])) private _bids;
-    mapping(uint256 taskId => mapping(uint256 clientIndex => mapping(address bidder => bool))) private _hasBid;
+    mapping(uint256 taskId => mapping(uint256 clientIndex => mapping(address bidder => uint256 indexPlusOne))) private
+        _bidIndexPlusOne;
+    /// @dev Each job's ranked bids, best first: indices into its bids.
+    mapping(uint256 taskId => mapping(uint256 clientIndex => uint32[])) private _ranked;
+    /// @dev Who committed each job's round, and when.
+    mapping(uint256 taskId => mapping(uint256 clientIndex => mapping(uint16 round => RoundCommit))) private _roundCommits;
     mapping(uint256 taskId => uint256 wei_) private _held;
+
+    /// @dev One job's commit of one round (one slot).
+    struct RoundCommit {
+        address fog;
+        uint64 committedAt;
+    }
+
+    /// @dev What ranking a reveal needs of its job, read once per job.
+    /// @param p the task's terms
+    /// @param lossRep the client's loss reputation (its initial one: the task is `Open`)
+    /// @param client the job's client, credited the deposit of a bid it could never accept
+    struct RevealContext {
+        ITaskRegistry.TaskParams p;
+        uint256 lossRep;
+        address client;
+    }
 
     /// @dev What a commit needs of its task's round, read once per call.
     /// @param status the task's status
@@ -126,7 +148,8 @@ contract FogAuction is IFogAuction {
 
     /// @inheritdoc IFogAuction
     function revealBid(uint256 taskId, uint256 index, uint64 frequency, uint96 price, bytes32 salt) external {
-        _revealBid(taskId, index, frequency, price, salt);
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
+        _revealBid(taskId, index, frequency, price, salt, p);
     }
 
     /// @inheritdoc IFogAuction
@@ -140,8 +163,9 @@ contract FogAuction is IFogAuction {
         uint256 n = _batchLength(indices.length, frequencies.length);
         _batchLength(n, prices.length);
         _batchLength(n, salts.length);
+        ITaskRegistry.TaskParams memory p = _registry.params(taskId);
         for (uint256 i; i < n; ++i) {
-            _revealBid(taskId, indices[i], frequencies[i], prices[i], salts[i]);
+            _revealBid(taskId, indices[i], frequencies[i], prices[i], salts[i], p);
         }
     }
 
@@ -154,39 +178,25 @@ contract FogAuction is IFogAuction {
             revert AuctionRevealNotOver(taskId, index, j.revealDeadline, uint64(block.timestamp));
         }
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
-        (uint64 lossRep,) = _ledger.reputation(taskId, index);
         Bid[] storage bids_ = _bids[taskId][index];
-        uint256 n = bids_.length;
-        uint256 forfeited;
-        uint256 best = NO_WINNER;
-        int256 bestUtility;
-        int256 secondUtility;
-        bool hasSecond;
-        for (uint256 i; i < n; ++i) {
-            Bid storage b = bids_[i];
-            if (!b.revealed) {
-                b.settled = true;
-                forfeited += p.fogDeposit;
-                continue;
-            }
-            int256 u = _utility(p, lossRep, j.dataSize, b.frequency, b.price);
-            if (best == NO_WINNER || u > bestUtility) {
-                if (best != NO_WINNER) (secondUtility, hasSecond) = (bestUtility, true);
-                (best, bestUtility) = (i, u);
-            } else if (!hasSecond || u > secondUtility) {
-                (secondUtility, hasSecond) = (u, true);
-            }
-        }
+        uint32[] storage ranked_ = _ranked[taskId][index];
+        // The bids were ranked as they were revealed; the unrevealed ones forfeit their deposits.
+        uint256 forfeited = (bids_.length - j.reveals) * p.fogDeposit;
+        uint256 best = ranked_.length == 0 ? NO_WINNER : ranked_[0];
         uint96 price;
         if (best != NO_WINNER) {
             price = bids_[best].price;
-            if (p.secondPrice) price = SafeCast.toUint96(price + _secondPriceMarkup(bestUtility, secondUtility, hasSecond));
+            if (p.secondPrice && ranked_.length > 1) {
+                uint256 markup = bids_[best].utility - bids_[ranked_[1]].utility;
+                price = SafeCast.toUint96(price + markup);
+            }
         }
         uint256 escrow = uint256(price) * p.rounds;
         uint256 value = _treasury.expectedValue(taskId, escrow);
         if (msg.value != value) revert AuctionWrongValue(msg.value, value);
 
         j.status = best == NO_WINNER ? JobStatus.Vacant : JobStatus.Awarded;
+        j.closed = true;
         j.winner = uint32(best);
         j.price = price;
         j.winnerPrice = price;
@@ -231,7 +241,7 @@ contract FogAuction is IFogAuction {
         uint16 fromRound = _fromRound(j, s, p);
         address client_ = _ledger.client(taskId, index).account;
         emit FogSlashed(taskId, index, slashed.bidder, missed, p.fogDeposit);
-        _reassign(taskId, index, j, p, fromRound);
+        _reassign(taskId, index, j, fromRound);
         _treasury.credit(taskId, client_, p.fogDeposit, Reasons.BID_FORFEIT);
     }
 
@@ -251,7 +261,7 @@ contract FogAuction is IFogAuction {
         _held[taskId] -= f.compensation + f.burned;
         address client_ = _ledger.client(taskId, index).account;
         emit FogFraudSlashed(taskId, index, fog, round, f.compensation, f.burned);
-        _reassign(taskId, index, j, p, f.fromRound);
+        _reassign(taskId, index, j, f.fromRound);
         _treasury.credit(taskId, client_, f.compensation, Reasons.FOG_COMPENSATION);
         _treasury.creditSink(taskId, f.burned, Reasons.FOG_SLASH);
         return true;
@@ -301,8 +311,10 @@ contract FogAuction is IFogAuction {
         Settlement memory t = _settlement(taskId);
         Payout[] memory payouts = new Payout[](n);
         for (uint256 i; i < n; ++i) {
-            // Settled by someone else first (or never auctioned): a lost race, not an error.
-            if (!_settleable(_jobs[taskId][indices[i]].status)) continue;
+            Job storage j = _jobs[taskId][indices[i]];
+            // Settled by someone else first (or never auctioned): a lost race, not an error. An auction never
+            // closed whose reveals are not over yet settles later: its bidders may still reveal.
+            if (!_settleable(j.status) || (!j.closed && block.timestamp <= j.revealDeadline)) continue;
             payouts[settled++] = _settleJob(taskId, indices[i], t);
         }
         for (uint256 i; i < settled; ++i) {
@@ -330,6 +342,17 @@ contract FogAuction is IFogAuction {
     }
 
     /// @inheritdoc IFogAuction
+    function ranked(uint256 taskId, uint256 index) external view returns (uint32[] memory) {
+        return _ranked[taskId][index];
+    }
+
+    /// @inheritdoc IFogAuction
+    function roundCommit(uint256 taskId, uint256 index, uint16 round) external view returns (address fog, uint64 committedAt) {
+        RoundCommit memory c = _roundCommits[taskId][index][round];
+        return (c.fog, c.committedAt);
+    }
+
+    /// @inheritdoc IFogAuction
     function commitTimes(uint256 taskId, uint16 round, uint256 clients) external view returns (uint64[] memory times) {
         times = new uint64[](clients);
         mapping(uint256 => Job) storage jobs = _jobs[taskId];
@@ -349,11 +372,11 @@ contract FogAuction is IFogAuction {
         return (address(_registry), address(_ledger), address(_treasury), _disputes);
     }
 
-    /// @dev Checks that the task takes bids and that `msg.value` pays the fog deposit r of `bids` bids
+    /// @dev Checks that the task takes bids and that `msg.value` pays the fog deposit r of `count` bids
     /// (0 for a token task, whose deposits the Treasury pulls); returns the deposits' total.
-    function _requireBidDeposits(uint256 taskId, uint256 bids) private view returns (uint256 required) {
+    function _requireBidDeposits(uint256 taskId, uint256 count) private view returns (uint256 required) {
         _requireTaskStatus(taskId, ITaskRegistry.TaskStatus.Open);
-        required = _registry.params(taskId).fogDeposit * bids;
+        required = _registry.params(taskId).fogDeposit * count;
         uint256 value = _treasury.expectedValue(taskId, required);
         if (msg.value != value) revert AuctionWrongValue(msg.value, value);
     }
@@ -364,13 +387,22 @@ contract FogAuction is IFogAuction {
         if (block.timestamp > j.biddingDeadline) {
             revert AuctionBidTooLate(taskId, index, j.biddingDeadline, uint64(block.timestamp));
         }
-        mapping(address bidder => bool) storage hasBid = _hasBid[taskId][index];
-        if (hasBid[msg.sender]) revert AuctionAlreadyBid(taskId, index, msg.sender);
+        mapping(address bidder => uint256) storage bidIndexPlusOne = _bidIndexPlusOne[taskId][index];
+        if (bidIndexPlusOne[msg.sender] != 0) revert AuctionAlreadyBid(taskId, index, msg.sender);
         Bid[] storage bids_ = _bids[taskId][index];
         bidIndex = bids_.length;
-        if (bidIndex >= MAX_BIDS) revert AuctionTooManyBids(taskId, index, MAX_BIDS);
-        bids_.push(Bid({bidder: msg.sender, commitment: commitment, frequency: 0, price: 0, revealed: false, settled: false}));
-        hasBid[msg.sender] = true;
+        bids_.push(
+            Bid({
+                bidder: msg.sender,
+                revealed: false,
+                settled: false,
+                commitment: commitment,
+                frequency: 0,
+                price: 0,
+                utility: 0
+            })
+        );
+        bidIndexPlusOne[msg.sender] = bidIndex + 1;
         emit BidCommitted(taskId, index, msg.sender, bidIndex, commitment);
     }
 
@@ -380,31 +412,91 @@ contract FogAuction is IFogAuction {
         _treasury.deposit{value: msg.value}(taskId, msg.sender, amount);
     }
 
-    function _revealBid(uint256 taskId, uint256 index, uint64 frequency, uint96 price, bytes32 salt) private {
+    /// @dev The caller's reveal of its bid for job `index`, ranked at once by its utility to the client: a bid of
+    /// negative utility forfeits its deposit to the client; one that ranks below MAX_RANKED others, or that the
+    /// new bid pushes out, gets its deposit back. The Treasury credits it makes move no tokens and call nothing.
+    function _revealBid(
+        uint256 taskId,
+        uint256 index,
+        uint64 frequency,
+        uint96 price,
+        bytes32 salt,
+        ITaskRegistry.TaskParams memory p
+    ) private {
         Job storage j = _biddingJob(taskId, index);
         uint64 now_ = uint64(block.timestamp);
         if (now_ <= j.biddingDeadline || now_ > j.revealDeadline) {
             revert AuctionNotRevealPhase(taskId, index, j.biddingDeadline, j.revealDeadline, now_);
         }
-        Bid[] storage bids_ = _bids[taskId][index];
-        bytes32 commitment = keccak256(abi.encode(frequency, price, salt, msg.sender));
-        uint256 n = bids_.length;
-        uint256 bidIndex = n;
-        for (uint256 i; i < n; ++i) {
-            if (bids_[i].bidder == msg.sender) {
-                bidIndex = i;
-                break;
-            }
-        }
-        if (bidIndex == n || bids_[bidIndex].revealed || bids_[bidIndex].commitment != commitment) {
+        uint256 bidIndexPlusOne = _bidIndexPlusOne[taskId][index][msg.sender];
+        if (bidIndexPlusOne == 0) revert AuctionBadReveal(taskId, index, msg.sender);
+        uint256 bidIndex = bidIndexPlusOne - 1;
+        Bid storage b = _bids[taskId][index][bidIndex];
+        if (b.revealed || b.commitment != keccak256(abi.encode(frequency, price, salt, msg.sender))) {
             revert AuctionBadReveal(taskId, index, msg.sender);
         }
         if (frequency == 0) revert AuctionZeroFrequency(taskId, index, msg.sender);
-        Bid storage b = bids_[bidIndex];
         b.frequency = frequency;
         b.price = price;
         b.revealed = true;
+        j.reveals += 1;
         emit BidRevealed(taskId, index, msg.sender, bidIndex, frequency, price);
+        // The client's reputation does not change while the task is `Open`: the utility now is the one at the close.
+        (uint64 lossRep,) = _ledger.reputation(taskId, index);
+        int256 u = _utility(p, lossRep, j.dataSize, frequency, price);
+        if (u < 0) {
+            b.settled = true;
+            _held[taskId] -= p.fogDeposit;
+            emit BidRejected(taskId, index, msg.sender, bidIndex, u);
+            _treasury.credit(taskId, _ledger.client(taskId, index).account, p.fogDeposit, Reasons.BID_FORFEIT);
+            return;
+        }
+        // u < 2^96: the task's terms keep the most one round pays below it (TaskRegistry).
+        b.utility = uint96(uint256(u));
+        _rank(taskId, index, bidIndex, p.fogDeposit);
+    }
+
+    /// @dev Inserts revealed bid `bidIndex` into its job's ranking (utility descending, earlier bid first on ties),
+    /// refunding the deposit of whichever bid ends up past MAX_RANKED.
+    function _rank(uint256 taskId, uint256 index, uint256 bidIndex, uint256 deposit) private {
+        Bid[] storage bids_ = _bids[taskId][index];
+        uint32[] storage ranked_ = _ranked[taskId][index];
+        uint256 n = ranked_.length;
+        uint96 u = bids_[bidIndex].utility;
+        // Binary search for the first ranked bid the new one beats.
+        uint256 lo;
+        uint256 hi = n;
+        while (lo < hi) {
+            uint256 mid = (lo + hi) / 2;
+            uint32 other = ranked_[mid];
+            uint96 otherUtility = bids_[other].utility;
+            if (otherUtility > u || (otherUtility == u && other < bidIndex)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        uint256 out = NO_WINNER;
+        if (lo >= MAX_RANKED) {
+            out = bidIndex;
+        } else {
+            if (n < MAX_RANKED) {
+                ranked_.push(uint32(bidIndex));
+            } else {
+                out = ranked_[n - 1];
+                n -= 1;
+            }
+            for (uint256 k = n; k > lo; --k) {
+                ranked_[k] = ranked_[k - 1];
+            }
+            ranked_[lo] = uint32(bidIndex);
+        }
+        if (out == NO_WINNER) return;
+        Bid storage dropped = bids_[out];
+        dropped.settled = true;
+        _held[taskId] -= deposit;
+        emit BidOutranked(taskId, index, dropped.bidder, out);
+        _treasury.credit(taskId, dropped.bidder, deposit, Reasons.BID_REFUND);
     }
 
     /// @dev The task's round as a commit sees it, read once per call however many jobs it commits.
@@ -431,6 +523,7 @@ contract FogAuction is IFogAuction {
         j.committedAt = now_;
         j.updateHash = updateHash;
         j.released += payment;
+        _roundCommits[taskId][index][round] = RoundCommit(msg.sender, now_);
         emit UpdateCommitted(taskId, index, round, msg.sender, updateHash, now_, payment);
     }
 
@@ -458,16 +551,27 @@ contract FogAuction is IFogAuction {
     /// come back as a Payout for `_payOut`, so that a batch makes its external calls after all its effects.
     function _settleJob(uint256 taskId, uint256 index, Settlement memory t) private returns (Payout memory out) {
         Job storage j = _jobs[taskId][index];
+        // A job whose auction was never closed settles once its reveals are over: its unrevealed bids forfeit
+        // their deposits to the client then, as at a close.
+        if (!j.closed) {
+            if (block.timestamp <= j.revealDeadline) {
+                revert AuctionRevealNotOver(taskId, index, j.revealDeadline, uint64(block.timestamp));
+            }
+            out.forfeited = (_bids[taskId][index].length - j.reveals) * t.deposit;
+        }
         // A winner that still owes the last round of a finished task loses its deposit, as in reportMissedRound.
         bool winnerMissed = j.status == JobStatus.Awarded && !t.ended && j.paidUpTo < t.round && _ledger.isActive(taskId, index);
         Bid[] storage bids_ = _bids[taskId][index];
-        uint256 n = bids_.length;
+        uint32[] storage ranked_ = _ranked[taskId][index];
+        uint256 n = ranked_.length;
         out.client = _ledger.client(taskId, index).account;
         out.escrowRefund = j.escrow - j.released;
         out.refundTo = new address[](n);
         j.status = JobStatus.Settled;
         j.released = j.escrow;
-        for (uint256 i; i < n; ++i) {
+        // Only ranked bids hold deposits still: the others were refunded, forfeited or unrevealed.
+        for (uint256 k; k < n; ++k) {
+            uint256 i = ranked_[k];
             Bid storage b = bids_[i];
             if (b.settled) continue;
             b.settled = true;
@@ -498,12 +602,9 @@ contract FogAuction is IFogAuction {
 
     /// @dev Hands job `index`, whose winner was just slashed, to the best standby bid from round `fromRound` on
     /// (or leaves it vacant), and emits JobReassigned.
-    function _reassign(uint256 taskId, uint256 index, Job storage j, ITaskRegistry.TaskParams memory p, uint16 fromRound)
-        private
-    {
+    function _reassign(uint256 taskId, uint256 index, Job storage j, uint16 fromRound) private {
         Bid[] storage bids_ = _bids[taskId][index];
-        (uint64 lossRep,) = _ledger.reputation(taskId, index);
-        uint256 next = _bestStandby(p, lossRep, j, bids_);
+        uint256 next = _bestStandby(j, bids_, _ranked[taskId][index]);
         j.paidUpTo = fromRound - 1;
         j.committedAt = 0;
         j.winner = uint32(next);
@@ -537,28 +638,14 @@ contract FogAuction is IFogAuction {
         return int256(payment) - int256(price);
     }
 
-    /// @dev Second price: the winner is paid its bid plus the utility margin over the runner-up
-    /// (or over zero utility when the runner-up's is negative); alone, it is paid its bid.
-    function _secondPriceMarkup(int256 bestUtility, int256 secondUtility, bool hasSecond) private pure returns (uint256) {
-        if (!hasSecond) return 0;
-        int256 floor_ = secondUtility > 0 ? secondUtility : int256(0);
-        return bestUtility > floor_ ? uint256(bestUtility - floor_) : 0;
-    }
-
-    /// @dev The standby bid with the highest utility (earliest on ties) whose price fits the escrowed price.
-    function _bestStandby(ITaskRegistry.TaskParams memory p, uint256 lossRep, Job storage j, Bid[] storage bids_)
-        private
-        view
-        returns (uint256 best)
-    {
-        best = NO_WINNER;
-        int256 bestUtility;
-        for (uint256 i; i < bids_.length; ++i) {
+    /// @dev The ranked standby bid with the highest utility (earliest on ties) whose price fits the escrowed price.
+    function _bestStandby(Job storage j, Bid[] storage bids_, uint32[] storage ranked_) private view returns (uint256) {
+        for (uint256 k; k < ranked_.length; ++k) {
+            uint256 i = ranked_[k];
             Bid storage b = bids_[i];
-            if (!b.revealed || b.settled || b.price > j.price) continue;
-            int256 u = _utility(p, lossRep, j.dataSize, b.frequency, b.price);
-            if (best == NO_WINNER || u > bestUtility) (best, bestUtility) = (i, u);
+            if (!b.settled && b.price <= j.price) return i;
         }
+        return NO_WINNER;
     }
 
     /// @dev The first round the winner missed, or 0: a round before the current one that it did not

@@ -30,10 +30,17 @@ contract RoundLedger is IRoundLedger {
         uint64 prior;
     }
 
-    /// @dev A self-trained client's commit of one round's update.
+    /// @dev A self-trained client's commit of one round's update, and the round time the chain observed.
     struct OwnCommit {
         bytes32 updateHash;
         uint64 committedAt;
+        uint32 roundTime;
+    }
+
+    /// @dev A self-trained task's commits of one round: how many, and when the last came.
+    struct OwnRound {
+        uint32 commits;
+        uint64 lastCommitAt;
     }
 
     /// @dev Where a task's rounds are, in one slot.
@@ -58,8 +65,11 @@ contract RoundLedger is IRoundLedger {
     mapping(uint256 taskId => TaskRounds) private _rounds;
     mapping(uint256 taskId => mapping(uint16 round => RoundRecord)) private _roundRecords;
     mapping(uint256 taskId => mapping(uint16 round => bytes32 root)) private _rewardRoots;
-    /// @dev A self-trained client's commit of a round: its update hash and block time.
+    /// @dev A self-trained client's commit of a round: its update hash, block time and round time.
     mapping(uint256 taskId => mapping(uint16 round => mapping(uint256 index => OwnCommit))) private _ownCommits;
+    mapping(uint256 taskId => mapping(uint16 round => OwnRound)) private _ownRounds;
+    /// @dev Clients that joined and were not removed by a final round.
+    mapping(uint256 taskId => uint256 count) private _activeClients;
 
     /// @param registry the TaskRegistry
     /// @param treasury the Treasury
@@ -108,6 +118,7 @@ contract RoundLedger is IRoundLedger {
         _accounts[taskId].push(msg.sender);
         _dataCommitments[taskId].push(commitment);
         _indexPlusOne[taskId][msg.sender] = index + 1;
+        _activeClients[taskId] += 1;
         _depositsHeld[taskId] += deposit;
         emit ClientJoined(taskId, msg.sender, index, commitment, deposit);
     }
@@ -133,8 +144,15 @@ contract RoundLedger is IRoundLedger {
         uint256 n = clients.length;
         if (measurements.length != n) revert LedgerWrongMeasurementCount(taskId, measurements.length, n);
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
-        // A self-trained task's clients commit their own updates; an auction task's fog nodes commit them.
-        uint64[] memory commits = p.selfTrained ? _ownCommitTimes(taskId, round, n) : _auction.commitTimes(taskId, round, n);
+        // The poster is bonded whenever it posts: upheld challenges that took from the bond stop the task's
+        // rounds until the bonder tops it up.
+        (uint256 bondLeft,) = _disputes.bond(taskId);
+        if (bondLeft < p.aggregatorBond) revert LedgerBondShort(taskId, p.aggregatorBond - bondLeft);
+        // The round time the chain observed for each client: a fog commit's from the round's start on chain; a
+        // self-trained client's from when the round's work could start, recorded with its commit.
+        (uint64[] memory commits, uint64[] memory observed) = p.selfTrained
+            ? _ownCommitTimes(taskId, round, n)
+            : _fogCommitTimes(taskId, round, n, s.roundStartedAt);
         for (uint256 i; i < n; ++i) {
             // Only the slot holding the status is read: the round is scored when it is finalised.
             if (clients[i].status != ClientStatus.Active) continue;
@@ -142,16 +160,14 @@ contract RoundLedger is IRoundLedger {
             bool committed = commits[i] != 0;
             if (m.committed != committed) revert LedgerCommitMismatch(taskId, i, committed);
             if (committed) {
-                // A self-trained client may commit before the chain's round began (the post of the round before
-                // was not mined yet): its round time is then 0.
-                uint64 observed = commits[i] > s.roundStartedAt ? commits[i] - s.roundStartedAt : 0;
-                _checkRoundTime(taskId, i, m.roundTime, observed, p.timeTolerance);
+                _checkRoundTime(taskId, i, m.roundTime, observed[i], p.timeTolerance);
             } else {
                 _requireSkippable(taskId, i, s, p, m.accepted);
             }
         }
         _rounds[taskId].posted = round;
-        _roundRecords[taskId][round] = RoundRecord(_entriesHash(taskId, round, measurements), uint64(block.timestamp));
+        _roundRecords[taskId][round] =
+            RoundRecord(_entriesHash(taskId, round, measurements), uint64(block.timestamp), accuracy);
         emit RoundPosted(taskId, round, modelHash, accuracy, measurements);
         if (rewardsRoot != bytes32(0)) {
             // One slot per round whatever the number of clients: the proofs live off chain.
@@ -171,16 +187,38 @@ contract RoundLedger is IRoundLedger {
         if (indexPlusOne == 0) revert LedgerNotClient(taskId, msg.sender);
         uint256 index = indexPlusOne - 1;
         if (_clients[taskId][index].status != ClientStatus.Active) revert LedgerClientInactive(taskId, index);
-        // The current round or a later one: the Flower loop may be ahead of the chain's posts, never behind them.
-        if (round < s.currentRound || round > p.rounds) revert LedgerWrongRound(taskId, round, s.currentRound);
-        uint64 now_ = uint64(block.timestamp);
-        uint64 deadline = s.roundStartedAt + p.roundDuration;
-        if (round == s.currentRound && now_ > deadline) revert LedgerCommitTooLate(taskId, round, deadline, now_);
+        // The current round, or the next one: the Flower loop may be one round ahead of the chain's posts.
+        uint16 current = s.currentRound;
+        if (round < current || round > current + 1 || round > p.rounds) revert LedgerWrongRound(taskId, round, current);
         OwnCommit storage c = _ownCommits[taskId][round][index];
         if (c.committedAt != 0) revert LedgerAlreadyCommitted(taskId, round, index);
+        uint64 now_ = uint64(block.timestamp);
+        uint64 deadline = s.roundStartedAt + p.roundDuration;
+        uint64 workStart;
+        if (round == current) {
+            if (now_ > deadline) revert LedgerCommitTooLate(taskId, round, deadline, now_);
+            workStart = s.roundStartedAt;
+        } else {
+            // The next round's work starts from the current round's global model, which exists at the earliest once
+            // every active client committed the current round, or once its deadline passed.
+            OwnRound storage previous = _ownRounds[taskId][current];
+            if (previous.commits >= _activeClients[taskId]) {
+                workStart = previous.lastCommitAt;
+            } else if (now_ > deadline) {
+                workStart = deadline;
+            } else {
+                revert LedgerCommitTooEarly(taskId, round, current);
+            }
+        }
+        // now_ >= workStart: both are block times and workStart is in the past or now.
+        uint32 roundTime = SafeCast.toUint32(now_ - workStart);
         c.updateHash = updateHash;
         c.committedAt = now_;
-        emit OwnUpdateCommitted(taskId, index, round, msg.sender, updateHash, now_);
+        c.roundTime = roundTime;
+        OwnRound storage thisRound = _ownRounds[taskId][round];
+        thisRound.commits += 1;
+        thisRound.lastCommitAt = now_;
+        emit OwnUpdateCommitted(taskId, index, round, msg.sender, updateHash, now_, roundTime);
     }
 
     /// @inheritdoc IRoundLedger
@@ -192,15 +230,15 @@ contract RoundLedger is IRoundLedger {
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
         uint64 closesAt = record.postedAt + p.challengeWindow;
         if (block.timestamp <= closesAt) revert LedgerWindowOpen(taskId, round, closesAt, uint64(block.timestamp));
-        (uint16 open, uint16 challenged) = _disputes.roundChallenges(taskId, round);
+        (uint32 open, uint32 challenged) = _disputes.roundChallenges(taskId, round);
         if (open != 0) revert LedgerChallengesOpen(taskId, round, open);
         if (_entriesHash(taskId, round, measurements) != record.entriesHash) revert LedgerMeasurementsMismatch(taskId, round);
 
         ClientSlot[] storage clients = _clients[taskId];
         uint256 n = clients.length;
-        IDisputes.Fate[] memory fates;
-        Measurement[] memory corrected;
-        if (challenged != 0) (fates, corrected) = _disputes.fates(taskId, round, n);
+        if (round == 1 && t.priorsPosted) _applyPriorFates(taskId, clients, n);
+        IDisputes.EntryFate[] memory fates;
+        if (challenged != 0) fates = _disputes.fates(taskId, round, n);
         ClientSlot[] memory updated = new ClientSlot[](n);
         uint256[] memory payments = new uint256[](n);
         uint256 total;
@@ -210,11 +248,11 @@ contract RoundLedger is IRoundLedger {
             updated[i] = c;
             if (c.status != ClientStatus.Active) continue;
             Measurement memory m = measurements[i];
-            if (challenged != 0 && fates[i] != IDisputes.Fate.Posted) {
-                if (fates[i] != IDisputes.Fate.Corrected) continue; // void or neutral: skipped this round
+            if (challenged != 0 && fates[i].fate != IDisputes.Fate.Posted) {
+                if (fates[i].fate != IDisputes.Fate.Corrected) continue; // void or neutral: skipped this round
                 // A verdict corrects the quality and the acceptance; whether and when the fog committed is the chain's.
-                m.quality = corrected[i].quality;
-                m.accepted = corrected[i].accepted;
+                m.quality = fates[i].corrected.quality;
+                m.accepted = fates[i].corrected.accepted;
             }
             if (!m.committed) continue;
             uint256 payment = _score(c, p, m);
@@ -240,6 +278,7 @@ contract RoundLedger is IRoundLedger {
             clients[i] = c;
         }
         uint256 forfeited = removed * p.clientDeposit;
+        _activeClients[taskId] -= removed;
         _depositsHeld[taskId] -= forfeited;
         _rewardsHeld[taskId] += paid;
         t.finalized = round;
@@ -265,7 +304,10 @@ contract RoundLedger is IRoundLedger {
             clients[i].prior = priors[i];
         }
         t.priorsPosted = true;
-        emit PriorsPosted(taskId, priors);
+        // Round 0: the priors' record, from which their challenge window runs.
+        uint64 now_ = uint64(block.timestamp);
+        _roundRecords[taskId][0] = RoundRecord(keccak256(abi.encode(taskId, priors)), now_, 0);
+        emit PriorsPosted(taskId, priors, now_);
     }
 
     /// @inheritdoc IRoundLedger
@@ -273,11 +315,21 @@ contract RoundLedger is IRoundLedger {
         ITaskRegistry.TaskState memory s = _registry.state(taskId);
         TaskRounds storage t = _rounds[taskId];
         if (t.settled) revert LedgerAlreadySettled(taskId);
-        // A cancelled or abandoned task pays no final bonus; a cancelled one refunded its budget already.
+        // A cancelled task pays no final bonus and refunded its budget already. An abandoned one pays the bonus of
+        // its neutral rounds (its finishedAt counts them posted at their deadlines).
         bool cancelled = s.status == ITaskRegistry.TaskStatus.Cancelled;
-        bool ended = cancelled || s.status == ITaskRegistry.TaskStatus.Abandoned;
-        if (!ended) _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Finished);
+        if (!cancelled && s.status != ITaskRegistry.TaskStatus.Abandoned) {
+            _requireStatus(taskId, s.status, ITaskRegistry.TaskStatus.Finished);
+        }
         if (t.finalized != t.posted) revert LedgerRoundsPending(taskId, t.posted, t.finalized);
+        if (t.priorsPosted) {
+            // Round 0 is final too: its window closed and none of its challenges open, so nothing can reach the
+            // task's money after settlement.
+            uint64 closesAt = _roundRecords[taskId][0].postedAt + _registry.params(taskId).challengeWindow;
+            if (block.timestamp <= closesAt) revert LedgerWindowOpen(taskId, 0, closesAt, uint64(block.timestamp));
+            (uint32 priorsOpen,) = _disputes.roundChallenges(taskId, 0);
+            if (priorsOpen != 0) revert LedgerChallengesOpen(taskId, 0, priorsOpen);
+        }
         t.settled = true;
         ITaskRegistry.TaskParams memory p = _registry.params(taskId);
         ClientSlot[] storage clients = _clients[taskId];
@@ -285,7 +337,7 @@ contract RoundLedger is IRoundLedger {
 
         uint256[] memory bonuses = new uint256[](n);
         uint256 total;
-        if (!ended) {
+        if (!cancelled) {
             uint256 actualDuration = s.finishedAt - s.startedAt;
             for (uint256 i; i < n; ++i) {
                 ClientSlot storage c = clients[i];
@@ -407,18 +459,23 @@ contract RoundLedger is IRoundLedger {
     }
 
     /// @inheritdoc IRoundLedger
-    function ownCommit(uint256 taskId, uint16 round, uint256 clientIndex)
+    function ownCommit(uint256 taskId, uint16 round, uint256 index)
         external
         view
-        returns (bytes32 updateHash, uint64 committedAt)
+        returns (bytes32 updateHash, uint64 committedAt, uint32 roundTime)
     {
-        OwnCommit storage c = _ownCommits[taskId][round][clientIndex];
-        return (c.updateHash, c.committedAt);
+        OwnCommit storage c = _ownCommits[taskId][round][index];
+        return (c.updateHash, c.committedAt, c.roundTime);
     }
 
     /// @inheritdoc IRoundLedger
-    function ownCommitTimes(uint256 taskId, uint16 round, uint256 clients) external view returns (uint64[] memory) {
-        return _ownCommitTimes(taskId, round, clients);
+    function ownCommitTimes(uint256 taskId, uint16 round, uint256 clients) external view returns (uint64[] memory times) {
+        (times,) = _ownCommitTimes(taskId, round, clients);
+    }
+
+    /// @inheritdoc IRoundLedger
+    function activeClients(uint256 taskId) external view returns (uint256) {
+        return _activeClients[taskId];
     }
 
     /// @inheritdoc IRoundLedger
@@ -488,11 +545,49 @@ contract RoundLedger is IRoundLedger {
         }
     }
 
-    function _ownCommitTimes(uint256 taskId, uint16 round, uint256 clients) private view returns (uint64[] memory times) {
+    /// @dev Self-trained clients' commits of `round`: block times (0: none) and the round times they recorded.
+    function _ownCommitTimes(uint256 taskId, uint16 round, uint256 clients)
+        private
+        view
+        returns (uint64[] memory times, uint64[] memory roundTimes)
+    {
         times = new uint64[](clients);
+        roundTimes = new uint64[](clients);
         mapping(uint256 => OwnCommit) storage commits = _ownCommits[taskId][round];
         for (uint256 i; i < clients; ++i) {
-            times[i] = commits[i].committedAt;
+            OwnCommit storage c = commits[i];
+            times[i] = c.committedAt;
+            roundTimes[i] = c.roundTime;
+        }
+    }
+
+    /// @dev Fog commits of `round`: block times (0: none) and their times from the round's start on chain.
+    function _fogCommitTimes(uint256 taskId, uint16 round, uint256 clients, uint64 roundStartedAt)
+        private
+        view
+        returns (uint64[] memory times, uint64[] memory roundTimes)
+    {
+        times = _auction.commitTimes(taskId, round, clients);
+        roundTimes = new uint64[](clients);
+        for (uint256 i; i < clients; ++i) {
+            // A fog commit of the current round comes after its start.
+            if (times[i] > roundStartedAt) roundTimes[i] = times[i] - roundStartedAt;
+        }
+    }
+
+    /// @dev Round 1 applies the fates of the priors' challenges (round 0): an upheld challenge's prior replaces the
+    /// posted one, a neutral one is 0. Round 0 must have no open challenge.
+    function _applyPriorFates(uint256 taskId, ClientSlot[] storage clients, uint256 n) private {
+        (uint32 open, uint32 challenged) = _disputes.roundChallenges(taskId, 0);
+        if (open != 0) revert LedgerChallengesOpen(taskId, 0, open);
+        if (challenged == 0) return;
+        IDisputes.EntryFate[] memory fates = _disputes.fates(taskId, 0, n);
+        for (uint256 i; i < n; ++i) {
+            if (fates[i].fate == IDisputes.Fate.Corrected) {
+                clients[i].prior = fates[i].value;
+            } else if (fates[i].fate == IDisputes.Fate.Neutral) {
+                clients[i].prior = 0;
+            }
         }
     }
 

@@ -38,6 +38,11 @@ contract TaskRegistry is ITaskRegistry {
         _;
     }
 
+    modifier onlyDisputes() {
+        if (msg.sender != address(_disputes)) revert TaskNotDisputes(msg.sender);
+        _;
+    }
+
     /// @inheritdoc ITaskRegistry
     function createTask(TaskParams calldata p, address aggregator) external payable returns (uint256 taskId) {
         taskId = _create(p, aggregator, msg.value);
@@ -82,11 +87,26 @@ contract TaskRegistry is ITaskRegistry {
     function abandonTask(uint256 taskId) external {
         TaskState storage s = _states[taskId];
         _requireStatus(taskId, s.status, TaskStatus.Running);
-        uint64 abandonableAfter = s.roundStartedAt + _params[taskId].roundDuration + ABANDON_GRACE;
+        TaskParams storage p = _params[taskId];
+        uint64 abandonableAfter = s.roundStartedAt + p.roundDuration + ABANDON_GRACE;
         uint64 now_ = uint64(block.timestamp);
         if (now_ <= abandonableAfter) revert TaskAbandonTooEarly(taskId, abandonableAfter, now_);
+        // The rounds left count as neutral rounds posted at their deadlines: the clients are paid eq. 16's
+        // bonus of that finish, not less because the aggregator went silent.
+        uint64 finishedAt = s.roundStartedAt + uint64(p.rounds - s.currentRound + 1) * p.roundDuration;
         s.status = TaskStatus.Abandoned;
-        emit TaskAbandoned(taskId, s.currentRound, now_);
+        s.finishedAt = finishedAt;
+        emit TaskAbandoned(taskId, s.currentRound, now_, finishedAt);
+    }
+
+    /// @inheritdoc ITaskRegistry
+    function voidEarlyFinish(uint256 taskId) external onlyDisputes {
+        TaskState storage s = _states[taskId];
+        _requireStatus(taskId, s.status, TaskStatus.Finished);
+        uint16 round = s.currentRound;
+        uint64 finishedAt = s.finishedAt + uint64(_params[taskId].rounds - round) * _params[taskId].roundDuration;
+        s.finishedAt = finishedAt;
+        emit EarlyFinishVoided(taskId, round, finishedAt);
     }
 
     /// @inheritdoc ITaskRegistry
@@ -157,6 +177,11 @@ contract TaskRegistry is ITaskRegistry {
     }
 
     /// @inheritdoc ITaskRegistry
+    function minimumChallengeBond(uint256 clientDeposit) external pure returns (uint256) {
+        return _minimumChallengeBond(clientDeposit);
+    }
+
+    /// @inheritdoc ITaskRegistry
     function params(uint256 taskId) external view returns (TaskParams memory) {
         _known(taskId);
         return _params[taskId];
@@ -189,6 +214,12 @@ contract TaskRegistry is ITaskRegistry {
     function _minimumBond(TaskParams calldata p, uint256 budget) private pure returns (uint256) {
         uint256 roundPay = p.maxClients * ReputationMath.maxRoundPayment(p.psi, p.reputationCap);
         return uint256(p.maxClients) * p.clientDeposit + (roundPay < budget ? roundPay : budget);
+    }
+
+    /// @dev Half a client deposit, rounded up, at least 1: a flood of challenges costs real money.
+    function _minimumChallengeBond(uint256 clientDeposit) private pure returns (uint256) {
+        uint256 half = (clientDeposit + 1) / 2;
+        return half == 0 ? 1 : half;
     }
 
     /// @dev Checks and records a new task with `budget` (its deposit is the caller's to make).
@@ -238,7 +269,13 @@ contract TaskRegistry is ITaskRegistry {
         }
         if (p.maxClients == 0 || p.maxClients > MAX_CLIENTS) revert TaskInvalidParameter("maxClients", p.maxClients);
         if (p.challengeWindow == 0) revert TaskInvalidParameter("challengeWindow", 0);
-        if (p.challengeBond == 0) revert TaskInvalidParameter("challengeBond", 0);
+        if (p.challengeBond < _minimumChallengeBond(p.clientDeposit)) {
+            revert TaskInvalidParameter("challengeBond", p.challengeBond);
+        }
+        // A bid's utility to its client is kept in 96 bits (FogAuction): the most one round pays must fit them.
+        if (ReputationMath.maxRoundPayment(p.psi, p.reputationCap) > type(uint96).max) {
+            revert TaskInvalidParameter("psi", p.psi);
+        }
     }
 
     function _publisherTask(uint256 taskId, TaskStatus required) private view returns (TaskState storage s) {

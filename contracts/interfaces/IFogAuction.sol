@@ -9,10 +9,13 @@ import {ITaskRegistry} from "./ITaskRegistry.sol";
 /// keccak256(abi.encode(uint64 frequency, uint96 price, bytes32 salt, address bidder)) with deposit r,
 /// then reveal them. When the client closes the auction, the winner maximises the client's utility
 /// U = P_i(r_a_i, r_t_x) - P_x (eq. 18), with r_t_x the time reputation implied by the fog's
-/// frequency (T_x = c * D / f_x, eq. 11) and P_i the per-round payment of eq. 15. First price by
-/// default: the winner is paid its bid per round; second price as a task option: the price at which
+/// frequency (T_x = c * D / f_x, eq. 11) and P_i the per-round payment of eq. 15. Any number of fog nodes
+/// may bid; bids are ranked as they are revealed, by utility (the client's reputation and the terms do not
+/// change while the task is `Open`). A bid of negative utility forfeits its deposit to the client at its
+/// reveal; the MAX_RANKED best are kept, and a bid outranked by them gets its deposit back at once. First
+/// price by default: the winner is paid its bid per round; second price as a task option: the price at which
 /// its utility equals the runner-up's. The client escrows price * N. Unrevealed bids forfeit their
-/// deposit to the client; revealed losers stay on standby (deposit held) until the job ends.
+/// deposit to the client; ranked losers stay on standby (deposit held) until the job ends.
 /// Each round the winner commits its update's hash; a commit before the round's deadline releases
 /// one round's price to the fog node. A winner that misses a deadline is slashed (deposit to the
 /// client) by anyone's `reportMissedRound`, and the job goes to the best standby bid whose price is
@@ -29,20 +32,23 @@ interface IFogAuction {
         Settled
     }
 
-    /// @notice One sealed bid.
+    /// @notice One sealed bid (three storage slots).
     /// @param bidder the fog node
+    /// @param revealed whether it was revealed
+    /// @param settled whether its deposit was paid out (refunded or forfeited); an unrevealed bid's deposit is
+    /// forfeited by the close (or the settlement of a job never closed) without this flag
     /// @param commitment keccak256(abi.encode(frequency, price, salt, bidder))
     /// @param frequency f_x, CPU cycles per second (0 until revealed)
     /// @param price P_x, wei per round (0 until revealed)
-    /// @param revealed whether it was revealed
-    /// @param settled whether its deposit was paid out (refunded or forfeited)
+    /// @param utility the client's utility U of the bid (eq. 18), wei; set when a bid of utility >= 0 is revealed
     struct Bid {
         address bidder;
+        bool revealed;
+        bool settled;
         bytes32 commitment;
         uint64 frequency;
         uint96 price;
-        bool revealed;
-        bool settled;
+        uint96 utility;
     }
 
     /// @notice One client's training job. Field order is the storage layout: the first slot holds
@@ -52,6 +58,8 @@ interface IFogAuction {
     /// @param committedAt block time of the current winner's last commit, seconds (0 after a reassignment)
     /// @param winner index into the job's bids of the fog node training it (meaningful when Awarded)
     /// @param dataSize D, samples
+    /// @param reveals how many of its bids were revealed
+    /// @param closed whether its auction was closed (its unrevealed deposits then went to the client)
     /// @param biddingDeadline last second for sealed bids
     /// @param revealDeadline last second for reveals
     /// @param price wei per round the client escrowed for (the awarded price)
@@ -65,6 +73,8 @@ interface IFogAuction {
         uint64 committedAt;
         uint32 winner;
         uint64 dataSize;
+        uint32 reveals;
+        bool closed;
         uint64 biddingDeadline;
         uint64 revealDeadline;
         uint96 price;
@@ -97,8 +107,6 @@ interface IFogAuction {
     error AuctionBidTooLate(uint256 taskId, uint256 clientIndex, uint64 deadline, uint64 now_);
     /// @notice This fog node already bid for the job.
     error AuctionAlreadyBid(uint256 taskId, uint256 clientIndex, address bidder);
-    /// @notice The job already has MAX_BIDS bids.
-    error AuctionTooManyBids(uint256 taskId, uint256 clientIndex, uint256 maxBids);
     /// @notice A reveal outside [biddingDeadline, revealDeadline).
     error AuctionNotRevealPhase(uint256 taskId, uint256 clientIndex, uint64 biddingDeadline, uint64 revealDeadline, uint64 now_);
     /// @notice The caller has no unrevealed bid for the job, or the reveal does not match its commitment.
@@ -144,12 +152,19 @@ interface IFogAuction {
     /// @param frequency cycles per second
     /// @param price wei per round
     event BidRevealed(uint256 indexed taskId, uint256 indexed clientIndex, address indexed bidder, uint256 bidIndex, uint64 frequency, uint96 price);
+    /// @notice A revealed bid's utility to the client is negative: the client could never accept it. Its deposit r
+    /// went to the client (BID_FORFEIT).
+    /// @param utility the client's utility U of the bid, wei (< 0)
+    event BidRejected(uint256 indexed taskId, uint256 indexed clientIndex, address indexed bidder, uint256 bidIndex, int256 utility);
+    /// @notice A bid left the ranking: MAX_RANKED better bids are revealed. Its deposit r went back (BID_REFUND).
+    event BidOutranked(uint256 indexed taskId, uint256 indexed clientIndex, address indexed bidder, uint256 bidIndex);
     /// @notice The client closed the auction. `winner` is type(uint32).max when no bid was revealed.
     /// @param winner bid index of the winner
     /// @param price wei per round the winner is paid
     /// @param escrow wei the client escrowed (price * N)
     event AuctionClosed(uint256 indexed taskId, uint256 indexed clientIndex, uint32 winner, uint96 price, uint256 escrow);
-    /// @notice A fog node committed the hash of its update for a round; an on-time commit released one round's price to it.
+    /// @notice A fog node committed the hash of its update for a round; an on-time commit released one round's price to
+    /// it. The chain keeps who committed each round and when (`roundCommit`).
     /// @param round the round
     /// @param updateHash hash of the update in the blob store
     /// @param committedAt block time, seconds
@@ -178,7 +193,8 @@ interface IFogAuction {
     /// @notice The job was settled after the task ended: deposits and unearned escrow were credited.
     /// @param escrowRefund wei of escrow back to the client
     /// @param depositsRefunded wei of fog deposits returned
-    /// @param depositsForfeited wei of unrevealed fog deposits credited to the client
+    /// @param depositsForfeited wei of fog deposits credited to the client: a winner that missed the last round,
+    /// and the unrevealed bids of a job whose auction was never closed
     event JobSettled(uint256 indexed taskId, uint256 indexed clientIndex, uint256 escrowRefund, uint256 depositsRefunded, uint256 depositsForfeited);
 
     /// @notice Open the auction of the caller's job while the task is `Open`.
@@ -224,7 +240,7 @@ interface IFogAuction {
     ) external;
 
     /// @notice Close the caller's auction after the reveal deadline, escrowing `msg.value` == price * N
-    /// (0 when no bid was revealed). Unrevealed deposits are credited to the client.
+    /// (0 when no bid is ranked). The winner is the best ranked bid. Unrevealed deposits are credited to the client.
     function closeAuction(uint256 taskId, uint256 clientIndex) external payable;
 
     /// @notice Commit the update hash of the current round as the job's winner; on time, one round's price is released.
@@ -250,13 +266,16 @@ interface IFogAuction {
     /// @return slashed false when `fog` no longer holds the job (nothing left to slash)
     function slashFraud(uint256 taskId, uint256 clientIndex, address fog, uint16 round) external returns (bool slashed);
 
-    /// @notice After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the fog
-    /// deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. Anyone, once per job.
+    /// @notice After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the ranked bids'
+    /// fog deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. A job whose auction
+    /// was never closed is settled after its reveal deadline (`AuctionRevealNotOver`), its unrevealed deposits
+    /// going to the client as at a close. Anyone, once per job.
     function settleJob(uint256 taskId, uint256 clientIndex) external;
 
     /// @notice `settleJob` for several jobs of one ended task in one transaction. A job that has nothing to
     /// settle (never auctioned, or settled already, by an earlier call or an earlier entry) is skipped, not
-    /// an error: several agents may race to settle the same jobs. Reverts `AuctionWrongTaskStatus` before
+    /// an error: several agents may race to settle the same jobs. So is a job whose auction was never closed and
+    /// whose reveals are not over yet: it settles after its reveal deadline. Reverts `AuctionWrongTaskStatus` before
     /// the task ended, as `settleJob` does. Anyone.
     /// @param indices the jobs
     /// @return settled how many of them this call settled
@@ -270,6 +289,13 @@ interface IFogAuction {
 
     /// @notice A job's bids in commit order.
     function bids(uint256 taskId, uint256 clientIndex) external view returns (Bid[] memory);
+
+    /// @notice A job's ranked bids, best first (bid indices): the revealed bids of utility >= 0 still in contention,
+    /// at most MAX_RANKED.
+    function ranked(uint256 taskId, uint256 clientIndex) external view returns (uint32[] memory);
+
+    /// @notice Who committed job `clientIndex`'s update of `round`, and when (address(0), 0: nobody).
+    function roundCommit(uint256 taskId, uint256 clientIndex, uint16 round) external view returns (address fog, uint64 committedAt);
 
     /// @notice For every client of the task in join order: the block time of its job's commit for
     /// `round`, seconds, or 0 when there is none. RoundLedger reads it when a round is posted.

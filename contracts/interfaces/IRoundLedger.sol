@@ -39,12 +39,15 @@ interface IRoundLedger {
         bool committed;
     }
 
-    /// @notice A posted round.
-    /// @param entriesHash keccak256(abi.encode(taskId, round, measurements))
+    /// @notice A posted round (round 0: the cross-task priors).
+    /// @param entriesHash keccak256(abi.encode(taskId, round, measurements)); for round 0
+    /// keccak256(abi.encode(taskId, priors))
     /// @param postedAt block time of the post, seconds (its challenge window runs from here)
+    /// @param accuracy the posted accuracy of the round's global model, 1e18 fixed point (0 for round 0)
     struct RoundRecord {
         bytes32 entriesHash;
         uint64 postedAt;
+        uint64 accuracy;
     }
 
     /// @notice A client's state in a task (one storage slot pair per client).
@@ -124,8 +127,13 @@ interface IRoundLedger {
     /// @param closesAt the last second of its window
     /// @param now_ the block time now
     error LedgerWindowOpen(uint256 taskId, uint16 round, uint64 closesAt, uint64 now_);
-    /// @notice A challenge of the round awaits its verdict (or its expiry).
-    error LedgerChallengesOpen(uint256 taskId, uint16 round, uint16 open);
+    /// @notice A challenge of the round awaits its verdict (or its expiry); round 0 is the priors.
+    error LedgerChallengesOpen(uint256 taskId, uint16 round, uint32 open);
+    /// @notice The aggregator's bond is not whole: upheld challenges took `shortfall` of it. No round is posted
+    /// until whoever posted the bond tops it up (Disputes.topUpBond).
+    /// @param taskId the task
+    /// @param shortfall what the bond lacks, wei (or token units)
+    error LedgerBondShort(uint256 taskId, uint256 shortfall);
     /// @notice The measurements given are not the ones posted for the round.
     error LedgerMeasurementsMismatch(uint256 taskId, uint16 round);
     /// @notice Settlement waits for every posted round to be final.
@@ -137,7 +145,8 @@ interface IRoundLedger {
     /// @param taskId the task
     /// @param clientIndex the client
     /// @param posted the posted round time, seconds
-    /// @param observed commit block time minus round start, seconds
+    /// @param observed the round time the chain observed: commit block time minus round start (a fog commit), or
+    /// the round time a self-trained client's commit recorded, seconds
     error LedgerRoundTimeMismatch(uint256 taskId, uint256 clientIndex, uint32 posted, uint64 observed);
     /// @notice Only a self-trained task's clients commit their own updates (an auction task's fog nodes commit).
     error LedgerNotSelfTrained(uint256 taskId);
@@ -149,6 +158,12 @@ interface IRoundLedger {
     /// @param deadline the round's deadline, seconds
     /// @param now_ the block time now
     error LedgerCommitTooLate(uint256 taskId, uint16 round, uint64 deadline, uint64 now_);
+    /// @notice The next round's work cannot have started: the current round is neither committed by every active
+    /// client nor past its deadline, so its global model (the next round's start) cannot exist yet.
+    /// @param taskId the task
+    /// @param round the round committed
+    /// @param current the task's current round
+    error LedgerCommitTooEarly(uint256 taskId, uint16 round, uint16 current);
     /// @notice The client already committed its update of this round (a commit is final).
     error LedgerAlreadyCommitted(uint256 taskId, uint16 round, uint256 clientIndex);
     /// @notice The task's clients were already settled.
@@ -189,8 +204,15 @@ interface IRoundLedger {
     /// @param client the client's account
     /// @param updateHash the update's content hash (the store's key)
     /// @param committedAt the block time of the commit, seconds
+    /// @param roundTime seconds from when the round's work could start to the commit (contracts/README.md)
     event OwnUpdateCommitted(
-        uint256 indexed taskId, uint256 indexed clientIndex, uint16 indexed round, address client, bytes32 updateHash, uint64 committedAt
+        uint256 indexed taskId,
+        uint256 indexed clientIndex,
+        uint16 indexed round,
+        address client,
+        bytes32 updateHash,
+        uint64 committedAt,
+        uint32 roundTime
     );
 
     /// @notice A client joined a task and deposited d.
@@ -235,7 +257,8 @@ interface IRoundLedger {
     /// similar tasks (fedchain/fl/crosstask.py) and re-checked by the auditor.
     /// @param taskId the task
     /// @param priors one per client in join order, 1e18 fixed point (all zeros when no earlier task is similar)
-    event PriorsPosted(uint256 indexed taskId, uint64[] priors);
+    /// @param postedAt block time of the post: round 0's, from which the priors' challenge window runs, seconds
+    event PriorsPosted(uint256 indexed taskId, uint64[] priors, uint64 postedAt);
     /// @notice A client was settled: its rewards and (in good standing) its deposit were credited.
     /// @param taskId the task
     /// @param clientIndex the client
@@ -259,11 +282,12 @@ interface IRoundLedger {
         external
         returns (uint256 index);
 
-    /// @notice Post the current round: one measurement per client in join order. Aggregator only.
-    /// Allowed once every active client whose job a fog node holds has its commit, or after the round's deadline.
-    /// An active client's measurement is `committed` exactly when its fog node committed this round; a committed
-    /// measurement's `roundTime` is within the task's time tolerance of the commit's block time minus the round's
-    /// start; an uncommitted one is not accepted. The round is pending: nothing is scored or paid until
+    /// @notice Post the current round: one measurement per client in join order. Aggregator only, with its bond
+    /// whole (`LedgerBondShort` otherwise). Allowed once every active client whose job a fog node holds has its
+    /// commit, or after the round's deadline. An active client's measurement is `committed` exactly when its fog
+    /// node committed this round; a committed measurement's `roundTime` is within the task's time tolerance of
+    /// the round time the chain observed (the commit's block time minus the round's start; for a self-trained
+    /// client, what its commit recorded); an uncommitted one is not accepted. The round is pending: nothing is scored or paid until
     /// `finalizeRound`. The clock moves on at once (the next round starts, or the task finishes).
     /// @param taskId the task
     /// @param round the current round
@@ -283,14 +307,16 @@ interface IRoundLedger {
     ) external;
 
     /// @notice A self-trained task's client commits the update it trained in `round` (contracts/README.md,
-    /// "Tasks trained by their own clients"): the current round up to its deadline, or a later round of the task.
+    /// "Tasks trained by their own clients"): the current round up to its deadline, or the next round once its
+    /// work could start (every active client committed the current round, or its deadline passed). The commit
+    /// records the round time counted from then.
     /// @param taskId the task
     /// @param round the round the update was trained in
     /// @param updateHash the update's content hash
     function commitOwnUpdate(uint256 taskId, uint16 round, bytes32 updateHash) external;
 
     /// @notice Finalise posted round `round` (the one after the last final round) once its challenge window is over
-    /// and no challenge of it is open. Anyone. `measurements` are the round's posted ones (from `RoundPosted`);
+    /// and no challenge of it is open (for round 1, none of the priors either: their fates apply then). Anyone. `measurements` are the round's posted ones (from `RoundPosted`);
     /// each challenged entry takes its fate (IDisputes): corrected, or skipped when void or neutral. A client
     /// without a commit (or a void or neutral entry) is skipped (no reputation change, no payment); a rejected
     /// update counts with quality 0. A scored client's r_a is min(cap, H_i + the weighted mean of eq. 8) when its
@@ -303,15 +329,17 @@ interface IRoundLedger {
     /// it is posted. Aggregator only. From then on a client's loss reputation after a round whose quality
     /// reaches q_min is min(cap, H_i + the weighted mean of eq. 8); after a round below q_min it is the
     /// decayed weighted mean alone, so a good history cannot carry a client through a garbage round.
-    /// Without this call every prior is 0.
+    /// Without this call every prior is 0. The post is round 0: its priors can be challenged, one client's at a
+    /// time, for the task's challenge window (Disputes.openPriorChallenge).
     /// @param taskId the task
     /// @param priors one per client in join order, each at most the task's reputation cap, 1e18 fixed point
     function postPriors(uint256 taskId, uint64[] calldata priors) external;
 
     /// @notice Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a
-    /// `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good
-    /// standing back, the unspent budget refunded, no final bonus: the task did not complete), once every posted
-    /// round is final; what is left of the aggregator's bond goes back to whoever posted it. Anyone, once.
+    /// `Cancelled` one (deposits back) or an `Abandoned` one (as a finished one, the bonus counted from the
+    /// finish time of neutral rounds: ITaskRegistry.TaskState.finishedAt), once every posted round is final;
+    /// what is left of the aggregator's bond goes back to whoever posted it, or to the sink when the task was
+    /// abandoned. Anyone, once.
     function settle(uint256 taskId) external;
 
     /// @notice A client's state.
@@ -365,15 +393,19 @@ interface IRoundLedger {
     /// @notice A posted round's record (zeros when not posted).
     function roundRecord(uint256 taskId, uint16 round) external view returns (RoundRecord memory);
 
-    /// @notice A self-trained client's commit of `round`: its update hash and block time (0, 0: none).
+    /// @notice A self-trained client's commit of `round`: its update hash, block time and the round time the chain
+    /// observed, seconds (0, 0, 0: none).
     function ownCommit(uint256 taskId, uint16 round, uint256 clientIndex)
         external
         view
-        returns (bytes32 updateHash, uint64 committedAt);
+        returns (bytes32 updateHash, uint64 committedAt, uint32 roundTime);
 
     /// @notice The block times of the first `clients` clients' own commits of `round` (0: none).
     function ownCommitTimes(uint256 taskId, uint16 round, uint256 clients) external view returns (uint64[] memory times);
 
     /// @notice The last posted and the last final round of the task (0 before any).
     function rounds(uint256 taskId) external view returns (uint16 posted, uint16 finalized);
+
+    /// @notice Active clients of the task: joined and not removed by a final round.
+    function activeClients(uint256 taskId) external view returns (uint256);
 }

@@ -10,9 +10,10 @@ import {ITreasury} from "./ITreasury.sol";
 /// posted) -> `Finished` (after round N or the target accuracy is posted) -> `Settled` (once every posted round
 /// is final: bonus paid, deposits returned, unspent budget refunded); or `Open` -> `Cancelled` (full refund);
 /// or `Running` -> `Abandoned` when the aggregator stops posting (anyone may call `abandonTask` once the
-/// current round is ABANDON_GRACE seconds past its deadline; at settlement the unspent budget goes back and
-/// no final bonus is paid). The budget is spent when a round is finalised (RoundLedger.finalizeRound), not
-/// when it is posted. Fixed point values are 1e18 = 1.0.
+/// current round is ABANDON_GRACE seconds past its deadline; the clients are then paid as if every remaining
+/// round had been posted neutral at its deadline, and the aggregator's bond goes to the sink at settlement).
+/// The budget is spent when a round is finalised (RoundLedger.finalizeRound), not when it is posted. Fixed
+/// point values are 1e18 = 1.0.
 interface ITaskRegistry {
     /// @notice Where a task is in its life cycle.
     enum TaskStatus {
@@ -49,7 +50,8 @@ interface ITaskRegistry {
     /// @param secondPrice true: the auction winner is paid the second-price (Vickrey) price; false: its own bid
     /// @param challengeWindow seconds after a round's post during which its entries can be challenged; the round
     /// is final only after it
-    /// @param challengeBond wei a challenger escrows with each challenge
+    /// @param challengeBond wei a challenger escrows with each challenge, at least half of clientDeposit (rounded up)
+    /// and at least 1
     /// @param aggregatorBond wei the aggregator's bond must be (Disputes.postBond), at least what one round's post
     /// can move: maxClients * clientDeposit + min(budget, maxClients * psi * cap^3)
     /// @param selfTrained true: each client trains its own job (no fog auction; fogDeposit, biddingDuration and
@@ -91,7 +93,9 @@ interface ITaskRegistry {
     /// @param budgetLeft wei of the budget not yet spent on final rounds or refunded
     /// @param startedAt block time of `startTask`, seconds (0 before)
     /// @param roundStartedAt block time at which the current round began, seconds
-    /// @param finishedAt block time of the last posted round, seconds (0 before)
+    /// @param finishedAt block time of the last posted round, seconds (0 before); for an abandoned task, or one
+    /// whose early finish was voided, the time it would have finished with every remaining round posted at its
+    /// deadline (the time eq. 16's bonus counts)
     struct TaskState {
         address publisher;
         address aggregator;
@@ -137,6 +141,8 @@ interface ITaskRegistry {
     error TaskBondTooSmall(uint256 bond, uint256 minimum);
     /// @notice Only the RoundLedger may move the round clock and spend the budget.
     error TaskNotLedger(address caller);
+    /// @notice Only the Disputes contract may void an early finish.
+    error TaskNotDisputes(address caller);
     /// @notice The ledger tried to spend more budget than is left.
     /// @param taskId the task
     /// @param amount wei asked for
@@ -156,12 +162,22 @@ interface ITaskRegistry {
     /// @param taskId the task
     /// @param refund wei credited to the publisher
     event TaskCancelled(uint256 indexed taskId, uint256 refund);
-    /// @notice A running task's aggregator did not post `round` in time; the task is `Abandoned`. Its unspent
-    /// budget goes back to the publisher at settlement, once the rounds posted before are final.
+    /// @notice A running task's aggregator did not post `round` in time; the task is `Abandoned`. Its rounds
+    /// left count as neutral rounds posted at their deadlines: the task finishes at `finishedAt` for eq. 16's
+    /// bonus. At settlement, once the rounds posted before are final, the unspent budget goes back to the
+    /// publisher and what is left of the aggregator's bond to the sink.
     /// @param taskId the task
     /// @param round the round that was never posted
     /// @param abandonedAt block time, seconds
-    event TaskAbandoned(uint256 indexed taskId, uint16 round, uint64 abandonedAt);
+    /// @param finishedAt roundStartedAt + (N - round + 1) * roundDuration, seconds
+    event TaskAbandoned(uint256 indexed taskId, uint16 round, uint64 abandonedAt, uint64 finishedAt);
+    /// @notice The accuracy that finished the task early was found wrong (or its challenge went unanswered):
+    /// the early finish moves no money. The task stays finished; its finish time becomes what it would have been
+    /// with every remaining round posted at its deadline.
+    /// @param taskId the task
+    /// @param round the round whose accuracy finished it
+    /// @param finishedAt the new finish time: the old one + (N - round) * roundDuration, seconds
+    event EarlyFinishVoided(uint256 indexed taskId, uint16 round, uint64 finishedAt);
     /// @notice Round 1 began.
     /// @param taskId the task
     /// @param startedAt block time, seconds
@@ -185,7 +201,7 @@ interface ITaskRegistry {
     /// @param targetReached whether the aggregator reported the target accuracy
     event TaskFinished(uint256 indexed taskId, uint16 lastRound, uint64 finishedAt, bool targetReached);
     /// @notice The task's budget was settled: the final bonuses were paid and the rest refunded (a finished task
-    /// becomes `Settled`; an abandoned one stays `Abandoned`, with no bonuses).
+    /// becomes `Settled`; an abandoned one stays `Abandoned`).
     /// @param taskId the task
     /// @param bonuses wei of budget credited as final bonuses
     /// @param refund wei credited back to the publisher
@@ -228,11 +244,17 @@ interface ITaskRegistry {
     function cancelTask(uint256 taskId) external;
 
     /// @notice Abandon a `Running` task whose current round was not posted by its deadline plus
-    /// ABANDON_GRACE seconds. Anyone may call it. The task becomes `Abandoned`; once its posted rounds are final,
-    /// RoundLedger.settle credits the clients their earnings and deposits (no final bonus: the task did not
-    /// complete) and the publisher the unspent budget; fog nodes take their deposits and the clients the
-    /// unearned escrow back through FogAuction.settleJob.
+    /// ABANDON_GRACE seconds. Anyone may call it. The task becomes `Abandoned` and finishes, for eq. 16, at the
+    /// time it would have with every remaining round posted neutral at its deadline; once its posted rounds are
+    /// final, RoundLedger.settle credits the clients their earnings, that bonus and their deposits, the
+    /// publisher the unspent budget and the sink what is left of the aggregator's bond; fog nodes take their
+    /// deposits and the clients the unearned escrow back through FogAuction.settleJob.
     function abandonTask(uint256 taskId) external;
+
+    /// @notice Void the early finish of a task that finished at its target accuracy before round N: its finish
+    /// time moves to what it would have been with every remaining round posted at its deadline. Disputes only,
+    /// when the accuracy was found wrong or its challenge expired.
+    function voidEarlyFinish(uint256 taskId) external;
 
     /// @notice Start round 1 of an `Open` task with at least one client and its aggregator's bond. Publisher only.
     function startTask(uint256 taskId) external;
@@ -246,13 +268,17 @@ interface ITaskRegistry {
     function spendBudget(uint256 taskId, uint16 round, uint256 amount) external;
 
     /// @notice Spend `bonuses` wei of budget and refund the rest to the publisher: a `Finished` task becomes
-    /// `Settled`, an `Abandoned` one (bonuses 0) stays `Abandoned`. RoundLedger only, once.
+    /// `Settled`, an `Abandoned` one stays `Abandoned`. RoundLedger only, once.
     /// @return refund wei credited to the publisher
     function settleBudget(uint256 taskId, uint256 bonuses) external returns (uint256 refund);
 
     /// @notice The least aggregator bond a task with these terms and budget may ask for, wei: what one round's
     /// post can move (every deposit it could forfeit plus the most one round can pay).
     function minimumBond(TaskParams calldata params, uint256 budget) external pure returns (uint256);
+
+    /// @notice The least challenge bond a task with this client deposit may ask for: half of it, rounded up,
+    /// and at least 1 (wei, or the task token's units). Every challenge then costs real money.
+    function minimumChallengeBond(uint256 clientDeposit) external pure returns (uint256);
 
     /// @notice A task's parameters.
     function params(uint256 taskId) external view returns (TaskParams memory);

@@ -22,9 +22,11 @@ library Reasons {
     bytes32 internal constant ESCROW_REFUND = "ESCROW_REFUND";
     /// @notice What is left of the aggregator's bond, back to whoever posted it, at settlement.
     bytes32 internal constant BOND_REFUND = "BOND_REFUND";
-    /// @notice The aggregator's bond after an upheld challenge, less the challenger's reward, to the sink.
+    /// @notice What is left of an abandoned task's aggregator bond, to the sink, at settlement.
+    bytes32 internal constant BOND_FORFEIT = "BOND_FORFEIT";
+    /// @notice One entry slash of the aggregator's bond after an upheld challenge, less the reward, to the sink.
     bytes32 internal constant BOND_SLASH = "BOND_SLASH";
-    /// @notice Half of the aggregator's bond to the challenger whose challenge was upheld.
+    /// @notice Half of one entry slash to the challenger whose challenge of the entry was upheld and opened first.
     bytes32 internal constant CHALLENGE_REWARD = "CHALLENGE_REWARD";
     /// @notice A challenge bond back to its challenger: the challenge was upheld, or expired without a verdict.
     bytes32 internal constant CHALLENGE_REFUND = "CHALLENGE_REFUND";

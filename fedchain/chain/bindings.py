@@ -27,6 +27,8 @@ class ChallengeKind(IntEnum):
     NONE = 0
     ENTRY = 1
     FOG = 2
+    ACCURACY = 3
+    PRIOR = 4
 
 
 class ChallengeStatus(IntEnum):
@@ -121,17 +123,30 @@ class Challenge(NamedTuple):
     bond: int
     client_index: int
     proposed: Measurement
+    value: int
+
+
+class EntryFate(NamedTuple):
+    """Solidity struct ``IDisputes.EntryFate``."""
+
+    fate: Fate
+    open: int
+    paid: bool
+    applied: bool
+    corrected: Measurement
+    value: int
 
 
 class Bid(NamedTuple):
     """Solidity struct ``IFogAuction.Bid``."""
 
     bidder: str
+    revealed: bool
+    settled: bool
     commitment: bytes
     frequency: int
     price: int
-    revealed: bool
-    settled: bool
+    utility: int
 
 
 class Job(NamedTuple):
@@ -142,6 +157,8 @@ class Job(NamedTuple):
     committed_at: int
     winner: int
     data_size: int
+    reveals: int
+    closed: bool
     bidding_deadline: int
     reveal_deadline: int
     price: int
@@ -178,6 +195,7 @@ class RoundRecord(NamedTuple):
 
     entries_hash: bytes
     posted_at: int
+    accuracy: int
 
 
 class TaskParams(NamedTuple):
@@ -234,7 +252,7 @@ class Totals(NamedTuple):
 
 
 #: The classes of the contracts' enums and structs, by qualified Solidity name (for decoding).
-TYPES: Mapping[str, type] = {'IDisputes.ChallengeKind': ChallengeKind, 'IDisputes.ChallengeStatus': ChallengeStatus, 'IDisputes.Fate': Fate, 'IFogAuction.JobStatus': JobStatus, 'IRoundLedger.ClientStatus': ClientStatus, 'ITaskRegistry.TaskStatus': TaskStatus, 'ECDSA.RecoverError': RecoverError, 'Math.Rounding': Rounding, 'IRoundLedger.Measurement': Measurement, 'IDisputes.Challenge': Challenge, 'IFogAuction.Bid': Bid, 'IFogAuction.Job': Job, 'IRoundLedger.ClientInfo': ClientInfo, 'ITreasury.Permit': Permit, 'IRoundLedger.RoundRecord': RoundRecord, 'ITaskRegistry.TaskParams': TaskParams, 'ITaskRegistry.TaskState': TaskState, 'ITreasury.Totals': Totals}
+TYPES: Mapping[str, type] = {'IDisputes.ChallengeKind': ChallengeKind, 'IDisputes.ChallengeStatus': ChallengeStatus, 'IDisputes.Fate': Fate, 'IFogAuction.JobStatus': JobStatus, 'IRoundLedger.ClientStatus': ClientStatus, 'ITaskRegistry.TaskStatus': TaskStatus, 'ECDSA.RecoverError': RecoverError, 'Math.Rounding': Rounding, 'IRoundLedger.Measurement': Measurement, 'IDisputes.Challenge': Challenge, 'IDisputes.EntryFate': EntryFate, 'IFogAuction.Bid': Bid, 'IFogAuction.Job': Job, 'IRoundLedger.ClientInfo': ClientInfo, 'ITreasury.Permit': Permit, 'IRoundLedger.RoundRecord': RoundRecord, 'ITaskRegistry.TaskParams': TaskParams, 'ITaskRegistry.TaskState': TaskState, 'ITreasury.Totals': Totals}
 
 # --------------------------------------------------------------------------- errors
 
@@ -516,24 +534,6 @@ class AuctionSelfTrained(CustomError):
     task_id: int
 
 
-class AuctionTooManyBids(CustomError):
-    """The job already has MAX_BIDS bids.
-
-    ``AuctionTooManyBids(uint256,uint256,uint256)``
-
-    - ``task_id``
-    - ``client_index``
-    - ``max_bids``
-    """
-
-    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'maxBids', 'type': 'uint256'}], 'name': 'AuctionTooManyBids', 'type': 'error'}
-    types = TYPES
-    hint = 'The job already has MAX_BIDS bids.'
-    task_id: int
-    client_index: int
-    max_bids: int
-
-
 class AuctionWrongJobStatus(CustomError):
     """The job is not in the status this call needs.
 
@@ -752,6 +752,40 @@ class DemoStablecoinNotMinter(CustomError):
     caller: str
 
 
+class DisputeAccuracyMovesNothing(CustomError):
+    """Only the accuracy of the post that finished the task at its target before its last round moves money; no other accuracy can be challenged.
+
+    ``DisputeAccuracyMovesNothing(uint256,uint16)``
+
+    - ``task_id``
+    - ``round``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'DisputeAccuracyMovesNothing', 'type': 'error'}
+    types = TYPES
+    hint = 'Only the accuracy of the post that finished the task at its target before its last round moves money; no other accuracy can be challenged.'
+    task_id: int
+    round: int
+
+
+class DisputeAccuracyReachesTarget(CustomError):
+    """An accuracy challenge must claim an accuracy below the task's target.
+
+    ``DisputeAccuracyReachesTarget(uint256,uint64,uint64)``
+
+    - ``task_id``: the task
+    - ``accuracy``: the accuracy proposed, 1e18 fixed point
+    - ``target``: the task's target accuracy, 1e18 fixed point
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'target', 'type': 'uint64'}], 'name': 'DisputeAccuracyReachesTarget', 'type': 'error'}
+    types = TYPES
+    hint = "An accuracy challenge must claim an accuracy below the task's target."
+    task_id: int
+    accuracy: int
+    target: int
+
+
 class DisputeAlreadyBonded(CustomError):
     """The task's aggregator bond was posted already.
 
@@ -766,8 +800,22 @@ class DisputeAlreadyBonded(CustomError):
     task_id: int
 
 
+class DisputeBondWhole(CustomError):
+    """The bond is whole: there is nothing to top up.
+
+    ``DisputeBondWhole(uint256)``
+
+    - ``task_id``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'DisputeBondWhole', 'type': 'error'}
+    types = TYPES
+    hint = 'The bond is whole: there is nothing to top up.'
+    task_id: int
+
+
 class DisputeNoFog(CustomError):
-    """A fog challenge must name the fog node that committed the round; a self-trained task has none.
+    """A fog challenge needs a fog node that committed the round: a self-trained task has none, and a job with no commit of the round has nothing to dispute.
 
     ``DisputeNoFog(uint256,uint256)``
 
@@ -777,9 +825,39 @@ class DisputeNoFog(CustomError):
 
     abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'DisputeNoFog', 'type': 'error'}
     types = TYPES
-    hint = 'A fog challenge must name the fog node that committed the round; a self-trained task has none.'
+    hint = 'A fog challenge needs a fog node that committed the round: a self-trained task has none, and a job with no commit of the round has nothing to dispute.'
     task_id: int
     client_index: int
+
+
+class DisputeNoPriors(CustomError):
+    """The task's priors were not posted: there is no prior to challenge.
+
+    ``DisputeNoPriors(uint256)``
+
+    - ``task_id``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'DisputeNoPriors', 'type': 'error'}
+    types = TYPES
+    hint = "The task's priors were not posted: there is no prior to challenge."
+    task_id: int
+
+
+class DisputeNotBonder(CustomError):
+    """Only whoever posted the bond tops it up (what is left of it goes back to that account).
+
+    ``DisputeNotBonder(uint256,address)``
+
+    - ``task_id``
+    - ``caller``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'caller', 'type': 'address'}], 'name': 'DisputeNotBonder', 'type': 'error'}
+    types = TYPES
+    hint = 'Only whoever posted the bond tops it up (what is left of it goes back to that account).'
+    task_id: int
+    caller: str
 
 
 class DisputeNotClient(CustomError):
@@ -798,6 +876,28 @@ class DisputeNotClient(CustomError):
     task_id: int
     client_index: int
     caller: str
+
+
+class DisputeNotCommitter(CustomError):
+    """A fog challenge may only accuse the fog node that committed the round.
+
+    ``DisputeNotCommitter(uint256,uint16,uint256,address,address)``
+
+    - ``task_id``: the task
+    - ``round``: the round
+    - ``client_index``: the job's client
+    - ``named``: the fog node the challenge named
+    - ``committer``: the fog node that committed the round
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'address', 'name': 'named', 'type': 'address'}, {'internalType': 'address', 'name': 'committer', 'type': 'address'}], 'name': 'DisputeNotCommitter', 'type': 'error'}
+    types = TYPES
+    hint = 'A fog challenge may only accuse the fog node that committed the round.'
+    task_id: int
+    round: int
+    client_index: int
+    named: str
+    committer: str
 
 
 class DisputeNotLedger(CustomError):
@@ -828,6 +928,26 @@ class DisputeNotOpen(CustomError):
     hint = 'The challenge is resolved or expired already.'
     challenge_id: int
     status: ChallengeStatus
+
+
+class DisputePriorAboveCap(CustomError):
+    """A proposed prior exceeds the task's reputation cap.
+
+    ``DisputePriorAboveCap(uint256,uint256,uint64,uint64)``
+
+    - ``task_id``
+    - ``client_index``
+    - ``prior``
+    - ``cap``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'prior', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'cap', 'type': 'uint64'}], 'name': 'DisputePriorAboveCap', 'type': 'error'}
+    types = TYPES
+    hint = "A proposed prior exceeds the task's reputation cap."
+    task_id: int
+    client_index: int
+    prior: int
+    cap: int
 
 
 class DisputeRoundNotPosted(CustomError):
@@ -1478,19 +1598,35 @@ class LedgerAlreadySettled(CustomError):
     task_id: int
 
 
-class LedgerChallengesOpen(CustomError):
-    """A challenge of the round awaits its verdict (or its expiry).
+class LedgerBondShort(CustomError):
+    """The aggregator's bond is not whole: upheld challenges took `shortfall` of it. No round is posted until whoever posted the bond tops it up (Disputes.topUpBond).
 
-    ``LedgerChallengesOpen(uint256,uint16,uint16)``
+    ``LedgerBondShort(uint256,uint256)``
+
+    - ``task_id``: the task
+    - ``shortfall``: what the bond lacks, wei (or token units)
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'shortfall', 'type': 'uint256'}], 'name': 'LedgerBondShort', 'type': 'error'}
+    types = TYPES
+    hint = "The aggregator's bond is not whole: upheld challenges took `shortfall` of it. No round is posted until whoever posted the bond tops it up (Disputes.topUpBond)."
+    task_id: int
+    shortfall: int
+
+
+class LedgerChallengesOpen(CustomError):
+    """A challenge of the round awaits its verdict (or its expiry); round 0 is the priors.
+
+    ``LedgerChallengesOpen(uint256,uint16,uint32)``
 
     - ``task_id``
     - ``round``
     - ``open``
     """
 
-    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'open', 'type': 'uint16'}], 'name': 'LedgerChallengesOpen', 'type': 'error'}
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'open', 'type': 'uint32'}], 'name': 'LedgerChallengesOpen', 'type': 'error'}
     types = TYPES
-    hint = 'A challenge of the round awaits its verdict (or its expiry).'
+    hint = 'A challenge of the round awaits its verdict (or its expiry); round 0 is the priors.'
     task_id: int
     round: int
     open: int
@@ -1528,6 +1664,24 @@ class LedgerCommitMismatch(CustomError):
     task_id: int
     client_index: int
     committed: bool
+
+
+class LedgerCommitTooEarly(CustomError):
+    """The next round's work cannot have started: the current round is neither committed by every active client nor past its deadline, so its global model (the next round's start) cannot exist yet.
+
+    ``LedgerCommitTooEarly(uint256,uint16,uint16)``
+
+    - ``task_id``: the task
+    - ``round``: the round committed
+    - ``current``: the task's current round
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'current', 'type': 'uint16'}], 'name': 'LedgerCommitTooEarly', 'type': 'error'}
+    types = TYPES
+    hint = "The next round's work cannot have started: the current round is neither committed by every active client nor past its deadline, so its global model (the next round's start) cannot exist yet."
+    task_id: int
+    round: int
+    current: int
 
 
 class LedgerCommitTooLate(CustomError):
@@ -1744,7 +1898,7 @@ class LedgerRoundTimeMismatch(CustomError):
     - ``task_id``: the task
     - ``client_index``: the client
     - ``posted``: the posted round time, seconds
-    - ``observed``: commit block time minus round start, seconds
+    - ``observed``: the round time the chain observed: commit block time minus round start (a fog commit), or the round time a self-trained client's commit recorded, seconds
     """
 
     abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'internalType': 'uint32', 'name': 'posted', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'observed', 'type': 'uint64'}], 'name': 'LedgerRoundTimeMismatch', 'type': 'error'}
@@ -2205,6 +2359,20 @@ class TaskNotBonded(CustomError):
     task_id: int
 
 
+class TaskNotDisputes(CustomError):
+    """Only the Disputes contract may void an early finish.
+
+    ``TaskNotDisputes(address)``
+
+    - ``caller``
+    """
+
+    abi = {'inputs': [{'internalType': 'address', 'name': 'caller', 'type': 'address'}], 'name': 'TaskNotDisputes', 'type': 'error'}
+    types = TYPES
+    hint = 'Only the Disputes contract may void an early finish.'
+    caller: str
+
+
 class TaskNotLedger(CustomError):
     """Only the RoundLedger may move the round clock and spend the budget.
 
@@ -2514,6 +2682,50 @@ class BidCommitted(ChainEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BidOutranked(ChainEvent):
+    """A bid left the ranking: MAX_RANKED better bids are revealed. Its deposit r went back (BID_REFUND).
+
+    ``BidOutranked(uint256,uint256,address,uint256)``
+
+    - ``task_id``: (indexed)
+    - ``client_index``: (indexed)
+    - ``bidder``: (indexed)
+    - ``bid_index``
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'bidder', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'bidIndex', 'type': 'uint256'}], 'name': 'BidOutranked', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    client_index: int
+    bidder: str
+    bid_index: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BidRejected(ChainEvent):
+    """A revealed bid's utility to the client is negative: the client could never accept it. Its deposit r went to the client (BID_FORFEIT).
+
+    ``BidRejected(uint256,uint256,address,uint256,int256)``
+
+    - ``task_id``: (indexed)
+    - ``client_index``: (indexed)
+    - ``bidder``: (indexed)
+    - ``bid_index``
+    - ``utility``: the client's utility U of the bid, wei (< 0)
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'bidder', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'bidIndex', 'type': 'uint256'}, {'indexed': False, 'internalType': 'int256', 'name': 'utility', 'type': 'int256'}], 'name': 'BidRejected', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    client_index: int
+    bidder: str
+    bid_index: int
+    utility: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class BidRevealed(ChainEvent):
     """A fog node revealed its bid.
 
@@ -2536,6 +2748,23 @@ class BidRevealed(ChainEvent):
     bid_index: int
     frequency: int
     price: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BondForfeited(ChainEvent):
+    """What was left of an abandoned task's aggregator bond went to the sink, at settlement.
+
+    ``BondForfeited(uint256,uint256)``
+
+    - ``task_id``: (indexed)
+    - ``amount``
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'BondForfeited', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    amount: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2578,14 +2807,14 @@ class BondReleased(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class BondSlashed(ChainEvent):
-    """An upheld entry challenge slashed what was left of the aggregator's bond.
+    """An entry's upheld challenges were paid: one entry slash of the aggregator's bond (at most what was left), half to the earliest-opened upheld challenge's challenger, the rest to the sink.
 
     ``BondSlashed(uint256,uint256,uint256,uint256)``
 
     - ``task_id``: the task (indexed)
-    - ``challenge_id``: the upheld challenge (indexed)
-    - ``reward``: wei to the challenger (half of the bond left)
-    - ``burned``: wei to the sink (the rest)
+    - ``challenge_id``: the earliest-opened upheld challenge of the entry (indexed)
+    - ``reward``: wei to its challenger
+    - ``burned``: wei to the sink
     """
 
     abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'reward', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'burned', 'type': 'uint256'}], 'name': 'BondSlashed', 'type': 'event'}
@@ -2595,6 +2824,25 @@ class BondSlashed(ChainEvent):
     challenge_id: int
     reward: int
     burned: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BondToppedUp(ChainEvent):
+    """The bonder made the task's bond whole again after upheld challenges took from it.
+
+    ``BondToppedUp(uint256,address,uint256)``
+
+    - ``task_id``: the task (indexed)
+    - ``bonder``: who posted the bond (indexed)
+    - ``amount``: wei added
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'address', 'name': 'bonder', 'type': 'address'}, {'indexed': False, 'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}], 'name': 'BondToppedUp', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    bonder: str
+    amount: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -2622,21 +2870,22 @@ class BudgetSpent(ChainEvent):
 class ChallengeOpened(ChainEvent):
     """A challenge was opened.
 
-    ``ChallengeOpened(uint256,uint256,uint16,uint32,uint8,address,address,(uint64,uint32,bool,bool),uint256,uint64)``
+    ``ChallengeOpened(uint256,uint256,uint16,uint32,uint8,address,address,(uint64,uint32,bool,bool),uint64,uint256,uint64)``
 
     - ``challenge_id``: its id (1, 2, ...) (indexed)
     - ``task_id``: the task (indexed)
     - ``round``: the disputed round
-    - ``client_index``: the client whose entry or job is disputed
-    - ``kind``: entry or fog
+    - ``client_index``: the client whose entry, job or prior is disputed (ACCURACY_ENTRY for an accuracy)
+    - ``kind``: entry, fog, accuracy or prior
     - ``challenger``: who opened it
-    - ``accused``: the aggregator (entry) or the named fog node (fog)
+    - ``accused``: the aggregator (entry, accuracy, prior) or the fog node that committed the round (fog)
     - ``proposed``: the measurement the entry should be (entry challenges)
+    - ``value``: the accuracy or prior it should be (accuracy and prior challenges)
     - ``bond``: wei escrowed
     - ``verdict_deadline``: the last second a verdict is accepted
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'indexed': False, 'internalType': 'enum IDisputes.ChallengeKind', 'name': 'kind', 'type': 'uint8'}, {'indexed': False, 'internalType': 'address', 'name': 'challenger', 'type': 'address'}, {'indexed': False, 'internalType': 'address', 'name': 'accused', 'type': 'address'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'indexed': False, 'internalType': 'struct IRoundLedger.Measurement', 'name': 'proposed', 'type': 'tuple'}, {'indexed': False, 'internalType': 'uint256', 'name': 'bond', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint64', 'name': 'verdictDeadline', 'type': 'uint64'}], 'name': 'ChallengeOpened', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'indexed': False, 'internalType': 'enum IDisputes.ChallengeKind', 'name': 'kind', 'type': 'uint8'}, {'indexed': False, 'internalType': 'address', 'name': 'challenger', 'type': 'address'}, {'indexed': False, 'internalType': 'address', 'name': 'accused', 'type': 'address'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'indexed': False, 'internalType': 'struct IRoundLedger.Measurement', 'name': 'proposed', 'type': 'tuple'}, {'indexed': False, 'internalType': 'uint64', 'name': 'value', 'type': 'uint64'}, {'indexed': False, 'internalType': 'uint256', 'name': 'bond', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint64', 'name': 'verdictDeadline', 'type': 'uint64'}], 'name': 'ChallengeOpened', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     challenge_id: int
@@ -2647,6 +2896,7 @@ class ChallengeOpened(ChainEvent):
     challenger: str
     accused: str
     proposed: Measurement
+    value: int
     bond: int
     verdict_deadline: int
 
@@ -2838,6 +3088,25 @@ class EIP712DomainChanged(ChainEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EarlyFinishVoided(ChainEvent):
+    """The accuracy that finished the task early was found wrong (or its challenge went unanswered): the early finish moves no money. The task stays finished; its finish time becomes what it would have been with every remaining round posted at its deadline.
+
+    ``EarlyFinishVoided(uint256,uint16,uint64)``
+
+    - ``task_id``: the task (indexed)
+    - ``round``: the round whose accuracy finished it
+    - ``finished_at``: the new finish time: the old one + (N - round) * roundDuration, seconds
+    """
+
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint64', 'name': 'finishedAt', 'type': 'uint64'}], 'name': 'EarlyFinishVoided', 'type': 'event'}
+    types: ClassVar[Mapping[str, type]] = TYPES
+
+    task_id: int
+    round: int
+    finished_at: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class FogFraudSlashed(ChainEvent):
     """The committee upheld a fog challenge: the job's winner committed an update its honest re-execution does not reproduce. Its deposit r was slashed: the client got back what it paid the node for the fraud round and every later round (at most r); the rest went to the sink.
 
@@ -2918,7 +3187,7 @@ class JobSettled(ChainEvent):
     - ``client_index``: (indexed)
     - ``escrow_refund``: wei of escrow back to the client
     - ``deposits_refunded``: wei of fog deposits returned
-    - ``deposits_forfeited``: wei of unrevealed fog deposits credited to the client
+    - ``deposits_forfeited``: wei of fog deposits credited to the client: a winner that missed the last round, and the unrevealed bids of a job whose auction was never closed
     """
 
     abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'escrowRefund', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'depositsRefunded', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint256', 'name': 'depositsForfeited', 'type': 'uint256'}], 'name': 'JobSettled', 'type': 'event'}
@@ -2935,7 +3204,7 @@ class JobSettled(ChainEvent):
 class OwnUpdateCommitted(ChainEvent):
     """A self-trained task's client committed the update it trained in `round`.
 
-    ``OwnUpdateCommitted(uint256,uint256,uint16,address,bytes32,uint64)``
+    ``OwnUpdateCommitted(uint256,uint256,uint16,address,bytes32,uint64,uint32)``
 
     - ``task_id``: the task (indexed)
     - ``client_index``: the client (indexed)
@@ -2943,9 +3212,10 @@ class OwnUpdateCommitted(ChainEvent):
     - ``client``: the client's account
     - ``update_hash``: the update's content hash (the store's key)
     - ``committed_at``: the block time of the commit, seconds
+    - ``round_time``: seconds from when the round's work could start to the commit (contracts/README.md)
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'address', 'name': 'client', 'type': 'address'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}, {'indexed': False, 'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}], 'name': 'OwnUpdateCommitted', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'address', 'name': 'client', 'type': 'address'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}, {'indexed': False, 'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}, {'indexed': False, 'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}], 'name': 'OwnUpdateCommitted', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
@@ -2954,23 +3224,26 @@ class OwnUpdateCommitted(ChainEvent):
     client: str
     update_hash: bytes
     committed_at: int
+    round_time: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class PriorsPosted(ChainEvent):
     """The aggregator posted the task's cross-task priors H_i (eq. 6), computed off chain from earlier similar tasks (fedchain/fl/crosstask.py) and re-checked by the auditor.
 
-    ``PriorsPosted(uint256,uint64[])``
+    ``PriorsPosted(uint256,uint64[],uint64)``
 
     - ``task_id``: the task (indexed)
     - ``priors``: one per client in join order, 1e18 fixed point (all zeros when no earlier task is similar)
+    - ``posted_at``: block time of the post: round 0's, from which the priors' challenge window runs, seconds
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint64[]', 'name': 'priors', 'type': 'uint64[]'}], 'name': 'PriorsPosted', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint64[]', 'name': 'priors', 'type': 'uint64[]'}, {'indexed': False, 'internalType': 'uint64', 'name': 'postedAt', 'type': 'uint64'}], 'name': 'PriorsPosted', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
     priors: tuple[int, ...]
+    posted_at: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3074,21 +3347,23 @@ class SinkSet(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class TaskAbandoned(ChainEvent):
-    """A running task's aggregator did not post `round` in time; the task is `Abandoned`. Its unspent budget goes back to the publisher at settlement, once the rounds posted before are final.
+    """A running task's aggregator did not post `round` in time; the task is `Abandoned`. Its rounds left count as neutral rounds posted at their deadlines: the task finishes at `finishedAt` for eq. 16's bonus. At settlement, once the rounds posted before are final, the unspent budget goes back to the publisher and what is left of the aggregator's bond to the sink.
 
-    ``TaskAbandoned(uint256,uint16,uint64)``
+    ``TaskAbandoned(uint256,uint16,uint64,uint64)``
 
     - ``task_id``: the task (indexed)
     - ``round``: the round that was never posted
     - ``abandoned_at``: block time, seconds
+    - ``finished_at``: roundStartedAt + (N - round + 1) * roundDuration, seconds
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint64', 'name': 'abandonedAt', 'type': 'uint64'}], 'name': 'TaskAbandoned', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': False, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'uint64', 'name': 'abandonedAt', 'type': 'uint64'}, {'indexed': False, 'internalType': 'uint64', 'name': 'finishedAt', 'type': 'uint64'}], 'name': 'TaskAbandoned', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
     round: int
     abandoned_at: int
+    finished_at: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -3154,7 +3429,7 @@ class TaskFinished(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class TaskSettled(ChainEvent):
-    """The task's budget was settled: the final bonuses were paid and the rest refunded (a finished task becomes `Settled`; an abandoned one stays `Abandoned`, with no bonuses).
+    """The task's budget was settled: the final bonuses were paid and the rest refunded (a finished task becomes `Settled`; an abandoned one stays `Abandoned`).
 
     ``TaskSettled(uint256,uint256,uint256)``
 
@@ -3228,7 +3503,7 @@ class Transfer(ChainEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class UpdateCommitted(ChainEvent):
-    """A fog node committed the hash of its update for a round; an on-time commit released one round's price to it.
+    """A fog node committed the hash of its update for a round; an on-time commit released one round's price to it. The chain keeps who committed each round and when (`roundCommit`).
 
     ``UpdateCommitted(uint256,uint256,uint16,address,bytes32,uint64,uint256)``
 
@@ -3435,28 +3710,45 @@ class DataHandoff(Contract):
 
 class Disputes(Contract):
     """The ``Disputes`` contract (contracts/Disputes.sol).
-    It owns the bonds' accounting (their wei sit in the task's Treasury pool) and the fate of every challenged entry, which RoundLedger.finalizeRound applies. A verdict is checked by the ArbiterCommittee; a fog verdict's slash is made by the FogAuction.
+    It owns the bonds' accounting (their wei sit in the task's Treasury pool) and the fate of every challenged entry, which RoundLedger.finalizeRound applies. A verdict is checked by the ArbiterCommittee; a fog verdict's slash is made by the FogAuction; a wrong accuracy's early finish is voided by the TaskRegistry.
     """
 
     NAME = 'Disputes'
     ABI = (
         {'inputs': [{'internalType': 'contract ITaskRegistry', 'name': 'registry', 'type': 'address'}, {'internalType': 'contract IRoundLedger', 'name': 'ledger', 'type': 'address'}, {'internalType': 'contract IFogAuction', 'name': 'auction', 'type': 'address'}, {'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'contract IArbiterCommittee', 'name': 'committee', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [], 'name': 'ACCURACY_ENTRY', 'outputs': [{'internalType': 'uint32', 'name': '', 'type': 'uint32'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'bond', 'outputs': [{'internalType': 'uint256', 'name': 'amount', 'type': 'uint256'}, {'internalType': 'address', 'name': 'bonder', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'bondShortfall', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'bonded', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'name': 'challenge', 'outputs': [{'components': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'challenger', 'type': 'address'}, {'internalType': 'uint64', 'name': 'openedAt', 'type': 'uint64'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'enum IDisputes.ChallengeKind', 'name': 'kind', 'type': 'uint8'}, {'internalType': 'enum IDisputes.ChallengeStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'address', 'name': 'accused', 'type': 'address'}, {'internalType': 'uint96', 'name': 'bond', 'type': 'uint96'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement', 'name': 'proposed', 'type': 'tuple'}], 'internalType': 'struct IDisputes.Challenge', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'name': 'challenge', 'outputs': [{'components': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'challenger', 'type': 'address'}, {'internalType': 'uint64', 'name': 'openedAt', 'type': 'uint64'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'enum IDisputes.ChallengeKind', 'name': 'kind', 'type': 'uint8'}, {'internalType': 'enum IDisputes.ChallengeStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'address', 'name': 'accused', 'type': 'address'}, {'internalType': 'uint96', 'name': 'bond', 'type': 'uint96'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement', 'name': 'proposed', 'type': 'tuple'}, {'internalType': 'uint64', 'name': 'value', 'type': 'uint64'}], 'internalType': 'struct IDisputes.Challenge', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'challengeCount', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'auction', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'committee', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}], 'name': 'entryFate', 'outputs': [{'components': [{'internalType': 'enum IDisputes.Fate', 'name': 'fate', 'type': 'uint8'}, {'internalType': 'uint32', 'name': 'open', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'paid', 'type': 'bool'}, {'internalType': 'bool', 'name': 'applied', 'type': 'bool'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement', 'name': 'corrected', 'type': 'tuple'}, {'internalType': 'uint64', 'name': 'value', 'type': 'uint64'}], 'internalType': 'struct IDisputes.EntryFate', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'entrySlash', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'name': 'expire', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'fates', 'outputs': [{'internalType': 'enum IDisputes.Fate[]', 'name': 'fates_', 'type': 'uint8[]'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'corrected', 'type': 'tuple[]'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'fates', 'outputs': [{'components': [{'internalType': 'enum IDisputes.Fate', 'name': 'fate', 'type': 'uint8'}, {'internalType': 'uint32', 'name': 'open', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'paid', 'type': 'bool'}, {'internalType': 'bool', 'name': 'applied', 'type': 'bool'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement', 'name': 'corrected', 'type': 'tuple'}, {'internalType': 'uint64', 'name': 'value', 'type': 'uint64'}], 'internalType': 'struct IDisputes.EntryFate[]', 'name': 'fates_', 'type': 'tuple[]'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}], 'name': 'firstUpheld', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'heldFor', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}], 'name': 'openAccuracyChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement', 'name': 'proposed', 'type': 'tuple'}], 'name': 'openEntryChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'internalType': 'address', 'name': 'fog', 'type': 'address'}], 'name': 'openFogChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'prior', 'type': 'uint64'}], 'name': 'openPriorChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'postBond', 'outputs': [], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'releaseBond', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}, {'internalType': 'bool', 'name': 'upheld', 'type': 'bool'}, {'internalType': 'bytes[]', 'name': 'signatures', 'type': 'bytes[]'}], 'name': 'resolve', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'roundChallenges', 'outputs': [{'internalType': 'uint16', 'name': 'open', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'total', 'type': 'uint16'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'roundChallenges', 'outputs': [{'internalType': 'uint32', 'name': 'open', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'total', 'type': 'uint32'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'topUpBond', 'outputs': [], 'stateMutability': 'payable', 'type': 'function'},
     )
     TYPES = TYPES
+
+    def accuracy_entry(self, *, block: int | str = "latest") -> int:
+        """The entry (client index) of a round's accuracy.
+
+        ``ACCURACY_ENTRY()`` (view: an eth_call)
+
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('ACCURACY_ENTRY()', block=block)
 
     def bond(self, task_id: int, *, block: int | str = "latest") -> tuple[int, str]:
         """Wei left of the task's aggregator bond, and who posted it.
@@ -3467,6 +3759,16 @@ class Disputes(Contract):
         - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
         return self.call('bond(uint256)', task_id, block=block)
+
+    def bond_shortfall(self, task_id: int, *, block: int | str = "latest") -> int:
+        """What the task's bond lacks of its `aggregatorBond` after upheld challenges took from it (0: whole).
+
+        ``bondShortfall(uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('bondShortfall(uint256)', task_id, block=block)
 
     def bonded(self, task_id: int, *, block: int | str = "latest") -> bool:
         """Whether the task's aggregator bond was posted.
@@ -3506,6 +3808,28 @@ class Disputes(Contract):
         """
         return self.call('dependencies()', block=block)
 
+    def entry_fate(self, task_id: int, round: int, client_index: int, *, block: int | str = "latest") -> EntryFate:
+        """The fate of one entry; `clientIndex` ACCURACY_ENTRY is the round's accuracy.
+
+        ``entryFate(uint256,uint16,uint32)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``round``
+        - ``client_index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('entryFate(uint256,uint16,uint32)', task_id, round, client_index, block=block)
+
+    def entry_slash(self, task_id: int, *, block: int | str = "latest") -> int:
+        """What one upheld challenge takes from the task's bond: `aggregatorBond / maxClients`.
+
+        ``entrySlash(uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('entrySlash(uint256)', task_id, block=block)
+
     def expire(self, challenge_id: int) -> Receipt:
         """Expire an open challenge whose verdict deadline passed without a verdict: the entry becomes neutral for its round and the challenger's bond goes back. Anyone.
 
@@ -3515,8 +3839,8 @@ class Disputes(Contract):
         """
         return self.transact('expire(uint256)', challenge_id)
 
-    def fates(self, task_id: int, round: int, clients: int, *, block: int | str = "latest") -> tuple[tuple[Fate, ...], tuple[Measurement, ...]]:
-        """The fates of the first `clients` entries of a round, and the corrected measurement of each (meaningful where the fate is `Corrected`).
+    def fates(self, task_id: int, round: int, clients: int, *, block: int | str = "latest") -> tuple[EntryFate, ...]:
+        """The fates of the first `clients` entries of a round (their corrected measurement, or prior for round 0, meaningful where the fate is `Corrected`).
 
         ``fates(uint256,uint16,uint256)`` (view: an eth_call)
 
@@ -3527,6 +3851,18 @@ class Disputes(Contract):
         """
         return self.call('fates(uint256,uint16,uint256)', task_id, round, clients, block=block)
 
+    def first_upheld(self, task_id: int, round: int, client_index: int, *, block: int | str = "latest") -> int:
+        """The earliest-opened upheld challenge of an entry (0: none yet).
+
+        ``firstUpheld(uint256,uint16,uint32)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``round``
+        - ``client_index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('firstUpheld(uint256,uint16,uint32)', task_id, round, client_index, block=block)
+
     def held_for(self, task_id: int, *, block: int | str = "latest") -> int:
         """Wei the task's pool holds for this contract: the bond left plus the open challenges' bonds.
 
@@ -3536,6 +3872,18 @@ class Disputes(Contract):
         - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
         return self.call('heldFor(uint256)', task_id, block=block)
+
+    def open_accuracy_challenge(self, task_id: int, round: int, accuracy: int, *, value: int = 0) -> Receipt:
+        """Challenge the accuracy of round `round`'s post, the one that finished the task at its target before its last round, naming the accuracy `accuracy` (below the target) it should be. `msg.value` must be the task's `challengeBond`. Within the round's challenge window; anyone.
+
+        ``openAccuracyChallenge(uint256,uint16,uint64)``
+
+        - ``task_id``
+        - ``round``
+        - ``accuracy``
+        - ``value``: wei sent with the call
+        """
+        return self.transact('openAccuracyChallenge(uint256,uint16,uint64)', task_id, round, accuracy, value=value)
 
     def open_entry_challenge(self, task_id: int, round: int, client_index: int, proposed: Measurement, *, value: int = 0) -> Receipt:
         """Challenge client `clientIndex`'s entry in posted round `round`, naming what it should be. `msg.value` must be the task's `challengeBond`. Within the round's challenge window; anyone.
@@ -3551,7 +3899,7 @@ class Disputes(Contract):
         return self.transact('openEntryChallenge(uint256,uint16,uint32,(uint64,uint32,bool,bool))', task_id, round, client_index, proposed, value=value)
 
     def open_fog_challenge(self, task_id: int, round: int, client_index: int, fog: str, *, value: int = 0) -> Receipt:
-        """Challenge the update fog node `fog` committed for the caller's job in posted round `round`. `msg.value` must be the task's `challengeBond`. Within the round's challenge window; the job's client only.
+        """Challenge the update fog node `fog` committed for the caller's job in posted round `round`: `fog` must be the node that committed it (FogAuction.roundCommit). `msg.value` must be the task's `challengeBond`. Within the round's challenge window; the job's client only.
 
         ``openFogChallenge(uint256,uint16,uint32,address)``
 
@@ -3562,6 +3910,18 @@ class Disputes(Contract):
         - ``value``: wei sent with the call
         """
         return self.transact('openFogChallenge(uint256,uint16,uint32,address)', task_id, round, client_index, fog, value=value)
+
+    def open_prior_challenge(self, task_id: int, client_index: int, prior: int, *, value: int = 0) -> Receipt:
+        """Challenge client `clientIndex`'s posted cross-task prior, naming the prior it should be (at most the task's reputation cap). `msg.value` must be the task's `challengeBond`. Within the challenge window of the priors' post (round 0); anyone.
+
+        ``openPriorChallenge(uint256,uint32,uint64)``
+
+        - ``task_id``
+        - ``client_index``
+        - ``prior``
+        - ``value``: wei sent with the call
+        """
+        return self.transact('openPriorChallenge(uint256,uint32,uint64)', task_id, client_index, prior, value=value)
 
     def post_bond(self, task_id: int, *, value: int = 0) -> Receipt:
         """Escrow the task's aggregator bond: `msg.value` must be the task's `aggregatorBond`. While the task is `Open`, once; anyone may pay it (the aggregator, or the publisher on its behalf).
@@ -3574,7 +3934,7 @@ class Disputes(Contract):
         return self.transact('postBond(uint256)', task_id, value=value)
 
     def release_bond(self, task_id: int) -> Receipt:
-        """Credit what is left of the task's aggregator bond back to whoever posted it. RoundLedger only (at settlement, when no challenge can be open any more).
+        """Credit what is left of the task's aggregator bond back to whoever posted it, or to the sink when the task was abandoned. RoundLedger only (at settlement, when no challenge can be open any more).
 
         ``releaseBond(uint256)``
 
@@ -3594,7 +3954,7 @@ class Disputes(Contract):
         return self.transact('resolve(uint256,bool,bytes[])', challenge_id, upheld, signatures)
 
     def round_challenges(self, task_id: int, round: int, *, block: int | str = "latest") -> tuple[int, int]:
-        """Challenges of a round: still open, and opened in all.
+        """Challenges of a round (0: the priors): still open, and opened in all.
 
         ``roundChallenges(uint256,uint16)`` (view: an eth_call)
 
@@ -3604,6 +3964,16 @@ class Disputes(Contract):
         """
         return self.call('roundChallenges(uint256,uint16)', task_id, round, block=block)
 
+    def top_up_bond(self, task_id: int, *, value: int = 0) -> Receipt:
+        """Make the task's bond whole again: `msg.value` must be its shortfall (`bondShortfall`). Whoever posted the bond, while the task runs or is finished.
+
+        ``topUpBond(uint256)``
+
+        - ``task_id``
+        - ``value``: wei sent with the call
+        """
+        return self.transact('topUpBond(uint256)', task_id, value=value)
+
 
 class FogAuction(Contract):
     """The ``FogAuction`` contract (contracts/FogAuction.sol)."""
@@ -3611,9 +3981,9 @@ class FogAuction(Contract):
     NAME = 'FogAuction'
     ABI = (
         {'inputs': [{'internalType': 'contract ITaskRegistry', 'name': 'registry', 'type': 'address'}, {'internalType': 'contract IRoundLedger', 'name': 'ledger', 'type': 'address'}, {'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
-        {'inputs': [], 'name': 'MAX_BIDS', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [], 'name': 'MAX_RANKED', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'NO_WINNER', 'outputs': [{'internalType': 'uint32', 'name': '', 'type': 'uint32'}], 'stateMutability': 'view', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'bids', 'outputs': [{'components': [{'internalType': 'address', 'name': 'bidder', 'type': 'address'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'frequency', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'bool', 'name': 'revealed', 'type': 'bool'}, {'internalType': 'bool', 'name': 'settled', 'type': 'bool'}], 'internalType': 'struct IFogAuction.Bid[]', 'name': '', 'type': 'tuple[]'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'bids', 'outputs': [{'components': [{'internalType': 'address', 'name': 'bidder', 'type': 'address'}, {'internalType': 'bool', 'name': 'revealed', 'type': 'bool'}, {'internalType': 'bool', 'name': 'settled', 'type': 'bool'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'frequency', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'utility', 'type': 'uint96'}], 'internalType': 'struct IFogAuction.Bid[]', 'name': '', 'type': 'tuple[]'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'closeAuction', 'outputs': [], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}], 'name': 'commitBid', 'outputs': [{'internalType': 'uint256', 'name': 'bidIndex', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'bytes32[]', 'name': 'commitments', 'type': 'bytes32[]'}], 'name': 'commitBids', 'outputs': [{'internalType': 'uint256[]', 'name': 'bidIndices', 'type': 'uint256[]'}], 'stateMutability': 'payable', 'type': 'function'},
@@ -3622,11 +3992,13 @@ class FogAuction(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'bytes32[]', 'name': 'updateHashes', 'type': 'bytes32[]'}], 'name': 'commitUpdates', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'heldFor', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'job', 'outputs': [{'components': [{'internalType': 'enum IFogAuction.JobStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'paidUpTo', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'winner', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'dataSize', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'biddingDeadline', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'revealDeadline', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'winnerPrice', 'type': 'uint96'}, {'internalType': 'uint256', 'name': 'escrow', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'released', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}], 'internalType': 'struct IFogAuction.Job', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'job', 'outputs': [{'components': [{'internalType': 'enum IFogAuction.JobStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'paidUpTo', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'winner', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'dataSize', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'reveals', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'closed', 'type': 'bool'}, {'internalType': 'uint64', 'name': 'biddingDeadline', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'revealDeadline', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'winnerPrice', 'type': 'uint96'}, {'internalType': 'uint256', 'name': 'escrow', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'released', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}], 'internalType': 'struct IFogAuction.Job', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'dataSize', 'type': 'uint64'}, {'internalType': 'bytes32', 'name': 'salt', 'type': 'bytes32'}], 'name': 'openAuction', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'ranked', 'outputs': [{'internalType': 'uint32[]', 'name': '', 'type': 'uint32[]'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'reportMissedRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'frequency', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'bytes32', 'name': 'salt', 'type': 'bytes32'}], 'name': 'revealBid', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'uint64[]', 'name': 'frequencies', 'type': 'uint64[]'}, {'internalType': 'uint96[]', 'name': 'prices', 'type': 'uint96[]'}, {'internalType': 'bytes32[]', 'name': 'salts', 'type': 'bytes32[]'}], 'name': 'revealBids', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'roundCommit', 'outputs': [{'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'settleJob', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}], 'name': 'settleJobs', 'outputs': [{'internalType': 'uint256', 'name': 'settled', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'slashFraud', 'outputs': [{'internalType': 'bool', 'name': 'slashed', 'type': 'bool'}], 'stateMutability': 'nonpayable', 'type': 'function'},
@@ -3634,14 +4006,14 @@ class FogAuction(Contract):
     )
     TYPES = TYPES
 
-    def max_bids(self, *, block: int | str = "latest") -> int:
-        """The most bids one job accepts (bounds the gas of closing and reassigning).
+    def max_ranked(self, *, block: int | str = "latest") -> int:
+        """The most revealed bids one job keeps in contention (bounds the gas of closing, reassigning and settling; any number of fog nodes may bid).
 
-        ``MAX_BIDS()`` (view: an eth_call)
+        ``MAX_RANKED()`` (view: an eth_call)
 
         - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('MAX_BIDS()', block=block)
+        return self.call('MAX_RANKED()', block=block)
 
     def no_winner(self, *, block: int | str = "latest") -> int:
         """`winner` value meaning "no winner".
@@ -3664,7 +4036,7 @@ class FogAuction(Contract):
         return self.call('bids(uint256,uint256)', task_id, index, block=block)
 
     def close_auction(self, task_id: int, index: int, *, value: int = 0) -> Receipt:
-        """Close the caller's auction after the reveal deadline, escrowing `msg.value` == price * N (0 when no bid was revealed). Unrevealed deposits are credited to the client.
+        """Close the caller's auction after the reveal deadline, escrowing `msg.value` == price * N (0 when no bid is ranked). The winner is the best ranked bid. Unrevealed deposits are credited to the client.
 
         ``closeAuction(uint256,uint256)``
 
@@ -3775,6 +4147,17 @@ class FogAuction(Contract):
         """
         return self.transact('openAuction(uint256,uint64,bytes32)', task_id, data_size, salt)
 
+    def ranked(self, task_id: int, index: int, *, block: int | str = "latest") -> tuple[int, ...]:
+        """A job's ranked bids, best first (bid indices): the revealed bids of utility >= 0 still in contention, at most MAX_RANKED.
+
+        ``ranked(uint256,uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``index``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('ranked(uint256,uint256)', task_id, index, block=block)
+
     def report_missed_round(self, task_id: int, index: int) -> Receipt:
         """Slash a winner that missed a round deadline and hand the job to the best eligible standby bid. Anyone.
 
@@ -3811,8 +4194,20 @@ class FogAuction(Contract):
         """
         return self.transact('revealBids(uint256,uint256[],uint64[],uint96[],bytes32[])', task_id, indices, frequencies, prices, salts)
 
+    def round_commit(self, task_id: int, index: int, round: int, *, block: int | str = "latest") -> tuple[str, int]:
+        """Who committed job `clientIndex`'s update of `round`, and when (address(0), 0: nobody).
+
+        ``roundCommit(uint256,uint256,uint16)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``index``
+        - ``round``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('roundCommit(uint256,uint256,uint16)', task_id, index, round, block=block)
+
     def settle_job(self, task_id: int, index: int) -> Receipt:
-        """After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the fog deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. Anyone, once per job.
+        """After the task ended (`Finished`, `Settled`, `Cancelled` or `Abandoned`): return the ranked bids' fog deposits and the unearned escrow. A cancelled or abandoned task slashes nobody here. A job whose auction was never closed is settled after its reveal deadline (`AuctionRevealNotOver`), its unrevealed deposits going to the client as at a close. Anyone, once per job.
 
         ``settleJob(uint256,uint256)``
 
@@ -3865,6 +4260,7 @@ class RoundLedger(Contract):
     NAME = 'RoundLedger'
     ABI = (
         {'inputs': [{'internalType': 'contract ITaskRegistry', 'name': 'registry', 'type': 'address'}, {'internalType': 'contract ITreasury', 'name': 'treasury', 'type': 'address'}, {'internalType': 'contract IFogAuction', 'name': 'auction', 'type': 'address'}, {'internalType': 'contract IDisputes', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'nonpayable', 'type': 'constructor'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'activeClients', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'client', 'outputs': [{'components': [{'internalType': 'address', 'name': 'account', 'type': 'address'}, {'internalType': 'enum IRoundLedger.ClientStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint96', 'name': 'sumQuality', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'sumTimeRatio', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'lossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'timeReputation', 'type': 'uint64'}, {'internalType': 'uint128', 'name': 'earned', 'type': 'uint128'}], 'internalType': 'struct IRoundLedger.ClientInfo', 'name': 'info', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'clientCount', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'address', 'name': 'account', 'type': 'address'}], 'name': 'clientIndex', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
@@ -3876,8 +4272,8 @@ class RoundLedger(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'isActive', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}], 'name': 'join', 'outputs': [{'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}, {'components': [{'internalType': 'uint256', 'name': 'deadline', 'type': 'uint256'}, {'internalType': 'uint8', 'name': 'v', 'type': 'uint8'}, {'internalType': 'bytes32', 'name': 'r', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 's', 'type': 'bytes32'}], 'internalType': 'struct ITreasury.Permit', 'name': 'permit', 'type': 'tuple'}], 'name': 'joinWithPermit', 'outputs': [{'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'ownCommit', 'outputs': [{'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'ownCommitTimes', 'outputs': [{'internalType': 'uint64[]', 'name': '', 'type': 'uint64[]'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'ownCommit', 'outputs': [{'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'ownCommitTimes', 'outputs': [{'internalType': 'uint64[]', 'name': 'times', 'type': 'uint64[]'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint64[]', 'name': 'priors', 'type': 'uint64[]'}], 'name': 'postPriors', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'modelHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}, {'internalType': 'bytes32', 'name': 'rewardsRoot', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'rewardList', 'type': 'bytes32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement[]', 'name': 'measurements', 'type': 'tuple[]'}], 'name': 'postRound', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'prior', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
@@ -3885,13 +4281,23 @@ class RoundLedger(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'reputation', 'outputs': [{'internalType': 'uint64', 'name': 'lossRep', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'timeRep', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'rewardRoot', 'outputs': [{'internalType': 'bytes32', 'name': '', 'type': 'bytes32'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'rewardsHeld', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'roundRecord', 'outputs': [{'components': [{'internalType': 'bytes32', 'name': 'entriesHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'postedAt', 'type': 'uint64'}], 'internalType': 'struct IRoundLedger.RoundRecord', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}], 'name': 'roundRecord', 'outputs': [{'components': [{'internalType': 'bytes32', 'name': 'entriesHash', 'type': 'bytes32'}, {'internalType': 'uint64', 'name': 'postedAt', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}], 'internalType': 'struct IRoundLedger.RoundRecord', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'rounds', 'outputs': [{'internalType': 'uint16', 'name': 'posted', 'type': 'uint16'}, {'internalType': 'uint16', 'name': 'finalized', 'type': 'uint16'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'settle', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'settled', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'rewardHash', 'type': 'bytes32'}, {'internalType': 'bytes32[]', 'name': 'proof', 'type': 'bytes32[]'}], 'name': 'verifyReward', 'outputs': [{'internalType': 'bool', 'name': '', 'type': 'bool'}], 'stateMutability': 'view', 'type': 'function'},
     )
     TYPES = TYPES
+
+    def active_clients(self, task_id: int, *, block: int | str = "latest") -> int:
+        """Active clients of the task: joined and not removed by a final round.
+
+        ``activeClients(uint256)`` (view: an eth_call)
+
+        - ``task_id``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('activeClients(uint256)', task_id, block=block)
 
     def client(self, task_id: int, index: int, *, block: int | str = "latest") -> ClientInfo:
         """A client's state.
@@ -3926,7 +4332,7 @@ class RoundLedger(Contract):
         return self.call('clientIndex(uint256,address)', task_id, account, block=block)
 
     def commit_own_update(self, task_id: int, round: int, update_hash: bytes) -> Receipt:
-        """A self-trained task's client commits the update it trained in `round` (contracts/README.md, "Tasks trained by their own clients"): the current round up to its deadline, or a later round of the task.
+        """A self-trained task's client commits the update it trained in `round` (contracts/README.md, "Tasks trained by their own clients"): the current round up to its deadline, or the next round once its work could start (every active client committed the current round, or its deadline passed). The commit records the round time counted from then.
 
         ``commitOwnUpdate(uint256,uint16,bytes32)``
 
@@ -3967,7 +4373,7 @@ class RoundLedger(Contract):
         return self.call('depositsHeld(uint256)', task_id, block=block)
 
     def finalize_round(self, task_id: int, round: int, measurements: Sequence[Measurement]) -> Receipt:
-        """Finalise posted round `round` (the one after the last final round) once its challenge window is over and no challenge of it is open. Anyone. `measurements` are the round's posted ones (from `RoundPosted`); each challenged entry takes its fate (IDisputes): corrected, or skipped when void or neutral. A client without a commit (or a void or neutral entry) is skipped (no reputation change, no payment); a rejected update counts with quality 0. A scored client's r_a is min(cap, H_i + the weighted mean of eq. 8) when its quality reaches q_min, else the weighted mean times its quality (the prior H_i left out); below r_a_min or r_t_min it is removed and its deposit goes to the sink. Payments are credited to earnings (paid at settlement), scaled pro rata when the budget left cannot cover them.
+        """Finalise posted round `round` (the one after the last final round) once its challenge window is over and no challenge of it is open (for round 1, none of the priors either: their fates apply then). Anyone. `measurements` are the round's posted ones (from `RoundPosted`); each challenged entry takes its fate (IDisputes): corrected, or skipped when void or neutral. A client without a commit (or a void or neutral entry) is skipped (no reputation change, no payment); a rejected update counts with quality 0. A scored client's r_a is min(cap, H_i + the weighted mean of eq. 8) when its quality reaches q_min, else the weighted mean times its quality (the prior H_i left out); below r_a_min or r_t_min it is removed and its deposit goes to the sink. Payments are credited to earnings (paid at settlement), scaled pro rata when the budget left cannot cover them.
 
         ``finalizeRound(uint256,uint16,(uint64,uint32,bool,bool)[])``
 
@@ -4010,17 +4416,17 @@ class RoundLedger(Contract):
         """
         return self.transact('joinWithPermit(uint256,bytes32,(uint256,uint8,bytes32,bytes32))', task_id, commitment, permit)
 
-    def own_commit(self, task_id: int, round: int, client_index: int, *, block: int | str = "latest") -> tuple[bytes, int]:
-        """A self-trained client's commit of `round`: its update hash and block time (0, 0: none).
+    def own_commit(self, task_id: int, round: int, index: int, *, block: int | str = "latest") -> tuple[bytes, int, int]:
+        """A self-trained client's commit of `round`: its update hash, block time and the round time the chain observed, seconds (0, 0, 0: none).
 
         ``ownCommit(uint256,uint16,uint256)`` (view: an eth_call)
 
         - ``task_id``
         - ``round``
-        - ``client_index``
+        - ``index``
         - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
-        return self.call('ownCommit(uint256,uint16,uint256)', task_id, round, client_index, block=block)
+        return self.call('ownCommit(uint256,uint16,uint256)', task_id, round, index, block=block)
 
     def own_commit_times(self, task_id: int, round: int, clients: int, *, block: int | str = "latest") -> tuple[int, ...]:
         """The block times of the first `clients` clients' own commits of `round` (0: none).
@@ -4035,7 +4441,7 @@ class RoundLedger(Contract):
         return self.call('ownCommitTimes(uint256,uint16,uint256)', task_id, round, clients, block=block)
 
     def post_priors(self, task_id: int, priors: Sequence[int]) -> Receipt:
-        """Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before it is posted. Aggregator only. From then on a client's loss reputation after a round whose quality reaches q_min is min(cap, H_i + the weighted mean of eq. 8); after a round below q_min it is the decayed weighted mean alone, so a good history cannot carry a client through a garbage round. Without this call every prior is 0.
+        """Post the task's cross-task priors H_i (eq. 6), once, while the task runs round 1 and before it is posted. Aggregator only. From then on a client's loss reputation after a round whose quality reaches q_min is min(cap, H_i + the weighted mean of eq. 8); after a round below q_min it is the decayed weighted mean alone, so a good history cannot carry a client through a garbage round. Without this call every prior is 0. The post is round 0: its priors can be challenged, one client's at a time, for the task's challenge window (Disputes.openPriorChallenge).
 
         ``postPriors(uint256,uint64[])``
 
@@ -4045,7 +4451,7 @@ class RoundLedger(Contract):
         return self.transact('postPriors(uint256,uint64[])', task_id, priors)
 
     def post_round(self, task_id: int, round: int, model_hash: bytes, accuracy: int, rewards_root: bytes, reward_list: bytes, measurements: Sequence[Measurement]) -> Receipt:
-        """Post the current round: one measurement per client in join order. Aggregator only. Allowed once every active client whose job a fog node holds has its commit, or after the round's deadline. An active client's measurement is `committed` exactly when its fog node committed this round; a committed measurement's `roundTime` is within the task's time tolerance of the commit's block time minus the round's start; an uncommitted one is not accepted. The round is pending: nothing is scored or paid until `finalizeRound`. The clock moves on at once (the next round starts, or the task finishes).
+        """Post the current round: one measurement per client in join order. Aggregator only, with its bond whole (`LedgerBondShort` otherwise). Allowed once every active client whose job a fog node holds has its commit, or after the round's deadline. An active client's measurement is `committed` exactly when its fog node committed this round; a committed measurement's `roundTime` is within the task's time tolerance of the round time the chain observed (the commit's block time minus the round's start; for a self-trained client, what its commit recorded); an uncommitted one is not accepted. The round is pending: nothing is scored or paid until `finalizeRound`. The clock moves on at once (the next round starts, or the task finishes).
 
         ``postRound(uint256,uint16,bytes32,uint64,bytes32,bytes32,(uint64,uint32,bool,bool)[])``
 
@@ -4134,7 +4540,7 @@ class RoundLedger(Contract):
         return self.call('rounds(uint256)', task_id, block=block)
 
     def settle(self, task_id: int) -> Receipt:
-        """Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a `Cancelled` one (deposits back) or an `Abandoned` one (earnings and deposits of clients in good standing back, the unspent budget refunded, no final bonus: the task did not complete), once every posted round is final; what is left of the aggregator's bond goes back to whoever posted it. Anyone, once.
+        """Settle a `Finished` task (final bonuses, deposits back, unspent budget refunded), a `Cancelled` one (deposits back) or an `Abandoned` one (as a finished one, the bonus counted from the finish time of neutral rounds: ITaskRegistry.TaskState.finishedAt), once every posted round is final; what is left of the aggregator's bond goes back to whoever posted it, or to the sink when the task was abandoned. Anyone, once.
 
         ``settle(uint256)``
 
@@ -4183,6 +4589,7 @@ class TaskRegistry(Contract):
         {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}, {'internalType': 'bool', 'name': 'selfTrained', 'type': 'bool'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'address', 'name': 'aggregator', 'type': 'address'}, {'internalType': 'address', 'name': 'token', 'type': 'address'}, {'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}, {'components': [{'internalType': 'uint256', 'name': 'deadline', 'type': 'uint256'}, {'internalType': 'uint8', 'name': 'v', 'type': 'uint8'}, {'internalType': 'bytes32', 'name': 'r', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 's', 'type': 'bytes32'}], 'internalType': 'struct ITreasury.Permit', 'name': 'permit', 'type': 'tuple'}], 'name': 'createTokenTaskWithPermit', 'outputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}, {'internalType': 'bool', 'name': 'selfTrained', 'type': 'bool'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': 'p', 'type': 'tuple'}, {'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}], 'name': 'minimumBond', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'pure', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'clientDeposit', 'type': 'uint256'}], 'name': 'minimumChallengeBond', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'pure', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'params', 'outputs': [{'components': [{'internalType': 'bytes32', 'name': 'modelId', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'datasetId', 'type': 'bytes32'}, {'internalType': 'uint16', 'name': 'rounds', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'targetAccuracy', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'expectedDuration', 'type': 'uint32'}, {'internalType': 'uint128', 'name': 'psi', 'type': 'uint128'}, {'internalType': 'uint128', 'name': 'phi', 'type': 'uint128'}, {'internalType': 'uint64', 'name': 'minLossReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minTimeReputation', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'minQuality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'maxRoundTime', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'reputationCap', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'clientDeposit', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'fogDeposit', 'type': 'uint96'}, {'internalType': 'uint64', 'name': 'cyclesPerSample', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'biddingDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'revealDuration', 'type': 'uint32'}, {'internalType': 'uint32', 'name': 'timeTolerance', 'type': 'uint32'}, {'internalType': 'uint16', 'name': 'maxClients', 'type': 'uint16'}, {'internalType': 'bool', 'name': 'secondPrice', 'type': 'bool'}, {'internalType': 'uint32', 'name': 'challengeWindow', 'type': 'uint32'}, {'internalType': 'uint96', 'name': 'challengeBond', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'aggregatorBond', 'type': 'uint96'}, {'internalType': 'bool', 'name': 'selfTrained', 'type': 'bool'}], 'internalType': 'struct ITaskRegistry.TaskParams', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'roundDeadline', 'outputs': [{'internalType': 'uint64', 'name': '', 'type': 'uint64'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'bonuses', 'type': 'uint256'}], 'name': 'settleBudget', 'outputs': [{'internalType': 'uint256', 'name': 'refund', 'type': 'uint256'}], 'stateMutability': 'nonpayable', 'type': 'function'},
@@ -4190,6 +4597,7 @@ class TaskRegistry(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'startTask', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'state', 'outputs': [{'components': [{'internalType': 'address', 'name': 'publisher', 'type': 'address'}, {'internalType': 'address', 'name': 'aggregator', 'type': 'address'}, {'internalType': 'enum ITaskRegistry.TaskStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'currentRound', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'budget', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'budgetLeft', 'type': 'uint256'}, {'internalType': 'uint64', 'name': 'startedAt', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'roundStartedAt', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'finishedAt', 'type': 'uint64'}], 'internalType': 'struct ITaskRegistry.TaskState', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [], 'name': 'taskCount', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'voidEarlyFinish', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
     )
     TYPES = TYPES
 
@@ -4212,7 +4620,7 @@ class TaskRegistry(Contract):
         return self.call('MAX_CLIENTS()', block=block)
 
     def abandon_task(self, task_id: int) -> Receipt:
-        """Abandon a `Running` task whose current round was not posted by its deadline plus ABANDON_GRACE seconds. Anyone may call it. The task becomes `Abandoned`; once its posted rounds are final, RoundLedger.settle credits the clients their earnings and deposits (no final bonus: the task did not complete) and the publisher the unspent budget; fog nodes take their deposits and the clients the unearned escrow back through FogAuction.settleJob.
+        """Abandon a `Running` task whose current round was not posted by its deadline plus ABANDON_GRACE seconds. Anyone may call it. The task becomes `Abandoned` and finishes, for eq. 16, at the time it would have with every remaining round posted neutral at its deadline; once its posted rounds are final, RoundLedger.settle credits the clients their earnings, that bonus and their deposits, the publisher the unspent budget and the sink what is left of the aggregator's bond; fog nodes take their deposits and the clients the unearned escrow back through FogAuction.settleJob.
 
         ``abandonTask(uint256)``
 
@@ -4295,6 +4703,16 @@ class TaskRegistry(Contract):
         """
         return self.call('minimumBond((bytes32,bytes32,uint16,uint64,uint32,uint128,uint128,uint64,uint64,uint64,uint32,uint64,uint96,uint96,uint64,uint32,uint32,uint32,uint32,uint16,bool,uint32,uint96,uint96,bool),uint256)', p, budget, block=block)
 
+    def minimum_challenge_bond(self, client_deposit: int, *, block: int | str = "latest") -> int:
+        """The least challenge bond a task with this client deposit may ask for: half of it, rounded up, and at least 1 (wei, or the task token's units). Every challenge then costs real money.
+
+        ``minimumChallengeBond(uint256)`` (view: an eth_call)
+
+        - ``client_deposit``
+        - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
+        """
+        return self.call('minimumChallengeBond(uint256)', client_deposit, block=block)
+
     def params(self, task_id: int, *, block: int | str = "latest") -> TaskParams:
         """A task's parameters.
 
@@ -4316,7 +4734,7 @@ class TaskRegistry(Contract):
         return self.call('roundDeadline(uint256)', task_id, block=block)
 
     def settle_budget(self, task_id: int, bonuses: int) -> Receipt:
-        """Spend `bonuses` wei of budget and refund the rest to the publisher: a `Finished` task becomes `Settled`, an `Abandoned` one (bonuses 0) stays `Abandoned`. RoundLedger only, once.
+        """Spend `bonuses` wei of budget and refund the rest to the publisher: a `Finished` task becomes `Settled`, an `Abandoned` one stays `Abandoned`. RoundLedger only, once.
 
         ``settleBudget(uint256,uint256)``
 
@@ -4363,6 +4781,15 @@ class TaskRegistry(Contract):
         - ``block``: the block whose state to read (a number, or a tag such as ``latest``)
         """
         return self.call('taskCount()', block=block)
+
+    def void_early_finish(self, task_id: int) -> Receipt:
+        """Void the early finish of a task that finished at its target accuracy before round N: its finish time moves to what it would have been with every remaining round posted at its deadline. Disputes only, when the accuracy was found wrong or its challenge expired.
+
+        ``voidEarlyFinish(uint256)``
+
+        - ``task_id``
+        """
+        return self.transact('voidEarlyFinish(uint256)', task_id)
 
 
 class Treasury(Contract):
@@ -4727,8 +5154,8 @@ class DemoStablecoin(Contract):
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotDisputes, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionRoundsPending, AuctionSelfTrained, AuctionTooManyBids, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, Blacklisted, CommitteeBadMember, CommitteeBadSignature, CommitteeInvalid, CommitteeInvalidWindow, CommitteeNoQuorum, CommitteeNotMember, CommitteeSignersNotSorted, DemoStablecoinNotMinter, DisputeAlreadyBonded, DisputeNoFog, DisputeNotClient, DisputeNotLedger, DisputeNotOpen, DisputeRoundNotPosted, DisputeUnknownChallenge, DisputeUnknownClient, DisputeVerdictNotDue, DisputeVerdictTooLate, DisputeWindowClosed, DisputeWrongTaskStatus, DisputeWrongValue, ECDSAInvalidSignature, ECDSAInvalidSignatureLength, ECDSAInvalidSignatureS, ERC1155InsufficientBalance, ERC1155InvalidApprover, ERC1155InvalidArrayLength, ERC1155InvalidOperator, ERC1155InvalidReceiver, ERC1155InvalidSender, ERC1155MissingApprovalForAll, ERC20InsufficientAllowance, ERC20InsufficientBalance, ERC20InvalidApprover, ERC20InvalidReceiver, ERC20InvalidSender, ERC20InvalidSpender, ERC2612ExpiredSignature, ERC2612InvalidSigner, ERC5267ExtensionsNotSupported, ERC721IncorrectOwner, ERC721InsufficientApproval, ERC721InvalidApprover, ERC721InvalidOperator, ERC721InvalidOwner, ERC721InvalidReceiver, ERC721InvalidSender, ERC721NonexistentToken, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, InvalidAccountNonce, InvalidShortString, LedgerAlreadyCommitted, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerChallengesOpen, LedgerClientInactive, LedgerCommitMismatch, LedgerCommitTooLate, LedgerInconsistentRewards, LedgerMeasurementsMismatch, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerNotNextRound, LedgerNotSelfTrained, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerRoundsPending, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWindowOpen, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, Paused, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, SafeERC20FailedDecreaseAllowance, SafeERC20FailedOperation, StringTooLong, StringsInsufficientHexLength, StringsInvalidAddressFormat, StringsInvalidChar, TaskAbandonTooEarly, TaskBondTooSmall, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotBonded, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryAllowanceTooLow, TreasuryNotAToken, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTokenAlreadyBound, TreasuryTokenShortfall, TreasuryTransferFailed, TreasuryUnauthorized, TreasuryWrongValue, ZeroTransfer],
-    events=[Approval, AuctionClosed, AuctionOpened, BidCommitted, BidRevealed, BondPosted, BondReleased, BondSlashed, BudgetSpent, ChallengeOpened, ChallengeResolved, ClientJoined, ClientRemoved, ClientSettled, CommitteeFormed, Credited, DataCommitted, Deposited, EIP712DomainChanged, FogFraudSlashed, FogSlashed, JobReassigned, JobSettled, OwnUpdateCommitted, PriorsPosted, RewardsCommitted, RoundClosed, RoundFinalized, RoundPosted, SinkSet, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, TokenBound, Transfer, UpdateCommitted, Withdrawn],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotDisputes, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionRoundsPending, AuctionSelfTrained, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, Blacklisted, CommitteeBadMember, CommitteeBadSignature, CommitteeInvalid, CommitteeInvalidWindow, CommitteeNoQuorum, CommitteeNotMember, CommitteeSignersNotSorted, DemoStablecoinNotMinter, DisputeAccuracyMovesNothing, DisputeAccuracyReachesTarget, DisputeAlreadyBonded, DisputeBondWhole, DisputeNoFog, DisputeNoPriors, DisputeNotBonder, DisputeNotClient, DisputeNotCommitter, DisputeNotLedger, DisputeNotOpen, DisputePriorAboveCap, DisputeRoundNotPosted, DisputeUnknownChallenge, DisputeUnknownClient, DisputeVerdictNotDue, DisputeVerdictTooLate, DisputeWindowClosed, DisputeWrongTaskStatus, DisputeWrongValue, ECDSAInvalidSignature, ECDSAInvalidSignatureLength, ECDSAInvalidSignatureS, ERC1155InsufficientBalance, ERC1155InvalidApprover, ERC1155InvalidArrayLength, ERC1155InvalidOperator, ERC1155InvalidReceiver, ERC1155InvalidSender, ERC1155MissingApprovalForAll, ERC20InsufficientAllowance, ERC20InsufficientBalance, ERC20InvalidApprover, ERC20InvalidReceiver, ERC20InvalidSender, ERC20InvalidSpender, ERC2612ExpiredSignature, ERC2612InvalidSigner, ERC5267ExtensionsNotSupported, ERC721IncorrectOwner, ERC721InsufficientApproval, ERC721InvalidApprover, ERC721InvalidOperator, ERC721InvalidOwner, ERC721InvalidReceiver, ERC721InvalidSender, ERC721NonexistentToken, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, InvalidAccountNonce, InvalidShortString, LedgerAlreadyCommitted, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerBondShort, LedgerChallengesOpen, LedgerClientInactive, LedgerCommitMismatch, LedgerCommitTooEarly, LedgerCommitTooLate, LedgerInconsistentRewards, LedgerMeasurementsMismatch, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerNotNextRound, LedgerNotSelfTrained, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerRoundsPending, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWindowOpen, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, Paused, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, SafeERC20FailedDecreaseAllowance, SafeERC20FailedOperation, StringTooLong, StringsInsufficientHexLength, StringsInvalidAddressFormat, StringsInvalidChar, TaskAbandonTooEarly, TaskBondTooSmall, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotBonded, TaskNotDisputes, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryAllowanceTooLow, TreasuryNotAToken, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTokenAlreadyBound, TreasuryTokenShortfall, TreasuryTransferFailed, TreasuryUnauthorized, TreasuryWrongValue, ZeroTransfer],
+    events=[Approval, AuctionClosed, AuctionOpened, BidCommitted, BidOutranked, BidRejected, BidRevealed, BondForfeited, BondPosted, BondReleased, BondSlashed, BondToppedUp, BudgetSpent, ChallengeOpened, ChallengeResolved, ClientJoined, ClientRemoved, ClientSettled, CommitteeFormed, Credited, DataCommitted, Deposited, EIP712DomainChanged, EarlyFinishVoided, FogFraudSlashed, FogSlashed, JobReassigned, JobSettled, OwnUpdateCommitted, PriorsPosted, RewardsCommitted, RoundClosed, RoundFinalized, RoundPosted, SinkSet, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, TokenBound, Transfer, UpdateCommitted, Withdrawn],
 )
 
 #: Contract classes by contract name.
