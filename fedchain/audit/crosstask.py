@@ -21,7 +21,7 @@ from fedchain.audit.history import TaskHistory
 from fedchain.audit.replay import replay_task
 from fedchain.chain import bindings as b
 from fedchain.chain.abi import ChainEvent
-from fedchain.fl.crosstask import FinishedTask, history_priors
+from fedchain.fl.crosstask import CrossTaskPriors, FinishedTask, history_priors
 
 C = CheckName.CROSS_TASK
 
@@ -55,6 +55,25 @@ def earlier_tasks(events: Sequence[ChainEvent], *, block: int, exclude: int) -> 
     return tasks
 
 
+def expected_priors(history: TaskHistory, events: Sequence[ChainEvent]) -> CrossTaskPriors | None:
+    """The priors the task should have posted, recomputed from the earlier tasks' events; None when the task has not
+    started or its ``TaskStarted`` event is not among ``events``."""
+    task = history.task
+    if task.started_at is None or task.params is None:
+        return None
+    started = [e for e in events if isinstance(e, b.TaskStarted) and e.task_id == task.task_id]
+    if not started:
+        return None
+    earlier = earlier_tasks(events, block=started[0].block_number, exclude=task.task_id)
+    return history_priors(
+        [c.account for c in history.clients],
+        current_task_id=task.task_id,
+        started_at=task.started_at,
+        earlier=earlier,
+        reputation_cap=task.params.reputation_cap,
+    )
+
+
 def check_cross_task(history: TaskHistory, events: Sequence[ChainEvent]) -> Tally:
     """Compare the task's posted priors with those recomputed from the earlier tasks' events."""
     tally = Tally()
@@ -66,21 +85,12 @@ def check_cross_task(history: TaskHistory, events: Sequence[ChainEvent]) -> Tall
     if not posted_events and not history.posted:
         tally.skip(C, "no priors posted yet (they are posted before round 1)")
         return tally
-    started = [e for e in events if isinstance(e, b.TaskStarted) and e.task_id == task.task_id]
-    if not started:
+    expected = expected_priors(history, events)
+    if expected is None:
         tally.skip(C, "the task's TaskStarted event is not among the events read")
         return tally
-    clients = [c.account for c in history.clients]
-    posted = tuple(posted_events[0].priors) if posted_events else (0,) * len(clients)
+    posted = tuple(posted_events[0].priors) if posted_events else (0,) * len(history.clients)
     at = posted_events[0] if posted_events else None
-    earlier = earlier_tasks(events, block=started[0].block_number, exclude=task.task_id)
-    expected = history_priors(
-        clients,
-        current_task_id=task.task_id,
-        started_at=task.started_at,
-        earlier=earlier,
-        reputation_cap=task.params.reputation_cap,
-    )
     similar = ", ".join(f"task {t} (sim {s / 10**18:.4f})" for t, s in expected.similar) or "none"
     tally.expect(C, f"priors (similar earlier tasks: {similar})", expected.priors, posted, at)
     return tally

@@ -47,6 +47,12 @@ class TaskRecord:
     sink: str | None = None
     #: Wei of final bonuses that eq. 16 asked for before pro-rata scaling to the budget left (None before settlement).
     bonuses_demanded: int | None = None
+    #: What was left of an abandoned task's bond, sent to the sink at settlement (None: not abandoned or not settled).
+    bond_forfeited: int | None = None
+    #: Wei the bonder added to make the bond whole after upheld challenges took from it.
+    bond_topped_up: int = 0
+    #: Whether the accuracy that finished the task early was found wrong (or its challenge went unanswered).
+    early_finish_voided: bool = False
 
     @property
     def bonuses_scaled_down(self) -> bool:
@@ -93,6 +99,9 @@ class BidRecord:
     revealed: bool
     frequency: int
     price: int
+    #: ``ranked``, ``rejected`` (negative utility: its deposit went to the client) or ``outranked`` (deposit back);
+    #: empty until revealed.
+    outcome: str = ""
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,8 @@ class AuctionRecord:
     price: int
     escrow: int
     closed: bool
+    #: The bids in contention at the end, best first (bid indices).
+    ranked: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,8 @@ class ChallengeRecord:
     status: str
     #: The entry's fate after this challenge: ``posted``, ``neutral``, ``corrected`` or ``void``.
     fate: str
+    #: The accuracy or prior an accuracy or prior challenge proposed (fixed point); 0 for the other kinds.
+    value: int = 0
 
 
 @dataclass(frozen=True)
@@ -240,6 +253,9 @@ class TaskHistory:
     challenges: tuple[ChallengeRecord, ...] = ()
     #: Every posted round in order, final or pending (``rounds`` holds the final ones and what they did).
     posted: tuple[PostedRecord, ...] = ()
+    #: The cross-task priors as finalisation applied them (the posted ones, corrected by their challenges' fates once
+    #: round 1 is final); None when none were posted.
+    priors: tuple[int, ...] | None = None
 
     def scored_commits(self, round_number: int) -> dict[int, CommitRecord]:
         """The commit each job's entry of ``round_number`` was scored from, by client index: the job's commit of the

@@ -138,16 +138,20 @@ def disputes_table(report: AuditReport) -> Table:
     )
     for column in ("what", "round", "client", "by", "against", "outcome", "entry became"):
         table.add_column(column, justify="right" if column in ("round", "client") else "left")
-    returned = "-" if task.bond_returned is None else money(report, task.bond_returned)
+    if task.bond_forfeited is not None:
+        returned = f"to the sink {money(report, task.bond_forfeited)} (abandoned)"
+    else:
+        returned = "returned " + ("-" if task.bond_returned is None else money(report, task.bond_returned))
+    topped = f", topped up {money(report, task.bond_topped_up)}" if task.bond_topped_up else ""
     table.add_row(
-        f"aggregator bond {money(report, task.bond)}", "", "", short(task.bonder or "-"), "", f"returned {returned}", ""
+        f"aggregator bond {money(report, task.bond)}{topped}", "", "", short(task.bonder or "-"), "", returned, ""
     )
     for c in history.challenges:
-        against = "aggregator's entry" if c.kind == "entry" else f"update of {short(c.accused)}"
+        against = f"update of {short(c.accused)}" if c.kind == "fog" else f"aggregator's {c.kind}"
         table.add_row(
             f"challenge {c.challenge_id}",
             str(c.round),
-            str(c.client_index),
+            "-" if c.kind == "accuracy" else str(c.client_index),
             short(c.challenger),
             against,
             c.status,
@@ -414,7 +418,7 @@ def html_report(report: AuditReport) -> str:
             "kind",
             "challenger",
             "accused",
-            "proposed quality",
+            "proposed",
             f"bond ({report.asset.symbol})",
             "outcome",
             "entry became",
@@ -423,11 +427,11 @@ def html_report(report: AuditReport) -> str:
             (
                 c.challenge_id,
                 c.round,
-                c.client_index,
+                "-" if c.kind == "accuracy" else c.client_index,
                 c.kind,
                 c.challenger,
                 c.accused,
-                fixed(c.proposed.quality) if c.kind == "entry" else "-",
+                fixed(c.proposed.quality) if c.kind == "entry" else fixed(c.value) if c.kind != "fog" else "-",
                 money(report, c.bond),
                 c.status,
                 c.fate,

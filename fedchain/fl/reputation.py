@@ -40,9 +40,11 @@ MAX_REPUTATION_CAP = 10 * WAD
 #: The largest number of rounds (ReputationMath.MAX_ROUNDS).
 MAX_ROUNDS = 1000
 #: Seconds after a round's deadline during which only the aggregator can move a running task on; after
-#: them anyone may abandon it (TaskRegistry.ABANDON_GRACE). An abandoned task refunds its unspent budget,
-#: returns the deposits and earnings of clients in good standing and pays no final bonus.
+#: them anyone may abandon it (TaskRegistry.ABANDON_GRACE). An abandoned task pays its clients as if every
+#: remaining round had been posted neutral at its deadline (:func:`neutral_finish`).
 ABANDON_GRACE = 86_400
+#: The most revealed bids a job keeps in contention (FogAuction.MAX_RANKED).
+MAX_RANKED = 16
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,22 @@ def minimum_aggregator_bond(max_clients: int, client_deposit: int, psi: int, cap
     return max_clients * client_deposit + min(budget, max_clients * max_round_payment(psi, cap))
 
 
+def minimum_challenge_bond(client_deposit: int) -> int:
+    """The least challenge bond a task may ask for: half the client deposit, rounded up, at least 1 (wei)."""
+    return max(1, (client_deposit + 1) // 2)
+
+
+def entry_slash(aggregator_bond: int, max_clients: int) -> int:
+    """What one upheld challenge takes from the aggregator's bond: what one client's entry can move."""
+    return aggregator_bond // max_clients
+
+
+def neutral_finish(round_started_at: int, current_round: int, rounds: int, round_duration: int) -> int:
+    """When a task would finish had round ``current_round`` (started at ``round_started_at``) and every round
+    after it been posted neutral at its deadline: the finish eq. 16 counts for an abandoned task."""
+    return round_started_at + (rounds - current_round + 1) * round_duration
+
+
 def final_bonus(phi: int, expected_duration: int, actual_duration: int, total_rep: int) -> int:
     """Eq. 16: phi * max(0, T_ex - T_r) * r_at, wei."""
     if actual_duration >= expected_duration:
@@ -292,25 +310,56 @@ def auction_utility(params: MechanismParams, loss_rep: int, data_size: int, bid:
     return payment - bid.price
 
 
+def rank_reveal(
+    ranked: Sequence[int], utilities: Sequence[int], bid_index: int, max_ranked: int = MAX_RANKED
+) -> tuple[tuple[int, ...], int | None]:
+    """A job's ranking after bid ``bid_index`` (utility >= 0) is revealed, as FogAuction keeps it: bid indices by
+    utility, highest first, the earlier bid first on ties, at most ``max_ranked``. ``utilities`` holds every bid's
+    utility by index. Returns the new ranking and the bid that left it (the new one or the last one), or None."""
+    order = sorted((*ranked, bid_index), key=lambda i: (-utilities[i], i))
+    if len(order) <= max_ranked:
+        return tuple(order), None
+    return tuple(order[:max_ranked]), order[max_ranked]
+
+
+def ranked_bids(
+    params: MechanismParams,
+    loss_rep: int,
+    data_size: int,
+    bids: Sequence[RevealedBid | None],
+    max_ranked: int = MAX_RANKED,
+) -> tuple[int, ...]:
+    """The bids a job keeps in contention, best first: the ``max_ranked`` revealed bids of highest utility among
+    those of utility >= 0 (``None`` entries are unrevealed). The order of the reveals does not change it."""
+    scored = [(i, auction_utility(params, loss_rep, data_size, b)) for i, b in enumerate(bids) if b is not None]
+    rational = sorted(((i, u) for i, u in scored if u >= 0), key=lambda item: (-item[1], item[0]))
+    return tuple(i for i, _ in rational[:max_ranked])
+
+
 def choose_winner(
     params: MechanismParams, loss_rep: int, data_size: int, bids: Sequence[RevealedBid | None]
 ) -> AuctionOutcome:
     """The winner among revealed bids (``None`` entries are unrevealed) by eq. 18.
 
-    Highest utility wins, the earliest bid on ties. First price: the winner is
-    paid its bid. Second price: its bid plus its utility margin over the
-    runner-up (over zero when the runner-up's utility is negative); a lone
+    Only bids of utility >= 0 qualify (the client could accept no other). Highest
+    utility wins, the earliest bid on ties. First price: the winner is paid its
+    bid. Second price: its bid plus its utility margin over the runner-up; a lone
     bid is paid its own price.
     """
-    scored = [(i, auction_utility(params, loss_rep, data_size, b), b) for i, b in enumerate(bids) if b is not None]
-    if not scored:
+    ranked = ranked_bids(params, loss_rep, data_size, bids)
+    if not ranked:
         return AuctionOutcome(None, 0)
-    ranked = sorted(scored, key=lambda item: (-item[1], item[0]))
-    winner, best, bid = ranked[0]
+    winner = ranked[0]
+    bid = bids[winner]
+    assert bid is not None
     price = bid.price
     if params.second_price and len(ranked) > 1:
-        floor = max(ranked[1][1], 0)
-        price += max(best - floor, 0)
+        runner_up = bids[ranked[1]]
+        assert runner_up is not None
+        margin = auction_utility(params, loss_rep, data_size, bid) - auction_utility(
+            params, loss_rep, data_size, runner_up
+        )
+        price += margin
     return AuctionOutcome(winner, price)
 
 
@@ -322,16 +371,13 @@ def standby_winner(
     eligible: Sequence[bool],
     max_price: int,
 ) -> int | None:
-    """The bid that takes over a slashed job: the highest utility (earliest on ties) among the
-    ``eligible`` revealed bids whose price is at most the escrowed ``max_price``; None if there is none."""
-    best: tuple[int, int] | None = None
-    for i, bid in enumerate(bids):
-        if bid is None or not eligible[i] or bid.price > max_price:
-            continue
-        u = auction_utility(params, loss_rep, data_size, bid)
-        if best is None or u > best[1]:
-            best = (i, u)
-    return None if best is None else best[0]
+    """The bid that takes over a slashed job: the best ranked bid (:func:`ranked_bids`) still ``eligible``
+    whose price is at most the escrowed ``max_price``; None if there is none."""
+    for i in ranked_bids(params, loss_rep, data_size, bids):
+        bid = bids[i]
+        if eligible[i] and bid is not None and bid.price <= max_price:
+            return i
+    return None
 
 
 def fog_cost(alpha: float, cycles_per_sample: float, data_size: float, frequency: float) -> float:
