@@ -558,7 +558,7 @@ def accountability_table(report: AuditReport, names: dict[str, str], asset: Asse
     )
     client_names = {c.index: names.get(c.account, c.account) for c in history.clients}
     for c in history.challenges:
-        against = "aggregator" if c.kind == "entry" else f"{names.get(c.accused, c.accused)}'s update"
+        against = f"{names.get(c.accused, c.accused)}'s update" if c.kind == "fog" else f"aggregator ({c.kind})"
         challenges.add_row(
             str(c.challenge_id),
             str(c.round),

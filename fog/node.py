@@ -65,6 +65,7 @@ from fedchain.errors import (
     UpdateRejected,
 )
 from fedchain.fl.params import flatten, unflatten
+from fedchain.fl.reputation import MechanismParams, RevealedBid, auction_utility
 from fedchain.models.registry import ModelSpec
 from fedchain.publisher.service import settle_jobs, withdraw_task_asset
 from fedchain.rewards import CommitmentBook, verified_reward
@@ -429,6 +430,15 @@ class FogNode:
         if not decision.bid:
             job["phase"] = SKIPPED
             self.log.info("no bid", job=key, reason=decision.reason)
+            return None
+        # A bid the client could never accept (negative utility, eq. 18) forfeits its deposit at the reveal.
+        mechanism = MechanismParams.of(params)
+        offer = RevealedBid(decision.frequency, decision.price)
+        utility = auction_utility(mechanism, mechanism.initial_reputation, job["data_size"], offer)
+        if utility < 0:
+            job["phase"] = SKIPPED
+            reason = f"the client's utility of the bid would be {utility} < 0: it could never accept it"
+            self.log.info("no bid", job=key, reason=reason)
             return None
         return commitment
 

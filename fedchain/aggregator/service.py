@@ -85,6 +85,7 @@ from fedchain.chain.bindings import (
     Job,
     JobReassigned,
     JobStatus,
+    LedgerBondShort,
     LedgerRoundNotReady,
     Measurement,
     RewardsCommitted,
@@ -97,6 +98,7 @@ from fedchain.chain.bindings import (
 )
 from fedchain.chain.events import LogQuery, fetch_events, iter_events
 from fedchain.chain.merkle import ZERO_ROOT
+from fedchain.disputes.service import top_up_bond
 from fedchain.errors import AgentError, ConfigError, ContractRevert, UpdateRejected
 from fedchain.fl.params import ParamSpec, flatten, unflatten
 from fedchain.fl.quality import QualitySource
@@ -533,6 +535,9 @@ class Aggregator:
                 gas=POST_ROUND_GAS_BASE + POST_ROUND_GAS_PER_CLIENT * len(outcome.measurements),
                 too_early=(LedgerRoundNotReady,),
             )
+        except LedgerBondShort as err:
+            self._make_bond_whole(err.shortfall, log)
+            return
         except ContractRevert as err:
             # Not ready after all (a commit raced the deadline), or posted meanwhile: the next step re-reads the chain.
             log.warning("round not posted; retrying", error=type(err).__name__)
@@ -548,6 +553,22 @@ class Aggregator:
             rewards=rewards[0] if rewards[0] != ZERO_ROOT else None,
             tx=receipt.transaction_hash,
         )
+
+    def _make_bond_whole(self, shortfall: int, log: AgentLogger) -> None:
+        """Upheld challenges took ``shortfall`` of the bond: no round is posted until it is whole. The aggregator
+        tops it up when it posted the bond; otherwise its bonder must (the next step posts once it has)."""
+        _, bonder = self.session.contracts.disputes.bond(self.task_id)
+        if int(bonder, 16) != int(self.session.address, 16):
+            log.error(
+                "round not posted: upheld challenges took from the bond; its bonder must top it up",
+                shortfall=shortfall,
+                bonder=bonder,
+                hint=f"the bonder runs `fedchain task top-up-bond --task {self.task_id}`",
+            )
+            return
+        receipt = top_up_bond(self.session, self.task_id)
+        if receipt is not None:
+            log.warning("bond topped up after upheld challenges", amount=shortfall, tx=receipt.transaction_hash)
 
     def _dishonest(self, outcome: RoundOutcome, round_number: int, log: AgentLogger) -> RoundOutcome:
         """The outcome as posted: honest, unless ``zero_client`` names a client of this round (quality 0)."""

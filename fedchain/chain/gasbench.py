@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 #: Client counts measured by default.
 DEFAULT_SIZES: tuple[int, ...] = (10, 50, 100)
-#: Jobs per batch measured by default (16 = MAX_BIDS; that bound is per job, so it does not cap a batch).
+#: Jobs per batch measured by default (16 = MAX_RANKED; that bound is per job, so it does not cap a batch).
 DEFAULT_BATCH_JOBS: tuple[int, ...] = (1, 5, 10, 16)
 #: The issue's target at 100 clients.
 TARGET_GAS_PER_CLIENT_ROUND = 25_000
@@ -73,7 +73,7 @@ FINALIZE_ROUND = "finalize round"
 #: The benchmark's challenge window and the committee's verdict window, seconds.
 CHALLENGE_WINDOW_S = 60
 VERDICT_WINDOW_S = 600
-CHALLENGE_BOND = 10**14
+CHALLENGE_BOND = CLIENT_DEPOSIT // 2  # the least a task may ask: half a client deposit
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ from fedchain.taskspec import TaskSpec, gives_rewards, load_spec
 
 _log = logging.getLogger(__name__)
 
-#: Gas limit of closing an auction sent without an estimate (up to 16 bids scored; a few hundred thousand used).
+#: Gas limit of closing an auction sent without an estimate (the bids are ranked at their reveals; the close reads
+#: the best two and counts the unrevealed: under two hundred thousand used).
 CLOSE_AUCTION_GAS = 2_000_000
 
 #: Gas limit of opening the auction sent with the join, before the join is mined (it uses about 120,000).
@@ -75,21 +76,18 @@ class Award:
     price: int
 
 
-def winning_bid(utilities: Sequence[tuple[int, int] | None], second_price: bool) -> Award:
-    """The contract's rule over ``(price, utility)`` per bid (None: unrevealed).
+def winning_bid(ranked: Sequence[tuple[int, int, int]], second_price: bool) -> Award:
+    """The contract's rule over the job's ranked bids, best first, as ``(bid index, price, utility)``.
 
-    The highest utility wins, the earliest bid on ties. First price: the winner
-    is paid its bid. Second price: its bid plus its utility margin over the
-    runner-up (over zero when the runner-up's utility is negative); alone, its bid.
+    The best ranked bid wins (the contract ranked the revealed bids of utility >= 0 by utility, the earliest on
+    ties). First price: the winner is paid its bid. Second price: its bid plus its utility margin over the
+    runner-up; alone, its bid.
     """
-    revealed = [(index, entry) for index, entry in enumerate(utilities) if entry is not None]
-    if not revealed:
+    if not ranked:
         return Award(None, 0)
-    ranked = sorted(revealed, key=lambda item: (-item[1][1], item[0]))
-    winner, (price, best) = ranked[0]
+    winner, price, best = ranked[0]
     if second_price and len(ranked) > 1:
-        runner_up = ranked[1][1][1]
-        price += max(best - max(runner_up, 0), 0)
+        price += best - ranked[1][2]
     return Award(winner, price)
 
 
@@ -332,11 +330,10 @@ class ClientAgent:
     def _close(self, state: AgentState, index: int, job: b.Job) -> None:
         auction = self.contracts.fog_auction
         params = self.contracts.task_registry.params(self.task_id)
-        utilities = [
-            (bid.price, int(auction.utility(self.task_id, index, bid.frequency, bid.price))) if bid.revealed else None
-            for bid in auction.bids(self.task_id, index)
-        ]
-        award = winning_bid(utilities, params.second_price)
+        bids = auction.bids(self.task_id, index)
+        ranked = [(i, bids[i].price, bids[i].utility) for i in auction.ranked(self.task_id, index)]
+        award = winning_bid(ranked, params.second_price)
+        utilities = bids
         escrow = award.price * params.rounds
         try:
             receipt = transact_when_due(

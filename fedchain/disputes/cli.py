@@ -11,7 +11,8 @@ from fedchain.agent.session import read_options, read_session, session_from_opti
 
 @click.group()
 def challenge() -> None:
-    """Challenges of posted rounds (the agents open them by themselves; these are for people)."""
+    """Challenges of posted rounds: a client's entry, a fog node's update, the accuracy that ended a task early,
+    a cross-task prior (the agents open the first two by themselves; these are for people)."""
 
 
 @challenge.command()
@@ -30,8 +31,9 @@ def entry(task_id: int, round_number: int, client_index: int, quality: float, re
 
     \b
     The entry's round time and commit stay as posted (the chain checked them). The arbiter committee
-    re-scores the round: upheld, the entry is corrected and you get your bond back plus half the
-    aggregator's bond; rejected, you lose your bond. Example:
+    re-scores the round: upheld, the entry is corrected and you get your bond back plus half an entry
+    slash of the aggregator's bond (the first challenge opened of the entry takes it); rejected, you
+    lose your bond. Example:
       fedchain challenge entry --task 1 --round 2 --client 3 --quality 0.97
     """
     from fedchain.agent.finality import posted_measurements
@@ -68,29 +70,77 @@ def fog(task_id: int, round_number: int, **options: Any) -> None:
     fog node's deposit is slashed (the round's price back to you) and the job moves to the next bid.
     Rejected (it trained as told): you lose your bond. `fedchain client run` does this by itself.
     """
-    from fedchain.chain.bindings import UpdateCommitted
-    from fedchain.chain.events import LogQuery, iter_events
     from fedchain.disputes.service import open_fog_challenge
     from fedchain.errors import DisputeError
 
     session = session_from_options(**options)
     index = session.contracts.round_ledger.client_index(task_id, session.address)
-    query = LogQuery(addresses=(session.contracts.fog_auction.address,), from_block=session.deployment.block_number)
-    commits = [
-        e
-        for e in iter_events(session.w3, session.transactor.registry, query)
-        if isinstance(e, UpdateCommitted) and (e.task_id, e.client_index, e.round) == (task_id, index, round_number)
-    ]
-    if not commits:
+    # Only the node that committed the round can be accused (the chain keeps who did).
+    committer, _ = session.contracts.fog_auction.round_commit(task_id, index, round_number)
+    if int(committer, 16) == 0:
         raise DisputeError(
             f"no fog node committed round {round_number} of your job in task {task_id}",
             hint="a missed round is slashed without a challenge (`reportMissedRound`)",
         )
-    opened = open_fog_challenge(session, task_id, round_number, index, commits[-1].fog)
+    opened = open_fog_challenge(session, task_id, round_number, index, committer)
     click.echo(
-        f"challenge {opened.challenge_id} opened against {commits[-1].fog}; a verdict is due by "
+        f"challenge {opened.challenge_id} opened against {committer}; a verdict is due by "
         f"{opened.verdict_deadline} (chain time)"
     )
+
+
+@challenge.command()
+@click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task.")
+@click.option(
+    "--round", "round_number", type=click.IntRange(min=1), required=True, help="The round whose post ended the task."
+)
+@click.option(
+    "--accuracy",
+    type=click.FloatRange(min=0, max=1),
+    required=True,
+    help="What the posted model's validation accuracy is (a fraction, below the task's target).",
+)
+@session_options
+def accuracy(task_id: int, round_number: int, accuracy: float, **options: Any) -> None:
+    """Challenge the accuracy that finished a task early, at its target before its last round.
+
+    \b
+    The arbiter committee evaluates the posted model on the task's validation set. Upheld (or
+    unanswered): the early finish moves no money (the final bonus counts the rounds left as posted at
+    their deadlines) and you get your bond back, plus half an entry slash of the aggregator's bond when
+    upheld; rejected, you lose your bond. Only that post's accuracy moves money. Example:
+      fedchain challenge accuracy --task 1 --round 2 --accuracy 0.71
+    """
+    from fedchain.disputes.service import open_accuracy_challenge
+    from fedchain.units import WAD
+
+    session = session_from_options(**options)
+    opened = open_accuracy_challenge(session, task_id, round_number, round(accuracy * WAD))
+    click.echo(f"challenge {opened.challenge_id} opened; a verdict is due by {opened.verdict_deadline} (chain time)")
+
+
+@challenge.command()
+@click.option("--task", "task_id", type=click.IntRange(min=1), required=True, help="The task.")
+@click.option("--client", "client_index", type=click.IntRange(min=0), required=True, help="The client.")
+@click.option(
+    "--prior", type=click.FloatRange(min=0), required=True, help="What its cross-task prior should be (1.0 = 1e18)."
+)
+@session_options
+def prior(task_id: int, client_index: int, prior: float, **options: Any) -> None:
+    """Challenge one client's cross-task prior (eq. 6), within the challenge window of the priors' post.
+
+    \b
+    The arbiter committee recomputes it from the earlier tasks on chain, with the auditor's code
+    (`fedchain audit` checks it too). Upheld: round 1 applies your prior instead, you get your bond
+    back and half an entry slash of the aggregator's bond; rejected, you lose your bond. Example:
+      fedchain challenge prior --task 3 --client 1 --prior 0.42
+    """
+    from fedchain.disputes.service import open_prior_challenge
+    from fedchain.units import WAD
+
+    session = session_from_options(**options)
+    opened = open_prior_challenge(session, task_id, client_index, round(prior * WAD))
+    click.echo(f"challenge {opened.challenge_id} opened; a verdict is due by {opened.verdict_deadline} (chain time)")
 
 
 @challenge.command(name="list")
@@ -109,11 +159,10 @@ def list_(task_id: int, **options: Any) -> None:
     if not history.challenges:
         click.echo(f"task {task_id}: no challenge")
         return
-    click.echo(f"{'id':>4} {'round':>5} {'client':>6} {'kind':<5} {'status':<8} {'fate':<9} challenger")
+    click.echo(f"{'id':>4} {'round':>5} {'client':>6} {'kind':<8} {'status':<8} {'fate':<9} challenger")
     for c in history.challenges:
-        click.echo(
-            f"{c.challenge_id:>4} {c.round:>5} {c.client_index:>6} {c.kind:<5} {c.status:<8} {c.fate:<9} {c.challenger}"
-        )
+        client = "-" if c.kind == "accuracy" else str(c.client_index)
+        click.echo(f"{c.challenge_id:>4} {c.round:>5} {client:>6} {c.kind:<8} {c.status:<8} {c.fate:<9} {c.challenger}")
 
 
 @challenge.command(name="expire")

@@ -1,4 +1,4 @@
-"""How an entry is judged: a posted quality against its reproduction, within a tolerance drift cannot reach.
+"""How a challenge is judged: a posted value against its reproduction, within a tolerance drift cannot reach.
 
 An entry challenge names the measurement an entry should be. An arbiter (and
 the client watching its own entry before it challenges) reproduces the round
@@ -6,24 +6,29 @@ with the auditor's code (:class:`fedchain.audit.scores.ScoreReproduction`) and
 judges with :func:`entry_wrong` and :func:`proposal_right`. A challenge is
 upheld when the posted entry is wrong and the proposed one right; both
 compare within :data:`QUALITY_TOLERANCE`, so another machine's rounding never
-slashes an honest aggregator nor upholds a greedy claim.
+slashes an honest aggregator nor upholds a greedy claim. An accuracy challenge
+(:func:`judge_accuracy`) is upheld when the posted model, evaluated on the
+validation set, falls short of the task's target by more than that tolerance;
+a prior challenge (:func:`judge_prior`) when the posted prior is not the one
+the auditor recomputes from the earlier tasks' events and the proposed one is.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fedchain.audit.scores import ScoreReproduction, stored_rewards
 from fedchain.chain.bindings import Measurement, RewardsCommitted
 from fedchain.disputes.reexecution import reexecute, trained_as_committed, update_distance
-from fedchain.errors import UpdateRejected
+from fedchain.errors import AuditError, UpdateRejected
 from fedchain.units import WAD
 
 if TYPE_CHECKING:
     from fedchain.audit.history import CommitRecord, TaskHistory
+    from fedchain.chain.abi import ChainEvent
     from fedchain.store.blobs import BlobStore
     from fedchain.taskspec import TaskSpec
 
@@ -97,6 +102,63 @@ class FogJudgement:
         if self.excuse is not None or self.committer is None or self.committer.lower() != accused.lower():
             return False
         return not trained_as_committed(self.distance)
+
+
+@dataclass(frozen=True)
+class AccuracyJudgement:
+    """The posted model of the round that ended a task early, evaluated again."""
+
+    #: The posted accuracy and the evaluated one, 1e18 fixed point.
+    posted: int
+    evaluated: int
+    #: The task's target accuracy, 1e18 fixed point.
+    target: int
+
+    @property
+    def upheld(self) -> bool:
+        """The model falls short of the target beyond the tolerance: the early finish should not have happened."""
+        return self.evaluated + round(QUALITY_TOLERANCE * WAD) < self.target
+
+
+@dataclass(frozen=True)
+class PriorJudgement:
+    """A client's posted prior against the one recomputed from the earlier tasks."""
+
+    posted: int
+    recomputed: int
+
+    def upheld(self, proposed: int) -> bool:
+        """The posted prior is wrong and ``proposed`` is the recomputed one (priors are exact fixed-point values)."""
+        return self.posted != self.recomputed and proposed == self.recomputed
+
+
+def judge_accuracy(reproduction: ScoreReproduction, history: TaskHistory, round_number: int) -> AccuracyJudgement:
+    """The accuracy of posted round ``round_number``'s model on the task's validation set, with the auditor's
+    evaluator, against its target."""
+    from fedchain.fl.params import flatten
+    from fedchain.fl.quality import to_wad
+    from fedchain.taskspec import load_model
+
+    posted = {p.round: p for p in history.posted}[round_number]
+    spec = reproduction.spec
+    model = load_model(
+        reproduction.store, spec, posted.model_hash, task_id=history.task.task_id, round_number=round_number
+    )
+    evaluated = to_wad([reproduction.evaluator(flatten(model, spec.param_spec())[0]).accuracy])[0]
+    target = history.task.params.target_accuracy if history.task.params is not None else 0
+    return AccuracyJudgement(posted.accuracy, evaluated, target)
+
+
+def judge_prior(history: TaskHistory, events: Sequence[ChainEvent], client_index: int) -> PriorJudgement:
+    """Client ``client_index``'s posted prior against the one the auditor recomputes (:mod:`fedchain.audit.crosstask`)."""
+    from fedchain.audit.crosstask import expected_priors
+    from fedchain.chain.bindings import PriorsPosted
+
+    posted = next((e.priors for e in events if isinstance(e, PriorsPosted) and e.task_id == history.task.task_id), None)
+    expected = expected_priors(history, events)
+    if posted is None or expected is None:
+        raise AuditError(f"task {history.task.task_id}'s priors cannot be recomputed from the events read")
+    return PriorJudgement(posted[client_index], expected.priors[client_index])
 
 
 def judge_entry(

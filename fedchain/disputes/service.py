@@ -25,6 +25,9 @@ from fedchain.errors import ContractRevert
 
 log = logging.getLogger(__name__)
 
+#: The entry (client index) of a round's accuracy (Disputes.ACCURACY_ENTRY).
+ACCURACY_ENTRY = 2**32 - 1
+
 #: Gas limit of an expiry sent without an estimate (the estimate runs on a stale block of an automining chain).
 EXPIRE_GAS = 200_000
 
@@ -56,6 +59,36 @@ def open_fog_challenge(session: ChainSession, task_id: int, round_number: int, c
     value = payment_value(session.contracts.treasury, task_id, bond)
     receipt = session.contracts.disputes.open_fog_challenge(task_id, round_number, client_index, fog, value=value)
     return _opened(receipt, "fog", task_id, round_number, client_index)
+
+
+def open_accuracy_challenge(session: ChainSession, task_id: int, round_number: int, accuracy: int) -> Opened:
+    """Challenge the accuracy of ``round_number``'s post, the one that ended the task at its target before its last
+    round, naming the accuracy (fixed point, below the target) it should be (anyone)."""
+    bond = session.contracts.task_registry.params(task_id).challenge_bond
+    value = payment_value(session.contracts.treasury, task_id, bond)
+    receipt = session.contracts.disputes.open_accuracy_challenge(task_id, round_number, accuracy, value=value)
+    return _opened(receipt, "accuracy", task_id, round_number, ACCURACY_ENTRY)
+
+
+def open_prior_challenge(session: ChainSession, task_id: int, client_index: int, prior: int) -> Opened:
+    """Challenge client ``client_index``'s posted cross-task prior, naming the prior (fixed point) it should be
+    (anyone, within the priors' window)."""
+    bond = session.contracts.task_registry.params(task_id).challenge_bond
+    value = payment_value(session.contracts.treasury, task_id, bond)
+    receipt = session.contracts.disputes.open_prior_challenge(task_id, client_index, prior, value=value)
+    return _opened(receipt, "prior", task_id, 0, client_index)
+
+
+def top_up_bond(session: ChainSession, task_id: int) -> Receipt | None:
+    """Make the task's aggregator bond whole again after upheld challenges took from it (its bonder only); None when
+    it is whole."""
+    disputes = session.contracts.disputes
+    shortfall = disputes.bond_shortfall(task_id)
+    if shortfall == 0:
+        return None
+    receipt = disputes.top_up_bond(task_id, value=payment_value(session.contracts.treasury, task_id, shortfall))
+    log.warning("bond topped up task=%d amount=%d tx=%s", task_id, shortfall, receipt.transaction_hash)
+    return receipt
 
 
 def _opened(receipt: Receipt, kind: str, task_id: int, round_number: int, client_index: int) -> Opened:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ import torch
 from flwr.app import ConfigRecord, Message, MetricRecord, RecordDict
 
 from fedchain.agent.session import ChainSession
+from fedchain.chain.bindings import LedgerCommitTooEarly, TaskStatus
 from fedchain.client.joining import join_call, join_salt
 from fedchain.errors import AgentError, ConfigError, ContractRevert, StoreError
 from fedchain.flower.identity import ReplyClaim, SignedReply, sign_reply
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
     from fedchain.publisher.service import Settlement
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two tries of a commit the chain finds too early (the round before is not over on chain).
+COMMIT_RETRY_S = 1.0
 
 __all__ = ["SIMULATION_KEYS_ENV", "FedChainClient"]
 
@@ -209,9 +214,11 @@ class FedChainClient:
         A round is committed once: a retried message whose update is the one committed replies again; one with
         another update (training is not deterministic), or a commit the chain refuses (the deadline passed, the
         client was removed), raises, and Flower sends the server an error reply: a missed round, not an update
-        that would be scored against a commit it does not match."""
+        that would be scored against a commit it does not match. A commit of the round after the chain's
+        current one waits while the chain says that round's work cannot have started yet (the current round
+        is neither committed by every active client nor past its deadline: ``LedgerCommitTooEarly``)."""
         ledger = self.session.contracts.round_ledger
-        committed, committed_at = ledger.own_commit(task_id, round_number, index)
+        committed, committed_at, _ = ledger.own_commit(task_id, round_number, index)
         if committed_at:
             if bytes(committed) == digest:
                 return
@@ -219,12 +226,28 @@ class FedChainClient:
                 f"round {round_number} of task {task_id} is committed already, with update {to_hex(bytes(committed))}",
                 hint="a retried message trained again: that reply cannot count; the next round can",
             )
-        try:
-            pending = self.session.transactor.submit(
-                ledger.address, ledger.encode("commitOwnUpdate(uint256,uint16,bytes32)", task_id, round_number, digest)
-            )
-        except ContractRevert as err:
-            raise AgentError(f"round {round_number}'s update could not be committed on chain: {err}") from err
+        call = ledger.encode("commitOwnUpdate(uint256,uint16,bytes32)", task_id, round_number, digest)
+        registry = self.session.contracts.task_registry
+        waited = False
+        while True:
+            try:
+                pending = self.session.transactor.submit(ledger.address, call)
+                break
+            except LedgerCommitTooEarly as err:
+                # The chain's round is behind this one; it moves on once every client committed or at its deadline.
+                state = registry.state(task_id)
+                if state.status != TaskStatus.RUNNING or state.current_round >= round_number:
+                    raise AgentError(f"round {round_number}'s update could not be committed on chain: {err}") from err
+                if not waited:
+                    log.info(
+                        "round %d: the chain's round %d is not over yet; the commit waits",
+                        round_number,
+                        state.current_round,
+                    )
+                    waited = True
+                time.sleep(COMMIT_RETRY_S)
+            except ContractRevert as err:
+                raise AgentError(f"round {round_number}'s update could not be committed on chain: {err}") from err
         log.info("round %d: update %s committed (tx %s)", round_number, to_hex(digest), pending.hash)
 
     def _keep(self, task_id: int, round_number: int, index: int, blob: bytes, signed: SignedReply) -> None:

@@ -122,21 +122,19 @@ class RoundPoster:
 
         The strategy scored the commits it saw; one mined after it looked is posted committed and unaccepted
         (quality 0: its update came too late to be used), one gone from the chain (a reorganisation) uncommitted.
-        A round time is the commit's block time minus the chain's round start (0 when the client committed
-        before the chain's round began: the post before it was not mined yet)."""
+        A round time is the one the client's commit recorded: from when the round's work could start
+        (contracts/README.md, "Tasks trained by their own clients")."""
         contracts = self.session.contracts
         ledger = contracts.round_ledger
-        count = len(pending.measurements)
         deadline = round_started_at + contracts.task_registry.params(self.task_id).round_duration
         # The deadline against the next block's time (a chain that mines on demand has no later block yet), then
         # every read at one block: the commits and the clients' standing as one picture.
         before_deadline = chain_now(self.session) <= deadline
         block = self.session.w3.eth.block_number
-        times = ledger.own_commit_times(self.task_id, pending.round, count, block=block)
         measurements = []
-        for index, (m, committed_at) in enumerate(zip(pending.measurements, times, strict=True)):
+        for index, m in enumerate(pending.measurements):
+            _, committed_at, round_time = ledger.own_commit(self.task_id, pending.round, index, block=block)
             if committed_at:
-                round_time = max(0, committed_at - round_started_at)
                 late = Measurement(quality=0, round_time=round_time, accepted=False, committed=True)
                 measurements.append(m._replace(round_time=round_time) if m.committed else late)
             elif before_deadline and ledger.is_active(self.task_id, index, block=block):

@@ -468,7 +468,7 @@ class IncentiveStrategy(Strategy):
             block = session.w3.eth.block_number  # one block for every read: a consistent picture
             commits = {}
             for index in range(count):
-                digest, at = ledger.own_commit(task_id, server_round, index, block=block)
+                digest, at, _ = ledger.own_commit(task_id, server_round, index, block=block)
                 if at:
                     commits[index] = bytes(digest)
             in_flight = {

@@ -307,14 +307,34 @@ def cancel(task_id: int, **options: Any) -> None:
 def abandon(task_id: int, **options: Any) -> None:
     """Abandon a running task whose aggregator is a day (ABANDON_GRACE) past a round's deadline. Anyone may.
 
-    Then `fedchain task settle` (once the rounds posted before are final) returns the clients' deposits and
-    earnings (no final bonus), the unspent budget to the publisher and the aggregator's bond.
+    Then `fedchain task settle` (once the rounds posted before are final) credits the clients their earnings,
+    their deposits and the final bonus of a task whose remaining rounds were posted neutral at their deadlines,
+    the publisher the unspent budget, and the sink the silent aggregator's bond.
     """
     receipt = abandon_task(session_from_options(**options), task_id)
     (event,) = receipt.events_of(TaskAbandoned)
     click.echo(
         f"task {task_id} abandoned at round {event.round} (tx {receipt.transaction_hash}); "
         f"next: fedchain task settle --task {task_id}"
+    )
+
+
+@task.command(name="top-up-bond")
+@_task_id_option
+@session_options
+def top_up_bond_(task_id: int, **options: Any) -> None:
+    """Make the aggregator's bond whole again after upheld challenges took from it (whoever posted it only).
+
+    A bond that is not whole posts no round: the task stops until it is topped up, and a task stopped for a day
+    past a round's deadline can be abandoned (its bond then goes to the sink). `fedchain aggregator run` tops up
+    by itself when it posted the bond.
+    """
+    from fedchain.disputes.service import top_up_bond
+
+    receipt = top_up_bond(session_from_options(**options), task_id)
+    click.echo(
+        f"task {task_id}: "
+        + ("the bond is whole" if receipt is None else f"bond topped up (tx {receipt.transaction_hash})")
     )
 
 

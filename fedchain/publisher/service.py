@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from fedchain.agent.chainloop import chain_now
 from fedchain.agent.finality import finalize_due, pending_rounds
 from fedchain.agent.session import ChainSession
 from fedchain.chain.bindings import (
@@ -359,7 +360,17 @@ def settle_jobs(session: ChainSession, task_id: int, jobs: Iterable[int]) -> tup
     block, on a chain with a block time), so a lost race settles nothing and is done.
     """
     auction = session.contracts.fog_auction
-    pending = [index for index in jobs if auction.job(task_id, index).status not in (JobStatus.NONE, JobStatus.SETTLED)]
+    views = {index: auction.job(task_id, index) for index in jobs}
+    pending = [index for index, job in views.items() if job.status not in (JobStatus.NONE, JobStatus.SETTLED)]
+    # An auction never closed settles once its reveals are over (its bidders may still reveal): the contract
+    # skips it until then.
+    now = chain_now(session)
+    waiting = [index for index in pending if not views[index].closed and now <= views[index].reveal_deadline]
+    for index in waiting:
+        log.info(
+            "job %d of task %d settles after its reveal deadline (%d)", index, task_id, views[index].reveal_deadline
+        )
+    pending = [index for index in pending if index not in waiting]
     if not pending:
         return ()
     receipt = auction.settle_jobs(task_id, pending)

@@ -37,6 +37,7 @@ from fedchain.chain.blocktime import BlockInterval
 from fedchain.config import checked_address, from_mapping, load_yaml
 from fedchain.errors import ConfigError, TermOutOfRange, WindowsTooShort
 from fedchain.fl.floor import DEFAULT_MIN_LOSS_REPUTATION, DEFAULT_MIN_QUALITY
+from fedchain.fl.reputation import max_round_payment, minimum_challenge_bond
 from fedchain.taskspec import TaskSpec
 from fedchain.units import WAD, Asset, ether, parse_wei, to_units
 
@@ -51,8 +52,7 @@ FRACTION_FIELDS = frozenset(
 
 #: The most clients a task may admit (TaskRegistry.MAX_CLIENTS).
 MAX_CLIENTS = 500
-#: The most rounds (ReputationMath.MAX_ROUNDS; also ``fedchain.fl.reputation.MAX_ROUNDS``, which this module
-#: does not import: ``fedchain.fl`` loads torch, and `task create --help` must not).
+#: The most rounds (ReputationMath.MAX_ROUNDS; also ``fedchain.fl.reputation.MAX_ROUNDS``).
 MAX_ROUNDS = 1000
 #: The largest reputation cap, 1e18 fixed point (ReputationMath.MAX_REPUTATION_CAP; see MAX_ROUNDS).
 MAX_REPUTATION_CAP = 10 * WAD
@@ -62,6 +62,9 @@ MAX_REPUTATION_CAP = 10 * WAD
 MAX_BUDGET = 2**96 - 1
 #: The largest aggregator bond (a uint96 in TaskParams).
 MAX_BOND = 2**96 - 1
+#: The most one client may be paid in one round (psi x cap^3): a bid's utility to its client is kept in 96 bits
+#: (FogAuction), so TaskRegistry refuses a larger psi.
+MAX_ROUND_PAYMENT = 2**96 - 1
 #: Limits tighter than their field's type that TaskRegistry enforces (TaskInvalidParameter), in the contract's units.
 CONTRACT_LIMITS: dict[str, int] = {
     "rounds": MAX_ROUNDS,
@@ -127,7 +130,8 @@ class TaskTerms:
         challenge_window: seconds after a round's post during which anyone may challenge an entry of it (and a
             client its fog node's update); the round's money moves only after it. About an hour on a testnet, a
             day for real money (ACCOUNTABILITY-NOTES), tens of seconds for a demo.
-        challenge_bond: wei a challenger escrows with each challenge; None: half the client deposit.
+        challenge_bond: wei a challenger escrows with each challenge, at least half the client deposit (rounded
+            up: every challenge costs real money, so a flood of them does); None: that least bond.
         aggregator_bond: wei the aggregator's bond must be; None: the least the contract accepts, what one
             round's post can move (every deposit plus one round's most pay, at most the budget).
     """
@@ -182,15 +186,23 @@ class TaskTerms:
                 "second_price is an auction term, and a self-trained task has no auction",
                 hint="drop second_price, or self_trained if fog nodes should bid for the clients' jobs",
             )
-        if self.challenge_bond is not None and self.challenge_bond < 1:
+        floor = minimum_challenge_bond(self.client_deposit)
+        if self.challenge_bond is not None and self.challenge_bond < floor:
             raise ConfigError(
-                f"challenge_bond must be at least 1 wei, got {self.challenge_bond}",
-                hint="a free challenge would let anyone hold a round's money for nothing",
+                f"challenge_bond must be at least half the client deposit, {floor} wei, got {self.challenge_bond}",
+                hint="a cheap challenge would let anyone hold a round's money for next to nothing; leave "
+                "challenge_bond out to ask for that least bond",
             )
         unfit = [_unfit(name, value, limit) for name, value, limit in _contract_values(self) if not 0 <= value <= limit]
         if unfit:
             raise TermOutOfRange(
                 "the contracts cannot hold these terms:\n" + "\n".join(f"  - {line}" for line in unfit)
+            )
+        cap = to_wad(self.reputation_cap, "reputation_cap")
+        if max_round_payment(self.psi, min(cap, MAX_REPUTATION_CAP)) > MAX_ROUND_PAYMENT:
+            raise TermOutOfRange(
+                f"psi {self.psi} wei pays more than 2^96 - 1 wei in one round at the reputation cap",
+                hint="lower psi or reputation_cap: a bid's utility to its client must fit 96 bits (FogAuction)",
             )
 
     def in_units(self, units_per_ether: int) -> TaskTerms:
@@ -205,8 +217,8 @@ class TaskTerms:
 
     @property
     def effective_challenge_bond(self) -> int:
-        """The challenge bond: as set, or half the client deposit (at least 1 wei)."""
-        return self.challenge_bond if self.challenge_bond is not None else max(1, self.client_deposit // 2)
+        """The challenge bond: as set, or the least the contract accepts, half the client deposit rounded up."""
+        return self.challenge_bond if self.challenge_bond is not None else minimum_challenge_bond(self.client_deposit)
 
     def minimum_bond(self, budget: int) -> int:
         """The least aggregator bond the contract accepts for these terms and ``budget`` (TaskRegistry.minimumBond)."""

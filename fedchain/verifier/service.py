@@ -7,6 +7,9 @@ shared agent loop (:mod:`fedchain.agent`) over the deployment's events:
 ChallengeOpened    judge it: an entry challenge by reproducing the round with the auditor's
                    code (:func:`~fedchain.disputes.judging.judge_entry`: upheld when the posted
                    entry is off its reproduction beyond tolerance and the proposed one is not);
+                   an accuracy challenge by evaluating the posted model (``judge_accuracy``:
+                   upheld when it falls short of the target); a prior challenge by recomputing
+                   the priors from the earlier tasks (``judge_prior``);
                    a fog challenge by re-executing the job from its committed inputs
                    (:func:`~fedchain.disputes.judging.judge_fog`: upheld when the named fog node
                    committed the round and its update is farther than the tolerance from the
@@ -39,7 +42,7 @@ from fedchain.audit.scores import ScoreReproduction
 from fedchain.chain.abi import ChainEvent
 from fedchain.chain.bindings import ChallengeKind, ChallengeOpened, ChallengeResolved, ChallengeStatus, Measurement
 from fedchain.chain.events import LogQuery, fetch_events, iter_events
-from fedchain.disputes.judging import judge_entry, judge_fog
+from fedchain.disputes.judging import judge_accuracy, judge_entry, judge_fog, judge_prior
 from fedchain.disputes.service import expire, resolve
 from fedchain.disputes.verdicts import Domain, SignedVerdict, Verdict, board_of, quorum_signatures, sign
 from fedchain.errors import AgentError, FedchainError, VerdictError
@@ -131,6 +134,7 @@ class Verifier:
                         "accused": event.accused,
                         "deadline": event.verdict_deadline,
                         "proposed": list(event.proposed),
+                        "value": event.value,
                         "open": True,
                         "verdict": None,
                     },
@@ -190,6 +194,26 @@ class Verifier:
                     accepted=judgement.posted.accepted,
                     reproduced=judgement.reproduced.quality,
                     proposed=proposed.quality,
+                )
+            elif challenge["kind"] == ChallengeKind.ACCURACY.name.lower():
+                accuracy = judge_accuracy(reproduction, history, round_number)
+                upheld = accuracy.upheld
+                log.info(
+                    "accuracy judged",
+                    upheld=upheld,
+                    posted=accuracy.posted,
+                    evaluated=accuracy.evaluated,
+                    target=accuracy.target,
+                )
+            elif challenge["kind"] == ChallengeKind.PRIOR.name.lower():
+                prior = judge_prior(history, events, index)
+                upheld = prior.upheld(challenge["value"])
+                log.info(
+                    "prior judged",
+                    upheld=upheld,
+                    posted=prior.posted,
+                    recomputed=prior.recomputed,
+                    proposed=challenge["value"],
                 )
             else:
                 judgement_fog = judge_fog(
