@@ -136,7 +136,7 @@ def two_tasks(
     task_events(log, 2, {A: WAD, B: WAD, C: WAD}, started_at=2000)
     if priors is not None:
         log.tx(
-            (b.PriorsPosted, {"task_id": 2, "priors": priors}),
+            (b.PriorsPosted, {"task_id": 2, "priors": priors, "posted_at": 2001}),
         )
     if round_1:
         post_round(log, 2, second, 2000, finish=False, removed=removed)
@@ -208,7 +208,7 @@ def test_an_earlier_task_whose_last_round_was_still_pending_when_this_one_starte
         task_events(log, 2, {A: WAD, B: WAD, C: WAD}, started_at=2000)
         finalise_round(log, 1)
         log.tx(
-            (b.PriorsPosted, {"task_id": 2, "priors": priors}),
+            (b.PriorsPosted, {"task_id": 2, "priors": priors, "posted_at": 2001}),
         )
         return log.events
 

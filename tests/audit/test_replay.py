@@ -190,17 +190,30 @@ def finalize_round(
     )
 
 
-def settle(log: EventLog, *, earned: int, bonus: int, deposit_returned: int, refund: int) -> None:
-    """Anyone settles the task (the client, the budget, the bond back to the aggregator), then the job."""
+def settle(
+    log: EventLog, *, earned: int, bonus: int, deposit_returned: int, refund: int, bond_forfeited: bool = False
+) -> None:
+    """Anyone settles the task (the client, the budget, the bond back to the aggregator, or to the sink when
+    ``bond_forfeited``: the task was abandoned), then the job."""
     t = {"task_id": 1}
+    bond = (
+        (
+            (b.BondForfeited, dict(t, amount=BOND)),
+            (b.Credited, dict(t, to=SINK, amount=BOND, reason=reason("BOND_FORFEIT"))),
+        )
+        if bond_forfeited
+        else (
+            (b.BondReleased, dict(t, bonder=AGGREGATOR, amount=BOND)),
+            (b.Credited, dict(t, to=AGGREGATOR, amount=BOND, reason=reason("BOND_REFUND"))),
+        )
+    )
     log.tx(
         (b.ClientSettled, dict(t, client_index=0, earned=earned, bonus=bonus, deposit_returned=deposit_returned)),
         (b.Credited, dict(t, to=CLIENT, amount=earned + bonus, reason=reason("CLIENT_REWARD"))),
         (b.Credited, dict(t, to=CLIENT, amount=deposit_returned, reason=reason("DEPOSIT_RETURN"))),
         (b.TaskSettled, dict(t, bonuses=bonus, refund=refund)),
         (b.Credited, dict(t, to=PUBLISHER, amount=refund, reason=reason("BUDGET_REFUND"))),
-        (b.BondReleased, dict(t, bonder=AGGREGATOR, amount=BOND)),
-        (b.Credited, dict(t, to=AGGREGATOR, amount=BOND, reason=reason("BOND_REFUND"))),
+        *bond,
     )
     log.tx(
         (b.JobSettled, dict(t, client_index=0, escrow_refund=0, deposits_refunded=2 * 10**16, deposits_forfeited=0)),
@@ -421,32 +434,53 @@ def test_the_html_report_is_one_self_contained_page_with_the_tables_and_two_plot
     assert "http" not in page.replace("http-equiv", "")  # nothing fetched from elsewhere
 
 
-def abandoned_task(*, abandoned_at: int = 1000 + 400 + ABANDON_GRACE + 1, refund: int = BUDGET) -> list[Any]:
+def abandoned_task(
+    *, abandoned_at: int = 1000 + 400 + ABANDON_GRACE + 1, refund: int = BUDGET, finished_at: int = 1400
+) -> list[Any]:
     """The module docstring's task up to the fog's commit of round 1; the aggregator never posts and a stranger
-    abandons the task after the round's deadline (t = 1400) plus the grace (no money moves); then the task settles
-    (the client's deposit, the budget to the publisher as ``refund``, the bond) and the job."""
+    abandons the task after the round's deadline (t = 1400) plus the grace (no money moves; the rounds left count
+    as neutral rounds posted at their deadlines: the task finishes at t = 1400); then the task settles (the client's
+    deposit, no bonus: it was scored in no round, the budget to the publisher as ``refund``, the silent aggregator's
+    bond to the sink) and the job."""
     t = {"task_id": 1}
     log = started_task(BUDGET)
     log.tx(
-        (b.TaskAbandoned, dict(t, round=1, abandoned_at=abandoned_at)),
+        (b.TaskAbandoned, dict(t, round=1, abandoned_at=abandoned_at, finished_at=finished_at)),
     )
-    settle(log, earned=0, bonus=0, deposit_returned=10**16, refund=refund)
+    settle(log, earned=0, bonus=0, deposit_returned=10**16, refund=refund, bond_forfeited=True)
     return log.events
 
 
-def test_an_abandoned_task_refunds_budget_and_deposits_without_bonus_and_passes() -> None:
+def test_an_abandoned_task_refunds_the_budget_returns_the_deposits_forfeits_the_bond_and_passes() -> None:
     events = abandoned_task()
 
     report = audit_task(1, events)
 
     assert report.passed, [f.message for c in report.checks for f in c.findings]
     task = report.history.task
-    assert (task.status, task.abandoned_at, task.last_round) == ("Abandoned", 1000 + 400 + ABANDON_GRACE + 1, 0)
-    assert (task.bonuses, task.refund, task.bond_returned) == (0, BUDGET, BOND)
+    assert (task.status, task.abandoned_at, task.finished_at, task.last_round) == (
+        "Abandoned",
+        1000 + 400 + ABANDON_GRACE + 1,
+        1400,
+        0,
+    )
+    assert (task.bonuses, task.refund, task.bond_returned, task.bond_forfeited) == (0, BUDGET, None, BOND)
+    assert report.history.to_sink == {"BOND_FORFEIT": BOND}
     client = report.history.clients[0]
     assert (client.earned, client.bonus, client.deposit_returned) == (0, 0, 10**16)
     pool = replay_task(1, events).pool
     assert pool.held == 0 and pool.parts == 0
+
+
+def test_an_abandoned_task_that_finishes_before_its_neutral_rounds_fails_the_payment_check() -> None:
+    events = abandoned_task(finished_at=1399)
+
+    report = audit_task(1, events)
+
+    assert CheckName.PAYMENTS in report.failed_checks
+    assert "finish time of the abandoned task's neutral rounds: recomputed 1400, chain has 1399" in [
+        f.message for f in report.check(CheckName.PAYMENTS).findings
+    ]
 
 
 def test_a_task_abandoned_within_the_grace_period_fails_the_history_check() -> None:
@@ -593,6 +627,7 @@ def challenged_task(*, rejected_before_finalisation: bool) -> list[Any]:
                 challenger=STRANGER,
                 accused=AGGREGATOR,
                 proposed=measurement._replace(quality=9 * WAD // 10),
+                value=0,
                 bond=CHALLENGE_BOND,
                 verdict_deadline=1070 + VERDICT_WINDOW,
             ),
@@ -644,18 +679,18 @@ def test_a_round_finalised_while_a_challenge_of_it_is_open_fails_the_disputes_ch
 
 
 def test_an_entry_is_taken_as_its_final_fate_decides_whatever_order_its_challenges_resolved_in() -> None:
-    """Three challenges of the one entry: the first expires (neutral), the second is upheld (corrected to 0.9),
-    the third is upheld too (0.7) but the first upheld correction stands. The replay keeps the entry as the
-    contract does (corrected, quality 0.9), not as the last challenge or the expired one would have it. Only the
-    disputes' fates are replayed here: the money events of the verdicts are left out."""
+    """Three challenges of the one entry: the first expires (neutral), the third is upheld (0.7), then the second
+    (0.9): the correction of the earliest-opened upheld challenge stands (the first challenge opened wins). The
+    replay keeps the entry as the contract does (corrected, quality 0.9), not as the last verdict or the expired
+    one would have it. Only the disputes' fates are replayed here: the money events of the verdicts are left out."""
     t = {"task_id": 1}
     log = started_task(BUDGET)
     measurement = b.Measurement(quality=8 * WAD // 10, round_time=50, accepted=True, committed=True)
     post_last_round(log, measurement)
     resolved = (
         (1, b.ChallengeStatus.EXPIRED, b.Fate.NEUTRAL),
-        (2, b.ChallengeStatus.UPHELD, b.Fate.CORRECTED),
         (3, b.ChallengeStatus.UPHELD, b.Fate.CORRECTED),
+        (2, b.ChallengeStatus.UPHELD, b.Fate.CORRECTED),
     )
     for challenge_id, quality in ((1, 9), (2, 9), (3, 7)):
         log.tx(
@@ -670,6 +705,7 @@ def test_an_entry_is_taken_as_its_final_fate_decides_whatever_order_its_challeng
                     challenger=STRANGER,
                     accused=AGGREGATOR,
                     proposed=measurement._replace(quality=quality * WAD // 10),
+                    value=0,
                     bond=CHALLENGE_BOND,
                     verdict_deadline=1070 + VERDICT_WINDOW,
                 ),

@@ -113,6 +113,7 @@ def inflated_and_challenged(task: DrivenTask, status: ChallengeStatus, fate: Fat
             challenger=history.clients[0].account,
             accused=history.task.aggregator,
             proposed=honest,
+            value=0,
             bond=10**15,
             verdict_deadline=opened_at + window,
         ),

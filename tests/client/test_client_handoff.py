@@ -105,20 +105,20 @@ def test_salts_are_reproducible_from_the_key_and_differ_per_job_and_purpose() ->
     assert salt not in others and len(others) == 4
 
 
-def test_the_highest_utility_wins_at_its_own_price_earliest_on_ties() -> None:
-    # (price, utility) per bid; bid 1 is unrevealed
-    award = winning_bid([(50, 100), None, (40, 120), (30, 120)], second_price=False)
+def test_the_best_ranked_bid_wins_at_its_own_price() -> None:
+    # (bid index, price, utility) of the ranked bids, best first, as the contract keeps them
+    award = winning_bid([(2, 40, 120), (3, 30, 120), (0, 50, 100)], second_price=False)
 
     assert (award.winner, award.price) == (2, 40)
 
 
 def test_second_price_adds_the_margin_over_the_runner_up() -> None:
-    # winner utility 120, runner-up 100: paid 40 + 20; a negative runner-up counts as zero
-    assert winning_bid([(50, 100), (40, 120)], second_price=True).price == 60
-    assert winning_bid([(50, -10), (40, 120)], second_price=True).price == 160
-    assert winning_bid([(40, 120)], second_price=True).price == 40
+    # winner utility 120, runner-up 100: paid 40 + 20; alone: its own price
+    assert winning_bid([(1, 40, 120), (0, 50, 100)], second_price=True).price == 60
+    assert winning_bid([(1, 40, 120), (0, 50, 120)], second_price=True).price == 40
+    assert winning_bid([(0, 40, 120)], second_price=True).price == 40
 
 
-def test_no_revealed_bid_awards_nothing() -> None:
-    assert winning_bid([None, None], second_price=False) == winning_bid([], second_price=True)
-    assert winning_bid([None], second_price=False).winner is None
+def test_no_ranked_bid_awards_nothing() -> None:
+    assert winning_bid([], second_price=False) == winning_bid([], second_price=True)
+    assert winning_bid([], second_price=False).winner is None

@@ -58,7 +58,7 @@ def test_a_client_challenges_an_entry_posted_below_what_it_reproduces_unless_it_
     assert client.state.data["reviewed"] == {"1": str(challenge.challenge_id)}
 
 
-def test_an_upheld_challenge_corrects_the_entry_pays_the_client_half_the_bond_and_burns_the_rest(
+def test_an_upheld_challenge_corrects_the_entry_pays_the_client_half_an_entry_slash_and_burns_the_rest(
     world: World, agents: Agents
 ) -> None:
     # prepare: round 1 posted at quality 0 for an honest update; the client challenges it
@@ -67,6 +67,7 @@ def test_an_upheld_challenge_corrects_the_entry_pays_the_client_half_the_bond_an
     award(world, (client,), (fog,))
     contracts = world.publisher.contracts
     bond, _ = contracts.disputes.bond(task_id)
+    slash = contracts.disputes.entry_slash(task_id)
     challenge_bond = contracts.task_registry.params(task_id).challenge_bond
     post_round(world, task_id, 1, qualities={0: 0})
     client.step()
@@ -85,8 +86,8 @@ def test_an_upheld_challenge_corrects_the_entry_pays_the_client_half_the_bond_an
     resolve(world.publisher, challenge.challenge_id, True, [verdict.signature])
     client.step()
 
-    # assert: the rounds waited for the verdict; the challenger got its bond back and half the aggregator's bond,
-    # the sink the other half; the corrected entry scored the client (not removed, its deposit back); no forfeit
+    # assert: the rounds waited for the verdict; the challenger got its bond back and half an entry slash of the
+    # aggregator's bond, the sink the other half; the corrected entry scored the client (not removed, its deposit back); no forfeit
     # reached the publisher or the aggregator
     assert held == ((), (1, 2))
     assert client.state.data["reviewed"] == {"1": str(challenge.challenge_id), "2": None}
@@ -102,14 +103,15 @@ def test_an_upheld_challenge_corrects_the_entry_pays_the_client_half_the_bond_an
         by_reason.setdefault(reason_name(credit.reason), []).append((credit.to, credit.amount))
     sink = contracts.treasury.sink()
     assert by_reason[CHALLENGE_REFUND] == [(client.address, challenge_bond)]
-    assert by_reason[CHALLENGE_REWARD] == [(client.address, bond // 2)]
-    assert by_reason[BOND_SLASH] == [(sink, bond - bond // 2)]
+    assert slash == bond // contracts.task_registry.params(task_id).max_clients
+    assert by_reason[CHALLENGE_REWARD] == [(client.address, slash // 2)]
+    assert by_reason[BOND_SLASH] == [(sink, slash - slash // 2)]
     assert DEPOSIT_FORFEIT not in by_reason
     assert not [c for c in credits if reason_name(c.reason) in FORFEIT_REASONS and c.to != sink]
     info = contracts.round_ledger.client(task_id, 0)
     assert info.status == b.ClientStatus.ACTIVE and info.rounds == 2
     assert client.state.finished and contracts.round_ledger.settled(task_id)
-    assert contracts.disputes.bond(task_id)[0] == 0  # nothing left of the bond to return
+    assert contracts.disputes.bond(task_id)[0] == 0  # the rest of the bond went back at settlement
 
 
 def test_an_unknown_watch_mode_is_refused_naming_the_modes() -> None:

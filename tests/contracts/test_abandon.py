@@ -1,13 +1,19 @@
-"""A running task whose aggregator vanishes: anyone abandons it after the grace period and no wei stays locked."""
+"""A running task whose aggregator vanishes: anyone abandons it after the grace period and no wei stays locked.
+
+The silent aggregator pays for it, not the clients: its bond goes to the sink, and the clients are paid as if
+every remaining round had been posted neutral at its deadline (eq. 16's bonus of that finish).
+"""
 
 from __future__ import annotations
 
 from fedchain.audit import CheckName, CheckStatus
 from fedchain.chain import bindings
-from fedchain.fl.reputation import ABANDON_GRACE, WAD
-from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, STRANGER, FedChain, TaskParams
+from fedchain.fl.reputation import ABANDON_GRACE, WAD, ClientReputation, neutral_finish, scale_pro_rata
+from tests.contracts.conftest import AGGREGATOR, CLIENTS, FOGS, PUBLISHER, SINK, STRANGER, FedChain, TaskParams
 
-PARAMS = TaskParams(rounds=3)
+#: T = 500 s a round: the rounds of 100 s earn r_t = 5, and three rounds at their 400 s deadlines still finish
+#: before T_ex, so the neutral rounds' bonus is not 0.
+PARAMS = TaskParams(rounds=3, expected_duration=1500)
 PRICE = 10**14
 BUDGET = 10**17
 ABANDONED = bindings.TaskStatus.ABANDONED
@@ -37,11 +43,14 @@ def _advance_to(chain: FedChain, timestamp: int) -> None:
     chain.advance(0)
 
 
-def test_abandoned_task_returns_deposits_earnings_escrow_and_budget_without_bonus(chain: FedChain) -> None:
+def test_an_abandoned_task_pays_the_clients_as_for_neutral_rounds_and_sends_the_bond_to_the_sink(
+    chain: FedChain,
+) -> None:
     # ---- prepare: a task whose aggregator stopped after round 1, past its round 2 deadline plus the grace.
     task = _run_one_round_then_vanish(chain)
     earned = [chain.view("RoundLedger", "client", task, i).earned for i in range(2)]
-    budget_left = chain.view("TaskRegistry", "state", task).budget_left
+    before = chain.view("TaskRegistry", "state", task)
+    budget_left = before.budget_left
     after = _abandonable_after(chain, task)
     _advance_to(chain, after + 1)
 
@@ -54,20 +63,36 @@ def test_abandoned_task_returns_deposits_earnings_escrow_and_budget_without_bonu
     # ---- assert: the event, the terminal status, and every account's claim to the wei.
     event = receipt.events_of(bindings.TaskAbandoned)[0]
     mined_at = chain.w3.eth.get_block(receipt.block_number)["timestamp"]
-    assert (event.task_id, event.round, event.abandoned_at) == (task, 2, mined_at)
+    finish = neutral_finish(before.round_started_at, 2, PARAMS.rounds, PARAMS.round_duration)
+    assert (event.task_id, event.round, event.abandoned_at, event.finished_at) == (task, 2, mined_at, finish)
+    # The bonus of a task finished when its rounds 2 and 3 would have been posted at their deadlines.
+    mechanism = PARAMS.mechanism()
+    reputations = [chain.view("RoundLedger", "client", task, i) for i in range(2)]
+    raw = [
+        ClientReputation(r.rounds, r.sum_quality, r.sum_time_ratio, r.loss_reputation, r.time_reputation).bonus(
+            mechanism, finish - before.started_at
+        )
+        for r in reputations
+    ]
+    bonuses = scale_pro_rata(raw, budget_left)
+    assert all(bonus > 0 for bonus in bonuses)
     refund = settled.events_of(bindings.TaskSettled)[0]
-    assert (refund.bonuses, refund.refund) == (0, budget_left)
+    assert (refund.bonuses, refund.refund) == (sum(bonuses), budget_left - sum(bonuses))
+    (forfeited,) = settled.events_of(bindings.BondForfeited)
+    assert forfeited.amount == PARAMS.aggregator_bond
     assert mined_at > after
     state = chain.view("TaskRegistry", "state", task)
     assert (state.status, state.budget_left, state.current_round) == (ABANDONED, 0, 2)
     assert chain.view("RoundLedger", "settled", task)
     assert earned[0] > 0 and earned[1] > 0
     expected = {
-        # earnings of round 1 + deposit back + escrow of the rounds its fog did not train; no bonus.
-        CLIENTS[0]: earned[0] + PARAMS.client_deposit + PRICE * (PARAMS.rounds - 2),
-        CLIENTS[1]: earned[1] + PARAMS.client_deposit + PRICE * (PARAMS.rounds - 1),
-        PUBLISHER: BUDGET - earned[0] - earned[1],
-        AGGREGATOR: PARAMS.aggregator_bond,
+        # earnings of round 1 + the neutral rounds' bonus + deposit back + escrow of the rounds its fog did not train.
+        CLIENTS[0]: earned[0] + bonuses[0] + PARAMS.client_deposit + PRICE * (PARAMS.rounds - 2),
+        CLIENTS[1]: earned[1] + bonuses[1] + PARAMS.client_deposit + PRICE * (PARAMS.rounds - 1),
+        PUBLISHER: BUDGET - earned[0] - earned[1] - sum(bonuses),
+        # the silent aggregator's bond goes to the sink, not back to it
+        AGGREGATOR: 0,
+        SINK: PARAMS.aggregator_bond,
         # a fog that missed round 2 of an abandoned task is not slashed at settlement.
         FOGS[0]: 2 * PRICE + PARAMS.fog_deposit,
         FOGS[1]: PRICE + PARAMS.fog_deposit,
@@ -96,7 +121,7 @@ def test_a_silent_aggregator_strands_no_money_even_with_its_last_round_pending(c
     assert finalized.events_of(bindings.RoundFinalized)[0].paid == sum(earned) > 0
     chain.send("RoundLedger", "settle", task, by=STRANGER)
     chain.send("FogAuction", "settleJobs", task, [0, 1], by=STRANGER)
-    for account in (PUBLISHER, AGGREGATOR, *CLIENTS[:2], *FOGS[:2]):
+    for account in (PUBLISHER, SINK, *CLIENTS[:2], *FOGS[:2]):
         chain.send("Treasury", "withdraw", by=account)
     assert chain.view("Treasury", "held", task) == 0
     totals = chain.solvency()
@@ -153,7 +178,7 @@ def test_an_abandoned_task_audits_clean_from_the_chain_events_and_views(chain: F
     chain.send("RoundLedger", "settle", task, by=STRANGER)
     for index in range(2):
         chain.send("FogAuction", "settleJob", task, index, by=STRANGER)
-    for account in (PUBLISHER, AGGREGATOR, *CLIENTS[:2], *FOGS[:2]):
+    for account in (PUBLISHER, SINK, *CLIENTS[:2], *FOGS[:2]):
         chain.send("Treasury", "withdraw", by=account)
 
     # ---- execute
@@ -164,3 +189,4 @@ def test_an_abandoned_task_audits_clean_from_the_chain_events_and_views(chain: F
     statuses = {c.name: c.status for c in report.checks}
     assert statuses[CheckName.PAYMENTS] is CheckStatus.PASS and statuses[CheckName.HISTORY] is CheckStatus.PASS
     assert report.history.task.status == "Abandoned"
+    assert report.history.to_sink == {"BOND_FORFEIT": PARAMS.aggregator_bond}

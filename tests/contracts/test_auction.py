@@ -65,15 +65,49 @@ def test_bids_need_the_fog_deposit_once_per_fog_before_the_deadline(chain: FedCh
         raise AssertionError("a late bid was accepted")
 
 
-def test_a_job_takes_at_most_max_bids_bids(chain: FedChain) -> None:
+def test_any_number_of_fog_nodes_bid_and_the_ranking_keeps_the_best_refunding_the_others_at_once(
+    chain: FedChain,
+) -> None:
+    # prepare: more bidders than the ranking keeps, at prices rising with their account number
     task = opened(chain)
-    max_bids = chain.view("FogAuction", "MAX_BIDS")
-    bidders = [i for i in range(20) if i != CLIENT][: max_bids + 1]
-    for fog in bidders[:max_bids]:
-        chain.commit_bid(task, 0, fog, 10**6, 10**14)
-    with chain.reverts(bindings.AuctionTooManyBids, task, 0, max_bids):
-        chain.commit_bid(task, 0, bidders[max_bids], 10**6, 10**14)
-    assert len(chain.view("FogAuction", "bids", task, 0)) == max_bids
+    max_ranked = chain.view("FogAuction", "MAX_RANKED")
+    bidders = [i for i in range(20) if i != CLIENT][: max_ranked + 2]
+    for n, fog in enumerate(bidders):
+        chain.commit_bid(task, 0, fog, 10**6, 10**14 + n)
+    chain.advance(PARAMS.bidding_duration + 1)
+
+    # execute: the dearest reveal first, so the two cheapest push the two dearest out of the ranking
+    receipts = [chain.reveal_bid(task, 0, fog, 10**6, 10**14 + n) for n, fog in reversed(list(enumerate(bidders)))]
+
+    # assert: the ranking is the sixteen cheapest, best first; the two dearest got their deposits back at once
+    ranked = chain.view("FogAuction", "ranked", task, 0)
+    assert list(ranked) == list(range(max_ranked))
+    outranked = [e.bid_index for r in receipts for e in r.events_of(bindings.BidOutranked)]
+    assert sorted(outranked) == [max_ranked, max_ranked + 1]
+    for n in outranked:
+        assert chain.claimable(bidders[n]) == PARAMS.fog_deposit
+    assert chain.view("FogAuction", "heldFor", task) == max_ranked * PARAMS.fog_deposit
+
+
+def test_a_bid_the_client_could_never_accept_forfeits_its_deposit_to_the_client_at_its_reveal(chain: FedChain) -> None:
+    # prepare: a price above what the job pays a round (psi * cap^2 at r_a = 1)
+    task = opened(chain)
+    too_dear = 10**15 * 100 + 1
+    chain.commit_bid(task, 0, FOGS[0], 10**6, too_dear)
+    chain.advance(PARAMS.bidding_duration + 1)
+    utility = auction_utility(PARAMS.mechanism(), WAD, 600, RevealedBid(10**6, too_dear))
+
+    # execute
+    receipt = chain.reveal_bid(task, 0, FOGS[0], 10**6, too_dear)
+
+    # assert
+    (rejected,) = receipt.events_of(bindings.BidRejected)
+    assert (rejected.bid_index, rejected.utility) == (0, utility) and utility < 0
+    assert chain.claimable(CLIENT) == PARAMS.fog_deposit
+    assert list(chain.view("FogAuction", "ranked", task, 0)) == []
+    chain.advance(PARAMS.reveal_duration + 1)
+    closed = chain.close_auction(task, 0, CLIENT).events_of(bindings.AuctionClosed)[0]
+    assert closed.winner == 2**32 - 1  # vacant: no bid qualifies
 
 
 def test_reveals_must_match_the_commitment_inside_the_reveal_phase(chain: FedChain) -> None:
@@ -138,7 +172,9 @@ def test_the_winner_maximises_the_client_utility_and_a_non_revealer_forfeits(cha
     assert (closed.winner, closed.price, closed.escrow) == (0, 3 * 10**14, 3 * 10**14 * PARAMS.rounds)
     assert chain.view("Treasury", "claimable", chain.account(CLIENT)) == PARAMS.fog_deposit
     bids_now = chain.view("FogAuction", "bids", task, 0)
-    assert [(b.revealed, b.settled) for b in bids_now] == [(True, False), (True, False), (False, True)]
+    # The close forfeits the unrevealed deposits by their count: their bids keep settled = false.
+    assert [(b.revealed, b.settled) for b in bids_now] == [(True, False), (True, False), (False, False)]
+    assert list(chain.view("FogAuction", "ranked", task, 0)) == [0, 1]
     assert chain.view("FogAuction", "heldFor", task) == 2 * PARAMS.fog_deposit + closed.escrow
 
 

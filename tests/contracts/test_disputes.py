@@ -25,6 +25,8 @@ from tests.contracts.conftest import (
 )
 
 PARAMS = TaskParams(challenge_window=300, round_duration=2000)
+#: What one upheld challenge takes from the aggregator's bond: what one client's entry can move.
+SLASH = PARAMS.aggregator_bond // PARAMS.max_clients
 PRICE = 10**14
 #: Fog 3 bids for job 0 too, dearer in time: it waits on standby.
 STANDBY = FOGS[3]
@@ -163,12 +165,13 @@ def test_an_upheld_entry_challenge_pays_the_victim_as_if_scored_right_and_slashe
     receipt = chain.resolve(challenge, True)
     final = chain.finalize(task, 1)
 
-    # ---- assert: corrected, paid as honestly scored, not removed; the challenger gets its bond and half the bond.
+    # ---- assert: corrected, paid as honestly scored, not removed; the challenger gets its bond back and half an
+    # entry slash of the aggregator's bond, the rest of the slash goes to the sink.
     resolved = receipt.events_of(bindings.ChallengeResolved)[0]
     assert (resolved.status, resolved.fate) == (Status.UPHELD, Fate.CORRECTED)
     slashed = receipt.events_of(bindings.BondSlashed)[0]
     bond = PARAMS.aggregator_bond
-    assert (slashed.challenge_id, slashed.reward, slashed.burned) == (challenge, bond // 2, bond - bond // 2)
+    assert (slashed.challenge_id, slashed.reward, slashed.burned) == (challenge, SLASH // 2, SLASH - SLASH // 2)
     assert final.events_of(bindings.ClientRemoved) == ()
     info = chain.view("RoundLedger", "client", task, 1)
     honest = _score(WAD * 9 // 10, 101)
@@ -177,10 +180,11 @@ def test_an_upheld_entry_challenge_pays_the_victim_as_if_scored_right_and_slashe
         honest.reputation.loss_reputation,
         honest.payment,
     )
-    assert _claimable(chain, CLIENTS[1]) == PARAMS.challenge_bond + bond // 2
-    assert _claimable(chain, SINK) == bond - bond // 2
-    assert chain.view("Disputes", "bond", task) == (0, chain.account(AGGREGATOR))
-    assert chain.view("Disputes", "heldFor", task) == 0
+    assert _claimable(chain, CLIENTS[1]) == PARAMS.challenge_bond + SLASH // 2
+    assert _claimable(chain, SINK) == SLASH - SLASH // 2
+    assert chain.view("Disputes", "bond", task) == (bond - SLASH, chain.account(AGGREGATOR))
+    assert chain.view("Disputes", "bondShortfall", task) == SLASH
+    assert chain.view("Disputes", "heldFor", task) == bond - SLASH
     assert chain.view("Treasury", "held", task) == sum(chain.pool_parts(task))
     # The posted entries of the others stand.
     assert chain.view("RoundLedger", "client", task, 0).earned == _score(WAD, 100).payment
@@ -233,23 +237,31 @@ def test_a_challenge_without_a_verdict_in_time_expires_neutral_and_returns_the_b
         chain.send("Disputes", "expire", challenge, by=STRANGER)
 
 
-def test_several_challenges_of_one_entry_the_first_upheld_correction_wins(chain: FedChain) -> None:
-    # A puppet of the aggregator challenges first with a wrong measurement; the victim's own challenge still counts.
+def test_several_challenges_of_one_entry_the_first_opened_upheld_one_wins_whichever_verdict_lands_first(
+    chain: FedChain,
+) -> None:
+    # A puppet of the aggregator challenges first with a wrong measurement; the victim's own challenge still counts,
+    # and a copy opened after the victim's, whose verdict lands first, takes neither its correction nor its reward.
     task = _task(chain)
     _post(chain, task, ZEROED)
     puppet = _challenge(chain, task, 1, (WAD // 10, 101, True, True), by=STRANGER)
     victim = _challenge(chain, task, 1, (WAD * 9 // 10, 101, True, True), by=CLIENTS[1])
-    late = _challenge(chain, task, 1, (WAD * 95 // 100, 101, True, True), by=CLIENTS[0])
+    copy = _challenge(chain, task, 1, (WAD * 95 // 100, 101, True, True), by=CLIENTS[0])
 
     chain.resolve(puppet, False)
-    chain.resolve(victim, True)
-    second = chain.resolve(late, True)
+    first = chain.resolve(copy, True)
+    last = chain.resolve(victim, True)
     chain.finalize(task, 1)
 
-    assert second.events_of(bindings.BondSlashed) == ()  # the bond was slashed once, by the first upheld challenge
-    assert second.events_of(bindings.ChallengeResolved)[0].fate == Fate.CORRECTED
+    # The entry is paid once, when its last challenge closes: one slash, half of it to the victim.
+    assert first.events_of(bindings.BondSlashed) == ()
+    (slashed,) = last.events_of(bindings.BondSlashed)
+    assert (slashed.challenge_id, slashed.reward) == (victim, SLASH // 2)
+    assert last.events_of(bindings.ChallengeResolved)[0].fate == Fate.CORRECTED
+    assert chain.view("Disputes", "firstUpheld", task, 1, 1) == victim
     assert chain.view("RoundLedger", "client", task, 1).earned == _score(WAD * 9 // 10, 101).payment
-    assert _claimable(chain, CLIENTS[0]) == PARAMS.challenge_bond  # upheld too: its bond back, no reward left
+    assert _claimable(chain, CLIENTS[1]) == PARAMS.challenge_bond + SLASH // 2
+    assert _claimable(chain, CLIENTS[0]) == PARAMS.challenge_bond  # upheld too: its bond back, no reward
     assert chain.view("Disputes", "roundChallenges", task, 1) == (0, 3)
 
 
@@ -261,10 +273,10 @@ def test_an_upheld_fog_challenge_voids_the_round_slashes_the_fog_and_moves_the_j
         chain.send(
             "Disputes", "openFogChallenge", task, 1, 0, chain.account(FOGS[0]), by=STRANGER, value=PARAMS.challenge_bond
         )
-    with chain.reverts(bindings.DisputeNoFog, task, 0):
-        chain.send(
-            "Disputes", "openFogChallenge", task, 1, 0, "0x" + "00" * 20, by=CLIENTS[0], value=PARAMS.challenge_bond
-        )
+    # Only the fog node that committed the round can be accused: not nobody, not its standby.
+    for named in ("0x" + "00" * 20, chain.account(STANDBY)):
+        with chain.reverts(bindings.DisputeNotCommitter, task, 1, 0, named, chain.account(FOGS[0])):
+            chain.send("Disputes", "openFogChallenge", task, 1, 0, named, by=CLIENTS[0], value=PARAMS.challenge_bond)
     challenge = _fog_challenge(chain, task, 0, FOGS[0])
     again = _fog_challenge(chain, task, 0, FOGS[0])
 
@@ -367,6 +379,8 @@ def test_a_disputed_task_settles_every_wei_and_audits_clean(chain: FedChain) -> 
     expired = _challenge(chain, task, 2, (WAD, 102, True, True), by=CLIENTS[2])
     for challenge, outcome in ((upheld, True), (rejected, False), (fog, True)):
         chain.resolve(challenge, outcome)
+    # The upheld entry challenge took an entry slash: the aggregator makes its bond whole before it posts again.
+    chain.send("Disputes", "topUpBond", task, by=AGGREGATOR, value=SLASH)
     fogs = {0: STANDBY, 1: FOGS[1], 2: FOGS[2]}
     for round_ in (2, 3):
         start = chain.view("TaskRegistry", "state", task).round_started_at
@@ -401,7 +415,7 @@ def test_a_disputed_task_settles_every_wei_and_audits_clean(chain: FedChain) -> 
         ("entry", "expired", "neutral"),
     ]
     assert history.rounds[0].fates == ("void", "corrected", "neutral")
-    assert history.task.bond_returned == 0
+    assert (history.task.bond_topped_up, history.task.bond_returned) == (SLASH, PARAMS.aggregator_bond)
     assert [s.kind for s in history.slashes] == ["fraud"]
     to_sink = history.to_sink
     assert set(to_sink) == {"BOND_SLASH", "CHALLENGE_FORFEIT", "FOG_SLASH"}

@@ -1,13 +1,18 @@
 """Property: random sequences of the whole flow create or lose no wei and match the Python model.
 
 A Hypothesis state machine drives one task on the real chain through joins,
-auctions (bids, reveals, non-revealers), the aggregator's bond, start, fog
-commits (one by one or batched per fog node), missed rounds (slash and
-re-award), round posts (pending), challenges of entries and of fog updates,
-verdicts (upheld or rejected, signed by the committee), expiries,
-finalisation (the fates applied), cancellation, an aggregator that vanishes
-(the task abandoned after the grace period), settlement (of jobs one by one
-or batched) and withdrawals.
+auctions (bids, reveals ranked by utility, bids no client could accept,
+non-revealers), the aggregator's bond, start, fog commits (one by one or
+batched per fog node), missed rounds (slash and re-award), round posts
+(pending; a bond that challenges took from is topped up first), challenges of
+entries, of fog updates and of priors, verdicts (upheld or rejected, signed
+by the committee; an entry's upheld challenges paid once, to the first
+opened), expiries, finalisation (the fates applied), cancellation, an
+aggregator that vanishes (the task abandoned after the grace period, its bond
+to the sink, neutral rounds for the clients), settlement (of jobs one by one
+or batched) and withdrawals. The Foundry suite (``foundry/``) fuzzes the same
+money flows at tens of thousands of calls a minute; this machine checks them
+against the Python model, which the auditor uses.
 A model of its own, built on :mod:`fedchain.fl.reputation`, predicts every
 account's claimable balance, the budget, each client's reputation and the
 treasury's totals; after every step the chain must agree to the wei, and the
@@ -46,7 +51,10 @@ from fedchain.fl.reputation import (
     WAD,
     ClientReputation,
     RevealedBid,
+    auction_utility,
     choose_winner,
+    entry_slash,
+    neutral_finish,
     scale_pro_rata,
     score_round,
     standby_winner,
@@ -73,7 +81,7 @@ PARAMS = TaskParams(
     psi=10**15,
     phi=10**11,
     challenge_window=400,
-    challenge_bond=3 * 10**14,
+    challenge_bond=TaskParams().client_deposit // 2,
 )
 MECHANISM = PARAMS.mechanism()
 BUDGET = 3 * 10**15  # small: pro-rata scaling happens
@@ -136,6 +144,17 @@ class ChallengeModel:
     proposed: tuple[int, int, bool, bool]
     deadline: int
     open: bool = True
+    #: The prior a prior challenge (round 0) proposes.
+    prior: int = 0
+
+
+@dataclass
+class EntryModel:
+    """An entry's challenges as Disputes keeps them: open ones, the earliest-opened upheld one, whether paid."""
+
+    open: int = 0
+    first_upheld: int | None = None
+    paid: bool = False
 
 
 class FlowMachine(RuleBasedStateMachine):
@@ -168,7 +187,12 @@ class FlowMachine(RuleBasedStateMachine):
         self.challenges: dict[int, ChallengeModel] = {}
         #: (round, client index) -> (fate, the corrected measurement where the fate is ``corrected``).
         self.fates: dict[tuple[int, int], tuple[str, tuple[int, int, bool, bool] | None]] = {}
+        self.entries: dict[tuple[int, int], EntryModel] = {}
         self.bond_left = 0
+        #: Block time of the priors' post (round 0), 0 before.
+        self.priors_posted_at = 0
+        #: When an abandoned task finishes for eq. 16: its remaining rounds posted neutral at their deadlines.
+        self.duration = 0
 
     def teardown(self) -> None:
         self.chain.w3.provider.make_request("anvil_removeBlockTimestampInterval", [])
@@ -257,15 +281,20 @@ class FlowMachine(RuleBasedStateMachine):
         job = self.jobs[index] = JobModel(view.bidding_deadline, view.reveal_deadline)
         for fog in data.draw(st.lists(st.sampled_from(TASK_FOGS), unique=True, max_size=3)):
             frequency = data.draw(st.sampled_from([3000, 10**5, 10**6]))
-            price = data.draw(st.sampled_from([10**12, 10**13, 3 * 10**13]))
+            # 2e17 wei is more than the job can pay a round (psi * cap^2 = 1e17): a bid no client could accept.
+            price = data.draw(st.sampled_from([10**12, 10**13, 3 * 10**13, 2 * 10**17]))
             self.chain.commit_bid(self.task, index, fog, frequency, price, PARAMS)
             job.bids.append(BidModel(fog, frequency, price))
             self.deposited += PARAMS.fog_deposit
         self.jump(job.bidding_deadline + 1)
+        loss_rep = self.reputation[index].loss_reputation
         for bid in job.bids:
             if data.draw(st.integers(0, 3)) != 0:  # a quarter of the bidders never reveal
                 self.chain.reveal_bid(self.task, index, bid.fog, bid.frequency, bid.price)
                 bid.revealed = True
+                if auction_utility(MECHANISM, loss_rep, 600, RevealedBid(bid.frequency, bid.price)) < 0:
+                    bid.settled = True  # its deposit goes to the client at the reveal
+                    self.credit(client, PARAMS.fog_deposit)
         self.jump(job.reveal_deadline + 1)
         outcome = choose_winner(MECHANISM, self.reputation[index].loss_reputation, 600, self._revealed(job))
         self.chain.close_auction(self.task, index, client)
@@ -305,8 +334,9 @@ class FlowMachine(RuleBasedStateMachine):
     def post_priors(self, data: st.DataObject) -> None:
         """The aggregator posts cross-task priors before round 1 (each at most the cap)."""
         priors = [data.draw(st.sampled_from([WAD, WAD // 4, 0])) for _ in self.clients]
-        self.chain.send("RoundLedger", "postPriors", self.task, priors, by=AGGREGATOR)
+        receipt = self.chain.send("RoundLedger", "postPriors", self.task, priors, by=AGGREGATOR)
         self.priors = priors
+        self.priors_posted_at = receipt.events_of(bindings.PriorsPosted)[0].posted_at
 
     @precondition(lambda self: self.missed_jobs())
     @rule(data=st.data())
@@ -345,6 +375,14 @@ class FlowMachine(RuleBasedStateMachine):
             job = self.jobs[i]
             measurements.append((quality, job.committed_at - self.round_started_at, quality > 0, True))
             fogs[i] = job.bids[present(job.winner)].fog
+        if self.bond_left < PARAMS.aggregator_bond:
+            # Upheld challenges took from the bond: no round is posted until the bonder makes it whole.
+            shortfall = PARAMS.aggregator_bond - self.bond_left
+            with self.chain.reverts(bindings.LedgerBondShort, self.task, shortfall):
+                self.chain.post_round(self.task, self.round, measurements, final=False)
+            self.chain.pay("Disputes", "topUpBond", self.task, by=AGGREGATOR, amount=shortfall)
+            self.deposited += shortfall
+            self.bond_left = PARAMS.aggregator_bond
         self.chain.post_round(self.task, self.round, measurements, final=False)
         posted_at = self.chain.view("RoundLedger", "roundRecord", self.task, self.round).posted_at
         self.pending.append(PostedRound(self.round, posted_at, measurements, fogs))
@@ -405,10 +443,27 @@ class FlowMachine(RuleBasedStateMachine):
             receipt, ChallengeModel(posted.number, index, True, self.clients[index], fog, (0, 0, False, False), 0)
         )
 
+    def prior_challengeable(self) -> bool:
+        """The priors were posted and their window (round 0's) is open."""
+        return self.priors is not None and self.now() + MARGIN <= self.priors_posted_at + PARAMS.challenge_window
+
+    @precondition(lambda self: self.prior_challengeable())
+    @rule(data=st.data())
+    def challenge_prior(self, data: st.DataObject) -> None:
+        """Anyone challenges one client's posted prior, naming another (true or not: the committee judges)."""
+        index = data.draw(st.sampled_from(range(len(self.clients))))
+        prior = data.draw(st.sampled_from([0, WAD // 2, WAD]))
+        receipt = self.chain.pay(
+            "Disputes", "openPriorChallenge", self.task, index, prior, by=STRANGER, amount=PARAMS.challenge_bond
+        )
+        challenge = ChallengeModel(0, index, False, STRANGER, AGGREGATOR, (0, 0, False, False), 0, prior=prior)
+        self._opened(receipt, challenge)
+
     def _opened(self, receipt: object, challenge: ChallengeModel) -> None:
         opened = receipt.events_of(bindings.ChallengeOpened)[0]  # type: ignore[attr-defined]
         challenge.deadline = opened.verdict_deadline
         self.challenges[opened.challenge_id] = challenge
+        self.entries.setdefault((challenge.round, challenge.index), EntryModel()).open += 1
         self.deposited += PARAMS.challenge_bond
         self._now = None
 
@@ -427,23 +482,34 @@ class FlowMachine(RuleBasedStateMachine):
         self.chain.resolve(challenge_id, upheld)
         c = self.challenges[challenge_id]
         c.open = False
+        entry = self.entries[(c.round, c.index)]
+        entry.open -= 1
         bond = PARAMS.challenge_bond
         if not upheld:
             self.credit(c.accused, bond // 2)
             self.credit(SINK, bond - bond // 2)
-            self._now = None
-            return
-        self.credit(c.challenger, bond)
-        if not c.fog:
-            self._fate(c, "corrected")
-            reward = self.bond_left // 2
-            self.credit(c.challenger, reward)
-            self.credit(SINK, self.bond_left - reward)
-            self.bond_left = 0
         else:
-            self._fate(c, "void")
-            self._slash_fraud(c.index, c.accused, c.round)
+            self.credit(c.challenger, bond)
+            if not c.fog:
+                self._fate(c, "corrected", challenge_id)
+                if entry.first_upheld is None or challenge_id < entry.first_upheld:
+                    entry.first_upheld = challenge_id
+            else:
+                self._fate(c, "void")
+                self._slash_fraud(c.index, c.accused, c.round)
+        self._settle_entry(entry)
         self._now = None
+
+    def _settle_entry(self, entry: EntryModel) -> None:
+        """Once an entry has no open challenge left, its upheld challenges are paid once: one entry slash of the
+        bond (at most what is left), half to the earliest-opened upheld challenger, the rest to the sink."""
+        if entry.open or entry.first_upheld is None or entry.paid:
+            return
+        entry.paid = True
+        taken = min(entry_slash(PARAMS.aggregator_bond, PARAMS.max_clients), self.bond_left)
+        self.credit(self.challenges[entry.first_upheld].challenger, taken // 2)
+        self.credit(SINK, taken - taken // 2)
+        self.bond_left -= taken
 
     @precondition(lambda self: any(c.open for c in self.challenges.values()))
     @rule(dice=st.integers(0, 4))
@@ -460,6 +526,9 @@ class FlowMachine(RuleBasedStateMachine):
                 c.open = False
                 self.credit(c.challenger, PARAMS.challenge_bond)
                 self._fate(c, "neutral")
+                entry = self.entries[(c.round, c.index)]
+                entry.open -= 1
+                self._settle_entry(entry)
         self._now = None
 
     @precondition(lambda self: self.pending)
@@ -471,13 +540,23 @@ class FlowMachine(RuleBasedStateMachine):
         if self.now() <= closes:
             self.jump(closes + 1)
         still_open = sum(1 for c in self.challenges.values() if c.open and c.round == posted.number)
-        if still_open:
-            with self.chain.reverts(bindings.LedgerChallengesOpen, self.task, posted.number, still_open):
+        priors_open = sum(1 for c in self.challenges.values() if c.open and c.round == 0)
+        if still_open or (posted.number == 1 and priors_open):
+            round_number, count = (posted.number, still_open) if still_open else (0, priors_open)
+            with self.chain.reverts(bindings.LedgerChallengesOpen, self.task, round_number, count):
                 self.chain.finalize(self.task, posted.number)
             self._now = None
             return
         self.chain.finalize(self.task, posted.number)
         self.pending.pop(0)
+        if posted.number == 1 and self.priors is not None:
+            # Round 1 applies the priors' fates: an upheld challenge's prior, 0 for a neutral one.
+            for i in range(len(self.priors)):
+                fate, proposed = self.fates.get((0, i), ("posted", None))
+                if fate == "corrected" and proposed is not None:
+                    self.priors[i] = proposed[0]
+                elif fate == "neutral":
+                    self.priors[i] = 0
         scored = []
         for i, entry in enumerate(posted.measurements):
             fate, corrected = self.fates.get((posted.number, i), ("posted", None))
@@ -500,11 +579,19 @@ class FlowMachine(RuleBasedStateMachine):
         self.budget_left -= sum(payments)
         self._now = None
 
-    def _fate(self, c: ChallengeModel, outcome: str) -> None:
+    def _fate(self, c: ChallengeModel, outcome: str, challenge_id: int | None = None) -> None:
+        """The entry's fate after ``c``'s outcome: the strongest wins; a correction is the earliest-opened upheld
+        challenge's (a prior challenge's proposal is kept as (prior, 0, False, False))."""
         key = (c.round, c.index)
-        fate, _ = self.fates.get(key, ("posted", None))
+        fate, corrected = self.fates.get(key, ("posted", None))
+        proposed = (c.prior, 0, False, False) if c.round == 0 else c.proposed
+        if outcome == "corrected":
+            first = self.entries[key].first_upheld
+            if first is None or (challenge_id is not None and challenge_id < first):
+                corrected = proposed
         if FATES.index(outcome) > FATES.index(fate):
-            self.fates[key] = (outcome, c.proposed if outcome == "corrected" else None)
+            fate = outcome
+        self.fates[key] = (fate, corrected if fate == "corrected" else None)
 
     def _slash_fraud(self, index: int, fog: int, fraud_round: int) -> None:
         """An upheld fog challenge: the named fog node, if it still holds the job, is slashed and the job moves on."""
@@ -527,7 +614,11 @@ class FlowMachine(RuleBasedStateMachine):
         grace = self.chain.view("TaskRegistry", "ABANDON_GRACE")
         self.jump(self.deadline() + grace + MARGIN)
         self.chain.send("TaskRegistry", "abandonTask", self.task, by=STRANGER)
-        self.status = "Abandoned"  # the budget left goes back at settlement
+        self.status = "Abandoned"  # the budget left goes back at settlement, the bond to the sink
+        state = self.chain.view("TaskRegistry", "state", self.task)
+        finish = neutral_finish(self.round_started_at, self.round, PARAMS.rounds, PARAMS.round_duration)
+        assert state.finished_at == finish
+        self.duration = finish - state.started_at
 
     # ------------------------------------------------------------------ settlement and withdrawals
 
@@ -542,7 +633,7 @@ class FlowMachine(RuleBasedStateMachine):
         self.chain.send("RoundLedger", "settle", self.task, by=STRANGER)
         self.settled = True
         bonuses = [0] * len(self.clients)
-        if self.status == "Finished":
+        if self.status in ("Finished", "Abandoned"):
             raw = [
                 r.bonus(MECHANISM, self.duration) if a else 0 for r, a in zip(self.reputation, self.active, strict=True)
             ]
@@ -553,10 +644,11 @@ class FlowMachine(RuleBasedStateMachine):
         if self.status in ("Finished", "Abandoned"):
             self.credit(PUBLISHER, self.budget_left - sum(bonuses))
             self.budget_left = 0
+        # A silent aggregator loses what is left of its bond; otherwise it comes back.
+        self.credit(SINK if self.status == "Abandoned" else AGGREGATOR, self.bond_left)
+        self.bond_left = 0
         if self.status == "Finished":
             self.status = "Settled"
-        self.credit(AGGREGATOR, self.bond_left)
-        self.bond_left = 0
 
     @precondition(
         lambda self: (
@@ -694,7 +786,7 @@ class FlowMachine(RuleBasedStateMachine):
     def _reassign(self, index: int, from_round: int) -> None:
         """The job's winner was slashed: the best eligible standby bid takes it from ``from_round`` (or it falls vacant)."""
         job = self.jobs[index]
-        eligible = [b.revealed and not b.settled for b in job.bids]
+        eligible = [not b.settled for b in job.bids]
         nxt = standby_winner(
             MECHANISM, self.reputation[index].loss_reputation, 600, self._revealed(job), eligible, job.price
         )

@@ -116,7 +116,9 @@ def test_a_commit_is_recorded_with_its_time_and_announced(chain: FedChain) -> No
     (event,) = receipt.events_of(bindings.OwnUpdateCommitted)
     assert (event.task_id, event.client_index, event.round, event.update_hash) == (task, 1, 1, digest)
     assert event.client == chain.account(CLIENTS[1]) and event.committed_at == chain.now()
-    assert tuple(chain.view("RoundLedger", "ownCommit", task, 1, 1)) == (digest, event.committed_at)
+    started_at = chain.view("TaskRegistry", "state", task).round_started_at
+    assert event.round_time == event.committed_at - started_at
+    assert tuple(chain.view("RoundLedger", "ownCommit", task, 1, 1)) == (digest, event.committed_at, event.round_time)
     assert list(chain.view("RoundLedger", "ownCommitTimes", task, 1, 2)) == [0, event.committed_at]
 
 
@@ -137,15 +139,33 @@ def test_the_post_must_say_what_the_commits_say(chain: FedChain) -> None:
     chain.post_round(task, 1, [(WAD, seconds + PARAMS.time_tolerance, True, True), (0, 0, False, False)])
 
 
-def test_a_client_may_commit_ahead_of_the_chains_round_and_its_time_is_then_zero(chain: FedChain) -> None:
-    # The Flower loop starts round 2 before round 1's post is mined: its commit comes before the chain's round 2.
-    task = started(chain, clients=1)
+def test_a_client_may_commit_one_round_ahead_once_its_work_could_start_and_its_time_counts_from_then(
+    chain: FedChain,
+) -> None:
+    # The Flower loop starts round 2 before round 1's post is mined: a commit of round 2 comes before the chain's
+    # round 2. Its work could start once every active client had committed round 1: its time counts from then.
+    task = started(chain, clients=2)
     seconds = committed_after(chain, task, CLIENTS[0], 1, 30)
+    with chain.reverts(bindings.LedgerCommitTooEarly, task, 2, 1):
+        chain.commit_own(task, CLIENTS[0], 2)
+    last = committed_after(chain, task, CLIENTS[1], 1, 40)
+    started_at = chain.view("TaskRegistry", "state", task).round_started_at
+    chain.set_next_timestamp(started_at + last + 25)
     chain.commit_own(task, CLIENTS[0], 2)
-    chain.post_round(task, 1, [(WAD, seconds, True)])
-    with chain.reverts(bindings.LedgerRoundTimeMismatch, task, 0, PARAMS.time_tolerance + 1, 0):
-        chain.post_round(task, 2, [(WAD, PARAMS.time_tolerance + 1, True)])
-    chain.post_round(task, 2, [(WAD, 0, True)])
+    assert chain.view("RoundLedger", "ownCommit", task, 2, 0)[2] == 25
+    chain.post_round(task, 1, [(WAD, seconds, True), (WAD, last, True)])
+    chain.commit_own(task, CLIENTS[1], 2)
+    own = chain.view("RoundLedger", "ownCommit", task, 2, 1)[2]
+    with chain.reverts(bindings.LedgerRoundTimeMismatch, task, 0, 25 + PARAMS.time_tolerance + 1, 25):
+        chain.post_round(task, 2, [(WAD, 25 + PARAMS.time_tolerance + 1, True), (WAD, own, True)])
+    chain.post_round(task, 2, [(WAD, 25, True), (WAD, own, True)])
+
+
+def test_no_round_can_be_committed_two_ahead_of_the_chain(chain: FedChain) -> None:
+    # Committing every later round at once would score each as a 1-second round.
+    task = started(chain, clients=1)
+    with chain.reverts(bindings.LedgerWrongRound, task, 3, 1):
+        chain.commit_own(task, CLIENTS[0], 3)
 
 
 def test_commit_own_update_refuses_every_commit_out_of_place(chain: FedChain) -> None:

@@ -198,7 +198,7 @@ def test_zero_amounts_never_call_a_token_that_refuses_zero_transfers(chain: FedC
 
 def test_decimals_do_not_matter_to_the_contracts(chain: FedChain) -> None:
     chain.use_token("PermitToken", 0)
-    params = TaskParams(client_deposit=7, fog_deposit=3, challenge_bond=2, aggregator_bond=10**6, psi=1, phi=1)
+    params = TaskParams(client_deposit=7, fog_deposit=3, challenge_bond=4, aggregator_bond=10**6, psi=1, phi=1)
     task = chain.create_task(params, budget=1000)
     chain.join(task, CLIENTS[0], params=params)
     chain.send("TaskRegistry", "cancelTask", task, by=PUBLISHER)

@@ -61,13 +61,14 @@ def wait_until(condition: object, timeout_s: float = 60.0) -> None:
 
 
 def test_rounds_are_posted_once_each_in_order_with_the_chains_commits_and_the_end_stops_the_rest(world: World) -> None:
-    # Prepare: client 0 committed rounds 1 and 2 (round 2 ahead of the chain); client 1 committed round 1 after
-    # the strategy looked (it scored it as missing), and never round 2.
+    # Prepare: client 1 committed round 1 after the strategy looked (it scored it as missing), and never round 2;
+    # client 0 committed rounds 1 and 2 (round 2 ahead of the chain, once round 1 was whole: its time counts from
+    # then).
     task = started(world)
     started_at = world.publisher.contracts.task_registry.state(task).round_started_at
     first = commit(world, task, 0, 1)
-    commit(world, task, 0, 2)
     late = commit(world, task, 1, 1)
+    ahead = commit(world, task, 0, 2)
     poster = RoundPoster(world.aggregator, task, finalize_every_s=0.2)
     # Execute
     poster.submit(1, MODEL, 0.5, scored((True, False)))
@@ -76,13 +77,13 @@ def test_rounds_are_posted_once_each_in_order_with_the_chains_commits_and_the_en
     poster.submit(2, MODEL, 0.6, scored((True, False)))
     poster.submit(3, MODEL, 0.7, scored((True, True)))  # the task has 2 rounds: dropped, not a failure
     poster.close()
-    # Assert: the late commit is posted committed and unaccepted, the early one with round time 0
+    # Assert: the late commit is posted committed and unaccepted, the early one with its time from round 1's last commit
     rounds = posted(world, task)
     assert rounds[1] == (
         Measurement(WAD, first - started_at, True, True),
         Measurement(0, late - started_at, False, True),
     )
-    assert rounds[2] == (Measurement(WAD, 0, True, True), Measurement(0, 0, False, False))
+    assert rounds[2] == (Measurement(WAD, ahead - late, True, True), Measurement(0, 0, False, False))
     assert sorted(poster.posted) == [1, 2] and all(poster.posted.values()) and poster.task_over
     assert world.publisher.contracts.task_registry.state(task).status == TaskStatus.FINISHED
     # A second poster (a restarted server) finds the rounds on chain and sends nothing.

@@ -266,7 +266,7 @@ def test_task_abandon_before_the_grace_says_from_when_and_after_it_refunds_the_u
     settled_out = capsys.readouterr().out
 
     # assert: the refusal names the UTC time and how long until it; anyone may abandon then; the budget comes back
-    # at settlement (nothing was posted, so nothing is pending), and the aggregator's bond to whoever posted it
+    # at settlement (nothing was posted, so nothing is pending), and the silent aggregator's bond to the sink
     assert early == 1
     opening = datetime.fromtimestamp(opens, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f"task {task_id} cannot be abandoned before {opening}, in 1 d" in early_err
@@ -278,8 +278,7 @@ def test_task_abandon_before_the_grace_says_from_when_and_after_it_refunds_the_u
     assert settled == 0 and f"task {task_id} settled (tx 0x" in settled_out
     assert registry.state(task_id).status == TaskStatus.ABANDONED  # a terminal status: settling leaves it
     assert treasury.claimable(world.publisher.address) == claimable + state.budget_left
-    bond = registry.params(task_id).aggregator_bond
-    assert treasury.claimable(world.aggregator.address) == bond_claimable + bond
+    assert treasury.claimable(world.aggregator.address) == bond_claimable
 
 
 def test_an_open_task_cannot_be_abandoned(

@@ -186,17 +186,20 @@ def test_on_a_12_s_chain_at_depth_2_a_challenge_window_needs_the_re_scoring_time
     assert check_windows(TaskTerms(challenge_window=1), AUTOMINE, confirmations=0) == []  # blocks on demand
 
 
-def test_a_challenge_window_or_bond_of_nothing_is_refused() -> None:
+def test_a_challenge_window_of_nothing_or_a_bond_below_half_a_deposit_is_refused() -> None:
     with pytest.raises(ConfigError, match="challenge_window must be at least 1, got 0"):
         TaskTerms(challenge_window=0)
-    with pytest.raises(ConfigError, match="challenge_bond must be at least 1 wei, got 0") as free:
-        TaskTerms(challenge_bond=0)
+    with pytest.raises(
+        ConfigError, match="challenge_bond must be at least half the client deposit, 5 wei, got 4"
+    ) as cheap:
+        TaskTerms(client_deposit=9, challenge_bond=4)
 
-    assert "a free challenge" in (free.value.hint or "")
-    assert TaskTerms(challenge_bond=1).effective_challenge_bond == 1
-    # none named: half the client deposit
+    assert "a cheap challenge" in (cheap.value.hint or "")
+    assert TaskTerms(client_deposit=9, challenge_bond=5).effective_challenge_bond == 5
+    # none named: half the client deposit, rounded up, at least 1 wei (TaskRegistry.minimumChallengeBond)
     assert TaskTerms(client_deposit=10**16).effective_challenge_bond == 5 * 10**15
-    assert TaskTerms(client_deposit=1).effective_challenge_bond == 1
+    assert TaskTerms(client_deposit=7).effective_challenge_bond == 4
+    assert TaskTerms(client_deposit=0, challenge_bond=None).effective_challenge_bond == 1
 
 
 def test_the_least_aggregator_bond_is_every_deposit_plus_one_rounds_most_pay_at_most_the_budget() -> None:
