@@ -8,6 +8,14 @@ import click
 
 from fedchain.agent.session import read_options, read_session, session_from_options, session_options
 
+#: ``--wait`` of the commands that challenge a round.
+_wait_option = click.option(
+    "--wait",
+    is_flag=True,
+    help="Wait until the round is posted, then challenge at once (start it ahead: the challenge then goes out at the "
+    "start of the round's challenge window).",
+)
+
 
 @click.group()
 def challenge() -> None:
@@ -25,8 +33,11 @@ def challenge() -> None:
 )
 @click.option("--quality", type=click.FloatRange(min=0), required=True, help="What its quality should be (1.0 = 1e18).")
 @click.option("--rejected", is_flag=True, help="Its update should have been rejected (scored quality 0).")
+@_wait_option
 @session_options
-def entry(task_id: int, round_number: int, client_index: int, quality: float, rejected: bool, **options: Any) -> None:
+def entry(
+    task_id: int, round_number: int, client_index: int, quality: float, rejected: bool, wait: bool, **options: Any
+) -> None:
     """Challenge one client's entry of a posted round, naming what it should be; escrows the task's challenge bond.
 
     \b
@@ -37,13 +48,15 @@ def entry(task_id: int, round_number: int, client_index: int, quality: float, re
       fedchain challenge entry --task 1 --round 2 --client 3 --quality 0.97
     """
     from fedchain.agent.finality import posted_measurements
-    from fedchain.disputes.service import open_entry_challenge
+    from fedchain.disputes.service import await_post, open_entry_challenge
     from fedchain.errors import DisputeError
     from fedchain.publisher.service import require_task
     from fedchain.units import WAD
 
     session = session_from_options(**options)
     require_task(session, task_id)
+    if wait:
+        await_post(session, task_id, round_number)
     posted = posted_measurements(session, task_id).get(round_number)
     if posted is None or client_index >= len(posted):
         raise DisputeError(
@@ -60,8 +73,9 @@ def entry(task_id: int, round_number: int, client_index: int, quality: float, re
 @click.option(
     "--round", "round_number", type=click.IntRange(min=1), required=True, help="A posted, not yet final round."
 )
+@_wait_option
 @session_options
-def fog(task_id: int, round_number: int, **options: Any) -> None:
+def fog(task_id: int, round_number: int, wait: bool, **options: Any) -> None:
     """Challenge the update your fog node committed for your job in a round (you must be the job's client).
 
     \b
@@ -70,10 +84,14 @@ def fog(task_id: int, round_number: int, **options: Any) -> None:
     fog node's deposit is slashed (the round's price back to you) and the job moves to the next bid.
     Rejected (it trained as told): you lose your bond. `fedchain client run` does this by itself.
     """
-    from fedchain.disputes.service import open_fog_challenge
+    from fedchain.disputes.service import await_post, open_fog_challenge
     from fedchain.errors import DisputeError
+    from fedchain.publisher.service import require_task
 
     session = session_from_options(**options)
+    if wait:
+        require_task(session, task_id)
+        await_post(session, task_id, round_number)
     index = session.contracts.round_ledger.client_index(task_id, session.address)
     # Only the node that committed the round can be accused (the chain keeps who did).
     committer, _ = session.contracts.fog_auction.round_commit(task_id, index, round_number)

@@ -8,6 +8,7 @@ verdict or an expiry that someone else submitted first counts as done.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from fedchain.agent.chainloop import transact_when_due
@@ -18,10 +19,11 @@ from fedchain.chain.bindings import (
     DisputeNotOpen,
     DisputeVerdictNotDue,
     Measurement,
+    TaskStatus,
 )
 from fedchain.chain.erc20 import payment_value
 from fedchain.chain.tx import Receipt
-from fedchain.errors import ContractRevert
+from fedchain.errors import ContractRevert, DisputeError
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,10 @@ ACCURACY_ENTRY = 2**32 - 1
 
 #: Gas limit of an expiry sent without an estimate (the estimate runs on a stale block of an automining chain).
 EXPIRE_GAS = 200_000
+#: Seconds between two looks at the chain while a challenge waits for its round to be posted.
+POST_POLL_S = 1.0
+#: Task statuses after which no round is posted any more.
+NO_MORE_POSTS = (TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED, TaskStatus.ABANDONED)
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,31 @@ class Opened:
     challenge_id: int
     verdict_deadline: int
     receipt: Receipt
+
+
+def await_post(session: ChainSession, task_id: int, round_number: int, *, poll_s: float = POST_POLL_S) -> None:
+    """Return once ``round_number`` of ``task_id`` is posted, so that a challenge started ahead goes out at the
+    start of the round's window; :class:`~fedchain.errors.DisputeError` when the task has no such round or ended
+    without posting it."""
+    contracts = session.contracts
+    rounds = int(contracts.task_registry.params(task_id).rounds)
+    if round_number > rounds:
+        raise DisputeError(
+            f"task {task_id} has {rounds} rounds: round {round_number} is never posted",
+            hint="give a round of the task (`fedchain task show`)",
+        )
+    while True:
+        posted, _ = contracts.round_ledger.rounds(task_id)
+        if posted >= round_number:
+            return
+        status = contracts.task_registry.state(task_id).status
+        if status in NO_MORE_POSTS:
+            raise DisputeError(
+                f"task {task_id} is {status.name.lower()} with {posted} rounds posted: round {round_number} is never "
+                "posted",
+                hint="`fedchain task show` says where the task ended",
+            )
+        time.sleep(poll_s)
 
 
 def open_entry_challenge(
