@@ -165,15 +165,15 @@ def attacked(l2_chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
         jobs = {plan.name: int(ledger.client_index(task_id, addresses[plan.name])) for plan in ROSTER.clients}
         run.start_task(timeout_s=STAGE_TIMEOUT_S)
 
-        # The stranger's frivolous challenge, with the command people use, while round 1 can be challenged.
-        run.wait_until(run.events.find(b.RoundPosted, task_id, round=1), "round 1's post", STAGE_TIMEOUT_S)
-        # Within round 1's window, with the command people use, at once (each takes seconds to start): a stranger's
-        # frivolous challenge of client-3's entry, and the garbage client blaming its fog node.
+        # Within round 1's window, with the command people use: a stranger's frivolous challenge of client-3's entry,
+        # and the garbage client blaming its fog node. Each takes seconds to start (longer on a busy machine), so
+        # both start now and wait for round 1's post (--wait): they go out at the start of its window.
         common = (
             "--task",
             str(task_id),
             "--round",
             "1",
+            "--wait",
             "--deployment",
             str(run.folder.deployment_file),
             "--store",
@@ -194,6 +194,7 @@ def attacked(l2_chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
                 key=run.account(STRANGER).key,
             )
             blame = pool.submit(fedchain, "challenge", "fog", *common, key=run.account("client-2").key)
+            run.wait_until(run.events.find(b.RoundPosted, task_id, round=1), "round 1's post", STAGE_TIMEOUT_S)
         for done in (frivolous.result(), blame.result()):
             assert done.returncode == 0, done.stderr[-3000:]
 
