@@ -70,6 +70,12 @@ def aggregator() -> None:
     metavar="ADDRESS@ROUND",
     help="Dishonest: post quality 0 for the client at ADDRESS in round ROUND (the demo's and the tests' attack).",
 )
+@click.option(
+    "--crash-after-round",
+    type=click.IntRange(min=1),
+    hidden=True,
+    help="Fault: die by SIGKILL right after posting this round, state unsaved (the tests' aggregator that goes silent).",
+)
 @session_options
 def run(
     task_id: int,
@@ -83,6 +89,7 @@ def run(
     confirmations: int,
     bond: bool,
     zero_client: str | None,
+    crash_after_round: int | None,
     **options: Any,
 ) -> None:
     """Run the rounds of a task until it is settled; SIGTERM stops it cleanly and a restart resumes.
@@ -103,6 +110,7 @@ def run(
         confirmations=confirmations,
         bond=bond,
         zero_client=_address_at_round(zero_client),
+        crash_after_round=crash_after_round,
     )
     state = Aggregator(session_from_options(**options), settings).run()
     click.echo(f"task {task_id}: {'settled' if state.finished else 'stopped'} (last block {state.last_block})")

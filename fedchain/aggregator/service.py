@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +138,8 @@ class AggregatorSettings:
         bond: post the aggregator's bond from this account while the task is open, unless it is posted already.
         zero_client: (client address, round): post quality 0 for that client in that round, whatever its update.
             A dishonest aggregator, for the demo and the tests of accountability; never a default.
+        crash_after_round: post rounds up to this one, then die by SIGKILL at once, its state unsaved (a fault: the
+            aggregator goes silent mid-task, at a point tests can count on); never a default.
     """
 
     task_id: int
@@ -149,8 +153,11 @@ class AggregatorSettings:
     confirmations: int = 0
     bond: bool = True
     zero_client: tuple[str, int] | None = None
+    crash_after_round: int | None = None
 
     def __post_init__(self) -> None:
+        if self.crash_after_round is not None and self.crash_after_round < 1:
+            raise ConfigError(f"crash_after_round must be >= 1, got {self.crash_after_round}")
         # Refused before the chain is touched: a device this machine lacks, a strategy or option that does not exist.
         resolve_device(self.device)
         if self.strategy is not None:
@@ -553,6 +560,10 @@ class Aggregator:
             rewards=rewards[0] if rewards[0] != ZERO_ROOT else None,
             tx=receipt.transaction_hash,
         )
+        crash = self.settings.crash_after_round
+        if crash is not None and round_number >= crash:
+            log.warning("fault: dying by SIGKILL, state unsaved", crash_after_round=crash)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _make_bond_whole(self, shortfall: int, log: AgentLogger) -> None:
         """Upheld challenges took ``shortfall`` of the bond: no round is posted until it is whole. The aggregator

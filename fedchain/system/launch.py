@@ -182,9 +182,11 @@ def aggregator_process(
     strategy: str | None = None,
     name: str = "aggregator",
     zero_client: tuple[str, int] | None = None,
+    crash_after_round: int | None = None,
 ) -> ProcessSpec:
     """``fedchain aggregator run`` for ``task_id`` (``strategy`` None: the task spec's); ``zero_client``
-    (client address, round) makes it a dishonest aggregator that posts quality 0 for that client in that round."""
+    (client address, round) makes it a dishonest aggregator that posts quality 0 for that client in that round;
+    ``crash_after_round`` makes it die by SIGKILL right after posting that round (it goes silent)."""
     args = [
         "aggregator",
         "run",
@@ -196,11 +198,20 @@ def aggregator_process(
     ]
     if zero_client is not None:
         args += ["--zero-client", f"{zero_client[0]}@{zero_client[1]}"]
+    if crash_after_round is not None:
+        args += ["--crash-after-round", str(crash_after_round)]
     if strategy is not None:
         args += ["--strategy", strategy]
     if options.data_root is not None:
         args += ["--data-root", str(options.data_root)]
-    return ProcessSpec(name, _python(*args), _env(key), run.log(name), exits_when_done=True)
+    return ProcessSpec(
+        name,
+        _python(*args),
+        _env(key),
+        run.log(name),
+        exits_when_done=True,
+        crashes_on_purpose=crash_after_round is not None,
+    )
 
 
 def verifier_process(name: str, run: RunFolder, key: bytes, options: AgentOptions) -> ProcessSpec:

@@ -250,13 +250,27 @@ class SystemRun:
             tick,
         )
 
-    def start_aggregator(self, name: str = AGGREGATOR, *, zero_client: tuple[str, int] | None = None) -> None:
+    def start_aggregator(
+        self,
+        name: str = AGGREGATOR,
+        *,
+        zero_client: tuple[str, int] | None = None,
+        crash_after_round: int | None = None,
+    ) -> None:
         """Start the aggregator's process (it posts its bond, then waits while the task is open); ``zero_client``
-        (client address, round) makes it post quality 0 for that client in that round: a dishonest aggregator."""
+        (client address, round) makes it post quality 0 for that client in that round: a dishonest aggregator;
+        ``crash_after_round`` makes it die by SIGKILL right after posting that round: a silent one."""
         key = self.account(AGGREGATOR).key
-        self.supervisor.start(
-            aggregator_process(self.folder, key, self._task(), self.settings.agents, name=name, zero_client=zero_client)
+        spec = aggregator_process(
+            self.folder,
+            key,
+            self._task(),
+            self.settings.agents,
+            name=name,
+            zero_client=zero_client,
+            crash_after_round=crash_after_round,
         )
+        self.supervisor.start(spec)
 
     def start_verifiers(self) -> None:
         """Start a process per member of the arbiter committee (they run until the run stops)."""

@@ -68,8 +68,8 @@ class ProcessSpec:
         niceness: added to its scheduling niceness (0: as the supervisor). Participants that each have a
             machine of their own in a deployment share one here; a watcher whose work can wait (re-scoring
             posted rounds within a challenge window) yields the CPU to those racing a round's deadline.
-        crashes_on_purpose: True when its run plans a fault that kills it by SIGKILL (a fog node's
-            ``--crash-after-round``); that exit is then not a death, any other still is.
+        crashes_on_purpose: True when its run plans a fault that kills it by SIGKILL (a fog node's or an
+            aggregator's ``--crash-after-round``); that exit is then not a death, any other still is.
     """
 
     name: str

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from fedchain.aggregator import AggregatorSettings
 from fedchain.cli import main
+from fedchain.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -44,3 +46,17 @@ def test_a_zero_client_plan_that_is_not_address_at_round_is_a_usage_error_before
     err = capsys.readouterr().err
     assert code == 2
     assert f"{plan!r} is not ADDRESS@ROUND" in err and "--zero-client" in err and "deployment" not in err
+
+
+def test_a_crash_round_below_1_is_refused_before_any_chain_access(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["aggregator", "run", "--task", "1", "--crash-after-round", "0", "--deployment", str(tmp_path / "none.json")]
+    )
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--crash-after-round" in err and "deployment" not in err
+    with pytest.raises(ConfigError, match="crash_after_round must be >= 1"):
+        AggregatorSettings(task_id=1, state_path=tmp_path / "aggregator.json", crash_after_round=0)

@@ -1,6 +1,7 @@
-"""`fedchain aggregator run` as a real process: it posts, stops cleanly on SIGTERM, and a restart from its state finishes the task.
+"""`fedchain aggregator run` as a real process: it posts, stops cleanly on SIGTERM, and a restart from its state finishes the task;
+told to crash after a round, it dies by SIGKILL right after posting it.
 
-One process only (starting one costs seconds of imports); the restart runs in this process from the same state file.
+One process per test (starting one costs seconds of imports); the restart runs in this process from the same state file.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from tests.aggregator.conftest import AGGREGATOR, FOGS, World
 PROCESS_TIMEOUT_S = 120
 
 
-def spawn_aggregator(world: World, task_id: int, state_path: Path) -> subprocess.Popen:
+def spawn_aggregator(world: World, task_id: int, state_path: Path, *options: str) -> subprocess.Popen:
     env = {**os.environ, "FEDCHAIN_PRIVATE_KEY": "0x" + world.node.dev_account(AGGREGATOR).key.hex()}
     command = [
         sys.executable,
@@ -42,6 +43,7 @@ def spawn_aggregator(world: World, task_id: int, state_path: Path) -> subprocess
         str(state_path),
         "--poll-interval",
         "0.1",
+        *options,
     ]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -97,3 +99,24 @@ def test_aggregator_process_posts_stops_on_sigterm_and_a_restart_resumes_and_set
     assert final.finished and set(final.data["models"]) == {"1", "2"} and final.data["models"]["1"] == posted_model
     assert registry.state(task_id).status == TaskStatus.SETTLED
     assert json.loads(state_path.read_text())["finished"] is True
+
+
+def test_an_aggregator_told_to_crash_after_round_1_dies_by_sigkill_right_after_posting_it(
+    world: World, tmp_path: Path
+) -> None:
+    # prepare: one client whose fog committed round 1
+    train = load_dataset("mnist", train=True)
+    task_id = world.staffed_task({0: [(FOGS[0], 10**14)]})
+    registry = world.publisher.contracts.task_registry
+    start = world.global_model(task_id, registry.params(task_id).model_id, 0)
+    world.commit_trained_update(task_id, 0, FOGS[0], 1, start, train.images[:64], train.labels[:64])
+
+    # execute
+    process = spawn_aggregator(world, task_id, tmp_path / "aggregator.json", "--crash-after-round", "1")
+    _, err = process.communicate(timeout=PROCESS_TIMEOUT_S)
+
+    # assert: killed by its own SIGKILL once round 1 was posted, saying so; nothing after it
+    assert process.returncode == -signal.SIGKILL, err
+    assert "round posted" in err and "fault: dying by SIGKILL" in err
+    assert world.publisher.contracts.round_ledger.rounds(task_id) == (1, 0)
+    assert registry.state(task_id).current_round == 2
