@@ -572,7 +572,9 @@ def accountability_table(report: AuditReport, names: dict[str, str], asset: Asse
     slashed = sum(x.amount for x in history.credits if x.reason in ("BOND_SLASH", "CHALLENGE_REWARD"))
     lines = Text(
         f"aggregator bond: {_money(asset, task.bond)} posted by {names.get(task.bonder or '', task.bonder or '-')}, "
-        f"{_money(asset, slashed)} slashed, {'-' if task.bond_returned is None else _money(asset, task.bond_returned)} returned; "
+        f"{_money(asset, slashed)} slashed"
+        + (f", {_money(asset, task.bond_topped_up)} topped up" if task.bond_topped_up else "")
+        + f", {'-' if task.bond_returned is None else _money(asset, task.bond_returned)} returned; "
         f"sink ({'burned' if int(task.sink or '0x0', 16) == 0 else task.sink}): {_money(asset, sum(sink.values()))}"
         + (
             f" ({', '.join(f'{reason} {_money(asset, amount)}' for reason, amount in sorted(sink.items()))})"

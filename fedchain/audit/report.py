@@ -254,6 +254,9 @@ def _task_dict(history: TaskHistory) -> dict[str, Any]:
             "bonder": task.bonder,
             "bond": task.bond,
             "bond_returned": task.bond_returned,
+            "bond_topped_up": task.bond_topped_up,
+            "bond_forfeited": task.bond_forfeited,
+            "early_finish_voided": task.early_finish_voided,
             "posted_rounds": task.posted_rounds,
             "final_rounds": task.final_rounds,
             "sink": task.sink,
@@ -274,6 +277,8 @@ def _task_dict(history: TaskHistory) -> dict[str, Any]:
             "fog_deposit",
             "bond",
             "bond_returned",
+            "bond_topped_up",
+            "bond_forfeited",
             "challenge_bond",
             "aggregator_bond",
         ),
@@ -283,7 +288,7 @@ def _task_dict(history: TaskHistory) -> dict[str, Any]:
 def _challenge_dict(challenge: Any) -> dict[str, Any]:
     data = dataclasses.asdict(challenge)
     data["proposed"] = challenge.proposed._asdict()
-    return _jsonable(data, money=("bond", "quality"))
+    return _jsonable(data, money=("bond", "quality", "value"))
 
 
 def _client_dict(client: Any) -> dict[str, Any]:
