@@ -62,6 +62,7 @@ from fedchain.errors import (
     RewardNotVerified,
     StoreError,
     TaskSpecError,
+    TrainingError,
     UpdateRejected,
 )
 from fedchain.fl.params import flatten, unflatten
@@ -586,7 +587,19 @@ class FogNode:
             groups.setdefault((item.spec.model_spec(), item.spec.train_config(item.round)), []).append(item)
         for (model, train_config), jobs in groups.items():
             steps = [self._last_step(state, item) for item in jobs] if self.config.lazy == "disguised" else None
-            trained = self._train(model, train_config, jobs, steps)
+            try:
+                trained = self._train(model, train_config, jobs, steps)
+            except TrainingError as err:
+                # A worker that died or started too slowly on a busy machine: the jobs stay due, and the next
+                # step trains them again (with fresh workers) while the round's deadline allows.
+                self.log.error(
+                    "training failed; trying again at the next step",
+                    jobs=len(jobs),
+                    round=jobs[0].round,
+                    error=str(err.args[0]),
+                    hint=err.hint,
+                )
+                continue
             batches: dict[tuple[int, int], list[tuple[DueJob, bytes]]] = {}
             for item, (delta, losses) in zip(jobs, trained, strict=True):
                 meta = update_meta(item.spec, item.task_id, item.round, item.client_index, item.client)

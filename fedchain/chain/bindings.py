@@ -4217,7 +4217,7 @@ class FogAuction(Contract):
         return self.transact('settleJob(uint256,uint256)', task_id, index)
 
     def settle_jobs(self, task_id: int, indices: Sequence[int]) -> Receipt:
-        """`settleJob` for several jobs of one ended task in one transaction. A job that has nothing to settle (never auctioned, or settled already, by an earlier call or an earlier entry) is skipped, not an error: several agents may race to settle the same jobs. Reverts `AuctionWrongTaskStatus` before the task ended, as `settleJob` does. Anyone.
+        """`settleJob` for several jobs of one ended task in one transaction. A job that has nothing to settle (never auctioned, or settled already, by an earlier call or an earlier entry) is skipped, not an error: several agents may race to settle the same jobs. So is a job whose auction was never closed and whose reveals are not over yet: it settles after its reveal deadline. Reverts `AuctionWrongTaskStatus` before the task ended, as `settleJob` does. Anyone.
 
         ``settleJobs(uint256,uint256[])``
 

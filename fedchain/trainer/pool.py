@@ -47,8 +47,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds between liveness checks of the workers while waiting for results.
 _POLL_SECONDS = 0.5
-#: Seconds a worker may take to start (import torch) before the pool gives up.
-_START_TIMEOUT_SECONDS = 120.0
+#: Seconds the pool waits for the next worker to say it started (imported torch) before it gives up. A quiet machine
+#: starts two workers in about 6 s; one busy with a dozen other Python processes has taken over 120 s.
+_START_TIMEOUT_SECONDS = 600.0
 #: Seconds a worker may take to exit after being told to stop, before it is terminated.
 _STOP_TIMEOUT_SECONDS = 2.0
 
@@ -203,9 +204,11 @@ class WorkerPool:
             self._processes.append(process)
             self._jobs.append(jobs)
         ready = 0
+        heard = began
         while ready < self.workers:
-            message = self._get(deadline=began + _START_TIMEOUT_SECONDS)
-            ready += message[0] == "ready"
+            message = self._get(deadline=heard + _START_TIMEOUT_SECONDS)
+            if message[0] == "ready":
+                ready, heard = ready + 1, time.perf_counter()
         self.start_seconds = time.perf_counter() - began
         log.info("started %d training workers in %.1f s", self.workers, self.start_seconds)
 

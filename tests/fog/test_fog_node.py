@@ -105,6 +105,37 @@ def test_the_winner_of_two_bidders_trains_the_handed_off_data_and_commits_round_
     assert world.publisher.store.exists(job.update_hash)
 
 
+def test_a_training_failure_leaves_the_job_due_and_the_next_step_trains_and_commits_it(
+    world: World, agents: Agents, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # prepare: the node's first training fails as a pool whose workers started too slowly does
+    from fedchain.errors import TrainingError
+    from fedchain.trainer.trainer import Trainer
+
+    task_id = world.create()
+    client, node = agents.client(0, task_id), agents.fog(0, task_id)
+    real_train, calls = Trainer.train, []
+
+    def train_once_failing(self: Trainer, *args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise TrainingError("training workers did not start in time")
+        return real_train(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Trainer, "train", train_once_failing)
+
+    # execute: the auction, the hand-off and the start (the node's step trains and fails), then one more step
+    with caplog.at_level(logging.ERROR, logger="fog.node"):
+        award(world, (client,), (node,))
+    failed = world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to
+    node.step()
+
+    # assert: the node lived through the failure, said so, and committed round 1 at its next step
+    assert failed == 0 and "training failed; trying again at the next step" in caplog.text
+    assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 1
+    assert node.state.jobs[f"{task_id}:0"]["committed"] == [1]
+
+
 def test_fog_refuses_data_that_does_not_hash_to_the_committed_hash_and_trains_nothing(
     world: World, agents: Agents
 ) -> None:

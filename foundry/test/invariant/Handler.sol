@@ -11,11 +11,13 @@ import {IArbiterCommittee} from "../../../contracts/interfaces/IArbiterCommittee
 import {IDisputes} from "../../../contracts/interfaces/IDisputes.sol";
 import {VerdictSigner} from "../utils/VerdictSigner.sol";
 
-/// @notice The mintable test token the handler's token tasks use.
+/// @notice The mintable test token with EIP-2612 permit the handler's token tasks use.
 interface IMintable {
     function mint(address to, uint256 amount) external;
     function approve(address spender, uint256 amount) external returns (bool);
     function balanceOf(address account) external view returns (uint256);
+    function nonces(address owner) external view returns (uint256);
+    function DOMAIN_SEPARATOR() external view returns (bytes32);
 }
 
 /// @title Handler: the actors of FedChain calling every entry point at random, with ghost books of every wei
@@ -130,8 +132,8 @@ contract Handler {
         _cast(fogs, 0xF000, 5);
         _cast(strangers, 0x5700, 2);
         everyone.push(sink_);
-        bytes32[27] memory names = [
-            bytes32("createTask"), "postBond", "join", "openAuction", "commitBid", "commitBids", "revealBid",
+        bytes32[29] memory names = [
+            bytes32("createTask"), "createTaskPermit", "postBond", "join", "joinPermit", "openAuction", "commitBid", "commitBids", "revealBid",
             "revealBids", "closeAuction", "commitData", "startTask", "cancelTask", "postPriors", "commitUpdate",
             "commitUpdates", "commitOwnUpdate", "postRound", "challenge", "resolve", "expire", "finalizeRound",
             "reportMissedRound", "topUpBond", "abandonTask", "settle", "settleJobs", "withdraw"
@@ -159,9 +161,13 @@ contract Handler {
         }
     }
 
+    /// @dev Each actor's private key (its address is the key's), to sign EIP-2612 permits.
+    mapping(address account => uint256 key) private _keys;
+
     function _cast(address[] storage role, uint256 base, uint256 n) private {
         for (uint256 i; i < n; ++i) {
-            address a = address(uint160(base + i));
+            address a = vm.addr(base + i);
+            _keys[a] = base + i;
             role.push(a);
             everyone.push(a);
             vm.deal(a, 1e30);
@@ -187,7 +193,15 @@ contract Handler {
         vm.prank(publisher);
         uint256 taskId;
         bool ok;
-        if (tokenTask) {
+        bool permitted = tokenTask && (seed >> 28) % 2 == 0;
+        if (permitted) {
+            ITreasury.Permit memory permit = _permit(publisher, budget);
+            vm.prank(publisher);
+            try registry.createTokenTaskWithPermit(p, aggregator, token, budget, permit) returns (uint256 id) {
+                (taskId, ok) = (id, true);
+            } catch {}
+            _reapprove(publisher);
+        } else if (tokenTask) {
             try registry.createTokenTask(p, aggregator, token, budget) returns (uint256 id) {
                 (taskId, ok) = (id, true);
             } catch {}
@@ -200,7 +214,7 @@ contract Handler {
             taskIds.push(taskId);
             _tasks[taskId] = TaskInfo(publisher, aggregator, tokenTask, p.selfTrained, budget, block.timestamp);
         }
-        _done("createTask", ok);
+        _done(permitted ? bytes32("createTaskPermit") : bytes32("createTask"), ok);
     }
 
     function postBond(uint256 seed) external {
@@ -225,14 +239,22 @@ contract Handler {
             c = clients[((seed >> 8) + k + 1) % clients.length];
         }
         ITaskRegistry.TaskParams memory p = registry.params(t);
-        vm.recordLogs();
-        vm.prank(c);
-        bool ok = _call(
-            address(ledger),
-            _value(t, p.clientDeposit),
-            abi.encodeCall(IRoundLedger.join, (t, keccak256(abi.encode(uint256(DATA_SIZE), _salt(t, c)))))
-        );
-        _done("join", ok);
+        bytes32 commitment = keccak256(abi.encode(uint256(DATA_SIZE), _salt(t, c)));
+        bool ok;
+        bool permitted = _tasks[t].tokenTask && (seed >> 20) % 2 == 0;
+        if (permitted) {
+            // A token task's client may sign an EIP-2612 permit for its deposit instead of approving first.
+            ITreasury.Permit memory permit = _permit(c, p.clientDeposit);
+            vm.recordLogs();
+            vm.prank(c);
+            ok = _call(address(ledger), 0, abi.encodeCall(IRoundLedger.joinWithPermit, (t, commitment, permit)));
+            _reapprove(c);
+        } else {
+            vm.recordLogs();
+            vm.prank(c);
+            ok = _call(address(ledger), _value(t, p.clientDeposit), abi.encodeCall(IRoundLedger.join, (t, commitment)));
+        }
+        _done(permitted ? bytes32("joinPermit") : bytes32("join"), ok);
     }
 
     function openAuction(uint256 seed) external {
@@ -958,6 +980,23 @@ contract Handler {
 
     function _value(uint256 t, uint256 amount) private view returns (uint256) {
         return _tasks[t].tokenTask ? 0 : amount;
+    }
+
+    /// @dev ``owner``'s EIP-2612 permit of ``amount`` of the token for the Treasury.
+    function _permit(address owner, uint256 amount) private view returns (ITreasury.Permit memory permit) {
+        bytes32 typehash = keccak256("Permit(address owner,address spender,uint256 value,uint256 nonce,uint256 deadline)");
+        uint256 deadline = block.timestamp + 1 days;
+        uint256 nonce = IMintable(token).nonces(owner);
+        bytes32 structHash = keccak256(abi.encode(typehash, owner, address(treasury), amount, nonce, deadline));
+        bytes32 digest = keccak256(abi.encodePacked("\x19\x01", IMintable(token).DOMAIN_SEPARATOR(), structHash));
+        (uint8 v, bytes32 r, bytes32 s) = vm.sign(_keys[owner], digest);
+        permit = ITreasury.Permit({deadline: deadline, v: v, r: r, s: s});
+    }
+
+    /// @dev A permit set the allowance to what it paid: the actor approves the Treasury for everything again.
+    function _reapprove(address owner) private {
+        vm.prank(owner);
+        IMintable(token).approve(address(treasury), type(uint256).max);
     }
 
     /// @dev The fuzzer favours edge values (0, 1, the largest): hashed, a seed picks uniformly among the choices.

@@ -30,7 +30,7 @@ contract InvariantsTest is FedChainBase {
 
     function setUp() public {
         deployFedChain();
-        token = vm.deployCode("BlacklistToken.sol:BlacklistToken", "");
+        token = vm.deployCode("PermitToken.sol:PermitToken", abi.encode(uint8(6)));
         uint256[3] memory keys = [ARBITER_KEY_0, ARBITER_KEY_1, ARBITER_KEY_2];
         handler = new Handler(treasury, registry, ledger, auction, handoff, committee, disputes, token, SINK, keys);
     }
