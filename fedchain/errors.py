@@ -223,6 +223,12 @@ class MerkleError(FedchainError):
     hint = "give each client index at most one reward hash per round"
 
 
+class TranscriptError(FedchainError):
+    """A fog node's training transcript is not the one committed, or does not bind its job."""
+
+    hint = "a transcript lists its checkpoints' hashes under its root in the store (fedchain.transcripts)"
+
+
 class ChainError(FedchainError):
     """The chain cannot be reached or used (RPC, node, keys, deployment)."""
 

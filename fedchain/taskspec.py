@@ -125,6 +125,22 @@ class ValidationSpec:
         return torch.randperm(n_samples, generator=generator)[: min(self.size, n_samples)]
 
 
+#: Steps between two checkpoints of a fog node's training transcript (docs/accountability.md, "Segment drift": the
+#: storage of a transcript against what a dispute re-executes).
+DEFAULT_TRANSCRIPT_EVERY = 50
+
+
+def check_transcript_every(every: object) -> None:
+    """A ConfigError unless ``every`` is None or a whole number of steps, at least 1."""
+    if every is None:
+        return
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ConfigError(
+            f"transcript_every must be a whole number of steps (at least 1) or null, got {every!r}",
+            hint=f"{DEFAULT_TRANSCRIPT_EVERY} is the default; null makes the whole job one segment",
+        )
+
+
 #: Top-level fields a spec gained after specs were first stored, with the value a spec without them means
 #: (the aggregation rule: the plain mean; the start of training: the global model; no quality floor, the
 #: seed's measure, and no data credit, until 2026-11-26; no grace until 2026-11-27). At that value a field stays
@@ -143,6 +159,7 @@ _FIELDS_ADDED_LATER: dict[str, object] = {
     "grace_first_round_extra": False,
     "grace_two_in_a_row": False,
     "max_grad_norm": None,
+    "transcript_every": None,
 }
 
 #: Strategy options whose default changed after specs were first stored, with the value a spec without the
@@ -251,6 +268,10 @@ class TaskSpec:
             rounds in a row"); never a third, and never after a first round's grace, so a client poor from the
             start (a label flipper) is scored as before. False (what a spec stored before the setting means)
             graces no round that follows a poor one.
+        transcript_every: a fog node keeps its job's training state every this many steps, and commits the
+            Merkle root over those checkpoints with its update (:mod:`fedchain.transcripts`); a fog challenge
+            re-executes one such segment. None (what a spec stored before the setting means) makes the whole job
+            one segment.
     """
 
     dataset: str = "mnist"
@@ -281,6 +302,7 @@ class TaskSpec:
     grace_first_round_screened: bool = True
     grace_first_round_extra: bool = True
     grace_two_in_a_row: bool = True
+    transcript_every: int | None = DEFAULT_TRANSCRIPT_EVERY
 
     def __post_init__(self) -> None:
         # Canonical names, so that equal tasks give equal bytes and the same datasetId.
@@ -321,6 +343,7 @@ class TaskSpec:
         check_switch("grace_first_round_screened", self.grace_first_round_screened)
         check_switch("grace_first_round_extra", self.grace_first_round_extra)
         check_switch("grace_two_in_a_row", self.grace_two_in_a_row)
+        check_transcript_every(self.transcript_every)
 
     def _check_train_from(self) -> None:
         if self.train_from not in TRAIN_FROM:
@@ -441,6 +464,10 @@ class TaskSpec:
             max_grad_norm=self.max_grad_norm,
             seed=self.seed * 1_000_003 + round_number,
         )
+
+    def checkpoint_every(self, steps: int) -> int:
+        """Steps between two checkpoints of a job of ``steps`` steps (the whole job without ``transcript_every``)."""
+        return self.transcript_every if self.transcript_every is not None else max(1, steps)
 
     def param_spec(self) -> ParamSpec:
         """Names, shapes and dtypes of the model's parameters (what every update and global model must have)."""

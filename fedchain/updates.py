@@ -79,8 +79,11 @@ LOCAL_LOSSES = "__local_losses__"
 #: The most local losses an update carries (4 bytes each): a larger job ships its first this many samples' losses.
 MAX_LOCAL_LOSSES = 65_536
 
-#: What a payload holds: a client's trained update, a round's global model, or a client's rewarded model.
-PayloadKind = Literal["update", "model", "reward"]
+#: What a payload holds: a client's trained update, a round's global model, a client's rewarded model, or one
+#: checkpoint of a fog node's training transcript (:mod:`fedchain.transcripts`).
+PayloadKind = Literal["update", "model", "reward", "checkpoint"]
+#: Name of the extra tensor of a checkpoint that holds SGD's velocity (flat float32 ``[d]``) in a task with momentum.
+VELOCITY = "__velocity__"
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,8 @@ class UpdateMeta:
     def __post_init__(self) -> None:
         if self.client is not None:  # addresses compare equal whatever their checksum casing
             object.__setattr__(self, "client", self.client.lower())
-        if self.kind not in ("update", "model", "reward"):
-            raise ValueError(f"kind must be 'update', 'model' or 'reward', got {self.kind!r}")
+        if self.kind not in ("update", "model", "reward", "checkpoint"):
+            raise ValueError(f"kind must be 'update', 'model', 'reward' or 'checkpoint', got {self.kind!r}")
         if self.task_id < 0 or self.round < 0 or (self.job_id is not None and self.job_id < 0):
             raise ValueError(f"task_id, round and job_id must be non-negative in {self}")
 
@@ -269,14 +272,11 @@ def _check_local_losses(losses: torch.Tensor | None, expected: int | None) -> No
         raise UpdateLocalLossesRejected("the update's local losses must be finite and non-negative (cross-entropies)")
 
 
-def _decode_hashed(
-    data: bytes,
-    digest: bytes,
-    expected_spec: ParamSpec,
-    expected_meta: UpdateMeta | None,
-    expected_local_losses: int | None = None,
-) -> DecodedUpdate:
-    """The checks after size and hash: format, metadata, tensor spec, finiteness, local losses."""
+def _checked_tensors(
+    data: bytes, expected_spec: ParamSpec, expected_meta: UpdateMeta | None, extra: str
+) -> tuple[UpdateMeta, dict[str, torch.Tensor], torch.Tensor | None]:
+    """A payload's metadata, its model tensors (``expected_spec``'s names, shapes and dtypes, all finite) and its
+    ``extra`` tensor (None when absent), or the :class:`UpdateRejected` subclass of what is wrong."""
     header = _header(data)
     try:
         tensors = load_safetensors(bytes(data))
@@ -288,11 +288,23 @@ def _decode_hashed(
     meta = UpdateMeta.from_json(metadata[METADATA_KEY])
     if expected_meta is not None and meta != expected_meta:
         raise UpdateMetadataMismatch(f"the update is for {meta}, expected {expected_meta}")
-    local_losses = tensors.pop(LOCAL_LOSSES, None)
+    extra_tensor = tensors.pop(extra, None)
     _check_spec(tensors, expected_spec)
     for name in expected_spec.names:
         if not _all_finite(tensors[name]):
             raise UpdateNonFinite(f"tensor {name!r} holds NaN or infinite values")
+    return meta, tensors, extra_tensor
+
+
+def _decode_hashed(
+    data: bytes,
+    digest: bytes,
+    expected_spec: ParamSpec,
+    expected_meta: UpdateMeta | None,
+    expected_local_losses: int | None = None,
+) -> DecodedUpdate:
+    """The checks after size and hash: format, metadata, tensor spec, finiteness, local losses."""
+    meta, tensors, local_losses = _checked_tensors(data, expected_spec, expected_meta, LOCAL_LOSSES)
     _check_local_losses(local_losses, expected_local_losses)
     return DecodedUpdate(
         params={name: tensors[name] for name in expected_spec.names},
@@ -345,3 +357,75 @@ def fetch_update(
         raise UpdateHashMismatch(f"update {name}: {err.args[0]}") from err
     # The store has just checked the size and verified the bytes against expected_hash: do not hash twice.
     return _decode_hashed(data, parse_digest(expected_hash), expected_spec, expected_meta, expected_local_losses)
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+@dataclass(frozen=True)
+class DecodedCheckpoint:
+    """A checkpoint of a training transcript that passed every check: the model's state and SGD's velocity."""
+
+    params: Params
+    #: SGD's velocity, flat float32 ``[d]``, when the task trains with momentum; else None.
+    velocity: torch.Tensor | None
+    meta: UpdateMeta
+    digest: bytes
+
+
+def encode_checkpoint(
+    params: Mapping[str, torch.Tensor], meta: UpdateMeta, *, velocity: torch.Tensor | None = None
+) -> bytes:
+    """Serialise one training state as deterministic safetensors bytes: the model's tensors and, with momentum,
+    the velocity as the float32 vector :data:`VELOCITY`."""
+    if meta.kind != "checkpoint":
+        raise ValueError(f"a checkpoint's metadata must be of kind 'checkpoint', got {meta.kind!r}")
+    tensors = {name: tensor.detach().to("cpu").contiguous() for name, tensor in params.items()}
+    if velocity is not None:
+        tensors[VELOCITY] = velocity.detach().to("cpu", torch.float32).reshape(-1).contiguous()
+    return save_safetensors(tensors, metadata={METADATA_KEY: meta.to_json()})
+
+
+def decode_checkpoint(
+    data: bytes,
+    expected_hash: bytes | str,
+    expected_spec: ParamSpec,
+    max_bytes: int,
+    *,
+    expected_meta: UpdateMeta,
+    momentum: bool,
+) -> DecodedCheckpoint:
+    """Check an untrusted checkpoint like :func:`decode_update` (size, hash, format, metadata, tensors, finiteness);
+    it must carry a finite float32 velocity of the model's length exactly when ``momentum``."""
+    if len(data) > max_bytes:
+        raise UpdateTooLarge(f"the checkpoint has {len(data)} bytes, over the limit of {max_bytes}")
+    digest = update_hash(data)
+    if digest != parse_digest(expected_hash):
+        raise UpdateHashMismatch(
+            f"the checkpoint hashes to {to_hex(digest)}, but {to_hex(parse_digest(expected_hash))} was committed"
+        )
+    meta, tensors, velocity = _checked_tensors(data, expected_spec, expected_meta, VELOCITY)
+    if momentum != (velocity is not None):
+        raise UpdateSpecMismatch(
+            f"the checkpoint {'lacks' if momentum else 'carries'} {VELOCITY!r}: the task trains "
+            f"{'with' if momentum else 'without'} momentum",
+            reason=RejectReason.WRONG_NAMES,
+        )
+    if velocity is not None:
+        if velocity.dtype != torch.float32 or tuple(velocity.shape) != (expected_spec.numel,):
+            raise UpdateSpecMismatch(
+                f"the checkpoint's velocity is {velocity.dtype} of shape {tuple(velocity.shape)}, "
+                f"expected float32 ({expected_spec.numel},)",
+                reason=RejectReason.WRONG_SHAPE,
+            )
+        if not _all_finite(velocity):
+            raise UpdateNonFinite("the checkpoint's velocity holds NaN or infinite values")
+    return DecodedCheckpoint({name: tensors[name] for name in expected_spec.names}, velocity, meta, digest)
+
+
+def checkpoint_bytes(spec: ParamSpec, momentum: bool) -> int:
+    """The size limit of one checkpoint of a model of ``spec``: the tensors, a velocity, and room for the header."""
+    tensors = sum(
+        size * torch.empty((), dtype=dtype).element_size() for size, dtype in zip(spec.sizes, spec.dtypes, strict=True)
+    )
+    return tensors + (4 * spec.numel if momentum else 0) + 64 * 1024

@@ -1,7 +1,9 @@
-"""The Merkle tree of a round's rewards, as OpenZeppelin's ``MerkleProof`` verifies it.
+"""Merkle trees over (index, hash) leaves, as OpenZeppelin's ``MerkleProof`` verifies them.
 
 Each round the aggregator commits every client's rewarded model with one
-``bytes32`` root over the leaves (client index, reward hash). The tree is
+``bytes32`` root over the leaves (client index, reward hash); a fog node
+commits its training transcript with one over (checkpoint index, checkpoint
+hash) (:mod:`fedchain.transcripts`). The tree is
 OpenZeppelin's "standard" Merkle tree (the ``@openzeppelin/merkle-tree``
 library), so ``MerkleProof.verify`` in ``RoundLedger.verifyReward`` accepts
 the proofs this module makes:
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Self
 
 from fedchain.errors import MerkleError
 from fedchain.store.digest import DIGEST_BYTES, keccak256, parse_digest
@@ -69,24 +72,24 @@ def verify(root: bytes, leaf: bytes, proof: Sequence[bytes]) -> bool:
 
 
 @dataclass(frozen=True)
-class RewardTree:
-    """The tree of one round's rewards; build it with :meth:`of`.
+class IndexedTree:
+    """OpenZeppelin's standard tree over (index, hash) leaves; build it with :meth:`of`.
 
     Attributes:
-        rewards: (client index, reward hash) of every leaf, by client index.
-        nodes: the tree as one array, the root first (empty without rewards).
+        entries: (index, hash) of every leaf, by index.
+        nodes: the tree as one array, the root first (empty without leaves).
     """
 
-    rewards: tuple[tuple[int, bytes], ...]
+    entries: tuple[tuple[int, bytes], ...]
     nodes: tuple[bytes, ...]
 
     @classmethod
-    def of(cls, rewards: Iterable[tuple[int, bytes | str]]) -> RewardTree:
-        """The tree over ``rewards`` (client index, reward hash); a :class:`MerkleError` when an index repeats."""
-        pairs = tuple(sorted((index, parse_digest(digest)) for index, digest in rewards))
+    def of(cls, entries: Iterable[tuple[int, bytes | str]]) -> Self:
+        """The tree over ``entries`` (index, hash); a :class:`MerkleError` when an index repeats."""
+        pairs = tuple(sorted((index, parse_digest(digest)) for index, digest in entries))
         indices = [index for index, _ in pairs]
         if len(set(indices)) != len(indices):
-            raise MerkleError(f"a client has two rewards in one round: indices {indices}")
+            raise MerkleError(f"an index has two leaves: indices {indices}")
         leaves = sorted(leaf_hash(index, digest) for index, digest in pairs)
         if not leaves:
             return cls(pairs, ())
@@ -99,12 +102,39 @@ class RewardTree:
 
     @property
     def root(self) -> bytes:
-        """The root to post on chain (:data:`ZERO_ROOT` without rewards)."""
+        """The root to commit on chain (:data:`ZERO_ROOT` without leaves)."""
         return self.nodes[0] if self.nodes else ZERO_ROOT
+
+    def digest(self, index: int) -> bytes:
+        """The hash of leaf ``index``; a :class:`MerkleError` when the tree has none."""
+        digest = find_reward(self.entries, index)
+        if digest is None:
+            raise MerkleError(f"the tree has no leaf {index}")
+        return digest
+
+    def proof(self, index: int) -> tuple[bytes, ...]:
+        """The siblings from leaf ``index`` up to the root (what ``MerkleProof.verify`` takes)."""
+        position = self.nodes.index(leaf_hash(index, self.digest(index)))
+        proof = []
+        while position > 0:
+            sibling = position + 1 if position % 2 == 1 else position - 1
+            proof.append(self.nodes[sibling])
+            position = (position - 1) // 2
+        return tuple(proof)
+
+
+@dataclass(frozen=True)
+class RewardTree(IndexedTree):
+    """The tree of one round's rewards: a leaf per (client index, reward hash)."""
+
+    @property
+    def rewards(self) -> tuple[tuple[int, bytes], ...]:
+        """(client index, reward hash) of every leaf, by client index."""
+        return self.entries
 
     def reward_hash(self, index: int) -> bytes:
         """Client ``index``'s reward hash; a :class:`MerkleError` when it has no reward in this tree."""
-        digest = find_reward(self.rewards, index)
+        digest = find_reward(self.entries, index)
         if digest is not None:
             return digest
         raise MerkleError(
@@ -114,14 +144,8 @@ class RewardTree:
 
     def proof(self, index: int) -> tuple[bytes, ...]:
         """The siblings from client ``index``'s leaf up to the root (what ``verifyReward`` takes)."""
-        leaf = leaf_hash(index, self.reward_hash(index))
-        position = self.nodes.index(leaf)
-        proof = []
-        while position > 0:
-            sibling = position + 1 if position % 2 == 1 else position - 1
-            proof.append(self.nodes[sibling])
-            position = (position - 1) // 2
-        return tuple(proof)
+        self.reward_hash(index)  # a client without a reward: the reward's error, not the tree's
+        return super().proof(index)
 
 
-__all__ = ["ZERO_ROOT", "RewardTree", "find_reward", "hash_pair", "leaf_hash", "process_proof", "verify"]
+__all__ = ["ZERO_ROOT", "IndexedTree", "RewardTree", "find_reward", "hash_pair", "leaf_hash", "process_proof", "verify"]

@@ -182,6 +182,18 @@ class BlobStore:
         """The hash ``data`` is filed under in this store."""
         return self._hash(data)
 
+    def _write(self, path: str, data: bytes, what: str) -> None:
+        """Write ``data`` at ``path`` whole or not at all: to a temporary object first, then moved into place."""
+        temporary = f"{self.root}/tmp/{uuid.uuid4().hex}.part"
+        try:
+            self.fs.makedirs(f"{self.root}/tmp", exist_ok=True)
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            with self.fs.open(temporary, "wb") as file:
+                file.write(data)
+            self.fs.mv(temporary, path)
+        except backend_errors() as err:
+            raise StoreError(f"cannot write {what} to {self.url}: {err}") from err
+
     def path_of(self, digest: bytes | str) -> str:
         """Where the object named ``digest`` lives (a path inside the store's filesystem)."""
         hex_digest = parse_digest(digest).hex()
@@ -195,16 +207,7 @@ class BlobStore:
         """
         data = bytes(data)
         digest = self._hash(data)
-        path = self.path_of(digest)
-        temporary = f"{self.root}/tmp/{uuid.uuid4().hex}.part"
-        try:
-            self.fs.makedirs(f"{self.root}/tmp", exist_ok=True)
-            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-            with self.fs.open(temporary, "wb") as file:
-                file.write(data)
-            self.fs.mv(temporary, path)
-        except backend_errors() as err:
-            raise StoreError(f"cannot write object {to_hex(digest)} to {self.url}: {err}") from err
+        self._write(self.path_of(digest), data, f"object {to_hex(digest)}")
         log.debug("stored %s (%d bytes) in %s", to_hex(digest), len(data), self.url)
         return digest
 
@@ -251,6 +254,43 @@ class BlobStore:
         if actual != digest:
             raise BlobCorrupted(
                 f"object {name} in {self.url} is damaged: its {len(data)} bytes hash to {to_hex(actual)}"
+            )
+        return data
+
+    # ------------------------------------------------------------------ objects filed under a commitment
+
+    def keyed_path(self, namespace: str, key: bytes | str) -> str:
+        """Where the object filed under ``key`` in ``namespace`` lives."""
+        hex_key = parse_digest(key).hex()
+        return f"{self.root}/{_checked_name(namespace)}/{hex_key[:2]}/{hex_key}"
+
+    def put_keyed(self, namespace: str, key: bytes | str, data: bytes) -> None:
+        """Store ``data`` under ``key`` in ``namespace``: a commitment to the data other than its hash (a Merkle
+        root over what it lists). Nothing here checks that the key commits to the data: its reader must
+        (:meth:`get_keyed` hands back the bytes as they are)."""
+        self._write(self.keyed_path(namespace, key), bytes(data), f"{namespace} object {to_hex(parse_digest(key))}")
+
+    def get_keyed(self, namespace: str, key: bytes | str, *, max_bytes: int | None = None) -> bytes:
+        """The bytes filed under ``key`` in ``namespace`` (:class:`BlobNotFound` if absent, :class:`BlobTooLarge`
+        over ``max_bytes``, default the store's limit); the caller checks that ``key`` commits to them."""
+        name = to_hex(parse_digest(key))
+        path = self.keyed_path(namespace, key)
+        limit = self.max_bytes if max_bytes is None else max_bytes
+        try:
+            size = int(self.fs.size(path))
+            if size > limit:
+                raise BlobTooLarge(
+                    f"{namespace} object {name} in {self.url} has {size} bytes, over the limit of {limit}"
+                )
+            with self.fs.open(path, "rb") as file:
+                data = file.read(limit + 1)
+        except FileNotFoundError as err:
+            raise BlobNotFound(f"{namespace} object {name} is not in the store {self.url}") from err
+        except backend_errors() as err:
+            raise StoreError(f"cannot read {namespace} object {name} from {self.url}: {err}") from err
+        if len(data) > limit:
+            raise BlobTooLarge(
+                f"{namespace} object {name} in {self.url} grew past the limit of {limit} bytes while read"
             )
         return data
 

@@ -41,7 +41,17 @@ from fedchain.errors import TrainingError
 from fedchain.fl.params import ParamSpec
 from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import TrainConfig
-from fedchain.trainer.local import client_generator, flat_state, load_flat, prepare_model, train_one_client
+from fedchain.trainer.local import (
+    Checkpoints,
+    checkpoint_count,
+    client_generator,
+    flat_state,
+    load_flat,
+    prepare_model,
+    steps_per_client,
+    train_one_client,
+    velocity_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +89,11 @@ class _Job:
     sizes: tuple[int, ...]
     client_ids: tuple[int, ...]
     out: torch.Tensor
+    #: Keep each client's state every this many steps (None: no checkpoints), into ``checkpoints`` ``[n, C, d]``
+    #: (C: the most any client keeps) and, with momentum, ``velocities`` of the same shape.
+    every: int | None = None
+    checkpoints: torch.Tensor | None = None
+    velocities: torch.Tensor | None = None
 
 
 def _exit_with_parent() -> None:
@@ -114,6 +129,21 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+class _SharedRecorder:
+    """Writes one client's checkpoints into the job's shared tensors, row by row (:func:`train_one_client`)."""
+
+    def __init__(self, job: _Job, position: int, model: nn.Module) -> None:
+        self.job, self.position, self.model, self.kept = job, position, model, 0
+
+    def __call__(self, step: int, optimizer: torch.optim.SGD) -> None:
+        job = self.job
+        assert job.checkpoints is not None
+        job.checkpoints[self.position, self.kept].copy_(flat_state(self.model, job.spec))
+        if job.velocities is not None:
+            job.velocities[self.position, self.kept].copy_(velocity_of(optimizer, self.model, job.spec))
+        self.kept += 1
+
+
 def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -> None:
     """A worker's loop: take a job, train the clients it pulls from ``tasks`` until an end marker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # born with SIGINT blocked (_sigint_blocked); ignored from here on too
@@ -143,6 +173,8 @@ def _worker_main(rank: int, threads: int, jobs: Any, tasks: Any, results: Any) -
                     job.labels[begin : begin + size],
                     job.config,
                     client_generator(job.config.seed, job.client_ids[position]),
+                    checkpoint_every=job.every,
+                    on_checkpoint=_SharedRecorder(job, position, model) if job.every is not None else None,
                 )
                 job.out[position].copy_(flat_state(model, job.spec))
                 results.put(("done", job.job_id, position, loss, steps))
@@ -272,14 +304,19 @@ class WorkerPool:
         clients: Sequence[tuple[torch.Tensor, torch.Tensor]],
         client_ids: Sequence[int],
         config: TrainConfig,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Train every client from ``start`` (``[d]`` or ``[n, d]``); returns (params, losses, steps)."""
+        checkpoint_every: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[Checkpoints, ...] | None]:
+        """Train every client from ``start`` (``[d]`` or ``[n, d]``); returns (params, losses, steps, checkpoints
+        every ``checkpoint_every`` steps or None)."""
         with self._lock:
             self.start()
             images, labels = self._shared_data(clients)
             sizes = tuple(int(y.shape[0]) for _, y in clients)
             offsets = tuple(sum(sizes[:i]) for i in range(len(sizes)))
             n = len(clients)
+            totals = [steps_per_client(size, config) for size in sizes]
+            counts = [checkpoint_count(total, checkpoint_every) for total in totals] if checkpoint_every else []
+            shape = (n, max(counts, default=0), spec.numel)
             self._job_counter += 1
             job = _Job(
                 job_id=self._job_counter,
@@ -293,6 +330,13 @@ class WorkerPool:
                 sizes=sizes,
                 client_ids=tuple(client_ids),
                 out=torch.empty(n, spec.numel, dtype=torch.float32).share_memory_(),
+                every=checkpoint_every,
+                checkpoints=torch.empty(shape, dtype=torch.float32).share_memory_() if checkpoint_every else None,
+                velocities=(
+                    torch.empty(shape, dtype=torch.float32).share_memory_()
+                    if checkpoint_every and config.momentum
+                    else None
+                ),
             )
             for jobs in self._jobs:
                 jobs.put(job)
@@ -326,4 +370,15 @@ class WorkerPool:
                     f"training client at position {position} failed: {trace.strip().splitlines()[-1]}"
                     + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
                 )
-            return job.out, losses, steps
+            if job.checkpoints is None or checkpoint_every is None:
+                return job.out, losses, steps, None
+            checkpoints = tuple(
+                Checkpoints(
+                    checkpoint_every,
+                    totals[c],
+                    job.checkpoints[c, : counts[c]].clone(),
+                    job.velocities[c, : counts[c]].clone() if job.velocities is not None else None,
+                )
+                for c in range(n)
+            )
+            return job.out, losses, steps, checkpoints

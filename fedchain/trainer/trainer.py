@@ -45,12 +45,14 @@ from fedchain.models.registry import ModelSpec
 from fedchain.trainer.config import ENGINES, Engine, TrainConfig
 from fedchain.trainer.device import resolve_device
 from fedchain.trainer.local import (
+    Checkpoints,
     client_generator,
     flat_state,
     load_flat,
     model_spec_of,
     prepare_model,
     train_one_client,
+    velocity_of,
 )
 from fedchain.trainer.pool import WorkerPool, available_cores
 from fedchain.trainer.stacked import StackedLayer, stack_plan, stacked_gradients
@@ -74,6 +76,7 @@ class TrainResult:
         samples: samples per client, ``[n]`` int64.
         engine: the engine that ran.
         seconds: wall-clock time of the call.
+        checkpoints: each client's training states every ``checkpoint_every`` steps (CPU), when asked for.
     """
 
     params: torch.Tensor
@@ -82,6 +85,7 @@ class TrainResult:
     samples: torch.Tensor
     engine: str
     seconds: float
+    checkpoints: tuple[Checkpoints, ...] | None = None
 
     def updates(self, global_params: torch.Tensor) -> torch.Tensor:
         """Local models minus their starting point (``[d]`` or ``[n, d]``): the updates ``Delta_i``."""
@@ -273,11 +277,15 @@ class Trainer:
         *,
         client_ids: Sequence[int] | None = None,
         config: TrainConfig | None = None,
+        checkpoint_every: int | None = None,
     ) -> TrainResult:
         """Train every client locally from ``global_params`` (``[d]``, ``[n, d]`` or a state dict).
 
         ``client_ids`` (default ``0..n-1``) pick each client's shuffling
         generator, so a client keeps its batches wherever it sits in the list.
+        With ``checkpoint_every`` the result keeps each client's training state
+        every that many steps (:class:`~fedchain.trainer.local.Checkpoints`): a
+        fog node's training transcript.
         """
         config = config or self.config
         pairs = [as_pair(c) for c in clients]
@@ -294,44 +302,64 @@ class Trainer:
                     hint="every client needs at least one labelled sample",
                 )
         start = self._start_matrix(global_params, n)
+        if checkpoint_every is not None and checkpoint_every < 1:
+            raise ConfigError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
         began = time.perf_counter()
         if self.engine == "process":
             assert self._pool is not None
-            params, losses, steps = self._pool.train(self.model, self.spec, start, pairs, ids, config)
+            params, losses, steps, checkpoints = self._pool.train(
+                self.model, self.spec, start, pairs, ids, config, checkpoint_every
+            )
         else:
             run = self._train_batched if self.engine in ("vmap", "stacked") else self._train_sequential
             with _torch_threads(self.threads):
-                params, losses, steps = run(start, pairs, ids, config)
+                params, losses, steps, checkpoints = run(start, pairs, ids, config, checkpoint_every)
         seconds = time.perf_counter() - began
         samples = torch.tensor([int(y.shape[0]) for _, y in pairs], dtype=torch.int64)
         if not torch.isfinite(params).all():
             bad = (~torch.isfinite(params).all(dim=1)).nonzero().flatten().tolist()
             log.warning("clients at positions %s diverged (NaN/inf parameters); lower the learning rate", bad)
-        return TrainResult(params, losses.cpu(), steps.cpu(), samples, self.engine, seconds)
+        return TrainResult(params, losses.cpu(), steps.cpu(), samples, self.engine, seconds, checkpoints)
 
     def _train_sequential(
-        self, start: torch.Tensor, pairs: list[tuple[torch.Tensor, torch.Tensor]], ids: list[int], config: TrainConfig
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self,
+        start: torch.Tensor,
+        pairs: list[tuple[torch.Tensor, torch.Tensor]],
+        ids: list[int],
+        config: TrainConfig,
+        every: int | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[Checkpoints, ...] | None]:
         n = len(pairs)
         out = torch.empty(n, self.spec.numel, dtype=torch.float32, device=self.device)
         losses = torch.empty(n, dtype=torch.float64)
         steps = torch.empty(n, dtype=torch.int64)
         rows = start.to(self.device).reshape(-1, self.spec.numel)
+        kept: list[Checkpoints] = []
         for position, (images, labels) in enumerate(pairs):
             load_flat(self._module, rows[position if rows.shape[0] > 1 else 0], self.spec)
+            recorder = _Recorder(self._module, self.spec, config) if every is not None else None
             losses[position], steps[position] = train_one_client(
                 self._module,
                 images.to(self.device),
                 labels.to(self.device),
                 config,
                 client_generator(config.seed, ids[position]),
+                checkpoint_every=every,
+                on_checkpoint=recorder,
             )
             out[position] = flat_state(self._module, self.spec)
-        return out, losses, steps
+            if recorder is not None and every is not None:
+                kept.append(recorder.checkpoints(every, int(steps[position])))
+        return out, losses, steps, tuple(kept) if every is not None else None
 
     def _train_batched(
-        self, start: torch.Tensor, pairs: list[tuple[torch.Tensor, torch.Tensor]], ids: list[int], config: TrainConfig
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self,
+        start: torch.Tensor,
+        pairs: list[tuple[torch.Tensor, torch.Tensor]],
+        ids: list[int],
+        config: TrainConfig,
+        every: int | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[Checkpoints, ...] | None]:
         """The vectorised engines: every client at once, with the ``stacked`` or the ``vmap`` gradients."""
         n = len(pairs)
         images = torch.cat([x.to(self.device) for x, _ in pairs])
@@ -344,7 +372,26 @@ class Trainer:
             gradients = vmap_gradients(self._module, self.spec, images, labels)
         rows = start.to(self.device).reshape(-1, self.spec.numel).expand(n, -1)
         generators = [client_generator(config.seed, i) for i in ids]
-        return train_batched(gradients, rows, [int(y.shape[0]) for _, y in pairs], generators, config)
+        return train_batched(gradients, rows, [int(y.shape[0]) for _, y in pairs], generators, config, every)
+
+
+class _Recorder:
+    """Keeps a model's training state at each checkpoint of :func:`train_one_client` (CPU copies)."""
+
+    def __init__(self, module: nn.Module, spec: ParamSpec, config: TrainConfig) -> None:
+        self.module, self.spec, self.momentum = module, spec, bool(config.momentum)
+        self.params: list[torch.Tensor] = []
+        self.velocity: list[torch.Tensor] = []
+
+    def __call__(self, step: int, optimizer: torch.optim.SGD) -> None:
+        self.params.append(flat_state(self.module, self.spec).cpu())
+        if self.momentum:
+            self.velocity.append(velocity_of(optimizer, self.module, self.spec))
+
+    def checkpoints(self, every: int, steps: int) -> Checkpoints:
+        return Checkpoints(
+            every, steps, torch.stack(self.params), torch.stack(self.velocity) if self.momentum else None
+        )
 
 
 def train_clients(

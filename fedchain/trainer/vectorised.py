@@ -36,7 +36,7 @@ from torch.func import functional_call, grad, vmap
 
 from fedchain.fl.params import ParamSpec
 from fedchain.trainer.config import TrainConfig
-from fedchain.trainer.local import epoch_permutations
+from fedchain.trainer.local import Checkpoints, epoch_permutations, is_checkpoint
 
 #: ``(params [n, d], sample rows [n, B], mask [n, B]) -> (gradients [n, d], masked mean losses [n])``:
 #: every client's gradient of its mean loss over the real samples of its batch.
@@ -83,12 +83,16 @@ def train_batched(
     sizes: list[int],
     generators: list[torch.Generator],
     config: TrainConfig,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Train ``n`` clients at once with ``gradients``; returns (params ``[n, d]``, mean batch losses ``[n]``, steps ``[n]``).
+    checkpoint_every: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[Checkpoints, ...] | None]:
+    """Train ``n`` clients at once with ``gradients``; returns (params ``[n, d]``, mean batch losses ``[n]``, steps
+    ``[n]``, each client's checkpoints every ``checkpoint_every`` steps or None).
 
     ``start`` is ``[n, d]`` (each client's starting point); client ``c``'s
     samples are rows ``offset_c .. offset_c + sizes[c]`` of the data the
     gradient function indexes (all clients' samples concatenated in order).
+    A client's step ``s`` is the loop's step ``s``: its batches are padded
+    within each epoch, so it is active from the first step to its last.
     """
     device = start.device
     n = len(sizes)
@@ -101,6 +105,17 @@ def train_batched(
     velocity = torch.zeros_like(flat) if config.momentum else None
     loss_sum = torch.zeros(n, dtype=torch.float64, device=device)
     steps = torch.zeros(n, dtype=torch.int64, device=device)
+    totals = [config.local_epochs * -(-size // config.batch_size) for size in sizes]
+    kept: list[list[tuple[torch.Tensor, torch.Tensor | None]]] = [[] for _ in range(n)]
+
+    def keep(clients: list[int]) -> None:
+        rows = flat[clients].cpu()
+        moments = velocity[clients].cpu() if velocity is not None else None
+        for k, c in enumerate(clients):
+            kept[c].append((rows[k], moments[k] if moments is not None else None))
+
+    if checkpoint_every is not None:
+        keep(list(range(n)))
     for s in range(index.shape[0]):
         update, losses = gradients(flat, index[s], mask[s])
         if config.max_grad_norm is not None:
@@ -115,7 +130,22 @@ def train_batched(
             velocity = torch.where(active[:, None], update, velocity)
         loss_sum += torch.where(active, losses.to(torch.float64), 0.0)
         steps += active.to(torch.int64)
-    return flat, loss_sum / steps.clamp_min(1), steps
+        if checkpoint_every is not None:
+            due = [c for c in range(n) if s < totals[c] and is_checkpoint(s + 1, totals[c], checkpoint_every)]
+            if due:
+                keep(due)
+    if checkpoint_every is None:
+        return flat, loss_sum / steps.clamp_min(1), steps, None
+    checkpoints = tuple(
+        Checkpoints(
+            checkpoint_every,
+            totals[c],
+            torch.stack([row for row, _ in kept[c]]),
+            torch.stack([v for _, v in kept[c] if v is not None]) if velocity is not None else None,
+        )
+        for c in range(n)
+    )
+    return flat, loss_sum / steps.clamp_min(1), steps, checkpoints
 
 
 def vmap_gradients(model: nn.Module, spec: ParamSpec, images: torch.Tensor, labels: torch.Tensor) -> Gradients:

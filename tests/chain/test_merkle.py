@@ -75,7 +75,7 @@ def test_a_client_without_a_reward_or_with_two_is_refused() -> None:
     tree = RewardTree.of([(0, digest(1))])
     with pytest.raises(MerkleError, match="client 4 has no reward"):
         tree.proof(4)
-    with pytest.raises(MerkleError, match="two rewards"):
+    with pytest.raises(MerkleError, match="two leaves"):
         RewardTree.of([(0, digest(1)), (0, digest(2))])
     with pytest.raises(MerkleError, match="uint256"):
         leaf_hash(-1, digest(1))
