@@ -106,7 +106,7 @@ contract Disputes is IDisputes {
     }
 
     /// @inheritdoc IDisputes
-    function openFogChallenge(uint256 taskId, uint16 round, uint32 clientIndex, address fog)
+    function openFogChallenge(uint256 taskId, uint16 round, uint32 clientIndex, address fog, uint32 segment)
         external
         payable
         returns (uint256 challengeId)
@@ -121,7 +121,7 @@ contract Disputes is IDisputes {
         if (committer == address(0)) revert DisputeNoFog(taskId, clientIndex);
         if (fog != committer) revert DisputeNotCommitter(taskId, round, clientIndex, fog, committer);
         IRoundLedger.Measurement memory none;
-        challengeId = _open(taskId, round, clientIndex, ChallengeKind.Fog, fog, none, 0, p.challengeBond);
+        challengeId = _open(taskId, round, clientIndex, ChallengeKind.Fog, fog, none, segment, p.challengeBond);
     }
 
     /// @inheritdoc IDisputes

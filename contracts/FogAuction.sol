@@ -208,18 +208,27 @@ contract FogAuction is IFogAuction {
     }
 
     /// @inheritdoc IFogAuction
-    function commitUpdate(uint256 taskId, uint256 index, uint16 round, bytes32 updateHash) external {
+    function commitUpdate(uint256 taskId, uint256 index, uint16 round, bytes32 updateHash, bytes32 transcriptRoot)
+        external
+    {
         RoundClock memory clock = _roundClock(taskId);
-        _payFog(taskId, _commitUpdate(taskId, index, round, updateHash, clock));
+        _payFog(taskId, _commitUpdate(taskId, index, round, updateHash, transcriptRoot, clock));
     }
 
     /// @inheritdoc IFogAuction
-    function commitUpdates(uint256 taskId, uint16 round, uint256[] calldata indices, bytes32[] calldata updateHashes) external {
+    function commitUpdates(
+        uint256 taskId,
+        uint16 round,
+        uint256[] calldata indices,
+        bytes32[] calldata updateHashes,
+        bytes32[] calldata transcriptRoots
+    ) external {
         uint256 n = _batchLength(indices.length, updateHashes.length);
+        _batchLength(n, transcriptRoots.length);
         RoundClock memory clock = _roundClock(taskId);
         uint256 payment;
         for (uint256 i; i < n; ++i) {
-            payment += _commitUpdate(taskId, indices[i], round, updateHashes[i], clock);
+            payment += _commitUpdate(taskId, indices[i], round, updateHashes[i], transcriptRoots[i], clock);
         }
         // Every entry was checked to be the caller's job: one credit pays them all.
         _payFog(taskId, payment);
@@ -506,10 +515,14 @@ contract FogAuction is IFogAuction {
     }
 
     /// @dev The caller's commit of `round` for job `index`; returns the payment it earned, credited by `_payFog`.
-    function _commitUpdate(uint256 taskId, uint256 index, uint16 round, bytes32 updateHash, RoundClock memory clock)
-        private
-        returns (uint256 payment)
-    {
+    function _commitUpdate(
+        uint256 taskId,
+        uint256 index,
+        uint16 round,
+        bytes32 updateHash,
+        bytes32 transcriptRoot,
+        RoundClock memory clock
+    ) private returns (uint256 payment) {
         Job storage j = _jobs[taskId][index];
         if (j.status != JobStatus.Awarded) revert AuctionWrongJobStatus(taskId, index, j.status);
         if (msg.sender != _bids[taskId][index][j.winner].bidder) revert AuctionNotWinner(taskId, index, msg.sender);
@@ -518,13 +531,15 @@ contract FogAuction is IFogAuction {
         if (!_ledger.isActive(taskId, index)) revert AuctionClientInactive(taskId, index);
         uint64 now_ = uint64(block.timestamp);
         if (now_ > clock.deadline) revert AuctionCommitTooLate(taskId, index, clock.deadline, now_);
+        // Without a transcript no segment of the job can be re-executed, so no fog challenge could be judged.
+        if (transcriptRoot == bytes32(0)) revert AuctionNoTranscript(taskId, index);
         payment = j.winnerPrice;
         j.paidUpTo = round;
         j.committedAt = now_;
         j.updateHash = updateHash;
         j.released += payment;
         _roundCommits[taskId][index][round] = RoundCommit(msg.sender, now_);
-        emit UpdateCommitted(taskId, index, round, msg.sender, updateHash, now_, payment);
+        emit UpdateCommitted(taskId, index, round, msg.sender, updateHash, transcriptRoot, now_, payment);
     }
 
     /// @dev Releases `payment` wei of the task's escrow to the caller, the winner of every job it committed.

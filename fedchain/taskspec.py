@@ -125,9 +125,10 @@ class ValidationSpec:
         return torch.randperm(n_samples, generator=generator)[: min(self.size, n_samples)]
 
 
-#: Steps between two checkpoints of a fog node's training transcript (docs/accountability.md, "Segment drift": the
-#: storage of a transcript against what a dispute re-executes).
-DEFAULT_TRANSCRIPT_EVERY = 50
+#: Steps between two checkpoints of a fog node's training transcript: short enough that honest runs on other
+#: engines, thread counts and devices cannot drift apart within one segment as far as a cheat lands, at the price
+#: of one stored checkpoint (a model's size) per segment (the measurements: docs/accountability.md, "Segment drift").
+DEFAULT_TRANSCRIPT_EVERY = 5
 
 
 def check_transcript_every(every: object) -> None:

@@ -117,7 +117,7 @@ def fog() -> None:
 @click.option(
     "--threads",
     type=int,
-    help="Torch threads of the in-process engines. Default 1: what re-executions reproduce bit for bit.",
+    help="Torch threads of the in-process engines [default: torch's, every core].",
 )
 @click.option("--poll-interval", "poll_interval_s", type=float, help="Seconds between polls.")
 @click.option(

@@ -51,9 +51,9 @@ class FogConfig:
         attack_scale: the factor of the ``scale`` and ``sybil`` attacks.
         engine: the trainer's engine (``auto``: clients stacked into one model on CUDA, worker processes on a multi-core CPU).
         device: where to train (None: CUDA when present, else the CPU).
-        threads: torch threads of the in-process engines while training (None: one, the reference execution
-            that a client or an arbiter re-executing a job reproduces bit for bit; more threads train faster on
-            an idle machine but drift from it, on skewed data by more than the fraud tolerance).
+        threads: torch threads of the in-process engines while training (None: torch's default, every core).
+            Any engine, thread count and device is safe: a fog challenge re-executes one segment of the
+            node's transcript from its own checkpoint, where honest drift stays far below the tolerance.
         poll_interval_s: seconds between polls of the chain when nothing happens.
         confirmations: blocks on top of a block before its events are acted on (0 on a local chain).
         seed: seed of the lazy mode's and the noise attack's noise.

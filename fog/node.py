@@ -50,7 +50,6 @@ from fedchain.chain.erc20 import payment_value, task_asset
 from fedchain.chain.events import LogQuery, fetch_events
 from fedchain.client.commitments import BID_SALT, bid_commitment, derive_salt
 from fedchain.client.handoff import ExpectedJobData, JobData, fetch_job_data
-from fedchain.disputes.reexecution import REFERENCE_THREADS
 from fedchain.disputes.service import open_entry_challenge
 from fedchain.disputes.watch import EntryWatcher
 from fedchain.errors import (
@@ -73,6 +72,9 @@ from fedchain.rewards import CommitmentBook, verified_reward
 from fedchain.store.digest import parse_digest, to_hex
 from fedchain.taskspec import TaskSpec, load_model, load_spec, update_meta
 from fedchain.trainer.config import TrainConfig
+from fedchain.trainer.local import Checkpoints
+from fedchain.transcripts.record import checkpoint_meta, fabricated, store_transcript, with_end
+from fedchain.transcripts.segments import JobShape
 from fedchain.units import WEI_PER_ETHER, is_ether
 from fedchain.updates import store_update
 from fog.bidding import decide_bid
@@ -107,6 +109,15 @@ ACTIVE_PHASES = frozenset({BIDDING, BID, REVEALED, WON, STANDBY})
 def job_key(task_id: int, client_index: int) -> str:
     """The key of a job in the state's ``jobs`` table."""
     return f"{task_id}:{client_index}"
+
+
+@dataclass(frozen=True)
+class Trained:
+    """One job's round as the node will commit it: the update, its local losses (fedave) and its transcript."""
+
+    update: dict[str, torch.Tensor]
+    local_losses: torch.Tensor | None
+    checkpoints: Checkpoints
 
 
 @dataclass(frozen=True)
@@ -582,10 +593,11 @@ class FogNode:
 
     def _train_due(self, state: AgentState) -> None:
         due = self._due_jobs(state)
-        groups: dict[tuple[ModelSpec, TrainConfig], list[DueJob]] = {}
+        groups: dict[tuple[ModelSpec, TrainConfig, int | None], list[DueJob]] = {}
         for item in due:
-            groups.setdefault((item.spec.model_spec(), item.spec.train_config(item.round)), []).append(item)
-        for (model, train_config), jobs in groups.items():
+            key = (item.spec.model_spec(), item.spec.train_config(item.round), item.spec.transcript_every)
+            groups.setdefault(key, []).append(item)
+        for (model, train_config, _), jobs in groups.items():
             steps = [self._last_step(state, item) for item in jobs] if self.config.lazy == "disguised" else None
             try:
                 trained = self._train(model, train_config, jobs, steps)
@@ -600,11 +612,13 @@ class FogNode:
                     hint=err.hint,
                 )
                 continue
-            batches: dict[tuple[int, int], list[tuple[DueJob, bytes]]] = {}
-            for item, (delta, losses) in zip(jobs, trained, strict=True):
+            batches: dict[tuple[int, int], list[tuple[DueJob, bytes, bytes]]] = {}
+            for item, job in zip(jobs, trained, strict=True):
                 meta = update_meta(item.spec, item.task_id, item.round, item.client_index, item.client)
-                digest = store_update(self.session.store, delta, meta, local_losses=losses)
-                batches.setdefault((item.task_id, item.round), []).append((item, digest))
+                digest = store_update(self.session.store, job.update, meta, local_losses=job.local_losses)
+                kept = checkpoint_meta(item.spec, item.task_id, item.round, item.client_index, item.client)
+                transcript = store_transcript(self.session.store, item.spec, job.checkpoints, kept)
+                batches.setdefault((item.task_id, item.round), []).append((item, digest, transcript.root))
             for entries in batches.values():
                 self._commit(state, entries)
 
@@ -713,9 +727,7 @@ class FogNode:
             from fedchain.trainer.trainer import Trainer
 
             c = self.config
-            # One thread unless told otherwise: the reference execution that re-executions judge by
-            threads = c.threads if c.threads is not None else REFERENCE_THREADS
-            self._trainers[model] = Trainer(model, engine=c.engine, device=c.device, threads=threads)
+            self._trainers[model] = Trainer(model, engine=c.engine, device=c.device, threads=c.threads)
         return self._trainers[model]
 
     def _train(
@@ -724,12 +736,16 @@ class FogNode:
         train_config: TrainConfig,
         jobs: list[DueJob],
         last_steps: list[torch.Tensor | None] | None = None,
-    ) -> list[tuple[dict[str, torch.Tensor], torch.Tensor | None]]:
-        """The updates (trained minus start parameters) of ``jobs``, all trained in one pass, each with
-        the local losses of its trained model when the task's strategy needs them (else None). A lazy node trains
-        nothing; a disguised one resends each job's ``last_steps`` entry plus noise."""
+    ) -> list[Trained]:
+        """The updates (trained minus start parameters) of ``jobs``, all trained in one pass, each with the local
+        losses of its trained model when the task's strategy needs them (else None) and its training transcript.
+        A lazy node trains nothing and fabricates its transcripts (checkpoints on the line from the start to what
+        it sends); a disguised one resends each job's ``last_steps`` entry plus noise; an attacker trains, then
+        replaces the end of each honest transcript by the update it corrupted."""
         trainer = self._trainer(model)
         starts = torch.stack([flatten(item.start, trainer.spec)[0] for item in jobs])
+        shapes = [JobShape.of(item.spec, len(item.data), item.round) for item in jobs]
+        every = max(shape.every for shape in shapes)  # one value for the group: the spec's, or a job's whole length
         if self.config.lazy is not None:
             generator = torch.Generator().manual_seed(self.config.seed + train_config.seed)  # new noise each round
             if self.config.lazy == "zero":
@@ -753,14 +769,22 @@ class FogNode:
             else:
                 deltas = torch.randn(starts.shape, generator=generator) * self.config.lazy_std
             self.log.info("lazy: committing updates without training", jobs=len(jobs), mode=self.config.lazy)
+            momentum = bool(train_config.momentum)
+            checkpoints = [
+                fabricated(start, start + delta, shape.steps, every, momentum)
+                for start, delta, shape in zip(starts, deltas, shapes, strict=True)
+            ]
         else:
             result = trainer.train(
                 starts,
                 [(item.data.images, item.data.labels) for item in jobs],
                 client_ids=[item.client_index for item in jobs],
                 config=train_config,
+                checkpoint_every=every,
             )
             deltas = result.updates(starts).cpu()
+            assert result.checkpoints is not None
+            checkpoints = list(result.checkpoints)
             self.log.info(
                 "trained",
                 jobs=len(jobs),
@@ -773,10 +797,13 @@ class FogNode:
 
                 generator = torch.Generator().manual_seed(self.config.seed + train_config.seed)
                 deltas = attack_updates(deltas, self.config.attack, scale=self.config.attack_scale, generator=generator)
+                checkpoints = [
+                    with_end(kept, start + row) for kept, start, row in zip(checkpoints, starts, deltas, strict=True)
+                ]
                 self.log.info("attack: committing corrupted updates", jobs=len(jobs), attack=self.config.attack)
         return [
-            (unflatten(row, trainer.spec), self._local_losses(trainer, item, start + row))
-            for item, start, row in zip(jobs, starts, deltas, strict=True)
+            Trained(unflatten(row, trainer.spec), self._local_losses(trainer, item, start + row), kept)
+            for item, start, row, kept in zip(jobs, starts, deltas, checkpoints, strict=True)
         ]
 
     def _local_losses(self, trainer: Trainer, item: DueJob, trained: torch.Tensor) -> torch.Tensor | None:
@@ -787,16 +814,18 @@ class FogNode:
 
         return local_losses(trainer.model, trained, (item.data.images, item.data.labels), device=trainer.device)
 
-    def _commit(self, state: AgentState, entries: list[tuple[DueJob, bytes]]) -> None:
-        """Commit the stored updates of ``entries`` (jobs of one task and round, with their update hashes)
-        in one transaction; a refused batch is tried job by job, so one lost job does not cost the others."""
+    def _commit(self, state: AgentState, entries: list[tuple[DueJob, bytes, bytes]]) -> None:
+        """Commit the stored updates of ``entries`` (jobs of one task and round, with their update hashes and
+        transcript roots) in one transaction; a refused batch is tried job by job, so one lost job does not cost
+        the others."""
         task_id, round_ = entries[0][0].task_id, entries[0][0].round
         try:
             receipt = self.contracts.fog_auction.commit_updates(
                 task_id,
                 round_,
-                [item.client_index for item, _ in entries],
-                [digest for _, digest in entries],
+                [item.client_index for item, _, _ in entries],
+                [digest for _, digest, _ in entries],
+                [root for _, _, root in entries],
             )
         except ContractRevert as err:
             if len(entries) > 1:
@@ -806,13 +835,14 @@ class FogNode:
             self._commit_refused(state, entries[0][0], err)
             return
         payments = {event.client_index: event.payment for event in receipt.events_of(b.UpdateCommitted)}
-        for item, digest in entries:
+        for item, digest, root in entries:
             state.jobs[item.key]["committed"].append(item.round)
             self.log.info(
                 "update committed",
                 job=item.key,
                 round=item.round,
                 update=to_hex(digest),
+                transcript=to_hex(root),
                 payment=payments.get(item.client_index),
                 tx=receipt.transaction_hash,
             )

@@ -65,7 +65,8 @@ interface IDisputes {
     /// @param bond wei escrowed
     /// @param clientIndex the client whose entry, job or prior is disputed; ACCURACY_ENTRY for an accuracy
     /// @param proposed what the entry should be (entry challenges; zero otherwise)
-    /// @param value the accuracy (accuracy challenges) or the prior (prior challenges) it should be, 1e18 fixed
+    /// @param value the transcript segment it names (fog challenges), the accuracy (accuracy challenges) or the
+    /// prior (prior challenges) it should be, 1e18 fixed
     /// point; zero otherwise
     struct Challenge {
         uint256 taskId;
@@ -180,7 +181,8 @@ interface IDisputes {
     /// @param challenger who opened it
     /// @param accused the aggregator (entry, accuracy, prior) or the fog node that committed the round (fog)
     /// @param proposed the measurement the entry should be (entry challenges)
-    /// @param value the accuracy or prior it should be (accuracy and prior challenges)
+    /// @param value the transcript segment it names (fog challenges), the accuracy or prior it should be (accuracy
+    /// and prior challenges)
     /// @param bond wei escrowed
     /// @param verdictDeadline the last second a verdict is accepted
     event ChallengeOpened(
@@ -229,8 +231,10 @@ interface IDisputes {
     /// @notice Challenge the update fog node `fog` committed for the caller's job in posted round `round`: `fog`
     /// must be the node that committed it (FogAuction.roundCommit). `msg.value` must be the task's
     /// `challengeBond`. Within the round's challenge window; the job's client only.
+    /// @param segment the segment of the commit's training transcript that does not re-execute (from checkpoint
+    /// `segment` to `segment + 1`), kept as the challenge's `value`; the committee re-executes that segment
     /// @return challengeId the new challenge's id
-    function openFogChallenge(uint256 taskId, uint16 round, uint32 clientIndex, address fog)
+    function openFogChallenge(uint256 taskId, uint16 round, uint32 clientIndex, address fog, uint32 segment)
         external
         payable
         returns (uint256 challengeId);

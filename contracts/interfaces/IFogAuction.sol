@@ -123,6 +123,8 @@ interface IFogAuction {
     error AuctionCommitTooLate(uint256 taskId, uint256 clientIndex, uint64 deadline, uint64 now_);
     /// @notice The job's client was removed from the task; its job takes no more commits.
     error AuctionClientInactive(uint256 taskId, uint256 clientIndex);
+    /// @notice A commit without a training transcript (its root is zero): no segment of it could be judged.
+    error AuctionNoTranscript(uint256 taskId, uint256 clientIndex);
     /// @notice The winner has not missed a round (or the client is no longer active).
     error AuctionNoMissedRound(uint256 taskId, uint256 clientIndex);
     /// @notice A batch call's arrays differ in length: every array of values needs one entry per job index.
@@ -167,10 +169,18 @@ interface IFogAuction {
     /// it. The chain keeps who committed each round and when (`roundCommit`).
     /// @param round the round
     /// @param updateHash hash of the update in the blob store
+    /// @param transcriptRoot Merkle root of the training's checkpoints (contracts/README.md, "Training transcripts")
     /// @param committedAt block time, seconds
     /// @param payment wei released to the fog node
     event UpdateCommitted(
-        uint256 indexed taskId, uint256 indexed clientIndex, uint16 indexed round, address fog, bytes32 updateHash, uint64 committedAt, uint256 payment
+        uint256 indexed taskId,
+        uint256 indexed clientIndex,
+        uint16 indexed round,
+        address fog,
+        bytes32 updateHash,
+        bytes32 transcriptRoot,
+        uint64 committedAt,
+        uint256 payment
     );
     /// @notice A winner missed a round deadline and lost its deposit to the client.
     /// @param round the missed round
@@ -243,8 +253,10 @@ interface IFogAuction {
     /// (0 when no bid is ranked). The winner is the best ranked bid. Unrevealed deposits are credited to the client.
     function closeAuction(uint256 taskId, uint256 clientIndex) external payable;
 
-    /// @notice Commit the update hash of the current round as the job's winner; on time, one round's price is released.
-    function commitUpdate(uint256 taskId, uint256 clientIndex, uint16 round, bytes32 updateHash) external;
+    /// @notice Commit the update hash of the current round as the job's winner, with the root of its training
+    /// transcript (non-zero); on time, one round's price is released.
+    function commitUpdate(uint256 taskId, uint256 clientIndex, uint16 round, bytes32 updateHash, bytes32 transcriptRoot)
+        external;
 
     /// @notice `commitUpdate` of the same round for several jobs the caller won, in one transaction, all or
     /// nothing: each entry is checked and emits `UpdateCommitted` as `commitUpdate` would; the payments
@@ -252,7 +264,14 @@ interface IFogAuction {
     /// @param round the task's current round
     /// @param indices the jobs
     /// @param updateHashes one update hash per job
-    function commitUpdates(uint256 taskId, uint16 round, uint256[] calldata indices, bytes32[] calldata updateHashes) external;
+    /// @param transcriptRoots one transcript root per job
+    function commitUpdates(
+        uint256 taskId,
+        uint16 round,
+        uint256[] calldata indices,
+        bytes32[] calldata updateHashes,
+        bytes32[] calldata transcriptRoots
+    ) external;
 
     /// @notice Slash a winner that missed a round deadline and hand the job to the best eligible standby bid. Anyone.
     function reportMissedRound(uint256 taskId, uint256 clientIndex) external;

@@ -63,7 +63,7 @@ DESCRIPTIONS: Mapping[CheckName, str] = {
     "none to the publisher",
     CheckName.SCORES: (
         "the posted qualities (and, for rewards in kind, every reward) are reproduced from the stored updates "
-        "within the tolerance"
+        "within the tolerance, and every fog verdict's named transcript segment re-judges the same"
     ),
 }
 

@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 @click.option(
     "--verify-scores",
     is_flag=True,
-    help="Re-run the aggregator's scoring from the stored updates (needs the data root).",
+    help="Re-run the aggregator's scoring from the stored updates (needs the data root), and re-execute the "
+    "transcript segment every fog verdict names.",
 )
 @click.option(
     "--score-tolerance",

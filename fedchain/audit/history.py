@@ -135,6 +135,8 @@ class CommitRecord:
     #: Whether a fraud verdict on the committing node took the commit back before its round was posted: the round
     #: then scored no update of the job (contracts/README.md, "One commit per job and round"). The node keeps its pay.
     withdrawn: bool = False
+    #: The root of the fog node's training transcript (:mod:`fedchain.transcripts`); None for a client's own commit.
+    transcript_root: bytes | None = None
 
 
 @dataclass(frozen=True)

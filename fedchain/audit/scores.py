@@ -62,7 +62,7 @@ def verify_scores(
     strategy: str | None = None,
     quality: QualityChoice = "auto",
 ) -> ScoreVerification:
-    """Reproduce every posted round's scores.
+    """Reproduce every posted round's scores, and re-judge the segment every fog verdict names.
 
     ``strategy`` and ``quality`` are what the aggregator ran with when it did not
     use the task spec's strategy (its ``--strategy``, ``--quality``; the spec's
@@ -83,11 +83,54 @@ def verify_scores(
         for posted in history.posted:
             reproduced = reproduction.reproduce(history, commitments, posted.round)
             rounds.append(_compare(history, posted, reproduced, commitments, store, tally, limit))
+        recheck_fog_verdicts(history, commitments, store, reproduction.spec, tally, device=device)
     except FedchainError as err:
         tally.fail(CheckName.SCORES, f"cannot reproduce the scores: {str(err).splitlines()[0]}")
     if not history.posted:
         tally.skip(CheckName.SCORES, "no round was posted")
     return ScoreVerification(tally=tally, rounds=tuple(rounds), tolerance=limit)
+
+
+def recheck_fog_verdicts(
+    history: TaskHistory,
+    commitments: Mapping[int, RewardsCommitted],
+    store: BlobStore,
+    spec: TaskSpec,
+    tally: Tally,
+    *,
+    device: str = "cpu",
+) -> None:
+    """Judge again, the committee's way, the transcript segment each decided fog challenge named, and compare the
+    judgement with the verdict the chain has (a finding of :attr:`CheckName.SCORES` where they differ)."""
+    from fedchain.disputes.judging import judge_fog
+
+    for challenge in history.challenges:
+        if challenge.kind != "fog" or challenge.status not in ("upheld", "rejected"):
+            continue
+        judgement = judge_fog(
+            store, spec, history, commitments, challenge.round, challenge.client_index, challenge.value, device=device
+        )
+        why = judgement.excuse or (
+            f"distance {judgement.distance:.3g}"
+            if judgement.convicting is None or judgement.convicting.fault is None
+            else judgement.convicting.fault
+        )
+        log.info(
+            "fog challenge %d, round %d, client %d, segment %d: %s (%s)",
+            challenge.challenge_id,
+            challenge.round,
+            challenge.client_index,
+            challenge.value,
+            challenge.status,
+            why,
+        )
+        tally.expect(
+            CheckName.SCORES,
+            f"verdict of fog challenge {challenge.challenge_id} (round {challenge.round}, client "
+            f"{challenge.client_index}, segment {challenge.value} re-executed: {why})",
+            "upheld" if judgement.upheld(challenge.accused) else "rejected",
+            challenge.status,
+        )
 
 
 @dataclass(frozen=True)

@@ -410,6 +410,22 @@ class AuctionNoMissedRound(CustomError):
     client_index: int
 
 
+class AuctionNoTranscript(CustomError):
+    """A commit without a training transcript (its root is zero): no segment of it could be judged.
+
+    ``AuctionNoTranscript(uint256,uint256)``
+
+    - ``task_id``
+    - ``client_index``
+    """
+
+    abi = {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}], 'name': 'AuctionNoTranscript', 'type': 'error'}
+    types = TYPES
+    hint = 'A commit without a training transcript (its root is zero): no segment of it could be judged.'
+    task_id: int
+    client_index: int
+
+
 class AuctionNotClient(CustomError):
     """Only the job's client may do this.
 
@@ -2880,7 +2896,7 @@ class ChallengeOpened(ChainEvent):
     - ``challenger``: who opened it
     - ``accused``: the aggregator (entry, accuracy, prior) or the fog node that committed the round (fog)
     - ``proposed``: the measurement the entry should be (entry challenges)
-    - ``value``: the accuracy or prior it should be (accuracy and prior challenges)
+    - ``value``: the transcript segment it names (fog challenges), the accuracy or prior it should be (accuracy and prior challenges)
     - ``bond``: wei escrowed
     - ``verdict_deadline``: the last second a verdict is accepted
     """
@@ -3505,18 +3521,19 @@ class Transfer(ChainEvent):
 class UpdateCommitted(ChainEvent):
     """A fog node committed the hash of its update for a round; an on-time commit released one round's price to it. The chain keeps who committed each round and when (`roundCommit`).
 
-    ``UpdateCommitted(uint256,uint256,uint16,address,bytes32,uint64,uint256)``
+    ``UpdateCommitted(uint256,uint256,uint16,address,bytes32,bytes32,uint64,uint256)``
 
     - ``task_id``: (indexed)
     - ``client_index``: (indexed)
     - ``round``: the round (indexed)
     - ``fog``
     - ``update_hash``: hash of the update in the blob store
+    - ``transcript_root``: Merkle root of the training's checkpoints (contracts/README.md, "Training transcripts")
     - ``committed_at``: block time, seconds
     - ``payment``: wei released to the fog node
     """
 
-    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}, {'indexed': False, 'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}, {'indexed': False, 'internalType': 'uint256', 'name': 'payment', 'type': 'uint256'}], 'name': 'UpdateCommitted', 'type': 'event'}
+    abi: ClassVar[Mapping[str, Any]] = {'anonymous': False, 'inputs': [{'indexed': True, 'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint256', 'name': 'clientIndex', 'type': 'uint256'}, {'indexed': True, 'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'indexed': False, 'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}, {'indexed': False, 'internalType': 'bytes32', 'name': 'transcriptRoot', 'type': 'bytes32'}, {'indexed': False, 'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}, {'indexed': False, 'internalType': 'uint256', 'name': 'payment', 'type': 'uint256'}], 'name': 'UpdateCommitted', 'type': 'event'}
     types: ClassVar[Mapping[str, type]] = TYPES
 
     task_id: int
@@ -3524,6 +3541,7 @@ class UpdateCommitted(ChainEvent):
     round: int
     fog: str
     update_hash: bytes
+    transcript_root: bytes
     committed_at: int
     payment: int
 
@@ -3731,7 +3749,7 @@ class Disputes(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'heldFor', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'accuracy', 'type': 'uint64'}], 'name': 'openAccuracyChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'components': [{'internalType': 'uint64', 'name': 'quality', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'roundTime', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'accepted', 'type': 'bool'}, {'internalType': 'bool', 'name': 'committed', 'type': 'bool'}], 'internalType': 'struct IRoundLedger.Measurement', 'name': 'proposed', 'type': 'tuple'}], 'name': 'openEntryChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'internalType': 'address', 'name': 'fog', 'type': 'address'}], 'name': 'openFogChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'internalType': 'address', 'name': 'fog', 'type': 'address'}, {'internalType': 'uint32', 'name': 'segment', 'type': 'uint32'}], 'name': 'openFogChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint32', 'name': 'clientIndex', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'prior', 'type': 'uint64'}], 'name': 'openPriorChallenge', 'outputs': [{'internalType': 'uint256', 'name': 'challengeId', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'postBond', 'outputs': [], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'releaseBond', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
@@ -3898,18 +3916,19 @@ class Disputes(Contract):
         """
         return self.transact('openEntryChallenge(uint256,uint16,uint32,(uint64,uint32,bool,bool))', task_id, round, client_index, proposed, value=value)
 
-    def open_fog_challenge(self, task_id: int, round: int, client_index: int, fog: str, *, value: int = 0) -> Receipt:
+    def open_fog_challenge(self, task_id: int, round: int, client_index: int, fog: str, segment: int, *, value: int = 0) -> Receipt:
         """Challenge the update fog node `fog` committed for the caller's job in posted round `round`: `fog` must be the node that committed it (FogAuction.roundCommit). `msg.value` must be the task's `challengeBond`. Within the round's challenge window; the job's client only.
 
-        ``openFogChallenge(uint256,uint16,uint32,address)``
+        ``openFogChallenge(uint256,uint16,uint32,address,uint32)``
 
         - ``task_id``
         - ``round``
         - ``client_index``
         - ``fog``
+        - ``segment``: the segment of the commit's training transcript that does not re-execute (from checkpoint `segment` to `segment + 1`), kept as the challenge's `value`; the committee re-executes that segment
         - ``value``: wei sent with the call
         """
-        return self.transact('openFogChallenge(uint256,uint16,uint32,address)', task_id, round, client_index, fog, value=value)
+        return self.transact('openFogChallenge(uint256,uint16,uint32,address,uint32)', task_id, round, client_index, fog, segment, value=value)
 
     def open_prior_challenge(self, task_id: int, client_index: int, prior: int, *, value: int = 0) -> Receipt:
         """Challenge client `clientIndex`'s posted cross-task prior, naming the prior it should be (at most the task's reputation cap). `msg.value` must be the task's `challengeBond`. Within the challenge window of the priors' post (round 0); anyone.
@@ -3988,8 +4007,8 @@ class FogAuction(Contract):
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'commitment', 'type': 'bytes32'}], 'name': 'commitBid', 'outputs': [{'internalType': 'uint256', 'name': 'bidIndex', 'type': 'uint256'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'bytes32[]', 'name': 'commitments', 'type': 'bytes32[]'}], 'name': 'commitBids', 'outputs': [{'internalType': 'uint256[]', 'name': 'bidIndices', 'type': 'uint256[]'}], 'stateMutability': 'payable', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256', 'name': 'clients', 'type': 'uint256'}], 'name': 'commitTimes', 'outputs': [{'internalType': 'uint64[]', 'name': 'times', 'type': 'uint64[]'}], 'stateMutability': 'view', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}], 'name': 'commitUpdate', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
-        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'bytes32[]', 'name': 'updateHashes', 'type': 'bytes32[]'}], 'name': 'commitUpdates', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}, {'internalType': 'bytes32', 'name': 'transcriptRoot', 'type': 'bytes32'}], 'name': 'commitUpdate', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
+        {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint16', 'name': 'round', 'type': 'uint16'}, {'internalType': 'uint256[]', 'name': 'indices', 'type': 'uint256[]'}, {'internalType': 'bytes32[]', 'name': 'updateHashes', 'type': 'bytes32[]'}, {'internalType': 'bytes32[]', 'name': 'transcriptRoots', 'type': 'bytes32[]'}], 'name': 'commitUpdates', 'outputs': [], 'stateMutability': 'nonpayable', 'type': 'function'},
         {'inputs': [], 'name': 'dependencies', 'outputs': [{'internalType': 'address', 'name': 'registry', 'type': 'address'}, {'internalType': 'address', 'name': 'ledger', 'type': 'address'}, {'internalType': 'address', 'name': 'treasury', 'type': 'address'}, {'internalType': 'address', 'name': 'disputes', 'type': 'address'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}], 'name': 'heldFor', 'outputs': [{'internalType': 'uint256', 'name': '', 'type': 'uint256'}], 'stateMutability': 'view', 'type': 'function'},
         {'inputs': [{'internalType': 'uint256', 'name': 'taskId', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'index', 'type': 'uint256'}], 'name': 'job', 'outputs': [{'components': [{'internalType': 'enum IFogAuction.JobStatus', 'name': 'status', 'type': 'uint8'}, {'internalType': 'uint16', 'name': 'paidUpTo', 'type': 'uint16'}, {'internalType': 'uint64', 'name': 'committedAt', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'winner', 'type': 'uint32'}, {'internalType': 'uint64', 'name': 'dataSize', 'type': 'uint64'}, {'internalType': 'uint32', 'name': 'reveals', 'type': 'uint32'}, {'internalType': 'bool', 'name': 'closed', 'type': 'bool'}, {'internalType': 'uint64', 'name': 'biddingDeadline', 'type': 'uint64'}, {'internalType': 'uint64', 'name': 'revealDeadline', 'type': 'uint64'}, {'internalType': 'uint96', 'name': 'price', 'type': 'uint96'}, {'internalType': 'uint96', 'name': 'winnerPrice', 'type': 'uint96'}, {'internalType': 'uint256', 'name': 'escrow', 'type': 'uint256'}, {'internalType': 'uint256', 'name': 'released', 'type': 'uint256'}, {'internalType': 'bytes32', 'name': 'updateHash', 'type': 'bytes32'}], 'internalType': 'struct IFogAuction.Job', 'name': '', 'type': 'tuple'}], 'stateMutability': 'view', 'type': 'function'},
@@ -4082,29 +4101,31 @@ class FogAuction(Contract):
         """
         return self.call('commitTimes(uint256,uint16,uint256)', task_id, round, clients, block=block)
 
-    def commit_update(self, task_id: int, index: int, round: int, update_hash: bytes) -> Receipt:
-        """Commit the update hash of the current round as the job's winner; on time, one round's price is released.
+    def commit_update(self, task_id: int, index: int, round: int, update_hash: bytes, transcript_root: bytes) -> Receipt:
+        """Commit the update hash of the current round as the job's winner, with the root of its training transcript (non-zero); on time, one round's price is released.
 
-        ``commitUpdate(uint256,uint256,uint16,bytes32)``
+        ``commitUpdate(uint256,uint256,uint16,bytes32,bytes32)``
 
         - ``task_id``
         - ``index``
         - ``round``
         - ``update_hash``
+        - ``transcript_root``
         """
-        return self.transact('commitUpdate(uint256,uint256,uint16,bytes32)', task_id, index, round, update_hash)
+        return self.transact('commitUpdate(uint256,uint256,uint16,bytes32,bytes32)', task_id, index, round, update_hash, transcript_root)
 
-    def commit_updates(self, task_id: int, round: int, indices: Sequence[int], update_hashes: Sequence[bytes]) -> Receipt:
+    def commit_updates(self, task_id: int, round: int, indices: Sequence[int], update_hashes: Sequence[bytes], transcript_roots: Sequence[bytes]) -> Receipt:
         """`commitUpdate` of the same round for several jobs the caller won, in one transaction, all or nothing: each entry is checked and emits `UpdateCommitted` as `commitUpdate` would; the payments they release reach the caller as one `Credited` (FOG_PAYMENT) event of the Treasury for the total.
 
-        ``commitUpdates(uint256,uint16,uint256[],bytes32[])``
+        ``commitUpdates(uint256,uint16,uint256[],bytes32[],bytes32[])``
 
         - ``task_id``
         - ``round``: the task's current round
         - ``indices``: the jobs
         - ``update_hashes``: one update hash per job
+        - ``transcript_roots``: one transcript root per job
         """
-        return self.transact('commitUpdates(uint256,uint16,uint256[],bytes32[])', task_id, round, indices, update_hashes)
+        return self.transact('commitUpdates(uint256,uint16,uint256[],bytes32[],bytes32[])', task_id, round, indices, update_hashes, transcript_roots)
 
     def dependencies(self, *, block: int | str = "latest") -> tuple[str, str, str, str]:
         """The contracts it reads: (RoundLedger, FogAuction).
@@ -5154,7 +5175,7 @@ class DemoStablecoin(Contract):
 
 #: Every custom error and event of FedChain's contracts, for decoding reverts and logs.
 REGISTRY = AbiRegistry(
-    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNotClient, AuctionNotDisputes, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionRoundsPending, AuctionSelfTrained, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, Blacklisted, CommitteeBadMember, CommitteeBadSignature, CommitteeInvalid, CommitteeInvalidWindow, CommitteeNoQuorum, CommitteeNotMember, CommitteeSignersNotSorted, DemoStablecoinNotMinter, DisputeAccuracyMovesNothing, DisputeAccuracyReachesTarget, DisputeAlreadyBonded, DisputeBondWhole, DisputeNoFog, DisputeNoPriors, DisputeNotBonder, DisputeNotClient, DisputeNotCommitter, DisputeNotLedger, DisputeNotOpen, DisputePriorAboveCap, DisputeRoundNotPosted, DisputeUnknownChallenge, DisputeUnknownClient, DisputeVerdictNotDue, DisputeVerdictTooLate, DisputeWindowClosed, DisputeWrongTaskStatus, DisputeWrongValue, ECDSAInvalidSignature, ECDSAInvalidSignatureLength, ECDSAInvalidSignatureS, ERC1155InsufficientBalance, ERC1155InvalidApprover, ERC1155InvalidArrayLength, ERC1155InvalidOperator, ERC1155InvalidReceiver, ERC1155InvalidSender, ERC1155MissingApprovalForAll, ERC20InsufficientAllowance, ERC20InsufficientBalance, ERC20InvalidApprover, ERC20InvalidReceiver, ERC20InvalidSender, ERC20InvalidSpender, ERC2612ExpiredSignature, ERC2612InvalidSigner, ERC5267ExtensionsNotSupported, ERC721IncorrectOwner, ERC721InsufficientApproval, ERC721InvalidApprover, ERC721InvalidOperator, ERC721InvalidOwner, ERC721InvalidReceiver, ERC721InvalidSender, ERC721NonexistentToken, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, InvalidAccountNonce, InvalidShortString, LedgerAlreadyCommitted, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerBondShort, LedgerChallengesOpen, LedgerClientInactive, LedgerCommitMismatch, LedgerCommitTooEarly, LedgerCommitTooLate, LedgerInconsistentRewards, LedgerMeasurementsMismatch, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerNotNextRound, LedgerNotSelfTrained, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerRoundsPending, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWindowOpen, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, Paused, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, SafeERC20FailedDecreaseAllowance, SafeERC20FailedOperation, StringTooLong, StringsInsufficientHexLength, StringsInvalidAddressFormat, StringsInvalidChar, TaskAbandonTooEarly, TaskBondTooSmall, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotBonded, TaskNotDisputes, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryAllowanceTooLow, TreasuryNotAToken, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTokenAlreadyBound, TreasuryTokenShortfall, TreasuryTransferFailed, TreasuryUnauthorized, TreasuryWrongValue, ZeroTransfer],
+    errors=[AuctionAlreadyBid, AuctionBadReveal, AuctionBatchLengthMismatch, AuctionBidTooLate, AuctionClientInactive, AuctionCommitTooLate, AuctionDataSizeMismatch, AuctionEmptyBatch, AuctionNoMissedRound, AuctionNoTranscript, AuctionNotClient, AuctionNotDisputes, AuctionNotRevealPhase, AuctionNotWinner, AuctionRevealNotOver, AuctionRoundsPending, AuctionSelfTrained, AuctionWrongJobStatus, AuctionWrongRound, AuctionWrongTaskStatus, AuctionWrongValue, AuctionZeroFrequency, Blacklisted, CommitteeBadMember, CommitteeBadSignature, CommitteeInvalid, CommitteeInvalidWindow, CommitteeNoQuorum, CommitteeNotMember, CommitteeSignersNotSorted, DemoStablecoinNotMinter, DisputeAccuracyMovesNothing, DisputeAccuracyReachesTarget, DisputeAlreadyBonded, DisputeBondWhole, DisputeNoFog, DisputeNoPriors, DisputeNotBonder, DisputeNotClient, DisputeNotCommitter, DisputeNotLedger, DisputeNotOpen, DisputePriorAboveCap, DisputeRoundNotPosted, DisputeUnknownChallenge, DisputeUnknownClient, DisputeVerdictNotDue, DisputeVerdictTooLate, DisputeWindowClosed, DisputeWrongTaskStatus, DisputeWrongValue, ECDSAInvalidSignature, ECDSAInvalidSignatureLength, ECDSAInvalidSignatureS, ERC1155InsufficientBalance, ERC1155InvalidApprover, ERC1155InvalidArrayLength, ERC1155InvalidOperator, ERC1155InvalidReceiver, ERC1155InvalidSender, ERC1155MissingApprovalForAll, ERC20InsufficientAllowance, ERC20InsufficientBalance, ERC20InvalidApprover, ERC20InvalidReceiver, ERC20InvalidSender, ERC20InvalidSpender, ERC2612ExpiredSignature, ERC2612InvalidSigner, ERC5267ExtensionsNotSupported, ERC721IncorrectOwner, ERC721InsufficientApproval, ERC721InvalidApprover, ERC721InvalidOperator, ERC721InvalidOwner, ERC721InvalidReceiver, ERC721InvalidSender, ERC721NonexistentToken, HandoffAlreadyCommitted, HandoffJobNotAwarded, HandoffNotClient, HandoffZeroHash, InvalidAccountNonce, InvalidShortString, LedgerAlreadyCommitted, LedgerAlreadyJoined, LedgerAlreadySettled, LedgerBondShort, LedgerChallengesOpen, LedgerClientInactive, LedgerCommitMismatch, LedgerCommitTooEarly, LedgerCommitTooLate, LedgerInconsistentRewards, LedgerMeasurementsMismatch, LedgerNoRewards, LedgerNotAggregator, LedgerNotClient, LedgerNotNextRound, LedgerNotSelfTrained, LedgerPriorAboveCap, LedgerPriorsAlreadyPosted, LedgerPriorsTooLate, LedgerRoundNotReady, LedgerRoundTimeMismatch, LedgerRoundsPending, LedgerTaskFull, LedgerUncommittedUpdate, LedgerUnknownClientIndex, LedgerWindowOpen, LedgerWrongDeposit, LedgerWrongMeasurementCount, LedgerWrongPriorCount, LedgerWrongRound, LedgerWrongTaskStatus, MerkleProofInvalidMultiproof, Paused, ReentrancyGuardReentrantCall, SafeCastOverflowedIntDowncast, SafeCastOverflowedIntToUint, SafeCastOverflowedUintDowncast, SafeCastOverflowedUintToInt, SafeERC20FailedDecreaseAllowance, SafeERC20FailedOperation, StringTooLong, StringsInsufficientHexLength, StringsInvalidAddressFormat, StringsInvalidChar, TaskAbandonTooEarly, TaskBondTooSmall, TaskBudgetExceeded, TaskHasNoClients, TaskInvalidAggregator, TaskInvalidParameter, TaskNotBonded, TaskNotDisputes, TaskNotLedger, TaskNotPublisher, TaskUnknown, TaskWrongStatus, TreasuryAllowanceTooLow, TreasuryNotAToken, TreasuryNothingToWithdraw, TreasuryPoolExhausted, TreasuryTokenAlreadyBound, TreasuryTokenShortfall, TreasuryTransferFailed, TreasuryUnauthorized, TreasuryWrongValue, ZeroTransfer],
     events=[Approval, AuctionClosed, AuctionOpened, BidCommitted, BidOutranked, BidRejected, BidRevealed, BondForfeited, BondPosted, BondReleased, BondSlashed, BondToppedUp, BudgetSpent, ChallengeOpened, ChallengeResolved, ClientJoined, ClientRemoved, ClientSettled, CommitteeFormed, Credited, DataCommitted, Deposited, EIP712DomainChanged, EarlyFinishVoided, FogFraudSlashed, FogSlashed, JobReassigned, JobSettled, OwnUpdateCommitted, PriorsPosted, RewardsCommitted, RoundClosed, RoundFinalized, RoundPosted, SinkSet, TaskAbandoned, TaskCancelled, TaskCreated, TaskFinished, TaskSettled, TaskStarted, TokenBound, Transfer, UpdateCommitted, Withdrawn],
 )
 

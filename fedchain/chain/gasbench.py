@@ -206,6 +206,7 @@ class _Bench:
         frequency, bid_salt = 10**6, keccak(text="bid")
         sealed = keccak(abi_encode(["uint64", "uint96", "bytes32", "address"], [frequency, PRICE, bid_salt, fog]))
         hashes = [keccak(text=f"u{i}") for i in jobs]
+        roots = [keccak(text=f"t{i}") for i in jobs]  # each update's transcript root
         gas: dict[str, int] = {}
         if batched:
             gas[COMMIT_BIDS] = self.gas(
@@ -237,10 +238,10 @@ class _Bench:
         self.batch([(auction.functions.closeAuction(task, i), m, PRICE * rounds) for i, m in enumerate(members)])
         self.batch([(registry.functions.startTask(task), publisher, 0)])
         if batched:
-            gas[COMMIT_UPDATES] = self.gas([(auction.functions.commitUpdates(task, 1, jobs, hashes), fog, 0)])
+            gas[COMMIT_UPDATES] = self.gas([(auction.functions.commitUpdates(task, 1, jobs, hashes, roots), fog, 0)])
         else:
             gas[COMMIT_UPDATES] = self.gas(
-                [(auction.functions.commitUpdate(task, i, 1, hashes[i]), fog, 0) for i in jobs]
+                [(auction.functions.commitUpdate(task, i, 1, hashes[i], roots[i]), fog, 0) for i in jobs]
             )
         start = TaskState(*registry.functions.state(task).call()).round_started_at
         commits = auction.functions.commitTimes(task, 1, clients).call()
@@ -282,7 +283,7 @@ class _Bench:
         opened = self.gas([(disputes.openEntryChallenge(task, 1, 1, proposed), stranger, CHALLENGE_BOND)])
         self.batch(
             [
-                (disputes.openFogChallenge(task, 1, 0, fog), members[0], CHALLENGE_BOND),
+                (disputes.openFogChallenge(task, 1, 0, fog, 0), members[0], CHALLENGE_BOND),
                 (disputes.openEntryChallenge(task, 1, 2, proposed), stranger, CHALLENGE_BOND),
             ]
         )

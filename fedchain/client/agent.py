@@ -246,7 +246,9 @@ class ClientAgent:
                     opened = open_entry_challenge(self.session, self.task_id, round_number, index, grievance.proposed)
                 else:
                     assert grievance.fog is not None
-                    opened = open_fog_challenge(self.session, self.task_id, round_number, index, grievance.fog)
+                    opened = open_fog_challenge(
+                        self.session, self.task_id, round_number, index, grievance.fog, grievance.segment
+                    )
             except ContractRevert as err:  # the window closed while it reviewed: nothing more can be done
                 reviewed[str(round_number)] = None
                 self.log.error("challenge refused", round=round_number, error=type(err).__name__, hint=err.hint)

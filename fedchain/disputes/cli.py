@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from fedchain.agent.session import read_options, read_session, session_from_options, session_options
+from fedchain.agent.session import ChainSession, read_options, read_session, session_from_options, session_options
 
 #: ``--wait`` of the commands that challenge a round.
 _wait_option = click.option(
@@ -73,16 +73,42 @@ def entry(
 @click.option(
     "--round", "round_number", type=click.IntRange(min=1), required=True, help="A posted, not yet final round."
 )
+@click.option(
+    "--segment",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Challenge this segment of the transcript without re-executing it yourself (you risk your bond). "
+    "Without it the command re-executes every segment first and challenges the first that does not match.",
+)
+@click.option(
+    "--device", default="cpu", show_default=True, help="Where to re-execute segments (the committee uses the CPU)."
+)
 @_wait_option
 @session_options
-def fog(task_id: int, round_number: int, wait: bool, **options: Any) -> None:
+def fog(
+    task_id: int,
+    round_number: int,
+    segment: int | None,
+    device: str,
+    wait: bool,
+    **options: Any,
+) -> None:
     """Challenge the update your fog node committed for your job in a round (you must be the job's client).
 
     \b
-    The arbiter committee re-executes the job from its committed inputs (the round's start model, the
-    data you handed off, the spec's settings and seed). Upheld: your round is void (not a removal), the
-    fog node's deposit is slashed (the round's price back to you) and the job moves to the next bid.
-    Rejected (it trained as told): you lose your bond. `fedchain client run` does this by itself.
+    With the update the node committed the root of its training transcript: checkpoints every k steps of
+    your job. The committee re-executes the segment your challenge names from the node's own checkpoint,
+    with your data in the order the spec's seed fixes, and upholds when its end is beyond the segment
+    tolerance (or the transcript does not bind the job: a missing checkpoint is the node's fault).
+    Upheld: your round is void (not a removal), the node's deposit is slashed (the round's price back to
+    you) and the job moves to the next bid. Rejected: you lose your bond.
+
+    \b
+    By default this command first re-executes the segments itself, in order, and challenges the first
+    that does not match; when every one matches, it opens nothing. `fedchain client run` does this by
+    itself. Examples:
+      fedchain challenge fog --task 1 --round 2
+      fedchain challenge fog --task 1 --round 2 --segment 3
     """
     from fedchain.disputes.service import await_post, open_fog_challenge
     from fedchain.errors import DisputeError
@@ -100,11 +126,86 @@ def fog(task_id: int, round_number: int, wait: bool, **options: Any) -> None:
             f"no fog node committed round {round_number} of your job in task {task_id}",
             hint="a missed round is slashed without a challenge (`reportMissedRound`)",
         )
-    opened = open_fog_challenge(session, task_id, round_number, index, committer)
+    _warn_of_rejections(session, task_id, round_number, index)
+    if segment is None:
+        segment = _search_segment(session, task_id, round_number, index, device)
+    opened = open_fog_challenge(session, task_id, round_number, index, committer, segment)
     click.echo(
-        f"challenge {opened.challenge_id} opened against {committer}; a verdict is due by "
+        f"challenge {opened.challenge_id} opened against {committer} on segment {segment}; a verdict is due by "
         f"{opened.verdict_deadline} (chain time)"
     )
+
+
+def _warn_of_rejections(session: ChainSession, task_id: int, round_number: int, index: int) -> None:
+    """Warn (on stderr) of every earlier fog challenge of this job and round that the committee rejected."""
+    from fedchain.chain.bindings import ChallengeKind, ChallengeOpened, ChallengeResolved, ChallengeStatus
+    from fedchain.chain.events import LogQuery, fetch_events
+
+    events = list(fetch_events(session.w3, session.transactor.registry, LogQuery.of(session.deployment)))
+    segments = {
+        e.challenge_id: e.value
+        for e in events
+        if isinstance(e, ChallengeOpened)
+        and (e.task_id, e.round, e.client_index, e.kind) == (task_id, round_number, index, ChallengeKind.FOG)
+    }
+    for e in events:
+        if isinstance(e, ChallengeResolved) and e.challenge_id in segments and e.status == ChallengeStatus.REJECTED:
+            click.echo(
+                f"warning: challenge {e.challenge_id} of this job's round {round_number} (segment "
+                f"{segments[e.challenge_id]}) was rejected: the committee re-executed it within tolerance, and "
+                "the same segment will be judged the same way",
+                err=True,
+            )
+
+
+def _search_segment(session: ChainSession, task_id: int, round_number: int, index: int, device: str) -> int:
+    """The first segment of the job's transcript that does not re-execute within tolerance (a progress bar on
+    the terminal); a :class:`DisputeError` when every segment does (a challenge would lose its bond)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fedchain.audit.replay import replay_task
+    from fedchain.audit.rewards import reward_events
+    from fedchain.chain.events import LogQuery, fetch_events
+    from fedchain.disputes.judging import search_fog, transcript_job
+    from fedchain.errors import DisputeError
+    from fedchain.taskspec import load_spec
+    from fedchain.transcripts.judge import SegmentJudgement
+    from fedchain.transcripts.segments import SEGMENT_TOLERANCE
+
+    events = list(fetch_events(session.w3, session.transactor.registry, LogQuery.of(session.deployment)))
+    history = replay_task(task_id, events).history
+    commitments = reward_events(task_id, events)
+    assert history.task.params is not None
+    spec = load_spec(session.store, history.task.params.dataset_id)
+    job, _ = transcript_job(session.store, spec, history, commitments, round_number, index)
+    total = job.shape.segments if job is not None else 1
+    with Progress(
+        TextColumn("re-executing segments"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+    ) as bar:
+        shown = bar.add_task("segments", total=total)
+
+        def advance(_: SegmentJudgement) -> None:
+            bar.advance(shown)
+
+        judgement = search_fog(
+            session.store, spec, history, commitments, round_number, index, device=device, on_segment=advance
+        )
+    if judgement.excuse is not None:
+        raise DisputeError(
+            f"the fog node cannot be judged on round {round_number}: {judgement.excuse}",
+            hint="a challenge would be rejected; nothing was opened",
+        )
+    convicting = judgement.convicting
+    if convicting is None:
+        raise DisputeError(
+            f"every one of the {len(judgement.segments)} segments of your job's round {round_number} re-executes "
+            f"within tolerance (largest distance {judgement.distance:.3g}, tolerance {SEGMENT_TOLERANCE}): the "
+            "fog node trained as told, so nothing was opened",
+            hint="to challenge anyway (and most likely lose your bond), name a segment with --segment N",
+        )
+    reason = convicting.fault or f"ends {convicting.distance:.3g} from its re-execution"
+    click.echo(f"segment {convicting.segment}: {reason}")
+    return convicting.segment
 
 
 @challenge.command()

@@ -16,14 +16,20 @@ the auditor recomputes from the earlier tasks' events and the proposed one is.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fedchain.audit.scores import ScoreReproduction, stored_rewards
 from fedchain.chain.bindings import Measurement, RewardsCommitted
-from fedchain.disputes.reexecution import reexecute, trained_as_committed, update_distance
 from fedchain.errors import AuditError, UpdateRejected
+from fedchain.transcripts.judge import (
+    SegmentJudgement,
+    TranscriptJob,
+    first_upheld,
+    judge_segment,
+    search_segments,
+)
 from fedchain.units import WAD
 
 if TYPE_CHECKING:
@@ -88,20 +94,32 @@ class EntryJudgement:
 
 @dataclass(frozen=True)
 class FogJudgement:
-    """A committed update against the honest re-execution of its job."""
+    """A committed update's transcript, judged on one segment (the committee) or searched (the client)."""
 
     #: The fog node that committed the round's update (None: no commit of that round was found).
     committer: str | None
-    #: Relative distance of the committed update to the honest one (inf: the committed update is unusable).
-    distance: float
+    #: The judged segments: the named one (the committee), or those searched up to the first upheld (the client).
+    segments: tuple[SegmentJudgement, ...] = ()
     #: Why nothing could be judged against the fog node (its client's data unavailable, no commit), else None.
     excuse: str | None = None
 
+    @property
+    def convicting(self) -> SegmentJudgement | None:
+        """The first judged segment that convicts the node, or None."""
+        return first_upheld(self.segments)
+
+    @property
+    def distance(self) -> float:
+        """The distance of the convicting segment, else the largest judged (inf when nothing could be judged)."""
+        if self.convicting is not None:
+            return self.convicting.distance
+        return max((j.distance for j in self.segments), default=math.inf)
+
     def upheld(self, accused: str) -> bool:
-        """The verdict on a fog challenge naming ``accused``: it committed the round and did not train as told."""
+        """The verdict on a fog challenge naming ``accused``: it committed the round and a judged segment convicts."""
         if self.excuse is not None or self.committer is None or self.committer.lower() != accused.lower():
             return False
-        return not trained_as_committed(self.distance)
+        return self.convicting is not None
 
 
 @dataclass(frozen=True)
@@ -180,18 +198,17 @@ def scored_commit(history: TaskHistory, round_number: int, client_index: int) ->
     return history.scored_commits(round_number).get(client_index)
 
 
-def judge_fog(
+def transcript_job(
     store: BlobStore,
     spec: TaskSpec,
     history: TaskHistory,
     commitments: Mapping[int, RewardsCommitted],
     round_number: int,
     client_index: int,
-    *,
-    device: str = "cpu",
-) -> FogJudgement:
-    """The update committed for client ``client_index``'s job in ``round_number``, against its re-execution from the
-    committed inputs: the round's start model, the handed-off data, the spec's settings and seed."""
+) -> tuple[TranscriptJob | None, FogJudgement | None]:
+    """Client ``client_index``'s job of ``round_number`` as committed (the round's start model, the handed-off
+    data, the committed update and transcript root), or the judgement that excuses or convicts the node before
+    any segment runs (no commit, no usable data, an update nobody can decode)."""
     from fedchain.client.handoff import ExpectedJobData, fetch_job_data
     from fedchain.errors import BlobNotFound, JobDataRejected, StoreError
     from fedchain.fl.params import flatten, unflatten
@@ -200,18 +217,18 @@ def judge_fog(
     task_id = history.task.task_id
     commit = scored_commit(history, round_number, client_index)
     if commit is None:
-        return FogJudgement(None, math.inf, "no update was committed for the job in that round")
+        return None, FogJudgement(None, excuse="no update was committed for the job in that round")
     client = history.clients[client_index]
     size = next((a.data_size for a in history.auctions if a.client_index == client_index), 0)
     if client.data_hash is None:
-        return FogJudgement(commit.fog, math.inf, "the client never committed its data")
+        return None, FogJudgement(commit.fog, excuse="the client never committed its data")
     try:
         data = fetch_job_data(
             store, client.data_hash, ExpectedJobData(task_id, client_index, size, spec.num_classes, spec.in_channels)
         )
     except (BlobNotFound, JobDataRejected, StoreError) as err:
         # The fog node cannot have trained data nobody can read: the client cannot blame it.
-        return FogJudgement(commit.fog, math.inf, f"the client's data is not usable: {err.args[0]}")
+        return None, FogJudgement(commit.fog, excuse=f"the client's data is not usable: {err.args[0]}")
     param_spec = spec.param_spec()
     posted = {p.round: p for p in history.posted}
     model_hash = posted[round_number - 1].model_hash if round_number > 1 else history.task.params.model_id  # type: ignore[union-attr]
@@ -220,7 +237,6 @@ def judge_fog(
         reward = stored_rewards(history, commitments, store, spec, round_number - 1).get(client_index)
         if reward is not None:
             start = unflatten(reward, param_spec)
-    honest = reexecute(spec, start, data, round_number, client_index, device=device)
     try:
         decoded = load_update(
             store,
@@ -232,7 +248,64 @@ def judge_fog(
             client=client.account,
             data_size=size,
         )
-    except UpdateRejected:
-        return FogJudgement(commit.fog, math.inf)  # committed bytes nobody can use: not the job's update
-    committed = flatten(decoded.params, param_spec)[0]
-    return FogJudgement(commit.fog, update_distance(committed, honest))
+    except UpdateRejected as err:  # committed bytes nobody can use: not the job's update
+        unusable = SegmentJudgement(0, math.inf, f"the committed update is unusable: {err.args[0]}")
+        return None, FogJudgement(commit.fog, (unusable,))
+    if commit.transcript_root is None:
+        return None, FogJudgement(commit.fog, excuse="the commit has no transcript (a client's own update)")
+    job = TranscriptJob(
+        spec,
+        task_id,
+        round_number,
+        client_index,
+        client.account,
+        data,
+        flatten(start, param_spec)[0],
+        flatten(decoded.params, param_spec)[0],
+        commit.transcript_root,
+    )
+    return job, None
+
+
+def judge_fog(
+    store: BlobStore,
+    spec: TaskSpec,
+    history: TaskHistory,
+    commitments: Mapping[int, RewardsCommitted],
+    round_number: int,
+    client_index: int,
+    segment: int,
+    *,
+    device: str = "cpu",
+) -> FogJudgement:
+    """The committee's judgement of a fog challenge naming ``segment`` of client ``client_index``'s job in
+    ``round_number``: the transcript's binding to the job, and that segment re-executed from its checkpoint."""
+    job, early = transcript_job(store, spec, history, commitments, round_number, client_index)
+    if job is None:
+        assert early is not None
+        return early
+    commit = scored_commit(history, round_number, client_index)
+    assert commit is not None
+    return FogJudgement(commit.fog, (judge_segment(store, job, segment, device=device),))
+
+
+def search_fog(
+    store: BlobStore,
+    spec: TaskSpec,
+    history: TaskHistory,
+    commitments: Mapping[int, RewardsCommitted],
+    round_number: int,
+    client_index: int,
+    *,
+    device: str = "cpu",
+    on_segment: Callable[[SegmentJudgement], None] | None = None,
+) -> FogJudgement:
+    """The client's check of its own job before it challenges: every segment of the transcript in order, up to
+    the first that convicts (:func:`~fedchain.transcripts.judge.search_segments`); its judgement names it."""
+    job, early = transcript_job(store, spec, history, commitments, round_number, client_index)
+    if job is None:
+        assert early is not None
+        return early
+    commit = scored_commit(history, round_number, client_index)
+    assert commit is not None
+    return FogJudgement(commit.fog, search_segments(store, job, device=device, on_segment=on_segment))

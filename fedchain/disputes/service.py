@@ -84,11 +84,16 @@ def open_entry_challenge(
     return _opened(receipt, "entry", task_id, round_number, client_index)
 
 
-def open_fog_challenge(session: ChainSession, task_id: int, round_number: int, client_index: int, fog: str) -> Opened:
-    """Challenge the update ``fog`` committed for the caller's job in ``round_number`` (the job's client only)."""
+def open_fog_challenge(
+    session: ChainSession, task_id: int, round_number: int, client_index: int, fog: str, segment: int
+) -> Opened:
+    """Challenge the update ``fog`` committed for the caller's job in ``round_number`` (the job's client only),
+    naming the ``segment`` of its training transcript that the committee is to re-execute."""
     bond = session.contracts.task_registry.params(task_id).challenge_bond
     value = payment_value(session.contracts.treasury, task_id, bond)
-    receipt = session.contracts.disputes.open_fog_challenge(task_id, round_number, client_index, fog, value=value)
+    receipt = session.contracts.disputes.open_fog_challenge(
+        task_id, round_number, client_index, fog, segment, value=value
+    )
     return _opened(receipt, "fog", task_id, round_number, client_index)
 
 

@@ -5,12 +5,14 @@ client reproduces the round with the auditor's code and compares its own entry
 (:func:`~fedchain.disputes.judging.judge_entry`); when the entry is off beyond
 tolerance it challenges the aggregator, naming the reproduced measurement. When
 its entry is right but harms it (rejected, or below q_min: a removal), it
-re-executes its training job from the committed inputs
-(:func:`~fedchain.disputes.judging.judge_fog`); when its fog node's update is
-far from the honest one it challenges the fog node. A client whose own data is
+re-executes the segments of its fog node's training transcript, each from the
+node's own checkpoint (:func:`~fedchain.disputes.judging.search_fog`); when one
+does not re-execute within tolerance (or the transcript does not bind the job)
+it challenges the fog node, naming that segment. A client whose own data is
 bad finds an honest re-execution scoring as badly, and does not challenge. A
 client without the compute to re-execute may leave that to the arbiters (it
-then challenges its fog node whenever its entry harms it, and risks its bond).
+then challenges its fog node's first segment whenever its entry harms it, and
+risks its bond).
 A fog node watches the entries of the updates it trained in the same way, and
 challenges the aggregator for its clients.
 """
@@ -29,7 +31,7 @@ from fedchain.audit.scores import ScoreReproduction
 from fedchain.chain.abi import ChainEvent
 from fedchain.chain.bindings import Measurement
 from fedchain.chain.events import LogQuery, fetch_events
-from fedchain.disputes.judging import judge_entry, judge_fog, proposal, scored_commit
+from fedchain.disputes.judging import judge_entry, proposal, scored_commit, search_fog
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,8 @@ class Grievance:
     #: The fog node that committed the update (fog challenges).
     fog: str | None
     reason: str
+    #: The segment of the fog node's transcript that does not re-execute (fog challenges).
+    segment: int = 0
 
 
 class EntryWatcher:
@@ -111,21 +115,21 @@ class EntryWatcher:
             return Grievance(
                 round_number, client_index, "fog", None, commit.fog, "screened out; re-execution left to the arbiters"
             )
-        fog_judgement = judge_fog(
+        fog_judgement = search_fog(
             self.session.store, spec, history, commitments, round_number, client_index, device=self.device
         )
-        if fog_judgement.committer is None or not fog_judgement.upheld(fog_judgement.committer):
+        convicting = fog_judgement.convicting
+        if fog_judgement.committer is None or convicting is None or not fog_judgement.upheld(fog_judgement.committer):
             log.info(
-                "round %d: the fog node trained the job as told (distance %.3g): the entry stands",
+                "round %d: the fog node trained the job as told (%d segments re-executed, largest distance %.3g): "
+                "the entry stands",
                 round_number,
+                len(fog_judgement.segments),
                 fog_judgement.distance,
             )
             return None
-        return Grievance(
-            round_number,
-            client_index,
-            "fog",
-            None,
-            fog_judgement.committer,
-            f"the committed update is {fog_judgement.distance:.3g} from the honest re-execution",
+        reason = convicting.fault or (
+            f"segment {convicting.segment} (steps {convicting.steps.start}-{convicting.steps.stop - 1}) ends "
+            f"{convicting.distance:.3g} from its re-execution"
         )
+        return Grievance(round_number, client_index, "fog", None, fog_judgement.committer, reason, convicting.segment)

@@ -93,7 +93,7 @@ def _env(key: bytes) -> dict[str, str]:
 
 
 def fog_process(plan: FogPlan, run: RunFolder, key: bytes, task_id: int, options: AgentOptions) -> ProcessSpec:
-    """``fedchain fog run`` for ``plan``, watching only ``task_id``, training on one thread."""
+    """``fedchain fog run`` for ``plan``, watching only ``task_id``, training with its engine on one thread."""
     cost = plan.cost
     args = [
         "fog",
@@ -109,7 +109,7 @@ def fog_process(plan: FogPlan, run: RunFolder, key: bytes, task_id: int, options
         "--margin",
         repr(cost.margin),
         "--engine",
-        "sequential",
+        plan.engine,
         "--threads",
         str(THREADS_PER_PROCESS),
         "--poll-interval",

@@ -26,6 +26,7 @@ from eth_utils import keccak
 
 from fedchain.errors import ConfigError
 from fedchain.publisher.terms import TaskTerms
+from fedchain.trainer.config import Engine
 from fog.bidding import CostModel
 
 #: What a lazy (free-riding) fog node commits instead of training (as in ``fog.config.LazyMode``).
@@ -81,6 +82,7 @@ class FogPlan:
         lazy: free rider: commit ``zero`` or ``random`` updates without training (None: honest).
         never_reveal: commit sealed bids but never reveal them (the deposits are forfeited).
         crash_after_round: die by SIGKILL right after committing this round (None: never).
+        engine: the trainer engine it trains with (one thread each: many processes share the machine).
     """
 
     name: str
@@ -88,6 +90,7 @@ class FogPlan:
     lazy: LazyMode | None = None
     never_reveal: bool = False
     crash_after_round: int | None = None
+    engine: Engine = "sequential"
 
     @property
     def behaviour(self) -> str:

@@ -10,11 +10,12 @@ ChallengeOpened    judge it: an entry challenge by reproducing the round with th
                    an accuracy challenge by evaluating the posted model (``judge_accuracy``:
                    upheld when it falls short of the target); a prior challenge by recomputing
                    the priors from the earlier tasks (``judge_prior``);
-                   a fog challenge by re-executing the job from its committed inputs
-                   (:func:`~fedchain.disputes.judging.judge_fog`: upheld when the named fog node
-                   committed the round and its update is farther than the tolerance from the
-                   honest one). Sign the verdict (EIP-712) and pin it on the challenge's board in
-                   the blob store.
+                   a fog challenge by re-executing the segment of the fog node's training
+                   transcript that the challenge names, from the node's own checkpoint
+                   (:func:`~fedchain.disputes.judging.judge_fog`: upheld when the named node
+                   committed the round and its transcript does not bind the job, or the
+                   segment ends beyond the segment tolerance). Sign the verdict (EIP-712) and
+                   pin it on the challenge's board in the blob store.
 (every step)       read each open challenge's board; once a quorum of members signed the same
                    outcome, submit the signatures (``Disputes.resolve``): a verdict someone else
                    submitted first is done. After the verdict window, expire what no quorum judged.
@@ -46,6 +47,7 @@ from fedchain.disputes.judging import judge_accuracy, judge_entry, judge_fog, ju
 from fedchain.disputes.service import expire, resolve
 from fedchain.disputes.verdicts import Domain, SignedVerdict, Verdict, board_of, quorum_signatures, sign
 from fedchain.errors import AgentError, FedchainError, VerdictError
+from fedchain.transcripts.segments import SEGMENT_TOLERANCE
 
 _log = logging.getLogger(__name__)
 
@@ -216,6 +218,7 @@ class Verifier:
                     proposed=challenge["value"],
                 )
             else:
+                segment = int(challenge["value"])
                 judgement_fog = judge_fog(
                     self.session.store,
                     reproduction.spec,
@@ -223,13 +226,19 @@ class Verifier:
                     commitments,
                     round_number,
                     index,
+                    segment,
                     device=self.settings.device,
                 )
                 upheld = judgement_fog.upheld(challenge["accused"])
+                judged = judgement_fog.segments[0] if judgement_fog.segments else None
                 log.info(
-                    "fog update judged",
+                    "fog segment judged",
                     upheld=upheld,
+                    segment=segment,
+                    steps=f"{judged.steps.start}-{judged.steps.stop - 1}" if judged and judged.steps else None,
                     distance=judgement_fog.distance,
+                    tolerance=SEGMENT_TOLERANCE,
+                    fault=judged.fault if judged else None,
                     committer=judgement_fog.committer,
                     accused=challenge["accused"],
                     excuse=judgement_fog.excuse,

@@ -56,10 +56,10 @@ contract FindingsTest is TaskFlow {
             vm.expectRevert(
                 abi.encodeWithSelector(IDisputes.DisputeNotCommitter.selector, t, uint16(1), uint256(0), wrong[i], fogs[0])
             );
-            disputes.openFogChallenge{value: p.challengeBond}(t, 1, 0, wrong[i]);
+            disputes.openFogChallenge{value: p.challengeBond}(t, 1, 0, wrong[i], 0);
         }
         vm.prank(clients[0]);
-        uint256 id = disputes.openFogChallenge{value: p.challengeBond}(t, 1, 0, fogs[0]);
+        uint256 id = disputes.openFogChallenge{value: p.challengeBond}(t, 1, 0, fogs[0], 0);
         assertTrue(disputes.challenge(id).accused == fogs[0], "the committer is accused");
         (address committer, uint64 committedAt) = auction.roundCommit(t, 0, 1);
         assertTrue(committer == fogs[0] && committedAt == registry.state(t).startedAt + COMMIT_AFTER, "round commit recorded");
@@ -70,14 +70,14 @@ contract FindingsTest is TaskFlow {
         uint256 t = _running(p);
         vm.warp(registry.state(t).roundStartedAt + COMMIT_AFTER);
         vm.prank(fogs[1]);
-        auction.commitUpdate(t, 1, 1, keccak256("u"));
+        auction.commitUpdate(t, 1, 1, keccak256("u"), keccak256("transcript"));
         vm.warp(registry.roundDeadline(t) + 1);
         IRoundLedger.Measurement[] memory ms = honestMeasurements();
         ms[0] = measurement(0, 0, false, false);
         post(t, 1, 0, ms);
         vm.prank(clients[0]);
         vm.expectRevert(abi.encodeWithSelector(IDisputes.DisputeNoFog.selector, t, uint256(0)));
-        disputes.openFogChallenge{value: p.challengeBond}(t, 1, 0, fogs[0]);
+        disputes.openFogChallenge{value: p.challengeBond}(t, 1, 0, fogs[0], 0);
     }
 
     // 2. No number of challenges locks a round; every challenge costs real money.

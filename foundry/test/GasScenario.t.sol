@@ -34,7 +34,7 @@ contract GasScenarioTest is TaskFlow {
         post(t, 1, 0, ms);
         uint256 upheld = openEntry(t, 1, 0, measurement(uint64(WAD), COMMIT_AFTER, true, true), clients[0]);
         vm.prank(clients[1]);
-        uint256 rejected = disputes.openFogChallenge{value: p.challengeBond}(t, 1, 1, fogs[1]);
+        uint256 rejected = disputes.openFogChallenge{value: p.challengeBond}(t, 1, 1, fogs[1], 0);
         uint256 expired = openEntry(t, 1, 2, measurement(uint64(2 * WAD), COMMIT_AFTER, true, true), STRANGER);
         disputes.resolve(upheld, true, verdict(upheld, true));
         disputes.resolve(rejected, false, verdict(rejected, false));
@@ -50,13 +50,13 @@ contract GasScenarioTest is TaskFlow {
         ms = honestMeasurements();
         post(t, 2, 0, ms);
         vm.prank(clients[3]);
-        uint256 fraud = disputes.openFogChallenge{value: p.challengeBond}(t, 2, 3, fogs[3]);
+        uint256 fraud = disputes.openFogChallenge{value: p.challengeBond}(t, 2, 3, fogs[3], 2);
         disputes.resolve(fraud, true, verdict(fraud, true));
         finalizeAfterWindows(t, 2, ms);
         vm.warp(registry.state(t).roundStartedAt + COMMIT_AFTER);
         for (uint256 i; i < 3; ++i) {
             vm.prank(fogs[i]);
-            auction.commitUpdate(t, i, 3, keccak256(abi.encode("update", t, uint16(3), i)));
+            auction.commitUpdate(t, i, 3, keccak256(abi.encode("update", t, uint16(3), i)), transcript(t, 3, i));
         }
         // Job 3 went to no standby (one bid each): its client is posted uncommitted after the deadline.
         vm.warp(registry.roundDeadline(t) + 1);

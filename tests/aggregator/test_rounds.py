@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from eth_utils import keccak
 from rich.console import Console
 
 from fedchain.agent.finality import finalize_due
@@ -93,7 +94,7 @@ def test_round_scores_real_updates_rejects_malformed_one_and_slashes_the_late_fo
     poisoned = unflatten(torch.full_like(start, float("nan")), spec.param_spec())
     world.commit_params(task_id, 1, FOGS[1], 1, poisoned, spec)
     pickled = world.session(FOGS[4]).store.put(pickle.dumps({"weights": [1.0, 2.0]}))
-    world.session(FOGS[4]).contracts.fog_auction.commit_update(task_id, 3, 1, pickled)
+    world.session(FOGS[4]).contracts.fog_auction.commit_update(task_id, 3, 1, pickled, keccak(text="transcript"))
     aggregator = aggregator_for(world, task_id, tmp_path / "aggregator.json")
     registry = world.publisher.contracts.task_registry
 

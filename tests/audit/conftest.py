@@ -236,7 +236,9 @@ def commit_update(
     meta = update_meta(spec, task_id, round_number, index, driver.address(clients[index]))
     update = store_update(store, unflatten(delta, spec.param_spec()), meta)
     driver.set_next_timestamp(at)
-    return driver.as_(fog).fog_auction.commit_update(task_id, index, round_number, update).events_of(UpdateCommitted)[0]
+    root = keccak(text=f"transcript {task_id} {index} {round_number}")  # no fog challenge is judged here
+    committed = driver.as_(fog).fog_auction.commit_update(task_id, index, round_number, update, root)
+    return committed.events_of(UpdateCommitted)[0]
 
 
 def finalize_round(driver: Driver, task_id: int, round_number: int, measurements: list[Measurement]) -> Receipt:

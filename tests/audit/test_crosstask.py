@@ -85,6 +85,7 @@ def post_round(
                     update_hash=b"\x05" * 32,
                     committed_at=started_at + 50,
                     payment=PRICE,
+                    transcript_root=b"\x07" * 32,
                 ),
             ),
         )

@@ -149,7 +149,16 @@ def started_task(budget: int, *, sink: bool = True) -> EventLog:
     log.tx(
         (
             b.UpdateCommitted,
-            dict(t, client_index=0, round=1, fog=FOG, update_hash=b"\x05" * 32, committed_at=1050, payment=PRICE),
+            dict(
+                t,
+                client_index=0,
+                round=1,
+                fog=FOG,
+                update_hash=b"\x05" * 32,
+                committed_at=1050,
+                payment=PRICE,
+                transcript_root=b"\x07" * 32,
+            ),
         ),
         (b.Credited, dict(t, to=FOG, amount=PRICE, reason=reason("FOG_PAYMENT"))),
     )

@@ -305,7 +305,14 @@ class FedChain:
 
     def commit_update(self, task_id: int, index: int, fog: int, round_: int) -> Receipt:
         return self.send(
-            "FogAuction", "commitUpdate", task_id, index, round_, keccak(text=f"update-{index}-{round_}"), by=fog
+            "FogAuction",
+            "commitUpdate",
+            task_id,
+            index,
+            round_,
+            keccak(text=f"update-{index}-{round_}"),
+            keccak(text=f"transcript-{index}-{round_}"),
+            by=fog,
         )
 
     def commit_own(self, task_id: int, client: int, round_: int, update_hash: bytes | None = None) -> Receipt:

@@ -215,10 +215,12 @@ def test_an_on_time_commit_releases_one_round_of_the_escrow_to_the_fog(chain: Fe
         chain.commit_update(task, 0, FOGS[1], 1)
     with chain.reverts(bindings.AuctionWrongRound, task, 0, 2, 1):
         chain.commit_update(task, 0, FOGS[0], 2)
+    with chain.reverts(bindings.AuctionNoTranscript, task, 0):  # a commit carries its training transcript's root
+        chain.send("FogAuction", "commitUpdate", task, 0, 1, keccak(text="update-0-1"), bytes(32), by=FOGS[0])
     receipt = chain.commit_update(task, 0, FOGS[0], 1)
     event = receipt.events_of(bindings.UpdateCommitted)[0]
     assert (event.round, event.fog, event.payment) == (1, chain.account(FOGS[0]), 10**14)
-    assert event.update_hash == keccak(text="update-0-1")
+    assert (event.update_hash, event.transcript_root) == (keccak(text="update-0-1"), keccak(text="transcript-0-1"))
     assert chain.view("Treasury", "claimable", chain.account(FOGS[0])) == 10**14
     assert chain.view("FogAuction", "commitTimes", task, 1, 1) == [event.committed_at]
     with chain.reverts(bindings.AuctionWrongRound, task, 0, 1, 1):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,11 +150,21 @@ def update_hash(index: int) -> bytes:
     return keccak(text=f"update-{index}")
 
 
+def transcript_root(index: int) -> bytes:
+    return keccak(text=f"transcript-{index}")
+
+
+def roots(indices: Iterable[int]) -> list[bytes]:
+    return [transcript_root(i) for i in indices]
+
+
 def finished(chain: FedChain) -> int:
     """The one-round task of :func:`awarded`, finished: FOG committed jobs 0 and 1 and missed job 2."""
     task = awarded(chain)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
-    receipt = chain.send("FogAuction", "commitUpdates", task, 1, [0, 1], [update_hash(0), update_hash(1)], by=FOG)
+    receipt = chain.send(
+        "FogAuction", "commitUpdates", task, 1, [0, 1], [update_hash(0), update_hash(1)], roots([0, 1]), by=FOG
+    )
     started = chain.view("TaskRegistry", "state", task).round_started_at
     seconds = receipt.events_of(bindings.UpdateCommitted)[0].committed_at - started
     chain.advance(PARAMS.round_duration + 1)
@@ -215,8 +225,12 @@ def test_commit_updates_is_one_commit_update_per_job_with_one_payment(chain: Fed
     singles, batch = both_ways(
         chain,
         task,
-        lambda c: [c.send("FogAuction", "commitUpdate", task, i, 1, update_hash(i), by=FOG) for i in JOBS],
-        lambda c: c.send("FogAuction", "commitUpdates", task, 1, list(JOBS), [update_hash(i) for i in JOBS], by=FOG),
+        lambda c: [
+            c.send("FogAuction", "commitUpdate", task, i, 1, update_hash(i), transcript_root(i), by=FOG) for i in JOBS
+        ],
+        lambda c: c.send(
+            "FogAuction", "commitUpdates", task, 1, list(JOBS), [update_hash(i) for i in JOBS], roots(JOBS), by=FOG
+        ),
     )
 
     assert batch.state == singles.state
@@ -270,7 +284,7 @@ def test_every_batch_refuses_an_empty_batch(chain: FedChain) -> None:
     calls: list[tuple[str, tuple[Any, ...]]] = [
         ("commitBids", (task, [], [])),
         ("revealBids", (task, [], [], [], [])),
-        ("commitUpdates", (task, 1, [], [])),
+        ("commitUpdates", (task, 1, [], [], [])),
         ("settleJobs", (task, [])),
     ]
     for function, args in calls:
@@ -292,7 +306,9 @@ def test_batches_refuse_arrays_of_different_lengths(chain: FedChain) -> None:
     with chain.reverts(bindings.AuctionBatchLengthMismatch, 2, 1):
         chain.send("FogAuction", "revealBids", task, [0, 1], [FREQUENCY] * 2, [PRICE] * 2, one, by=FOG)
     with chain.reverts(bindings.AuctionBatchLengthMismatch, 1, 2):
-        chain.send("FogAuction", "commitUpdates", task, 1, [0], one * 2, by=FOG)
+        chain.send("FogAuction", "commitUpdates", task, 1, [0], one * 2, one, by=FOG)
+    with chain.reverts(bindings.AuctionBatchLengthMismatch, 1, 2):
+        chain.send("FogAuction", "commitUpdates", task, 1, [0], one, one * 2, by=FOG)
 
 
 def test_commit_bids_needs_one_deposit_per_bid(chain: FedChain) -> None:
@@ -328,15 +344,15 @@ def test_one_bad_entry_reverts_the_whole_commit_batch(chain: FedChain) -> None:
     task = awarded(chain)
     hashes = [update_hash(i) for i in JOBS]
     with chain.reverts(bindings.AuctionWrongTaskStatus, task, bindings.TaskStatus.OPEN):
-        chain.send("FogAuction", "commitUpdates", task, 1, list(JOBS), hashes, by=FOG)
+        chain.send("FogAuction", "commitUpdates", task, 1, list(JOBS), hashes, roots(JOBS), by=FOG)
     chain.send("TaskRegistry", "startTask", task, by=PUBLISHER)
     # Execute, assert
     with chain.reverts(bindings.AuctionNotWinner, task, 0, chain.account(RIVAL)):
-        chain.send("FogAuction", "commitUpdates", task, 1, [0], hashes[:1], by=RIVAL)
+        chain.send("FogAuction", "commitUpdates", task, 1, [0], hashes[:1], roots([0]), by=RIVAL)
     with chain.reverts(bindings.AuctionWrongRound, task, 2, 1, 1):
-        chain.send("FogAuction", "commitUpdates", task, 1, [2, 2], hashes[:2], by=FOG)
+        chain.send("FogAuction", "commitUpdates", task, 1, [2, 2], hashes[:2], roots([2, 2]), by=FOG)
     with chain.reverts(bindings.AuctionWrongRound, task, 0, 2, 1):
-        chain.send("FogAuction", "commitUpdates", task, 2, [0], hashes[:1], by=FOG)
+        chain.send("FogAuction", "commitUpdates", task, 2, [0], hashes[:1], roots([0]), by=FOG)
     assert chain.view("FogAuction", "commitTimes", task, 1, len(JOBS)) == [0, 0, 0]
     assert chain.view("Treasury", "claimable", chain.account(FOG)) == 0
 

@@ -80,6 +80,7 @@ def _fog_challenge(chain: FedChain, task: int, index: int, fog: int) -> int:
         1,
         index,
         chain.account(fog),
+        0,
         by=CLIENTS[index],
         value=PARAMS.challenge_bond,
     )
@@ -271,12 +272,20 @@ def test_an_upheld_fog_challenge_voids_the_round_slashes_the_fog_and_moves_the_j
     _post(chain, task, ((0, False), (WAD, True), (WAD, True)))
     with chain.reverts(bindings.DisputeNotClient, task, 0, chain.account(STRANGER)):
         chain.send(
-            "Disputes", "openFogChallenge", task, 1, 0, chain.account(FOGS[0]), by=STRANGER, value=PARAMS.challenge_bond
+            "Disputes",
+            "openFogChallenge",
+            task,
+            1,
+            0,
+            chain.account(FOGS[0]),
+            0,
+            by=STRANGER,
+            value=PARAMS.challenge_bond,
         )
     # Only the fog node that committed the round can be accused: not nobody, not its standby.
     for named in ("0x" + "00" * 20, chain.account(STANDBY)):
         with chain.reverts(bindings.DisputeNotCommitter, task, 1, 0, named, chain.account(FOGS[0])):
-            chain.send("Disputes", "openFogChallenge", task, 1, 0, named, by=CLIENTS[0], value=PARAMS.challenge_bond)
+            chain.send("Disputes", "openFogChallenge", task, 1, 0, named, 0, by=CLIENTS[0], value=PARAMS.challenge_bond)
     challenge = _fog_challenge(chain, task, 0, FOGS[0])
     again = _fog_challenge(chain, task, 0, FOGS[0])
 

@@ -436,6 +436,7 @@ class FlowMachine(RuleBasedStateMachine):
             posted.number,
             index,
             self.chain.account(fog),
+            0,
             by=self.clients[index],
             amount=PARAMS.challenge_bond,
         )
@@ -759,7 +760,8 @@ class FlowMachine(RuleBasedStateMachine):
         for fog, jobs in by_fog.items():
             if len(jobs) > 1 and data.draw(st.booleans()):
                 hashes = [keccak(text=f"update-{i}-{self.round}") for i in jobs]
-                self.chain.send("FogAuction", "commitUpdates", self.task, self.round, jobs, hashes, by=fog)
+                roots = [keccak(text=f"transcript-{i}-{self.round}") for i in jobs]
+                self.chain.send("FogAuction", "commitUpdates", self.task, self.round, jobs, hashes, roots, by=fog)
                 for index in jobs:
                     self._committed(index, fog)
                 continue

@@ -77,6 +77,7 @@ def test_a_self_trained_task_has_no_auction_and_no_fog_challenge(chain: FedChain
             1,
             0,
             chain.account(FOGS[0]),
+            0,
             by=CLIENTS[0],
             value=PARAMS.challenge_bond,
         )

@@ -108,7 +108,9 @@ def post_committed_round(world: World, task_id: int, indices: tuple[int, ...]) -
     contracts = world.aggregator.contracts
     for index in indices:
         fog = world.session(FOGS[index])
-        fog.contracts.fog_auction.commit_update(task_id, index, 1, keccak(text=f"update {task_id} {index}"))
+        fog.contracts.fog_auction.commit_update(
+            task_id, index, 1, keccak(text=f"update {task_id} {index}"), keccak(text=f"transcript {task_id} {index}")
+        )
     started = contracts.task_registry.state(task_id).round_started_at
     times = contracts.fog_auction.commit_times(task_id, 1, len(indices))
     measurements = [Measurement(WAD, commit - started, True, True) for commit in times]

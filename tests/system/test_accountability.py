@@ -12,9 +12,10 @@ seconds), with every attack at once, and the deployment's arbiter committee
 * a stranger challenges client-3's correct round-1 entry, claiming a quality of
   3 (`fedchain challenge entry`): the committee rejects it;
 * client-2 holds garbage (every label y flipped to 9-y) and blames its honest
-  fog node ``fog-a`` for round 1 (`fedchain challenge fog`): the committee
-  re-executes the job from the data client-2 handed off, finds the update
-  trained as told, and rejects it.
+  fog node ``fog-a`` (which trains the CNN on the vectorised engine, not the reference
+  one) for round 1 (`fedchain challenge fog --segment 0`): the committee
+  re-executes that segment of fog-a's transcript from the data client-2 handed
+  off, finds it trained as told, and rejects it.
 
 A second, small task on its own deployment has an aggregator that goes silent
 after round 1: a day later anyone abandons the task; the clients are paid as for
@@ -76,7 +77,7 @@ TERMS = TaskTerms(
     challenge_window=40,
 )
 SPEC = TaskSpec(
-    dataset="mnist", model="lenet5", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=300)
+    dataset="mnist", model="cnn", lr=0.1, batch_size=16, local_epochs=1, validation=ValidationSpec(size=300)
 )
 #: fog-pub reaches the cap for 24 samples only and is the cheapest there: it wins client-1's job. fog-a reaches it
 #: for 48, fog-b too, and fog-a is cheaper: it wins client-0's and client-3's and is client-1's runner-up. Neither
@@ -90,7 +91,7 @@ ROSTER = Roster(
     ),
     fogs=(
         FogPlan("fog-pub", CostModel(frequency=800_000_000, alpha=2.5e-15, margin=0.1), lazy="zero"),
-        FogPlan("fog-a", CostModel(frequency=1_600_000_000, alpha=2.5e-15, margin=0.1)),
+        FogPlan("fog-a", CostModel(frequency=1_600_000_000, alpha=2.5e-15, margin=0.1), engine="vmap"),
         FogPlan("fog-b", CostModel(frequency=1_600_000_000, alpha=2.5e-15, margin=0.4)),
     ),
 )
@@ -195,7 +196,11 @@ def attacked(l2_chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
                 "3.0",
                 key=run.account(STRANGER).key,
             )
-            blame = pool.submit(fedchain, "challenge", "fog", *common, key=run.account("client-2").key)
+            # client-2 insists (`--segment 0`): without it the command re-executes the segments first and, finding
+            # every one trained as told, opens nothing
+            blame = pool.submit(
+                fedchain, "challenge", "fog", *common, "--segment", "0", key=run.account("client-2").key
+            )
             run.wait_until(run.events.find(b.RoundPosted, task_id, round=1), "round 1's post", STAGE_TIMEOUT_S)
         for done in (frivolous.result(), blame.result()):
             assert done.returncode == 0, done.stderr[-3000:]

@@ -155,7 +155,11 @@ def on_update_committed(r: ReplayState, e: b.UpdateCommitted) -> None:
     job.released += e.payment
     r.auction_held -= e.payment
     r.fog_payments[(e.transaction_hash, e.fog)] += e.payment
-    r.commits.append(CommitRecord(e.client_index, e.round, e.fog, e.update_hash, e.committed_at, e.payment))
+    r.commits.append(
+        CommitRecord(
+            e.client_index, e.round, e.fog, e.update_hash, e.committed_at, e.payment, transcript_root=e.transcript_root
+        )
+    )
 
 
 def on_fog_slashed(r: ReplayState, e: b.FogSlashed) -> None:

@@ -467,7 +467,7 @@ contract Handler {
         vm.recordLogs();
         vm.prank(winner);
         bool ok = _call(
-            address(auction), 0, abi.encodeCall(IFogAuction.commitUpdate, (t, index, round, keccak256(abi.encode(seed))))
+            address(auction), 0, abi.encodeCall(IFogAuction.commitUpdate, (t, index, round, keccak256(abi.encode(seed)), _transcript(seed)))
         );
         _done("commitUpdate", ok);
     }
@@ -486,16 +486,17 @@ contract Handler {
         if (count == 0) return;
         uint256[] memory indices = new uint256[](count);
         bytes32[] memory hashes = new bytes32[](count);
+        bytes32[] memory roots = new bytes32[](count);
         uint256 k;
         for (uint256 i; i < n; ++i) {
             if (_winner(t, i) != fog) continue;
-            (indices[k], hashes[k]) = (i, keccak256(abi.encode(seed, i)));
+            (indices[k], hashes[k], roots[k]) = (i, keccak256(abi.encode(seed, i)), _transcript(seed + i));
             ++k;
         }
         uint16 round = registry.state(t).currentRound;
         vm.recordLogs();
         vm.prank(fog);
-        bool ok = _call(address(auction), 0, abi.encodeCall(IFogAuction.commitUpdates, (t, round, indices, hashes)));
+        bool ok = _call(address(auction), 0, abi.encodeCall(IFogAuction.commitUpdates, (t, round, indices, hashes, roots)));
         _done("commitUpdates", ok);
     }
 
@@ -575,7 +576,7 @@ contract Handler {
         } else if (kind == 1) {
             who = ledger.client(t, index).account;
             (address committer,) = auction.roundCommit(t, index, round);
-            data = abi.encodeCall(IDisputes.openFogChallenge, (t, round, index, committer));
+            data = abi.encodeCall(IDisputes.openFogChallenge, (t, round, index, committer, uint32(seed >> 40) % 8));
         } else if (kind == 2) {
             data = abi.encodeCall(IDisputes.openAccuracyChallenge, (t, round, uint64(WAD / 4)));
         } else {
@@ -997,6 +998,11 @@ contract Handler {
     function _reapprove(address owner) private {
         vm.prank(owner);
         IMintable(token).approve(address(treasury), type(uint256).max);
+    }
+
+    /// @dev A commit's transcript root: any non-zero one (the contracts judge no transcript).
+    function _transcript(uint256 seed) private pure returns (bytes32) {
+        return keccak256(abi.encode("transcript", seed));
     }
 
     /// @dev The fuzzer favours edge values (0, 1, the largest): hashed, a seed picks uniformly among the choices.

@@ -73,6 +73,11 @@ abstract contract TaskFlow is FedChainBase {
         registry.startTask(taskId);
     }
 
+    /// @dev A stand-in for the transcript root of job `index`'s round `round` (any non-zero root is accepted).
+    function transcript(uint256 taskId, uint16 round, uint256 index) internal pure returns (bytes32) {
+        return keccak256(abi.encode("transcript", taskId, round, index));
+    }
+
     /// @dev Every fog node (or, self-trained, every client) commits `round`, COMMIT_AFTER seconds into it.
     function commitRound(uint256 taskId, uint16 round, bool selfTrained) internal {
         vm.warp(registry.state(taskId).roundStartedAt + COMMIT_AFTER);
@@ -83,7 +88,7 @@ abstract contract TaskFlow is FedChainBase {
                 ledger.commitOwnUpdate(taskId, round, update);
             } else {
                 vm.prank(fogs[i]);
-                auction.commitUpdate(taskId, i, round, update);
+                auction.commitUpdate(taskId, i, round, update, transcript(taskId, round, i));
             }
         }
     }
