@@ -26,7 +26,12 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     ),
     "drift": (
         "fedchain.disputes.drift:drift",
-        "Honest float drift of re-executed training and re-scored rounds, against the dispute tolerances.",
+        "Honest float drift of re-scored rounds, against the entry dispute's quality tolerance.",
+    ),
+    "transcripts": (
+        "fedchain.transcripts.bench:transcripts",
+        "Honest segment drift of every engine's training transcripts and every cheat's catch, against the "
+        "segment tolerance of fog challenges.",
     ),
 }
 
