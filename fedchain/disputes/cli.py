@@ -56,6 +56,7 @@ def entry(
     session = session_from_options(**options)
     require_task(session, task_id)
     if wait:
+        click.echo(f"waiting for round {round_number} of task {task_id} to be posted", err=True)
         await_post(session, task_id, round_number)
     posted = posted_measurements(session, task_id).get(round_number)
     if posted is None or client_index >= len(posted):
@@ -117,6 +118,7 @@ def fog(
     session = session_from_options(**options)
     if wait:
         require_task(session, task_id)
+        click.echo(f"waiting for round {round_number} of task {task_id} to be posted", err=True)
         await_post(session, task_id, round_number)
     index = session.contracts.round_ledger.client_index(task_id, session.address)
     # Only the node that committed the round can be accused (the chain keeps who did).

@@ -32,9 +32,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +127,40 @@ class Attacked:
         return self.report.history.credited_to(self.addresses[name])
 
 
+class Waiting:
+    """A ``fedchain`` command started with ``--wait``, its stderr read as it comes (it says when it starts waiting)."""
+
+    def __init__(self, *args: str, key: str, run: SystemRun) -> None:
+        env = {**os.environ, PRIVATE_KEY_ENV: "0x" + bytes(run.account(key).key).hex()}
+        self.args = args
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "fedchain.cli", *args], env=env, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[str] = []
+        self.waiting = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+            if line.startswith("waiting for round"):
+                self.waiting.set()
+
+    def await_waiting(self) -> None:
+        """Return once the command waits for its round's post (it has started and read the chain)."""
+        if not self.waiting.wait(STAGE_TIMEOUT_S):
+            self.process.kill()
+            raise AssertionError(f"`fedchain {' '.join(self.args[:2])}` never started waiting: {''.join(self.lines)}")
+
+    def await_success(self) -> None:
+        """Return once the command has exited with status 0."""
+        status = self.process.wait(STAGE_TIMEOUT_S)
+        self.reader.join(STAGE_TIMEOUT_S)
+        assert status == 0, "".join(self.lines)[-3000:]
+
+
 def fedchain(*args: str, key: bytes) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, PRIVATE_KEY_ENV: "0x" + bytes(key).hex()}
     return subprocess.run(
@@ -166,11 +200,11 @@ def attacked(l2_chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
         run.await_handoffs(len(ROSTER.clients), timeout_s=STAGE_TIMEOUT_S)
         ledger = run.session(PUBLISHER).contracts.round_ledger
         jobs = {plan.name: int(ledger.client_index(task_id, addresses[plan.name])) for plan in ROSTER.clients}
-        run.start_task(timeout_s=STAGE_TIMEOUT_S)
 
         # Within round 1's window, with the command people use: a stranger's frivolous challenge of client-3's entry,
-        # and the garbage client blaming its fog node. Each takes seconds to start (longer on a busy machine), so
-        # both start now and wait for round 1's post (--wait): they go out at the start of its window.
+        # and the garbage client blaming its fog node. Each takes seconds to start (a minute on a busy machine), so
+        # both start before the task does and wait for round 1's post (--wait): they go out at the start of its
+        # window, however long they took to start.
         common = (
             "--task",
             str(task_id),
@@ -184,26 +218,18 @@ def attacked(l2_chain: AnvilNode, data_root: Path, tmp_path_factory: pytest.Temp
             "--rpc-url",
             l2_chain.rpc_url,
         )
-        with ThreadPoolExecutor(2) as pool:
-            frivolous = pool.submit(
-                fedchain,
-                "challenge",
-                "entry",
-                *common,
-                "--client",
-                str(jobs["client-3"]),
-                "--quality",
-                "3.0",
-                key=run.account(STRANGER).key,
-            )
-            # client-2 insists (`--segment 0`): without it the command re-executes the segments first and, finding
-            # every one trained as told, opens nothing
-            blame = pool.submit(
-                fedchain, "challenge", "fog", *common, "--segment", "0", key=run.account("client-2").key
-            )
-            run.wait_until(run.events.find(b.RoundPosted, task_id, round=1), "round 1's post", STAGE_TIMEOUT_S)
-        for done in (frivolous.result(), blame.result()):
-            assert done.returncode == 0, done.stderr[-3000:]
+        frivolous = Waiting(
+            "challenge", "entry", *common, "--client", str(jobs["client-3"]), "--quality", "3.0", key=STRANGER, run=run
+        )
+        # client-2 insists (`--segment 0`): without it the command re-executes the segments first and, finding
+        # every one trained as told, opens nothing
+        blame = Waiting("challenge", "fog", *common, "--segment", "0", key="client-2", run=run)
+        for command in (frivolous, blame):
+            command.await_waiting()
+        run.start_task(timeout_s=STAGE_TIMEOUT_S)
+        run.wait_until(run.events.find(b.RoundPosted, task_id, round=1), "round 1's post", STAGE_TIMEOUT_S)
+        for command in (frivolous, blame):
+            command.await_success()
 
         run.await_settled([fog.name for fog in ROSTER.fogs], timeout_s=STAGE_TIMEOUT_S + 4 * TERMS.round_duration)
         report = run.audit(verify_scores=True)
