@@ -168,10 +168,10 @@ def _search_segment(session: ChainSession, task_id: int, round_number: int, inde
     from fedchain.audit.replay import replay_task
     from fedchain.audit.rewards import reward_events
     from fedchain.chain.events import LogQuery, fetch_events
-    from fedchain.disputes.judging import search_fog, transcript_job
+    from fedchain.disputes.judging import search_fog
     from fedchain.errors import DisputeError
     from fedchain.taskspec import load_spec
-    from fedchain.transcripts.judge import SegmentJudgement
+    from fedchain.transcripts.judge import SegmentJudgement, TranscriptJob
     from fedchain.transcripts.segments import SEGMENT_TOLERANCE
 
     events = list(fetch_events(session.w3, session.transactor.registry, LogQuery.of(session.deployment)))
@@ -179,18 +179,27 @@ def _search_segment(session: ChainSession, task_id: int, round_number: int, inde
     commitments = reward_events(task_id, events)
     assert history.task.params is not None
     spec = load_spec(session.store, history.task.params.dataset_id)
-    job, _ = transcript_job(session.store, spec, history, commitments, round_number, index)
-    total = job.shape.segments if job is not None else 1
     with Progress(
         TextColumn("re-executing segments"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
     ) as bar:
-        shown = bar.add_task("segments", total=total)
+        shown = bar.add_task("segments", total=None)
+
+        def sized(job: TranscriptJob) -> None:
+            bar.update(shown, total=job.shape.segments)
 
         def advance(_: SegmentJudgement) -> None:
             bar.advance(shown)
 
         judgement = search_fog(
-            session.store, spec, history, commitments, round_number, index, device=device, on_segment=advance
+            session.store,
+            spec,
+            history,
+            commitments,
+            round_number,
+            index,
+            device=device,
+            on_segment=advance,
+            on_job=sized,
         )
     if judgement.excuse is not None:
         raise DisputeError(

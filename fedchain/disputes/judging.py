@@ -299,13 +299,17 @@ def search_fog(
     *,
     device: str = "cpu",
     on_segment: Callable[[SegmentJudgement], None] | None = None,
+    on_job: Callable[[TranscriptJob], None] | None = None,
 ) -> FogJudgement:
     """The client's check of its own job before it challenges: every segment of the transcript in order, up to
-    the first that convicts (:func:`~fedchain.transcripts.judge.search_segments`); its judgement names it."""
+    the first that convicts (:func:`~fedchain.transcripts.judge.search_segments`); its judgement names it.
+    ``on_job`` is told the job once it is read, before any segment runs."""
     job, early = transcript_job(store, spec, history, commitments, round_number, client_index)
     if job is None:
         assert early is not None
         return early
+    if on_job is not None:
+        on_job(job)
     commit = scored_commit(history, round_number, client_index)
     assert commit is not None
     return FogJudgement(commit.fog, search_segments(store, job, device=device, on_segment=on_segment))
