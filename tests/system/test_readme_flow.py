@@ -156,7 +156,14 @@ def test_the_readme_testnet_flow_runs_as_written_on_a_chain_with_2_s_blocks(data
     assert report.passed, report.failed_checks
     history = report.history
     assert len(history.clients) == 3
-    assert all(c.status == "active" and c.earned > 0 and (c.deposit_returned or 0) > 0 for c in history.clients)
+    unpaid = [
+        (c.index, c.status, c.removed_round, c.rounds, c.earned, c.deposit_returned)
+        for c in history.clients
+        if not (c.status == "active" and c.earned > 0 and (c.deposit_returned or 0) > 0)
+    ]
+    # on failure: each client not paid (index, status, removed in round, rounds scored, earned, deposit back), the
+    # rounds' entries, challenges and slashes, and what the agents said
+    assert not unpaid, f"{unpaid}\n{history.rounds}\n{history.challenges}\n{history.slashes}\n{output[-8000:]}"
     assert all(a.winner is not None for a in history.auctions)  # every job was won: no client sat the task out
     fogs = fog_summary(history)
     assert len(fogs) == 2 and all(row["bids"] > 0 for row in fogs)  # both fog nodes from the example config bid

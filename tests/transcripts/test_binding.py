@@ -1,10 +1,8 @@
-"""A fog node's training transcript judged as the committee and the client judge it (real MNIST and Fashion-MNIST).
+"""How a fog node's transcript binds its job, as the committee's code checks it (real MNIST).
 
-Honest transcripts of every CPU engine and thread count are never convicted; every cheat of
-:data:`fedchain.transcripts.bench.CHEATS` is caught; every way a transcript can fail to bind its job (a missing
-checkpoint or manifest, a wrong count, a start or end that is not the committed one) is the fog node's fault.
-The full matrix (jobs of 600 and 6,000 samples, 1 and 3 epochs, both models and datasets) is
-`fedchain bench transcripts`; here a subset that spans it.
+Every way a transcript can fail to bind the committed job (a missing checkpoint or manifest, a wrong count, a
+start or end that is not the committed one, a tampered checkpoint) is the fog node's fault, and an honest one
+binds and stands segment by segment.
 """
 
 from __future__ import annotations
@@ -17,42 +15,11 @@ import pytest
 
 from fedchain.client.handoff import JobData
 from fedchain.store import BlobStore, open_store
-from fedchain.taskspec import DEFAULT_TRANSCRIPT_EVERY
-from fedchain.transcripts.bench import CHEATS, CPU_VARIANTS, Setting, _case, _train, cheat_catches, honest_drift
+from fedchain.transcripts.bench import Setting, _case, _train
 from fedchain.transcripts.judge import TranscriptJob, judge_segment, search_segments
 from fedchain.transcripts.record import NAMESPACE, checkpoint_meta, store_transcript
-from fedchain.transcripts.segments import SEGMENT_TOLERANCE
 
 CLIENT = "0x" + "00" * 19 + "01"
-
-#: Jobs that span the matrix: small and large, one and three epochs, both models and datasets.
-HONEST_SETTINGS = (
-    Setting("mnist", "lenet5", 6000, 1, jobs=1),
-    Setting("fashion_mnist", "cnn", 600, 3, jobs=1),
-    Setting("fashion_mnist", "lenet5", 1200, 2, jobs=2),
-)
-CHEAT_SETTINGS = (Setting("mnist", "cnn", 600, 1), Setting("fashion_mnist", "lenet5", 1200, 2))
-
-
-@pytest.mark.parametrize("setting", HONEST_SETTINGS, ids=lambda s: s.label.replace(" ", "-"))
-def test_no_honest_transcript_of_any_cpu_engine_or_thread_count_is_convicted(setting: Setting) -> None:
-    # act: every CPU engine and thread count trains the jobs, every segment judged by the committee's code
-    rows = list(honest_drift(_case(setting, DEFAULT_TRANSCRIPT_EVERY, None), [(e, t, "cpu") for e, t in CPU_VARIANTS]))
-
-    # assert: nobody convicted, and the largest drift well below the tolerance (the bench reports the margin)
-    assert [(r.engine, r.threads, r.convicted) for r in rows] == [(e, t, 0) for e, t in CPU_VARIANTS]
-    assert max(r.largest for r in rows) < SEGMENT_TOLERANCE / 2
-    assert all(r.segments >= 2 for r in rows)
-
-
-@pytest.mark.parametrize("setting", CHEAT_SETTINGS, ids=lambda s: s.label.replace(" ", "-"))
-def test_every_cheat_is_caught_on_every_job(setting: Setting) -> None:
-    # act
-    rows = list(cheat_catches(_case(setting, DEFAULT_TRANSCRIPT_EVERY, None)))
-
-    # assert: every cheat of every job convicted, each at least twice the tolerance
-    assert [(r.cheat, r.caught) for r in rows] == [(cheat, setting.jobs) for cheat in CHEATS]
-    assert min(r.smallest for r in rows) > 2 * SEGMENT_TOLERANCE
 
 
 @dataclasses.dataclass
