@@ -19,6 +19,8 @@ _EXPORTS: dict[str, str] = {
     "FogConfig": "config",
     "load_fog_config": "config",
     "FogNode": "node",
+    "FogJob": "jobs",
+    "Phase": "jobs",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -26,6 +28,7 @@ __all__ = sorted(_EXPORTS)
 if TYPE_CHECKING:
     from fog.bidding import BidDecision, CostModel, decide_bid
     from fog.config import FogConfig, load_fog_config
+    from fog.jobs import FogJob, Phase
     from fog.node import FogNode
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -141,6 +141,7 @@ def run(config_path: Path | None, **options: Any) -> None:
     """Watch auctions, bid (never below cost), reveal, train won jobs, commit updates, watch their entries;
     stop on SIGTERM."""
     from fog.config import FogConfig, load_fog_config
+    from fog.jobs import Phase, jobs_of
     from fog.node import FogNode
 
     session = {key: options.pop(key) for key in SESSION_OPTIONS}
@@ -149,7 +150,7 @@ def run(config_path: Path | None, **options: Any) -> None:
     root = logging.getLogger()
     root.setLevel(min(root.level, logging.INFO))  # an agent's log lines are its output
     state = FogNode(session_from_options(**session), config).run()
-    won = sum(1 for job in state.jobs.values() if job["phase"] == "won")
+    won = sum(1 for job in jobs_of(state).values() if job.phase == Phase.WON)
     click.echo(f"{config.name} stopped at block {state.last_block}: {len(state.jobs)} auctions seen, {won} jobs won")
 
 

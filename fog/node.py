@@ -79,36 +79,17 @@ from fedchain.units import WEI_PER_ETHER, is_ether
 from fedchain.updates import store_update
 from fog.bidding import decide_bid
 from fog.config import FogConfig
+from fog.jobs import ACTIVE_PHASES, FogJob, Phase, job_key, jobs_of
 
 if TYPE_CHECKING:  # loaded on the first job won: the trainer brings the dataset code and torchvision
     from fedchain.trainer.trainer import Trainer
 
 _log = logging.getLogger(__name__)
 
-#: Phases of a job this node bid for, as kept in its state.
-OPEN, SKIPPED, MISSED, BIDDING, BID, REVEALED, WON, STANDBY, LOST, SLASHED = (
-    "open",
-    "skipped",
-    "missed",
-    "bidding",
-    "bid",
-    "revealed",
-    "won",
-    "standby",
-    "lost",
-    "slashed",
-)
 #: Gas limit of a reveal sent without an estimate (it uses well under 100,000).
 REVEAL_GAS = 300_000
 #: Task statuses after which only settlement is left.
 ENDED_STATUSES = frozenset({TaskStatus.FINISHED, TaskStatus.SETTLED, TaskStatus.CANCELLED, TaskStatus.ABANDONED})
-#: Phases whose job still ties up the node (it may win, or trains it).
-ACTIVE_PHASES = frozenset({BIDDING, BID, REVEALED, WON, STANDBY})
-
-
-def job_key(task_id: int, client_index: int) -> str:
-    """The key of a job in the state's ``jobs`` table."""
-    return f"{task_id}:{client_index}"
 
 
 @dataclass(frozen=True)
@@ -202,6 +183,12 @@ class FogNode:
         """A copy of the last saved state."""
         return self.agent.state
 
+    @property
+    def jobs(self) -> dict[str, FogJob]:
+        """The jobs of the last saved state, keyed by :func:`~fog.jobs.job_key` (copies: changing them changes
+        nothing)."""
+        return jobs_of(self.state)
+
     def _handle(self, blocks: BlockRange, state: AgentState) -> None:
         query = LogQuery(addresses=self._addresses, from_block=blocks.first, to_block=blocks.last)
         for event in fetch_events(self.session.w3, b.REGISTRY, query):
@@ -263,66 +250,55 @@ class FogNode:
 
     def _on_auction_opened(self, event: b.AuctionOpened, state: AgentState) -> None:
         key = job_key(event.task_id, event.client_index)
-        if key in state.jobs:
+        if key in jobs_of(state):
             return
-        state.jobs[key] = {
-            "task": event.task_id,
-            "client": event.client_index,
-            "data_size": event.data_size,
-            "bidding_deadline": event.bidding_deadline,
-            "reveal_deadline": event.reveal_deadline,
-            "phase": OPEN,
-            "bid_index": None,
-            "data_hash": None,
-            "data_status": None,
-            "from_round": 1,
-            "committed": [],
-            "settled": False,
-        }
+        jobs_of(state)[key] = FogJob(
+            event.task_id, event.client_index, event.data_size, event.bidding_deadline, event.reveal_deadline
+        )
 
     def _on_bid_committed(self, event: b.BidCommitted, state: AgentState) -> None:
-        job = state.jobs.get(job_key(event.task_id, event.client_index))
+        job = jobs_of(state).get(job_key(event.task_id, event.client_index))
         if job is not None and event.bidder == self.address:
-            job["bid_index"] = event.bid_index
+            job.bid_index = event.bid_index
 
     def _on_bid_revealed(self, event: b.BidRevealed, state: AgentState) -> None:
-        job = state.jobs.get(job_key(event.task_id, event.client_index))
-        if job is not None and event.bidder == self.address and job["phase"] == BID:
-            job["phase"] = REVEALED
+        job = jobs_of(state).get(job_key(event.task_id, event.client_index))
+        if job is not None and event.bidder == self.address and job.phase == Phase.BID:
+            job.phase = Phase.REVEALED
 
     def _on_auction_closed(self, event: b.AuctionClosed, state: AgentState) -> None:
         key = job_key(event.task_id, event.client_index)
-        job = state.jobs.get(key)
-        if job is None or job["bid_index"] is None:
+        job = jobs_of(state).get(key)
+        if job is None or job.bid_index is None:
             return
-        if event.winner == job["bid_index"]:
-            job.update(phase=WON, price=event.price, from_round=1)
+        if event.winner == job.bid_index:
+            job.phase, job.price, job.from_round = Phase.WON, event.price, 1
             self.log.info("job won", job=key, price=event.price, escrow=event.escrow, tx=event.transaction_hash)
         else:
-            job["phase"] = STANDBY if job["phase"] == REVEALED else LOST
-            self.log.info("job lost", job=key, phase=job["phase"], tx=event.transaction_hash)
+            job.phase = Phase.STANDBY if job.phase == Phase.REVEALED else Phase.LOST
+            self.log.info("job lost", job=key, phase=job.phase, tx=event.transaction_hash)
 
     def _on_job_reassigned(self, event: b.JobReassigned, state: AgentState) -> None:
         key = job_key(event.task_id, event.client_index)
-        job = state.jobs.get(key)
-        if job is not None and job["bid_index"] is not None and event.winner == job["bid_index"]:
-            job.update(phase=WON, price=event.price, from_round=event.from_round)
+        job = jobs_of(state).get(key)
+        if job is not None and job.bid_index is not None and event.winner == job.bid_index:
+            job.phase, job.price, job.from_round = Phase.WON, event.price, event.from_round
             self.log.info(
                 "job taken over", job=key, round=event.from_round, price=event.price, tx=event.transaction_hash
             )
 
     def _on_fog_slashed(self, event: b.FogSlashed, state: AgentState) -> None:
         key = job_key(event.task_id, event.client_index)
-        if event.fog == self.address and key in state.jobs:
-            state.jobs[key]["phase"] = SLASHED
+        if event.fog == self.address and key in jobs_of(state):
+            jobs_of(state)[key].phase = Phase.SLASHED
             self.log.warning(
                 "slashed", job=key, round=event.round, forfeited=event.forfeited, tx=event.transaction_hash
             )
 
     def _on_fog_fraud_slashed(self, event: b.FogFraudSlashed, state: AgentState) -> None:
         key = job_key(event.task_id, event.client_index)
-        if event.fog == self.address and key in state.jobs:
-            state.jobs[key]["phase"] = SLASHED
+        if event.fog == self.address and key in jobs_of(state):
+            jobs_of(state)[key].phase = Phase.SLASHED
             self.log.warning(
                 "slashed for fraud: the arbiters found its update of the round was not the job's",
                 job=key,
@@ -332,9 +308,9 @@ class FogNode:
             )
 
     def _on_data_committed(self, event: b.DataCommitted, state: AgentState) -> None:
-        job = state.jobs.get(job_key(event.task_id, event.client_index))
+        job = jobs_of(state).get(job_key(event.task_id, event.client_index))
         if job is not None:
-            job["data_hash"] = to_hex(event.data_hash)
+            job.data_hash = to_hex(event.data_hash)
 
     def _on_round_posted(self, event: b.RoundPosted, state: AgentState) -> None:
         task = self._task(state, event.task_id)
@@ -351,33 +327,33 @@ class FogNode:
         """Blocks this node acted on were reorganised away: read every unsettled job's phase from the chain
         again, so that a bid or commit that vanished is sent again and none is sent twice."""
         auction, registry = self.contracts.fog_auction, self.contracts.task_registry
-        for key, job in list(state.jobs.items()):
-            if job["settled"]:
+        for key, job in list(jobs_of(state).items()):
+            if job.settled:
                 continue
-            on_chain = auction.job(job["task"], job["client"])
+            on_chain = auction.job(job.task, job.client)
             if (
                 on_chain.status == JobStatus.NONE
             ):  # the auction itself vanished: its AuctionOpened, seen again, starts over
-                del state.jobs[key]
+                del jobs_of(state)[key]
                 continue
-            job.update(bidding_deadline=on_chain.bidding_deadline, reveal_deadline=on_chain.reveal_deadline)
-            mine = self._my_bid(job["task"], job["client"])
+            job.bidding_deadline, job.reveal_deadline = on_chain.bidding_deadline, on_chain.reveal_deadline
+            mine = self._my_bid(job.task, job.client)
             if mine is None:
-                phase = OPEN if job["phase"] in (BIDDING, BID, REVEALED, WON, STANDBY) else job["phase"]
-                job.update(phase=phase, bid_index=None)
+                phase = Phase.OPEN if job.phase in ACTIVE_PHASES else job.phase
+                job.phase, job.bid_index = phase, None
                 continue
             index, bid = mine
-            job["bid_index"] = index
+            job.bid_index = index
             if on_chain.status == JobStatus.BIDDING:
-                job["phase"] = REVEALED if bid.revealed else BID
+                job.phase = Phase.REVEALED if bid.revealed else Phase.BID
             elif on_chain.status == JobStatus.AWARDED and on_chain.winner == index:
-                job["phase"] = WON
-                job["committed"] = [r for r in job["committed"] if r <= int(on_chain.paid_up_to)]
-            elif job["phase"] in (BIDDING, BID, REVEALED, WON):
-                job["phase"] = STANDBY if bid.revealed and not bid.settled else LOST
-            committed = bytes(self.contracts.data_handoff.data_hash(job["task"], job["client"]))
-            job["data_hash"] = None if committed == bytes(32) else to_hex(committed)
-            job.pop("refused_rewards", None)  # the commitments they were refused against may be gone
+                job.phase = Phase.WON
+                job.committed = [r for r in job.committed if r <= int(on_chain.paid_up_to)]
+            elif job.phase in (Phase.BIDDING, Phase.BID, Phase.REVEALED, Phase.WON):
+                job.phase = Phase.STANDBY if bid.revealed and not bid.settled else Phase.LOST
+            committed = bytes(self.contracts.data_handoff.data_hash(job.task, job.client))
+            job.data_hash = None if committed == bytes(32) else to_hex(committed)
+            job.refused_rewards = {}  # the commitments they were refused against may be gone
         for task_key, task in state.data.get("tasks", {}).items():
             task["ended"] = registry.state(int(task_key)).status in ENDED_STATUSES
             self._commitments(state, int(task_key)).forget_after(ancestor)  # seen again if still on the new branch
@@ -392,41 +368,41 @@ class FogNode:
         """Decide every open auction, and commit this node's sealed bids: one transaction per task for all its jobs."""
         batches: dict[int, list[tuple[str, bytes]]] = {}
         now = None
-        for key, job in state.jobs.items():
-            if job["phase"] != OPEN:
+        for key, job in jobs_of(state).items():
+            if job.phase != Phase.OPEN:
                 continue
             commitment = self._decide(state, key)
             if commitment is None:
                 continue
             now = now if now is not None else self.now()
-            if now > job["bidding_deadline"]:
-                job["phase"] = MISSED
+            if now > job.bidding_deadline:
+                job.phase = Phase.MISSED
                 self.log.info("auction already past its bidding deadline; no bid", job=key)
                 continue
-            job["phase"] = BIDDING
-            batches.setdefault(job["task"], []).append((key, commitment))
+            job.phase = Phase.BIDDING
+            batches.setdefault(job.task, []).append((key, commitment))
         for task_id, entries in batches.items():
             self._commit_bids(state, task_id, entries)
 
     def _decide(self, state: AgentState, key: str) -> bytes | None:
         """Price the job (eq. 12 plus margin) and return the commitment to bid, or None (skipped, or bid before)."""
-        job = state.jobs[key]
-        task_id, index = job["task"], job["client"]
+        job = jobs_of(state)[key]
+        task_id, index = job.task, job.client
         params = self.task_params(task_id)
         rate = self.task_rate(task_id)
         if rate is None:
-            job["phase"] = SKIPPED
+            job.phase = Phase.SKIPPED
             token = task_asset(self.contracts.treasury, task_id)
             self.log.info("no bid", job=key, reason=f"no rate for the task's token {token}: add it to token_rates")
             return None
         decision = decide_bid(
             self.config.cost,
-            data_size=job["data_size"],
+            data_size=job.data_size,
             task_cycles_per_sample=params.cycles_per_sample,
             round_duration=params.round_duration,
             fog_deposit=params.fog_deposit,
             active_jobs=sum(
-                1 for other in state.jobs.values() if other["phase"] in ACTIVE_PHASES and not other["settled"]
+                1 for other in jobs_of(state).values() if other.phase in ACTIVE_PHASES and not other.settled
             ),
             max_jobs=self.config.max_jobs,
             max_deposit=self.config.max_deposit,
@@ -436,31 +412,31 @@ class FogNode:
             self.session.transactor.account.key, BID_SALT, self.contracts.fog_auction.address, task_id, index
         )
         commitment = bid_commitment(decision.frequency, decision.price, salt, self.address)
-        job.update(frequency=decision.frequency, price=decision.price, cost=decision.cost, salt=to_hex(salt))
+        job.frequency, job.price, job.cost, job.salt = decision.frequency, decision.price, decision.cost, to_hex(salt)
         if self._take_up_bid(key, job, commitment):
             return None
         if not decision.bid:
-            job["phase"] = SKIPPED
+            job.phase = Phase.SKIPPED
             self.log.info("no bid", job=key, reason=decision.reason)
             return None
         # A bid the client could never accept (negative utility, eq. 18) forfeits its deposit at the reveal.
         mechanism = MechanismParams.of(params)
         offer = RevealedBid(decision.frequency, decision.price)
-        utility = auction_utility(mechanism, mechanism.initial_reputation, job["data_size"], offer)
+        utility = auction_utility(mechanism, mechanism.initial_reputation, job.data_size, offer)
         if utility < 0:
-            job["phase"] = SKIPPED
+            job.phase = Phase.SKIPPED
             reason = f"the client's utility of the bid would be {utility} < 0: it could never accept it"
             self.log.info("no bid", job=key, reason=reason)
             return None
         return commitment
 
-    def _take_up_bid(self, key: str, job: dict[str, Any], commitment: bytes | None) -> bool:
+    def _take_up_bid(self, key: str, job: FogJob, commitment: bytes | None) -> bool:
         """Whether this node's bid for the job is on chain already (sent before a crash or a reorganisation
         lost the state); if so the job takes it up again."""
-        existing = self._my_bid(job["task"], job["client"])
+        existing = self._my_bid(job.task, job.client)
         if existing is None:
             return False
-        job.update(phase=REVEALED if existing[1].revealed else BID, bid_index=existing[0])
+        job.phase, job.bid_index = Phase.REVEALED if existing[1].revealed else Phase.BID, existing[0]
         if commitment is not None and existing[1].commitment != commitment:
             self.log.warning("the bid on chain was made with another cost model; it cannot be revealed", job=key)
         return True
@@ -472,7 +448,7 @@ class FogNode:
         tried on its own, so one late auction does not cost the others.
         """
         deposit = self.task_params(task_id).fog_deposit
-        indices = [state.jobs[key]["client"] for key, _ in entries]
+        indices = [jobs_of(state)[key].client for key, _ in entries]
         try:
             receipt = self.contracts.fog_auction.commit_bids(
                 task_id,
@@ -483,9 +459,9 @@ class FogNode:
         except (ContractRevert, InsufficientFunds) as err:
             if len(entries) == 1:
                 key = entries[0][0]
-                job = state.jobs[key]
+                job = jobs_of(state)[key]
                 if not self._take_up_bid(key, job, None):
-                    job["phase"] = MISSED  # too late, too many bids, closed meanwhile; or no funds
+                    job.phase = Phase.MISSED  # too late, too many bids, closed meanwhile; or no funds
                     self.log.warning("bid refused", job=key, error=type(err).__name__)
                 return
             self.log.warning(
@@ -496,14 +472,14 @@ class FogNode:
             return
         by_index = {event.client_index: event for event in receipt.events_of(b.BidCommitted)}
         for key, _ in entries:
-            job = state.jobs[key]
-            job.update(phase=BID, bid_index=by_index[job["client"]].bid_index)
+            job = jobs_of(state)[key]
+            job.phase, job.bid_index = Phase.BID, by_index[job.client].bid_index
             self.log.info(
                 "bid committed",
                 job=key,
-                price=job["price"],
-                cost=round(job["cost"]),
-                frequency=job["frequency"],
+                price=job.price,
+                cost=round(job.cost or 0),
+                frequency=job.frequency,
                 deposit=deposit,
                 tx=receipt.transaction_hash,
             )
@@ -514,32 +490,32 @@ class FogNode:
             return
         batches: dict[int, list[str]] = {}
         now = None
-        for key, job in state.jobs.items():
-            if job["phase"] != BID:
+        for key, job in jobs_of(state).items():
+            if job.phase != Phase.BID:
                 continue
             now = now if now is not None else self.now()
-            if now <= job["bidding_deadline"]:
+            if now <= job.bidding_deadline:
                 continue
-            if now > job["reveal_deadline"]:
-                job["phase"] = LOST
+            if now > job.reveal_deadline:
+                job.phase = Phase.LOST
                 self.log.warning("reveal window missed; the deposit is forfeited", job=key)
                 continue
-            batches.setdefault(job["task"], []).append(key)
+            batches.setdefault(job.task, []).append(key)
         for task_id, keys in batches.items():
             self._reveal(state, task_id, keys)
 
     def _reveal(self, state: AgentState, task_id: int, keys: list[str]) -> None:
         """Reveal the bids of ``keys`` on one task in one transaction; a refused batch is tried bid by bid."""
-        jobs = [state.jobs[key] for key in keys]
+        jobs = [jobs_of(state)[key] for key in keys]
         try:
             receipt = transact_when_due(
                 self.contracts.fog_auction,
                 "revealBids(uint256,uint256[],uint64[],uint96[],bytes32[])",
                 task_id,
-                [job["client"] for job in jobs],
-                [job["frequency"] for job in jobs],
-                [job["price"] for job in jobs],
-                [parse_digest(job["salt"]) for job in jobs],
+                [job.client for job in jobs],
+                [job.frequency for job in jobs],
+                [job.price for job in jobs],
+                [parse_digest(job.sealed_salt()) for job in jobs],
                 gas=REVEAL_GAS * len(jobs),
                 too_early=(b.AuctionNotRevealPhase,),
             )
@@ -551,43 +527,41 @@ class FogNode:
                     self._reveal(state, task_id, [key])
                 return
             job = jobs[0]
-            mine = self._my_bid(task_id, job["client"])
+            mine = self._my_bid(task_id, job.client)
             if mine is not None and mine[1].revealed:
-                job["phase"] = REVEALED  # revealed after all (a resent reveal)
+                job.phase = Phase.REVEALED  # revealed after all (a resent reveal)
             elif isinstance(err, b.AuctionBadReveal):
-                job["phase"] = LOST
+                job.phase = Phase.LOST
             else:
                 self.log.warning("reveal refused; retrying", job=keys[0], error=type(err).__name__)
             return
         for key, job in zip(keys, jobs, strict=True):
-            job["phase"] = REVEALED
-            self.log.info("bid revealed", job=key, price=job["price"], tx=receipt.transaction_hash)
+            job.phase = Phase.REVEALED
+            self.log.info("bid revealed", job=key, price=job.price, tx=receipt.transaction_hash)
 
     # ------------------------------------------------------------------ data
 
     def _fetch_due_data(self, state: AgentState) -> None:
-        for key, job in state.jobs.items():
-            if job["phase"] != WON or job["data_hash"] is None or job["data_status"] == "rejected" or key in self._data:
+        for key, job in jobs_of(state).items():
+            if job.phase != Phase.WON or job.data_hash is None or job.data_status == "rejected" or key in self._data:
                 continue
             try:
-                spec = self.task_spec(job["task"])
-                expected = ExpectedJobData(
-                    job["task"], job["client"], job["data_size"], spec.num_classes, spec.in_channels
-                )
-                self._data[key] = fetch_job_data(self.session.store, job["data_hash"], expected)
+                spec = self.task_spec(job.task)
+                expected = ExpectedJobData(job.task, job.client, job.data_size, spec.num_classes, spec.in_channels)
+                self._data[key] = fetch_job_data(self.session.store, job.data_hash, expected)
             except BlobNotFound:
-                self.log.debug("job data or task spec not in the store yet", job=key, data=job["data_hash"])
+                self.log.debug("job data or task spec not in the store yet", job=key, data=job.data_hash)
                 continue
             except (StoreError, TaskSpecError) as err:  # the store is unreachable, or the publisher's spec is bad
                 self.log.warning("cannot fetch the job data", job=key, error=str(err.args[0]))
                 continue
             except JobDataRejected as err:
-                job.update(data_status="rejected", data_error=str(err.args[0]))
-                self.log.error("job data rejected", job=key, data=job["data_hash"], error=str(err.args[0]))
+                job.data_status, job.data_error = "rejected", str(err.args[0])
+                self.log.error("job data rejected", job=key, data=job.data_hash, error=str(err.args[0]))
                 continue
-            if job["data_status"] is None:
-                self.log.info("job data received", job=key, samples=job["data_size"], data=job["data_hash"])
-            job["data_status"] = "ok"
+            if job.data_status is None:
+                self.log.info("job data received", job=key, samples=job.data_size, data=job.data_hash)
+            job.data_status = "ok"
 
     # ------------------------------------------------------------------ training
 
@@ -623,18 +597,18 @@ class FogNode:
                 self._commit(state, entries)
 
     def _due_jobs(self, state: AgentState) -> list[DueJob]:
-        won = [(key, job) for key, job in state.jobs.items() if job["phase"] == WON and job["data_status"] == "ok"]
+        won = [(key, job) for key, job in jobs_of(state).items() if job.phase == Phase.WON and job.data_status == "ok"]
         if not won:
             return []
         due = []
         task_states: dict[int, b.TaskState] = {}
         for key, job in won:
-            task_id = job["task"]
+            task_id = job.task
             if task_id not in task_states:
                 task_states[task_id] = self.contracts.task_registry.state(task_id)
             task = task_states[task_id]
             round_ = int(task.current_round)
-            if task.status != TaskStatus.RUNNING or round_ < job["from_round"]:
+            if task.status != TaskStatus.RUNNING or round_ < job.from_round:
                 continue
             limit = self.config.stop_after_round
             if limit is not None and round_ > limit:
@@ -642,23 +616,23 @@ class FogNode:
                 continue
             # The chain, not the state, says whether the round is committed: a commit whose block was
             # reorganised away (or that the chain dropped) is in the state but no longer on chain.
-            if int(self.contracts.fog_auction.job(task_id, job["client"]).paid_up_to) >= round_:
-                if round_ not in job["committed"]:
-                    job["committed"].append(round_)
+            if int(self.contracts.fog_auction.job(task_id, job.client).paid_up_to) >= round_:
+                if round_ not in job.committed:
+                    job.committed.append(round_)
                 continue
-            if round_ in job["committed"]:
-                job["committed"].remove(round_)
+            if round_ in job.committed:
+                job.committed.remove(round_)
                 self.log.warning("the round's commit is no longer on chain; committing again", job=key, round=round_)
             if self.now() > task.round_started_at + self.task_params(task_id).round_duration:
                 continue  # too late for this round; the contract slashes a missed round
-            client = job.get("client_account") or self.contracts.round_ledger.client(task_id, job["client"]).account
-            job["client_account"] = client
-            if str(round_) in job.get("refused_rewards", {}):
+            client = job.client_account or self.contracts.round_ledger.client(task_id, job.client).account
+            job.client_account = client
+            if str(round_) in job.refused_rewards:
                 continue
             try:
-                start = self._start_model(state, task_id, round_, job["client"], client)
+                start = self._start_model(state, task_id, round_, job.client, client)
             except RewardNotVerified as err:  # the chain's root does not prove it: never train from it
-                job.setdefault("refused_rewards", {})[str(round_)] = str(err.args[0])
+                job.refused_rewards[str(round_)] = str(err.args[0])
                 self.log.error(
                     "reward refused: the root committed on chain does not prove it; the round is not trained",
                     job=key,
@@ -673,7 +647,7 @@ class FogNode:
             if start is None or key not in self._data:
                 continue
             due.append(
-                DueJob(key, task_id, job["client"], round_, self.task_spec(task_id), start, self._data[key], client)
+                DueJob(key, task_id, job.client, round_, self.task_spec(task_id), start, self._data[key], client)
             )
         return due
 
@@ -836,7 +810,7 @@ class FogNode:
             return
         payments = {event.client_index: event.payment for event in receipt.events_of(b.UpdateCommitted)}
         for item, digest, root in entries:
-            state.jobs[item.key]["committed"].append(item.round)
+            jobs_of(state)[item.key].committed.append(item.round)
             self.log.info(
                 "update committed",
                 job=item.key,
@@ -856,12 +830,12 @@ class FogNode:
 
     def _commit_refused(self, state: AgentState, item: DueJob, err: ContractRevert) -> None:
         """What a refused commit of one job means for it, decided by the decoded error and the chain's state."""
-        job = state.jobs[item.key]
+        job = jobs_of(state)[item.key]
         log = self.log.bind(job=item.key, round=item.round)
         if int(self.contracts.fog_auction.job(item.task_id, item.client_index).paid_up_to) >= item.round:
-            job["committed"].append(item.round)  # committed before (a resent commit): done
+            job.committed.append(item.round)  # committed before (a resent commit): done
         elif isinstance(err, (b.AuctionNotWinner, b.AuctionClientInactive, b.AuctionWrongJobStatus)):
-            job["phase"] = LOST  # slashed and re-awarded, or the client was removed: no more rounds
+            job.phase = Phase.LOST  # slashed and re-awarded, or the client was removed: no more rounds
             log.warning("commit refused; the job is over for this node", error=type(err).__name__)
         else:  # too late (the contract slashes a missed round), or mined after the deadline
             log.warning("commit refused", error=type(err).__name__)
@@ -871,12 +845,12 @@ class FogNode:
     def _review_entries(self, state: AgentState) -> None:
         """Re-score the entry of every update it committed in a round posted since, while the round can be challenged."""
         ledger = self.contracts.round_ledger
-        for key, job in state.jobs.items():
-            reviewed: dict[str, str | None] = job.setdefault("reviewed", {})
-            due = [r for r in job.get("committed", []) if str(r) not in reviewed]
+        for key, job in jobs_of(state).items():
+            reviewed = job.reviewed
+            due = [r for r in job.committed if str(r) not in reviewed]
             if not due:
                 continue
-            task_id = job["task"]
+            task_id = job.task
             posted, _ = ledger.rounds(task_id)
             window = self.task_params(task_id).challenge_window
             for round_number in sorted(r for r in due if r <= posted):
@@ -890,7 +864,7 @@ class FogNode:
                         self.session, task_id, data_root=self.config.data_root, device="cpu", reexecute=False
                     )
                     self._watchers[task_id] = watcher
-                grievance = watcher.review(round_number, job["client"], own_job=False)
+                grievance = watcher.review(round_number, job.client, own_job=False)
                 if grievance is None or grievance.proposed is None:
                     reviewed[str(round_number)] = None
                     continue
@@ -901,9 +875,7 @@ class FogNode:
                     reason=grievance.reason,
                 )
                 try:
-                    opened = open_entry_challenge(
-                        self.session, task_id, round_number, job["client"], grievance.proposed
-                    )
+                    opened = open_entry_challenge(self.session, task_id, round_number, job.client, grievance.proposed)
                 except ContractRevert as err:
                     reviewed[str(round_number)] = None
                     self.log.error("challenge refused", job=key, round=round_number, error=type(err).__name__)
@@ -922,14 +894,14 @@ class FogNode:
 
             mine = [
                 key
-                for key, job in state.jobs.items()
-                if job["task"] == task_id and not job["settled"] and job["bid_index"] is not None
+                for key, job in jobs_of(state).items()
+                if job.task == task_id and not job.settled and job.bid_index is not None
             ]
             # Everyone may settle a job (its client, the aggregator, each of its bidders): a lost race is done.
-            settled = settle_jobs(self.session, task_id, [state.jobs[key]["client"] for key in mine])
+            settled = settle_jobs(self.session, task_id, [jobs_of(state)[key].client for key in mine])
             for key in mine:
-                state.jobs[key]["settled"] = True
-                if state.jobs[key]["client"] in settled:
+                jobs_of(state)[key].settled = True
+                if jobs_of(state)[key].client in settled:
                     self.log.info("job settled", job=key)
             task["withdrawn"] = withdraw_task_asset(self.session, task_id)
             self.log.info("withdrew", task=task_id, units=task["withdrawn"])

@@ -44,7 +44,7 @@ def test_client_joins_auctions_its_job_and_hands_off_its_committed_data(world: W
     job = contracts.fog_auction.job(task_id, 0)
     (closed,) = events_of(world, b.AuctionClosed, task_id)
     assert (job.status, job.data_size, closed.winner) == (2, SAMPLES, 0)
-    assert closed.price == fog.state.jobs[f"{task_id}:0"]["price"]
+    assert closed.price == fog.jobs[f"{task_id}:0"].price
     assert closed.escrow == job.escrow == closed.price * TERMS.rounds
     # the committed hash names the stored bytes, which are the client's data
     digest = contracts.data_handoff.data_hash(task_id, 0)
@@ -86,7 +86,8 @@ def test_client_and_fog_settle_and_withdraw_what_they_are_owed_after_the_last_ro
     assert client.state.finished and contracts.round_ledger.settled(task_id)
     assert withdrawn[client.address] == client.state.data["withdrawn"] == earlier + credited[client.address]
     assert withdrawn[fog.address] == owed >= credited[fog.address]  # all it was owed, this task's credits with it
-    price = fog.state.jobs[f"{task_id}:0"]["price"]
+    price = fog.jobs[f"{task_id}:0"].price
+    assert price is not None
     assert credited[fog.address] == TERMS.fog_deposit + 2 * price  # deposit back, two rounds paid
     assert contracts.treasury.claimable(client.address) == contracts.treasury.claimable(fog.address) == 0
 

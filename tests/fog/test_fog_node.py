@@ -26,7 +26,7 @@ from fedchain.taskspec import load_spec, load_update
 from fedchain.trainer.evaluation import local_losses
 from fedchain.updates import fetch_update
 from fog.bidding import CostModel
-from fog.node import REVEALED, WON
+from fog.jobs import Phase
 from tests.aggregator.conftest import SPEC, TERMS, World
 from tests.fog.conftest import Agents, award, post_round
 
@@ -52,14 +52,14 @@ def test_fog_bids_its_cost_plus_margin_sealed_then_reveals_it(world: World, agen
     fog.step()
 
     # assert: E = alpha/2 * c * D * f^2 = 1e-13 / 2 * 1000 * 48 * 1e18 = 2.4e9 wei; price = 1.25 E
-    job = fog.state.jobs[f"{task_id}:0"]
-    assert job["cost"] == 2.4e9
-    assert job["price"] == 3_000_000_000 >= job["cost"]
+    job = fog.jobs[f"{task_id}:0"]
+    assert job.cost == 2.4e9
+    assert job.price == 3_000_000_000 >= job.cost
     assert sealed.bidder == world.session(9).address and not sealed.revealed
-    assert sealed.commitment == bid_commitment(10**9, 3_000_000_000, parse_digest(job["salt"]), sealed.bidder)
+    assert sealed.commitment == bid_commitment(10**9, 3_000_000_000, parse_digest(job.sealed_salt()), sealed.bidder)
     (revealed,) = auction.bids(task_id, 0)
     assert (revealed.revealed, revealed.frequency, revealed.price) == (True, 10**9, 3_000_000_000)
-    assert job["phase"] == REVEALED
+    assert job.phase == Phase.REVEALED
 
 
 def test_restarted_fog_finds_its_bid_on_chain_and_reveals_it_without_bidding_again(
@@ -97,10 +97,10 @@ def test_the_winner_of_two_bidders_trains_the_handed_off_data_and_commits_round_
     contracts = world.publisher.contracts
     job = contracts.fog_auction.job(task_id, 0)
     assert (job.status, job.paid_up_to, job.winner_price) == (2, 1, 3_000_000_000)
-    assert cheap.state.jobs[f"{task_id}:0"]["phase"] == WON
-    assert cheap.state.jobs[f"{task_id}:0"]["data_status"] == "ok"
-    assert cheap.state.jobs[f"{task_id}:0"]["committed"] == [1]
-    assert dear.state.jobs[f"{task_id}:0"]["phase"] == "standby"
+    assert cheap.jobs[f"{task_id}:0"].phase == Phase.WON
+    assert cheap.jobs[f"{task_id}:0"].data_status == "ok"
+    assert cheap.jobs[f"{task_id}:0"].committed == [1]
+    assert dear.jobs[f"{task_id}:0"].phase == Phase.STANDBY
     assert contracts.data_handoff.data_hash(task_id, 0) == parse_digest(client.state.data["data_hash"])
     assert world.publisher.store.exists(job.update_hash)
 
@@ -133,7 +133,7 @@ def test_a_training_failure_leaves_the_job_due_and_the_next_step_trains_and_comm
     # assert: the node lived through the failure, said so, and committed round 1 at its next step
     assert failed == 0 and "training failed; trying again at the next step" in caplog.text
     assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 1
-    assert node.state.jobs[f"{task_id}:0"]["committed"] == [1]
+    assert node.jobs[f"{task_id}:0"].committed == [1]
 
 
 def test_fog_refuses_data_that_does_not_hash_to_the_committed_hash_and_trains_nothing(
@@ -154,8 +154,8 @@ def test_fog_refuses_data_that_does_not_hash_to_the_committed_hash_and_trains_no
     fresh.step()
 
     # assert: refused with the reason, and no update committed
-    job = fresh.state.jobs[f"{task_id}:0"]
-    assert job["data_status"] == "rejected" and "damaged" in job["data_error"]
+    job = fresh.jobs[f"{task_id}:0"]
+    assert job.data_status == "rejected" and "damaged" in (job.data_error or "")
     assert world.publisher.contracts.fog_auction.job(task_id, 0).paid_up_to == 0
 
 
@@ -177,7 +177,7 @@ def test_restarted_fog_does_not_commit_a_round_twice(world: World, agents: Agent
     )
     commits = [e for e in events if isinstance(e, b.UpdateCommitted) and e.task_id == task_id]
     assert [(e.round, e.fog) for e in commits] == [(1, restarted.address)]
-    assert restarted.state.jobs[f"{task_id}:0"]["committed"] == [1]
+    assert restarted.jobs[f"{task_id}:0"].committed == [1]
 
 
 def test_fog_that_never_reveals_forfeits_its_deposit_and_wins_nothing(world: World, agents: Agents) -> None:
@@ -189,7 +189,7 @@ def test_fog_that_never_reveals_forfeits_its_deposit_and_wins_nothing(world: Wor
     contracts = world.publisher.contracts
     assert contracts.fog_auction.job(task_id, 0).status == 3  # Vacant
     assert [bid.revealed for bid in contracts.fog_auction.bids(task_id, 0)] == [False]
-    assert fog.state.jobs[f"{task_id}:0"]["phase"] == "lost"
+    assert fog.jobs[f"{task_id}:0"].phase == Phase.LOST
     assert contracts.treasury.claimable(client.address) == TERMS.fog_deposit
 
 
@@ -316,10 +316,10 @@ def test_a_standby_fog_takes_over_the_job_of_a_winner_that_left_and_trains_the_n
 
     # assert: the standby node won the job from round 3 on and committed round 3
     job = world.publisher.contracts.fog_auction.job(task_id, 0)
-    assert standby.state.jobs[f"{task_id}:0"]["phase"] == WON
-    assert standby.state.jobs[f"{task_id}:0"]["from_round"] == 3
+    assert standby.jobs[f"{task_id}:0"].phase == Phase.WON
+    assert standby.jobs[f"{task_id}:0"].from_round == 3
     assert (job.winner, job.paid_up_to) == (1, 3)
-    assert standby.state.jobs[f"{task_id}:0"]["committed"] == [3]
+    assert standby.jobs[f"{task_id}:0"].committed == [3]
 
 
 def test_on_a_fedave_task_the_fog_ships_its_trained_models_losses_on_the_job_data_inside_the_update(

@@ -13,7 +13,7 @@ from web3 import Web3
 
 from fedchain.publisher import start_task
 from fedchain.store.digest import keccak256, to_hex
-from fog.node import BID
+from fog.jobs import Phase
 from tests.aggregator.conftest import World
 from tests.fog.conftest import Agents, award, post_round
 from tests.fog.test_fog_rewards import REWARD_SPEC, a_reward, committed_update, job_data, reward_task, trained_from
@@ -50,9 +50,9 @@ def test_a_join_auction_and_bid_reorganised_away_are_sent_again_once(world: Worl
     # assert: one join, one auction and one bid from this fog node, on the new branch; the fog node's job waits to reveal
     assert ledger.client_count(task_id) == 1
     assert [bid.bidder for bid in auction.bids(task_id, 0)] == [fog.address]
-    assert fog.state.jobs[f"{task_id}:0"]["phase"] == BID
+    assert fog.jobs[f"{task_id}:0"].phase == Phase.BID
     opened = auction.job(task_id, 0)
-    assert fog.state.jobs[f"{task_id}:0"]["bidding_deadline"] == opened.bidding_deadline
+    assert fog.jobs[f"{task_id}:0"].bidding_deadline == opened.bidding_deadline
 
 
 def test_a_commit_that_vanished_from_the_chain_is_committed_again(world: World, agents: Agents) -> None:
@@ -64,7 +64,7 @@ def test_a_commit_that_vanished_from_the_chain_is_committed_again(world: World, 
     before = snapshot(world.publisher.w3)
     fog.step()
     auction = world.publisher.contracts.fog_auction
-    assert auction.job(task_id, 0).paid_up_to == 1 and fog.state.jobs[f"{task_id}:0"]["committed"] == [1]
+    assert auction.job(task_id, 0).paid_up_to == 1 and fog.jobs[f"{task_id}:0"].committed == [1]
     world.publisher.w3.provider.make_request("evm_revert", [before])
 
     # execute: the next step, with the round still open
@@ -72,7 +72,7 @@ def test_a_commit_that_vanished_from_the_chain_is_committed_again(world: World, 
 
     # assert: round 1 is committed again, once
     assert auction.job(task_id, 0).paid_up_to == 1
-    assert fog.state.jobs[f"{task_id}:0"]["committed"] == [1]
+    assert fog.jobs[f"{task_id}:0"].committed == [1]
 
 
 def test_a_reward_commitment_reorganised_away_is_forgotten_and_the_new_branchs_reward_is_trained_from_and_proven(

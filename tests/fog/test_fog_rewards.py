@@ -123,4 +123,4 @@ def test_a_fog_refuses_a_reward_that_the_root_on_chain_does_not_prove_and_trains
     assert (fields["job"], fields["round"]) == (f"{task_id}:0", 2)
     assert "builds root" in fields["error"] and "audit" in fields["hint"]
     assert not any(r.getMessage().startswith("training from the client's reward") for r in caplog.records)
-    assert fog.state.jobs[f"{task_id}:0"]["refused_rewards"] == {"2": fields["error"]}
+    assert fog.jobs[f"{task_id}:0"].refused_rewards == {"2": fields["error"]}

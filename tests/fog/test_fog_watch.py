@@ -37,4 +37,4 @@ def test_a_fog_node_challenges_the_aggregator_over_a_wrong_entry_of_its_update(
     assert (challenge.challenger, challenge.accused) == (fog.session.address, world.aggregator.address)
     assert challenge.bond == world.publisher.contracts.task_registry.params(task_id).challenge_bond
     assert challenge.proposed == posted.measurements[0]._replace(quality=WAD)
-    assert fog.state.jobs[f"{task_id}:0"]["reviewed"] == {"1": str(challenge.challenge_id)}
+    assert fog.jobs[f"{task_id}:0"].reviewed == {"1": str(challenge.challenge_id)}
